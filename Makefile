@@ -1,0 +1,39 @@
+# Two commands do all setup on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint types unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make demo: install, load the demo vault into MEMORYD_HOME (default: a new temp dir), search it
+demo: $(STAMP)
+	$(BIN)/memoryd demo
+
+## make test: lint, types, the whole test suite; graph contract tests on both engines
+test: $(STAMP) lint types unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q tests/test_graph_store.py
+
+bench: $(STAMP)
+	$(BIN)/python bench/core.py --n 10000
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

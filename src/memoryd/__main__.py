@@ -1,0 +1,3 @@
+from memoryd.cli.main import main
+
+main()

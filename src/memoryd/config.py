@@ -1,0 +1,126 @@
+"""Settings: defaults < ~/.config/memoryd/config.toml < MEMORYD_* environment < explicit arguments.
+
+Only the composition root (`wiring.py`) and the entrypoints read settings; everything below
+receives plain values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from memoryd.errors import ConfigError
+
+APP_NAME = "memoryd"
+
+
+def default_config_file() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def default_home() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+class GraphSettings(BaseModel):
+    engine: Literal["kuzu", "ladybug"] = "kuzu"
+    buffer_pool_mb: int = Field(default=1024, ge=64, description="cap on the engine's page cache")
+    max_fanout: int = Field(
+        default=64, ge=1, description="neighbours followed per node in a traversal (hub cap)"
+    )
+    query_timeout_ms: int = Field(default=10_000, ge=100)
+
+
+class LLMSettings(BaseModel):
+    provider: Literal["none", "anthropic", "openai", "ollama"] = "none"
+    model: str = "claude-haiku-4-5"
+    base_url: str | None = None
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+
+
+class ExtractionSettings(BaseModel):
+    spacy_model: str | None = None
+    use_llm: bool = True
+
+
+class RecallSettings(BaseModel):
+    default_k: int = Field(default=10, ge=1, le=1000)
+
+
+class Settings(BaseSettings):
+    """Every setting memoryd has; the field descriptions are the documentation."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORYD_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    home: Path = Field(default_factory=default_home, description="the data dir")
+    lock_timeout_s: float = Field(
+        default=10.0, ge=0, description="how long an embedded command waits for another"
+    )
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+
+    _config_file: Path | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = _config_file_in_use()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+
+def _config_file_in_use() -> Path:
+    explicit = os.environ.get("MEMORYD_CONFIG")
+    return Path(explicit).expanduser() if explicit else default_config_file()
+
+
+def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build Settings, turning every way a config can be wrong into one ConfigError."""
+    if home is not None:
+        overrides["home"] = Path(home).expanduser()
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(
+            f"invalid settings ({problems})",
+            hint=f"check {_config_file_in_use()} and the MEMORYD_* environment variables",
+        ) from exc
+    except ValueError as exc:  # a TOML syntax error surfaces as a ValueError subclass
+        raise ConfigError(
+            f"cannot read config file {_config_file_in_use()}: {exc}",
+            hint="fix the TOML syntax, or move the file away to use the defaults",
+        ) from exc
+    settings.home = settings.home.expanduser().absolute()
+    return settings

@@ -1,0 +1,90 @@
+"""The one error tree of memoryd.
+
+Every surface (CLI exit code, HTTP status, MCP tool error) translates these once, so a
+store never raises a surface's error type and a surface never sees an engine's exception.
+
+    MemorydError
+    ├── NotFound                 a memory, entity or file that should exist does not
+    ├── Conflict                 the write would collide with what is stored (duplicate body, slug)
+    ├── InvalidInput             the caller's input is wrong (unknown type, empty title, bad UTF-8)
+    │   └── BrokenMemoryFile     a vault file that cannot be parsed (edited by hand)
+    ├── PolicyDenied             governance said no (sensitive scope without a grant, write Cypher)
+    ├── ExtractionFailed         the NLP or LLM stage failed
+    │   └── RateLimited
+    ├── StorageError             the disk, the graph or the index failed
+    │   ├── GraphLocked          another process owns the graph
+    │   ├── ResourceExhausted    the buffer pool or the disk is full
+    │   └── AuditChainBroken     the audit log does not verify
+    └── ConfigError              the config file or an environment variable is wrong
+"""
+
+from __future__ import annotations
+
+
+class MemorydError(Exception):
+    """Base of every error memoryd raises on purpose.
+
+    `code` is stable and documented; `hint` says what the user can do about it.
+    """
+
+    code = "memoryd_error"
+    default_hint = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotFound(MemorydError):
+    code = "not_found"
+
+
+class Conflict(MemorydError):
+    code = "conflict"
+
+
+class InvalidInput(MemorydError):
+    code = "invalid_input"
+
+
+class BrokenMemoryFile(InvalidInput):
+    code = "broken_memory_file"
+    default_hint = "fix the file by hand (it is plain markdown with YAML frontmatter) or move it away"
+
+
+class PolicyDenied(MemorydError):
+    code = "policy_denied"
+
+
+class ExtractionFailed(MemorydError):
+    code = "extraction_failed"
+
+
+class RateLimited(ExtractionFailed):
+    code = "rate_limited"
+
+
+class StorageError(MemorydError):
+    code = "storage_error"
+
+
+class GraphLocked(StorageError):
+    code = "graph_locked"
+    default_hint = "use `memoryd serve`, or wait for the other command to finish"
+
+
+class ResourceExhausted(StorageError):
+    code = "resource_exhausted"
+
+
+class AuditChainBroken(StorageError):
+    code = "audit_chain_broken"
+    default_hint = "the audit log was changed outside memoryd; restore it from a backup"
+
+
+class ConfigError(MemorydError):
+    code = "config_error"

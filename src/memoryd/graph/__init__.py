@@ -1,0 +1,1 @@
+"""The knowledge graph: memories, entities, relations and the supersedes chain."""

@@ -1,0 +1,700 @@
+"""The graph store on Kuzu or its fork LadybugDB: the only module that imports either engine.
+
+Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
+- a second write transaction on another connection segfaults, so every write goes through
+  ONE connection under ONE lock;
+- the buffer pool defaults to 80% of RAM, so it is capped;
+- a stale `.wal` beside a new database file segfaults on open, so rebuilds remove it;
+- hub entities make deep traversals explode, so traversals cap their fan-out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from memoryd.errors import (
+    GraphLocked,
+    InvalidInput,
+    PolicyDenied,
+    ResourceExhausted,
+    StorageError,
+)
+from memoryd.graph.store import (
+    CypherResult,
+    EntityRow,
+    MemoryRow,
+    write_clause,
+)
+from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
+
+logger = logging.getLogger(__name__)
+
+DB_FILE = "memoryd.kz"
+ENGINES = ("kuzu", "ladybug")
+_MIB = 1024 * 1024
+
+# Each migration is a list of statements; the version is its 1-based position.
+MIGRATIONS: list[list[str]] = [
+    [
+        "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, value STRING)",
+        "CREATE NODE TABLE Memory(slug STRING PRIMARY KEY, type STRING, scope_hash STRING,"
+        " title STRING, body STRING, source STRING, created_at TIMESTAMP, updated_at TIMESTAMP,"
+        " ttl_days INT64, decay_state STRING, recall_count INT64, last_recalled_at TIMESTAMP,"
+        " fingerprint STRING, category STRING, tags STRING[], triggers STRING[], dura STRING,"
+        " sensitive BOOLEAN, promoted_from STRING, path STRING)",
+        "CREATE NODE TABLE Entity(id STRING PRIMARY KEY, name STRING, type STRING,"
+        " aliases STRING[], context STRING, first_seen_at TIMESTAMP, last_seen_at TIMESTAMP,"
+        " mention_count INT64, scope_hash STRING, decay_state STRING)",
+        "CREATE NODE TABLE Scope(hash STRING PRIMARY KEY, path STRING, sensitive BOOLEAN,"
+        " aliases STRING[])",
+        "CREATE REL TABLE MENTIONS(FROM Memory TO Entity, confidence DOUBLE)",
+        "CREATE REL TABLE RELATES(FROM Entity TO Entity, FROM Memory TO Entity,"
+        " FROM Entity TO Memory, FROM Memory TO Memory, predicate STRING, confidence DOUBLE,"
+        " source_memory STRING, created_at TIMESTAMP, valid_from TIMESTAMP,"
+        " superseded_at TIMESTAMP)",
+        "CREATE REL TABLE SUPERSEDES(FROM Memory TO Memory, entity_id STRING, confidence DOUBLE,"
+        " decided_at TIMESTAMP, decided_by STRING, reason STRING)",
+        "CREATE REL TABLE PROMOTED_FROM(FROM Memory TO Memory, promoted_at TIMESTAMP)",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_MEMORY_COLUMNS = (
+    "slug, type, scope_hash, title, body, source, created_at, updated_at, ttl_days,"
+    " decay_state, recall_count, last_recalled_at, fingerprint, category, tags, triggers,"
+    " sensitive, path"
+)
+
+
+def load_engine(name: str) -> ModuleType:
+    if name not in ENGINES:
+        raise InvalidInput(f"unknown graph engine {name!r}", hint=f"use one of {', '.join(ENGINES)}")
+    other = next((e for e in ENGINES if e != name and e in sys.modules), None)
+    if other is not None:
+        # Both wheels register the same native types: loading the second one crashes.
+        raise StorageError(
+            f"graph engine {other!r} is already loaded in this process; {name!r} cannot join it",
+            hint="use one engine per process (graph.engine in config.toml)",
+        )
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise StorageError(
+            f"graph engine {name!r} is not installed", hint=f"pip install {name}"
+        ) from exc
+
+
+def engine_error(exc: Exception, path: Path) -> StorageError:
+    """Translate the engine's RuntimeError into the typed error a user can act on."""
+    text = str(exc)
+    if "Could not set lock" in text or "lock on file" in text:
+        return GraphLocked(
+            f"another memoryd process holds the graph at {path}: use `memoryd serve`, or wait"
+        )
+    if "buffer pool is full" in text or "Unable to allocate memory" in text:
+        return ResourceExhausted(
+            f"the graph ran out of its buffer pool: {text}",
+            hint="raise graph.buffer_pool_mb in config.toml (MEMORYD_GRAPH__BUFFER_POOL_MB)",
+        )
+    if "interrupted" in text.lower() or "timeout" in text.lower():
+        return ResourceExhausted(
+            f"graph query timed out: {text}",
+            hint="narrow the query or raise graph.query_timeout_ms",
+        )
+    return StorageError(f"graph error at {path}: {text}")
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _entity_parts(entity_id: str) -> tuple[str, str]:
+    """`entity:library:React` → ("library", "React")."""
+    _, _, rest = entity_id.partition(":")
+    etype, _, name = rest.partition(":")
+    return etype or "concept", name or entity_id
+
+
+class KuzuGraphStore:
+    """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        engine: str = "kuzu",
+        buffer_pool_mb: int = 1024,
+        max_fanout: int = 64,
+        query_timeout_ms: int = 10_000,
+        read_only: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.path = directory / DB_FILE
+        self.engine_name = engine
+        self.max_fanout = max_fanout
+        self.read_only = read_only
+        self._timeout_ms = query_timeout_ms
+        self._engine = load_engine(engine)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._closed = False
+        if read_only and not self.path.exists():
+            raise StorageError(
+                f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
+            )
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create graph dir {directory}: {exc.strerror}") from exc
+        try:
+            self._db = self._engine.Database(
+                str(self.path),
+                buffer_pool_size=buffer_pool_mb * _MIB,
+                read_only=read_only,
+                max_num_threads=2,
+            )
+            self._writer = None if read_only else self._engine.Connection(self._db)
+        except RuntimeError as exc:
+            raise engine_error(exc, self.path) from exc
+        if not read_only:
+            self._migrate()
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _reader(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._engine.Connection(self._db)
+            conn.set_query_timeout(self._timeout_ms)
+            self._local.conn = conn
+        return conn
+
+    def _rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        if self._closed:
+            raise StorageError("the graph store is closed")
+        try:
+            result = self._reader().execute(query, params or {})
+            rows: list[list[Any]] = []
+            while result.has_next():
+                rows.append([_utc(v) for v in result.get_next()])
+            return rows
+        except RuntimeError as exc:
+            raise engine_error(exc, self.path) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """One write transaction on the one write connection; rolled back on any error."""
+        if self._writer is None:
+            raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
+        with self._write_lock:
+            conn = self._writer
+            try:
+                conn.execute("BEGIN TRANSACTION")
+            except RuntimeError as exc:
+                raise engine_error(exc, self.path) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except RuntimeError:
+                    # A failed statement already ended the transaction; nothing to undo.
+                    logger.debug("no transaction left to roll back on %s", self.path)
+                if isinstance(exc, RuntimeError):
+                    raise engine_error(exc, self.path) from exc
+                raise
+
+    def _migrate(self) -> None:
+        tables = {row[0] for row in self._rows("CALL show_tables() RETURN name")}
+        current = 0
+        if "Meta" in tables:
+            found = self._rows("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
+            current = int(found[0][0]) if found else 0
+        if current > SCHEMA_VERSION:
+            raise StorageError(
+                f"the graph at {self.path} is at schema {current} but this memoryd knows "
+                f"{SCHEMA_VERSION}",
+                hint="upgrade memoryd, or run `memoryd reindex` to rebuild the graph",
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self._transaction() as conn:
+                for statement in MIGRATIONS[version - 1]:
+                    conn.execute(statement)
+                conn.execute(
+                    "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
+                )
+            logger.info("graph %s migrated to schema %d", self.path, version)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+            self._db.close()
+
+    def schema_version(self) -> int:
+        found = self._rows("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
+        return int(found[0][0]) if found else 0
+
+    # -- writes ---------------------------------------------------------------------------
+    @staticmethod
+    def _memory_params(memory: Memory) -> dict[str, Any]:
+        meta = memory.meta
+        return {
+            "slug": meta.slug,
+            "type": meta.type.value,
+            "scope_hash": meta.scope_hash,
+            "title": meta.title,
+            "body": "" if memory.sensitive else memory.body,
+            "source": meta.source,
+            "created_at": meta.created_at,
+            "updated_at": meta.updated_at,
+            "ttl_days": meta.ttl_days,
+            "decay_state": meta.decay_state.value,
+            "recall_count": meta.recall_count,
+            "last_recalled_at": meta.last_recalled_at,
+            "fingerprint": "" if memory.sensitive else memory.fingerprint,
+            "category": meta.category,
+            "tags": list(meta.tags),
+            "triggers": list(meta.triggers),
+            "dura": meta.dura_score.model_dump_json() if meta.dura_score else None,
+            "sensitive": memory.sensitive,
+            "promoted_from": meta.promoted_from,
+            "path": str(memory.path or ""),
+        }
+
+    def upsert_memories(self, memories: Sequence[Memory], *, link_memories: bool = True) -> None:
+        if not memories:
+            return
+        mems = [self._memory_params(m) for m in memories]
+        slugs = [m["slug"] for m in mems]
+        mentions: dict[tuple[str, str], float] = {}
+        entity_rows: dict[str, dict[str, Any]] = {}
+        relates: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+        def entity(eid: str, memory: Memory) -> None:
+            if eid not in entity_rows:
+                etype, name = _entity_parts(eid)
+                entity_rows[eid] = {
+                    "id": eid,
+                    "name": name,
+                    "type": etype,
+                    "scope_hash": memory.meta.scope_hash,
+                }
+
+        for memory in memories:
+            slug = memory.meta.slug
+            for eid in memory.meta.observations:
+                entity(eid, memory)
+                mentions[(slug, eid)] = max(mentions.get((slug, eid), 0.0), 1.0)
+            for rel in memory.meta.relations:
+                subject = rel.subject or slug
+                s_kind = "entity" if subject.startswith("entity:") else "memory"
+                o_kind = "entity" if rel.object.startswith("entity:") else "memory"
+                if s_kind == "entity":
+                    entity(subject, memory)
+                if o_kind == "entity":
+                    entity(rel.object, memory)
+                if rel.predicate is Predicate.MENTIONS and subject == slug and o_kind == "entity":
+                    prior = mentions.get((slug, rel.object), 0.0)
+                    mentions[(slug, rel.object)] = max(prior, rel.confidence)
+                    continue
+                relates.setdefault((s_kind, o_kind), []).append(
+                    {
+                        "s": subject,
+                        "o": rel.object,
+                        "predicate": rel.predicate.value,
+                        "confidence": rel.confidence,
+                        "source": slug,
+                        "created_at": memory.meta.created_at,
+                        "valid_from": rel.valid_from or memory.meta.created_at,
+                        "superseded_at": rel.superseded_at,
+                    }
+                )
+        with self._transaction() as conn:
+            touched = [
+                row[0]
+                for row in self._collect(
+                    conn,
+                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
+                    " RETURN DISTINCT e.id",
+                    {"slugs": slugs},
+                )
+            ]
+            conn.execute(
+                "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:MENTIONS]->() DELETE r",
+                {"slugs": slugs},
+            )
+            conn.execute(
+                "MATCH ()-[r:RELATES]->() WHERE r.source_memory IN $slugs DELETE r",
+                {"slugs": slugs},
+            )
+            conn.execute(
+                # Kuzu infers a parameter column's type from its values (an all-null column
+                # is STRING), so every nullable typed column is cast explicitly.
+                "UNWIND $rows AS r MERGE (m:Memory {slug: r.slug}) SET m.type = r.type,"
+                " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
+                " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
+                " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
+                " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
+                " m.recall_count = CAST(r.recall_count AS INT64),"
+                " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
+                " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
+                " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
+                " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
+                " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
+                {"rows": mems},
+            )
+            if entity_rows:
+                conn.execute(
+                    "UNWIND $rows AS r MERGE (e:Entity {id: r.id}) ON CREATE SET e.name = r.name,"
+                    " e.type = r.type, e.aliases = CAST([] AS STRING[]), e.mention_count = 0,"
+                    " e.scope_hash = r.scope_hash, e.decay_state = 'fresh'",
+                    {"rows": list(entity_rows.values())},
+                )
+            if mentions:
+                conn.execute(
+                    "UNWIND $rows AS r MATCH (m:Memory {slug: r.slug}), (e:Entity {id: r.id})"
+                    " CREATE (m)-[:MENTIONS {confidence: CAST(r.confidence AS DOUBLE)}]->(e)",
+                    {
+                        "rows": [
+                            {"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()
+                        ]
+                    },
+                )
+            for (s_kind, o_kind), rows in relates.items():
+                s_label = "Entity" if s_kind == "entity" else "Memory"
+                o_label = "Entity" if o_kind == "entity" else "Memory"
+                s_key = "id" if s_kind == "entity" else "slug"
+                o_key = "id" if o_kind == "entity" else "slug"
+                conn.execute(
+                    f"UNWIND $rows AS r MATCH (a:{s_label} {{{s_key}: r.s}}),"
+                    f" (b:{o_label} {{{o_key}: r.o}})"
+                    " CREATE (a)-[:RELATES {predicate: r.predicate,"
+                    " confidence: CAST(r.confidence AS DOUBLE), source_memory: r.source,"
+                    " created_at: CAST(r.created_at AS TIMESTAMP),"
+                    " valid_from: CAST(r.valid_from AS TIMESTAMP),"
+                    " superseded_at: CAST(r.superseded_at AS TIMESTAMP)}]->(b)",
+                    {"rows": rows},
+                )
+            if link_memories:
+                self._link(conn, memories)
+            self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
+
+    def link_memories(self, memories: Sequence[Memory]) -> None:
+        if memories:
+            with self._transaction() as conn:
+                self._link(conn, memories)
+
+    @staticmethod
+    def _collect(conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        result = conn.execute(query, params)
+        rows: list[list[Any]] = []
+        while result.has_next():
+            rows.append(result.get_next())
+        return rows
+
+    def _link(self, conn: Any, memories: Sequence[Memory]) -> None:
+        slugs = [m.meta.slug for m in memories]
+        conn.execute(
+            "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:SUPERSEDES]->() DELETE r",
+            {"slugs": slugs},
+        )
+        conn.execute(
+            "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:PROMOTED_FROM]->() DELETE r",
+            {"slugs": slugs},
+        )
+        supersedes = [
+            {"newer": m.meta.slug, "older": older, "at": m.meta.created_at}
+            for m in memories
+            for older in m.meta.supersedes
+        ]
+        if supersedes:
+            conn.execute(
+                "UNWIND $rows AS r MATCH (n:Memory {slug: r.newer}), (o:Memory {slug: r.older})"
+                " CREATE (n)-[:SUPERSEDES {confidence: 1.0, decided_at: CAST(r.at AS TIMESTAMP),"
+                " decided_by: 'user'}]->(o)",
+                {"rows": supersedes},
+            )
+        promoted = [
+            {"slug": m.meta.slug, "source": m.meta.promoted_from, "at": m.meta.created_at}
+            for m in memories
+            if m.meta.promoted_from
+        ]
+        if promoted:
+            conn.execute(
+                "UNWIND $rows AS r MATCH (n:Memory {slug: r.slug}), (o:Memory {slug: r.source})"
+                " CREATE (n)-[:PROMOTED_FROM {promoted_at: CAST(r.at AS TIMESTAMP)}]->(o)",
+                {"rows": promoted},
+            )
+
+    @staticmethod
+    def _refresh_entity_stats(conn: Any, entity_ids: Sequence[str]) -> None:
+        """mention_count and first/last seen are derived from MENTIONS, so reindex reproduces them."""
+        if not entity_ids:
+            return
+        conn.execute(
+            "UNWIND $ids AS i MATCH (e:Entity {id: i}) OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
+            " WITH e, count(m) AS n, min(m.created_at) AS f, max(m.created_at) AS l"
+            " SET e.mention_count = n, e.first_seen_at = f, e.last_seen_at = l",
+            {"ids": list(entity_ids)},
+        )
+
+    def delete_memories(self, slugs: Sequence[str]) -> None:
+        if not slugs:
+            return
+        with self._transaction() as conn:
+            touched = [
+                row[0]
+                for row in self._collect(
+                    conn,
+                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
+                    " RETURN DISTINCT e.id",
+                    {"slugs": list(slugs)},
+                )
+            ]
+            conn.execute(
+                "MATCH ()-[r:RELATES]->() WHERE r.source_memory IN $slugs DELETE r",
+                {"slugs": list(slugs)},
+            )
+            conn.execute(
+                "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) DETACH DELETE m",
+                {"slugs": list(slugs)},
+            )
+            self._refresh_entity_stats(conn, touched)
+
+    def set_recall(
+        self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
+    ) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "MATCH (m:Memory {slug: $slug}) SET m.recall_count = $n,"
+                " m.last_recalled_at = $at, m.decay_state = $state",
+                {"slug": slug, "n": recall_count, "at": last_recalled_at, "state": decay_state.value},
+            )
+
+    def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "MERGE (s:Scope {hash: $hash}) SET s.path = $path, s.sensitive = $sensitive,"
+                " s.aliases = CAST($aliases AS STRING[])",
+                {"hash": scope_hash, "path": path, "sensitive": sensitive, "aliases": aliases},
+            )
+
+    # -- reads ----------------------------------------------------------------------------
+    def get_memory(self, slug: str) -> MemoryRow | None:
+        rows = self._rows(
+            f"MATCH (m:Memory {{slug: $slug}}) RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
+            {"slug": slug},
+        )
+        if not rows:
+            return None
+        names = [c.strip() for c in _MEMORY_COLUMNS.split(",")]
+        return MemoryRow.model_validate(dict(zip(names, rows[0], strict=True)))
+
+    def list_memories(
+        self,
+        *,
+        scope_hash: str | None = None,
+        type: MemoryType | None = None,
+        decay_state: DecayState | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemorySummary]:
+        where = []
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if scope_hash is not None:
+            where.append("m.scope_hash = $scope")
+            params["scope"] = scope_hash
+        if type is not None:
+            where.append("m.type = $type")
+            params["type"] = type.value
+        if decay_state is not None:
+            where.append("m.decay_state = $state")
+            params["state"] = decay_state.value
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self._rows(
+            f"MATCH (m:Memory) {clause} RETURN m.slug, m.type, m.title, m.scope_hash, m.source,"
+            " m.created_at, m.updated_at, m.decay_state, m.tags, m.recall_count"
+            " ORDER BY m.created_at DESC, m.slug SKIP $offset LIMIT $limit",
+            params,
+        )
+        keys = (
+            "slug type title scope_hash source created_at updated_at decay_state tags recall_count"
+        ).split()
+        return [MemorySummary.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+
+    def count_memories(self) -> int:
+        return int(self._rows("MATCH (m:Memory) RETURN count(m)")[0][0])
+
+    def memory_slugs(self) -> set[str]:
+        return {row[0] for row in self._rows("MATCH (m:Memory) RETURN m.slug")}
+
+    def find_by_fingerprint(self, scope_hash: str, fingerprint: str) -> str | None:
+        rows = self._rows(
+            "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.fingerprint = $fp"
+            " RETURN m.slug ORDER BY m.created_at LIMIT 1",
+            {"scope": scope_hash, "fp": fingerprint},
+        )
+        return rows[0][0] if rows else None
+
+    def get_entity(self, entity_id: str) -> EntityRow | None:
+        rows = self._rows(
+            "MATCH (e:Entity {id: $id}) RETURN e.id, e.name, e.type, e.aliases, e.context,"
+            " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash, e.decay_state",
+            {"id": entity_id},
+        )
+        return _entity_row(rows[0]) if rows else None
+
+    def list_entities(
+        self,
+        *,
+        type: str | None = None,
+        query: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[EntityRow]:
+        where = []
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if type is not None:
+            where.append("e.type = $type")
+            params["type"] = type
+        if query:
+            where.append(
+                "(lower(e.name) CONTAINS $q OR any(a IN e.aliases WHERE lower(a) CONTAINS $q))"
+            )
+            params["q"] = query.lower()
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self._rows(
+            f"MATCH (e:Entity) {clause} RETURN e.id, e.name, e.type, e.aliases, e.context,"
+            " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash, e.decay_state"
+            " ORDER BY e.mention_count DESC, e.id SKIP $offset LIMIT $limit",
+            params,
+        )
+        return [_entity_row(r) for r in rows]
+
+    def cypher(
+        self, query: str, params: dict[str, Any] | None = None, *, limit: int = 1000
+    ) -> CypherResult:
+        """Run read-only Cypher: write clauses are refused before the engine sees them, and
+        the query runs in a READ ONLY transaction as a second guard."""
+        clause = write_clause(query)
+        if clause is not None:
+            raise PolicyDenied(
+                f"graph queries are read-only: {clause} is a write clause",
+                hint="use `memoryd record` and the entity commands to change the graph",
+            )
+        if self._closed:
+            raise StorageError("the graph store is closed")
+        conn = self._reader()
+        try:
+            conn.execute("BEGIN TRANSACTION READ ONLY")
+        except RuntimeError as exc:
+            raise engine_error(exc, self.path) from exc
+        try:
+            result = conn.execute(query, params or {})
+            columns = list(result.get_column_names())
+            rows: list[list[Any]] = []
+            truncated = False
+            while result.has_next():
+                if len(rows) >= limit:
+                    truncated = True
+                    break
+                rows.append([_jsonable(v) for v in result.get_next()])
+            return CypherResult(columns=columns, rows=rows, truncated=truncated)
+        except RuntimeError as exc:
+            text = str(exc)
+            if "Parser exception" in text or "Binder exception" in text:
+                raise InvalidInput(f"invalid Cypher: {text}") from exc
+            raise engine_error(exc, self.path) from exc
+        finally:
+            try:
+                conn.execute("ROLLBACK")
+            except RuntimeError:
+                logger.debug("rollback of read-only transaction failed", exc_info=True)
+
+    def snapshot(self) -> dict[str, list[Any]]:
+        memories = self._rows(
+            f"MATCH (m:Memory) RETURN {_prefixed('m', _MEMORY_COLUMNS)}, m.dura, m.promoted_from"
+            " ORDER BY m.slug"
+        )
+        entities = self._rows(
+            "MATCH (e:Entity) RETURN e.id, e.name, e.type, e.aliases, e.context,"
+            " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash ORDER BY e.id"
+        )
+        mentions = self._rows(
+            "MATCH (m:Memory)-[r:MENTIONS]->(e:Entity) RETURN m.slug, e.id, r.confidence"
+            " ORDER BY m.slug, e.id"
+        )
+        relates = self._rows(
+            "MATCH (a)-[r:RELATES]->(b) RETURN label(a), coalesce(a.slug, a.id), r.predicate,"
+            " label(b), coalesce(b.slug, b.id), r.confidence, r.source_memory, r.valid_from,"
+            " r.superseded_at ORDER BY r.source_memory, coalesce(a.slug, a.id), r.predicate,"
+            " coalesce(b.slug, b.id)"
+        )
+        supersedes = self._rows(
+            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug, r.decided_by,"
+            " r.confidence ORDER BY n.slug, o.slug"
+        )
+        promoted = self._rows(
+            "MATCH (n:Memory)-[:PROMOTED_FROM]->(o:Memory) RETURN n.slug, o.slug ORDER BY n.slug"
+        )
+        scopes = self._rows("MATCH (s:Scope) RETURN s.hash, s.path, s.sensitive ORDER BY s.hash")
+        return {
+            "memories": memories,
+            "entities": entities,
+            "mentions": mentions,
+            "relates": relates,
+            "supersedes": supersedes,
+            "promoted_from": promoted,
+            "scopes": scopes,
+        }
+
+
+def _prefixed(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+def _entity_row(row: list[Any]) -> EntityRow:
+    keys = (
+        "id name type aliases context first_seen_at last_seen_at mention_count scope_hash"
+        " decay_state"
+    ).split()
+    data = dict(zip(keys, row, strict=True))
+    data["aliases"] = data["aliases"] or []
+    data["mention_count"] = data["mention_count"] or 0
+    data["decay_state"] = data["decay_state"] or "fresh"
+    return EntityRow.model_validate(data)
+
+
+def _jsonable(value: Any) -> Any:
+    """Engine values (nodes, rels, timestamps) as JSON-friendly Python values."""
+    if isinstance(value, datetime):
+        return _utc(value).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items() if not k.startswith("_")}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return json.loads(json.dumps(value, default=str))
+
+
+def remove_database(directory: Path) -> None:
+    """Delete a database file and its WAL: a stale WAL beside a new file crashes the engine."""
+    for suffix in ("", ".wal", ".shadow", ".tmp"):
+        (directory / f"{DB_FILE}{suffix}").unlink(missing_ok=True)

@@ -1,0 +1,151 @@
+"""What the service needs from a graph engine, and the rows it gets back.
+
+The graph is the index and the graph of record for entities, relations and the supersedes
+chain (DESIGN.md §4). Everything written here is derived from the vault's frontmatter, so a
+store can always be rebuilt by `memoryd reindex`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Timestamp
+
+NodeKind = Literal["memory", "entity"]
+
+
+class MemoryRow(BaseModel):
+    """A memory as the graph holds it (no body for sensitive memories)."""
+
+    slug: str
+    type: MemoryType
+    scope_hash: str
+    title: str
+    body: str
+    source: str
+    created_at: Timestamp
+    updated_at: Timestamp | None
+    ttl_days: int | None
+    decay_state: DecayState
+    recall_count: int
+    last_recalled_at: Timestamp | None
+    fingerprint: str
+    category: str | None
+    tags: list[str]
+    triggers: list[str]
+    sensitive: bool
+    path: str
+
+
+class EntityRow(BaseModel):
+    id: str
+    name: str
+    type: str
+    aliases: list[str] = Field(default_factory=list)
+    context: str | None = None
+    first_seen_at: Timestamp | None = None
+    last_seen_at: Timestamp | None = None
+    mention_count: int = 0
+    scope_hash: str | None = None
+    decay_state: str = "fresh"
+
+
+class RelationRow(BaseModel):
+    subject_id: str
+    subject_kind: NodeKind
+    predicate: str
+    object_id: str
+    object_kind: NodeKind
+    confidence: float
+    source_memory: str | None
+    created_at: Timestamp | None = None
+    valid_from: Timestamp | None = None
+    superseded_at: Timestamp | None = None
+
+
+class SupersedeRow(BaseModel):
+    newer: str
+    older: str
+    entity_id: str | None = None
+    confidence: float = 1.0
+    decided_at: Timestamp | None = None
+    decided_by: str = "user"
+    reason: str | None = None
+
+
+class CypherResult(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = False
+
+
+_WRITE_CLAUSE = re.compile(
+    r"\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|DROP|ALTER|COPY|LOAD|INSTALL|ATTACH|IMPORT|EXPORT|"
+    r"CHECKPOINT|BEGIN|COMMIT|ROLLBACK|USE)\b",
+    re.IGNORECASE,
+)
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
+
+
+def write_clause(query: str) -> str | None:
+    """The first write clause in a Cypher query (outside string literals), or None."""
+    match = _WRITE_CLAUSE.search(_STRING_LITERAL.sub("''", query))
+    return match.group(1).upper() if match else None
+
+
+class GraphStore(Protocol):
+    """The small interface every engine implements (kuzu and ladybug today)."""
+
+    def close(self) -> None: ...
+
+    def schema_version(self) -> int: ...
+
+    def upsert_memories(self, memories: Sequence[Memory], *, link_memories: bool = True) -> None:
+        """Write memory nodes and every edge their frontmatter describes, in one transaction."""
+
+    def link_memories(self, memories: Sequence[Memory]) -> None:
+        """(Re)write the memory→memory edges (supersedes, promoted_from) once all nodes exist."""
+
+    def delete_memories(self, slugs: Sequence[str]) -> None: ...
+
+    def set_recall(self, slug: str, *, recall_count: int, last_recalled_at: datetime,
+                   decay_state: DecayState) -> None: ...
+
+    def get_memory(self, slug: str) -> MemoryRow | None: ...
+
+    def list_memories(
+        self,
+        *,
+        scope_hash: str | None = None,
+        type: MemoryType | None = None,
+        decay_state: DecayState | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemorySummary]: ...
+
+    def count_memories(self) -> int: ...
+
+    def memory_slugs(self) -> set[str]: ...
+
+    def find_by_fingerprint(self, scope_hash: str, fingerprint: str) -> str | None: ...
+
+    def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
+        ...
+
+    def get_entity(self, entity_id: str) -> EntityRow | None: ...
+
+    def list_entities(
+        self, *, type: str | None = None, query: str | None = None, limit: int = 100,
+        offset: int = 0,
+    ) -> list[EntityRow]: ...
+
+    def cypher(self, query: str, params: dict[str, Any] | None = None, *,
+               limit: int = 1000) -> CypherResult: ...
+
+    def snapshot(self) -> dict[str, list[Any]]:
+        """Every node and edge in a canonical order: two equal graphs give equal snapshots."""

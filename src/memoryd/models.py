@@ -1,0 +1,400 @@
+"""Values shared by every layer: the memory frontmatter (seeds/001) and what stores return.
+
+These are plain data. Nothing here touches the disk, the graph or the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+
+
+def utcnow() -> datetime:
+    """Now, in UTC, to the second: what the frontmatter stores."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def to_utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; aware ones are converted."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """ISO-8601 in UTC with a trailing Z, as the seeds write timestamps."""
+    return to_utc(value).isoformat().replace("+00:00", "Z")
+
+
+Timestamp = Annotated[datetime, PlainSerializer(format_ts, return_type=str, when_used="json")]
+
+
+class MemoryType(StrEnum):
+    """The six kinds of memory: `session` is working memory, the rest are long-term."""
+
+    SESSION = "session"
+    DECISION = "decision"
+    PREFERENCE = "preference"
+    FACT = "fact"
+    PLAYBOOK = "playbook"
+    WARNING = "warning"
+
+    @property
+    def dir_name(self) -> str:
+        """The vault folder of this type (`decisions/`, `sessions/` …)."""
+        return f"{self.value}s"
+
+    @property
+    def long_term(self) -> bool:
+        return self is not MemoryType.SESSION
+
+    @property
+    def default_ttl_days(self) -> int | None:
+        """Sessions decay after 90 days unused; long-term memories never expire by default."""
+        return 90 if self is MemoryType.SESSION else None
+
+
+class DecayState(StrEnum):
+    """alive → dim → soft-forgotten → forgotten (seeds/002); a recall revives."""
+
+    ALIVE = "alive"
+    DIM = "dim"
+    SOFT_FORGOTTEN = "soft-forgotten"
+    FORGOTTEN = "forgotten"
+
+    @property
+    def visible_by_default(self) -> bool:
+        return self in (DecayState.ALIVE, DecayState.DIM)
+
+
+class Predicate(StrEnum):
+    """The 11 relation predicates of seeds/001."""
+
+    MENTIONS = "mentions"
+    WORKS_ON = "works_on"
+    USES = "uses"
+    PREFERS = "prefers"
+    SUPERSEDES = "supersedes"
+    SUPERSEDED_BY = "superseded_by"
+    CONFLICTS_WITH = "conflicts_with"
+    CITES = "cites"
+    RUNS_ON = "runs_on"
+    BELONGS_TO = "belongs_to"
+    LOCATED_AT = "located_at"
+
+
+class EntityType(StrEnum):
+    PERSON = "person"
+    ORGANIZATION = "organization"
+    PLACE = "place"
+    LIBRARY = "library"
+    TOOL = "tool"
+    PROJECT = "project"
+    CONCEPT = "concept"
+
+
+class Dura(BaseModel):
+    """DURA score: Decision-worthy, Useful, Recallable, Accurate, each in [0, 1]."""
+
+    model_config = ConfigDict(frozen=True)
+
+    D: float = Field(ge=0.0, le=1.0)
+    U: float = Field(ge=0.0, le=1.0)
+    R: float = Field(ge=0.0, le=1.0)
+    A: float = Field(ge=0.0, le=1.0)
+
+    @property
+    def mean(self) -> float:
+        return (self.D + self.U + self.R + self.A) / 4
+
+
+SCOPE_HASH_RE = re.compile(r"^[0-9a-f]{12}$")
+SLUG_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,199}$")
+
+
+class RelationRef(BaseModel):
+    """A relation extracted from a memory, kept in its frontmatter so `reindex` can rebuild it.
+
+    `subject` None means the memory itself. Relations are closed (`superseded_at`), never
+    deleted, so the graph keeps history (bi-temporal edges, as in Graphiti).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    predicate: Predicate
+    object: str = Field(min_length=1)
+    subject: str | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    valid_from: Timestamp | None = None
+    superseded_at: Timestamp | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_seed_string(cls, value: Any) -> Any:
+        """Accept the compact seed form `predicate:object` (e.g. `mentions:entity:library:React`)."""
+        if isinstance(value, str):
+            predicate, sep, obj = value.partition(":")
+            if not sep or not obj:
+                raise ValueError(f"relation {value!r} is not of the form 'predicate:object'")
+            return {"predicate": predicate, "object": obj}
+        return value
+
+    def compact(self) -> str | dict[str, Any]:
+        """The seed string when nothing but predicate and object is set, else a mapping."""
+        if (
+            self.subject is None
+            and self.confidence == 1.0
+            and self.valid_from is None
+            and self.superseded_at is None
+        ):
+            return f"{self.predicate.value}:{self.object}"
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Frontmatter(BaseModel):
+    """The YAML frontmatter of a memory file (seeds/001). Unknown keys are kept as written."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    title: str = Field(min_length=1, max_length=500)
+    slug: str
+    type: MemoryType
+    scope_hash: str
+    source: str = Field(min_length=1)
+    created_at: Timestamp
+    updated_at: Timestamp | None = None
+    tags: list[str] = Field(default_factory=list)
+    triggers: list[str] = Field(default_factory=list)
+    category: str | None = None
+    ttl_days: int | None = Field(default=None, ge=0)
+    decay_state: DecayState = DecayState.ALIVE
+    recall_count: int = Field(default=0, ge=0)
+    last_recalled_at: Timestamp | None = None
+    dura_score: Dura | None = None
+    promoted_from: str | None = None
+    supersedes: list[str] = Field(default_factory=list)
+    observations: list[str] = Field(default_factory=list)
+    relations: list[RelationRef] = Field(default_factory=list)
+
+    @field_validator("title")
+    @classmethod
+    def _title_not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("title is empty")
+        return value
+
+    @field_validator("slug")
+    @classmethod
+    def _slug_safe(cls, value: str) -> str:
+        if not SLUG_RE.match(value):
+            raise ValueError(
+                f"slug {value!r} must be letters, digits, '.', '_' or '-' (it is a file name)"
+            )
+        return value
+
+    @field_validator("scope_hash")
+    @classmethod
+    def _scope_hash_shape(cls, value: str) -> str:
+        if not SCOPE_HASH_RE.match(value):
+            raise ValueError(f"scope_hash {value!r} must be 12 lowercase hex digits")
+        return value
+
+    @field_validator("created_at", "updated_at", "last_recalled_at")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else to_utc(value)
+
+    @field_validator("tags", "triggers")
+    @classmethod
+    def _clean_keywords(cls, value: list[str]) -> list[str]:
+        seen: dict[str, None] = {}
+        for item in value:
+            item = str(item).strip()
+            if item:
+                seen.setdefault(item, None)
+        return list(seen)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """Field order as in seeds/001; empty optional fields are left out to keep files short."""
+        data = self.model_dump(mode="json", exclude={"relations"})
+        data["relations"] = [r.compact() for r in self.relations]
+        required = {"title", "slug", "type", "scope_hash", "source", "created_at", "decay_state"}
+        return {
+            key: value
+            for key, value in data.items()
+            if key in required or key == "recall_count" or value not in (None, [], {})
+        }
+
+
+def fingerprint(body: str) -> str:
+    """sha1 of the first 500 characters of the body: how duplicates are recognised."""
+    return hashlib.sha1(body[:500].encode("utf-8")).hexdigest()
+
+
+class Memory(BaseModel):
+    """A memory as the vault holds it: frontmatter plus markdown body."""
+
+    meta: Frontmatter
+    body: str
+    path: Path | None = None
+    sensitive: bool = False
+
+    @property
+    def slug(self) -> str:
+        return self.meta.slug
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.body)
+
+
+class MemoryDraft(BaseModel):
+    """What a caller gives to record a memory; the service fills in slug, scope and times."""
+
+    type: MemoryType
+    title: str
+    body: str
+    scope_path: Path | None = None
+    source: str = "manual"
+    tags: list[str] = Field(default_factory=list)
+    triggers: list[str] = Field(default_factory=list)
+    category: str | None = None
+    created_at: datetime | None = None
+    ttl_days: int | None = None
+    allow_duplicate: bool = False
+    supersedes: list[str] = Field(default_factory=list)
+    promoted_from: str | None = None
+
+
+class MemorySummary(BaseModel):
+    """One row of `list`: enough to pick a memory without reading its body."""
+
+    slug: str
+    type: MemoryType
+    title: str
+    scope_hash: str
+    source: str
+    created_at: Timestamp
+    updated_at: Timestamp | None = None
+    decay_state: DecayState
+    tags: list[str] = Field(default_factory=list)
+    recall_count: int = 0
+
+
+class SearchHit(BaseModel):
+    """One full-text result, with the terms that matched so it can explain itself."""
+
+    slug: str
+    type: MemoryType
+    title: str
+    scope_hash: str
+    decay_state: DecayState
+    created_at: Timestamp
+    score: float
+    snippet: str = ""
+    matched_terms: list[str] = Field(default_factory=list)
+
+
+class ScopeInfo(BaseModel):
+    """What `scope show` reports, and what scopes/<hash>/scope.json holds."""
+
+    scope_hash: str
+    path: str
+    git_toplevel: str | None = None
+    git_remote: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    sensitive: bool = False
+
+
+class AuditRecord(BaseModel):
+    """One line of audit/audit.jsonl (seeds/001)."""
+
+    seq: int
+    ts: str
+    actor: str
+    event_type: str
+    scope_hash: str | None
+    target_id: str | None
+    details: str
+    prev_hash: str
+    this_hash: str
+
+
+class AuditVerification(BaseModel):
+    ok: bool
+    lines: int
+    first_bad_line: int | None = None
+    problem: str | None = None
+
+
+class DoctorCheck(BaseModel):
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+class ReindexReport(BaseModel):
+    indexed: int
+    skipped: list[str] = Field(default_factory=list)
+    seconds: float
+
+
+def entity_id(entity_type: EntityType | str, name: str) -> str:
+    """`entity:<type>:<name>`, the id an entity keeps across merges (seeds/001)."""
+    return f"entity:{EntityType(entity_type).value}:{name.strip()}"
+
+
+class ProposedEntity(BaseModel):
+    """An entity an extraction stage found in a text; the service links and writes it."""
+
+    name: str = Field(min_length=1)
+    type: EntityType
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    aliases: list[str] = Field(default_factory=list)
+    context: str | None = None
+    stage: str = "rules"
+    """Which stage proposed it: `lexicon`, `known`, `pattern`, `ner`, `llm` …"""
+    spans: list[tuple[int, int]] = Field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return entity_id(self.type, self.name)
+
+
+class ProposedRelation(BaseModel):
+    """A relation between two entities of the same Extraction.
+
+    `subject` and `object` are entity ids (`entity:<type>:<name>`), or the literal `memory`
+    for the memory the text came from.
+    """
+
+    subject: str
+    predicate: Predicate
+    object: str
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    evidence: str = ""
+    stage: str = "rules"
+
+
+class Extraction(BaseModel):
+    """What extraction returns: proposals, never writes."""
+
+    entities: list[ProposedEntity] = Field(default_factory=list)
+    relations: list[ProposedRelation] = Field(default_factory=list)
+    stages: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)

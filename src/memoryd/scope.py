@@ -1,0 +1,81 @@
+"""Scopes: memories are bucketed per project, keyed by the first 12 hex of sha256(path).
+
+The path is the git toplevel when there is one, else the directory itself (seeds/002). The
+git remote is recorded as an alias so one project cloned on two machines can be recognised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from memoryd.errors import InvalidInput
+from memoryd.models import ScopeInfo
+
+
+def hash_path(path: str) -> str:
+    return hashlib.sha256(path.encode("utf-8")).hexdigest()[:12]
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = result.stdout.strip()
+    return out if result.returncode == 0 and out else None
+
+
+def _git_toplevel(directory: Path) -> str | None:
+    """The git toplevel, found by walking up for `.git` (no subprocess: captures must be fast)."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return str(candidate)
+    return None
+
+
+def normalise_remote(remote: str) -> str:
+    """`git@github.com:a/b.git` and `https://github.com/a/b` name the same project."""
+    remote = remote.strip()
+    if remote.endswith(".git"):
+        remote = remote[:-4]
+    if "://" in remote:
+        remote = remote.split("://", 1)[1]
+        remote = remote.split("@", 1)[-1]
+    elif "@" in remote and ":" in remote:
+        user_host, _, path = remote.partition(":")
+        remote = f"{user_host.split('@', 1)[-1]}/{path}"
+    return remote.rstrip("/").lower()
+
+
+def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -> ScopeInfo:
+    """The scope of `path` (default: the current directory)."""
+    directory = Path(path if path is not None else Path.cwd()).expanduser()
+    try:
+        directory = directory.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise InvalidInput(
+            f"scope path {directory} does not exist", hint="pass an existing directory with --scope"
+        ) from exc
+    if not directory.is_dir():
+        raise InvalidInput(
+            f"scope path {directory} is not a directory", hint="pass the project directory"
+        )
+    toplevel = _git_toplevel(directory)
+    root = toplevel or str(directory)
+    remote = _git(Path(root), "config", "--get", "remote.origin.url") if toplevel and with_remote else None
+    aliases = [f"remote:{normalise_remote(remote)}"] if remote else []
+    return ScopeInfo(
+        scope_hash=hash_path(root),
+        path=root,
+        git_toplevel=toplevel,
+        git_remote=remote,
+        aliases=aliases,
+    )

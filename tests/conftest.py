@@ -1,0 +1,81 @@
+"""Shared fixtures: real stores in temp dirs, never the user's data dir or config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memoryd.config import Settings, load_settings
+
+ENGINE = os.environ.get("MEMORYD_TEST_ENGINE", "kuzu")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test may read the developer's config or write into their data dir."""
+    for key in list(os.environ):
+        if key.startswith("MEMORYD_") and key != "MEMORYD_TEST_ENGINE":
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("MEMORYD_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def settings(home: Path) -> Settings:
+    return load_settings(home, graph={"engine": ENGINE, "buffer_pool_mb": 128}, lock_timeout_s=1.0)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git project directory, so scope resolution takes the git toplevel."""
+    path = tmp_path / "project"
+    (path / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+@pytest.fixture
+def other_project(tmp_path: Path) -> Path:
+    path = tmp_path / "other"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def svc(settings: Settings) -> Iterator[object]:
+    from memoryd.wiring import open_service
+
+    service = open_service(settings)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MB tmpfs: the only honest way to test a full disk. Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs: {result.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -1,0 +1,230 @@
+"""The graph store contract. `make test` runs this file once per engine (kuzu, ladybug):
+the two cannot share a process, so the engine comes from MEMORYD_TEST_ENGINE."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
+from memoryd.graph.kuzu_store import SCHEMA_VERSION, KuzuGraphStore
+from memoryd.graph.store import write_clause
+from memoryd.models import DecayState, Frontmatter, Memory, MemoryType
+
+from .conftest import ENGINE
+
+SCOPE = "0123456789ab"
+
+
+def memory(slug: str, body: str = "", **meta: object) -> Memory:
+    fields: dict[str, object] = {
+        "title": slug.replace("-", " "),
+        "slug": slug,
+        "type": "decision",
+        "scope_hash": SCOPE,
+        "source": "manual",
+        "created_at": datetime(2026, 5, 1, tzinfo=UTC),
+    }
+    fields.update(meta)
+    return Memory(meta=Frontmatter.model_validate(fields), body=body or f"body of {slug}")
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Iterator[KuzuGraphStore]:
+    store = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=128)
+    yield store
+    store.close()
+
+
+def test_schema_is_migrated_and_reopens(tmp_path: Path) -> None:
+    store = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+    assert store.schema_version() == SCHEMA_VERSION
+    store.upsert_memories([memory("a-1")])
+    store.close()
+    again = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+    assert again.schema_version() == SCHEMA_VERSION
+    assert again.count_memories() == 1
+    again.close()
+
+
+def test_upsert_writes_memory_entities_and_edges(graph: KuzuGraphStore) -> None:
+    older = memory(
+        "use-react",
+        observations=["entity:library:React"],
+        created_at=datetime(2026, 3, 1, tzinfo=UTC),
+    )
+    newer = memory(
+        "use-solid",
+        observations=["entity:library:React", "entity:library:Solid"],
+        relations=[
+            "prefers:entity:library:Solid",
+            {
+                "subject": "entity:library:Solid",
+                "predicate": "supersedes",
+                "object": "entity:library:React",
+                "confidence": 0.7,
+            },
+        ],
+        supersedes=["use-react"],
+        created_at=datetime(2026, 6, 1, tzinfo=UTC),
+    )
+    graph.upsert_memories([older])
+    graph.upsert_memories([newer])
+    react = graph.get_entity("entity:library:React")
+    assert react is not None
+    assert react.mention_count == 2
+    assert react.first_seen_at == datetime(2026, 3, 1, tzinfo=UTC)
+    assert react.last_seen_at == datetime(2026, 6, 1, tzinfo=UTC)
+    snap = graph.snapshot()
+    assert [r[:2] for r in snap["supersedes"]] == [["use-solid", "use-react"]]
+    predicates = sorted(r[2] for r in snap["relates"])
+    assert predicates == ["prefers", "supersedes"]
+    row = graph.get_memory("use-solid")
+    assert row is not None
+    assert row.type is MemoryType.DECISION
+    assert row.body == "body of use-solid"
+
+
+def test_reupsert_replaces_edges_not_duplicates(graph: KuzuGraphStore) -> None:
+    m = memory("m-1", observations=["entity:tool:Docker"], relations=["uses:entity:tool:Docker"])
+    graph.upsert_memories([m])
+    first = graph.snapshot()
+    graph.upsert_memories([m])
+    assert graph.snapshot() == first
+    changed = memory("m-1", observations=["entity:tool:Podman"])
+    graph.upsert_memories([changed])
+    docker = graph.get_entity("entity:tool:Docker")
+    assert docker is not None
+    assert docker.mention_count == 0
+    assert graph.snapshot()["relates"] == []
+
+
+def test_delete_detaches_and_updates_counts(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory("a", observations=["entity:tool:git"]), memory("b")])
+    graph.delete_memories(["a"])
+    assert graph.memory_slugs() == {"b"}
+    git = graph.get_entity("entity:tool:git")
+    assert git is not None
+    assert git.mention_count == 0
+
+
+def test_list_filters_and_pages(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories(
+        [
+            memory(f"m-{i}", type="fact" if i % 2 else "warning",
+                   created_at=datetime(2026, 1, i + 1, tzinfo=UTC))
+            for i in range(6)
+        ]
+    )
+    facts = graph.list_memories(type=MemoryType.FACT)
+    assert [m.slug for m in facts] == ["m-5", "m-3", "m-1"]
+    assert [m.slug for m in graph.list_memories(limit=2, offset=1)] == ["m-4", "m-3"]
+    assert graph.list_memories(decay_state=DecayState.DIM) == []
+
+
+def test_fingerprint_lookup(graph: KuzuGraphStore) -> None:
+    m = memory("dup", body="same text")
+    graph.upsert_memories([m])
+    assert graph.find_by_fingerprint(SCOPE, m.fingerprint) == "dup"
+    assert graph.find_by_fingerprint("ffffffffffff", m.fingerprint) is None
+
+
+def test_sensitive_memory_body_never_reaches_graph(graph: KuzuGraphStore) -> None:
+    secret = memory("s-1", body="the vault password is hunter2")
+    secret.sensitive = True
+    graph.upsert_memories([secret])
+    row = graph.get_memory("s-1")
+    assert row is not None
+    assert row.body == ""
+    assert "hunter2" not in repr(graph.snapshot())
+
+
+def test_cypher_is_read_only(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory("x")])
+    result = graph.cypher("MATCH (m:Memory) RETURN m.slug AS slug")
+    assert result.columns == ["slug"]
+    assert result.rows == [["x"]]
+    for query in ("MATCH (m) DETACH DELETE m", "CREATE (m:Memory {slug: 'y'})",
+                  "MATCH (m:Memory) SET m.title = 'z'"):
+        with pytest.raises(PolicyDenied, match="read-only"):
+            graph.cypher(query)
+    with pytest.raises(InvalidInput, match="invalid Cypher"):
+        graph.cypher("MATCH (m:Memory RETURN m")
+    assert graph.count_memories() == 1
+    # a keyword inside a string literal is not a write clause
+    assert graph.cypher("MATCH (m:Memory) WHERE m.title <> 'CREATE' RETURN count(m)").rows == [[1]]
+
+
+def test_cypher_row_limit(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory(f"r-{i}") for i in range(5)])
+    result = graph.cypher("MATCH (m:Memory) RETURN m.slug ORDER BY m.slug", limit=3)
+    assert len(result.rows) == 3
+    assert result.truncated
+
+
+def test_write_clause_detection() -> None:
+    assert write_clause("match (n) return n") is None
+    assert write_clause("MATCH (n) MERGE (m)") == "MERGE"
+    assert write_clause("RETURN 'DROP TABLE x'") is None
+
+
+def test_second_process_gets_graph_locked(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """Kuzu allows one read-write process: the second must get a clear, typed error."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from memoryd.errors import GraphLocked
+        from memoryd.graph.kuzu_store import KuzuGraphStore
+        try:
+            KuzuGraphStore(Path({str(tmp_path / "graph")!r}), engine={ENGINE!r})
+        except GraphLocked as exc:
+            print(exc)
+            sys.exit(3)
+        sys.exit(0)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    if ENGINE == "ladybug" and result.returncode == 0:
+        pytest.skip("this ladybug build lets a second process open beside the writer")
+    assert result.returncode == 3, result.stderr
+    assert "another memoryd process holds the graph" in result.stdout
+
+
+def test_buffer_pool_exhaustion_is_a_clear_error(tmp_path: Path) -> None:
+    store = KuzuGraphStore(tmp_path / "tiny", engine=ENGINE, buffer_pool_mb=64)
+    big = [memory(f"big-{i}", body=("lorem ipsum " * 300) + str(i)) for i in range(30_000)]
+    with pytest.raises(StorageError) as info:
+        for start in range(0, len(big), 10_000):
+            store.upsert_memories(big[start : start + 10_000])
+    assert "buffer pool" in str(info.value)
+    assert "buffer_pool_mb" in info.value.hint
+    # the store is still usable after the failure
+    assert store.count_memories() >= 0
+    store.close()
+
+
+def test_unknown_engine_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="unknown graph engine"):
+        KuzuGraphStore(tmp_path / "g", engine="neo4j")
+
+
+def test_read_only_open_refuses_writes(tmp_path: Path) -> None:
+    writer = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+    writer.upsert_memories([memory("ro")])
+    writer.close()
+    reader = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128, read_only=True)
+    assert reader.count_memories() == 1
+    with pytest.raises(PolicyDenied):
+        reader.upsert_memories([memory("no")])
+    reader.close()
+
+
+def test_locked_error_type_is_storage_error() -> None:
+    assert issubclass(GraphLocked, StorageError)
