@@ -117,8 +117,11 @@ def test_delete_detaches_and_updates_counts(graph: KuzuGraphStore) -> None:
 def test_list_filters_and_pages(graph: KuzuGraphStore) -> None:
     graph.upsert_memories(
         [
-            memory(f"m-{i}", type="fact" if i % 2 else "warning",
-                   created_at=datetime(2026, 1, i + 1, tzinfo=UTC))
+            memory(
+                f"m-{i}",
+                type="fact" if i % 2 else "warning",
+                created_at=datetime(2026, 1, i + 1, tzinfo=UTC),
+            )
             for i in range(6)
         ]
     )
@@ -150,8 +153,11 @@ def test_cypher_is_read_only(graph: KuzuGraphStore) -> None:
     result = graph.cypher("MATCH (m:Memory) RETURN m.slug AS slug")
     assert result.columns == ["slug"]
     assert result.rows == [["x"]]
-    for query in ("MATCH (m) DETACH DELETE m", "CREATE (m:Memory {slug: 'y'})",
-                  "MATCH (m:Memory) SET m.title = 'z'"):
+    for query in (
+        "MATCH (m) DETACH DELETE m",
+        "CREATE (m:Memory {slug: 'y'})",
+        "MATCH (m:Memory) SET m.title = 'z'",
+    ):
         with pytest.raises(PolicyDenied, match="read-only"):
             graph.cypher(query)
     with pytest.raises(InvalidInput, match="invalid Cypher"):
@@ -200,9 +206,13 @@ def test_second_process_gets_graph_locked(graph: KuzuGraphStore, tmp_path: Path)
 def test_buffer_pool_exhaustion_is_a_clear_error(tmp_path: Path) -> None:
     store = KuzuGraphStore(tmp_path / "tiny", engine=ENGINE, buffer_pool_mb=64)
     big = [memory(f"big-{i}", body=("lorem ipsum " * 300) + str(i)) for i in range(30_000)]
-    with pytest.raises(StorageError) as info:
+
+    def fill() -> None:
         for start in range(0, len(big), 10_000):
             store.upsert_memories(big[start : start + 10_000])
+
+    with pytest.raises(StorageError) as info:
+        fill()
     assert "buffer pool" in str(info.value)
     assert "buffer_pool_mb" in info.value.hint
     # the store is still usable after the failure

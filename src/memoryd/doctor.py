@@ -23,12 +23,16 @@ def _install_checks(settings: Settings) -> list[DoctorCheck]:
             fix="install Python 3.11 or newer",
         )
     ]
-    missing = [m for m in (*REQUIRED_MODULES, settings.graph.engine) if not importlib.util.find_spec(m)]
+    missing = [
+        m for m in (*REQUIRED_MODULES, settings.graph.engine) if not importlib.util.find_spec(m)
+    ]
     checks.append(
         DoctorCheck(
             name="packages",
             ok=not missing,
-            detail="all required packages import" if not missing else f"missing: {', '.join(missing)}",
+            detail="all required packages import"
+            if not missing
+            else f"missing: {', '.join(missing)}",
             fix=f"pip install {' '.join(missing)}" if missing else "",
         )
     )
@@ -71,7 +75,8 @@ def _store_checks(settings: Settings) -> list[DoctorCheck]:
             DoctorCheck(
                 name="graph",
                 ok=graph_version == SCHEMA_VERSION,
-                detail=f"{settings.graph.engine} schema {graph_version} (expected {SCHEMA_VERSION}),"
+                detail=f"{settings.graph.engine} schema {graph_version}"
+                f" (expected {SCHEMA_VERSION}),"
                 f" {svc.graph.count_memories()} memories",
                 fix="run `memoryd reindex`",
             )
@@ -101,14 +106,18 @@ def _store_checks(settings: Settings) -> list[DoctorCheck]:
         if only_vault:
             problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")
         if only_graph:
-            problems.append(f"{len(only_graph)} graph memories without a file (e.g. {min(only_graph)})")
+            problems.append(
+                f"{len(only_graph)} graph memories without a file (e.g. {min(only_graph)})"
+            )
         if index_diff:
             problems.append(f"search index differs from the graph on {len(index_diff)} memories")
         checks.append(
             DoctorCheck(
                 name="index consistency",
                 ok=not problems,
-                detail="vault, graph and search index agree" if not problems else "; ".join(problems),
+                detail="vault, graph and search index agree"
+                if not problems
+                else "; ".join(problems),
                 fix="run `memoryd reindex`",
             )
         )

@@ -144,7 +144,7 @@ class RelationRef(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_seed_string(cls, value: Any) -> Any:
-        """Accept the compact seed form `predicate:object` (e.g. `mentions:entity:library:React`)."""
+        """Accept the compact seed form `predicate:object` (`mentions:entity:library:React`)."""
         if isinstance(value, str):
             predicate, sep, obj = value.partition(":")
             if not sep or not obj:

@@ -14,6 +14,7 @@ import shutil
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,6 @@ from memoryd.models import (
     ReindexReport,
     ScopeInfo,
     SearchHit,
-    fingerprint,
     to_utc,
     utcnow,
 )
@@ -213,12 +213,20 @@ class MemoryService:
         return written
 
     def _refuse_duplicates(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
-        seen: dict[tuple[str, str], str] = {}
+        wanted: dict[str, set[str]] = {}
+        for memory, draft in zip(memories, drafts, strict=True):
+            if not draft.allow_duplicate and memory.body:
+                wanted.setdefault(memory.meta.scope_hash, set()).add(memory.fingerprint)
+        seen: dict[tuple[str, str], str] = {
+            (scope_hash, fp): slug
+            for scope_hash, fps in wanted.items()
+            for fp, slug in self.graph.find_fingerprints(scope_hash, sorted(fps)).items()
+        }
         for memory, draft in zip(memories, drafts, strict=True):
             if draft.allow_duplicate or not memory.body:
                 continue
             key = (memory.meta.scope_hash, memory.fingerprint)
-            existing = seen.get(key) or self.graph.find_by_fingerprint(*key)
+            existing = seen.get(key)
             if existing is not None:
                 raise Conflict(
                     f"the same body is already stored in this scope as {existing}",
@@ -232,11 +240,24 @@ class MemoryService:
         try:
             for memory in batch:
                 memory.path = self.vault.path_for(memory)
-                self.vault.write(memory, sync=sync_each)
-                paths.append(memory.path)
-            if not sync_each:
+            if sync_each:
+                for memory in batch:
+                    paths.append(self.vault.write(memory))
+            else:
+                # File creation is syscall-bound and releases the GIL: a few threads triple
+                # bulk throughput; one sync at the end makes the batch durable.
+                with ThreadPoolExecutor(max_workers=4) as pool:
+                    futures = [pool.submit(self.vault.write, m, sync=False) for m in batch]
+                    for future in futures:
+                        try:
+                            paths.append(future.result())
+                        except MemorydError:
+                            for other in futures:
+                                if other is not future and other.exception() is None:
+                                    paths.append(other.result())
+                            raise
                 self.vault.sync_all()
-            self.graph.upsert_memories(batch)
+            self.graph.upsert_memories(batch, new=True)
             try:
                 self.index.upsert([search_doc(m) for m in batch])
                 self.audit.append_many(
@@ -352,7 +373,10 @@ class MemoryService:
                 warn(f"skipped {exc}")
                 continue
             if memory.meta.slug in seen:
-                warn(f"skipped {path}: slug {memory.meta.slug} is already used by {seen[memory.meta.slug]}")
+                warn(
+                    f"skipped {path}: slug {memory.meta.slug} is already used by"
+                    f" {seen[memory.meta.slug]}"
+                )
                 continue
             if path.stem != memory.meta.slug:
                 warn(f"note: {path} holds slug {memory.meta.slug} (file name differs)")
@@ -384,7 +408,7 @@ class MemoryService:
             for info in self.vault.scopes():
                 fresh.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
             for batch in iter_batches(memories, BULK_BATCH):
-                fresh.upsert_memories(batch, link_memories=False)
+                fresh.upsert_memories(batch, link_memories=False, new=True)
             for batch in iter_batches(memories, BULK_BATCH):
                 fresh.link_memories(batch)
         finally:

@@ -8,10 +8,12 @@ Every write is atomic: temp file, fsync, rename, fsync of the directory.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,10 +33,8 @@ _TYPE_DIRS = {t.dir_name for t in MemoryType}
 
 try:  # the C loader is ~10x faster; reindex of 100k files depends on it
     _Loader: Any = yaml.CSafeLoader
-    _Dumper: Any = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
-    _Dumper = yaml.SafeDumper
 
 
 def storage_error(exc: OSError, path: Path, action: str) -> StorageError:
@@ -50,6 +50,59 @@ def storage_error(exc: OSError, path: Path, action: str) -> StorageError:
             hint="make the data dir writable, or point MEMORYD_HOME/--home at a writable dir",
         )
     return StorageError(f"{action} {path} failed: {exc.strerror or exc}")
+
+
+_PLAIN = re.compile(r"^[A-Za-z\u00c0-\uffff_/][\w\u00c0-\uffff ./()+-]*$")
+_YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
+
+
+def _scalar(value: Any) -> str:
+    """One YAML scalar. Strings are plain when unambiguous, else JSON-quoted (valid YAML)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text if "." in text and "e" not in text else f"{value:.6f}"
+    text = str(value)
+    if (
+        _PLAIN.match(text)
+        and not text.endswith(" ")
+        and " #" not in text
+        and text.lower() not in _YAML_WORDS
+    ):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
+    """Block mappings, inline lists of scalars (`tags: [react, solid]`), as seeds/001 writes.
+
+    Hand-rolled because PyYAML's Python representer was the slowest step of bulk ingest; the
+    output is read back with the C loader and round-trip tested.
+    """
+    lines: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines.append(f"{indent}{key}:")
+            lines.extend(_emit(value, indent + "  "))
+        elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+            lines.append(f"{indent}{key}:")
+            for item in value:
+                if isinstance(item, dict):
+                    nested = _emit(item, indent + "  ")
+                    lines.append(f"{indent}- {nested[0].lstrip()}")
+                    lines.extend(nested[1:])
+                else:
+                    lines.append(f"{indent}- {_scalar(item)}")
+        elif isinstance(value, list):
+            lines.append(f"{indent}{key}: [{', '.join(_scalar(v) for v in value)}]")
+        else:
+            lines.append(f"{indent}{key}: {_scalar(value)}")
+    return lines
 
 
 def fsync_dir(directory: Path) -> None:
@@ -77,21 +130,15 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         if sync:
             fsync_dir(path.parent)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only fs can't even remove the temp name
+            tmp.unlink(missing_ok=True)
         raise storage_error(exc, path, "writing") from exc
 
 
 def render(memory: Memory) -> str:
     """Frontmatter, a blank line, the body: what a person expects to open in an editor."""
-    header = yaml.dump(
-        memory.meta.to_yaml_dict(),
-        Dumper=_Dumper,
-        allow_unicode=True,
-        sort_keys=False,
-        default_flow_style=None,
-        width=1000,
-    )
-    return f"---\n{header}---\n\n{memory.body}\n"
+    header = "\n".join(_emit(memory.meta.to_yaml_dict()))
+    return f"---\n{header}\n---\n\n{memory.body}\n"
 
 
 def parse(text: str, path: Path) -> Memory:
@@ -223,7 +270,9 @@ class Vault:
                 folder = scope / sub
                 if folder.is_dir():
                     yield from sorted(
-                        p for p in folder.iterdir() if p.suffix == ".md" and not p.name.startswith(".")
+                        p
+                        for p in folder.iterdir()
+                        if p.suffix == ".md" and not p.name.startswith(".")
                     )
 
     def count_encrypted(self) -> int:
@@ -233,5 +282,5 @@ class Vault:
 
     @staticmethod
     def sync_all() -> None:
-        """Flush every pending write to disk: the end of a bulk write that skipped per-file fsync."""
+        """Flush every pending write: the end of a bulk write that skipped per-file fsync."""
         os.sync()

@@ -66,7 +66,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 HomeOpt = Annotated[
     Path | None,
-    typer.Option("--home", envvar="MEMORYD_HOME", help="Data dir (default: the platform data dir)."),
+    typer.Option(
+        "--home", envvar="MEMORYD_HOME", help="Data dir (default: the platform data dir)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 ScopeOpt = Annotated[
@@ -297,8 +299,10 @@ def reindex(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(report)
     else:
-        typer.echo(f"indexed {report.indexed} memories in {report.seconds:.1f}s"
-                   f" ({len(report.skipped)} skipped)")
+        typer.echo(
+            f"indexed {report.indexed} memories in {report.seconds:.1f}s"
+            f" ({len(report.skipped)} skipped)"
+        )
 
 
 @audit_app.callback()
@@ -325,7 +329,12 @@ def audit_list(
     table = Table("seq", "ts", "actor", "event", "scope", "target")
     for rec in records:
         table.add_row(
-            str(rec.seq), rec.ts, rec.actor, rec.event_type, rec.scope_hash or "", rec.target_id or ""
+            str(rec.seq),
+            rec.ts,
+            rec.actor,
+            rec.event_type,
+            rec.scope_hash or "",
+            rec.target_id or "",
         )
     out.print(table)
 
@@ -339,8 +348,10 @@ def audit_verify(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     elif result.ok:
         typer.echo(f"audit chain ok: {result.lines} lines")
     else:
-        err.print(f"error: audit chain broken at line {result.first_bad_line}: {result.problem}",
-                  markup=False)
+        err.print(
+            f"error: audit chain broken at line {result.first_bad_line}: {result.problem}",
+            markup=False,
+        )
     if not result.ok:
         raise typer.Exit(9)
 

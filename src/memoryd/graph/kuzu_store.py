@@ -78,7 +78,9 @@ _MEMORY_COLUMNS = (
 
 def load_engine(name: str) -> ModuleType:
     if name not in ENGINES:
-        raise InvalidInput(f"unknown graph engine {name!r}", hint=f"use one of {', '.join(ENGINES)}")
+        raise InvalidInput(
+            f"unknown graph engine {name!r}", hint=f"use one of {', '.join(ENGINES)}"
+        )
     other = next((e for e in ENGINES if e != name and e in sys.modules), None)
     if other is not None:
         # Both wheels register the same native types: loading the second one crashes.
@@ -277,7 +279,11 @@ class KuzuGraphStore:
             "path": str(memory.path or ""),
         }
 
-    def upsert_memories(self, memories: Sequence[Memory], *, link_memories: bool = True) -> None:
+    def upsert_memories(
+        self, memories: Sequence[Memory], *, link_memories: bool = True, new: bool = False
+    ) -> None:
+        """Write memories and their edges. `new=True` (fresh slugs, e.g. bulk ingest or a
+        rebuild) skips looking for old edges to replace, which is a scan per batch."""
         if not memories:
             return
         mems = [self._memory_params(m) for m in memories]
@@ -326,23 +332,25 @@ class KuzuGraphStore:
                     }
                 )
         with self._transaction() as conn:
-            touched = [
-                row[0]
-                for row in self._collect(
-                    conn,
-                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
-                    " RETURN DISTINCT e.id",
+            touched: list[str] = []
+            if not new:
+                touched = [
+                    row[0]
+                    for row in self._collect(
+                        conn,
+                        "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
+                        " RETURN DISTINCT e.id",
+                        {"slugs": slugs},
+                    )
+                ]
+                conn.execute(
+                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:MENTIONS]->() DELETE r",
                     {"slugs": slugs},
                 )
-            ]
-            conn.execute(
-                "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:MENTIONS]->() DELETE r",
-                {"slugs": slugs},
-            )
-            conn.execute(
-                "MATCH ()-[r:RELATES]->() WHERE r.source_memory IN $slugs DELETE r",
-                {"slugs": slugs},
-            )
+                conn.execute(
+                    "MATCH ()-[r:RELATES]->() WHERE r.source_memory IN $slugs DELETE r",
+                    {"slugs": slugs},
+                )
             conn.execute(
                 # Kuzu infers a parameter column's type from its values (an all-null column
                 # is STRING), so every nullable typed column is cast explicitly.
@@ -444,7 +452,7 @@ class KuzuGraphStore:
 
     @staticmethod
     def _refresh_entity_stats(conn: Any, entity_ids: Sequence[str]) -> None:
-        """mention_count and first/last seen are derived from MENTIONS, so reindex reproduces them."""
+        """mention_count and first/last seen derive from MENTIONS, so reindex reproduces them."""
         if not entity_ids:
             return
         conn.execute(
@@ -484,7 +492,12 @@ class KuzuGraphStore:
             conn.execute(
                 "MATCH (m:Memory {slug: $slug}) SET m.recall_count = $n,"
                 " m.last_recalled_at = $at, m.decay_state = $state",
-                {"slug": slug, "n": recall_count, "at": last_recalled_at, "state": decay_state.value},
+                {
+                    "slug": slug,
+                    "n": recall_count,
+                    "at": last_recalled_at,
+                    "state": decay_state.value,
+                },
             )
 
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
@@ -533,9 +546,18 @@ class KuzuGraphStore:
             " ORDER BY m.created_at DESC, m.slug SKIP $offset LIMIT $limit",
             params,
         )
-        keys = (
-            "slug type title scope_hash source created_at updated_at decay_state tags recall_count"
-        ).split()
+        keys = [
+            "slug",
+            "type",
+            "title",
+            "scope_hash",
+            "source",
+            "created_at",
+            "updated_at",
+            "decay_state",
+            "tags",
+            "recall_count",
+        ]
         return [MemorySummary.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
 
     def count_memories(self) -> int:
@@ -545,12 +567,18 @@ class KuzuGraphStore:
         return {row[0] for row in self._rows("MATCH (m:Memory) RETURN m.slug")}
 
     def find_by_fingerprint(self, scope_hash: str, fingerprint: str) -> str | None:
+        return self.find_fingerprints(scope_hash, [fingerprint]).get(fingerprint)
+
+    def find_fingerprints(self, scope_hash: str, fingerprints: Sequence[str]) -> dict[str, str]:
+        """Which of these body fingerprints already exist in the scope (one query per batch)."""
+        if not fingerprints:
+            return {}
         rows = self._rows(
-            "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.fingerprint = $fp"
-            " RETURN m.slug ORDER BY m.created_at LIMIT 1",
-            {"scope": scope_hash, "fp": fingerprint},
+            "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.fingerprint IN $fps"
+            " RETURN m.fingerprint, m.slug ORDER BY m.created_at DESC, m.slug DESC",
+            {"scope": scope_hash, "fps": list(fingerprints)},
         )
-        return rows[0][0] if rows else None
+        return {fp: slug for fp, slug in rows}
 
     def get_entity(self, entity_id: str) -> EntityRow | None:
         rows = self._rows(
@@ -670,10 +698,18 @@ def _prefixed(alias: str, columns: str) -> str:
 
 
 def _entity_row(row: list[Any]) -> EntityRow:
-    keys = (
-        "id name type aliases context first_seen_at last_seen_at mention_count scope_hash"
-        " decay_state"
-    ).split()
+    keys = [
+        "id",
+        "name",
+        "type",
+        "aliases",
+        "context",
+        "first_seen_at",
+        "last_seen_at",
+        "mention_count",
+        "scope_hash",
+        "decay_state",
+    ]
     data = dict(zip(keys, row, strict=True))
     data["aliases"] = data["aliases"] or []
     data["mention_count"] = data["mention_count"] or 0

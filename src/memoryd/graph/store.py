@@ -105,7 +105,9 @@ class GraphStore(Protocol):
 
     def schema_version(self) -> int: ...
 
-    def upsert_memories(self, memories: Sequence[Memory], *, link_memories: bool = True) -> None:
+    def upsert_memories(
+        self, memories: Sequence[Memory], *, link_memories: bool = True, new: bool = False
+    ) -> None:
         """Write memory nodes and every edge their frontmatter describes, in one transaction."""
 
     def link_memories(self, memories: Sequence[Memory]) -> None:
@@ -113,8 +115,9 @@ class GraphStore(Protocol):
 
     def delete_memories(self, slugs: Sequence[str]) -> None: ...
 
-    def set_recall(self, slug: str, *, recall_count: int, last_recalled_at: datetime,
-                   decay_state: DecayState) -> None: ...
+    def set_recall(
+        self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
+    ) -> None: ...
 
     def get_memory(self, slug: str) -> MemoryRow | None: ...
 
@@ -134,18 +137,27 @@ class GraphStore(Protocol):
 
     def find_by_fingerprint(self, scope_hash: str, fingerprint: str) -> str | None: ...
 
-    def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
-        ...
+    def find_fingerprints(self, scope_hash: str, fingerprints: Sequence[str]) -> dict[str, str]:
+        """Fingerprint → the oldest slug holding it, for those that exist in the scope."""
+
+    def upsert_scope(
+        self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]
+    ) -> None: ...
 
     def get_entity(self, entity_id: str) -> EntityRow | None: ...
 
     def list_entities(
-        self, *, type: str | None = None, query: str | None = None, limit: int = 100,
+        self,
+        *,
+        type: str | None = None,
+        query: str | None = None,
+        limit: int = 100,
         offset: int = 0,
     ) -> list[EntityRow]: ...
 
-    def cypher(self, query: str, params: dict[str, Any] | None = None, *,
-               limit: int = 1000) -> CypherResult: ...
+    def cypher(
+        self, query: str, params: dict[str, Any] | None = None, *, limit: int = 1000
+    ) -> CypherResult: ...
 
     def snapshot(self) -> dict[str, list[Any]]:
         """Every node and edge in a canonical order: two equal graphs give equal snapshots."""

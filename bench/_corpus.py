@@ -1,0 +1,145 @@
+"""Synthetic but realistic memories for benchmarks: coding-agent notes, English and Chinese."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from memoryd.models import MemoryDraft, MemoryType
+
+TOOLS = [
+    "PostgreSQL",
+    "SQLite",
+    "Redis",
+    "Kafka",
+    "DuckDB",
+    "FastAPI",
+    "Django",
+    "React",
+    "Solid",
+    "Vue",
+    "TypeScript",
+    "Rust",
+    "Go",
+    "Docker",
+    "Kubernetes",
+    "Terraform",
+    "AWS",
+    "GCP",
+    "pytest",
+    "ruff",
+    "mypy",
+    "uv",
+    "Vite",
+    "webpack",
+    "Airflow",
+    "Celery",
+    "nginx",
+    "gRPC",
+    "GraphQL",
+    "Kuzu",
+    "tantivy",
+    "spaCy",
+    "jieba",
+    "pandas",
+    "numpy",
+    "Prometheus",
+    "Grafana",
+]
+VERBS = [
+    "switched to",
+    "decided to use",
+    "benchmarked",
+    "debugged",
+    "migrated from",
+    "configured",
+    "removed",
+    "upgraded",
+    "documented",
+    "profiled",
+    "pinned",
+    "replaced",
+]
+PROBLEMS = [
+    "a memory leak",
+    "flaky tests",
+    "slow cold start",
+    "a deadlock",
+    "timeouts under load",
+    "a schema drift",
+    "wrong time zones",
+    "a race in the cache",
+    "N+1 queries",
+    "a broken migration",
+    "high p95 latency",
+    "a missing index",
+]
+ZH = [
+    "我们决定采用{a}来替换{b},因为性能更好。",
+    "部署到{a}的时候遇到了超时问题,最后调整了连接池。",
+    "团队偏好使用{a}做数据处理,{b}只用于测试环境。",
+    "修复了{a}消费者重复消费的问题。",
+    "把存储从{b}迁移到{a},查询延迟下降了一半。",
+]
+
+
+def body(rng: random.Random) -> str:
+    a, b = rng.sample(TOOLS, 2)
+    if rng.random() < 0.25:
+        return "".join(rng.choice(ZH).format(a=a, b=b) for _ in range(rng.randint(1, 3)))
+    sentences = [
+        f"We {rng.choice(VERBS)} {a} after hitting {rng.choice(PROBLEMS)} in {b}.",
+        f"The fix touched src/{a.lower()}/client.py and the {b} adapter.",
+        f"Run `make test` before merging; {a} needs the integration fixtures.",
+        f"Open question: should {b} stay in the hot path or move behind {a}?",
+        f"Measured p95 {rng.randint(3, 400)} ms with {rng.randint(1, 64)} workers.",
+    ]
+    rng.shuffle(sentences)
+    return " ".join(sentences[: rng.randint(2, 5)])
+
+
+def drafts(n: int, root: Path, *, scopes: int = 20, seed: int = 7) -> list[MemoryDraft]:
+    rng = random.Random(seed)
+    dirs = []
+    for i in range(scopes):
+        path = root / f"project-{i:02d}"
+        path.mkdir(parents=True, exist_ok=True)
+        dirs.append(path)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    types = list(MemoryType)
+    out = []
+    for i in range(n):
+        a, b = rng.sample(TOOLS, 2)
+        out.append(
+            MemoryDraft(
+                type=rng.choice(types),
+                title=f"{rng.choice(VERBS).capitalize()} {a} ({i})",
+                body=body(rng) + f" #{i}",
+                scope_path=dirs[i % scopes],
+                tags=[a.lower(), b.lower()],
+                triggers=[a],
+                created_at=start + timedelta(minutes=7 * i),
+                source="bench",
+            )
+        )
+    return out
+
+
+def queries(count: int = 200, *, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        kind = rng.random()
+        a, b = rng.sample(TOOLS, 2)
+        if kind < 0.4:
+            out.append(a.lower())
+        elif kind < 0.7:
+            out.append(f"{a} {rng.choice(PROBLEMS)}")
+        elif kind < 0.85:
+            out.append(f"{a} {b} {rng.choice(VERBS)}")
+        else:
+            out.append(
+                rng.choice(["超时问题", "迁移 查询延迟", "消费者 重复", "数据处理", "连接池"])
+            )
+    return out
