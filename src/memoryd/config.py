@@ -37,7 +37,7 @@ def default_home() -> Path:
 
 class GraphSettings(BaseModel):
     engine: Literal["kuzu", "ladybug"] = "kuzu"
-    buffer_pool_mb: int = Field(default=1024, ge=64, description="cap on the engine's page cache")
+    buffer_pool_mb: int = Field(default=512, ge=64, description="cap on the engine's page cache")
     max_fanout: int = Field(
         default=64, ge=1, description="neighbours followed per node in a traversal (hub cap)"
     )
@@ -61,6 +61,19 @@ class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
 
 
+class DaemonSettings(BaseModel):
+    """`memoryd serve`: the one process that owns the graph (DESIGN.md §2)."""
+
+    port: int = Field(default=7423, ge=0, le=65535, description="TCP port on 127.0.0.1 (0: any)")
+    tcp: bool = Field(default=True, description="also listen on 127.0.0.1:port (bearer token)")
+    start_timeout_s: float = Field(
+        default=60.0, gt=0, description="how long `serve --detach` waits for /v1/health"
+    )
+    request_timeout_s: float = Field(
+        default=120.0, gt=0, description="how long the CLI waits for the daemon's answer"
+    )
+
+
 class Settings(BaseSettings):
     """Every setting memoryd has; the field descriptions are the documentation."""
 
@@ -78,6 +91,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 
     _config_file: Path | None = None
 

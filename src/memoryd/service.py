@@ -13,7 +13,7 @@ import secrets
 import shutil
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -50,7 +50,7 @@ from memoryd.vault import Vault
 
 logger = logging.getLogger(__name__)
 
-BULK_BATCH = 2000
+BULK_BATCH = 5000
 MAX_BODY_CHARS = 1_000_000
 GraphFactory = Callable[[Path], GraphStore]
 
@@ -362,9 +362,8 @@ class MemoryService:
         return self.audit.verify()
 
     # -- rebuild --------------------------------------------------------------------------
-    def load_vault(self, warn: Callable[[str], None]) -> list[Memory]:
-        """Every readable memory in the vault; broken files are reported and skipped."""
-        memories: list[Memory] = []
+    def iter_vault(self, warn: Callable[[str], None]) -> Iterator[Memory]:
+        """Every readable memory in the vault, streamed; broken files are reported, skipped."""
         seen: dict[str, Path] = {}
         for path in self.vault.iter_files():
             try:
@@ -372,23 +371,24 @@ class MemoryService:
             except MemorydError as exc:
                 warn(f"skipped {exc}")
                 continue
-            if memory.meta.slug in seen:
-                warn(
-                    f"skipped {path}: slug {memory.meta.slug} is already used by"
-                    f" {seen[memory.meta.slug]}"
-                )
+            slug = memory.meta.slug
+            if slug in seen:
+                warn(f"skipped {path}: slug {slug} is already used by {seen[slug]}")
                 continue
-            if path.stem != memory.meta.slug:
-                warn(f"note: {path} holds slug {memory.meta.slug} (file name differs)")
-            seen[memory.meta.slug] = path
-            memories.append(memory)
-        return memories
+            if path.stem != slug:
+                warn(f"note: {path} holds slug {slug} (file name differs)")
+            seen[slug] = path
+            yield memory
+
+    def load_vault(self, warn: Callable[[str], None]) -> list[Memory]:
+        return list(self.iter_vault(warn))
 
     def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
         """Rebuild the graph and the search index from the vault alone.
 
-        The new graph is built beside the old one and swapped in only when complete, so an
-        interrupted reindex leaves the previous graph usable.
+        Both are built beside the live ones and swapped in only when complete, so an
+        interrupted reindex leaves the previous graph and index usable. The vault is
+        streamed in batches, so memory stays flat however large it is.
         """
         started = time.perf_counter()
         skipped: list[str] = []
@@ -399,41 +399,56 @@ class MemoryService:
             if warn is not None:
                 warn(message)
 
-        memories = self.load_vault(note)
-        graph_dir = self.home / "graph"
-        rebuild_dir = self.home / "graph.rebuild"
-        shutil.rmtree(rebuild_dir, ignore_errors=True)
-        fresh = self._graph_factory(rebuild_dir)
-        try:
-            for info in self.vault.scopes():
-                fresh.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
-            for batch in iter_batches(memories, BULK_BATCH):
-                fresh.upsert_memories(batch, link_memories=False, new=True)
-            for batch in iter_batches(memories, BULK_BATCH):
-                fresh.link_memories(batch)
-        finally:
-            fresh.close()
+        graph_dir, index_dir = self.home / "graph", self.index.directory
+        graph_new, index_new = self.home / "graph.rebuild", self.home / "search.rebuild"
+        for stale in (graph_new, index_new):
+            shutil.rmtree(stale, ignore_errors=True)
+        # Only one engine buffer pool at a time: the live graph closes while the new one builds.
         self.graph.close()
-        old_dir = self.home / "graph.old"
-        shutil.rmtree(old_dir, ignore_errors=True)
-        if graph_dir.exists():
-            graph_dir.rename(old_dir)
-        rebuild_dir.rename(graph_dir)
-        shutil.rmtree(old_dir, ignore_errors=True)
-        self.graph = self._graph_factory(graph_dir)
-        self.index.clear()
-        for batch in iter_batches(memories, BULK_BATCH):
-            self.index.upsert([search_doc(m) for m in batch])
+        indexed = 0
+        index_closed = False
+        try:
+            fresh = self._graph_factory(graph_new)
+            fresh_index = SearchIndex.open(index_new)
+            try:
+                for info in self.vault.scopes():
+                    fresh.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
+                linked: list[Memory] = []
+                batch: list[Memory] = []
+                for memory in self.iter_vault(note):
+                    batch.append(memory)
+                    if memory.meta.supersedes or memory.meta.promoted_from:
+                        linked.append(memory)
+                    if len(batch) >= BULK_BATCH:
+                        fresh.upsert_memories(batch, link_memories=False, new=True)
+                        fresh_index.upsert([search_doc(m) for m in batch])
+                        indexed += len(batch)
+                        batch = []
+                if batch:
+                    fresh.upsert_memories(batch, link_memories=False, new=True)
+                    fresh_index.upsert([search_doc(m) for m in batch])
+                    indexed += len(batch)
+                for links in iter_batches(linked, BULK_BATCH):
+                    fresh.link_memories(links)
+            finally:
+                fresh.close()
+                fresh_index.close()
+            self.index.close()
+            index_closed = True
+            _swap_dir(graph_new, graph_dir)
+            _swap_dir(index_new, index_dir)
+        finally:
+            self.graph = self._graph_factory(graph_dir)
+            if index_closed:
+                self.index = SearchIndex.open(index_dir)
         self.audit.append(
             actor=self.actor,
             event_type="reindex",
             scope_hash=None,
             target_id=None,
-            details={"indexed": len(memories), "skipped": len(skipped)},
+            details={"indexed": indexed, "skipped": len(skipped)},
         )
-        return ReindexReport(
-            indexed=len(memories), skipped=skipped, seconds=time.perf_counter() - started
-        )
+        return ReindexReport(indexed=indexed, skipped=skipped, seconds=time.perf_counter() - started)
 
     def consistency(self) -> tuple[set[str], set[str], set[str]]:
         """Slugs only in the vault, only in the graph, only in the search index."""
@@ -441,6 +456,98 @@ class MemoryService:
         graph = self.graph.memory_slugs()
         index = self.index.slugs()
         return vault - graph, graph - vault, index ^ graph
+
+    # -- edits (HTTP PATCH and DELETE) ----------------------------------------------------
+    def update_keywords(
+        self,
+        slug: str,
+        tags: Sequence[str] | None = None,
+        triggers: Sequence[str] | None = None,
+    ) -> Memory:
+        """Replace a memory's tags and/or triggers (None keeps them).
+
+        The vault file is rewritten atomically first, then the graph, the search index and the
+        audit log follow; if a later step fails the earlier ones are undone.
+        """
+        if tags is None and triggers is None:
+            raise InvalidInput("nothing to update", hint="give new tags, triggers or both")
+        old = self.get(slug)
+        changes: dict[str, Any] = {}
+        if tags is not None:
+            changes["tags"] = list(tags)
+        if triggers is not None:
+            changes["triggers"] = list(triggers)
+        new = self._edited(old, changes, old.path)
+        details = {f"{field}_count": len(value) for field, value in changes.items()}
+        self._replace_everywhere(old, new, event_type="update", details=details)
+        return new
+
+    def archive(self, slug: str) -> Memory:
+        """Forget a memory but keep it: the file moves to `scopes/<hash>/forgotten/`, its
+        decay_state becomes forgotten, and search and list hide it unless asked for.
+
+        Archiving an archived memory changes nothing and returns it.
+        """
+        from memoryd.vault import FORGOTTEN_DIR
+
+        old = self.get(slug)
+        assert old.path is not None  # read from a file
+        target = self.vault.scope_dir(old.meta.scope_hash) / FORGOTTEN_DIR / old.path.name
+        if old.meta.decay_state is DecayState.FORGOTTEN and old.path == target:
+            return old
+        new = self._edited(old, {"decay_state": DecayState.FORGOTTEN}, target)
+        self._replace_everywhere(
+            old, new, event_type="archive", details={"from": old.meta.decay_state.value}
+        )
+        return new
+
+    def _edited(self, old: Memory, changes: dict[str, Any], path: Path | None) -> Memory:
+        try:
+            meta = Frontmatter.model_validate(
+                {**old.meta.model_dump(), **changes, "updated_at": utcnow()}
+            )
+        except ValueError as exc:
+            raise InvalidInput(f"invalid change to {old.slug}: {exc}") from exc
+        return Memory(meta=meta, body=old.body, path=path, sensitive=old.sensitive)
+
+    def _replace_everywhere(
+        self, old: Memory, new: Memory, *, event_type: str, details: dict[str, Any]
+    ) -> None:
+        """Write `new` over `old` in the vault, graph, index and audit log, in that order."""
+        assert old.path is not None and new.path is not None
+        self.vault.write(new)
+        try:
+            if new.path != old.path:
+                self.vault.remove(old.path)
+            self.graph.upsert_memories([new])
+            self.index.upsert([search_doc(new)])
+            self.audit.append(
+                actor=self.actor,
+                event_type=event_type,
+                scope_hash=new.meta.scope_hash,
+                target_id=new.slug,
+                details=details,
+            )
+        except MemorydError:
+            try:
+                self.vault.write(old)
+                if new.path != old.path:
+                    self.vault.remove(new.path)
+                self.graph.upsert_memories([old])
+                self.index.upsert([search_doc(old)])
+            except MemorydError:
+                logger.exception("could not undo the %s of %s", event_type, old.slug)
+            raise
+
+
+def _swap_dir(new: Path, live: Path) -> None:
+    """Put a rebuilt directory in place of the live one (rename is atomic per step)."""
+    old = live.with_name(live.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if live.exists():
+        live.rename(old)
+    new.rename(live)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def iter_batches(items: list[Memory], size: int) -> Iterable[list[Memory]]:

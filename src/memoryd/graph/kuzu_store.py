@@ -33,6 +33,7 @@ from memoryd.graph.store import (
     CypherResult,
     EntityRow,
     MemoryRow,
+    SupersedeRow,
     write_clause,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
@@ -137,7 +138,7 @@ class KuzuGraphStore:
         directory: Path,
         *,
         engine: str = "kuzu",
-        buffer_pool_mb: int = 1024,
+        buffer_pool_mb: int = 512,
         max_fanout: int = 64,
         query_timeout_ms: int = 10_000,
         read_only: bool = False,
@@ -354,7 +355,8 @@ class KuzuGraphStore:
             conn.execute(
                 # Kuzu infers a parameter column's type from its values (an all-null column
                 # is STRING), so every nullable typed column is cast explicitly.
-                "UNWIND $rows AS r MERGE (m:Memory {slug: r.slug}) SET m.type = r.type,"
+                f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
+                " SET m.type = r.type,"
                 " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
                 " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
                 " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
@@ -601,14 +603,18 @@ class KuzuGraphStore:
         if type is not None:
             where.append("e.type = $type")
             params["type"] = type
+        bind = ""
         if query:
+            # kuzu 0.11.3 asserts (KU_UNREACHABLE) on a $parameter inside a list lambda, so
+            # the parameter is bound to a variable first.
+            bind = "WITH $q AS q "
             where.append(
-                "(lower(e.name) CONTAINS $q OR any(a IN e.aliases WHERE lower(a) CONTAINS $q))"
+                "(lower(e.name) CONTAINS q OR any(a IN e.aliases WHERE lower(a) CONTAINS q))"
             )
             params["q"] = query.lower()
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         rows = self._rows(
-            f"MATCH (e:Entity) {clause} RETURN e.id, e.name, e.type, e.aliases, e.context,"
+            f"{bind}MATCH (e:Entity) {clause} RETURN e.id, e.name, e.type, e.aliases, e.context,"
             " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash, e.decay_state"
             " ORDER BY e.mention_count DESC, e.id SKIP $offset LIMIT $limit",
             params,
@@ -616,10 +622,16 @@ class KuzuGraphStore:
         return [_entity_row(r) for r in rows]
 
     def cypher(
-        self, query: str, params: dict[str, Any] | None = None, *, limit: int = 1000
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
     ) -> CypherResult:
         """Run read-only Cypher: write clauses are refused before the engine sees them, and
-        the query runs in a READ ONLY transaction as a second guard."""
+        the query runs in a READ ONLY transaction as a second guard. `timeout_ms` overrides
+        the store's query timeout for this query only."""
         clause = write_clause(query)
         if clause is not None:
             raise PolicyDenied(
@@ -634,6 +646,8 @@ class KuzuGraphStore:
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
         try:
+            if timeout_ms is not None:
+                conn.set_query_timeout(timeout_ms)
             result = conn.execute(query, params or {})
             columns = list(result.get_column_names())
             rows: list[list[Any]] = []
@@ -654,6 +668,107 @@ class KuzuGraphStore:
                 conn.execute("ROLLBACK")
             except RuntimeError:
                 logger.debug("rollback of read-only transaction failed", exc_info=True)
+            if timeout_ms is not None:
+                conn.set_query_timeout(self._timeout_ms)
+
+    # -- traversal (recall) --------------------------------------------------------------
+    def entity_catalogue(self) -> list[EntityRow]:
+        """Every entity with its aliases: recall matches query words against these."""
+        rows = self._rows(
+            "MATCH (e:Entity) RETURN e.id, e.name, e.type, e.aliases, e.context,"
+            " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash, e.decay_state"
+        )
+        return [_entity_row(r) for r in rows]
+
+    def mentioning(
+        self, entity_ids: Sequence[str], *, scope_hashes: Sequence[str] | None = None
+    ) -> list[tuple[str, str, float]]:
+        """(entity id, memory slug, confidence) for memories mentioning each entity, newest
+        first, at most `max_fanout` per entity so a hub cannot flood a recall."""
+        out: list[tuple[str, str, float]] = []
+        scope_clause = "AND m.scope_hash IN $scopes" if scope_hashes else ""
+        for eid in entity_ids:
+            params: dict[str, Any] = {"id": eid, "n": self.max_fanout}
+            if scope_hashes:
+                params["scopes"] = list(scope_hashes)
+            rows = self._rows(
+                "MATCH (m:Memory)-[r:MENTIONS]->(e:Entity {id: $id})"
+                f" WHERE m.decay_state <> 'forgotten' {scope_clause}"
+                " RETURN m.slug, r.confidence ORDER BY m.created_at DESC, m.slug LIMIT $n",
+                params,
+            )
+            out.extend((eid, slug, float(conf or 0.0)) for slug, conf in rows)
+        return out
+
+    def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """(from, to, predicate, confidence) over current entity↔entity relations, both
+        directions, capped at `max_fanout` per entity."""
+        out: list[tuple[str, str, str, float]] = []
+        for eid in entity_ids:
+            rows = self._rows(
+                "MATCH (a:Entity {id: $id})-[r:RELATES]-(b:Entity) WHERE r.superseded_at IS NULL"
+                " RETURN b.id, r.predicate, max(r.confidence) AS c ORDER BY c DESC, b.id"
+                " LIMIT $n",
+                {"id": eid, "n": self.max_fanout},
+            )
+            out.extend((eid, other, pred, float(conf or 0.0)) for other, pred, conf in rows)
+        return out
+
+    def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
+        """For each of these slugs that a newer memory supersedes: older → newer."""
+        if not slugs:
+            return {}
+        rows = self._rows(
+            "MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory) WHERE o.slug IN $slugs"
+            " RETURN o.slug, n.slug ORDER BY n.created_at",
+            {"slugs": list(slugs)},
+        )
+        return {older: newer for older, newer in rows}
+
+    def supersedes_chain(self, slug: str) -> list[SupersedeRow]:
+        """Every SUPERSEDES edge reachable from this memory, in either direction."""
+        rows = self._rows(
+            "MATCH (a:Memory {slug: $slug})-[:SUPERSEDES* 0..20]-(x:Memory)"
+            " WITH DISTINCT x MATCH (n:Memory)-[r:SUPERSEDES]->(x)"
+            " RETURN DISTINCT n.slug, x.slug, r.entity_id, r.confidence, r.decided_at,"
+            " r.decided_by, r.reason ORDER BY r.decided_at, n.slug",
+            {"slug": slug},
+        )
+        keys = "newer older entity_id confidence decided_at decided_by reason".split()
+        return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+
+    def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult:
+        """Entities within `depth` hops (RELATES or a shared memory), fan-out capped per hop."""
+        frontier = [entity_id]
+        seen = {entity_id}
+        edges: list[list[Any]] = []
+        seen_edges: set[tuple[str, str, str]] = set()
+        for _ in range(max(1, min(depth, 3))):
+            next_frontier: list[str] = []
+            for src, dst, pred, conf in self.related_entities(frontier):
+                key = (min(src, dst), max(src, dst), pred)
+                if key not in seen_edges:
+                    seen_edges.add(key)
+                    edges.append([src, pred, dst, conf])
+                if dst not in seen:
+                    seen.add(dst)
+                    next_frontier.append(dst)
+            frontier = next_frontier
+            if not frontier:
+                break
+        return CypherResult(columns=["from", "predicate", "to", "confidence"], rows=edges)
+
+    def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None:
+        """(slug, recall_count, last_recalled_at, decay_state) for each recalled memory."""
+        if not rows:
+            return
+        with self._transaction() as conn:
+            conn.execute(
+                "UNWIND $rows AS r MATCH (m:Memory {slug: r.slug})"
+                " SET m.recall_count = CAST(r.n AS INT64),"
+                " m.last_recalled_at = CAST(r.at AS TIMESTAMP), m.decay_state = r.state",
+                {"rows": [{"slug": s, "n": n, "at": at, "state": st} for s, n, at, st in rows]},
+            )
 
     def snapshot(self) -> dict[str, list[Any]]:
         memories = self._rows(

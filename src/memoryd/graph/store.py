@@ -156,7 +156,12 @@ class GraphStore(Protocol):
     ) -> list[EntityRow]: ...
 
     def cypher(
-        self, query: str, params: dict[str, Any] | None = None, *, limit: int = 1000
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
     ) -> CypherResult: ...
 
     def snapshot(self) -> dict[str, list[Any]]:

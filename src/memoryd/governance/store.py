@@ -1,0 +1,330 @@
+"""governance.db: the small relational state memoryd keeps beside the vault and the graph.
+
+SQLite (stdlib `sqlite3`) holds only promotions, trigger_stats, profile_versions and
+profile_change_reports (DESIGN §3). Numbered migrations, `migrations/NNN_name.sql` shipped as
+package data, run on open; `PRAGMA user_version` records the last one applied, and each one
+commits or rolls back as a whole, so a crash mid-upgrade leaves the previous schema intact.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from memoryd.errors import InvalidInput, ResourceExhausted, StorageError
+from memoryd.models import to_utc
+
+logger = logging.getLogger(__name__)
+
+LATEST_VERSION = 4
+"""The schema version this code creates and understands: the number of the last migration."""
+
+GLOBAL_SCOPE = "_global"
+"""The scope_hash trigger hits without a scope are counted under (seeds/001)."""
+
+_MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+_BUSY_TIMEOUT_S = 10.0
+# SQLite result codes that mean "this file is damaged", not "cannot get at it".
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_SQLITE_FULL = 13
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered schema step: `NNN_name.sql`, applied once, in order."""
+
+    version: int
+    name: str
+    sql: str
+
+
+class TriggerStat(BaseModel):
+    """How often one trigger keyword led to a recall in one scope on one day."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trigger: str
+    scope_hash: str
+    day: date
+    hits: int
+
+
+@functools.cache
+def migrations() -> tuple[Migration, ...]:
+    """The shipped migrations, in order; they must be numbered 001 … LATEST_VERSION."""
+    folder = importlib.resources.files("memoryd.governance") / "migrations"
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, LATEST_VERSION + 1)):
+        raise StorageError(
+            f"memoryd's governance migrations are incomplete: found {[m.name for m in found]}, "
+            f"expected 001 … {LATEST_VERSION:03d}",
+            hint="reinstall memoryd",
+        )
+    return tuple(found)
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a migration into statements, the way the sqlite3 shell does (triggers included).
+
+    `executescript` would commit the open transaction first; running statements one by one
+    keeps a whole migration in one transaction.
+    """
+    statements: list[str] = []
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    leftover = "\n".join(
+        line for line in pending.splitlines() if line.strip() and not line.strip().startswith("--")
+    )
+    if leftover:
+        raise StorageError(f"migration SQL ends with an incomplete statement: {leftover[:80]!r}")
+    return statements
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
+def _is_corruption(exc: sqlite3.Error) -> bool:
+    return _primary_code(exc) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def _storage_error(path: Path, doing: str, exc: sqlite3.Error) -> StorageError:
+    """Name the file and say whether it is damaged (move it away) or just unreachable."""
+    if _is_corruption(exc):
+        return StorageError(
+            f"{path} is corrupt or not a SQLite database ({exc})",
+            hint="restore it from a backup, or move it away: memoryd then creates an empty one "
+            "(the promotions queue, trigger statistics and profile history in it are lost)",
+        )
+    if _primary_code(exc) == _SQLITE_FULL:
+        return ResourceExhausted(
+            f"cannot {doing} {path}: the disk is full ({exc})", hint="free disk space, then retry"
+        )
+    return StorageError(f"cannot {doing} {path}: {exc}")
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def _migrate(conn: sqlite3.Connection, path: Path, steps: Sequence[Migration]) -> None:
+    """Apply the missing migrations, each in one IMMEDIATE transaction with its version bump.
+
+    The version is re-read inside the transaction, so two processes opening an old database at
+    the same moment do not both apply a step.
+    """
+    latest = steps[-1].version if steps else 0
+    current = _user_version(conn)
+    if current > latest:
+        raise StorageError(
+            f"{path} is at schema {current} but this memoryd knows {latest}: upgrade memoryd",
+            hint="a newer memoryd wrote this database; install that version (or newer)",
+        )
+    for step in steps:
+        if step.version <= current:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = _user_version(conn)
+            if current >= step.version:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in split_statements(step.sql):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {step.version:d}")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error) and not _is_corruption(exc):
+                raise StorageError(
+                    f"{path}: migration {step.name} failed ({exc}); the database stays at "
+                    f"schema {current}",
+                    hint="report this as a memoryd bug, with the message above",
+                ) from exc
+            raise
+        current = step.version
+        logger.info("%s: applied migration %s", path, step.name)
+
+
+class GovernanceStore:
+    """governance.db behind a lock: one connection, shared by the threads of one process."""
+
+    LATEST_VERSION: ClassVar[int] = LATEST_VERSION
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Use `GovernanceStore.open`; this only wraps an already migrated connection."""
+        self.path = path
+        self._conn: sqlite3.Connection | None = conn
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path) -> GovernanceStore:
+        """Open (creating if needed) and migrate the database file at `path`.
+
+        WAL lets readers run beside the writer; `synchronous=FULL` because in WAL mode NORMAL
+        may lose the last commits on power loss, and a decided promotion must stay decided.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path.parent}: {exc.strerror or exc}") from exc
+        try:
+            conn = sqlite3.connect(
+                path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise _storage_error(path, "open", exc) from exc
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                logger.warning("%s: WAL mode unavailable, using %s journaling", path, mode)
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            _migrate(conn, path, migrations())
+        except sqlite3.Error as exc:
+            conn.close()
+            raise _storage_error(path, "open", exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        """Close the connection; safe to call twice."""
+        with self._lock:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                try:
+                    conn.close()
+                except sqlite3.Error as exc:
+                    raise _storage_error(self.path, "close", exc) from exc
+
+    def __enter__(self) -> GovernanceStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _connection(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock, with sqlite3 errors turned into StorageError."""
+        with self._lock:
+            if self._conn is None:
+                raise StorageError(f"{self.path} is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise _storage_error(self.path, doing, exc) from exc
+
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        with self._connection(doing) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                # SQLite has already rolled back after some errors (a full disk, for one).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        """The migration the database is at (`PRAGMA user_version`)."""
+        with self._connection("read the schema version of") as conn:
+            return _user_version(conn)
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's `quick_check`: an empty list when the file is sound (for `doctor`)."""
+        with self._connection("check") as conn:
+            rows = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
+        return [] if rows == ["ok"] else rows
+
+    def record_trigger_hits(
+        self, triggers: Sequence[str], scope_hash: str | None, day: date
+    ) -> None:
+        """Count one hit per trigger listed (a repeated trigger counts again) on `day`.
+
+        `scope_hash` None counts under `_global`. A datetime is taken as its UTC day.
+        """
+        if isinstance(triggers, str):
+            raise InvalidInput("triggers must be a sequence of strings, not one string")
+        day_text = _day(day)
+        scope = scope_hash or GLOBAL_SCOPE
+        rows = [(t.strip(), scope, day_text) for t in triggers if t.strip()]
+        if not rows:
+            return
+        with self._transaction("record trigger hits in") as conn:
+            conn.executemany(
+                "INSERT INTO trigger_stats (trigger, scope_hash, day, hits) VALUES (?, ?, ?, 1) "
+                "ON CONFLICT (trigger, scope_hash, day) DO UPDATE SET hits = hits + 1",
+                rows,
+            )
+
+    def trigger_stats(
+        self, *, since: date | None = None, scope_hash: str | None = None
+    ) -> list[TriggerStat]:
+        """Hits per trigger, scope and day, oldest day first, busiest trigger first within it.
+
+        `since` includes that day. `scope_hash` None means every scope; pass `GLOBAL_SCOPE`
+        for the scope-less hits alone.
+        """
+        clauses: list[str] = []
+        params: list[str] = []
+        if since is not None:
+            clauses.append("day >= ?")
+            params.append(_day(since))
+        if scope_hash is not None:
+            clauses.append("scope_hash = ?")
+            params.append(scope_hash)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        query = (
+            f"SELECT trigger, scope_hash, day, hits FROM trigger_stats {where} "
+            "ORDER BY day, hits DESC, trigger, scope_hash"
+        )
+        with self._connection("read trigger stats from") as conn:
+            rows = conn.execute(query, params).fetchall()
+        return [
+            TriggerStat(trigger=trigger, scope_hash=scope, day=date.fromisoformat(day), hits=hits)
+            for trigger, scope, day, hits in rows
+        ]
+
+
+def _day(value: date) -> str:
+    if isinstance(value, datetime):
+        return to_utc(value).date().isoformat()
+    if not isinstance(value, date):
+        raise InvalidInput(f"expected a date, got {value!r}")
+    return value.isoformat()

@@ -1,0 +1,614 @@
+"""The full-text index of memories: BM25 over tantivy (the only module that imports tantivy).
+
+The index is derived data (DESIGN §4): the vault and the graph are the record and `memoryd
+reindex` rebuilds this from them. Text is indexed with tantivy's `en_stem` analyzer after Chinese
+has been segmented by `memoryd.text.segment`. Queries go through the same two steps in Python and
+are built from term queries, never through tantivy's query parser, so no user text can be a
+syntax error and stemming is the same on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import tantivy
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryd.errors import InvalidInput, StorageError
+from memoryd.models import DecayState, MemoryType, SearchHit, to_utc
+from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Bump when the schema or the analysis changes: old indexes then refuse to open until reindexed."""
+
+META_FILE = "index_meta.json"
+REINDEX_HINT = "run `memoryd reindex`"
+
+# tantivy splits the writer heap between its indexing threads and wants at least 15 MB each.
+_WRITER_HEAP_BYTES = 64_000_000
+_WRITER_MAX_THREADS = 4
+
+_FIELD_BOOSTS = {"title": 2.0, "tags": 1.5, "triggers": 1.5, "body": 1.0}
+_TEXT_FIELDS = tuple(_FIELD_BOOSTS)
+# A pasted document as a query would otherwise cost jieba time and a huge boolean query.
+_MAX_QUERY_CHARS = 4_000
+_MAX_QUERY_TOKENS = 64
+_SNIPPET_CHARS = 200
+# Hits fetched beyond the page, so that ties at its edge rarely need a second search.
+_TIE_MARGIN = 16
+_SNIPPET_LEAD = 60
+_HIDDEN = [("decay_state", state.value) for state in DecayState if not state.visible_by_default]
+
+# What tantivy writes into its directory; `recreate` removes these and nothing else.
+_INDEX_FILE_NAMES = frozenset(
+    {"meta.json", ".managed.json", ".tantivy-meta.lock", ".tantivy-writer.lock", META_FILE}
+)
+_SEGMENT_FILE_RE = re.compile(r"^[0-9a-f]{32}\.(?:\d+\.del|[a-z]+(?:\.temp)?)$")
+
+# pyo3 maps tantivy's errors to these.
+_TANTIVY_ERRORS = (ValueError, RuntimeError, OSError)
+
+
+class SearchDoc(BaseModel):
+    """What the index holds of one memory: what it searches, filters on and shows in a hit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slug: str = Field(min_length=1)
+    scope_hash: str
+    type: MemoryType
+    decay_state: DecayState
+    title: str
+    body: str
+    tags: list[str] = Field(default_factory=list)
+    triggers: list[str] = Field(default_factory=list)
+    created_at: datetime
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    # Raw keyword fields: `slug` is the delete key, the others are filters.
+    for name in ("slug", "scope_hash", "type", "decay_state"):
+        builder.add_text_field(
+            name, stored=True, fast=True, tokenizer_name="raw", index_option="basic"
+        )
+    # Searched text, segmented first. Segmentation is lossy (it adds spaces and repeats word
+    # parts), so the text as written is kept beside it, stored only, as UTF-8 bytes.
+    for name in _TEXT_FIELDS:
+        builder.add_text_field(name, stored=False, tokenizer_name="en_stem")
+        builder.add_bytes_field(f"{name}_stored", stored=True, indexed=False)
+    builder.add_date_field("created_at", stored=True, indexed=True, fast=True)
+    return builder.build()
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    """The same chain as tantivy's built-in `en_stem`, so queries stem as documents did."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _document(doc: SearchDoc) -> tantivy.Document:
+    document = tantivy.Document()
+    document.add_text("slug", doc.slug)
+    document.add_text("scope_hash", doc.scope_hash)
+    document.add_text("type", doc.type.value)
+    document.add_text("decay_state", doc.decay_state.value)
+    for field, values in (
+        ("title", [doc.title]),
+        ("body", [doc.body]),
+        ("tags", doc.tags),
+        ("triggers", doc.triggers),
+    ):
+        for value in values:
+            document.add_text(field, segment(value))
+            document.add_bytes(f"{field}_stored", value.encode("utf-8"))
+    document.add_date("created_at", to_utc(doc.created_at))
+    return document
+
+
+def _check_meta(directory: Path) -> None:
+    """Refuse an index written with another schema version, or by something else."""
+    path = directory / META_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        version = meta["schema_version"]
+    except FileNotFoundError as exc:
+        raise StorageError(
+            f"the search index at {directory} has no {META_FILE}", hint=REINDEX_HINT
+        ) from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StorageError(f"cannot read {path}: {exc}", hint=REINDEX_HINT) from exc
+    if version != SCHEMA_VERSION:
+        raise StorageError(
+            f"the search index at {directory} has schema version {version!r}, "
+            f"this memoryd uses {SCHEMA_VERSION}",
+            hint=REINDEX_HINT,
+        )
+
+
+def _write_meta(directory: Path) -> None:
+    path = directory / META_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"schema_version": SCHEMA_VERSION}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class _Query:
+    """A user query, analysed once: the tokens it searches and the terms it explains with."""
+
+    def __init__(self, text: str, analyzer: tantivy.TextAnalyzer) -> None:
+        text = text[:_MAX_QUERY_CHARS]
+        tokens: list[str] = analyzer.analyze(segment(text))
+        self.tokens = list(dict.fromkeys(tokens))[:_MAX_QUERY_TOKENS]
+        self.terms = query_terms(text)
+        # Chinese terms that are not in a document whole may still match by their parts
+        # (`数据库` → `数据`), as the index holds those too.
+        self.parts = {
+            term: [part for part in dict.fromkeys(segment(term).split()) if part != term]
+            for term in self.terms
+            if contains_cjk(term)
+        }
+        self.stems = {term: analyzer.analyze(term) for term in self.terms if not contains_cjk(term)}
+
+
+class SearchIndex:
+    """A tantivy index on disk: one writer inside (created on the first write), many readers.
+
+    Writes are serialised by a lock and each call commits once, then reloads the reader, so a
+    search right after `upsert` sees the document. Searches run concurrently. Another process
+    may open the same directory to search; only one process at a time can write.
+    """
+
+    def __init__(self, directory: Path, index: tantivy.Index, schema: tantivy.Schema) -> None:
+        self._directory = directory
+        self._index = index
+        self._schema = schema
+        self._analyzer = _analyzer()
+        self._write_lock = threading.Lock()
+        self._writer: tantivy.IndexWriter | None = None
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path) -> SearchIndex:
+        """Open the index in `directory`, creating it (and the directory) when there is none.
+
+        Raises StorageError, with the hint to reindex, when the index was written with another
+        schema version or cannot be read: the index is derived, so the caller rebuilds it
+        (see `recreate`).
+        """
+        directory = Path(directory)
+        schema = _schema()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            exists = tantivy.Index.exists(str(directory))
+        except _TANTIVY_ERRORS as exc:
+            raise StorageError(f"cannot open the search index at {directory}: {exc}") from exc
+        if not exists:
+            if (directory / META_FILE).exists():
+                raise StorageError(
+                    f"the search index at {directory} has lost its files", hint=REINDEX_HINT
+                )
+            return cls._create(directory, schema)
+        _check_meta(directory)
+        try:
+            index = tantivy.Index.open(str(directory))
+        except _TANTIVY_ERRORS as exc:
+            raise StorageError(
+                f"the search index at {directory} is unreadable: {exc}", hint=REINDEX_HINT
+            ) from exc
+        if index.schema != schema:
+            raise StorageError(
+                f"the search index at {directory} has another schema than version "
+                f"{SCHEMA_VERSION} defines",
+                hint=REINDEX_HINT,
+            )
+        logger.debug("opened search index %s", directory)
+        return cls(directory, index, schema)
+
+    @classmethod
+    def recreate(cls, directory: Path) -> SearchIndex:
+        """Remove the index in `directory` (tantivy's files only) and open a new, empty one.
+
+        For `reindex` after `open` refused an index. No other process may have it open.
+        """
+        directory = Path(directory)
+        try:
+            if directory.is_dir():
+                for path in directory.iterdir():
+                    if path.name in _INDEX_FILE_NAMES or _SEGMENT_FILE_RE.match(path.name):
+                        path.unlink()
+        except OSError as exc:
+            raise StorageError(f"cannot remove the search index at {directory}: {exc}") from exc
+        logger.info("removed the search index at %s", directory)
+        return cls.open(directory)
+
+    @classmethod
+    def _create(cls, directory: Path, schema: tantivy.Schema) -> SearchIndex:
+        try:
+            index = tantivy.Index(schema, path=str(directory), reuse=False)
+            _write_meta(directory)
+        except _TANTIVY_ERRORS as exc:
+            raise StorageError(f"cannot create the search index at {directory}: {exc}") from exc
+        logger.info("created search index %s (schema version %s)", directory, SCHEMA_VERSION)
+        return cls(directory, index, schema)
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    # -- writing -------------------------------------------------------------------------
+
+    def upsert(self, docs: Sequence[SearchDoc]) -> None:
+        """Index `docs`, replacing any document with the same slug, in one commit.
+
+        Within one call the last document of a slug wins.
+        """
+        if not docs:
+            return
+        # Segmenting (jieba) happens before taking the writer, so a failure here leaves nothing
+        # half-added for the next commit to pick up.
+        with self._errors("preparing documents"):
+            documents = [(doc.slug, _document(doc)) for doc in docs]
+
+        def write(writer: tantivy.IndexWriter) -> None:
+            # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
+            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
+            # deleted. Reloading first makes the reader see every commit made so far.
+            self._index.reload()
+            searcher = self._index.searcher()
+            seen: set[str] = set()
+            for slug, document in documents:
+                if slug in seen or searcher.doc_freq("slug", slug):
+                    writer.delete_documents_by_term("slug", slug)
+                seen.add(slug)
+                writer.add_document(document)
+
+        self._write(f"indexing {len(documents)} document(s)", write)
+
+    def delete(self, slugs: Sequence[str]) -> None:
+        """Remove the documents of `slugs`; unknown slugs are ignored."""
+        slugs = _values(slugs)
+        if not slugs:
+            return
+
+        def write(writer: tantivy.IndexWriter) -> None:
+            for slug in slugs:
+                writer.delete_documents_by_term("slug", slug)
+
+        self._write(f"deleting {len(slugs)} document(s)", write)
+
+    def clear(self) -> None:
+        """Remove every document (the schema and the files stay)."""
+
+        def write(writer: tantivy.IndexWriter) -> None:
+            writer.delete_all_documents()
+
+        self._write("clearing", write)
+
+    def _write(self, action: str, operations: Callable[[tantivy.IndexWriter], None]) -> None:
+        """Run `operations(writer)` and commit, or roll back so nothing of it lingers."""
+        with self._write_lock:
+            self._require_open()
+            writer = self._get_writer()
+            try:
+                operations(writer)
+                writer.commit()
+            except _TANTIVY_ERRORS as exc:
+                self._rollback(writer)
+                raise StorageError(
+                    f"search index {self._directory}: {action} failed: {exc}"
+                ) from exc
+            with self._errors("reloading the reader"):
+                self._index.reload()
+
+    def _get_writer(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            threads = max(1, min(_WRITER_MAX_THREADS, os.cpu_count() or 1))
+            try:
+                self._writer = self._index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=threads)
+            except _TANTIVY_ERRORS as exc:
+                if "LockBusy" in str(exc):
+                    raise StorageError(
+                        f"the search index at {self._directory} is being written by another "
+                        "process",
+                        hint="use `memoryd serve`, or wait for the other command to finish",
+                    ) from exc
+                raise StorageError(
+                    f"cannot write the search index at {self._directory}: {exc}"
+                ) from exc
+        return self._writer
+
+    def _rollback(self, writer: tantivy.IndexWriter) -> None:
+        try:
+            writer.rollback()
+        except _TANTIVY_ERRORS:
+            # The writer is unusable; drop it so the next write starts a fresh one.
+            logger.exception("search index %s: rollback failed", self._directory)
+            self._writer = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Number of documents (deleted ones excluded)."""
+        self._require_open()
+        with self._errors("counting"):
+            return int(self._index.searcher().num_docs)
+
+    def slugs(self) -> set[str]:
+        """Every slug in the index, read from the term dictionary (about 0.1 s at 100k)."""
+        self._require_open()
+        with self._errors("listing slugs"):
+            searcher = self._index.searcher()
+            # The filter makes tantivy count live documents, so deleted slugs drop out.
+            terms = searcher.terms_with_prefix(
+                "slug", "", filter_query=tantivy.Query.all_query(), limit=None
+            )
+        return {term for term, _ in terms}
+
+    def search(
+        self,
+        query: str,
+        *,
+        scope_hashes: Sequence[str] | None = None,
+        types: Sequence[MemoryType] | None = None,
+        include_forgotten: bool = False,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchHit]:
+        """BM25 over title, body, tags and triggers, best first, ties broken by slug.
+
+        Any text is a valid query: words are OR-ed, and a query with no word (punctuation,
+        emoji, empty) finds nothing. `scope_hashes` and `types` keep hits matching any of
+        their values (an empty sequence keeps none); soft-forgotten and forgotten memories are
+        left out unless `include_forgotten`.
+        """
+        if limit < 0 or offset < 0:
+            raise InvalidInput(f"limit and offset must be >= 0 (got {limit}, {offset})")
+        scopes = None if scope_hashes is None else _values(scope_hashes)
+        type_values = None if types is None else [_memory_type(t) for t in _values(types)]
+        self._require_open()
+        if limit == 0 or scopes == [] or type_values == []:
+            return []
+        with self._errors("analysing the query"):
+            parsed = _Query(query, self._analyzer)
+        if not parsed.tokens:
+            return []
+        tantivy_query = self._build_query(parsed.tokens, scopes, type_values, include_forgotten)
+        with self._errors("searching"):
+            searcher = self._index.searcher()
+            ranked = self._ranked(searcher, tantivy_query, offset + limit)
+            return [
+                self._hit(slug, score, document, parsed)
+                for score, slug, document in ranked[offset : offset + limit]
+            ]
+
+    def _build_query(
+        self,
+        tokens: list[str],
+        scope_hashes: list[str] | None,
+        types: list[str] | None,
+        include_forgotten: bool,
+    ) -> tantivy.Query:
+        Query, Occur = tantivy.Query, tantivy.Occur
+        should: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for token in tokens:
+            for field, boost in _FIELD_BOOSTS.items():
+                term = Query.term_query(self._schema, field, token)
+                should.append((Occur.Should, Query.boost_query(term, boost)))
+        clauses = [(Occur.Must, Query.boolean_query(should))]
+        if scope_hashes is not None:
+            clauses.append((Occur.Must, self._any_of("scope_hash", scope_hashes)))
+        if types is not None:
+            clauses.append((Occur.Must, self._any_of("type", types)))
+        if not include_forgotten:
+            # Excluding the two hidden states is cheaper than requiring the (many) visible ones.
+            clauses.extend((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN)
+        return Query.boolean_query(clauses)
+
+    def _term(self, field: str, value: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, field, value, index_option="basic")
+
+    def _any_of(self, field: str, values: Sequence[str]) -> tantivy.Query:
+        """A filter matching any of `values`, scoring zero so it leaves BM25 as it is.
+
+        A disjunction of term queries: measured 3x faster here than tantivy's TermSetQuery.
+        """
+        terms = [self._term(field, value) for value in dict.fromkeys(values)]
+        query = (
+            terms[0]
+            if len(terms) == 1
+            else tantivy.Query.boolean_query([(tantivy.Occur.Should, term) for term in terms])
+        )
+        return tantivy.Query.const_score_query(query, 0.0)
+
+    @staticmethod
+    def _ranked(
+        searcher: tantivy.Searcher, query: tantivy.Query, wanted: int
+    ) -> list[tuple[float, str, tantivy.Document]]:
+        """The top `wanted` hits ordered by (score desc, slug), ties at the cut included.
+
+        tantivy orders equal scores by internal address, which changes with merges; fetching
+        until the score drops below the cut-off makes the order depend only on the data.
+        """
+        # tantivy sizes its top-k heap by the limit: never ask for more than there are docs.
+        available = max(1, int(searcher.num_docs))
+        fetch = min(wanted + _TIE_MARGIN, available)
+        while True:
+            hits = searcher.search(query, limit=fetch, count=False).hits
+            if len(hits) < fetch or fetch >= available or hits[wanted - 1][0] > hits[-1][0]:
+                break
+            fetch = min(fetch * 4, available)
+        cutoff = hits[wanted - 1][0] if len(hits) >= wanted else float("-inf")
+        ranked = []
+        for score, address in hits:
+            if score < cutoff:
+                break
+            document = searcher.doc(address)
+            ranked.append((float(score), str(_stored(document, "slug")), document))
+        ranked.sort(key=lambda item: (-item[0], item[1]))
+        return ranked[:wanted]
+
+    def _hit(
+        self, slug: str, score: float, document: tantivy.Document, parsed: _Query
+    ) -> SearchHit:
+        title = "".join(_text(document, "title_stored"))
+        body = "".join(_text(document, "body_stored"))
+        matched, position = self._explain(
+            parsed, title, body, _text(document, "tags_stored"), _text(document, "triggers_stored")
+        )
+        return SearchHit(
+            slug=slug,
+            type=MemoryType(_stored(document, "type")),
+            title=title,
+            scope_hash=str(_stored(document, "scope_hash")),
+            decay_state=DecayState(_stored(document, "decay_state")),
+            created_at=to_utc(_stored(document, "created_at")),
+            score=score,
+            snippet=_snippet(body, position),
+            matched_terms=matched,
+        )
+
+    def _explain(
+        self,
+        parsed: _Query,
+        title: str,
+        body: str,
+        tags: list[str],
+        triggers: list[str],
+    ) -> tuple[list[str], int]:
+        """The query terms found in the document, and where the first one starts in the body."""
+        others = "\n".join([title, *tags, *triggers])
+        body_lower, others_lower = body.lower(), others.lower()
+        body_tokens = self._analyzer.pre_tokenize(blank_cjk(body)).tokens
+        body_stems = {token.text for token in body_tokens}
+        other_stems = set(self._analyzer.analyze(blank_cjk(others)))
+        matched: list[str] = []
+        english_stems: set[str] = set()
+        first = len(body)
+        for term in parsed.terms:
+            if term in parsed.parts:
+                # A whole Chinese word explains the hit; else whichever of its parts occur do.
+                for word in (
+                    (term,) if term in body_lower or term in others_lower else parsed.parts[term]
+                ):
+                    at = body_lower.find(word)
+                    if at >= 0 or word in others_lower:
+                        matched.append(word)
+                    if at >= 0:
+                        first = min(first, at)
+            else:
+                stems = parsed.stems[term]
+                if stems and all(s in body_stems or s in other_stems for s in stems):
+                    matched.append(term)
+                    english_stems.update(stems)
+        for token in body_tokens:
+            if token.text in english_stems:
+                first = min(first, token.char_offset_from)
+                break
+        return list(dict.fromkeys(matched)), (first if first < len(body) else 0)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish background merges and release the writer lock; the index is then unusable."""
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                with self._errors("closing"):
+                    writer.wait_merging_threads()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SearchIndex({str(self._directory)!r})"
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the search index at {self._directory} is closed")
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except _TANTIVY_ERRORS as exc:
+            raise StorageError(f"search index {self._directory}: {action} failed: {exc}") from exc
+
+
+def _values(values: Sequence[str]) -> list[str]:
+    """`values` as a list, a lone string being one value (not a sequence of characters)."""
+    return [values] if isinstance(values, str) else list(values)
+
+
+def _memory_type(value: str) -> str:
+    try:
+        return MemoryType(value).value
+    except ValueError as exc:
+        raise InvalidInput(f"unknown memory type {value!r}") from exc
+
+
+def _stored(document: tantivy.Document, field: str) -> Any:
+    """A stored value every document of this schema has."""
+    value = document.get_first(field)
+    if value is None:
+        raise StorageError(f"a search index document has no {field!r}", hint=REINDEX_HINT)
+    return value
+
+
+def _text(document: tantivy.Document, field: str) -> list[str]:
+    """The values of a stored-only text field (kept as bytes, see `_schema`)."""
+    return [bytes(value).decode("utf-8") for value in document.get_all(field)]
+
+
+def _snippet(body: str, position: int) -> str:
+    """At most `_SNIPPET_CHARS` of the body on one line, starting a little before `position`."""
+    start = max(0, position - _SNIPPET_LEAD)
+    if start > 0:
+        # Start on a word boundary when one is near (Chinese has none, so keep `start` then).
+        space = body.find(" ", start, position)
+        if space >= 0:
+            start = space + 1
+    prefix = "…" if start > 0 else ""
+    window = body[start : start + 2 * _SNIPPET_CHARS]
+    text = " ".join(window.split())
+    budget = _SNIPPET_CHARS - len(prefix)
+    more = start + len(window) < len(body)
+    if len(text) <= budget and not more:
+        return prefix + text
+    if len(text) < budget:
+        return prefix + text + "…"
+    cut = text[: budget - 1]
+    space = cut.rfind(" ")
+    if space > budget // 2:
+        cut = cut[:space]
+    return prefix + cut.rstrip() + "…"
