@@ -53,7 +53,9 @@ class InvalidInput(MemorydError):
 
 class BrokenMemoryFile(InvalidInput):
     code = "broken_memory_file"
-    default_hint = "fix the file by hand (it is plain markdown with YAML frontmatter) or move it away"
+    default_hint = (
+        "fix the file by hand (it is plain markdown with YAML frontmatter) or move it away"
+    )
 
 
 class PolicyDenied(MemorydError):

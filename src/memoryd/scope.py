@@ -70,7 +70,11 @@ def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -
         )
     toplevel = _git_toplevel(directory)
     root = toplevel or str(directory)
-    remote = _git(Path(root), "config", "--get", "remote.origin.url") if toplevel and with_remote else None
+    remote = (
+        _git(Path(root), "config", "--get", "remote.origin.url")
+        if toplevel and with_remote
+        else None
+    )
     aliases = [f"remote:{normalise_remote(remote)}"] if remote else []
     return ScopeInfo(
         scope_hash=hash_path(root),
