@@ -18,6 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memoryd.capture.limits import CaptureLimits
 from memoryd.errors import ConfigError
 
 APP_NAME = "memoryd"
@@ -53,8 +54,11 @@ class LLMSettings(BaseModel):
 
 
 class ExtractionSettings(BaseModel):
-    spacy_model: str | None = None
-    use_llm: bool = True
+    enabled: bool = Field(default=True, description="extract entities and relations on record")
+    spacy_model: str | None = Field(
+        default=None, description="an installed pretrained spaCy model whose NER joins the rules"
+    )
+    use_llm: bool = Field(default=True, description="refine with the LLM when one is configured")
 
 
 class RecallSettings(BaseModel):
@@ -71,6 +75,48 @@ class DaemonSettings(BaseModel):
     )
     request_timeout_s: float = Field(
         default=120.0, gt=0, description="how long the CLI waits for the daemon's answer"
+    )
+
+
+_CAPTURE = CaptureLimits()
+
+
+class CaptureSettings(BaseModel):
+    """`memoryd capture` (agents' hooks). The hook reads these without pydantic-settings
+    (`memoryd.capture.limits`, same precedence and defaults) to stay within its time budget."""
+
+    min_prompts: int = Field(
+        default=_CAPTURE.min_prompts, ge=0, description="fewer user prompts: a trivial session"
+    )
+    min_chars: int = Field(
+        default=_CAPTURE.min_chars,
+        ge=0,
+        description="fewer characters of conversation and no tool activity: a trivial session",
+    )
+    max_body_bytes: int = Field(
+        default=_CAPTURE.max_body_bytes, ge=1024, description="cap on a session memory's body"
+    )
+    max_tool_output_chars: int = Field(
+        default=_CAPTURE.max_tool_output_chars,
+        ge=20,
+        description="how much of a failing tool's output the Errors section quotes",
+    )
+    max_transcript_bytes: int = Field(
+        default=_CAPTURE.max_transcript_bytes,
+        ge=65536,
+        description="larger transcripts are read head and tail only",
+    )
+    budget_ms: int = Field(
+        default=_CAPTURE.budget_ms,
+        ge=0,
+        description="wall-time budget of one capture; past it the payload waits for retry",
+    )
+    journal_ttl_days: int = Field(
+        default=_CAPTURE.journal_ttl_days, ge=1, description="idle hook-event journals deleted"
+    )
+    redact_high_entropy: bool = Field(
+        default=_CAPTURE.redact_high_entropy,
+        description="also redact random-looking tokens matching no known secret format",
     )
 
 
@@ -92,6 +138,7 @@ class Settings(BaseSettings):
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+    capture: CaptureSettings = Field(default_factory=CaptureSettings)
 
     _config_file: Path | None = None
 

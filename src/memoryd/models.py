@@ -398,3 +398,31 @@ class Extraction(BaseModel):
     relations: list[ProposedRelation] = Field(default_factory=list)
     stages: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+
+
+class RecallHit(BaseModel):
+    """One recall result, with how it was found so it can explain itself."""
+
+    slug: str
+    type: MemoryType
+    title: str
+    scope_hash: str
+    decay_state: DecayState
+    created_at: Timestamp
+    score: float
+    snippet: str = ""
+    matched_terms: list[str] = Field(default_factory=list)
+    stages: list[str] = Field(default_factory=list)
+    """Which stages found it: `bm25`, `entity`, `graph` (2 hops), `context`."""
+    paths: list[str] = Field(default_factory=list)
+    """Graph paths that brought it, e.g. `Solid -[supersedes]-> React -> memory`."""
+    superseded_by: str | None = None
+
+
+class RecallResult(BaseModel):
+    query: str
+    hits: list[RecallHit]
+    entities: list[str] = Field(default_factory=list)
+    """Entity ids the query was linked to."""
+    stages: list[str] = Field(default_factory=list)
+    """The stages that ran (`vector` only when an embedding provider is configured)."""

@@ -7,6 +7,7 @@ the earlier ones are undone, so nothing is left half-written.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from memoryd import recall as recall_rules
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.errors import (
     BrokenMemoryFile,
@@ -27,18 +29,33 @@ from memoryd.errors import (
     MemorydError,
     NotFound,
 )
+from memoryd.extraction.pipeline import Extractor, KnownEntity
 from memoryd.governance.store import GovernanceStore
-from memoryd.graph.store import CypherResult, EntityRow, GraphStore
+from memoryd.graph.store import (
+    CypherResult,
+    EntityContext,
+    EntityRow,
+    GraphStore,
+    MemoryRow,
+    SupersedeRow,
+)
+from memoryd.llm.base import LLMProvider
 from memoryd.models import (
     AuditRecord,
     AuditVerification,
     DecayState,
+    EntityType,
+    Extraction,
     Frontmatter,
     Memory,
     MemoryDraft,
     MemorySummary,
     MemoryType,
+    Predicate,
+    RecallHit,
+    RecallResult,
     ReindexReport,
+    RelationRef,
     ScopeInfo,
     SearchHit,
     to_utc,
@@ -46,6 +63,7 @@ from memoryd.models import (
 )
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.text import query_terms
 from memoryd.vault import Vault
 
 logger = logging.getLogger(__name__)
@@ -94,6 +112,8 @@ class MemoryService:
         graph_factory: GraphFactory,
         actor: str = "cli",
         on_close: Callable[[], None] | None = None,
+        extractor: Extractor | None = None,
+        llm: LLMProvider | None = None,
     ) -> None:
         self.home = home
         self.vault = vault
@@ -104,9 +124,19 @@ class MemoryService:
         self.actor = actor
         self._graph_factory = graph_factory
         self._on_close = on_close
+        self.extractor = extractor
+        self.llm = llm
+        self.vector_stage: recall_rules.VectorStage | None = None
+        self._matcher: recall_rules.EntityMatcher | None = None
+        self._recall_dirty: dict[str, tuple[int, datetime, DecayState]] = {}
+        self._merges: dict[str, str] | None = None
 
     def close(self) -> None:
         try:
+            try:
+                self.flush_recall_stats()
+            except MemorydError:
+                logger.exception("could not save recall stats")
             for closer in (self.index.close, self.graph.close, self.governance.close):
                 try:
                     closer()
@@ -204,6 +234,7 @@ class MemoryService:
         if not bulk:
             for memory in memories:
                 self._check_links(memory)
+        self._extract(memories)
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
         written: list[Memory] = []
@@ -211,6 +242,44 @@ class MemoryService:
             self._write_batch(batch, sync_each=not bulk)
             written.extend(batch)
         return written
+
+    def _known_entities(self) -> list[KnownEntity]:
+        matcher = self._entity_matcher()
+        return [
+            KnownEntity(id=e.id, name=e.name, type=e.type, aliases=e.aliases)
+            for e in matcher.entities.values()
+            if e.type in ENTITY_TYPES
+        ]
+
+    def _extract(self, memories: Sequence[Memory]) -> None:
+        """Fill observations and relations from the text (spaCy rules, then the LLM if set).
+
+        Sensitive memories are never sent to an LLM. Results land in the frontmatter, so
+        `reindex` rebuilds the same graph without extracting again.
+        """
+        if self.extractor is None or not memories:
+            return
+        known = self._known_entities()
+        for memory in memories:
+            if memory.sensitive:
+                continue
+            found = self.extractor.extract(memory.body, title=memory.meta.title, known=known)
+            if self.llm is not None:
+                from memoryd.llm.extract import extract_with_llm
+
+                try:
+                    refined = extract_with_llm(
+                        self.llm,
+                        f"{memory.meta.title}\n\n{memory.body}",
+                        known_entities=[k.name for k in known],
+                        spacy_hint=found,
+                    )
+                    found = merge_extractions(found, refined)
+                except MemorydError as exc:
+                    logger.warning("LLM extraction failed for %s: %s", memory.slug, exc)
+            apply_extraction(memory, found, self._merged_into())
+        if any(m.meta.observations for m in memories):
+            self._matcher = None
 
     def _refuse_duplicates(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
         wanted: dict[str, set[str]] = {}
@@ -345,6 +414,317 @@ class MemoryService:
         """Read-only Cypher over the graph; write clauses are refused."""
         return self.graph.cypher(query, params, limit=limit)
 
+    # -- recall ---------------------------------------------------------------------------
+    def _entity_matcher(self) -> recall_rules.EntityMatcher:
+        """Built from the graph's entities once, rebuilt after writes that touch entities."""
+        if self._matcher is None:
+            from memoryd.extraction.linking import normalise_name
+
+            self._matcher = recall_rules.EntityMatcher(
+                self.graph.entity_catalogue(), normalise_name
+            )
+        return self._matcher
+
+    def recall(
+        self,
+        query: str,
+        *,
+        scope: Path | str | None = None,
+        types: Sequence[MemoryType] | None = None,
+        k: int = 10,
+        include_forgotten: bool = False,
+        track: bool = True,
+    ) -> RecallResult:
+        """What memoryd knows about `query`: BM25 and entity traversal fused, then adjusted.
+
+        Each hit explains itself (stages, matched terms, graph paths). With `track`, hits
+        count as recalls: recall_count, last_recalled_at, trigger_stats, and a dim or
+        soft-forgotten memory comes back to alive.
+        """
+        if k < 1:
+            raise InvalidInput(f"k must be at least 1 (got {k})")
+        scope_hash = self.scope_hash_of(scope)
+        scopes = [scope_hash] if scope_hash else None
+        size = max(50, 5 * k)
+        pool = recall_rules.CandidatePool()
+        bm25 = self.index.search(
+            query, scope_hashes=scopes, types=types, include_forgotten=include_forgotten, limit=size
+        )
+        for hit in bm25:
+            pool.at(hit.slug).add("bm25", hit.score)
+        stages = ["bm25"]
+        linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
+        if self.vector_stage is not None:
+            stages.append("vector")
+            for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
+                pool.at(slug).add("vector", score)
+        fused = pool.fuse(stages)
+        seeds = sorted(fused, key=lambda s: (-fused[s], s))[: recall_rules.CONTEXT_SEEDS]
+        if seeds:
+            # What was said just before and after a strong hit often completes it.
+            for seed, near in self.graph.around(seeds, window=recall_rules.CONTEXT_WINDOW).items():
+                for slug in near:
+                    pool.at(slug).add("context", fused[seed], f"next to {seed}")
+            if pool.has_stage("context"):
+                stages.append("context")
+                fused = pool.fuse(stages)
+        for slug, score in fused.items():
+            pool[slug].score = score
+        superseded = self.graph.superseded_by(list(pool))
+        for older, newer in superseded.items():
+            if newer not in pool:
+                pulled = pool.at(newer)
+                pulled.score = pool[older].score
+                pulled.paths.append(f"supersedes {older}")
+        rows = self.graph.memory_rows(list(pool))
+        facts = {
+            slug: recall_rules.MemoryFacts(row.type, row.decay_state, row.created_at)
+            for slug, row in rows.items()
+            if _admissible(row, scope_hash, types, include_forgotten)
+        }
+        for slug in [s for s in pool if s not in facts]:
+            del pool[slug]
+        ranked = recall_rules.adjust(pool, facts, superseded, utcnow())[:k]
+        bm25_hits = {hit.slug: hit for hit in bm25}
+        terms = query_terms(query)
+        hits = [_recall_hit(c, rows[c.slug], bm25_hits.get(c.slug), terms) for c in ranked]
+        if track and hits:
+            self._track_recalls(hits, rows, query)
+        return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
+
+    def _entity_stages(
+        self,
+        query: str,
+        scopes: list[str] | None,
+        pool: recall_rules.CandidatePool,
+        stages: list[str],
+        *,
+        have_text_hits: bool,
+    ) -> dict[str, str]:
+        """Link the query to entities, then collect the memories that mention them (1 hop)
+        and those that mention their related entities (2 hops). Returns the linked ids."""
+        matcher = self._entity_matcher()
+        linked = matcher.match(query, query_terms(query)) if matcher.by_key else {}
+        # Hubs (an entity in most memories, like the user's own name) do not discriminate:
+        # they only lead the traversal when nothing else matched.
+        hub = self.graph.max_fanout
+        specific = {e: w for e, w in linked.items() if matcher.entities[e].mention_count <= hub}
+        if specific or have_text_hits:
+            linked = specific
+        if not linked:
+            return linked
+        stages.append("entity")
+        weights = {
+            eid: recall_rules.entity_weight(matcher.entities[eid].mention_count) for eid in linked
+        }
+        for eid, slug, conf in self.graph.mentioning(list(linked), scope_hashes=scopes):
+            pool.at(slug).add(
+                "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
+            )
+        via: dict[str, list[tuple[str, str, float]]] = {}
+        for src, dst, predicate, conf in self.graph.related_entities(list(linked)):
+            if dst not in linked:
+                via.setdefault(dst, []).append((src, predicate, conf))
+        if not via:
+            return linked
+        stages.append("graph")
+        for eid, slug, conf in self.graph.mentioning(list(via), scope_hashes=scopes):
+            for src, predicate, rel_conf in via[eid]:
+                weight = weights[src] * recall_rules.PREDICATE_WEIGHTS.get(predicate, 0.5)
+                path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
+                pool.at(slug).add("graph", weight * rel_conf * conf, f"{path} → memory")
+        return linked
+
+    # -- entities -------------------------------------------------------------------------
+    def resolve_entity(self, name_or_id: str) -> EntityRow:
+        """An entity by id (`entity:library:React`), name or alias."""
+        entity = self.graph.get_entity(name_or_id)
+        if entity is not None:
+            return entity
+        matcher = self._entity_matcher()
+        from memoryd.extraction.linking import normalise_name
+
+        ids = sorted(matcher.by_key.get(normalise_name(name_or_id), ()))
+        ids = [self._merged_into().get(i, i) for i in ids]
+        if not ids:
+            raise NotFound(
+                f"no entity named {name_or_id!r}", hint="`memoryd entity list` shows the entities"
+            )
+        found = [e for e in (self.graph.get_entity(i) for i in dict.fromkeys(ids)) if e]
+        if len(found) > 1:
+            raise InvalidInput(
+                f"{name_or_id!r} names several entities: {', '.join(e.id for e in found)}",
+                hint="pass the full entity id",
+            )
+        if not found:
+            raise NotFound(f"no entity named {name_or_id!r}")
+        return found[0]
+
+    def entity_context(self, name_or_id: str, *, limit: int = 20) -> EntityContext:
+        """An entity with its relations, neighbours and the memories about it, current first."""
+        entity = self.resolve_entity(name_or_id)
+        mentions = self.graph.mentioning([entity.id])
+        rows = self.graph.memory_rows([slug for _, slug, _ in mentions])
+        superseded = self.graph.superseded_by(list(rows))
+        memories = sorted(
+            rows.values(), key=lambda r: (r.slug in superseded, -r.created_at.timestamp())
+        )[:limit]
+        return EntityContext(
+            entity=entity,
+            relations=self.graph.neighbourhood(entity.id, depth=1).rows,
+            memories=[
+                MemorySummary(
+                    slug=r.slug,
+                    type=r.type,
+                    title=r.title,
+                    scope_hash=r.scope_hash,
+                    source=r.source,
+                    created_at=r.created_at,
+                    updated_at=r.updated_at,
+                    decay_state=r.decay_state,
+                    tags=r.tags,
+                    recall_count=r.recall_count,
+                )
+                for r in memories
+            ],
+            superseded=sorted(s for s in superseded if s in rows),
+        )
+
+    def neighbors(self, name_or_id: str, *, depth: int = 2) -> CypherResult:
+        """Entities within `depth` hops of an entity (fan-out capped at hubs)."""
+        if not 1 <= depth <= 3:
+            raise InvalidInput(f"depth must be 1, 2 or 3 (got {depth})")
+        return self.graph.neighbourhood(self.resolve_entity(name_or_id).id, depth=depth)
+
+    def supersedes_chain(self, slug: str) -> list[SupersedeRow]:
+        if self.graph.get_memory(slug) is None:
+            raise NotFound(f"no memory with slug {slug!r}")
+        return self.graph.supersedes_chain(slug)
+
+    def alias_entity(self, name_or_id: str, alias: str) -> EntityRow:
+        """Teach the graph another name for an entity; audit-logged so reindex replays it."""
+        alias = alias.strip()
+        if not alias:
+            raise InvalidInput("alias is empty")
+        entity = self.resolve_entity(name_or_id)
+        self.graph.add_entity_aliases(entity.id, [alias])
+        self.audit.append(
+            actor=self.actor,
+            event_type="entity_alias",
+            scope_hash=None,
+            target_id=entity.id,
+            details={"alias": alias},
+        )
+        self._matcher = None
+        return self.resolve_entity(entity.id)
+
+    def merge_entities(self, keep: str, drop: str) -> EntityRow:
+        """Merge `drop` into `keep`: edges move, the name becomes an alias; reindex replays it."""
+        kept, dropped = self.resolve_entity(keep), self.resolve_entity(drop)
+        if kept.id == dropped.id:
+            raise InvalidInput(f"cannot merge {kept.id} into itself")
+        self.graph.merge_entities(kept.id, dropped.id)
+        self.audit.append(
+            actor=self.actor,
+            event_type="entity_merge",
+            scope_hash=None,
+            target_id=kept.id,
+            details={"drop": dropped.id},
+        )
+        self._matcher = None
+        self._merges = None
+        return self.resolve_entity(kept.id)
+
+    def _merged_into(self) -> dict[str, str]:
+        """dropped entity id → the id it was merged into (following chains)."""
+        if self._merges is None:
+            merges: dict[str, str] = {}
+            for rec in self.audit.read(event_type="entity_merge"):
+                drop = json.loads(rec.details).get("drop")
+                if drop and rec.target_id:
+                    merges[drop] = rec.target_id
+            for drop in list(merges):
+                seen = {drop}
+                while merges[drop] in merges and merges[drop] not in seen:
+                    seen.add(merges[drop])
+                    merges[drop] = merges[merges[drop]]
+            self._merges = merges
+        return self._merges
+
+    def _replay_entity_events(self, graph: GraphStore) -> None:
+        """Merges and aliases live in the audit log; a rebuilt graph gets them back."""
+        for rec in self.audit.read():
+            if rec.event_type not in ("entity_merge", "entity_alias") or not rec.target_id:
+                continue
+            details = json.loads(rec.details)
+            if rec.event_type == "entity_alias":
+                if graph.get_entity(rec.target_id) is not None:
+                    graph.add_entity_aliases(rec.target_id, [details["alias"]])
+            elif graph.get_entity(details["drop"]) and graph.get_entity(rec.target_id):
+                graph.merge_entities(rec.target_id, details["drop"])
+
+    def _track_recalls(
+        self, hits: Sequence[RecallHit], rows: dict[str, MemoryRow], query: str
+    ) -> None:
+        """Count the recall; a decayed memory that is recalled comes back to alive."""
+        now = utcnow()
+        updates = []
+        revived = []
+        for hit in hits:
+            row = rows[hit.slug]
+            state = DecayState.ALIVE if row.decay_state is not DecayState.ALIVE else row.decay_state
+            if state is not row.decay_state:
+                revived.append(hit.slug)
+            updates.append((hit.slug, row.recall_count + 1, now, state.value))
+            self._recall_dirty[hit.slug] = (row.recall_count + 1, now, state)
+        self.graph.record_recalls(updates)
+        lowered = query.lower()
+        for hit in hits:
+            fired = [t for t in rows[hit.slug].triggers if t.lower() in lowered]
+            if fired:
+                self.governance.record_trigger_hits(fired, hit.scope_hash, now.date())
+        if revived:
+            self._reindex_search([s for s in revived])
+
+    def _reindex_search(self, slugs: Sequence[str]) -> None:
+        """Refresh the search index entries of memories whose decay state changed."""
+        docs = []
+        for slug in slugs:
+            path = self.vault.find(slug)
+            if path is None:
+                continue
+            memory = self.vault.read(path)
+            if slug in self._recall_dirty:
+                count, at, state = self._recall_dirty[slug]
+                memory.meta.recall_count, memory.meta.last_recalled_at = count, at
+                memory.meta.decay_state = state
+            docs.append(search_doc(memory))
+        self.index.upsert(docs)
+
+    def flush_recall_stats(self) -> int:
+        """Write pending recall counts into the memory files, the source of truth.
+
+        Recall only touches the graph on the hot path; the files are rewritten here (at
+        close, and by the daemon periodically) so `reindex` keeps the counts.
+        """
+        pending, self._recall_dirty = self._recall_dirty, {}
+        for slug, (count, at, state) in pending.items():
+            path = self.vault.find(slug)
+            if path is None:
+                continue
+            try:
+                memory = self.vault.read(path)
+            except MemorydError as exc:
+                logger.warning("recall stats not saved for %s: %s", slug, exc)
+                continue
+            memory.meta.recall_count = max(memory.meta.recall_count, count)
+            memory.meta.last_recalled_at = at
+            memory.meta.decay_state = state
+            self.vault.write(memory, sync=False)
+        if pending:
+            self.vault.sync_all()
+        return len(pending)
+
     # -- audit ----------------------------------------------------------------------------
     def audit_records(
         self,
@@ -430,6 +810,7 @@ class MemoryService:
                     indexed += len(batch)
                 for links in iter_batches(linked, BULK_BATCH):
                     fresh.link_memories(links)
+                self._replay_entity_events(fresh)
             finally:
                 fresh.close()
                 fresh_index.close()
@@ -441,6 +822,7 @@ class MemoryService:
             self.graph = self._graph_factory(graph_dir)
             if index_closed:
                 self.index = SearchIndex.open(index_dir)
+        self._matcher = None
         self.audit.append(
             actor=self.actor,
             event_type="reindex",
@@ -448,7 +830,9 @@ class MemoryService:
             target_id=None,
             details={"indexed": indexed, "skipped": len(skipped)},
         )
-        return ReindexReport(indexed=indexed, skipped=skipped, seconds=time.perf_counter() - started)
+        return ReindexReport(
+            indexed=indexed, skipped=skipped, seconds=time.perf_counter() - started
+        )
 
     def consistency(self) -> tuple[set[str], set[str], set[str]]:
         """Slugs only in the vault, only in the graph, only in the search index."""
@@ -538,6 +922,232 @@ class MemoryService:
             except MemorydError:
                 logger.exception("could not undo the %s of %s", event_type, old.slug)
             raise
+
+    # -- captures (`memoryd capture` → inbox/) ---------------------------------------------
+    def drain_inbox(self) -> int:
+        """Index the session memories `memoryd capture` queued in `inbox/`; returns how many.
+
+        A capture never opens the graph (DESIGN.md §2): it writes the vault file and drops a
+        request. Each request is indexed — search index, graph, then one `capture` audit line
+        — and removed. A request whose file is already indexed unchanged is only removed, so
+        draining twice, or after a crash, indexes nothing twice; a request a capture replaced
+        while it was being indexed stays for the next drain. Not run by `open_service` (start-up
+        stays cheap): the CLI's embedded commands and the daemon call it.
+        """
+        from memoryd.inbox import Inbox
+
+        inbox = Inbox(self.home)
+        scopes: dict[str, ScopeInfo | None] = {}
+        indexed = 0
+        for pending in inbox.pending():
+            request = pending.request
+            try:
+                path = Path(request.path)
+                if self._index_capture(request.slug, path, request.scope_path, scopes):
+                    indexed += 1
+            except MemorydError as exc:
+                logger.warning("capture %s stays in the inbox: %s", request.slug, exc)
+                continue
+            inbox.done(pending)
+        if indexed:
+            logger.info("indexed %d captured session(s) from the inbox", indexed)
+        return indexed
+
+    def _index_capture(
+        self,
+        slug: str,
+        path: Path,
+        scope_path: str | None,
+        scopes: dict[str, ScopeInfo | None],
+    ) -> bool:
+        """Index one captured file; False when there was nothing (new) to index."""
+        if not path.is_file():
+            found = self.vault.find(slug)
+            if found is None:
+                logger.warning("capture %s: %s is gone; request dropped", slug, path)
+                return False
+            path = found
+        try:
+            memory = self.vault.read(path)
+        except (BrokenMemoryFile, NotFound) as exc:
+            logger.warning("capture %s not indexed: %s", slug, exc)
+            return False
+        if memory.meta.slug != slug:
+            logger.warning("capture %s not indexed: %s holds %s", slug, path, memory.meta.slug)
+            return False
+        first_in_scope = memory.meta.scope_hash not in scopes
+        scope = self._capture_scope(memory.meta.scope_hash, scope_path, scopes)
+        if scope is not None and scope.sensitive:
+            logger.warning("capture %s not indexed: its scope is sensitive", slug)
+            return False
+        row = self.graph.get_memory(slug)
+        if (
+            row is not None
+            and row.fingerprint == memory.fingerprint
+            and row.title == memory.meta.title
+            and row.updated_at == memory.meta.updated_at
+            and row.path == str(path)
+        ):
+            return False
+        if scope is not None and first_in_scope:
+            self._ensure_scope(scope)
+        self.index.upsert([search_doc(memory)])
+        self.graph.upsert_memories([memory])
+        self.audit.append(
+            actor=self.actor,
+            event_type="capture",
+            scope_hash=memory.meta.scope_hash,
+            target_id=slug,
+            details={
+                "type": memory.meta.type.value,
+                "source": memory.meta.source,
+                "update": row is not None,
+            },
+        )
+        return True
+
+    def _capture_scope(
+        self, scope_hash: str, scope_path: str | None, scopes: dict[str, ScopeInfo | None]
+    ) -> ScopeInfo | None:
+        """The scope of a capture: resolved from its path when that is still here, else as
+        stored; the stored `sensitive` flag always wins."""
+        if scope_hash in scopes:
+            return scopes[scope_hash]
+        stored = self.vault.read_scope(scope_hash)
+        info: ScopeInfo | None = None
+        if scope_path and Path(scope_path).is_dir():
+            try:
+                info = resolve_scope(scope_path)
+            except MemorydError:
+                info = None
+            if info is not None and info.scope_hash != scope_hash:
+                info = None
+        info = info or stored
+        if info is not None and stored is not None:
+            info.sensitive = stored.sensitive
+        scopes[scope_hash] = info
+        return info
+
+
+OBSERVATION_CONFIDENCE = 0.75
+ENTITY_TYPES = {t.value for t in EntityType}
+
+
+def merge_extractions(base: Extraction, extra: Extraction) -> Extraction:
+    """Union of two stages' proposals; the higher confidence wins for the same entity."""
+    entities = {e.id: e for e in base.entities}
+    for entity in extra.entities:
+        if entity.id not in entities or entities[entity.id].confidence < entity.confidence:
+            entities[entity.id] = entity
+    relations = {(r.subject, r.predicate, r.object): r for r in base.relations}
+    for rel in extra.relations:
+        key = (rel.subject, rel.predicate, rel.object)
+        if key not in relations or relations[key].confidence < rel.confidence:
+            relations[key] = rel
+    return Extraction(
+        entities=list(entities.values()),
+        relations=list(relations.values()),
+        stages=[*base.stages, *(s for s in extra.stages if s not in base.stages)],
+        notes=[*base.notes, *extra.notes],
+    )
+
+
+def apply_extraction(
+    memory: Memory, found: Extraction, merged_into: dict[str, str] | None = None
+) -> None:
+    """Write proposals into the frontmatter: confident entities as observations, the rest as
+    `mentions` relations with their confidence, and every other relation as it came."""
+    redirect = merged_into or {}
+    found = Extraction(
+        entities=[
+            e.model_copy(
+                update=dict(zip(("type", "name"), redirect[e.id].split(":", 2)[1:], strict=True))
+            )
+            if e.id in redirect
+            else e
+            for e in found.entities
+        ],
+        relations=[
+            r.model_copy(
+                update={
+                    "subject": redirect.get(r.subject, r.subject),
+                    "object": redirect.get(r.object, r.object),
+                }
+            )
+            for r in found.relations
+        ],
+    )
+    observations = dict.fromkeys(memory.meta.observations)
+    relations = {(r.subject, r.predicate, r.object): r for r in memory.meta.relations}
+    for entity in sorted(found.entities, key=lambda e: e.id):
+        if entity.confidence >= OBSERVATION_CONFIDENCE:
+            observations.setdefault(entity.id, None)
+        else:
+            relations.setdefault(
+                (None, Predicate.MENTIONS, entity.id),
+                RelationRef(
+                    predicate=Predicate.MENTIONS,
+                    object=entity.id,
+                    confidence=round(entity.confidence, 3),
+                ),
+            )
+    for rel in found.relations:
+        subject = None if rel.subject == "memory" else rel.subject
+        if rel.object == "memory" or (subject is None and rel.predicate is Predicate.MENTIONS):
+            continue
+        key = (subject, rel.predicate, rel.object)
+        relations.setdefault(
+            key,
+            RelationRef(
+                predicate=rel.predicate,
+                object=rel.object,
+                subject=subject,
+                confidence=round(rel.confidence, 3),
+            ),
+        )
+    memory.meta.observations = list(observations)
+    memory.meta.relations = list(relations.values())
+
+
+def _admissible(
+    row: MemoryRow,
+    scope_hash: str | None,
+    types: Sequence[MemoryType] | None,
+    include_forgotten: bool,
+) -> bool:
+    """Whether a graph-found candidate passes the same filters the text search applied."""
+    if scope_hash and row.scope_hash != scope_hash:
+        return False
+    if types and row.type not in types:
+        return False
+    if row.decay_state is DecayState.FORGOTTEN:
+        return False
+    return include_forgotten or row.decay_state.visible_by_default
+
+
+def _recall_hit(
+    cand: recall_rules.Candidate, row: MemoryRow, bm: SearchHit | None, terms: Sequence[str]
+) -> RecallHit:
+    return RecallHit(
+        slug=row.slug,
+        type=row.type,
+        title=row.title,
+        scope_hash=row.scope_hash,
+        decay_state=row.decay_state,
+        created_at=row.created_at,
+        score=round(cand.score, 6),
+        snippet=bm.snippet if bm else row.body[:200],
+        matched_terms=bm.matched_terms if bm else _terms_in(terms, row.title, row.body),
+        stages=sorted(cand.stage_scores, key=list(recall_rules.STAGE_WEIGHTS).index)
+        + (["supersedes"] if not cand.stage_scores else []),
+        paths=cand.paths,
+        superseded_by=cand.superseded_by,
+    )
+
+
+def _terms_in(terms: Sequence[str], *texts: str) -> list[str]:
+    haystack = " ".join(texts).lower()
+    return [t for t in terms if t in haystack]
 
 
 def _swap_dir(new: Path, live: Path) -> None:

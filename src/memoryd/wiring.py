@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -11,9 +12,11 @@ from pathlib import Path
 from memoryd.audit import AuditLog
 from memoryd.config import Settings
 from memoryd.errors import MemorydError, StorageError
+from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import KuzuGraphStore
 from memoryd.graph.store import GraphStore
+from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
 from memoryd.search.index import SearchIndex
 from memoryd.service import GraphFactory, MemoryService, iter_batches, search_doc
@@ -76,6 +79,22 @@ def open_search_index(home: Path, vault: Vault) -> SearchIndex:
     return index
 
 
+@functools.cache
+def shared_extractor(spacy_model: str | None) -> Extractor:
+    """One extractor per process: its pipelines and lexicon take seconds to build, and it is
+    thread-safe, so every service in the process (tests, the daemon) shares it."""
+    return Extractor(spacy_model=spacy_model)
+
+
+def llm_provider(settings: Settings) -> LLMProvider | None:
+    """The configured LLM, or None: with none, extraction runs on the spaCy stage alone."""
+    if settings.llm.provider == "none" or not settings.extraction.use_llm:
+        return None
+    from memoryd.llm.factory import provider_from_settings
+
+    return provider_from_settings(settings.llm)
+
+
 def open_service(settings: Settings, *, actor: str = "cli") -> MemoryService:
     """Lock the data dir and open every store; the service releases the lock on close()."""
     home = settings.home
@@ -94,6 +113,10 @@ def open_service(settings: Settings, *, actor: str = "cli") -> MemoryService:
         governance = GovernanceStore.open(home / GOVERNANCE_DB)
         undo.pop_all()
     return MemoryService(
+        extractor=shared_extractor(settings.extraction.spacy_model)
+        if settings.extraction.enabled
+        else None,
+        llm=llm_provider(settings),
         home=home,
         vault=vault,
         graph=graph,

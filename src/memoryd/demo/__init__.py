@@ -28,7 +28,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from memoryd.errors import Conflict, InvalidInput
-from memoryd.models import MemoryDraft, MemoryType, SearchHit, to_utc
+from memoryd.models import MemoryDraft, MemoryType, RecallHit, to_utc
 
 if TYPE_CHECKING:
     from memoryd.models import Memory
@@ -108,7 +108,7 @@ class DemoData(BaseModel):
 class DemoQueryResult(BaseModel):
     text: str
     scope: str | None
-    hits: list[SearchHit]
+    hits: list[RecallHit]
 
 
 class DemoReport(BaseModel):
@@ -256,8 +256,8 @@ def _hits_table(result: DemoQueryResult, project_of: dict[str, str]) -> Table:
         "type",
         "project",
         "title",
-        "matched",
-        title=Text(f"search {result.text!r} {where}", style="bold"),
+        "why",
+        title=Text(f"recall {result.text!r} {where}", style="bold"),
         title_justify="left",
     )
     for rank, hit in enumerate(result.hits, start=1):
@@ -266,8 +266,8 @@ def _hits_table(result: DemoQueryResult, project_of: dict[str, str]) -> Table:
             f"{hit.score:.2f}",
             hit.type.value,
             project_of.get(hit.scope_hash, hit.scope_hash),
-            Text(hit.title),
-            Text(", ".join(hit.matched_terms)),
+            Text(hit.title + (" (superseded)" if hit.superseded_by else "")),
+            Text("; ".join([", ".join(hit.matched_terms), *hit.paths[:1]]).strip("; ")),
         )
     return table
 
@@ -279,14 +279,17 @@ def _print_report(console: Console, report: DemoReport, project_of: dict[str, st
             console.print(_hits_table(result, project_of))
         else:
             where = f" in {result.scope}" if result.scope else ""
-            console.print(Text(f"search {result.text!r}{where}: no matches", style="bold"))
+            console.print(Text(f"recall {result.text!r}{where}: no matches", style="bold"))
     home = shlex.quote(str(report.home))
     ingest = shlex.quote(str(report.projects["ingest-pipeline"]))
     decision = report.slugs.get("ws-dec-solid") or next(iter(report.slugs.values()), "<slug>")
     console.print()
     console.print("[bold]Try next[/bold] (the memories are plain markdown under the data dir):")
     for command in (
-        f"memoryd search 消费者 --scope {ingest} --home {home}",
+        f"memoryd recall 消费者 --explain --scope {ingest} --home {home}",
+        f"memoryd entity show React --home {home}",
+        f"memoryd graph query 'MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory) RETURN n.title, o.title'"
+        f" --home {home}",
         f"memoryd list --type decision --home {home}",
         f"memoryd get {decision} --home {home}",
     ):
@@ -322,11 +325,12 @@ def run_demo(home: Path | None, *, as_json: bool, console: Console) -> DemoRepor
             DemoQueryResult(
                 text=query.text,
                 scope=query.scope,
-                hits=svc.search(
+                hits=svc.recall(
                     query.text,
                     scope=projects[query.scope] if query.scope else None,
                     k=SEARCH_K,
-                ),
+                    track=False,
+                ).hits,
             )
             for query in data.queries
         ]

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -512,14 +512,19 @@ class KuzuGraphStore:
 
     # -- reads ----------------------------------------------------------------------------
     def get_memory(self, slug: str) -> MemoryRow | None:
+        return self.memory_rows([slug]).get(slug)
+
+    def memory_rows(self, slugs: Sequence[str]) -> dict[str, MemoryRow]:
+        """Several memories in one query, keyed by slug (missing ones are absent)."""
+        if not slugs:
+            return {}
         rows = self._rows(
-            f"MATCH (m:Memory {{slug: $slug}}) RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
-            {"slug": slug},
+            f"MATCH (m:Memory) WHERE m.slug IN $slugs RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
+            {"slugs": list(slugs)},
         )
-        if not rows:
-            return None
         names = [c.strip() for c in _MEMORY_COLUMNS.split(",")]
-        return MemoryRow.model_validate(dict(zip(names, rows[0], strict=True)))
+        found = (MemoryRow.model_validate(dict(zip(names, r, strict=True))) for r in rows)
+        return {row.slug: row for row in found}
 
     def list_memories(
         self,
@@ -714,6 +719,30 @@ class KuzuGraphStore:
             out.extend((eid, other, pred, float(conf or 0.0)) for other, pred, conf in rows)
         return out
 
+    def around(
+        self, slugs: Sequence[str], *, window: timedelta, per_side: int = 1
+    ) -> dict[str, list[str]]:
+        """For each memory, its nearest neighbours in time within its scope: what was being
+        said just before and after it (a session's surrounding turns)."""
+        rows = self.memory_rows(slugs)
+        out: dict[str, list[str]] = {}
+        for slug, row in rows.items():
+            near = self._rows(
+                "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.created_at >= $lo"
+                " AND m.created_at <= $hi AND m.slug <> $slug"
+                " RETURN m.slug, m.created_at ORDER BY m.created_at, m.slug",
+                {
+                    "scope": row.scope_hash,
+                    "lo": row.created_at - window,
+                    "hi": row.created_at + window,
+                    "slug": slug,
+                },
+            )
+            before = [s for s, at in near if at <= row.created_at][-per_side:]
+            after = [s for s, at in near if at > row.created_at][:per_side]
+            out[slug] = before + after
+        return out
+
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
         """For each of these slugs that a newer memory supersedes: older → newer."""
         if not slugs:
@@ -734,7 +763,7 @@ class KuzuGraphStore:
             " r.decided_by, r.reason ORDER BY r.decided_at, n.slug",
             {"slug": slug},
         )
-        keys = "newer older entity_id confidence decided_at decided_by reason".split()
+        keys = ["newer", "older", "entity_id", "confidence", "decided_at", "decided_by", "reason"]
         return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
 
     def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult:
@@ -757,6 +786,49 @@ class KuzuGraphStore:
             if not frontier:
                 break
         return CypherResult(columns=["from", "predicate", "to", "confidence"], rows=edges)
+
+    def add_entity_aliases(self, entity_id: str, aliases: Sequence[str]) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "MATCH (e:Entity {id: $id}) SET e.aliases = list_distinct("
+                "list_concat(coalesce(e.aliases, CAST([] AS STRING[])), CAST($a AS STRING[])))",
+                {"id": entity_id, "a": list(aliases)},
+            )
+
+    def merge_entities(self, keep: str, drop: str) -> None:
+        """Move every edge of `drop` onto `keep`, keep its name as an alias, delete it."""
+        with self._transaction() as conn:
+            conn.execute(
+                "MATCH (m:Memory)-[r:MENTIONS]->(:Entity {id: $drop}), (k:Entity {id: $keep})"
+                " CREATE (m)-[:MENTIONS {confidence: r.confidence}]->(k)",
+                {"drop": drop, "keep": keep},
+            )
+            props = (
+                "{predicate: r.predicate, confidence: r.confidence, source_memory: r.source_memory,"
+                " created_at: r.created_at, valid_from: r.valid_from,"
+                " superseded_at: r.superseded_at}"
+            )
+            for other in ("Entity", "Memory"):
+                # a relation between the two merged entities would become a self-loop: dropped
+                not_keep = "WHERE o.id <> $keep" if other == "Entity" else ""
+                conn.execute(
+                    f"MATCH (d:Entity {{id: $drop}})-[r:RELATES]->(o:{other}),"
+                    f" (k:Entity {{id: $keep}}) {not_keep} CREATE (k)-[:RELATES {props}]->(o)",
+                    {"drop": drop, "keep": keep},
+                )
+                conn.execute(
+                    f"MATCH (o:{other})-[r:RELATES]->(d:Entity {{id: $drop}}),"
+                    f" (k:Entity {{id: $keep}}) {not_keep} CREATE (o)-[:RELATES {props}]->(k)",
+                    {"drop": drop, "keep": keep},
+                )
+            conn.execute(
+                "MATCH (d:Entity {id: $drop}), (k:Entity {id: $keep}) SET k.aliases ="
+                " list_distinct(list_concat(coalesce(k.aliases, CAST([] AS STRING[])),"
+                " list_concat([d.name], coalesce(d.aliases, CAST([] AS STRING[])))))",
+                {"drop": drop, "keep": keep},
+            )
+            conn.execute("MATCH (d:Entity {id: $drop}) DETACH DELETE d", {"drop": drop})
+            self._refresh_entity_stats(conn, [keep])
 
     def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None:
         """(slug, recall_count, last_recalled_at, decay_state) for each recalled memory."""

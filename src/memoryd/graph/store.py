@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -78,6 +78,15 @@ class SupersedeRow(BaseModel):
     reason: str | None = None
 
 
+class EntityContext(BaseModel):
+    """An entity with its relations, and the memories about it, current ones first."""
+
+    entity: EntityRow
+    relations: list[list[Any]]
+    memories: list[MemorySummary]
+    superseded: list[str] = Field(default_factory=list)
+
+
 class CypherResult(BaseModel):
     columns: list[str]
     rows: list[list[Any]]
@@ -100,6 +109,9 @@ def write_clause(query: str) -> str | None:
 
 class GraphStore(Protocol):
     """The small interface every engine implements (kuzu and ladybug today)."""
+
+    max_fanout: int
+    """Neighbours followed per node in a traversal: the hub cap."""
 
     def close(self) -> None: ...
 
@@ -163,6 +175,32 @@ class GraphStore(Protocol):
         limit: int = 1000,
         timeout_ms: int | None = None,
     ) -> CypherResult: ...
+
+    def memory_rows(self, slugs: Sequence[str]) -> dict[str, MemoryRow]: ...
+
+    def entity_catalogue(self) -> list[EntityRow]: ...
+
+    def mentioning(
+        self, entity_ids: Sequence[str], *, scope_hashes: Sequence[str] | None = None
+    ) -> list[tuple[str, str, float]]: ...
+
+    def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]: ...
+
+    def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
+
+    def around(
+        self, slugs: Sequence[str], *, window: timedelta, per_side: int = 1
+    ) -> dict[str, list[str]]: ...
+
+    def supersedes_chain(self, slug: str) -> list[SupersedeRow]: ...
+
+    def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult: ...
+
+    def add_entity_aliases(self, entity_id: str, aliases: Sequence[str]) -> None: ...
+
+    def merge_entities(self, keep: str, drop: str) -> None: ...
+
+    def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None: ...
 
     def snapshot(self) -> dict[str, list[Any]]:
         """Every node and edge in a canonical order: two equal graphs give equal snapshots."""

@@ -150,13 +150,30 @@ def _write_meta(directory: Path) -> None:
     os.replace(tmp, path)
 
 
+# Function words carry no topic: a question's "when did … the …" must not outvote its nouns.
+# Only dropped from queries (documents keep them), and only when content words remain.
+_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    ever also would've i'm it's don't didn't""".split()
+)
+
+
 class _Query:
     """A user query, analysed once: the tokens it searches and the terms it explains with."""
 
-    def __init__(self, text: str, analyzer: tantivy.TextAnalyzer) -> None:
+    def __init__(
+        self, text: str, analyzer: tantivy.TextAnalyzer, stops: frozenset[str] = frozenset()
+    ) -> None:
         text = text[:_MAX_QUERY_CHARS]
-        tokens: list[str] = analyzer.analyze(segment(text))
-        self.tokens = list(dict.fromkeys(tokens))[:_MAX_QUERY_TOKENS]
+        tokens: list[str] = list(dict.fromkeys(analyzer.analyze(segment(text))))
+        content = [t for t in tokens if t not in stops]
+        self.tokens = (content or tokens)[:_MAX_QUERY_TOKENS]
         self.terms = query_terms(text)
         # Chinese terms that are not in a document whole may still match by their parts
         # (`数据库` → `数据`), as the index holds those too.
@@ -181,6 +198,7 @@ class SearchIndex:
         self._index = index
         self._schema = schema
         self._analyzer = _analyzer()
+        self._stops = frozenset(t for word in _STOPWORDS for t in self._analyzer.analyze(word))
         self._write_lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
@@ -389,7 +407,7 @@ class SearchIndex:
         if limit == 0 or scopes == [] or type_values == []:
             return []
         with self._errors("analysing the query"):
-            parsed = _Query(query, self._analyzer)
+            parsed = _Query(query, self._analyzer, self._stops)
         if not parsed.tokens:
             return []
         tantivy_query = self._build_query(parsed.tokens, scopes, type_values, include_forgotten)

@@ -1,0 +1,190 @@
+"""LoCoMo recall benchmark: one memory per dialog turn, recall top-k within the conversation.
+
+    python bench/locomo.py [--data ../shared/bench/locomo/locomo10.json] [--json OUT]
+
+Reads the data from where it lies (never copied into the repo); skips with a message if absent.
+Turn-level hit@5, hit@10, all@10 and NDCG@10 over categories 1–4, overall and per category,
+with and without the audit's evidence corrections; ingest ms per turn; recall p50/p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from memoryd.config import load_settings
+from memoryd.models import MemoryDraft, MemoryType
+from memoryd.wiring import open_service
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo10.json"
+CATEGORIES = {4: "single-hop", 1: "multi-hop", 2: "temporal", 3: "open-domain"}
+DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def normalise_evidence(items: list[str]) -> list[str]:
+    """Fix LoCoMo's malformed ids ("D8:6; D9:17", "D:11:26", "D30:05")."""
+    out: list[str] = []
+    for item in items:
+        for session, turn in DIA_ID.findall(str(item)):
+            out.append(f"D{int(session)}:{int(turn)}")
+    return list(dict.fromkeys(out))
+
+
+def session_date(text: str) -> datetime:
+    """LoCoMo dates look like '1:56 pm on 8 May, 2023'."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def metrics(ranked: list[str], gold: list[str]) -> dict[str, float]:
+    gold_set = set(gold)
+    top5, top10 = ranked[:5], ranked[:10]
+    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(top10) if d in gold_set)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold_set), 10)))
+    return {
+        "hit@5": float(any(d in gold_set for d in top5)),
+        "hit@10": float(any(d in gold_set for d in top10)),
+        "all@10": float(gold_set <= set(top10)),
+        "ndcg@10": dcg / ideal if ideal else 0.0,
+    }
+
+
+def aggregate(rows: list[tuple[int, dict[str, float]]]) -> dict[str, object]:
+    keys = ["hit@5", "hit@10", "all@10", "ndcg@10"]
+    overall = {k: round(statistics.fmean(m[k] for _, m in rows), 3) for k in keys}
+    per = {}
+    for cat, name in CATEGORIES.items():
+        sub = [m for c, m in rows if c == cat]
+        if sub:
+            per[name] = {k: round(statistics.fmean(m[k] for m in sub), 3) for k in keys}
+            per[name]["n"] = len(sub)
+    return {"overall": overall, "per_category": per, "questions": len(rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--errata", type=Path, default=None)
+    parser.add_argument(
+        "--json", type=Path, default=Path(__file__).parent / "results" / "locomo.json"
+    )
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--no-extraction", action="store_true")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        print(f"LoCoMo data not found at {args.data}: skipping (pass --data PATH)")
+        return
+    errata_path = args.errata or args.data.with_name("locomo-audit-errors.json")
+    corrections: dict[str, list[str]] = {}
+    if errata_path.is_file():
+        for entry in json.loads(errata_path.read_text()):
+            if entry.get("correct_evidence"):
+                corrections[entry["question_id"]] = normalise_evidence(entry["correct_evidence"])
+    samples = json.loads(args.data.read_text())[: args.conversations]
+
+    with tempfile.TemporaryDirectory(prefix="memoryd-locomo-") as tmp:
+        root = Path(tmp)
+        settings = load_settings(root / "home", extraction={"enabled": not args.no_extraction})
+        svc = open_service(settings)
+        ingest_s = 0.0
+        turns = 0
+        latencies: list[float] = []
+        raw_rows: list[tuple[int, dict[str, float]]] = []
+        fixed_rows: list[tuple[int, dict[str, float]]] = []
+        try:
+            for index, sample in enumerate(samples):
+                conv = sample["conversation"]
+                project = root / f"conversation-{index}"
+                project.mkdir()
+                drafts: list[MemoryDraft] = []
+                ids: list[str] = []
+                n = 1
+                while f"session_{n}" in conv:
+                    when = session_date(conv[f"session_{n}_date_time"])
+                    for i, turn in enumerate(conv[f"session_{n}"]):
+                        text = turn["text"]
+                        if turn.get("blip_caption"):
+                            text += f" [shares a photo: {turn['blip_caption']}]"
+                        drafts.append(
+                            MemoryDraft(
+                                type=MemoryType.SESSION,
+                                title=f"{turn['speaker']} ({turn['dia_id']})",
+                                body=f"{turn['speaker']}: {text}",
+                                scope_path=project,
+                                created_at=when + timedelta(seconds=i),
+                                source="locomo",
+                                allow_duplicate=True,
+                            )
+                        )
+                        ids.append(turn["dia_id"])
+                    n += 1
+                t = time.perf_counter()
+                written = svc.record_many(drafts)
+                ingest_s += time.perf_counter() - t
+                turns += len(drafts)
+                slug_to_dia = {m.slug: d for m, d in zip(written, ids, strict=True)}
+                for q_index, qa in enumerate(sample["qa"]):
+                    cat = qa.get("category")
+                    if cat not in CATEGORIES:
+                        continue
+                    qid = f"{sample.get('sample_id', index)}_qa{q_index + 1}"
+                    qid = f"locomo_{index}_qa{q_index + 1}"
+                    t = time.perf_counter()
+                    result = svc.recall(qa["question"], scope=project, k=10, track=False)
+                    latencies.append((time.perf_counter() - t) * 1000)
+                    ranked = [slug_to_dia[h.slug] for h in result.hits if h.slug in slug_to_dia]
+                    gold = normalise_evidence(qa.get("evidence", []))
+                    if gold:
+                        raw_rows.append((cat, metrics(ranked, gold)))
+                    fixed = corrections.get(qid, gold)
+                    if fixed:
+                        fixed_rows.append((cat, metrics(ranked, fixed)))
+                print(f"conversation {index}: {len(drafts)} turns", file=sys.stderr)
+        finally:
+            svc.close()
+
+    ordered = sorted(latencies)
+    report = {
+        "errata_applied": aggregate(fixed_rows),
+        "as_published": aggregate(raw_rows),
+        "turns": turns,
+        "extraction": not args.no_extraction,
+        "ingest_ms_per_turn": round(1000 * ingest_s / max(turns, 1), 2),
+        "recall_p50_ms": round(statistics.median(ordered), 2),
+        "recall_p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+    }
+    report["overall"] = report["errata_applied"]["overall"]  # type: ignore[index]
+    report["per_category"] = report["errata_applied"]["per_category"]  # type: ignore[index]
+    print(
+        f"{'set':<14}{'category':<13}{'n':>5}{'hit@5':>8}{'hit@10':>8}{'all@10':>8}{'ndcg@10':>9}"
+    )
+    for label in ("errata_applied", "as_published"):
+        block = report[label]
+        o = block["overall"]  # type: ignore[index]
+        print(
+            f"{label:<14}{'overall':<13}{block['questions']:>5}{o['hit@5']:>8}{o['hit@10']:>8}"  # type: ignore[index]
+            f"{o['all@10']:>8}{o['ndcg@10']:>9}"
+        )
+        for name, m in block["per_category"].items():  # type: ignore[index]
+            print(
+                f"{'':<14}{name:<13}{m['n']:>5}{m['hit@5']:>8}{m['hit@10']:>8}{m['all@10']:>8}"
+                f"{m['ndcg@10']:>9}"
+            )
+    print(
+        f"ingest {report['ingest_ms_per_turn']} ms/turn; recall p50 {report['recall_p50_ms']} ms,"
+        f" p95 {report['recall_p95_ms']} ms"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

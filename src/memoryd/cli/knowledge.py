@@ -1,0 +1,199 @@
+"""Knowledge-graph commands: recall, entity list|show|merge|alias, graph query|neighbors."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from memoryd.cli.main import (
+    HomeOpt,
+    JsonOpt,
+    ScopeOpt,
+    emit_json,
+    err,
+    fail,
+    out,
+    run,
+)
+from memoryd.errors import InvalidInput
+from memoryd.models import MemoryType
+
+entity_app = typer.Typer(help="Entities of the knowledge graph.", no_args_is_help=True)
+graph_app = typer.Typer(help="Read-only access to the graph.", no_args_is_help=True)
+
+
+def recall(
+    query: Annotated[str, typer.Argument(help="What you want to remember (any language).")],
+    scope: ScopeOpt = None,
+    type: Annotated[list[MemoryType] | None, typer.Option("--type")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 10,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show matched terms and graph paths.")
+    ] = False,
+    include_forgotten: Annotated[bool, typer.Option("--include-forgotten")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recall memories: full text and entity traversal fused, current decisions first."""
+    result = run(
+        home,
+        lambda svc: svc.recall(
+            query, scope=scope, types=type, k=k, include_forgotten=include_forgotten
+        ),
+    )
+    if as_json:
+        emit_json(result)
+        return
+    if not result.hits:
+        err.print("no memories match")
+        return
+    table = Table("#", "score", "type", "title", "slug")
+    if explain:
+        table.add_column("why")
+    for rank, hit in enumerate(result.hits, 1):
+        title = escape(hit.title) + (
+            f"  [dim](superseded by {hit.superseded_by})[/dim]" if hit.superseded_by else ""
+        )
+        row = [str(rank), f"{hit.score:.3f}", hit.type.value, title, hit.slug]
+        if explain:
+            why = [f"stages: {', '.join(hit.stages)}"]
+            if hit.matched_terms:
+                why.append(f"terms: {', '.join(hit.matched_terms)}")
+            why.extend(f"path: {p}" for p in hit.paths)
+            row.append(escape("\n".join(why)))
+        table.add_row(*row)
+    out.print(table)
+    if explain and result.entities:
+        out.print(f"linked entities: {', '.join(result.entities)}", markup=False)
+
+
+@entity_app.command("list")
+def entity_list(
+    type: Annotated[str | None, typer.Option("--type", help="e.g. library, person")] = None,
+    query: Annotated[str | None, typer.Option("--query", "-q", help="Name contains.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List entities, most mentioned first."""
+    rows = run(home, lambda svc: svc.entities(type=type, query=query, limit=limit))
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("id", "type", "mentions", "aliases")
+    for row in rows:
+        table.add_row(row.id, row.type, str(row.mention_count), ", ".join(row.aliases))
+    out.print(table)
+
+
+@entity_app.command("show")
+def entity_show(
+    entity: Annotated[str, typer.Argument(help="Entity id, name or alias.")],
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """An entity, its relations and the memories about it (current ones first)."""
+    context = run(home, lambda svc: svc.entity_context(entity))
+    if as_json:
+        emit_json(context)
+        return
+    e = context.entity
+    out.print(f"{e.id}  ({e.type}, {e.mention_count} mentions)", markup=False)
+    if e.aliases:
+        out.print(f"aliases: {', '.join(e.aliases)}", markup=False)
+    for src, predicate, dst, conf in context.relations:
+        out.print(f"  {src} -[{predicate} {conf:.2f}]- {dst}", markup=False)
+    table = Table("slug", "type", "title", "note")
+    for m in context.memories:
+        note = "superseded" if m.slug in context.superseded else ""
+        table.add_row(m.slug, m.type.value, escape(m.title), note)
+    out.print(table)
+
+
+@entity_app.command("merge")
+def entity_merge(
+    keep: Annotated[str, typer.Argument(help="The entity that stays.")],
+    drop: Annotated[str, typer.Argument(help="The entity merged into it.")],
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge two entities: edges move to KEEP, DROP's name becomes an alias."""
+    merged = run(home, lambda svc: svc.merge_entities(keep, drop))
+    if as_json:
+        emit_json(merged)
+    else:
+        typer.echo(f"merged into {merged.id}; aliases: {', '.join(merged.aliases)}")
+
+
+@entity_app.command("alias")
+def entity_alias(
+    entity: Annotated[str, typer.Argument(help="Entity id, name or alias.")],
+    alias: Annotated[str, typer.Argument(help="Another name for it.")],
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add an alias so recall and extraction recognise another name."""
+    updated = run(home, lambda svc: svc.alias_entity(entity, alias))
+    if as_json:
+        emit_json(updated)
+    else:
+        typer.echo(f"{updated.id}: aliases {', '.join(updated.aliases)}")
+
+
+@graph_app.command("query")
+def graph_query(
+    cypher: Annotated[str, typer.Argument(help="A read-only Cypher query.")],
+    params: Annotated[
+        str | None, typer.Option("--params", help='JSON object, e.g. {"slug": "…"}')
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100_000)] = 1000,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run read-only Cypher and print a table (or JSON). Write clauses are refused."""
+    try:
+        values = json.loads(params) if params else None
+    except json.JSONDecodeError as exc:
+        raise fail(InvalidInput(f"--params is not valid JSON: {exc.msg}")) from exc
+    if values is not None and not isinstance(values, dict):
+        raise fail(InvalidInput("--params must be a JSON object"))
+    result = run(home, lambda svc: svc.cypher(cypher, values, limit=limit))
+    if as_json:
+        emit_json(result)
+        return
+    table = Table(*result.columns)
+    for row in result.rows:
+        table.add_row(
+            *(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in row)
+        )
+    out.print(table)
+    if result.truncated:
+        err.print(f"(first {limit} rows; raise --limit for more)")
+
+
+@graph_app.command("neighbors")
+def graph_neighbors(
+    entity: Annotated[str, typer.Argument(help="Entity id, name or alias.")],
+    depth: Annotated[int, typer.Option("--depth", min=1, max=3)] = 2,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Entities within DEPTH hops (fan-out capped at hubs)."""
+    result = run(home, lambda svc: svc.neighbors(entity, depth=depth))
+    if as_json:
+        emit_json(result)
+        return
+    table = Table(*result.columns)
+    for src, predicate, dst, conf in result.rows:
+        table.add_row(src, predicate, dst, f"{conf:.2f}")
+    out.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(recall)
+    app.add_typer(entity_app, name="entity")
+    app.add_typer(graph_app, name="graph")

@@ -1,0 +1,602 @@
+"""The offline extraction stage: `Extractor.extract(text) -> Extraction` (DESIGN §5).
+
+Stages, in order:
+
+1. known: an EntityRuler over the graph's entities and aliases, cached per set of entities
+   and grown in place when a set only adds entities to a cached one;
+2. lexicon: an EntityRuler over the shipped lexicon (`data/lexicon.jsonl`), built once per
+   language; names with Chinese characters are matched as substrings instead (jieba splits
+   unknown names unpredictably);
+3. patterns: shapes and code context (`patterns.py`);
+4. ner: a pretrained spaCy model's entities, only when one is configured and installed;
+5. linking: proposals mapped onto known entities and merged (`linking.py`);
+6. relations: sentence rules (`relations.py`), plus `memory mentions X` for every entity.
+
+Overlaps are settled by stage priority (known > code context > lexicon > shapes > NER > weak
+shapes), then by length. Text with any Chinese character goes through the jieba pipeline,
+which also keeps English words whole, so mixed text needs one pass; the pure-Python rules run
+over the whole text in both languages.
+
+This module never imports spaCy; `spacy_stages` does, lazily.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryd.extraction import patterns, relations, spacy_stages
+from memoryd.extraction.linking import KnownIndex, link_with_index, normalise_name
+from memoryd.extraction.patterns import LiteralMatcher, PatternHit, has_cjk
+from memoryd.models import EntityType, Extraction, Predicate, ProposedEntity, ProposedRelation
+
+log = logging.getLogger(__name__)
+
+KNOWN_CACHE_SIZE = 8
+CONTEXT_CHARS = 200
+MAX_FILE_NOTES = 20
+NER_MAX_CHARS = 100_000
+NER_CONFIDENCE: dict[EntityType, float] = {
+    EntityType.PERSON: 0.6,
+    EntityType.ORGANIZATION: 0.55,
+    EntityType.PLACE: 0.6,
+    EntityType.TOOL: 0.5,
+}
+EMPTY_KNOWN = KnownIndex(())
+PRIORITY_KNOWN = 0
+PRIORITY_LEXICON = 2
+PRIORITY_NER = 4
+PRIORITY_GUESS = 6
+
+
+class KnownEntity(BaseModel):
+    """An entity the graph already holds, passed in so extraction can find and link it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    type: EntityType
+    aliases: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LexiconEntry:
+    """One line of `data/lexicon.jsonl`."""
+
+    name: str
+    type: EntityType
+    aliases: tuple[str, ...]
+    source: str
+    case_sensitive: frozenset[str]
+
+
+def _data_file(name: str) -> Any:
+    return resources.files("memoryd.extraction").joinpath("data", name)
+
+
+def load_lexicon(path: Path | None = None) -> tuple[LexiconEntry, ...]:
+    """The shipped lexicon, or another file in the same format."""
+    if path is None:
+        return _default_lexicon()
+    return _parse_lexicon(path.read_text(encoding="utf-8"))
+
+
+@cache
+def _default_lexicon() -> tuple[LexiconEntry, ...]:
+    return _parse_lexicon(_data_file("lexicon.jsonl").read_text(encoding="utf-8"))
+
+
+def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
+    entries: list[LexiconEntry] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        entries.append(
+            LexiconEntry(
+                name=row["name"],
+                type=EntityType(row["type"]),
+                aliases=tuple(row.get("aliases", ())),
+                source=row.get("source", ""),
+                case_sensitive=frozenset(row.get("case_sensitive", ())),
+            )
+        )
+    return tuple(entries)
+
+
+@cache
+def load_common_words() -> frozenset[str]:
+    """Everyday English words; shape-based guesses made of them are not entities."""
+    text = _data_file("common_words.txt").read_text(encoding="utf-8")
+    return frozenset(word.strip() for word in text.splitlines() if word.strip())
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a matched surface stands for."""
+
+    name: str
+    type: EntityType
+    stage: str
+    confidence: float
+    ambiguous: bool
+    priority: int
+
+
+class _PhraseIndex:
+    """Rulers and a substring matcher over (surface, exact-case?, target) items.
+
+    `add` grows it in place: the graph gains entities one write at a time, and adding ten
+    patterns is cheap where rebuilding a few thousand is not.
+    """
+
+    def __init__(self, nlp: Any, name: str) -> None:
+        self.nlp = nlp
+        self.name = name
+        self.targets: list[_Target] = []
+        self.rulers: dict[bool, Any] = {}
+        self.literal = LiteralMatcher({})
+        self.canonical: dict[str, tuple[str, EntityType]] = {}
+        self._literal_surfaces: dict[str, int] = {}
+        self._seen: set[tuple[str, bool]] = set()
+
+    def add(self, items: Iterable[tuple[str, bool, _Target]]) -> None:
+        phrases: list[spacy_stages.Phrase] = []
+        literal_added = False
+        for raw, exact, target in items:
+            surface = raw.strip()
+            if not surface:
+                continue
+            self.canonical.setdefault(surface.casefold(), (target.name, target.type))
+            key = (surface if exact else surface.casefold(), exact)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.targets.append(target)
+            index = len(self.targets) - 1
+            if has_cjk(surface):
+                self._literal_surfaces.setdefault(surface, index)
+                literal_added = True
+            else:
+                phrases.append(spacy_stages.Phrase(surface, index, exact))
+        if phrases:
+            spacy_stages.add_phrases(self.nlp, self.rulers, phrases, self.name)
+        if literal_added:
+            self.literal = LiteralMatcher(self._literal_surfaces)
+
+
+@dataclass
+class _KnownEntry:
+    """The known entities' ruler and linking index for one set of entities."""
+
+    items: frozenset[tuple[str, str, str, tuple[str, ...]]]
+    phrases: _PhraseIndex
+    linking: KnownIndex
+
+
+def _known_item(entity: KnownEntity) -> tuple[str, str, str, tuple[str, ...]]:
+    return (entity.id, entity.name, entity.type.value, tuple(entity.aliases))
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    start: int
+    end: int
+    name: str
+    type: EntityType
+    confidence: float
+    stage: str
+    priority: int
+    aliases: tuple[str, ...] = ()
+    kind: str = ""
+
+
+class Extractor:
+    """Offline entity and relation extraction; safe to share between threads.
+
+    The spaCy pipelines, the lexicon rulers and the optional model load on first use (or on
+    `warm_up()`), never at import or construction.
+    """
+
+    def __init__(self, *, spacy_model: str | None = None) -> None:
+        self._spacy_model = spacy_model
+        self._lock = threading.RLock()
+        self._nlp: dict[str, Any] = {}
+        self._lexicon_index: dict[str, _PhraseIndex] = {}
+        self._known_index: OrderedDict[tuple[str, frozenset[Any]], _KnownEntry] = OrderedDict()
+        self._model: Any | None = None
+        self._model_tried = False
+
+    # --- lazily built resources (call with the lock held) ----------------------------------
+
+    def _pipeline(self, lang: str) -> Any:
+        nlp = self._nlp.get(lang)
+        if nlp is None:
+            nlp = spacy_stages.blank_pipeline(lang)
+            self._nlp[lang] = nlp
+        return nlp
+
+    def _lexicon(self, lang: str) -> _PhraseIndex:
+        index = self._lexicon_index.get(lang)
+        if index is None:
+            common = load_common_words()
+            items: list[tuple[str, bool, _Target]] = []
+            for entry in load_lexicon():
+                base = (
+                    patterns.CURATED_CONFIDENCE
+                    if entry.source == "curated"
+                    else patterns.REGISTRY_CONFIDENCE
+                )
+                for surface in (entry.name, *entry.aliases):
+                    exact = len(surface) < 4 or surface in entry.case_sensitive
+                    target = _Target(
+                        entry.name,
+                        entry.type,
+                        "lexicon",
+                        base,
+                        ambiguous=surface in entry.case_sensitive or surface.lower() in common,
+                        priority=PRIORITY_LEXICON,
+                    )
+                    items.append((surface, exact, target))
+            index = _PhraseIndex(self._pipeline(lang), f"lexicon_{lang}")
+            index.add(items)
+            self._lexicon_index[lang] = index
+            log.debug("lexicon ruler for %s: %d surfaces", lang, len(index.targets))
+        return index
+
+    def _known(
+        self, lang: str, known: Sequence[KnownEntity]
+    ) -> tuple[_PhraseIndex | None, KnownIndex]:
+        """The known entities' ruler and linking index, cached per set of entities (LRU).
+
+        A set that only adds entities to a cached one grows that entry instead of building
+        anew: the service passes the whole graph, which gains a few entities per write.
+        """
+        if not known:
+            return None, EMPTY_KNOWN
+        items = frozenset(_known_item(k) for k in known)
+        key = (lang, items)
+        entry = self._known_index.get(key)
+        if entry is not None:
+            self._known_index.move_to_end(key)
+            return entry.phrases, entry.linking
+        base = max(
+            (k for k in self._known_index if k[0] == lang and k[1] <= items),
+            key=lambda k: len(k[1]),
+            default=None,
+        )
+        if base is not None:
+            entry = self._known_index.pop(base)
+            added = [k for k in known if _known_item(k) not in entry.items]
+            entry.items = items
+        else:
+            entry = _KnownEntry(
+                items, _PhraseIndex(self._pipeline(lang), f"known_{lang}"), KnownIndex(())
+            )
+            added = list(known)
+        entry.phrases.add(self._known_phrases(added))
+        entry.linking.add(added)
+        self._known_index[key] = entry
+        if len(self._known_index) > KNOWN_CACHE_SIZE:
+            self._known_index.popitem(last=False)
+        return entry.phrases, entry.linking
+
+    @staticmethod
+    def _known_phrases(known: Iterable[KnownEntity]) -> list[tuple[str, bool, _Target]]:
+        """Everyday-word names ("memory") match with exact case and a lower confidence."""
+        common = load_common_words()
+        items: list[tuple[str, bool, _Target]] = []
+        for entity in known:
+            for surface in (entity.name, *entity.aliases):
+                everyday = surface.lower() in common
+                target = _Target(
+                    entity.name,
+                    entity.type,
+                    "known",
+                    patterns.KNOWN_COMMON_WORD_CONFIDENCE
+                    if everyday
+                    else patterns.KNOWN_CONFIDENCE,
+                    ambiguous=everyday,
+                    priority=PRIORITY_KNOWN,
+                )
+                items.append((surface, len(surface) < 4 or everyday, target))
+        return items
+
+    def _ner_model(self) -> Any | None:
+        if self._spacy_model and not self._model_tried:
+            self._model_tried = True
+            self._model = spacy_stages.load_model(self._spacy_model)
+        return self._model
+
+    def warm_up(self, languages: Sequence[str] = ("en", "zh")) -> None:
+        """Build pipelines and lexicon rulers now rather than on the first `extract`."""
+        with self._lock:
+            for lang in languages:
+                self._lexicon(lang)
+            self._ner_model()
+        normalise_name("預熱")  # loads zhconv's conversion table
+
+    # --- extraction ------------------------------------------------------------------------
+
+    def extract(
+        self, text: str, *, title: str = "", known: Sequence[KnownEntity] = ()
+    ) -> Extraction:
+        """Propose the entities and relations of one memory (its title, then its body)."""
+        offset = len(title) + 2 if title else 0
+        full = f"{title}\n\n{text}" if title else text
+        if not full.strip():
+            return Extraction()
+        lang = "zh" if has_cjk(full) else "en"
+        common = load_common_words()
+        sentences = patterns.split_sentences(full)
+        scan = patterns.scan_patterns(full, common)
+        stages = ["known"] if known else []
+        stages += ["lexicon", "patterns"]
+        notes = [f"language: {lang}"]
+
+        with self._lock:
+            lexicon = self._lexicon(lang)
+            known_index, link_index = self._known(lang, known)
+            doc = spacy_stages.tokenize(self._pipeline(lang), full)
+            candidates = self._phrase_candidates(doc, full, lexicon, sentences)
+            if known_index is not None:
+                candidates += self._phrase_candidates(doc, full, known_index, sentences)
+            ner = self._ner_candidates(full, lang, notes)
+        if ner is not None:
+            candidates += ner
+            stages.append("ner")
+
+        canonical = dict(lexicon.canonical)
+        if known_index is not None:
+            canonical.update(known_index.canonical)
+        candidates += [_from_hit(h, "pattern") for h in patterns.scan_code_context(full, canonical)]
+        candidates += [_from_hit(h, "pattern") for h in scan.hits]
+        candidates += _module_roots(scan, canonical)
+        accepted = _resolve(candidates, scan.shields)
+
+        mentions = [relations.Mention(c.start, c.end, c.type, c.confidence) for c in accepted]
+        cited_spans = set(scan.cited)
+        cited = [(c.start, c.end) for c in accepted if (c.start, c.end) in cited_spans]
+        findings = relations.find_relations(full, sentences, mentions, cited, common)
+        guesses = [
+            _Candidate(g.start, g.end, g.name, g.type, g.confidence, "pattern", PRIORITY_GUESS)
+            for g in findings.guesses
+        ]
+        accepted = _resolve(accepted + guesses, ())
+
+        sentence_starts = [start for start, _ in sentences]
+        proposals = [_proposal(c, full, sentences, sentence_starts) for c in accepted]
+        entities = link_with_index(proposals, link_index)
+        stages.append("linking")
+        rels = _relations(findings.relations, entities)
+        rels += relations.mention_relations(entities, full)
+        stages.append("relations")
+
+        notes += findings.notes
+        notes += _path_notes(scan, accepted)
+        return Extraction(
+            entities=[_shift(e, offset) for e in entities],
+            relations=rels,
+            stages=stages,
+            notes=notes,
+        )
+
+    def _phrase_candidates(
+        self,
+        doc: Any,
+        text: str,
+        index: _PhraseIndex,
+        sentences: Sequence[tuple[int, int]],
+    ) -> list[_Candidate]:
+        starts = {start for start, _ in sentences}
+        found = spacy_stages.match_phrases(doc, index.rulers.values()) + index.literal.find(text)
+        out: list[_Candidate] = []
+        for start, end, key in found:
+            target = index.targets[key]
+            surface = text[start:end]
+            confidence = target.confidence
+            if target.ambiguous and start in starts:
+                confidence = min(confidence, patterns.AMBIGUOUS_SENTENCE_START_CONFIDENCE)
+            out.append(
+                _Candidate(
+                    start,
+                    end,
+                    target.name,
+                    target.type,
+                    confidence,
+                    target.stage,
+                    target.priority,
+                    (surface,) if surface != target.name else (),
+                )
+            )
+        return out
+
+    def _ner_candidates(self, text: str, lang: str, notes: list[str]) -> list[_Candidate] | None:
+        if not self._spacy_model:
+            return None
+        model = self._ner_model()
+        if model is None:
+            notes.append(f"ner unavailable: spaCy model {self._spacy_model!r} is not installed")
+            return None
+        model_lang = spacy_stages.model_lang(model)
+        if model_lang not in (lang, "xx") or len(text) > NER_MAX_CHARS:
+            return None
+        out: list[_Candidate] = []
+        for start, end, surface, label in spacy_stages.named_entities(model, text):
+            etype = EntityType(label)
+            out.append(
+                _Candidate(start, end, surface, etype, NER_CONFIDENCE[etype], "ner", PRIORITY_NER)
+            )
+        return out
+
+
+# --- helpers (pure functions) ----------------------------------------------------------------
+
+
+def _from_hit(hit: PatternHit, stage: str) -> _Candidate:
+    return _Candidate(
+        hit.start,
+        hit.end,
+        hit.name,
+        hit.type,
+        hit.confidence,
+        stage,
+        hit.priority,
+        hit.aliases,
+        hit.kind,
+    )
+
+
+def _module_roots(
+    scan: patterns.PatternScan, canonical: dict[str, tuple[str, EntityType]]
+) -> list[_Candidate]:
+    """`spacy.pipeline.EntityRuler` mentions spaCy when its root is a name we know."""
+    out: list[_Candidate] = []
+    for start, _end, module in scan.modules:
+        root = module.split(".", 1)[0]
+        target = canonical.get(root.casefold())
+        if target is not None:
+            name, etype = target
+            out.append(
+                _Candidate(
+                    start,
+                    start + len(root),
+                    name,
+                    etype,
+                    patterns.MODULE_ROOT_CONFIDENCE,
+                    "pattern",
+                    patterns.PRIORITY_SHAPE,
+                    (root,) if root != name else (),
+                    "module-root",
+                )
+            )
+    return out
+
+
+def _resolve(
+    candidates: Sequence[_Candidate], shields: Sequence[tuple[int, int]]
+) -> list[_Candidate]:
+    """Keep the best candidate of each overlapping set, none inside a path or URL.
+
+    A candidate may cover a whole shield (`Node.js` looks like a file name; a URL entity is
+    its own shield) but not sit inside one (`react` in `src/react/app.ts`), and module roots
+    are allowed at the start of their own module path.
+    """
+    ranked = sorted(candidates, key=lambda c: (c.priority, -(c.end - c.start), c.start))
+    walls = sorted(shields)
+    wall_starts = [start for start, _ in walls]
+    starts: list[int] = []  # accepted spans never overlap, so sorted starts find neighbours
+    accepted: list[_Candidate] = []
+    for cand in ranked:
+        if cand.kind != "module-root" and _inside_shield(cand, walls, wall_starts):
+            continue
+        at = bisect.bisect_right(starts, cand.start)
+        if at and accepted[at - 1].end > cand.start:
+            continue
+        if at < len(accepted) and accepted[at].start < cand.end:
+            continue
+        starts.insert(at, cand.start)
+        accepted.insert(at, cand)
+    return accepted
+
+
+def _inside_shield(
+    cand: _Candidate, walls: Sequence[tuple[int, int]], wall_starts: Sequence[int]
+) -> bool:
+    """Whether the candidate overlaps a shield without covering it whole."""
+    at = max(bisect.bisect_right(wall_starts, cand.start) - 1, 0)
+    while at < len(walls) and walls[at][0] < cand.end:
+        w_start, w_end = walls[at]
+        if cand.start < w_end and not (cand.start <= w_start and w_end <= cand.end):
+            return True
+        at += 1
+    return False
+
+
+def _sentence_of(
+    start: int, sentences: Sequence[tuple[int, int]], starts: Sequence[int]
+) -> tuple[int, int] | None:
+    at = bisect.bisect_right(starts, start) - 1
+    if at >= 0 and start < sentences[at][1]:
+        return sentences[at]
+    return None
+
+
+def _proposal(
+    cand: _Candidate, text: str, sentences: Sequence[tuple[int, int]], starts: Sequence[int]
+) -> ProposedEntity:
+    sentence = _sentence_of(cand.start, sentences, starts)
+    context = None
+    if sentence is not None:
+        context = " ".join(text[sentence[0] : sentence[1]].split())[:CONTEXT_CHARS]
+    return ProposedEntity(
+        name=cand.name,
+        type=cand.type,
+        confidence=cand.confidence,
+        aliases=[a for a in dict.fromkeys(cand.aliases) if a != cand.name],
+        context=context,
+        stage=cand.stage,
+        spans=[(cand.start, cand.end)],
+    )
+
+
+def _relations(
+    raw: Sequence[relations.RawRelation], entities: Sequence[ProposedEntity]
+) -> list[ProposedRelation]:
+    """Spans to entity ids; self-loops (both ends linked to one entity) and repeats dropped."""
+    by_span = {span: e.id for e in entities for span in e.spans}
+    best: dict[tuple[str, Predicate, str], ProposedRelation] = {}
+    for rel in raw:
+        subject = "memory" if rel.subject is None else by_span.get(rel.subject)
+        obj = "memory" if rel.object is None else by_span.get(rel.object)
+        if subject is None or obj is None or subject == obj:
+            continue
+        key = (subject, rel.predicate, obj)
+        current = best.get(key)
+        if current is None or rel.confidence > current.confidence:
+            best[key] = ProposedRelation(
+                subject=subject,
+                predicate=rel.predicate,
+                object=obj,
+                confidence=rel.confidence,
+                evidence=rel.evidence,
+            )
+    return list(best.values())
+
+
+def _path_notes(scan: patterns.PatternScan, accepted: Sequence[_Candidate]) -> list[str]:
+    """File and module paths, which are context rather than entities."""
+    covered = [(c.start, c.end) for c in accepted if c.kind != "module-root"]
+    covered_starts = [start for start, _ in covered]
+    notes: list[str] = []
+    files: list[str] = []
+    for start, end, path in scan.files:
+        at = bisect.bisect_right(covered_starts, start) - 1
+        if at < 0 or covered[at][1] < end:  # a name that looks like a file (Node.js) is no path
+            files.append(path)
+    unique = list(dict.fromkeys(files))
+    notes += [f"file: {path}" for path in unique[:MAX_FILE_NOTES]]
+    if len(unique) > MAX_FILE_NOTES:
+        notes.append(f"file: … and {len(unique) - MAX_FILE_NOTES} more")
+    notes += [f"module: {m}" for m in dict.fromkeys(module for _, _, module in scan.modules)]
+    return notes
+
+
+def _shift(entity: ProposedEntity, offset: int) -> ProposedEntity:
+    """Spans relative to the body: title occurrences are dropped from `spans`."""
+    if not offset:
+        return entity
+    spans = [(s - offset, e - offset) for s, e in entity.spans if s >= offset]
+    return entity.model_copy(update={"spans": spans})

@@ -1,0 +1,185 @@
+"""Hybrid recall: BM25 + entity traversal (+ vectors when configured), fused and adjusted.
+
+Pure ranking logic: the service gathers the candidates from the stores and calls these
+functions, so every rule here is testable without a database.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from memoryd.graph.store import EntityRow
+from memoryd.models import DecayState, MemoryType, Predicate
+
+RRF_K = 20
+"""Reciprocal-rank-fusion constant; lower than the usual 60 because candidate lists are short."""
+
+STAGE_WEIGHTS: Mapping[str, float] = {
+    "bm25": 1.0,
+    "entity": 0.9,
+    "graph": 0.45,
+    "vector": 0.8,
+    "context": 0.35,
+}
+CONTEXT_SEEDS = 5
+CONTEXT_WINDOW = timedelta(minutes=30)
+
+PREDICATE_WEIGHTS: Mapping[str, float] = {
+    Predicate.PREFERS: 1.0,
+    Predicate.USES: 0.9,
+    Predicate.WORKS_ON: 0.9,
+    Predicate.RUNS_ON: 0.8,
+    Predicate.BELONGS_TO: 0.8,
+    Predicate.SUPERSEDES: 0.8,
+    Predicate.SUPERSEDED_BY: 0.6,
+    Predicate.CONFLICTS_WITH: 0.6,
+    Predicate.LOCATED_AT: 0.6,
+    Predicate.CITES: 0.5,
+    Predicate.MENTIONS: 0.5,
+}
+
+LONG_TERM_BONUS = 1.15
+DIM_PENALTY = 0.9
+SUPERSEDED_PENALTY = 0.6
+RECENCY_BONUS = 0.1
+RECENCY_HALF_LIFE_DAYS = 180.0
+
+
+class VectorStage(Protocol):
+    """An optional embedding index; recall runs without one."""
+
+    def search(
+        self, query: str, *, scope_hashes: Sequence[str] | None, limit: int
+    ) -> list[tuple[str, float]]: ...
+
+
+@dataclass
+class Candidate:
+    slug: str
+    stage_scores: dict[str, float] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)
+    score: float = 0.0
+    superseded_by: str | None = None
+
+    def add(self, stage: str, score: float, path: str | None = None) -> None:
+        self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
+        if path and path not in self.paths and len(self.paths) < 5:
+            self.paths.append(path)
+
+
+class CandidatePool(dict[str, Candidate]):
+    """Every memory some stage found, with each stage's raw score."""
+
+    def at(self, slug: str) -> Candidate:
+        return self.setdefault(slug, Candidate(slug))
+
+    def has_stage(self, stage: str) -> bool:
+        return any(stage in c.stage_scores for c in self.values())
+
+    def fuse(self, stages: Sequence[str]) -> dict[str, float]:
+        return rrf({stage: ranking(self, stage) for stage in stages})
+
+
+def entity_weight(mention_count: int) -> float:
+    """Rare entities say more than hubs: a project name mentioned everywhere barely ranks."""
+    return 1.0 / math.log2(2 + max(mention_count, 0))
+
+
+_WORD = re.compile(r"[\w][\w.+#/-]*[\w+#]|[\w]", re.UNICODE)
+
+
+class EntityMatcher:
+    """Links query words to known entities by normalised name and alias (no NLP at query time)."""
+
+    def __init__(self, entities: Sequence[EntityRow], normalise: NormaliseFn) -> None:
+        self._normalise = normalise
+        self.by_key: dict[str, set[str]] = {}
+        self.entities = {e.id: e for e in entities}
+        self.max_words = 1
+        for entity in entities:
+            for surface in (entity.name, *entity.aliases):
+                key = normalise(surface)
+                if len(key) >= 2:
+                    self.by_key.setdefault(key, set()).add(entity.id)
+                    self.max_words = max(self.max_words, min(4, len(surface.split())))
+
+    def match(self, query: str, segments: Sequence[str]) -> dict[str, str]:
+        """entity id → the query words that named it."""
+        words = [w.strip(".-/") for w in _WORD.findall(query)]
+        grams: list[str] = []
+        for size in range(1, self.max_words + 1):
+            grams.extend(" ".join(words[i : i + size]) for i in range(len(words) - size + 1))
+        grams.extend(segments)
+        grams.extend("".join(segments[i : i + 2]) for i in range(len(segments) - 1))
+        found: dict[str, str] = {}
+        for gram in grams:
+            for eid in self.by_key.get(self._normalise(gram), ()):
+                found.setdefault(eid, gram)
+        return found
+
+
+class NormaliseFn(Protocol):
+    def __call__(self, name: str) -> str: ...
+
+
+def rrf(rankings: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """Reciprocal rank fusion of each stage's ranking, weighted per stage."""
+    fused: dict[str, float] = {}
+    for stage, ranking in rankings.items():
+        weight = STAGE_WEIGHTS.get(stage, 0.5)
+        for rank, slug in enumerate(ranking):
+            fused[slug] = fused.get(slug, 0.0) + weight / (RRF_K + rank + 1)
+    return fused
+
+
+def ranking(candidates: Mapping[str, Candidate], stage: str) -> list[str]:
+    scored = [
+        (c.stage_scores[stage], slug) for slug, c in candidates.items() if stage in c.stage_scores
+    ]
+    return [slug for _, slug in sorted(scored, key=lambda item: (-item[0], item[1]))]
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """What the adjustment step needs to know of a candidate."""
+
+    type: MemoryType
+    decay_state: DecayState
+    created_at: datetime
+
+
+def adjust(
+    candidates: dict[str, Candidate],
+    facts: Mapping[str, MemoryFacts],
+    superseded_by: Mapping[str, str],
+    now: datetime,
+) -> list[Candidate]:
+    """Apply the ranking rules of DESIGN.md §6 and return candidates best first.
+
+    Long-term types and recent memories are favoured, dim ones slightly demoted, and a
+    superseded memory always ranks below its successor.
+    """
+    for slug, cand in candidates.items():
+        info = facts[slug]
+        if info.type.long_term:
+            cand.score *= LONG_TERM_BONUS
+        if info.decay_state is DecayState.DIM:
+            cand.score *= DIM_PENALTY
+        age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)
+        cand.score *= 1 + RECENCY_BONUS * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+    for older, newer in superseded_by.items():
+        if older not in candidates:
+            continue
+        old = candidates[older]
+        old.superseded_by = newer
+        old.score *= SUPERSEDED_PENALTY
+        if newer in candidates:
+            new = candidates[newer]
+            if old.score >= new.score:
+                old.score = new.score * 0.95
+    return sorted(candidates.values(), key=lambda c: (-c.score, c.slug))
