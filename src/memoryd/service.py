@@ -58,6 +58,7 @@ from memoryd.models import (
     RelationRef,
     ScopeInfo,
     SearchHit,
+    entity_id,
     to_utc,
     utcnow,
 )
@@ -419,10 +420,16 @@ class MemoryService:
         """Built from the graph's entities once, rebuilt after writes that touch entities."""
         if self._matcher is None:
             from memoryd.extraction.linking import normalise_name
+            from memoryd.extraction.pipeline import load_lexicon
 
-            self._matcher = recall_rules.EntityMatcher(
-                self.graph.entity_catalogue(), normalise_name
-            )
+            catalogue = self.graph.entity_catalogue()
+            ids = {e.id: e for e in catalogue}
+            # The lexicon's aliases (Postgres → PostgreSQL) name graph entities too.
+            for entry in load_lexicon():
+                known = ids.get(entity_id(entry.type, entry.name))
+                if known is not None and entry.aliases:
+                    known.aliases = [*known.aliases, *entry.aliases]
+            self._matcher = recall_rules.EntityMatcher(catalogue, normalise_name)
         return self._matcher
 
     def recall(
@@ -461,8 +468,12 @@ class MemoryService:
         fused = pool.fuse(stages)
         seeds = sorted(fused, key=lambda s: (-fused[s], s))[: recall_rules.CONTEXT_SEEDS]
         if seeds:
-            # What was said just before and after a strong hit often completes it.
-            for seed, near in self.graph.around(seeds, window=recall_rules.CONTEXT_WINDOW).items():
+            # In an episode (session memories), what was said just before and after a strong
+            # hit often completes it; long-term memories stand on their own.
+            around = self.graph.around(
+                seeds, window=recall_rules.CONTEXT_WINDOW, type=MemoryType.SESSION
+            )
+            for seed, near in around.items():
                 for slug in near:
                     pool.at(slug).add("context", fused[seed], f"next to {seed}")
             if pool.has_stage("context"):

@@ -7,6 +7,10 @@ Exit codes (stable, documented in the README):
 
 from __future__ import annotations
 
+# `memoryd capture` (agents' hooks) runs and exits inside this import, before the imports below
+# cost more than a hook's time budget; see memoryd/capture/fastpath.py.
+import memoryd.capture.fastpath  # noqa: F401  # isort: skip
+
 import json
 import logging
 import sys
@@ -14,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -22,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memoryd import __version__
+from memoryd.cli.capture import capture_command
 from memoryd.config import load_settings
 from memoryd.errors import (
     AuditChainBroken,
@@ -37,6 +42,9 @@ from memoryd.errors import (
 from memoryd.models import DecayState, MemoryDraft, MemoryType
 from memoryd.service import MemoryService
 from memoryd.vault import render
+
+if TYPE_CHECKING:
+    from memoryd.daemon.client import RemoteService
 
 EXIT_CODES: list[tuple[type[MemorydError], int]] = [
     (AuditChainBroken, 9),
@@ -60,6 +68,7 @@ audit_app = typer.Typer(help="The hash-chained audit log.", invoke_without_comma
 scope_app = typer.Typer(help="Scopes: which project a memory belongs to.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 app.add_typer(scope_app, name="scope")
+app.command("capture")(capture_command)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -76,6 +85,7 @@ ScopeOpt = Annotated[
 ]
 
 T = TypeVar("T")
+Service: TypeAlias = "MemoryService | RemoteService"
 
 
 def exit_code(exc: MemorydError) -> int:
@@ -89,18 +99,22 @@ def fail(exc: MemorydError) -> typer.Exit:
 
 
 @contextmanager
-def service(home: Path | None) -> Iterator[MemoryService]:
-    """Open the service for one command; every MemorydError becomes one line and an exit code."""
-    from memoryd.wiring import open_service
+def service(home: Path | None) -> Iterator[Service]:
+    """The service for one command: the daemon's client when a daemon serves the data dir
+    (it owns the graph), else the stores opened in-process. Every MemorydError becomes one
+    line and an exit code, the same in both modes."""
+    from memoryd.daemon.client import open_service_or_client
 
     try:
-        with open_service(load_settings(home)) as svc:
+        with open_service_or_client(load_settings(home)) as svc:
+            if isinstance(svc, MemoryService):
+                svc.drain_inbox()  # embedded mode indexes queued captures; a daemon drains its own
             yield svc
     except MemorydError as exc:
         raise fail(exc) from exc
 
 
-def run(home: Path | None, action: Callable[[MemoryService], T]) -> T:
+def run(home: Path | None, action: Callable[[Service], T]) -> T:
     with service(home) as svc:
         return action(svc)
 
@@ -378,10 +392,17 @@ def scope_show(
 @app.command()
 def doctor(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Check the install, the data dir, the graph, the search index and the schema versions."""
+    from memoryd.daemon.client import connect
     from memoryd.doctor import run_checks
 
     try:
-        checks = run_checks(load_settings(home))
+        settings = load_settings(home)
+        remote = connect(settings.home, timeout_s=settings.daemon.request_timeout_s)
+        if remote is None:
+            checks = run_checks(settings)
+        else:
+            with remote:  # the daemon owns the graph: it runs the checks on its stores
+                checks = remote.doctor()
     except MemorydError as exc:
         raise fail(exc) from exc
     if as_json:
@@ -411,5 +432,106 @@ def demo(
         raise fail(exc) from exc
 
 
+@app.command()
+def serve(
+    port: Annotated[
+        int | None,
+        typer.Option("--port", min=0, max=65535, help="TCP port on 127.0.0.1 (default 7423)."),
+    ] = None,
+    no_tcp: Annotated[
+        bool, typer.Option("--no-tcp", help="Serve on the Unix socket only.")
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Run in the background; return once it answers.")
+    ] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the daemon: it owns the graph and serves the HTTP API (OpenAPI at /docs)."""
+    from memoryd.daemon import server
+
+    tcp = False if no_tcp else None
+    try:
+        settings = load_settings(home)
+        if detach:
+            health = server.start_detached(settings, port=port, tcp=tcp)
+        else:
+            server.configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
+            server.serve(settings, port=port, tcp=tcp)
+            return
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        emit_json(health)
+    else:
+        typer.echo(describe_daemon(health, settings.home))
+
+
+def describe_daemon(health: dict[str, Any], home: Path) -> str:
+    from memoryd.daemon.files import DaemonFiles
+
+    where = str(DaemonFiles(home).socket)
+    if health.get("tcp_port"):
+        where += f" and http://127.0.0.1:{health['tcp_port']}"
+    return f"memoryd daemon running (pid {health['pid']}) on {where}"
+
+
+@app.command()
+def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Is a daemon serving the data dir? Exits 1 when none is."""
+    from memoryd.daemon import server
+
+    try:
+        settings = load_settings(home)
+        health = server.status(settings.home)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        emit_json(health or {"status": "stopped"})
+    elif health is not None:
+        typer.echo(f"{describe_daemon(health, settings.home)}, up {health['uptime_s']:.0f}s")
+    else:
+        typer.echo(f"no memoryd daemon serves {settings.home}")
+    if health is None:
+        raise typer.Exit(1)
+
+
+@app.command()
+def stop(home: HomeOpt = None) -> None:
+    """Stop the daemon: in-flight writes finish and the stores close cleanly."""
+    from memoryd.daemon import server
+
+    try:
+        settings = load_settings(home)
+        pid = server.stop(settings.home)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    if pid is None:
+        typer.echo(f"no memoryd daemon serves {settings.home}")
+    else:
+        typer.echo(f"stopped the memoryd daemon (pid {pid})")
+
+
+@app.command()
+def token(home: HomeOpt = None) -> None:
+    """Print the bearer token TCP clients send (created, mode 0600, if there is none yet)."""
+    from memoryd.daemon.files import DaemonFiles
+    from memoryd.wiring import ensure_home
+
+    try:
+        settings = load_settings(home)
+        ensure_home(settings.home)
+        value = DaemonFiles(settings.home).ensure_token()
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(value)
+
+
 def main() -> None:
     app()
+
+
+# Command groups that live in their own modules; they import the helpers above.
+from memoryd.cli import knowledge  # noqa: E402
+
+knowledge.register(app)

@@ -665,9 +665,11 @@ class KuzuGraphStore:
             return CypherResult(columns=columns, rows=rows, truncated=truncated)
         except RuntimeError as exc:
             text = str(exc)
-            if "Parser exception" in text or "Binder exception" in text:
+            if any(marker in text for marker in _QUERY_FAULTS) and "Interrupted" not in text:
                 raise InvalidInput(f"invalid Cypher: {text}") from exc
             raise engine_error(exc, self.path) from exc
+        except (ValueError, TypeError) as exc:  # the binding could not convert a parameter
+            raise InvalidInput(f"invalid Cypher parameters: {exc}") from exc
         finally:
             try:
                 conn.execute("ROLLBACK")
@@ -720,22 +722,31 @@ class KuzuGraphStore:
         return out
 
     def around(
-        self, slugs: Sequence[str], *, window: timedelta, per_side: int = 1
+        self,
+        slugs: Sequence[str],
+        *,
+        window: timedelta,
+        per_side: int = 1,
+        type: MemoryType | None = None,
     ) -> dict[str, list[str]]:
         """For each memory, its nearest neighbours in time within its scope: what was being
-        said just before and after it (a session's surrounding turns)."""
+        said just before and after it (a session's surrounding turns). With `type`, only
+        memories of that type, as seeds and as neighbours."""
         rows = self.memory_rows(slugs)
         out: dict[str, list[str]] = {}
         for slug, row in rows.items():
+            if type is not None and row.type is not type:
+                continue
             near = self._rows(
                 "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.created_at >= $lo"
-                " AND m.created_at <= $hi AND m.slug <> $slug"
+                " AND m.created_at <= $hi AND m.slug <> $slug AND m.type = $type"
                 " RETURN m.slug, m.created_at ORDER BY m.created_at, m.slug",
                 {
                     "scope": row.scope_hash,
                     "lo": row.created_at - window,
                     "hi": row.created_at + window,
                     "slug": slug,
+                    "type": (type or row.type).value,
                 },
             )
             before = [s for s, at in near if at <= row.created_at][-per_side:]
@@ -878,6 +889,18 @@ class KuzuGraphStore:
             "promoted_from": promoted,
             "scopes": scopes,
         }
+
+
+# Engine messages that mean the caller's Cypher or parameters are at fault, not the store.
+_QUERY_FAULTS = (
+    "Parser exception",
+    "Binder exception",
+    "Catalog exception",
+    "Conversion exception",
+    "Overflow exception",
+    "Runtime exception",
+    "Cannot convert Python object",
+)
 
 
 def _prefixed(alias: str, columns: str) -> str:

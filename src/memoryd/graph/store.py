@@ -189,7 +189,12 @@ class GraphStore(Protocol):
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
 
     def around(
-        self, slugs: Sequence[str], *, window: timedelta, per_side: int = 1
+        self,
+        slugs: Sequence[str],
+        *,
+        window: timedelta,
+        per_side: int = 1,
+        type: MemoryType | None = None,
     ) -> dict[str, list[str]]: ...
 
     def supersedes_chain(self, slug: str) -> list[SupersedeRow]: ...
