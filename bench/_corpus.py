@@ -99,8 +99,11 @@ def body(rng: random.Random) -> str:
     return " ".join(sentences[: rng.randint(2, 5)])
 
 
-def drafts(n: int, root: Path, *, scopes: int = 20, seed: int = 7) -> list[MemoryDraft]:
-    rng = random.Random(seed)
+def drafts(
+    n: int, root: Path, *, scopes: int = 20, seed: int = 7, start_at: int = 0
+) -> list[MemoryDraft]:
+    """Drafts number `start_at` … `start_at + n - 1` (chunks of one corpus, same for any split)."""
+    rng = random.Random(seed * 1_000_003 + start_at)
     dirs = []
     for i in range(scopes):
         path = root / f"project-{i:02d}"
@@ -109,7 +112,7 @@ def drafts(n: int, root: Path, *, scopes: int = 20, seed: int = 7) -> list[Memor
     start = datetime(2025, 1, 1, tzinfo=UTC)
     types = list(MemoryType)
     out = []
-    for i in range(n):
+    for i in range(start_at, start_at + n):
         a, b = rng.sample(TOOLS, 2)
         out.append(
             MemoryDraft(

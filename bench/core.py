@@ -25,6 +25,10 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -36,19 +40,27 @@ def main() -> None:
     parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug"])
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--skip-reindex", action="store_true")
+    parser.add_argument(
+        "--extraction", action="store_true", help="run entity extraction on ingest (off: the spine)"
+    )
     args = parser.parse_args()
     out_path = args.json or Path(__file__).parent / "results" / f"core-{args.n}.json"
 
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         root = Path(tmp)
-        settings = load_settings(root / "home", graph={"engine": args.engine})
-        items = drafts(args.n, root / "projects")
+        settings = load_settings(
+            root / "home", graph={"engine": args.engine}, extraction={"enabled": args.extraction}
+        )
         svc = open_service(settings)
+        rss: dict[str, float] = {}
         try:
-            t0 = time.perf_counter()
-            for start in range(0, len(items), 10_000):
-                svc.record_many(items[start : start + 10_000])
-            ingest_s = time.perf_counter() - t0
+            ingest_s = 0.0
+            for start in range(0, args.n, 10_000):
+                chunk = drafts(min(10_000, args.n - start), root / "projects", start_at=start)
+                t0 = time.perf_counter()
+                svc.record_many(chunk)
+                ingest_s += time.perf_counter() - t0
+            rss["after_ingest"] = peak_mb()
 
             scope_paths = [root / "projects" / f"project-{i:02d}" for i in range(20)]
             latencies = []
@@ -58,17 +70,20 @@ def main() -> None:
                 found = svc.search(query, scope=scope_paths[i % 20], k=10)
                 latencies.append((time.perf_counter() - t) * 1000)
                 hits += bool(found)
+            rss["after_search"] = peak_mb()
             reindex_s = None
             if not args.skip_reindex:
                 t = time.perf_counter()
                 svc.reindex()
                 reindex_s = time.perf_counter() - t
+                rss["after_reindex"] = peak_mb()
         finally:
             svc.close()
-        peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak_rss_mb = peak_mb()
         result = {
             "n": args.n,
             "engine": args.engine,
+            "extraction": args.extraction,
             "ingest_s": round(ingest_s, 2),
             "ingest_per_s": round(args.n / ingest_s, 1),
             "search_p50_ms": round(statistics.median(latencies), 3),
@@ -76,6 +91,7 @@ def main() -> None:
             "queries_with_hits": hits,
             "reindex_s": round(reindex_s, 2) if reindex_s is not None else None,
             "peak_rss_mb": round(peak_rss_mb, 1),
+            **{f"peak_rss_mb_{k}": round(v, 1) for k, v in rss.items()},
             "vault_mb": round(du(root / "home" / "scopes") / 1e6, 1),
             "graph_mb": round(du(root / "home" / "graph") / 1e6, 1),
             "search_index_mb": round(du(root / "home" / "search") / 1e6, 1),

@@ -164,7 +164,7 @@ def test_supersedes_chain_and_context(svc: MemoryService, project: Path) -> None
     chain = svc.supersedes_chain(a)
     assert [(r.newer, r.older) for r in chain] == [(b, a), (c, b)]
     context = svc.entity_context("Solid")
-    assert [m.slug for m in context.memories][0] == c
+    assert context.memories[0].slug == c
     assert b in context.superseded
 
 

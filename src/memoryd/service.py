@@ -28,6 +28,7 @@ from memoryd.errors import (
     InvalidInput,
     MemorydError,
     NotFound,
+    StorageError,
 )
 from memoryd.extraction.pipeline import Extractor, KnownEntity
 from memoryd.governance.store import GovernanceStore
@@ -909,7 +910,8 @@ class MemoryService:
         self, old: Memory, new: Memory, *, event_type: str, details: dict[str, Any]
     ) -> None:
         """Write `new` over `old` in the vault, graph, index and audit log, in that order."""
-        assert old.path is not None and new.path is not None
+        if old.path is None or new.path is None:
+            raise StorageError(f"memory {old.slug} has no file path")
         self.vault.write(new)
         try:
             if new.path != old.path:
