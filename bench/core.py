@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).parent))  # after the stdlib: bench/http.py must not shadow it
 
 from _corpus import drafts, queries
 from memoryd.config import load_settings

@@ -1,3 +1,3 @@
-from memoryd.cli.main import main
+from memoryd.capture.fastpath import main
 
 main()

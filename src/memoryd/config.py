@@ -76,6 +76,12 @@ class DaemonSettings(BaseModel):
     request_timeout_s: float = Field(
         default=120.0, gt=0, description="how long the CLI waits for the daemon's answer"
     )
+    flush_interval_s: float = Field(
+        default=60.0, gt=0, description="how often recall counts are written to the vault files"
+    )
+    inbox_poll_s: float = Field(
+        default=2.0, gt=0, description="how often the daemon indexes captures left in inbox/"
+    )
 
 
 _CAPTURE = CaptureLimits()

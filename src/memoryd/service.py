@@ -30,6 +30,7 @@ from memoryd.errors import (
     NotFound,
     StorageError,
 )
+from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.pipeline import Extractor, KnownEntity
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.store import (
@@ -38,6 +39,7 @@ from memoryd.graph.store import (
     EntityRow,
     GraphStore,
     MemoryRow,
+    RelationRow,
     SupersedeRow,
 )
 from memoryd.llm.base import LLMProvider
@@ -45,8 +47,6 @@ from memoryd.models import (
     AuditRecord,
     AuditVerification,
     DecayState,
-    EntityType,
-    Extraction,
     Frontmatter,
     Memory,
     MemoryDraft,
@@ -56,7 +56,6 @@ from memoryd.models import (
     RecallHit,
     RecallResult,
     ReindexReport,
-    RelationRef,
     ScopeInfo,
     SearchHit,
     entity_id,
@@ -1041,85 +1040,75 @@ class MemoryService:
         scopes[scope_hash] = info
         return info
 
+    # -- for the daemon: reads on many threads, their writes on one ----------------------
+    def count_recall(self, result: RecallResult) -> None:
+        """Count a recall made with `track=False` as `recall` would have counted it.
 
-OBSERVATION_CONFIDENCE = 0.75
-ENTITY_TYPES = {t.value for t in EntityType}
+        The daemon computes recalls concurrently on reader threads and counts them afterwards
+        on its single writer thread; the rows are re-read there so counts never go backwards.
+        """
+        rows = self.graph.memory_rows([hit.slug for hit in result.hits])
+        hits = [hit for hit in result.hits if hit.slug in rows]
+        if hits:
+            self._track_recalls(hits, rows, result.query)
 
+    def relations(
+        self,
+        *,
+        entity: str | None = None,
+        predicate: Predicate | None = None,
+        include_closed: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RelationRow]:
+        """RELATES edges, newest first: all, or those touching one entity (id, name or alias).
 
-def merge_extractions(base: Extraction, extra: Extraction) -> Extraction:
-    """Union of two stages' proposals; the higher confidence wins for the same entity."""
-    entities = {e.id: e for e in base.entities}
-    for entity in extra.entities:
-        if entity.id not in entities or entities[entity.id].confidence < entity.confidence:
-            entities[entity.id] = entity
-    relations = {(r.subject, r.predicate, r.object): r for r in base.relations}
-    for rel in extra.relations:
-        key = (rel.subject, rel.predicate, rel.object)
-        if key not in relations or relations[key].confidence < rel.confidence:
-            relations[key] = rel
-    return Extraction(
-        entities=list(entities.values()),
-        relations=list(relations.values()),
-        stages=[*base.stages, *(s for s in extra.stages if s not in base.stages)],
-        notes=[*base.notes, *extra.notes],
-    )
-
-
-def apply_extraction(
-    memory: Memory, found: Extraction, merged_into: dict[str, str] | None = None
-) -> None:
-    """Write proposals into the frontmatter: confident entities as observations, the rest as
-    `mentions` relations with their confidence, and every other relation as it came."""
-    redirect = merged_into or {}
-    found = Extraction(
-        entities=[
-            e.model_copy(
-                update=dict(zip(("type", "name"), redirect[e.id].split(":", 2)[1:], strict=True))
-            )
-            if e.id in redirect
-            else e
-            for e in found.entities
-        ],
-        relations=[
-            r.model_copy(
-                update={
-                    "subject": redirect.get(r.subject, r.subject),
-                    "object": redirect.get(r.object, r.object),
-                }
-            )
-            for r in found.relations
-        ],
-    )
-    observations = dict.fromkeys(memory.meta.observations)
-    relations = {(r.subject, r.predicate, r.object): r for r in memory.meta.relations}
-    for entity in sorted(found.entities, key=lambda e: e.id):
-        if entity.confidence >= OBSERVATION_CONFIDENCE:
-            observations.setdefault(entity.id, None)
-        else:
-            relations.setdefault(
-                (None, Predicate.MENTIONS, entity.id),
-                RelationRef(
-                    predicate=Predicate.MENTIONS,
-                    object=entity.id,
-                    confidence=round(entity.confidence, 3),
-                ),
-            )
-    for rel in found.relations:
-        subject = None if rel.subject == "memory" else rel.subject
-        if rel.object == "memory" or (subject is None and rel.predicate is Predicate.MENTIONS):
-            continue
-        key = (subject, rel.predicate, rel.object)
-        relations.setdefault(
-            key,
-            RelationRef(
-                predicate=rel.predicate,
-                object=rel.object,
-                subject=subject,
-                confidence=round(rel.confidence, 3),
-            ),
+        Closed relations (`superseded_at` set) are history and only listed on request.
+        """
+        where = []
+        params: dict[str, Any] = {"skip": offset, "take": limit}
+        if entity is not None:
+            where.append("(a.id = $entity OR b.id = $entity)")
+            params["entity"] = self.resolve_entity(entity).id
+        if predicate is not None:
+            where.append("r.predicate = $predicate")
+            params["predicate"] = predicate.value
+        if not include_closed:
+            where.append("r.superseded_at IS NULL")
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        result = self.graph.cypher(
+            f"MATCH (a)-[r:RELATES]->(b) {clause} RETURN coalesce(a.id, a.slug), label(a),"
+            " r.predicate, coalesce(b.id, b.slug), label(b), r.confidence, r.source_memory,"
+            " r.created_at, r.valid_from, r.superseded_at"
+            " ORDER BY r.created_at DESC, r.source_memory, r.predicate SKIP $skip LIMIT $take",
+            params,
+            limit=limit,
         )
-    memory.meta.observations = list(observations)
-    memory.meta.relations = list(relations.values())
+        keys = list(RelationRow.model_fields)  # the RETURN order above
+        rows = []
+        for row in result.rows:
+            data = dict(zip(keys, row, strict=True))
+            data["subject_kind"] = str(data["subject_kind"]).lower()
+            data["object_kind"] = str(data["object_kind"]).lower()
+            rows.append(RelationRow.model_validate(data))
+        return rows
+
+    def entity_supersedes(self, name_or_id: str) -> list[SupersedeRow]:
+        """The supersedes chain of an entity: SUPERSEDES edges decided about it, or between
+        memories that mention it, oldest decision first."""
+        eid = self.resolve_entity(name_or_id).id
+        result = self.graph.cypher(
+            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory)"
+            " OPTIONAL MATCH (n)-[:MENTIONS]->(en:Entity {id: $id})"
+            " OPTIONAL MATCH (o)-[:MENTIONS]->(eo:Entity {id: $id})"
+            " WITH n, r, o, en, eo WHERE r.entity_id = $id OR en IS NOT NULL OR eo IS NOT NULL"
+            " RETURN DISTINCT n.slug, o.slug, r.entity_id, r.confidence, r.decided_at,"
+            " r.decided_by, r.reason ORDER BY r.decided_at, n.slug, o.slug",
+            {"id": eid},
+            limit=10_000,
+        )
+        keys = list(SupersedeRow.model_fields)  # the RETURN order above
+        return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
 
 
 def _admissible(

@@ -7,10 +7,6 @@ Exit codes (stable, documented in the README):
 
 from __future__ import annotations
 
-# `memoryd capture` (agents' hooks) runs and exits inside this import, before the imports below
-# cost more than a hook's time budget; see memoryd/capture/fastpath.py.
-import memoryd.capture.fastpath  # noqa: F401  # isort: skip
-
 import json
 import logging
 import sys
@@ -61,6 +57,7 @@ app = typer.Typer(
     name="memoryd",
     help="Long-term memory for AI coding agents: record, search and govern what they learn.",
     no_args_is_help=True,
+    invoke_without_command=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
@@ -168,6 +165,7 @@ def parse_since(value: str | None) -> datetime | None:
 
 @app.callback()
 def main_callback(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
 ) -> None:
@@ -177,6 +175,9 @@ def main_callback(
     )
     if version:
         typer.echo(__version__)
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
         raise typer.Exit(0)
 
 

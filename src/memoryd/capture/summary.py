@@ -1,0 +1,389 @@
+"""The memory body of a session, made without an LLM.
+
+Sections, each only when it has something to say:
+
+* **Asked** — the user's prompts (long ones keep their start and end);
+* **Decided / concluded** — sentences with decision or causal language ("decided", "instead
+  of", "because", "the fix was", "root cause", 决定, 因为 …) from the conversation;
+* **Files changed** and **Commands run** — from the tool calls (memoryd's own calls excluded);
+* **Errors** — failing tool calls with the telling line of their output;
+* **Earlier in the session** — the agent's own compaction summary, when it made one;
+* **Final answer** — the agent's last message.
+
+Bulk tool output never enters the body. The body is capped at `max_body_bytes`: when the
+sections do not fit, every part is shortened (fewer items, shorter excerpts, always keeping
+head and tail and saying how much was left out) until they do. Every text is redacted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import PurePosixPath
+from typing import NamedTuple, TypeVar
+
+from memoryd.capture.limits import CaptureLimits
+from memoryd.capture.redact import redact, redact_excerpt, safe_cut
+from memoryd.capture.session import Session, ToolCall
+
+_DECISION = re.compile(
+    r"(?i)\b(?:decid\w*|decision|chose|choose|chosen|going with|go with|settled on|opted"
+    r"|switch(?:ed|ing)? (?:to|from)|migrat\w* (?:to|from)|instead of|rather than|prefer\w*"
+    r"|we(?:'ll| will| should) use|because|so that|therefore|root cause|caused by|turns? out"
+    r"|the (?:fix|problem|issue|bug|cause|reason) (?:is|was)|fixed|resolved|conclu\w+)\b"
+    r"|决定|因为|所以|改用|选择|结论|原因|导致|修复"
+)
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_BULLET_START = frozenset("-*+•0123456789")
+_TELLING = (
+    "error",
+    "exception",
+    "failed",
+    "failure",
+    "fatal",
+    "denied",
+    "not found",
+    "no such",
+    "cannot",
+)
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception)\b")
+_BORING_COMMANDS = frozenset({"cd", "ls", "cat", "echo", "pwd", "head", "tail", "true", "sed"})
+
+
+T = TypeVar("T")
+
+
+class Summary(NamedTuple):
+    title: str
+    body: str
+    tags: list[str]
+    triggers: list[str]
+
+
+def trivial_reason(session: Session, limits: CaptureLimits) -> str | None:
+    """Why the session is not worth a memory, or None when it is."""
+    chars = (
+        sum(map(len, session.prompts))
+        + sum(map(len, session.assistant))
+        + len(session.final or "")
+        + sum(map(len, session.notes))
+    )
+    if session.notes:
+        return None if chars >= limits.min_chars else f"{chars} characters, fewer than min_chars"
+    if len(session.prompts) < limits.min_prompts:
+        return f"{len(session.prompts)} user prompt(s), fewer than min_prompts"
+    active = any(call.kind in ("command", "file") for call in session.visible_tools())
+    if not active and chars < limits.min_chars:
+        return f"no tool activity and {chars} characters of conversation, fewer than min_chars"
+    return None
+
+
+def _display_path(path: str, roots: Sequence[str]) -> str:
+    for root in roots:
+        root = root.rstrip("/")
+        if root and path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+    return path
+
+
+def _one_line(text: str, limit: int, *, high_entropy: bool = True) -> str:
+    """`text` on one line, at most `limit` characters; redacted first when it must be cut."""
+    bound = 4 * limit + 1024
+    head = text[:bound]
+    line = " ".join(head.split())
+    if len(text) > bound:
+        line = line.rsplit(" ", 1)[0]  # the last word may be half of a secret
+        return safe_cut(line, limit, high_entropy=high_entropy) + (
+            "…" if len(line) <= limit else ""
+        )
+    return safe_cut(line, limit, high_entropy=high_entropy)
+
+
+def _head_tail(items: list[T], limit: int) -> tuple[list[T], int, list[T]]:
+    """The first third and the rest from the end of `items`, and how many are left between."""
+    if len(items) <= limit:
+        return items, 0, []
+    head = max(1, limit // 3)
+    tail = max(1, limit - head)
+    return items[:head], len(items) - head - tail, items[-tail:]
+
+
+def _bullets(items: list[str], limit: int, noun: str) -> list[str]:
+    head, skipped, tail = _head_tail(items, limit)
+    middle = [f"- … {skipped} more {noun} …"] if skipped else []
+    return [*(f"- {item}" for item in head), *middle, *(f"- {item}" for item in tail)]
+
+
+def decisions(session: Session) -> list[str]:
+    """Sentences with decision or causal language, first occurrence of each."""
+    found: dict[str, str] = {}
+    for text in (*session.prompts, *session.assistant, *(filter(None, [session.final]))):
+        for sentence in _SENTENCE.split(_FENCE.sub(" ", text) if "```" in text else text):
+            sentence = sentence.strip()
+            if sentence[:1] in _BULLET_START:
+                sentence = _BULLET.sub("", sentence).strip()
+            if len(sentence) < 12 or sentence[-1] in "?？" or not _DECISION.search(sentence):
+                continue
+            letters = sum(ch.isalpha() for ch in sentence)
+            if letters < len(sentence) * 0.5:
+                continue
+            found.setdefault(" ".join(sentence.lower().split()), sentence)
+    return list(found.values())
+
+
+def files_changed(tools: list[ToolCall], roots: Sequence[str]) -> list[tuple[str, list[str]]]:
+    seen: dict[str, list[str]] = {}
+    for call in tools:
+        for path, action in call.files():
+            actions = seen.setdefault(_display_path(path, roots), [])
+            if action not in actions:
+                actions.append(action)
+    return list(seen.items())
+
+
+def commands_run(tools: list[ToolCall]) -> list[tuple[str, ToolCall, int]]:
+    """(command, call, times) with consecutive repeats folded."""
+    runs: list[tuple[str, ToolCall, int]] = []
+    for call in tools:
+        command = call.command()
+        if command is None:
+            continue
+        if runs and runs[-1][0] == command and runs[-1][1].failed == call.failed:
+            runs[-1] = (command, call, runs[-1][2] + 1)
+        else:
+            runs.append((command, call, 1))
+    return runs
+
+
+def error_line(output: str) -> str:
+    """The line of a tool's output that says what went wrong: its last exception line, else
+    the first line that mentions an error, else its first line. Only the first and last 8 KB
+    are searched: that is where tools report errors."""
+    if len(output) > 16384:
+        output = output[:8192] + "\n" + output[-8192:]
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lowered = output.lower()
+    if not any(word in lowered for word in _TELLING):
+        return lines[0] if lines else ""
+    exception = first = None
+    for line in lines:
+        if _EXCEPTION_LINE.match(line):
+            exception = line
+        elif first is None:
+            low = line.lower()
+            if any(word in low for word in _TELLING) and not low.startswith("traceback"):
+                first = line
+    return exception or first or lines[0]
+
+
+class _Facts:
+    """What the sections are made of, computed once however many times the body is rendered."""
+
+    def __init__(self, session: Session, roots: Sequence[str]) -> None:
+        self.tools = session.visible_tools()
+        self.decisions = decisions(session)
+        self.files = files_changed(self.tools, roots)
+        self.commands = commands_run(self.tools)
+        failed = [call for call in self.tools if call.failed]
+        head, _, tail = _head_tail(failed, 40)
+        self.errors: dict[str, None] = {}
+        for call in (*head, *tail):
+            detail = error_line(call.output) or (
+                f"exit {call.exit_code}" if call.exit_code else "failed"
+            )
+            self.errors.setdefault(f"{_label(call, roots)}: {detail}", None)
+        for text in session.errors:
+            self.errors.setdefault(text, None)
+        self.failed_count = len(failed) + len(session.errors)
+
+
+def _label(call: ToolCall, roots: Sequence[str]) -> str:
+    command = call.command()
+    if command is not None:
+        return f"`{_one_line(command, 120)}`"
+    files = call.files()
+    if files:
+        return f"{call.name} `{_display_path(files[0][0], roots)}`"
+    return call.name
+
+
+class _Writer:
+    """Renders the sections at one scale; a smaller scale keeps fewer, shorter items."""
+
+    def __init__(
+        self, session: Session, limits: CaptureLimits, facts: _Facts, scale: float
+    ) -> None:
+        self.session = session
+        self.limits = limits
+        self.facts = facts
+        self.scale = scale
+        self.high_entropy = limits.redact_high_entropy
+
+    def n(self, value: int) -> int:
+        return max(1, int(value * self.scale))
+
+    def excerpt(self, text: str, head: int, tail: int) -> str:
+        return redact_excerpt(
+            text.strip(), self.n(head), self.n(tail), high_entropy=self.high_entropy
+        )
+
+    def line(self, text: str, limit: int) -> str:
+        return _one_line(text, self.n(limit), high_entropy=self.high_entropy)
+
+    def header(self, agent_name: str) -> str:
+        s = self.session
+        parts = [f"**{agent_name}** session `{(s.session_id or '?')[:12]}`"]
+        if s.started_at is not None:
+            start = f"{s.started_at:%Y-%m-%d %H:%M}"
+            last = f"{s.last_at:%Y-%m-%d %H:%M}" if s.last_at else start
+            end = "" if last == start else f" → {last[11:] if last[:10] == start[:10] else last}"
+            parts.append(f"{start}{end} UTC")
+        parts.append(f"{len(s.prompts)} prompt{'s' if len(s.prompts) != 1 else ''}")
+        tools = self.facts.tools
+        if tools:
+            counts = Counter(call.name for call in tools).most_common(5)
+            detail = ", ".join(f"{self.line(name, 40)} {count}" for name, count in counts)
+            parts.append(f"{len(tools)} tool call{'s' if len(tools) != 1 else ''} ({detail})")
+        if s.git_branch:
+            parts.append(f"branch `{self.line(s.git_branch, 80)}`")
+        if s.model:
+            parts.append(f"model `{self.line(s.model, 80)}`")
+        if s.skipped_bytes:
+            parts.append(f"{s.skipped_bytes:,} bytes of the transcript's middle not read")
+        return " · ".join(parts)
+
+    def asked(self) -> list[str]:
+        head, skipped, tail = _head_tail(self.session.prompts, self.n(8))
+        rows = [self.excerpt(p, 600, 200).replace("\n", "\n  ") for p in head]
+        if skipped:
+            rows.append(f"… {skipped} more prompts …")
+        rows += [self.excerpt(p, 600, 200).replace("\n", "\n  ") for p in tail]
+        return [f"- {row}" for row in rows]
+
+    def decided(self) -> list[str]:
+        rows = [self.line(d, 300) for d in self.facts.decisions]
+        return _bullets(rows, self.n(12), "sentences")
+
+    def files(self) -> list[str]:
+        rows = [
+            f"`{self.line(path, 200)}` ({', '.join(actions)})" for path, actions in self.facts.files
+        ]
+        return _bullets(rows, self.n(40), "files")
+
+    def commands(self) -> list[str]:
+        rows = []
+        for command, call, times in self.facts.commands:
+            row = f"`{self.line(command, 200)}`" + (f" ×{times}" if times > 1 else "")
+            if call.failed:
+                row += " — failed" + (f" (exit {call.exit_code})" if call.exit_code else "")
+            rows.append(row)
+        return _bullets(rows, self.n(25), "commands")
+
+    def errors(self) -> list[str]:
+        width = self.limits.max_tool_output_chars
+        rows = [self.line(row, width + 130) for row in self.facts.errors]
+        shown = _bullets(rows, self.n(10), "errors")
+        unlisted = self.facts.failed_count - len(self.facts.errors)
+        if unlisted > 0 and len(rows) <= self.n(10):
+            shown.append(f"- … and {unlisted} more failing calls")
+        return shown
+
+    def body(self, agent_name: str) -> str:
+        s = self.session
+        sections: list[tuple[str, Callable[[], list[str]]]] = [
+            ("Notes", lambda: [self.excerpt(n, 6000, 2000) for n in s.notes]),
+            ("Asked", self.asked),
+            ("Decided / concluded", self.decided),
+            ("Files changed", self.files),
+            ("Commands run", self.commands),
+            ("Errors", self.errors),
+            (
+                "Earlier in the session",
+                lambda: [self.excerpt(s.compactions[-1], 1500, 300)] if s.compactions else [],
+            ),
+            ("Final answer", lambda: [self.excerpt(s.final, 2500, 500)] if s.final else []),
+        ]
+        parts = [self.header(agent_name)]
+        for heading, render in sections:
+            lines = render()
+            if lines:
+                parts.append(f"## {heading}\n" + "\n".join(lines))
+        return "\n\n".join(parts)
+
+
+def _fit(body: str, max_bytes: int) -> str:
+    data = body.encode("utf-8")
+    if len(data) <= max_bytes:
+        return body
+    note = f"\n\n… (summary cut at {max_bytes:,} bytes)"
+    cut = data[: max(0, max_bytes - len(note.encode("utf-8")) - 64)].decode("utf-8", "ignore")
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return cut + note
+
+
+def title_of(session: Session, agent_name: str, explicit: str | None = None) -> str:
+    raw = explicit or session.title_hint or next(iter(session.prompts), "") or session.final or ""
+    line = next((ln for ln in raw.splitlines() if ln.strip()), "")
+    line = _one_line(line.strip().lstrip("#").strip(), 90)
+    if not line:
+        when = f" {session.started_at:%Y-%m-%d}" if session.started_at else ""
+        line = f"{agent_name} session{when}"
+    return redact(line)
+
+
+def keywords(session: Session, roots: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Tags (agent, file types) and triggers (file names, commands, tools) for recall."""
+    tools = session.visible_tools()
+    paths = [path for path, _ in files_changed(tools, roots)]
+    suffixes = Counter(
+        PurePosixPath(p).suffix.lstrip(".").lower() for p in paths if PurePosixPath(p).suffix
+    )
+    tags = ["session", session.agent, *(ext for ext, _ in suffixes.most_common(6))]
+    heads: Counter[str] = Counter()
+    for command, _, _ in commands_run(tools):
+        words = command.split()
+        if words and words[0] not in _BORING_COMMANDS:
+            heads[PurePosixPath(words[0]).name] += 1
+    names = Counter(
+        call.name for call in tools if call.kind == "other" and not call.name.startswith("mcp__")
+    )
+    triggers = [
+        *(PurePosixPath(p).name for p in paths[:8]),
+        *(head for head, _ in heads.most_common(6)),
+        *(name for name, _ in names.most_common(4)),
+    ]
+    clean = [redact(t) for t in triggers if t and len(t) <= 80]
+    return [redact(t) for t in tags], clean
+
+
+def summarize(
+    session: Session,
+    limits: CaptureLimits,
+    *,
+    agent_name: str,
+    roots: Sequence[str],
+    title: str | None = None,
+) -> Summary:
+    """Title, capped and redacted body, tags and triggers of a session.
+
+    Parts are redacted before they are cut (`redact_excerpt`, `safe_cut`) and the whole body
+    once more at the end, so no secret survives whole or in part.
+    """
+    facts = _Facts(session, roots)
+    high_entropy = limits.redact_high_entropy
+    scale = 1.0
+    while True:
+        body = redact(
+            _Writer(session, limits, facts, scale).body(agent_name), high_entropy=high_entropy
+        )
+        if len(body.encode("utf-8")) <= limits.max_body_bytes or scale < 0.05:
+            break
+        scale *= 0.6
+    body = redact(_fit(body, limits.max_body_bytes), high_entropy=high_entropy)
+    tags, triggers = keywords(session, roots)
+    return Summary(
+        title=title_of(session, agent_name, title), body=body, tags=tags, triggers=triggers
+    )
