@@ -90,7 +90,8 @@ def test_run_demo_records_and_searches(tmp_path: Path) -> None:
     assert report.recorded == len(data.memories)
     assert set(report.slugs) == {m.key for m in data.memories}
     assert str(home) in output
-    assert "memoryd search" in output
+    assert "memoryd recall" in output
+    assert "recall 'bundle size' in webshop" in output
 
     with open_service(load_settings(home)) as svc:
         rows = svc.list_memories(limit=1000)
