@@ -152,7 +152,7 @@ def _write_meta(directory: Path) -> None:
 
 # Function words carry no topic: a question's "when did … the …" must not outvote its nouns.
 # Only dropped from queries (documents keep them), and only when content words remain.
-_STOPWORDS = frozenset(
+_STOPWORDS = frozenset(  # noqa: SIM905 (a word list reads best as text)
     """a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is it
