@@ -152,8 +152,9 @@ def _write_meta(directory: Path) -> None:
 
 # Function words carry no topic: a question's "when did … the …" must not outvote its nouns.
 # Only dropped from queries (documents keep them), and only when content words remain.
-_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is it
     its itself just me more most my myself no nor not now of off on once only or other our ours
     ourselves out over own same she should so some such than that the their theirs them
