@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint types unit bench clean
+.PHONY: install demo test lint types unit fuzz slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ types: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q tests/test_graph_store.py
+
+## make fuzz: schemathesis against a live daemon's OpenAPI (minutes)
+fuzz: $(STAMP)
+	$(BIN)/pytest -q -m slow tests/test_api_fuzz.py
+
+## make slow: every slow test (fuzzing, 20 kill -9 cycles of a daemon under writes)
+slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py --n 10000

@@ -79,3 +79,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`slow` and `live` tests run only when a -m expression names them (`pytest -m slow`)."""
+    expression = config.getoption("markexpr") or ""
+    for item in items:
+        for marker in ("slow", "live"):
+            if marker in item.keywords and marker not in expression:
+                item.add_marker(pytest.mark.skip(reason=f"{marker}: run with -m {marker}"))

@@ -5,11 +5,15 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
 from memoryd import __version__
 from memoryd.config import Settings
 from memoryd.errors import MemorydError
 from memoryd.models import DoctorCheck
+
+if TYPE_CHECKING:
+    from memoryd.service import MemoryService
 
 REQUIRED_MODULES = ("tantivy", "jieba", "yaml", "pydantic", "typer")
 
@@ -60,83 +64,89 @@ def _data_dir_checks(settings: Settings) -> list[DoctorCheck]:
 
 
 def _store_checks(settings: Settings) -> list[DoctorCheck]:
-    from memoryd.governance.store import GovernanceStore
-    from memoryd.graph.kuzu_store import SCHEMA_VERSION
     from memoryd.wiring import open_service
 
     try:
         svc = open_service(settings.model_copy(update={"lock_timeout_s": 0.5}), actor="doctor")
     except MemorydError as exc:
         return [DoctorCheck(name="stores", ok=False, detail=exc.message, fix=exc.hint)]
-    checks: list[DoctorCheck] = []
     with svc:
-        graph_version = svc.graph.schema_version()
-        checks.append(
-            DoctorCheck(
-                name="graph",
-                ok=graph_version == SCHEMA_VERSION,
-                detail=f"{settings.graph.engine} schema {graph_version}"
-                f" (expected {SCHEMA_VERSION}),"
-                f" {svc.graph.count_memories()} memories",
-                fix="run `memoryd reindex`",
-            )
+        return service_checks(svc, settings)
+
+
+def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
+    """The checks on open stores; the daemon runs them on its own service (`/v1/doctor`)."""
+    from memoryd.governance.store import GovernanceStore
+    from memoryd.graph.kuzu_store import SCHEMA_VERSION
+
+    checks: list[DoctorCheck] = []
+    graph_version = svc.graph.schema_version()
+    checks.append(
+        DoctorCheck(
+            name="graph",
+            ok=graph_version == SCHEMA_VERSION,
+            detail=f"{settings.graph.engine} schema {graph_version}"
+            f" (expected {SCHEMA_VERSION}),"
+            f" {svc.graph.count_memories()} memories",
+            fix="run `memoryd reindex`",
         )
-        gov_version = svc.governance.schema_version()
-        checks.append(
-            DoctorCheck(
-                name="governance db",
-                ok=gov_version == GovernanceStore.LATEST_VERSION,
-                detail=f"schema {gov_version} (expected {GovernanceStore.LATEST_VERSION})",
-                fix="upgrade memoryd",
-            )
+    )
+    gov_version = svc.governance.schema_version()
+    checks.append(
+        DoctorCheck(
+            name="governance db",
+            ok=gov_version == GovernanceStore.LATEST_VERSION,
+            detail=f"schema {gov_version} (expected {GovernanceStore.LATEST_VERSION})",
+            fix="upgrade memoryd",
         )
-        broken: list[str] = []
-        svc.load_vault(broken.append)
-        broken = [b for b in broken if not b.startswith("note:")]
-        checks.append(
-            DoctorCheck(
-                name="vault",
-                ok=not broken,
-                detail="every memory file parses" if not broken else "; ".join(broken[:5]),
-                fix="fix or move the broken files, then run `memoryd reindex`",
-            )
+    )
+    broken: list[str] = []
+    svc.load_vault(broken.append)
+    broken = [b for b in broken if not b.startswith("note:")]
+    checks.append(
+        DoctorCheck(
+            name="vault",
+            ok=not broken,
+            detail="every memory file parses" if not broken else "; ".join(broken[:5]),
+            fix="fix or move the broken files, then run `memoryd reindex`",
         )
-        only_vault, only_graph, index_diff = svc.consistency()
-        problems = []
-        if only_vault:
-            problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")
-        if only_graph:
-            problems.append(
-                f"{len(only_graph)} graph memories without a file (e.g. {min(only_graph)})"
-            )
-        if index_diff:
-            problems.append(f"search index differs from the graph on {len(index_diff)} memories")
-        checks.append(
-            DoctorCheck(
-                name="index consistency",
-                ok=not problems,
-                detail="vault, graph and search index agree"
-                if not problems
-                else "; ".join(problems),
-                fix="run `memoryd reindex`",
-            )
+    )
+    only_vault, only_graph, index_diff = svc.consistency()
+    problems = []
+    if only_vault:
+        problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")
+    if only_graph:
+        problems.append(f"{len(only_graph)} graph memories without a file (e.g. {min(only_graph)})")
+    if index_diff:
+        problems.append(f"search index differs from the graph on {len(index_diff)} memories")
+    checks.append(
+        DoctorCheck(
+            name="index consistency",
+            ok=not problems,
+            detail="vault, graph and search index agree" if not problems else "; ".join(problems),
+            fix="run `memoryd reindex`",
         )
-        verification = svc.audit_verify()
-        checks.append(
-            DoctorCheck(
-                name="audit chain",
-                ok=verification.ok,
-                detail=f"{verification.lines} lines verify"
-                if verification.ok
-                else f"line {verification.first_bad_line}: {verification.problem}",
-                fix="the audit log was changed outside memoryd; restore audit/ from a backup",
-            )
+    )
+    verification = svc.audit_verify()
+    checks.append(
+        DoctorCheck(
+            name="audit chain",
+            ok=verification.ok,
+            detail=f"{verification.lines} lines verify"
+            if verification.ok
+            else f"line {verification.first_bad_line}: {verification.problem}",
+            fix="the audit log was changed outside memoryd; restore audit/ from a backup",
         )
+    )
     return checks
 
 
-def run_checks(settings: Settings) -> list[DoctorCheck]:
+def run_checks(settings: Settings, service: MemoryService | None = None) -> list[DoctorCheck]:
+    """Every check; with `service` (the daemon's) the stores are checked without reopening."""
     checks = _install_checks(settings) + _data_dir_checks(settings)
     if all(c.ok for c in checks if c.name in ("packages", "data dir")):
-        checks += _store_checks(settings)
+        if service is None:
+            checks += _store_checks(settings)
+        else:
+            checks += service_checks(service, settings)
     return checks

@@ -56,6 +56,7 @@ from memoryd.models import (
     RecallHit,
     RecallResult,
     ReindexReport,
+    RelationRef,
     ScopeInfo,
     SearchHit,
     entity_id,
@@ -1041,16 +1042,24 @@ class MemoryService:
         return info
 
     # -- for the daemon: reads on many threads, their writes on one ----------------------
-    def count_recall(self, result: RecallResult) -> None:
-        """Count a recall made with `track=False` as `recall` would have counted it.
+    def count_recalls(self, results: Sequence[RecallResult]) -> None:
+        """Count recalls made with `track=False` as `recall` would have counted them.
 
-        The daemon computes recalls concurrently on reader threads and counts them afterwards
-        on its single writer thread; the rows are re-read there so counts never go backwards.
+        The daemon ranks recalls concurrently on reader threads and counts them afterwards, in
+        batches, on its single writer thread: the rows are read once per batch, and each
+        recall counts on top of the ones before it.
         """
-        rows = self.graph.memory_rows([hit.slug for hit in result.hits])
-        hits = [hit for hit in result.hits if hit.slug in rows]
-        if hits:
+        rows = self.graph.memory_rows(sorted({hit.slug for r in results for hit in r.hits}))
+        for result in results:
+            hits = [hit for hit in result.hits if hit.slug in rows]
+            if not hits:
+                continue
             self._track_recalls(hits, rows, result.query)
+            for hit in hits:
+                count, at, state = self._recall_dirty[hit.slug]
+                rows[hit.slug] = rows[hit.slug].model_copy(
+                    update={"recall_count": count, "last_recalled_at": at, "decay_state": state}
+                )
 
     def relations(
         self,
@@ -1109,6 +1118,27 @@ class MemoryService:
         )
         keys = list(SupersedeRow.model_fields)  # the RETURN order above
         return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
+
+    # -- graph facts (the MCP memory-server tools) ----------------------------------------
+    def record_graph_facts(
+        self,
+        draft: MemoryDraft,
+        *,
+        entity_ids: Sequence[str],
+        relations: Sequence[RelationRef] = (),
+    ) -> Memory:
+        """Record a memory that states graph facts: its frontmatter names the entities it is
+        about (`observations`) and the relations it asserts, so `reindex` rebuilds them.
+        Written and audit-logged like `record`."""
+        info = resolve_scope(draft.scope_path)
+        memory = self._prepare(draft, info, utcnow())
+        memory.meta.observations = list(dict.fromkeys(entity_ids))
+        memory.meta.relations = list(relations)
+        self._refuse_duplicates([memory], [draft])
+        self._ensure_scope(info)
+        self._write_batch([memory], sync_each=True)
+        self._matcher = None
+        return memory
 
 
 def _admissible(

@@ -14,9 +14,9 @@ import os
 import sys
 
 
-def is_capture_call(argv: list[str]) -> bool:
+def is_capture_call(argv: list[str], command: str = "capture") -> bool:
     """`memoryd capture …` (console script or `python -m memoryd`), but not `--help`."""
-    if len(argv) < 2 or argv[1] != "capture":
+    if len(argv) < 2 or argv[1] != command:
         return False
     program = argv[0].replace("\\", "/")
     name = program.rsplit("/", 1)[-1].removesuffix(".exe")
@@ -26,6 +26,13 @@ def is_capture_call(argv: list[str]) -> bool:
 
 def dispatch() -> None:
     """Run the capture and exit, when this process is `memoryd capture`."""
+    if is_capture_call(sys.argv, "inject"):  # `memoryd inject`: the same fast path
+        from memoryd.capture.inject import main as inject_main
+
+        inject_main(sys.argv[2:])
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stdout.flush()
+        os._exit(0)
     if not is_capture_call(sys.argv):
         return
     # A short-lived process: the collector would only walk the parsed transcript, and tearing

@@ -536,3 +536,6 @@ def main() -> None:
 from memoryd.cli import knowledge  # noqa: E402
 
 knowledge.register(app)
+from memoryd.cli import agents  # noqa: E402
+
+agents.register(app)

@@ -1,0 +1,265 @@
+"""HTTP benchmark: recall (and search) latency over the daemon's Unix socket (run bench/http.py).
+
+For each corpus size the memories are ingested in-process with `record_many` (extraction on,
+so recall has entities to traverse), then a real `memoryd serve` is started and queried by 1
+and by 8 concurrent clients (threads, one keep-alive connection each).
+
+    python bench/http.py                      # 10k and 100k, JSON in bench/results/http.json
+    python bench/http.py --sizes 10000 --queries 200 --json /tmp/http.json
+
+Targets (issue 4): recall p95 <= 25 ms single-client at 10k and <= 50 ms at 100k; with 8
+clients, total throughput >= 1.6x one client's (this machine has 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from _corpus import drafts, queries
+from memoryd.config import load_settings
+from memoryd.daemon.client import socket_accepts
+from memoryd.scope import resolve_scope
+from memoryd.wiring import open_service
+
+BENCH_DIR = Path(__file__).resolve().parent
+TARGET_P95_MS = {10_000: 25.0, 100_000: 50.0}
+TARGET_SPEEDUP = 1.6
+INGEST_CHUNK = 10_000
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def ingest(home: Path, projects: Path, n: int, extraction: bool, engine: str) -> dict[str, Any]:
+    settings = load_settings(home, graph={"engine": engine}, extraction={"enabled": extraction})
+    started = time.perf_counter()
+    with open_service(settings) as svc:
+        for start in range(0, n, INGEST_CHUNK):
+            chunk = drafts(min(INGEST_CHUNK, n - start), projects, start_at=start)
+            svc.record_many(chunk)
+        entities = svc.graph.cypher("MATCH (e:Entity) RETURN count(e)").rows[0][0]
+    return {"ingest_s": round(time.perf_counter() - started, 1), "entities": entities}
+
+
+class Daemon:
+    def __init__(self, home: Path, engine: str) -> None:
+        self.home = home
+        env = {**os.environ, "MEMORYD_GRAPH__ENGINE": engine}
+        log = open(home / "bench-daemon.log", "ab")  # noqa: SIM115 - owned by the process
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "serve", "--home", str(home), "--no-tcp"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        log.close()
+        deadline = time.monotonic() + 120
+        while not socket_accepts(home / "memoryd.sock"):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"daemon did not start; see {home / 'bench-daemon.log'}")
+            time.sleep(0.05)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.home / "memoryd.sock")),
+            base_url="http://localhost",
+            timeout=60.0,
+        )
+
+    def stop(self) -> float:
+        started = time.perf_counter()
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=300)
+        return time.perf_counter() - started
+
+
+def run_clients(
+    daemon: Daemon, path: str, requests: list[dict[str, Any]], clients: int
+) -> dict[str, Any]:
+    """`clients` threads share the request list round-robin; latency per request, wall time."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(clients + 1)
+
+    def work(mine: list[dict[str, Any]]) -> None:
+        local: list[float] = []
+        with daemon.client() as http:
+            http.get("/v1/health")  # connect before the clock starts
+            barrier.wait()
+            for params in mine:
+                started = time.perf_counter()
+                response = http.get(path, params=params)
+                local.append((time.perf_counter() - started) * 1000)
+                if response.status_code != 200:
+                    with lock:
+                        errors.append(response.text[:200])
+        with lock:
+            latencies.extend(local)
+
+    threads = [threading.Thread(target=work, args=(requests[i::clients],)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    return {
+        "requests": len(latencies),
+        "errors": len(errors),
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p95_ms": round(pct(latencies, 0.95), 2),
+        "p99_ms": round(pct(latencies, 0.99), 2),
+        "req_per_s": round(len(latencies) / wall, 1),
+    }
+
+
+def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="memoryd-http-") as tmp:
+        root = Path(tmp)
+        home, projects = root / "home", root / "projects"
+        print(f"[{n}] ingesting …", flush=True)
+        facts = ingest(home, projects, n, args.extraction, args.engine)
+        print(f"[{n}] ingested in {facts['ingest_s']}s ({facts['entities']} entities)", flush=True)
+        scopes = [
+            resolve_scope(projects / f"project-{i:02d}", with_remote=False).scope_hash
+            for i in range(20)
+        ]
+        texts = queries(args.queries)
+        requests = [
+            {"q": q, "scope": scopes[i % len(scopes)], "limit": 10, "track": args.track}
+            for i, q in enumerate(texts)
+        ]
+        daemon = Daemon(home, args.engine)
+        rows: list[dict[str, Any]] = []
+        try:
+            run_clients(daemon, "/v1/recall", requests[:20], 1)  # warm caches and the matcher
+            for path in ("/v1/recall", "/v1/search"):
+                endpoint = path.rsplit("/", 1)[-1]
+                params = (
+                    requests
+                    if endpoint == "recall"
+                    else [{k: v for k, v in r.items() if k != "track"} for r in requests]
+                )
+                for clients in args.clients:
+                    # 8 clients send 4x the requests: long enough for a steady state.
+                    load = params * (4 if clients > 1 else 1)
+                    result = run_clients(daemon, path, load, clients)
+                    with daemon.client() as http:
+                        health = http.get("/v1/health").json()
+                    result |= {
+                        "n": n,
+                        "endpoint": endpoint,
+                        "clients": clients,
+                        "pending_writes_after": health["pending_writes"],
+                        "daemon_rss_mb": round(rss_mb(daemon.process.pid), 1),
+                        **facts,
+                    }
+                    rows.append(result)
+                    print(
+                        f"[{n}] {endpoint:6} x{clients}: p50 {result['p50_ms']} ms,"
+                        f" p95 {result['p95_ms']} ms, {result['req_per_s']} req/s",
+                        flush=True,
+                    )
+        finally:
+            shutdown_s = daemon.stop()
+        for row in rows:
+            row["shutdown_s"] = round(shutdown_s, 2)
+        return rows
+
+
+def verdicts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n, target in TARGET_P95_MS.items():
+        one = next((r for r in rows if r["n"] == n and r["endpoint"] == "recall"
+                    and r["clients"] == 1), None)  # fmt: skip
+        many = next((r for r in rows if r["n"] == n and r["endpoint"] == "recall"
+                     and r["clients"] > 1), None)  # fmt: skip
+        if one is None:
+            continue
+        out[f"recall_p95_{n}"] = {
+            "target_ms": target,
+            "measured_ms": one["p95_ms"],
+            "ok": one["p95_ms"] <= target,
+        }
+        if many is not None:
+            speedup = round(many["req_per_s"] / one["req_per_s"], 2)
+            out[f"recall_speedup_{n}"] = {
+                "target": TARGET_SPEEDUP,
+                "measured": speedup,
+                "ok": speedup >= TARGET_SPEEDUP,
+            }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--queries", type=int, default=300, help="distinct queries per run")
+    parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug"])
+    parser.add_argument("--no-extraction", dest="extraction", action="store_false")
+    parser.add_argument("--no-track", dest="track", action="store_false",
+                        help="recall without counting hits (no writes)")  # fmt: skip
+    parser.add_argument(
+        "--json", type=Path, default=Path(__file__).parent / "results" / "http.json"
+    )
+    args = parser.parse_args()
+    os.environ.setdefault("MEMORYD_CONFIG", os.devnull)  # the user's config must not leak in
+
+    rows = [row for n in args.sizes for row in bench_size(n, args)]
+    print()
+    print(f"{'memories':>9} {'endpoint':8} {'clients':>7} {'p50 ms':>8} {'p95 ms':>8}"
+          f" {'req/s':>8} {'speedup':>8}")  # fmt: skip
+    for row in rows:
+        base = next(r for r in rows if r["n"] == row["n"] and r["endpoint"] == row["endpoint"]
+                    and r["clients"] == 1)  # fmt: skip
+        speedup = row["req_per_s"] / base["req_per_s"]
+        print(f"{row['n']:>9} {row['endpoint']:8} {row['clients']:>7} {row['p50_ms']:>8}"
+              f" {row['p95_ms']:>8} {row['req_per_s']:>8} {speedup:>7.2f}x")  # fmt: skip
+    report = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "engine": args.engine,
+        "extraction": args.extraction,
+        "track": args.track,
+        "transport": "unix socket, HTTP/1.1 keep-alive, one connection per client",
+        "results": rows,
+        "targets": verdicts(rows),
+    }
+    print()
+    for name, verdict in report["targets"].items():
+        print(f"{name}: {verdict}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwritten {args.json}")
+
+
+if __name__ == "__main__":
+    main()

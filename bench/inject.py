@@ -1,0 +1,82 @@
+"""Wall time of the `memoryd inject` process (start to exit), daemon running if it starts.
+
+usage: python bench/inject.py [N]   (uses a temp data dir with a few hundred memories)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    tmp = Path(tempfile.mkdtemp(prefix="memoryd-bench-inject-"))
+    home, project = tmp / "home", tmp / "project"
+    project.mkdir()
+    exe = [sys.executable, "-m", "memoryd"]
+    from memoryd.config import load_settings
+    from memoryd.models import MemoryDraft, MemoryType
+    from memoryd.wiring import open_service
+
+    with open_service(load_settings(home)) as svc:
+        kinds = list(MemoryType)
+        svc.record_many(
+            [
+                MemoryDraft(
+                    type=kinds[i % len(kinds)],
+                    title=f"Memory {i} about topic {i % 17}",
+                    body=f"Decision {i}: we use tool{i % 23} for task{i % 11}. It works.",
+                    scope_path=project,
+                    allow_duplicate=True,
+                )
+                for i in range(300)
+            ]
+        )
+    daemon = (
+        subprocess.run(
+            [*exe, "serve", "--detach", "--home", str(home)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).returncode
+        == 0
+    )
+    payloads = [
+        {"hook_event_name": "SessionStart", "cwd": str(project)},
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "cwd": str(project),
+            "prompt": "which tool do we use for task3?",
+        },
+    ]
+    try:
+        for payload in payloads:
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                subprocess.run(
+                    [*exe, "inject", "--source=claude-code", "--home", str(home)],
+                    input=json.dumps(payload),
+                    capture_output=True,
+                    text=True,
+                )
+                times.append((time.perf_counter() - start) * 1000)
+            times.sort()
+            p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+            mode = "daemon" if daemon else "embedded"
+            print(
+                f"{payload['hook_event_name']} ({mode}): p50 {times[len(times) // 2]:.0f} ms,"
+                f" p95 {p95:.0f} ms over {runs} runs"
+            )
+    finally:
+        if daemon:
+            subprocess.run([*exe, "stop", "--home", str(home)], capture_output=True, timeout=60)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,469 @@
+"""The `/v1` routes: each one validates, hands the call to the runner, returns a model.
+
+Reads run on the threadpool, writes on the one writer thread (see `daemon.writer`). Lists are
+paginated with `limit`/`offset` and answer `next_offset` (null on the last page): each route
+asks the store for one row more than the page to know whether another page follows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import Path as PathParam
+
+from memoryd import __version__
+from memoryd.api.errors import ErrorBody
+from memoryd.api.schemas import (
+    AUDIT_MAX_PAGE,
+    MAX_PAGE,
+    SCOPE_HASH,
+    CypherQuery,
+    EntityAlias,
+    EntityMerge,
+    Health,
+    InboxDrained,
+    KeywordsPatch,
+    MemoryCreate,
+    Page,
+    RecallPage,
+    VersionInfo,
+)
+from memoryd.daemon.writer import Batcher, ServiceRunner
+from memoryd.errors import InvalidInput
+from memoryd.graph.store import (
+    CypherResult,
+    EntityContext,
+    EntityRow,
+    RelationRow,
+    SupersedeRow,
+)
+from memoryd.models import (
+    AuditRecord,
+    AuditVerification,
+    DecayState,
+    DoctorCheck,
+    Memory,
+    MemoryDraft,
+    MemorySummary,
+    MemoryType,
+    Predicate,
+    RecallResult,
+    ReindexReport,
+    SearchHit,
+)
+from memoryd.service import MemoryService
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass
+class Backend:
+    """What every route needs: the service, the runner that calls it, and a few facts."""
+
+    service: MemoryService
+    runner: ServiceRunner
+    tcp_port: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    recalls: Batcher[RecallResult] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.recalls = Batcher(self.runner, self.service.count_recalls)
+
+    async def write(self, actor: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A write on the writer thread, audited under the caller's actor name."""
+        return await self.runner.write(self._as(actor, fn), *args, **kwargs)
+
+    async def exclusive(
+        self, actor: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """A write that no read may overlap (reindex swaps the stores)."""
+        return await self.runner.exclusive(self._as(actor, fn), *args, **kwargs)
+
+    def _as(self, actor: str, fn: Callable[P, T]) -> Callable[P, T]:
+        # Writes run one at a time on the writer thread, so setting the service's actor
+        # around the call cannot leak into another write.
+        def acting(*args: P.args, **kwargs: P.kwargs) -> T:
+            previous, self.service.actor = self.service.actor, actor
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.service.actor = previous
+
+        return acting
+
+
+def backend(request: Request) -> Backend:
+    found: Backend = request.app.state.backend
+    return found
+
+
+Api = Annotated[Backend, Depends(backend)]
+Actor = Annotated[
+    str,
+    Header(
+        alias="X-Memoryd-Actor",
+        pattern=r"^[a-z][a-z0-9_.:-]{0,31}$",
+        description="who is writing, for the audit log (the CLI sends `cli`)",
+    ),
+]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=10_000_000, description="rows to skip")]
+ScopeQuery = Annotated[
+    str | None,
+    Query(description="a 12-hex scope hash, or the absolute path of a project directory"),
+]
+Slug = Annotated[str, PathParam(description="the memory's slug")]
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody} for status in (403, 404, 409, 422, 503)
+}
+
+router = APIRouter(
+    prefix="/v1",
+    responses=ERRORS,
+    generate_unique_id_function=lambda route: route.name,  # operationId = function name
+)
+
+
+def scope_param(scope: str | None) -> str | None:
+    """The daemon's working directory means nothing to a client: paths must be absolute."""
+    if scope is None or SCOPE_HASH.fullmatch(scope) or Path(scope).is_absolute():
+        return scope
+    raise InvalidInput(
+        f"scope {scope!r} is neither a 12-hex scope hash nor an absolute path",
+        hint="pass the project's absolute path or its scope hash (`memoryd scope show`)",
+    )
+
+
+def page(items: list[Any], limit: int, offset: int) -> Page[Any]:
+    """A page from `limit + 1` fetched rows."""
+    more = len(items) > limit
+    return Page(
+        items=items[:limit],
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if more else None,
+    )
+
+
+# -- system -------------------------------------------------------------------------------
+@router.get("/health", tags=["system"])
+async def health(api: Api) -> Health:
+    """Cheap liveness probe: touches no store."""
+    return Health(
+        version=__version__,
+        pid=os.getpid(),
+        uptime_s=round(time.monotonic() - api.started, 3),
+        pending_writes=api.runner.pending_writes,
+        tcp_port=api.tcp_port,
+    )
+
+
+@router.get("/version", tags=["system"])
+async def version(api: Api) -> VersionInfo:
+    schema = await api.runner.read(lambda: api.service.graph.schema_version())
+    return VersionInfo(version=__version__, graph_schema=schema)
+
+
+@router.get("/doctor", tags=["system"])
+async def doctor(api: Api, request: Request) -> list[DoctorCheck]:
+    """The checks of `memoryd doctor`, run inside the daemon on its open stores."""
+    from memoryd.config import load_settings
+    from memoryd.doctor import run_checks
+
+    settings = request.app.state.settings or load_settings(api.service.home)
+    checks = [
+        DoctorCheck(
+            name="daemon",
+            ok=True,
+            detail=f"running (pid {os.getpid()}, {api.runner.pending_writes} writes queued)",
+        )
+    ]
+    return checks + await api.runner.read(run_checks, settings, api.service)
+
+
+@router.post("/reindex", tags=["system"])
+async def reindex(api: Api, actor: Actor = "api") -> ReindexReport:
+    """Rebuild the graph and the search index from the vault; reads wait meanwhile."""
+    return await api.exclusive(actor, api.service.reindex)
+
+
+@router.post("/inbox/drain", tags=["system"])
+async def drain_inbox(api: Api) -> InboxDrained:
+    """Index the captures waiting in inbox/ now (the daemon also polls for them)."""
+    return InboxDrained(indexed=await api.runner.write(api.service.drain_inbox))
+
+
+# -- memories -----------------------------------------------------------------------------
+# OpenAPI links: a client (or a fuzzer) learns that a created memory's slug feeds these.
+_SLUG_LINKS = {
+    name: {"operationId": name, "parameters": {"slug": "$response.body#/meta/slug"}}
+    for name in ("get_memory", "update_memory", "archive_memory")
+}
+
+
+@router.post(
+    "/memories",
+    status_code=201,
+    tags=["memories"],
+    responses={201: {"description": "the recorded memory", "links": _SLUG_LINKS}},
+)
+async def create_memory(
+    api: Api, body: MemoryCreate, response: Response, actor: Actor = "api"
+) -> Memory:
+    if not Path(body.scope).is_absolute():
+        raise InvalidInput(
+            f"scope {body.scope!r} is not an absolute path",
+            hint="pass the absolute path of the project directory",
+        )
+    draft = MemoryDraft(**body.model_dump(exclude={"scope"}), scope_path=Path(body.scope))
+    memory = await api.write(actor, api.service.record, draft)
+    response.headers["Location"] = f"/v1/memories/{memory.slug}"
+    return memory
+
+
+@router.get("/memories", tags=["memories"])
+async def list_memories(
+    api: Api,
+    scope: ScopeQuery = None,
+    type: MemoryType | None = None,
+    state: DecayState | None = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[MemorySummary]:
+    rows = await api.runner.read(
+        api.service.list_memories,
+        scope=scope_param(scope),
+        type=type,
+        state=state,
+        limit=limit + 1,
+        offset=offset,
+    )
+    return page(rows, limit, offset)
+
+
+@router.get("/memories/{slug}", tags=["memories"])
+async def get_memory(api: Api, slug: Slug) -> Memory:
+    return await api.runner.read(api.service.get, slug)
+
+
+@router.patch("/memories/{slug}", tags=["memories"])
+async def update_memory(api: Api, slug: Slug, body: KeywordsPatch, actor: Actor = "api") -> Memory:
+    """Replace tags and/or triggers; the vault file is rewritten atomically."""
+    return await api.write(
+        actor, api.service.update_keywords, slug, tags=body.tags, triggers=body.triggers
+    )
+
+
+@router.delete("/memories/{slug}", tags=["memories"])
+async def archive_memory(api: Api, slug: Slug, actor: Actor = "api") -> Memory:
+    """Archive (never erase): the file moves to `forgotten/` and the memory is hidden."""
+    return await api.write(actor, api.service.archive, slug)
+
+
+@router.get("/memories/{slug}/supersedes", tags=["memories"])
+async def memory_supersedes(
+    api: Api, slug: Slug, limit: Limit = 100, offset: Offset = 0
+) -> Page[SupersedeRow]:
+    """Every SUPERSEDES edge reachable from this memory, in either direction."""
+    rows = await api.runner.read(api.service.supersedes_chain, slug)
+    return page(rows[offset:], limit, offset)
+
+
+# -- search -------------------------------------------------------------------------------
+@router.get("/search", tags=["recall"])
+async def search(
+    api: Api,
+    q: Annotated[str, Query(min_length=1, max_length=4000, description="words to look for")],
+    scope: ScopeQuery = None,
+    type: Annotated[list[MemoryType] | None, Query()] = None,
+    include_forgotten: bool = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 10,
+    offset: Offset = 0,
+) -> Page[SearchHit]:
+    """BM25 full text over titles, bodies, tags and triggers."""
+    hits = await api.runner.read(
+        api.service.search,
+        q,
+        scope=scope_param(scope),
+        types=type,
+        k=offset + limit + 1,
+        include_forgotten=include_forgotten,
+    )
+    return page(hits[offset:], limit, offset)
+
+
+@router.get("/recall", tags=["recall"])
+async def recall(
+    api: Api,
+    q: Annotated[str, Query(min_length=1, max_length=4000, description="what to remember")],
+    scope: ScopeQuery = None,
+    type: Annotated[list[MemoryType] | None, Query()] = None,
+    include_forgotten: bool = False,
+    track: Annotated[bool, Query(description="count the hits as recalls")] = True,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 10,
+    offset: Offset = 0,
+) -> RecallPage:
+    """BM25 and entity traversal fused, current decisions first; each hit says why.
+
+    The ranking runs concurrently with other reads; counting the hits as recalls is queued
+    on the writer afterwards, so a recall never waits for writes.
+    """
+    result = await api.runner.read(
+        api.service.recall,
+        q,
+        scope=scope_param(scope),
+        types=type,
+        k=offset + limit + 1,
+        include_forgotten=include_forgotten,
+        track=False,
+    )
+    hits = result.hits[offset : offset + limit]
+    if track and hits:
+        api.recalls.add(result.model_copy(update={"hits": hits}))
+    more = len(result.hits) > offset + limit
+    return RecallPage(
+        query=result.query,
+        hits=hits,
+        entities=result.entities,
+        stages=result.stages,
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if more else None,
+    )
+
+
+# -- entities and the graph ---------------------------------------------------------------
+@router.get("/entities", tags=["graph"])
+async def list_entities(
+    api: Api,
+    type: str | None = None,
+    q: Annotated[str | None, Query(max_length=200, description="name or alias contains")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[EntityRow]:
+    rows = await api.runner.read(
+        lambda: api.service.graph.list_entities(type=type, query=q, limit=limit + 1, offset=offset)
+    )
+    return page(rows, limit, offset)
+
+
+# Routes with a suffix come before the bare entity route: ids may contain slashes.
+@router.get("/entities/{entity_id:path}/context", tags=["graph"])
+async def entity_context(
+    api: Api, entity_id: str, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20
+) -> EntityContext:
+    """An entity (id, name or alias), its relations and the memories about it, current first."""
+    return await api.runner.read(api.service.entity_context, entity_id, limit=limit)
+
+
+@router.get("/entities/{entity_id:path}/neighbors", tags=["graph"])
+async def neighbors(
+    api: Api, entity_id: str, depth: Annotated[int, Query(ge=1, le=3)] = 2
+) -> CypherResult:
+    """Entities within `depth` hops; fan-out is capped per hop, so the result is bounded."""
+    return await api.runner.read(api.service.neighbors, entity_id, depth=depth)
+
+
+@router.get("/entities/{entity_id:path}/supersedes", tags=["graph"])
+async def entity_supersedes(
+    api: Api, entity_id: str, limit: Limit = 100, offset: Offset = 0
+) -> Page[SupersedeRow]:
+    """The supersedes chain of an entity: which memory replaced which, oldest first."""
+    rows = await api.runner.read(api.service.entity_supersedes, entity_id)
+    return page(rows[offset:], limit, offset)
+
+
+@router.post("/entities/{entity_id:path}/aliases", tags=["graph"])
+async def alias_entity(
+    api: Api, entity_id: str, body: EntityAlias, actor: Actor = "api"
+) -> EntityRow:
+    """Teach the graph another name for an entity (audited, replayed by reindex)."""
+    return await api.write(actor, api.service.alias_entity, entity_id, body.alias)
+
+
+@router.post("/entities/merge", tags=["graph"])
+async def merge_entities(api: Api, body: EntityMerge, actor: Actor = "api") -> EntityRow:
+    """Merge `drop` into `keep`: edges move, `drop`'s name becomes an alias."""
+    return await api.write(actor, api.service.merge_entities, body.keep, body.drop)
+
+
+@router.get("/entities/{entity_id:path}", tags=["graph"])
+async def get_entity(api: Api, entity_id: str) -> EntityRow:
+    """One entity by id (`entity:library:React`), name or alias."""
+    return await api.runner.read(api.service.resolve_entity, entity_id)
+
+
+@router.get("/relations", tags=["graph"])
+async def relations(
+    api: Api,
+    entity: Annotated[str | None, Query(max_length=500, description="id, name or alias")] = None,
+    predicate: Predicate | None = None,
+    include_closed: Annotated[bool, Query(description="also superseded relations")] = False,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[RelationRow]:
+    """Relations between entities and memories, newest first."""
+    rows = await api.runner.read(
+        api.service.relations,
+        entity=entity,
+        predicate=predicate,
+        include_closed=include_closed,
+        limit=limit + 1,
+        offset=offset,
+    )
+    return page(rows, limit, offset)
+
+
+@router.post("/graph/cypher", tags=["graph"])
+async def cypher(api: Api, body: CypherQuery) -> CypherResult:
+    """Read-only Cypher with parameters, a row limit and a timeout; write clauses get 403."""
+    return await api.runner.read(
+        lambda: api.service.graph.cypher(
+            body.query, dict(body.params), limit=body.limit, timeout_ms=body.timeout_ms
+        )
+    )
+
+
+# -- audit --------------------------------------------------------------------------------
+@router.get("/audit", tags=["audit"])
+async def audit(
+    api: Api,
+    scope: ScopeQuery = None,
+    since: datetime | None = None,
+    event_type: Annotated[str | None, Query(max_length=100)] = None,
+    limit: Annotated[int, Query(ge=1, le=AUDIT_MAX_PAGE)] = 100,
+    offset: Offset = 0,
+) -> Page[AuditRecord]:
+    """Audit events, oldest first within a page. Offset counts back from the newest event,
+    so offset 0 is the newest page and `next_offset` steps into the past."""
+    scope_hash = await api.runner.read(api.service.scope_hash_of, scope_param(scope))
+    records = await api.runner.read(
+        api.service.audit.read,
+        scope_hash=scope_hash,
+        since=since,
+        event_type=event_type,
+        limit=limit + 1,
+        offset=offset,
+    )
+    more = len(records) > limit
+    return Page(
+        items=records[1:] if more else records,
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if more else None,
+    )
+
+
+@router.get("/audit/verify", tags=["audit"])
+async def audit_verify(api: Api) -> AuditVerification:
+    """Walk the hash chain; `ok` false names the first bad line (status stays 200)."""
+    return await api.runner.read(api.service.audit_verify)

@@ -1,0 +1,119 @@
+"""Request and response bodies of the HTTP API that are not domain models already.
+
+Responses reuse the domain models (`Memory`, `MemorySummary`, `SearchHit`, `EntityRow` …) so
+the CLI, reading them back through the daemon, renders exactly what embedded mode renders.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryd.models import MemoryType, RecallHit
+
+T = TypeVar("T")
+
+MAX_PAGE = 1000
+AUDIT_MAX_PAGE = 10_000
+MAX_CYPHER_ROWS = 10_000
+SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
+
+# Cypher parameters are JSON scalars or flat lists of them: what the engine binds safely.
+Scalar = str | int | float | bool | None
+CypherParam = Scalar | list[Scalar]
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list. `next_offset` is the offset of the next page, null on the last."""
+
+    items: list[T]
+    limit: int
+    offset: int
+    next_offset: int | None = None
+
+
+class MemoryCreate(BaseModel):
+    """A memory to record. `scope` is the project directory (absolute) it belongs to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: MemoryType
+    title: str = Field(min_length=1, max_length=500)
+    body: str = ""
+    scope: str = Field(min_length=1, description="absolute path of the project directory")
+    source: str = Field(default="api", min_length=1, max_length=200)
+    tags: list[str] = Field(default_factory=list, max_length=200)
+    triggers: list[str] = Field(default_factory=list, max_length=200)
+    category: str | None = Field(default=None, max_length=200)
+    created_at: datetime | None = None
+    ttl_days: int | None = Field(default=None, ge=0, le=1_000_000)
+    allow_duplicate: bool = False
+    supersedes: list[str] = Field(default_factory=list, max_length=100)
+    promoted_from: str | None = None
+
+
+class KeywordsPatch(BaseModel):
+    """New tags and/or triggers; a field left out keeps its value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[str] | None = Field(default=None, max_length=200)
+    triggers: list[str] | None = Field(default=None, max_length=200)
+
+
+class CypherQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=100_000)
+    params: dict[str, CypherParam] = Field(default_factory=dict)
+    limit: int = Field(default=1000, ge=1, le=MAX_CYPHER_ROWS)
+    timeout_ms: int | None = Field(
+        default=None, ge=1, le=600_000, description="default: graph.query_timeout_ms"
+    )
+
+
+class Health(BaseModel):
+    status: str = "ok"
+    version: str
+    pid: int
+    uptime_s: float
+    pending_writes: int
+    tcp_port: int | None = None
+
+
+class VersionInfo(BaseModel):
+    version: str
+    api: str = "v1"
+    graph_schema: int
+
+
+class RecallPage(BaseModel):
+    """A recall (`memoryd recall`): one page of ranked hits, each explaining itself."""
+
+    query: str
+    hits: list[RecallHit]
+    entities: list[str] = Field(default_factory=list)
+    stages: list[str] = Field(default_factory=list)
+    limit: int
+    offset: int
+    next_offset: int | None = None
+
+
+class EntityMerge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keep: str = Field(min_length=1, max_length=500, description="id, name or alias that stays")
+    drop: str = Field(min_length=1, max_length=500, description="merged into `keep`")
+
+
+class EntityAlias(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    alias: str = Field(min_length=1, max_length=200)
+
+
+class InboxDrained(BaseModel):
+    indexed: int = Field(description="captures indexed (already indexed ones are only removed)")

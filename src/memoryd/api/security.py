@@ -1,0 +1,116 @@
+"""Who may talk to the daemon: local clients only, and on TCP only with the bearer token.
+
+A web page the user visits can make their browser send requests to 127.0.0.1 under its own
+host name (DNS rebinding), so every request must name localhost in its Host header. The Unix
+socket is guarded by its file mode (0600), so it needs no token; TCP is reachable by every
+local user, so it does.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memoryd.api.errors import error_body
+
+logger = logging.getLogger(__name__)
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+# A memory body is at most 1,000,000 characters; JSON escaping can make that ~6 MB.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def host_allowed(host: str | None) -> bool:
+    """`localhost`, `127.0.0.1` or `[::1]`, with or without a numeric port."""
+    host = (host or "").lower()
+    if host.startswith("["):  # an IPv6 literal: [::1] or [::1]:7423
+        name, bracket, rest = host.partition("]")
+        name += bracket
+        port = rest.removeprefix(":") if rest.startswith(":") else None if rest else ""
+    else:
+        name, sep, port = host.partition(":")
+        port = port if sep else ""
+    if port is None or (port and not port.isdigit()):
+        return False
+    return name in LOCAL_HOSTS
+
+
+class LocalOnly:
+    """ASGI middleware: refuse foreign Host headers, and requests without the token if set."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None = None) -> None:
+        self.app = app
+        self._token = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1")
+        allowed = host_allowed(host) and (
+            self._token is None
+            or hmac.compare_digest(headers.get(b"authorization", b""), self._token)
+        )
+        if scope["type"] == "websocket" and not allowed:
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if not host_allowed(host):
+            logger.warning("refused a request for host %r (DNS rebinding guard)", host)
+            await _refuse(
+                send,
+                403,
+                "policy_denied",
+                f"requests must be addressed to localhost, not {host or 'no host'!r}",
+                "use http://127.0.0.1:<port> or http://localhost:<port>",
+            )
+            return
+        if self._token is not None:
+            given = headers.get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._token):
+                await _refuse(
+                    send,
+                    401,
+                    "unauthorized",
+                    "a bearer token is required on TCP" if not given else "wrong bearer token",
+                    "send `Authorization: Bearer <token>`; `memoryd token` prints it",
+                    extra=[(b"www-authenticate", b"Bearer")],
+                )
+                return
+        declared = headers.get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            await _refuse(
+                send,
+                413,
+                "invalid_input",
+                f"the request body is {int(declared)} bytes; the limit is {MAX_BODY_BYTES}",
+                "a memory body is at most 1,000,000 characters; split larger texts",
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    hint: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps(error_body(code, message, hint)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

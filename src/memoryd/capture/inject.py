@@ -1,0 +1,353 @@
+"""`memoryd inject`: recall into the agent at SessionStart and UserPromptSubmit.
+
+The hook reads the agent's payload on stdin (cwd → scope, the prompt when there is one),
+recalls the memories that matter for that scope and prompt, and prints them as the agent's
+documented `additionalContext` reply (FORMATS.md §3.3, §4.1, §5). Long-term, current (not
+superseded) memories come first; each line names the slug it came from; the whole text stays
+within a token budget (about 4 characters a token), cut at sentence boundaries.
+
+Like `memoryd capture` it never breaks the agent: it always exits 0, prints nothing but the
+documented JSON (or nothing), and logs what went wrong to `<home>/logs/inject.log`. It runs
+before the full CLI is imported (see `capture.fastpath`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memoryd.daemon.client import RemoteService
+    from memoryd.service import MemoryService
+
+logger = logging.getLogger(__name__)
+
+LOG_FILE = "inject.log"
+LOG_MAX_BYTES = 2_000_000
+CHARS_PER_TOKEN = 4
+DEFAULT_BUDGET_TOKENS = 1500
+DEFAULT_K = 8
+MEMORY_CHARS = 700
+"""At most this much of one memory's body, so one long memory cannot crowd out the others."""
+SESSION_START_LIMIT = 40
+BUDGET_ENV = "MEMORYD_INJECT_BUDGET_TOKENS"
+SOURCES = ("claude-code", "codex", "cursor", "gemini", "windsurf", "copilot", "manual")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s|\n")
+_LONG_TERM_STATES = ["alive", "dim"]
+
+
+@dataclass
+class Args:
+    source: str = "claude-code"
+    home: Path | None = None
+    k: int = DEFAULT_K
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HookCall:
+    """What the payload says: which event, where, and the prompt if there is one."""
+
+    event: str = ""
+    cwd: str | None = None
+    prompt: str | None = None
+
+
+@dataclass
+class Item:
+    slug: str
+    type: str
+    title: str
+    body: str
+    created_at: str
+
+
+def parse_args(argv: Sequence[str]) -> Args:
+    """`--source X --home DIR -k N --budget-tokens N` (also `--opt=value`); never raises."""
+    args = Args()
+    env_budget = os.environ.get(BUDGET_ENV)
+    if env_budget and env_budget.isdigit():
+        args.budget_tokens = int(env_budget)
+    home = os.environ.get("MEMORYD_HOME")
+    args.home = Path(home).expanduser() if home else None
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        name, sep, value = items[i].partition("=")
+        if not sep and name.startswith("-") and i + 1 < len(items):
+            value = items[i + 1]
+            i += 1
+        i += 1
+        try:
+            if name == "--source":
+                args.source = value
+            elif name == "--home":
+                args.home = Path(value).expanduser()
+            elif name in ("-k", "--k"):
+                args.k = max(1, int(value))
+            elif name == "--budget-tokens":
+                args.budget_tokens = max(50, int(value))
+            else:
+                args.errors.append(f"unknown argument {items[i - 1]!r}")
+        except ValueError:
+            args.errors.append(f"{name} {value!r} is not a number")
+    return args
+
+
+def parse_payload(text: str) -> HookCall:
+    """The event, cwd and prompt of any agent's hook payload (unknown shapes give blanks)."""
+    try:
+        payload = json.loads(text) if text.strip() else {}
+    except ValueError:
+        payload = {}
+    if not isinstance(payload, dict):
+        payload = {}
+    call = HookCall()
+    event = payload.get("hook_event_name") or payload.get("hookEventName")
+    event = event or payload.get("agent_action_name") or ""
+    call.event = str(event)
+    cwd = payload.get("cwd")
+    roots = payload.get("workspace_roots")
+    if not cwd and isinstance(roots, list) and roots:
+        cwd = roots[0]
+    tool_info = payload.get("tool_info")
+    if not cwd and isinstance(tool_info, dict):
+        cwd = tool_info.get("cwd")
+    call.cwd = str(cwd) if isinstance(cwd, str) and cwd else None
+    prompt = payload.get("prompt") or payload.get("initialPrompt")
+    if not prompt and isinstance(tool_info, dict):
+        prompt = tool_info.get("user_prompt")
+    call.prompt = prompt.strip() if isinstance(prompt, str) and prompt.strip() else None
+    if not call.event:
+        if "initialPrompt" in payload or ("source" in payload and "prompt" not in payload):
+            call.event = "sessionStart"
+        elif "prompt" in payload:
+            call.event = "userPromptSubmitted"
+    return call
+
+
+# -- the agent's reply ------------------------------------------------------------------------
+def reply(source: str, call: HookCall, context: str) -> str:
+    """The agent's documented stdout for this event, with `context` injected where it can be.
+
+    Claude Code, Codex and Gemini CLI take `hookSpecificOutput.additionalContext` (Codex
+    rejects any other key). Cursor's `sessionStart` takes `additional_context`; its
+    `beforeSubmitPrompt` cannot inject and must answer `{"continue": true}`. Gemini parses
+    stdout as JSON, so it always gets an object. Windsurf and Copilot have no way to inject
+    context from a hook: nothing is printed.
+    """
+    if source in ("claude-code", "codex", "gemini", "manual"):
+        if not context:
+            return "{}" if source == "gemini" else ""
+        event = call.event or ("UserPromptSubmit" if call.prompt else "SessionStart")
+        output = {"hookEventName": event, "additionalContext": context}
+        return json.dumps({"hookSpecificOutput": output}, ensure_ascii=False)
+    if source == "cursor":
+        if call.event == "beforeSubmitPrompt":
+            return '{"continue": true}'
+        if context:
+            return json.dumps({"additional_context": context}, ensure_ascii=False)
+        return "{}"
+    return ""
+
+
+def can_inject(source: str, call: HookCall) -> bool:
+    if source in ("claude-code", "codex", "gemini", "manual"):
+        return True
+    return source == "cursor" and call.event in ("sessionStart", "")
+
+
+# -- choosing and rendering memories ----------------------------------------------------------
+def cut_at_sentence(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, at the last sentence end when there is one."""
+    text = " ".join(text.split()) if "\n" not in text else text.strip()
+    if len(text) <= limit:
+        return text
+    if limit <= 1:
+        return ""
+    head = text[:limit]
+    ends = [m.start() for m in _SENTENCE_END.finditer(head + " ")]
+    ends = [e for e in ends if e >= limit // 3]
+    if ends:
+        return head[: ends[-1]].rstrip()
+    space = head[: limit - 1].rfind(" ")
+    return (head[:space] if space > limit // 3 else head[: limit - 1]).rstrip() + "…"
+
+
+def render(items: Sequence[Item], scope_hash: str | None, budget_tokens: int) -> str:
+    """The context text: a header, then one entry per memory, within the budget."""
+    budget = budget_tokens * CHARS_PER_TOKEN
+    header = f"memoryd recall (scope {scope_hash}):" if scope_hash else "memoryd recall:"
+    lines = [header]
+    used = len(header)
+    for item in items:
+        date = item.created_at[:10]
+        lead = f"- {item.type} {date}: {item.title} [{item.slug}]"
+        room = budget - used - 1
+        if room < len(lead):
+            break
+        body = " ".join(item.body.split())
+        if body and body != item.title:
+            space = min(MEMORY_CHARS, room - len(lead) - 3)
+            cut = cut_at_sentence(body, space) if space > 40 else ""
+            entry = f"{lead} — {cut}" if cut else lead
+        else:
+            entry = lead
+        lines.append(entry)
+        used += len(entry) + 1
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+_ROWS = (
+    "RETURN m.slug, m.type, m.title, m.body, m.created_at, m.decay_state, m.scope_hash,"
+    " EXISTS { MATCH (:Memory)-[:SUPERSEDES]->(m) } AS superseded"
+)
+
+
+def _items(rows: list[list[Any]]) -> dict[str, tuple[Item, bool, str]]:
+    found = {}
+    for slug, type_, title, body, created, state, _scope, superseded in rows:
+        item = Item(str(slug), str(type_), str(title), str(body or ""), str(created or ""))
+        found[item.slug] = (item, bool(superseded), str(state))
+    return found
+
+
+def choose(
+    svc: MemoryService | RemoteService, call: HookCall, scope: str | None, k: int
+) -> tuple[list[Item], str | None]:
+    """The memories to inject, best first, and the scope hash they were recalled in."""
+    from memoryd.daemon.client import scope_hash_of
+
+    scope_hash = scope_hash_of(scope) if scope else None
+    if call.prompt:
+        result = svc.recall(call.prompt, scope=scope_hash, k=k, track=True)
+        slugs = [hit.slug for hit in result.hits]
+        if not slugs:
+            return [], scope_hash
+        rows = svc.cypher(
+            f"MATCH (m:Memory) WHERE m.slug IN $slugs {_ROWS}", {"slugs": slugs}, limit=len(slugs)
+        ).rows
+        found = _items(rows)
+        ranked = []
+        for rank, hit in enumerate(result.hits):
+            if hit.slug not in found or hit.superseded_by:
+                continue
+            item, superseded, _ = found[hit.slug]
+            if superseded:
+                continue
+            ranked.append((hit.type.value == "session", rank, item))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        return [item for _, _, item in ranked], scope_hash
+    if scope_hash is None:
+        return [], None
+    rows = svc.cypher(
+        "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.type <> 'session'"
+        f" AND m.decay_state IN $states {_ROWS}"
+        " ORDER BY m.recall_count DESC, m.created_at DESC LIMIT $take",
+        {"scope": scope_hash, "states": _LONG_TERM_STATES, "take": SESSION_START_LIMIT * 2},
+        limit=SESSION_START_LIMIT * 2,
+    ).rows
+    order = ["warning", "decision", "preference", "playbook", "fact"]
+    items = [item for item, superseded, _ in _items(rows).values() if not superseded]
+    items.sort(key=lambda i: order.index(i.type) if i.type in order else len(order))
+    return items[:SESSION_START_LIMIT], scope_hash
+
+
+# -- the hook ---------------------------------------------------------------------------------
+@contextlib.contextmanager
+def inject_logging(home: Path) -> Iterator[None]:
+    """memoryd's log records go to `<home>/logs/inject.log` (never stdout) during the hook."""
+    package = logging.getLogger("memoryd")
+    path = home / "logs" / LOG_FILE
+    handler: logging.Handler
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_size > LOG_MAX_BYTES:
+                os.replace(path, path.with_name(LOG_FILE + ".1"))
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    previous, propagate = package.level, package.propagate
+    package.setLevel(logging.INFO)
+    package.propagate = False
+    package.addHandler(handler)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        handler.close()
+        package.setLevel(previous)
+        package.propagate = propagate
+
+
+def context_for(args: Args, call: HookCall) -> str:
+    """Open the daemon's client (or the stores in-process) and build the context text."""
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import open_service_or_client
+
+    settings = load_settings(args.home)
+    with open_service_or_client(settings) as svc:
+        items, scope_hash = choose(svc, call, call.cwd, args.k)
+    return render(items, scope_hash, args.budget_tokens)
+
+
+def _read_stdin(stream: IO[Any] | None) -> str:
+    if stream is None or stream.isatty():
+        return ""
+    data = stream.read()
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return str(data)
+
+
+def _home(args: Args) -> Path:
+    if args.home is not None:
+        return args.home
+    from memoryd.config import default_home
+
+    return default_home()
+
+
+def main(
+    argv: Sequence[str], *, stdin: IO[Any] | None = None, stdout: IO[str] | None = None
+) -> int:
+    """Run one inject hook call. Always returns 0; stdout gets only the documented reply."""
+    out = stdout or sys.stdout
+    args = parse_args(argv)
+    call = HookCall()
+    text = ""
+    try:
+        home = _home(args)
+    except Exception:
+        home = Path.home() / ".memoryd"
+    with inject_logging(home):
+        try:
+            stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", sys.stdin)
+            call = parse_payload(_read_stdin(stream))
+            for problem in args.errors:
+                logger.warning("inject: %s", problem)
+            if args.source not in SOURCES:
+                logger.warning("inject: unknown --source %r", args.source)
+            elif can_inject(args.source, call):
+                text = context_for(args, call)
+        except Exception:
+            logger.exception("inject failed (source %s, event %s)", args.source, call.event)
+            text = ""
+    answer = reply(args.source, call, text)
+    if answer:
+        with contextlib.suppress(OSError, ValueError):
+            out.write(answer + "\n")
+            out.flush()
+    return 0

@@ -1,0 +1,77 @@
+"""Agent-facing commands: `memoryd inject` (recall hooks) and `memoryd mcp` (MCP over stdio)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from memoryd.cli.main import HomeOpt, fail
+from memoryd.errors import MemorydError
+
+logger = logging.getLogger(__name__)
+
+
+def inject(
+    source: Annotated[
+        str, typer.Option("--source", help="claude-code, codex, cursor, gemini, windsurf, copilot")
+    ] = "claude-code",
+    k: Annotated[int, typer.Option("-k", min=1, help="How many memories to recall.")] = 8,
+    budget_tokens: Annotated[
+        int, typer.Option("--budget-tokens", min=50, help="Context budget (≈4 chars a token).")
+    ] = 1500,
+    home: HomeOpt = None,
+) -> None:
+    """SessionStart / UserPromptSubmit hook: print relevant memories as `additionalContext`.
+
+    Reads the hook payload on stdin; always exits 0; errors go to <home>/logs/inject.log.
+    """
+    from memoryd.capture.inject import main as inject_main
+
+    argv = ["--source", source, "-k", str(k), "--budget-tokens", str(budget_tokens)]
+    if home is not None:
+        argv += ["--home", str(home)]
+    inject_main(argv)
+
+
+def mcp(
+    home: HomeOpt = None,
+    embedded: Annotated[
+        bool,
+        typer.Option("--embedded", help="Open the stores in-process; never start a daemon."),
+    ] = False,
+) -> None:
+    """Run memoryd's MCP server over stdio (talks to the daemon, starting one if needed)."""
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import connect
+    from memoryd.mcp.server import create_server
+    from memoryd.wiring import open_service
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+    try:
+        settings = load_settings(home)
+        remote = None if embedded else connect(settings.home)
+        if remote is None and not embedded:
+            from memoryd.daemon import server as daemon
+
+            try:
+                daemon.start_detached(settings, port=None, tcp=None)
+                remote = connect(settings.home)
+            except MemorydError as exc:
+                logger.warning("could not start the daemon (%s); running in-process", exc)
+        if remote is not None:
+            with remote:
+                create_server(remote, home=settings.home).run()
+            return
+        with open_service(settings) as svc:
+            svc.drain_inbox()
+            create_server(svc, home=settings.home).run()
+    except MemorydError as exc:
+        raise fail(exc) from exc
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inject")(inject)
+    app.command("mcp")(mcp)

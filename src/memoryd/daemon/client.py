@@ -1,0 +1,458 @@
+"""`RemoteService`: the CLI's way to the daemon, with MemoryService's method names and types.
+
+While a daemon runs it owns the graph, so every CLI command goes through this client over the
+Unix socket. It answers with the same models MemoryService returns and raises the same
+MemorydError subclasses (rebuilt from the error `code`), so output and exit codes are the same
+as in embedded mode. Paths are resolved here, in the caller's working directory, because the
+daemon's working directory means nothing to the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from memoryd.daemon.files import DaemonFiles
+from memoryd.errors import GraphLocked, MemorydError, StorageError
+from memoryd.graph.store import (
+    CypherResult,
+    EntityContext,
+    EntityRow,
+    RelationRow,
+    SupersedeRow,
+)
+from memoryd.models import (
+    AuditRecord,
+    AuditVerification,
+    DecayState,
+    DoctorCheck,
+    Memory,
+    MemoryDraft,
+    MemorySummary,
+    MemoryType,
+    Predicate,
+    RecallHit,
+    RecallResult,
+    ReindexReport,
+    SearchHit,
+)
+from memoryd.scope import resolve_scope
+
+if TYPE_CHECKING:
+    from memoryd.config import Settings
+    from memoryd.service import MemoryService
+
+logger = logging.getLogger(__name__)
+
+BASE_URL = "http://localhost"
+PROBE_TIMEOUT_S = 3.0
+PAGE = 1000
+AUDIT_PAGE = 10_000
+_SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _error_classes() -> dict[str, type[MemorydError]]:
+    found: dict[str, type[MemorydError]] = {MemorydError.code: MemorydError}
+    pending: list[type[MemorydError]] = [MemorydError]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            found.setdefault(sub.code, sub)
+            pending.append(sub)
+    return found
+
+
+def error_from_response(response: httpx.Response) -> MemorydError:
+    """The MemorydError the daemon raised, rebuilt from `{"error": {"code", "message", "hint"}}`."""
+    try:
+        detail = response.json()["error"]
+        code, message, hint = str(detail["code"]), str(detail["message"]), detail.get("hint")
+    except (ValueError, KeyError, TypeError):
+        return StorageError(
+            f"the daemon answered HTTP {response.status_code} without an error body",
+            hint="see <home>/logs/daemon.log",
+        )
+    cls = _error_classes().get(code, MemorydError)
+    return cls(message, hint=str(hint) if hint is not None else None)
+
+
+def scope_hash_of(scope: Path | str | None) -> str | None:
+    """MemoryService.scope_hash_of, computed here: a relative path is the caller's."""
+    if scope is None:
+        return None
+    text = str(scope)
+    if _SCOPE_HASH.fullmatch(text) and not Path(text).exists():
+        return text
+    return resolve_scope(scope, with_remote=False).scope_hash
+
+
+class RemoteService:
+    """The daemon's API, shaped like MemoryService for the CLI."""
+
+    def __init__(self, socket: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> None:
+        self.socket = socket
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(socket)),
+            base_url=BASE_URL,
+            timeout=httpx.Timeout(timeout_s, connect=PROBE_TIMEOUT_S),
+            headers={"X-Memoryd-Actor": actor},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _request(self, method: str, url: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise StorageError(
+                f"the daemon on {self.socket} did not answer {method} {url} in time",
+                hint="check `memoryd status` and <home>/logs/daemon.log",
+            ) from exc
+        except httpx.TransportError as exc:
+            raise StorageError(
+                f"lost the connection to the daemon on {self.socket}: {exc}",
+                hint="check `memoryd status`; the command may or may not have been carried out",
+            ) from exc
+        if response.is_error:
+            raise error_from_response(response)
+        return response.json()
+
+    def _model(self, model: type[M], method: str, url: str, **kwargs: Any) -> M:
+        data = self._request(method, url, **kwargs)
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise StorageError(f"the daemon's answer to {url} is not a {model.__name__}") from exc
+
+    def _pages(
+        self,
+        model: type[M],
+        url: str,
+        params: dict[str, Any],
+        want: int | None,
+        size: int,
+        start: int = 0,
+    ) -> list[list[M]]:
+        """Pages of a paginated list from `start` until `want` items (None: all) are read."""
+        pages: list[list[M]] = []
+        offset, total = start, 0
+        while want is None or total < want:
+            limit = size if want is None else min(size, want - total)
+            data = self._request(
+                "GET", url, params={**_query(params), "limit": limit, "offset": offset}
+            )
+            try:
+                items = [model.model_validate(item) for item in data["items"]]
+            except (KeyError, TypeError, ValidationError) as exc:
+                raise StorageError(f"the daemon's answer to {url} is not a page") from exc
+            pages.append(items)
+            total += len(items)
+            if data.get("next_offset") is None or not items:
+                break
+            offset = int(data["next_offset"])
+        return pages
+
+    def health(self, *, timeout_s: float | None = None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+        response = self._http.get("/v1/health", **kwargs)
+        if response.is_error:
+            raise error_from_response(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    # -- the MemoryService surface the CLI uses -------------------------------------------
+    def record(self, draft: MemoryDraft) -> Memory:
+        info = resolve_scope(draft.scope_path, with_remote=False)
+        body = draft.model_dump(mode="json", exclude={"scope_path"})
+        body["scope"] = info.path
+        return self._model(Memory, "POST", "/v1/memories", json=body)
+
+    def get(self, slug: str) -> Memory:
+        return self._model(Memory, "GET", f"/v1/memories/{quote(slug, safe='')}")
+
+    def list_memories(
+        self,
+        *,
+        scope: Path | str | None = None,
+        type: MemoryType | None = None,
+        state: DecayState | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemorySummary]:
+        params = {"scope": scope_hash_of(scope), "type": type, "state": state}
+        pages = self._pages(MemorySummary, "/v1/memories", params, limit, PAGE, start=offset)
+        return [row for items in pages for row in items]
+
+    def search(
+        self,
+        query: str,
+        *,
+        scope: Path | str | None = None,
+        types: Sequence[MemoryType] | None = None,
+        k: int = 10,
+        include_forgotten: bool = False,
+    ) -> list[SearchHit]:
+        params = {
+            "q": query,
+            "scope": scope_hash_of(scope),
+            "type": list(types) if types else None,
+            "include_forgotten": include_forgotten,
+        }
+        pages = self._pages(SearchHit, "/v1/search", params, k, PAGE)
+        return [hit for items in pages for hit in items]
+
+    def entities(
+        self, *, type: str | None = None, query: str | None = None, limit: int = 100
+    ) -> list[EntityRow]:
+        params = {"type": type, "q": query}
+        pages = self._pages(EntityRow, "/v1/entities", params, limit, PAGE)
+        return [row for items in pages for row in items]
+
+    def cypher(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
+    ) -> CypherResult:
+        body = {"query": query, "params": params or {}, "limit": limit, "timeout_ms": timeout_ms}
+        return self._model(CypherResult, "POST", "/v1/graph/cypher", json=body)
+
+    def update_keywords(
+        self,
+        slug: str,
+        tags: Sequence[str] | None = None,
+        triggers: Sequence[str] | None = None,
+    ) -> Memory:
+        body = {"tags": tags, "triggers": triggers}
+        return self._model(Memory, "PATCH", f"/v1/memories/{quote(slug, safe='')}", json=body)
+
+    def archive(self, slug: str) -> Memory:
+        return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")
+
+    def recall(
+        self,
+        query: str,
+        *,
+        scope: Path | str | None = None,
+        types: Sequence[MemoryType] | None = None,
+        k: int = 10,
+        include_forgotten: bool = False,
+        track: bool = True,
+    ) -> RecallResult:
+        params = {
+            "q": query,
+            "scope": scope_hash_of(scope),
+            "type": list(types) if types else None,
+            "include_forgotten": include_forgotten,
+            "track": track,
+        }
+        first: dict[str, Any] | None = None
+        hits: list[RecallHit] = []
+        offset = 0
+        while len(hits) < k:
+            size = min(PAGE, k - len(hits))
+            data = self._request(
+                "GET", "/v1/recall", params={**_query(params), "limit": size, "offset": offset}
+            )
+            first = first or data
+            hits += [RecallHit.model_validate(hit) for hit in data["hits"]]
+            if data.get("next_offset") is None:
+                break
+            offset = int(data["next_offset"])
+        assert first is not None  # k >= 1: at least one page was read
+        return RecallResult.model_validate({**first, "hits": hits})
+
+    def resolve_entity(self, name_or_id: str) -> EntityRow:
+        return self._model(EntityRow, "GET", f"/v1/entities/{_entity(name_or_id)}")
+
+    def entity_context(self, name_or_id: str, *, limit: int = 20) -> EntityContext:
+        url = f"/v1/entities/{_entity(name_or_id)}/context"
+        return self._model(EntityContext, "GET", url, params={"limit": limit})
+
+    def neighbors(self, name_or_id: str, *, depth: int = 2) -> CypherResult:
+        url = f"/v1/entities/{_entity(name_or_id)}/neighbors"
+        return self._model(CypherResult, "GET", url, params={"depth": depth})
+
+    def merge_entities(self, keep: str, drop: str) -> EntityRow:
+        body = {"keep": keep, "drop": drop}
+        return self._model(EntityRow, "POST", "/v1/entities/merge", json=body)
+
+    def alias_entity(self, name_or_id: str, alias: str) -> EntityRow:
+        url = f"/v1/entities/{_entity(name_or_id)}/aliases"
+        return self._model(EntityRow, "POST", url, json={"alias": alias})
+
+    def supersedes_chain(self, slug: str) -> list[SupersedeRow]:
+        url = f"/v1/memories/{quote(slug, safe='')}/supersedes"
+        pages = self._pages(SupersedeRow, url, {}, None, PAGE)
+        return [row for items in pages for row in items]
+
+    def entity_supersedes(self, name_or_id: str) -> list[SupersedeRow]:
+        url = f"/v1/entities/{_entity(name_or_id)}/supersedes"
+        pages = self._pages(SupersedeRow, url, {}, None, PAGE)
+        return [row for items in pages for row in items]
+
+    def relations(
+        self,
+        *,
+        entity: str | None = None,
+        predicate: Predicate | None = None,
+        include_closed: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RelationRow]:
+        params = {"entity": entity, "predicate": predicate, "include_closed": include_closed}
+        pages = self._pages(RelationRow, "/v1/relations", params, limit, PAGE, start=offset)
+        return [row for items in pages for row in items]
+
+    def audit_records(
+        self,
+        *,
+        scope: Path | str | None = None,
+        since: datetime | None = None,
+        event_type: str | None = None,
+        limit: int | None = None,
+    ) -> list[AuditRecord]:
+        params = {
+            "scope": scope_hash_of(scope),
+            "since": since.isoformat() if since else None,
+            "event_type": event_type,
+        }
+        # Offsets count back from the newest event: each page is older than the one before.
+        pages = self._pages(AuditRecord, "/v1/audit", params, limit, AUDIT_PAGE)
+        return [rec for items in reversed(pages) for rec in items]
+
+    def audit_verify(self) -> AuditVerification:
+        return self._model(AuditVerification, "GET", "/v1/audit/verify")
+
+    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
+        report = self._model(ReindexReport, "POST", "/v1/reindex", timeout=None)
+        if warn is not None:
+            for message in report.skipped:
+                warn(message)
+        return report
+
+    def doctor(self) -> list[DoctorCheck]:
+        data = self._request("GET", "/v1/doctor")
+        return TypeAdapter(list[DoctorCheck]).validate_python(data)
+
+
+def _entity(name_or_id: str) -> str:
+    """An entity id, name or alias as a path segment (ids keep their colons readable)."""
+    return quote(name_or_id, safe=":")
+
+
+def _query(params: dict[str, Any]) -> dict[str, Any]:
+    """Query parameters without the unset ones; enums as their values."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, list):
+            out[key] = [getattr(v, "value", v) for v in value]
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = getattr(value, "value", value)
+    return out
+
+
+def socket_accepts(path: Path) -> bool:
+    """Whether a process listens on the Unix socket; a killed daemon's file refuses.
+
+    Probed with a plain socket because httpx leaks its socket when a connect fails.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(PROBE_TIMEOUT_S)
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+            return False
+        except TimeoutError:
+            return True  # a full backlog: someone listens; the health request decides
+        except OSError as exc:
+            logger.debug("cannot connect to %s: %s", path, exc)
+            return False
+    return True
+
+
+def connect(home: Path, *, timeout_s: float = 120.0) -> RemoteService | None:
+    """A client of the daemon serving `home`, or None when no daemon answers there.
+
+    A socket file that refuses connections is what a killed daemon leaves behind: that is
+    "no daemon". A daemon that accepts but does not answer is an error, not a reason to open
+    the graph beside it.
+    """
+    files = DaemonFiles(home)
+    if not socket_accepts(files.socket):
+        return None
+    client = RemoteService(files.socket, timeout_s=timeout_s)
+    try:
+        client.health(timeout_s=PROBE_TIMEOUT_S)
+    except httpx.TimeoutException as exc:
+        client.close()
+        pid = files.read_pid()
+        raise StorageError(
+            f"the daemon{f' (pid {pid})' if pid else ''} on {files.socket} does not answer",
+            hint="`memoryd stop`, or end that process",
+        ) from exc
+    except httpx.TransportError:
+        client.close()
+        logger.debug("no daemon answers on %s (stale socket)", files.socket)
+        return None
+    except MemorydError:
+        client.close()
+        raise
+    return client
+
+
+@contextmanager
+def open_service_or_client(settings: Settings) -> Iterator[MemoryService | RemoteService]:
+    """The daemon's client when a daemon serves the data dir, else the service in-process.
+
+    A daemon that starts while this process waits for the data-dir lock is found on the
+    second look, so a command never fails just because it raced `memoryd serve`.
+    """
+    from memoryd.wiring import open_service
+
+    timeout_s = settings.daemon.request_timeout_s
+    remote = connect(settings.home, timeout_s=timeout_s)
+    if remote is None:
+        try:
+            embedded = open_service(settings)
+        except GraphLocked:
+            remote = connect(settings.home, timeout_s=timeout_s)
+            if remote is None:
+                raise
+        else:
+            with embedded:
+                yield embedded
+            return
+    with remote:
+        yield remote

@@ -1,0 +1,344 @@
+"""`memoryd serve`: open the stores once, serve the API on the Unix socket and 127.0.0.1.
+
+Start-up order matters:
+1. the data-dir lock (inside `open_service`): from here on no other daemon or embedded
+   command can hold the graph, so a leftover socket file is known to be stale;
+2. the pid file, a torn audit tail repaired, the inbox drained;
+3. the sockets, bound before anything is served: the Unix socket is created with mode 0600
+   (umask), TCP on 127.0.0.1 only, behind the bearer token.
+
+Shutdown (SIGTERM or SIGINT): stop accepting, let in-flight requests finish (their writes
+are on the writer thread and complete), finish queued writes, close the stores, remove the
+socket and the pid file. A second signal stops waiting for open connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memoryd.config import Settings
+from memoryd.daemon.client import connect
+from memoryd.daemon.files import DaemonFiles, pid_alive
+from memoryd.daemon.writer import ServiceRunner
+from memoryd.errors import GraphLocked, MemorydError, StorageError
+from memoryd.inbox import Inbox
+from memoryd.service import MemoryService
+
+logger = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+STOP_TIMEOUT_S = 60.0
+
+
+def configure_logging(*, verbose: bool = False) -> None:
+    """The daemon logs with timestamps; memoryd's own INFO lines are kept by default."""
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, force=True)
+    logging.getLogger("memoryd").setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("uvicorn.error").setLevel(logging.INFO)
+
+
+def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = None) -> None:
+    """Run the daemon in this process until SIGTERM or SIGINT."""
+    from memoryd.wiring import ensure_home, open_service
+
+    files = DaemonFiles(settings.home)
+    ensure_home(settings.home)
+    files.check_socket_path()
+    refuse_second_daemon(files)
+    use_tcp = settings.daemon.tcp if tcp is None else tcp
+    tcp_port = settings.daemon.port if port is None else port
+    # Until the event loop takes over, SIGTERM unwinds like Ctrl-C: the stores still close.
+    previous = signal.signal(signal.SIGTERM, _exit_while_starting)
+    try:
+        service = open_service(settings, actor="daemon")
+    except BaseException:
+        signal.signal(signal.SIGTERM, previous)
+        raise
+    runner: ServiceRunner | None = None
+    sockets: list[socket.socket] = []
+    try:
+        files.write_pid()
+        runner = ServiceRunner()
+        prepare(service, runner)
+        token = files.ensure_token() if use_tcp else None
+        sockets.append(bind_unix(files.socket))
+        if use_tcp:
+            sockets.append(bind_tcp(tcp_port))
+        bound_port = sockets[1].getsockname()[1] if use_tcp else None
+        logger.info(
+            "memoryd daemon pid %d serving %s on %s%s",
+            os.getpid(),
+            settings.home,
+            files.socket,
+            f" and http://127.0.0.1:{bound_port}" if bound_port else "",
+        )
+        asyncio.run(_serve(service, runner, settings, sockets, token, bound_port))
+    finally:
+        for sock in sockets:
+            sock.close()
+        if runner is not None:
+            runner.close()
+        service.close()
+        files.remove_runtime_files()
+        signal.signal(signal.SIGTERM, previous)
+        logger.info("memoryd daemon pid %d stopped; stores closed", os.getpid())
+
+
+def _exit_while_starting(signum: int, frame: object) -> None:
+    logger.info("%s while starting: closing the stores", signal.Signals(signum).name)
+    raise SystemExit(0)
+
+
+def refuse_second_daemon(files: DaemonFiles) -> None:
+    """Fail fast with the pid when a daemon already answers (the lock would only wait)."""
+    try:
+        client = connect(files.home, timeout_s=5.0)
+    except StorageError:
+        client = None  # it does not answer: the data-dir lock decides below
+    if client is not None:
+        with client:
+            pid = client.health().get("pid")
+        raise GraphLocked(
+            f"a memoryd daemon (pid {pid}) already serves {files.home}",
+            hint="`memoryd status` shows it; `memoryd stop` stops it",
+        )
+
+
+def prepare(service: MemoryService, runner: ServiceRunner) -> None:
+    """Start-up work before the first request: repair what a crash left, drain the inbox."""
+    if service.audit.repair_torn_tail():
+        logger.warning("repaired a torn audit line left by a crash")
+    drain_inbox(service, runner)
+
+
+def drain_inbox(service: MemoryService, runner: ServiceRunner) -> None:
+    """Index the captures written while no daemon ran (DESIGN.md §2), through the writer."""
+    indexed = runner.run_write(service.drain_inbox)
+    if indexed:
+        logger.info("indexed %d capture(s) from the inbox", indexed)
+
+
+def bind_unix(path: Path) -> socket.socket:
+    """The Unix socket, mode 0600 from the moment it exists (we hold the data-dir lock, so a
+    file already there is a dead daemon's)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise StorageError(f"cannot create the socket {path}: {exc.strerror}") from exc
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.setblocking(False)
+    return sock
+
+
+def bind_tcp(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise StorageError(
+            f"cannot listen on 127.0.0.1:{port}: {exc.strerror}",
+            hint="pick another port with --port (or daemon.port in config.toml), or --no-tcp",
+        ) from exc
+    sock.setblocking(False)
+    return sock
+
+
+async def _serve(
+    service: MemoryService,
+    runner: ServiceRunner,
+    settings: Settings,
+    sockets: list[socket.socket],
+    token: str | None,
+    tcp_port: int | None,
+) -> None:
+    import uvicorn
+
+    from memoryd.api.app import create_app
+    from memoryd.api.security import LocalOnly
+
+    class Server(uvicorn.Server):
+        """uvicorn without its own signal handling: the daemon stops both servers at once."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    app = create_app(service, runner, settings=settings, tcp_port=tcp_port)
+    guarded = [LocalOnly(app), LocalOnly(app, token=token)]
+    servers = [
+        Server(
+            uvicorn.Config(
+                guard,
+                lifespan="off",
+                log_config=None,
+                access_log=False,
+                timeout_graceful_shutdown=None,
+                server_header=False,
+            )
+        )
+        for guard, _ in zip(guarded, sockets, strict=False)
+    ]
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        first = not servers[0].should_exit
+        logger.info(
+            "%s: %s",
+            signal.Signals(signum).name,
+            "finishing in-flight requests, then closing the stores"
+            if first
+            else "no longer waiting for open connections",
+        )
+        for server in servers:
+            server.force_exit = not first
+            server.should_exit = True
+
+    async def flush_recall_stats() -> None:
+        """Recall counts live in the graph first; the vault files get them periodically."""
+        while True:
+            await asyncio.sleep(settings.daemon.flush_interval_s)
+            runner.write_later(service.flush_recall_stats)
+
+    async def watch_inbox() -> None:
+        """`memoryd capture` only drops requests into inbox/ (it never talks to the graph
+        owner, to stay within an agent hook's time budget): index them as they arrive."""
+        inbox = Inbox(service.home)
+        while True:
+            await asyncio.sleep(settings.daemon.inbox_poll_s)
+            try:
+                if await asyncio.to_thread(inbox.pending):
+                    await runner.write(service.drain_inbox)
+            except MemorydError as exc:
+                logger.warning("inbox not drained: %s", exc)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop, signum)
+    chores = [asyncio.create_task(flush_recall_stats()), asyncio.create_task(watch_inbox())]
+    try:
+        await asyncio.gather(
+            *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
+        )
+    finally:
+        for chore in chores:
+            chore.cancel()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+# -- detach, status, stop -----------------------------------------------------------------
+def start_detached(settings: Settings, *, port: int | None, tcp: bool | None) -> dict[str, Any]:
+    """Start `memoryd serve` in its own session, logging to <home>/logs/daemon.log, and
+    return its health once the socket answers."""
+    from memoryd.wiring import ensure_home
+
+    files = DaemonFiles(settings.home)
+    ensure_home(settings.home)
+    refuse_second_daemon(files)
+    files.log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "memoryd", "serve", "--home", str(settings.home)]
+    if port is not None:
+        command += ["--port", str(port)]
+    if tcp is False:
+        command.append("--no-tcp")
+    # posix_spawn, not Popen: the daemon outlives this process, and a Popen object of a
+    # running child complains when it is collected.
+    log_fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        pid = os.posix_spawn(
+            sys.executable,
+            command,
+            dict(os.environ),
+            setsid=True,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                (os.POSIX_SPAWN_DUP2, log_fd, 2),
+            ],
+        )
+    finally:
+        os.close(log_fd)
+    deadline = time.monotonic() + settings.daemon.start_timeout_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            raise StorageError(
+                f"the daemon exited with code {os.waitstatus_to_exitcode(status)} while"
+                f" starting: {_log_tail(files.log)}",
+                hint=f"see {files.log}",
+            )
+        try:
+            client = connect(settings.home, timeout_s=5.0)
+        except MemorydError:
+            client = None
+        if client is not None:
+            with client:
+                health = client.health()
+            if health.get("pid") == pid:
+                return health
+        time.sleep(0.1)
+    raise StorageError(
+        f"the daemon (pid {pid}) did not answer within {settings.daemon.start_timeout_s}s",
+        hint=f"see {files.log}",
+    )
+
+
+def status(home: Path) -> dict[str, Any] | None:
+    """The running daemon's health, or None."""
+    client = connect(home, timeout_s=5.0)
+    if client is None:
+        return None
+    with client:
+        health = client.health()
+    health["socket"] = str(DaemonFiles(home).socket)
+    return health
+
+
+def stop(home: Path, *, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+    """SIGTERM the daemon serving `home` and wait until it has closed its stores.
+
+    The pid comes from the daemon itself (its /v1/health), never from the pid file alone,
+    so a recycled pid is never signalled. Returns the pid stopped, or None if none ran.
+    """
+    health = status(home)
+    if health is None:
+        return None
+    pid = int(health["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    files = DaemonFiles(home)
+    while time.monotonic() < deadline:
+        # The daemon removes its socket and pid file only after closing the stores.
+        if not pid_alive(pid) or (files.read_pid() != pid and not files.socket.exists()):
+            return pid
+        time.sleep(0.05)
+    raise StorageError(
+        f"the daemon (pid {pid}) did not stop within {timeout_s:.0f}s",
+        hint="it may be finishing a long write (reindex); wait, or `kill -9` it",
+    )
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return " | ".join(line for line in text.strip().splitlines()[-lines:])

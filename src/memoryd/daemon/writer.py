@@ -1,0 +1,187 @@
+"""How the daemon calls the (synchronous) service from the event loop.
+
+- Writes go through ONE writer thread, in arrival order: Kuzu allows one write transaction at
+  a time and the audit chain wants one appender, so a queue is simpler and fairer than a lock.
+- Reads run concurrently on the threadpool (each thread has its own graph connection).
+- Exclusive calls (reindex swaps the graph and the search index underneath everyone) run on
+  the writer thread and also shut reads out with a read/write gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Generic, ParamSpec, TypeVar
+
+import anyio.to_thread
+
+from memoryd.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+ItemT = TypeVar("ItemT")
+
+
+class ReadWriteGate:
+    """Many readers or one exclusive holder; a waiting exclusive holder blocks new readers."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._exclusive or self._readers:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class ServiceRunner:
+    """Runs service calls off the event loop: reads in parallel, writes one by one."""
+
+    def __init__(self) -> None:
+        self.gate = ReadWriteGate()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-writer")
+        self._closed = False
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes queued or running (for /v1/health and for shutdown logs)."""
+        return self._pending
+
+    async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        call = functools.partial(self._shared, functools.partial(fn, *args, **kwargs))
+        return await anyio.to_thread.run_sync(call)
+
+    async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._submit(self._shared, functools.partial(fn, *args, **kwargs))
+
+    async def exclusive(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._submit(self._alone, functools.partial(fn, *args, **kwargs))
+
+    def write_later(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> None:
+        """Queue a write nobody waits for (recall counts); a failure is logged, not raised."""
+        future = self._queue(self._shared, functools.partial(fn, *args, **kwargs))
+        future.add_done_callback(_log_failure)
+
+    def run_write(self, fn: Callable[[], T]) -> T:
+        """A write from a plain thread (daemon start-up): same queue, waits for the result."""
+        return self._queue(self._shared, fn).result()
+
+    def close(self) -> None:
+        """Refuse new writes, then finish every write already queued."""
+        self._closed = True
+        if self._pending:
+            logger.info("finishing %d queued write(s) before shutdown", self._pending)
+        self._writer.shutdown(wait=True)
+
+    # -- plumbing -------------------------------------------------------------------------
+    async def _submit(self, runner: Callable[[Callable[[], T]], T], call: Callable[[], T]) -> T:
+        # A client that goes away does not cancel its write: once queued it is carried out, so
+        # an acknowledged-or-not write never half-happens because of a dropped connection.
+        return await asyncio.shield(asyncio.wrap_future(self._queue(runner, call)))
+
+    def _queue(self, runner: Callable[[Callable[[], T]], T], call: Callable[[], T]) -> Future[T]:
+        if self._closed:
+            raise StorageError(
+                "the daemon is shutting down and takes no more writes",
+                hint="retry once `memoryd serve` runs again",
+            )
+        with self._pending_lock:
+            self._pending += 1
+        try:
+            future = self._writer.submit(runner, call)
+        except RuntimeError as exc:  # the executor shut down between the check and submit
+            with self._pending_lock:
+                self._pending -= 1
+            raise StorageError("the daemon is shutting down and takes no more writes") from exc
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _: object) -> None:
+        with self._pending_lock:
+            self._pending -= 1
+
+    def _shared(self, call: Callable[[], T]) -> T:
+        with self.gate.shared():
+            return call()
+
+    def _alone(self, call: Callable[[], T]) -> T:
+        with self.gate.exclusive():
+            return call()
+
+
+def _log_failure(future: Future[Any]) -> None:
+    exc = future.exception()
+    if exc is not None:
+        logger.error("a background write failed: %s", exc, exc_info=exc)
+
+
+class Batcher(Generic[ItemT]):
+    """Writes nobody waits for, gathered: at most one batch is queued on the writer at a time.
+
+    Under load every recall would otherwise queue its own small write and the writer would
+    fall behind; batched, whatever arrived while one batch ran is written as the next.
+    """
+
+    def __init__(self, runner: ServiceRunner, write: Callable[[list[ItemT]], object]) -> None:
+        self._runner = runner
+        self._write = write
+        self._items: list[ItemT] = []
+        self._queued = False
+        self._lock = threading.Lock()
+
+    def add(self, item: ItemT) -> None:
+        with self._lock:
+            self._items.append(item)
+            if self._queued:
+                return
+            self._queued = True
+        try:
+            self._runner.write_later(self._flush)
+        except StorageError:
+            with self._lock:
+                self._queued = False
+            raise
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._items, self._queued = self._items, [], False
+        if items:
+            self._write(items)

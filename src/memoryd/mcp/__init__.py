@@ -1,0 +1,1 @@
+"""memoryd's MCP server."""

@@ -1,0 +1,410 @@
+"""memoryd's MCP server (official `mcp` SDK 2.x): memoryd's own tools plus the official MCP
+memory server's tool set (same names, same argument names), backed by memoryd's graph.
+
+`create_server(service)` builds a fresh server around a MemoryService or the daemon's client;
+nothing lives at module level. Every MemorydError becomes a tool error that says what to do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from memoryd.errors import MemorydError
+from memoryd.models import EntityType, MemoryDraft, MemoryType, Predicate, RelationRef, entity_id
+
+if TYPE_CHECKING:
+    from memoryd.daemon.client import RemoteService
+    from memoryd.service import MemoryService
+
+T = TypeVar("T")
+READ = ToolAnnotations(read_only_hint=True)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
+DELETE = ToolAnnotations(destructive_hint=True, idempotent_hint=True)
+OBSERVATIONS_PER_ENTITY = 20
+INSTRUCTIONS = (
+    "memoryd is the user's long-term memory across coding sessions. Call `recall` before "
+    "answering questions about past decisions, preferences or project conventions; call "
+    "`remember` when the user states a decision, preference, fact, playbook or warning worth "
+    "keeping. Slugs name memories; cite them."
+)
+
+
+def _error(exc: MemorydError) -> ToolError:
+    hint = f" Next step: {exc.hint}" if exc.hint else ""
+    return ToolError(f"{exc.message}.{hint}")
+
+
+def _entity_type(value: str) -> str:
+    try:
+        return EntityType(value.strip().lower()).value
+    except ValueError:
+        return EntityType.CONCEPT.value
+
+
+def create_server(  # noqa: C901 - one closure per tool
+    service: MemoryService | RemoteService, *, home: Path | None = None
+) -> MCPServer:
+    """An MCP server whose tools call `service` (one call at a time: the stores are shared)."""
+    server = MCPServer("memoryd", instructions=INSTRUCTIONS)
+    lock = threading.Lock()
+    svc = service
+
+    def call(action: Callable[[], T]) -> T:
+        with lock:
+            try:
+                return action()
+            except MemorydError as exc:
+                raise _error(exc) from exc
+
+    # -- memoryd's own tools ------------------------------------------------------------
+    @server.tool(annotations=READ)
+    def recall(
+        query: str, scope: str | None = None, k: int = 10, explain: bool = False
+    ) -> dict[str, Any]:
+        """Recall what the user's memory knows about `query` (any language): past decisions,
+        preferences, facts, playbooks, warnings and session notes, best first. Use it before
+        answering anything that depends on earlier work. `scope` is a project path (or 12-hex
+        scope hash) to stay inside one project; omit it to search everything. Each hit has a
+        `slug` (pass it to `get_memory` for the full text) and `superseded_by` when a newer
+        memory replaced it — prefer the current one. `explain` adds why each hit matched."""
+
+        def run() -> dict[str, Any]:
+            result = svc.recall(query, scope=scope, k=k, track=True)
+            hits = []
+            for hit in result.hits:
+                row: dict[str, Any] = {
+                    "slug": hit.slug,
+                    "type": hit.type.value,
+                    "title": hit.title,
+                    "snippet": hit.snippet,
+                    "created_at": hit.created_at.isoformat(),
+                    "score": hit.score,
+                    "superseded_by": hit.superseded_by,
+                }
+                if explain:
+                    row.update(stages=hit.stages, matched_terms=hit.matched_terms, paths=hit.paths)
+                hits.append(row)
+            out: dict[str, Any] = {"query": query, "hits": hits}
+            if explain:
+                out["entities"] = result.entities
+            return out
+
+        return call(run)
+
+    @server.tool(annotations=WRITE)
+    def remember(
+        type: str,
+        title: str,
+        body: str,
+        tags: list[str] | None = None,
+        triggers: list[str] | None = None,
+        scope: str | None = None,
+        supersedes: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Store a memory for future sessions. `type` is one of decision, preference, fact,
+        playbook, warning (long-term) or session (working notes). `title` is one short line;
+        `body` the details in markdown. `triggers` are words that should bring it back;
+        `scope` the project path it belongs to (default: the server's working directory).
+        `supersedes` lists slugs of memories this one replaces. Returns the new `slug`."""
+        try:
+            kind = MemoryType(type.strip().lower())
+        except ValueError as exc:
+            raise ToolError(
+                f"unknown type {type!r}; use one of {', '.join(t.value for t in MemoryType)}"
+            ) from exc
+
+        def run() -> dict[str, Any]:
+            draft = MemoryDraft(
+                type=kind,
+                title=title,
+                body=body,
+                scope_path=Path(scope) if scope else None,
+                source="mcp",
+                tags=tags or [],
+                triggers=triggers or [],
+                supersedes=supersedes or [],
+            )
+            memory = svc.record(draft)
+            return {
+                "slug": memory.meta.slug,
+                "type": memory.meta.type.value,
+                "scope_hash": memory.meta.scope_hash,
+            }
+
+        return call(run)
+
+    @server.tool(annotations=READ)
+    def get_memory(slug: str) -> dict[str, Any]:
+        """The full memory with this slug (from `recall` or `entity_context`): frontmatter
+        (type, title, tags, triggers, supersedes, dates, decay state) and the markdown body."""
+
+        def run() -> dict[str, Any]:
+            memory = svc.get(slug)
+            meta = memory.meta.model_dump(mode="json", exclude_none=True)
+            return {"slug": slug, "meta": meta, "body": memory.body}
+
+        return call(run)
+
+    @server.tool(annotations=READ)
+    def entity_context(entity: str, limit: int = 20) -> dict[str, Any]:
+        """Everything about one entity (a library, tool, person, project, concept…, by name,
+        alias or id `entity:library:React`): its aliases, relations and neighbours, and the
+        memories about it, current ones first (`superseded` lists the replaced ones)."""
+        return call(lambda: svc.entity_context(entity, limit=limit).model_dump(mode="json"))
+
+    @server.tool(annotations=READ)
+    def supersedes_chain(slug: str) -> dict[str, Any]:
+        """The history of a decision: which memories this one replaced and which replaced it
+        (newer → older pairs, with who decided and why). Use it to explain how a choice changed."""
+        rows = call(lambda: svc.supersedes_chain(slug))
+        return {"slug": slug, "chain": [r.model_dump(mode="json") for r in rows]}
+
+    @server.tool(annotations=READ)
+    def list_promotions(status: str = "pending", limit: int = 50) -> dict[str, Any]:
+        """Session memories proposed for promotion to long-term memory (read-only). Governance
+        is not built yet, so this is usually empty; approve or reject with the CLI later."""
+        base = home or getattr(getattr(svc, "governance", None), "path", None)
+        path = base / "governance.db" if isinstance(base, Path) and base.is_dir() else base
+        note = "governance (promotion decisions) is not built yet; this list is read-only"
+        if not isinstance(path, Path) or not path.is_file():
+            return {"promotions": [], "note": note}
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                conn.row_factory = sqlite3.Row
+                rows = conn.execute(
+                    "SELECT id, source_session_slug, proposed_type, proposed_title, scope_hash,"
+                    " status, created_at FROM promotions WHERE status = ?"
+                    " ORDER BY created_at DESC LIMIT ?",
+                    (status, limit),
+                ).fetchall()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            return {"promotions": [], "note": f"{note}; could not read {path.name}: {exc}"}
+        return {"promotions": [dict(r) for r in rows], "note": note}
+
+    # -- the official MCP memory server's tools -------------------------------------------
+    def graph_of(entity_ids: list[str]) -> dict[str, Any]:
+        if not entity_ids:
+            return {"entities": [], "relations": []}
+        ents = svc.cypher(
+            "MATCH (e:Entity) WHERE e.id IN $ids OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
+            " RETURN e.id, e.name, e.type, collect(m.title) ORDER BY e.name",
+            {"ids": entity_ids},
+            limit=len(entity_ids),
+        ).rows
+        rels = svc.cypher(
+            "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE r.superseded_at IS NULL"
+            " AND (a.id IN $ids OR b.id IN $ids)"
+            " RETURN DISTINCT a.name, b.name, r.predicate ORDER BY a.name, b.name",
+            {"ids": entity_ids},
+            limit=10_000,
+        ).rows
+        return {
+            "entities": [
+                {
+                    "name": name,
+                    "entityType": etype,
+                    "observations": list(dict.fromkeys(obs))[:OBSERVATIONS_PER_ENTITY],
+                }
+                for _, name, etype, obs in ents
+            ],
+            "relations": [{"from": a, "to": b, "relationType": p} for a, b, p in rels],
+        }
+
+    def ids_named(names: list[str]) -> list[str]:
+        rows = svc.cypher(
+            "MATCH (e:Entity) WHERE e.name IN $names RETURN e.id", {"names": names}, limit=10_000
+        ).rows
+        return [r[0] for r in rows]
+
+    @server.tool(annotations=READ)
+    def read_graph(offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        """The knowledge graph, one page of entities at a time (ordered by name) with their
+        observations and the relations touching them. Pass `next_offset` back as `offset`
+        to read on; it is null on the last page. Prefer `search_nodes` to find something."""
+
+        def run() -> dict[str, Any]:
+            take = max(1, min(limit, 1000))
+            rows = svc.cypher(
+                "MATCH (e:Entity) RETURN e.id ORDER BY e.name, e.id SKIP $skip LIMIT $take",
+                {"skip": max(0, offset), "take": take + 1},
+                limit=take + 1,
+            ).rows
+            page = graph_of([r[0] for r in rows[:take]])
+            page["next_offset"] = offset + take if len(rows) > take else None
+            return page
+
+        return call(run)
+
+    @server.tool(annotations=READ)
+    def search_nodes(query: str) -> dict[str, Any]:
+        """Find entities whose name, type or observations contain `query` (case-insensitive),
+        with the relations touching them. For memories themselves, use `recall`."""
+
+        def run() -> dict[str, Any]:
+            q = query.lower()
+            found = svc.cypher(
+                "MATCH (e:Entity) WHERE lower(e.name) CONTAINS $q OR lower(e.type) CONTAINS $q"
+                " RETURN e.id",
+                {"q": q},
+                limit=500,
+            ).rows
+            via = svc.cypher(
+                "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE lower(m.title) CONTAINS $q"
+                " RETURN DISTINCT e.id",
+                {"q": q},
+                limit=500,
+            ).rows
+            return graph_of(list(dict.fromkeys(r[0] for r in [*found, *via])))
+
+        return call(run)
+
+    @server.tool(annotations=READ)
+    def open_nodes(names: list[str]) -> dict[str, Any]:
+        """The entities with exactly these names, their observations and the relations
+        touching them. Unknown names are left out."""
+        return call(lambda: graph_of(ids_named(names)))
+
+    def facts_writer() -> Callable[..., Any]:
+        writer = getattr(svc, "record_graph_facts", None)
+        if writer is None:
+            raise ToolError(
+                "graph writes need the in-process service; the daemon does not serve them yet."
+                " Next step: use `remember`, or run `memoryd mcp --embedded`"
+                " with the daemon stopped"
+            )
+        return writer  # type: ignore[no-any-return]
+
+    def observe(name: str, etype: str, contents: list[str]) -> list[str]:
+        """One `fact` memory per observation batch: reindex rebuilds the entity from it."""
+        writer = facts_writer()
+        eid = entity_id(_entity_type(etype), name)
+        added = []
+        for text in contents:
+            text = text.strip()
+            if not text:
+                continue
+            draft = MemoryDraft(
+                type=MemoryType.FACT,
+                title=text[:500],
+                body=f"{name}: {text}",
+                source="mcp",
+                tags=["mcp-memory", f"entityType:{etype}"],
+                allow_duplicate=True,
+            )
+            writer(draft, entity_ids=[eid])
+            added.append(text)
+        return added
+
+    @server.tool(annotations=WRITE)
+    def create_entities(entities: list[dict[str, Any]]) -> dict[str, Any]:
+        """Create entities `[{name, entityType, observations: [text…]}]` in the knowledge
+        graph; names that already exist are skipped. Each observation is stored as a `fact`
+        memory about the entity. Types outside person, organization, place, library, tool,
+        project, concept are kept as `concept`."""
+
+        def run() -> dict[str, Any]:
+            created = []
+            for ent in entities:
+                name = str(ent.get("name", "")).strip()
+                etype = str(ent.get("entityType", "concept"))
+                if not name or ids_named([name]):
+                    continue
+                obs = [str(o) for o in ent.get("observations", [])] or [f"{name} ({etype})"]
+                observe(name, etype, obs)
+                created.append({"name": name, "entityType": etype, "observations": obs})
+            return {"entities": created}
+
+        return call(run)
+
+    @server.tool(annotations=WRITE)
+    def add_observations(observations: list[dict[str, Any]]) -> dict[str, Any]:
+        """Add observations `[{entityName, contents: [text…]}]` to existing entities; each is
+        stored as a `fact` memory. An unknown entity is an error: create it first."""
+
+        def run() -> dict[str, Any]:
+            results = []
+            for item in observations:
+                name = str(item.get("entityName", ""))
+                rows = svc.cypher(
+                    "MATCH (e:Entity) WHERE e.name = $n RETURN e.type", {"n": name}, limit=1
+                ).rows
+                if not rows:
+                    raise ToolError(f"Entity with name {name} not found")
+                contents = [str(c) for c in item.get("contents", [])]
+                added = observe(name, str(rows[0][0]), contents)
+                results.append({"entityName": name, "addedObservations": added})
+            return {"results": results}
+
+        return call(run)
+
+    @server.tool(annotations=WRITE)
+    def create_relations(relations: list[dict[str, Any]]) -> dict[str, Any]:
+        """Create relations `[{from, to, relationType}]` between entities (active voice, e.g.
+        `uses`, `works_on`, `prefers`). Supported relationType values: memoryd's predicates."""
+
+        def run() -> dict[str, Any]:
+            writer = facts_writer()
+            created = []
+            for rel in relations:
+                src, dst = str(rel.get("from", "")), str(rel.get("to", ""))
+                kind = str(rel.get("relationType", ""))
+                try:
+                    predicate = Predicate(kind)
+                except ValueError as exc:
+                    allowed = ", ".join(p.value for p in Predicate)
+                    raise ToolError(
+                        f"relationType {kind!r} is not supported; use one of {allowed}"
+                    ) from exc
+                ids = {}
+                for name in (src, dst):
+                    found = ids_named([name])
+                    ids[name] = found[0] if found else entity_id(EntityType.CONCEPT, name)
+                ref = RelationRef(predicate=predicate, subject=ids[src], object=ids[dst])
+                draft = MemoryDraft(
+                    type=MemoryType.FACT,
+                    title=f"{src} {kind} {dst}",
+                    body=f"{src} {kind} {dst}",
+                    source="mcp",
+                    tags=["mcp-memory"],
+                    allow_duplicate=True,
+                )
+                writer(draft, entity_ids=[ids[src], ids[dst]], relations=[ref])
+                created.append({"from": src, "to": dst, "relationType": kind})
+            return {"relations": created}
+
+        return call(run)
+
+    def not_yet(what: str) -> ToolError:
+        return ToolError(
+            f"{what} is not supported yet: memoryd keeps history instead of deleting."
+            " Next step: archive the memories that state it (DELETE /v1/memories/SLUG),"
+            " or `remember` a newer memory that supersedes it"
+        )
+
+    @server.tool(annotations=DELETE)
+    def delete_entities(entityNames: list[str]) -> dict[str, Any]:
+        """Delete entities and their relations (not supported yet: returns an error)."""
+        raise not_yet("deleting entities")
+
+    @server.tool(annotations=DELETE)
+    def delete_observations(deletions: list[dict[str, Any]]) -> dict[str, Any]:
+        """Delete observations from entities (not supported yet: returns an error)."""
+        raise not_yet("deleting observations")
+
+    @server.tool(annotations=DELETE)
+    def delete_relations(relations: list[dict[str, Any]]) -> dict[str, Any]:
+        """Delete relations (not supported yet: returns an error)."""
+        raise not_yet("deleting relations")
+
+    return server
