@@ -424,7 +424,7 @@ def demo(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Load the shipped demo vault into a data dir and show a few searches."""
+    """Load the shipped demo vault into a data dir and show a few recalls."""
     from memoryd.demo import run_demo
 
     try:
