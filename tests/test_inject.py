@@ -121,6 +121,8 @@ def test_never_breaks(home: Path) -> None:
 
 
 def test_fixture_shapes() -> None:
+    if not FIXTURES.is_dir():
+        pytest.skip(f"interop fixtures not found at {FIXTURES} (../shared is absent)")
     for agent, source in (("claude_code", "claude-code"), ("codex", "codex")):
         stdin = json.loads((FIXTURES / agent / "SessionStart.stdin.json").read_text())
         want = json.loads((FIXTURES / agent / "SessionStart.stdout.json").read_text())

@@ -75,15 +75,12 @@ async def test_in_memory_tools(svc: MemoryService, project: Path) -> None:
         assert promos["promotions"] == []
         assert promos["note"]
 
-        graph = [
-            json.loads(line)
-            for line in (
-                Path(__file__).resolve().parents[2]
-                / "shared/interop/fixtures/mcp_memory_graph.jsonl"
-            )
-            .read_text()
-            .splitlines()
-        ]
+        fixture = (
+            Path(__file__).resolve().parents[2] / "shared/interop/fixtures/mcp_memory_graph.jsonl"
+        )
+        if not fixture.is_file():
+            pytest.skip(f"{fixture} not found (../shared is absent)")
+        graph = [json.loads(line) for line in fixture.read_text().splitlines()]
         entities = [
             {k: v for k, v in e.items() if k != "type"} for e in graph if e["type"] == "entity"
         ]
