@@ -46,7 +46,14 @@ def _data(result: Any) -> Any:
     return result.structured_content or json.loads(result.content[0].text)
 
 
+MEMORY_GRAPH_FIXTURE = (
+    Path(__file__).resolve().parents[2] / "shared/interop/fixtures/mcp_memory_graph.jsonl"
+)
+
+
 async def test_in_memory_tools(svc: MemoryService, project: Path) -> None:
+    if not MEMORY_GRAPH_FIXTURE.is_file():
+        pytest.skip(f"{MEMORY_GRAPH_FIXTURE} not found (../shared is absent)")
     async with Client(create_server(svc), raise_exceptions=True) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names >= OWN_TOOLS | MEMORY_TOOLS
@@ -75,12 +82,7 @@ async def test_in_memory_tools(svc: MemoryService, project: Path) -> None:
         assert promos["promotions"] == []
         assert promos["note"]
 
-        fixture = (
-            Path(__file__).resolve().parents[2] / "shared/interop/fixtures/mcp_memory_graph.jsonl"
-        )
-        if not fixture.is_file():
-            pytest.skip(f"{fixture} not found (../shared is absent)")
-        graph = [json.loads(line) for line in fixture.read_text().splitlines()]
+        graph = [json.loads(line) for line in MEMORY_GRAPH_FIXTURE.read_text().splitlines()]
         entities = [
             {k: v for k, v in e.items() if k != "type"} for e in graph if e["type"] == "entity"
         ]
