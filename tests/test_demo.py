@@ -136,3 +136,29 @@ def test_demo_command_json_and_refuses_a_used_home(
     assert again.exit_code == 4
     with pytest.raises(Conflict, match="already holds memories"):
         run_demo(home, as_json=True, console=Console(file=io.StringIO()))
+
+
+def test_reindex_of_the_demo_vault_changes_nothing(tmp_path: Path) -> None:
+    """`memoryd reindex` rebuilds from the vault alone: graph, search and recall stay identical."""
+    from memoryd.wiring import open_service
+
+    home = tmp_path / "home"
+    report = run_demo(home, as_json=False, console=Console(file=io.StringIO()))
+    data = load_demo_data()
+    queries = [(q.text, report.projects[q.scope] if q.scope else None) for q in data.queries]
+    queries += [("React", None), ("PostgreSQL", None), ("部署", None)]
+    with open_service(load_settings(home)) as svc:
+        graph = svc.graph.snapshot()
+        assert graph["entities"]
+        assert graph["supersedes"]
+        search = [svc.search(text, scope=scope, k=10) for text, scope in queries]
+        recall = [svc.recall(text, scope=scope, k=10, track=False) for text, scope in queries]
+        report_ = svc.reindex()
+        assert report_.indexed == len(data.memories)
+        assert report_.skipped == []
+        assert svc.graph.snapshot() == graph
+        assert [svc.search(text, scope=scope, k=10) for text, scope in queries] == search
+        assert [
+            svc.recall(text, scope=scope, k=10, track=False) for text, scope in queries
+        ] == recall
+        assert svc.consistency() == (set(), set(), set())

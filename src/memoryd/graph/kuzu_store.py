@@ -454,13 +454,16 @@ class KuzuGraphStore:
 
     @staticmethod
     def _refresh_entity_stats(conn: Any, entity_ids: Sequence[str]) -> None:
-        """mention_count and first/last seen derive from MENTIONS, so reindex reproduces them."""
+        """mention_count, first/last seen and the home scope (the one scope that mentions it, or
+        none when several do) derive from MENTIONS, so reindex reproduces them."""
         if not entity_ids:
             return
         conn.execute(
             "UNWIND $ids AS i MATCH (e:Entity {id: i}) OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
-            " WITH e, count(m) AS n, min(m.created_at) AS f, max(m.created_at) AS l"
-            " SET e.mention_count = n, e.first_seen_at = f, e.last_seen_at = l",
+            " WITH e, count(m) AS n, min(m.created_at) AS f, max(m.created_at) AS l,"
+            " collect(DISTINCT m.scope_hash) AS scopes"
+            " SET e.mention_count = n, e.first_seen_at = f, e.last_seen_at = l,"
+            " e.scope_hash = CASE WHEN size(scopes) = 1 THEN scopes[1] ELSE NULL END",
             {"ids": list(entity_ids)},
         )
 
