@@ -522,7 +522,9 @@ class KuzuGraphStore:
         if not slugs:
             return {}
         rows = self._rows(
-            f"MATCH (m:Memory) WHERE m.slug IN $slugs RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
+            # UNWIND + primary-key match: `WHERE slug IN $list` scans the whole table.
+            f"UNWIND $slugs AS s MATCH (m:Memory {{slug: s}})"
+            f" RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
             {"slugs": list(slugs)},
         )
         names = [c.strip() for c in _MEMORY_COLUMNS.split(",")]
@@ -762,7 +764,7 @@ class KuzuGraphStore:
         if not slugs:
             return {}
         rows = self._rows(
-            "MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory) WHERE o.slug IN $slugs"
+            "UNWIND $slugs AS s MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory {slug: s})"
             " RETURN o.slug, n.slug ORDER BY n.created_at",
             {"slugs": list(slugs)},
         )
