@@ -110,15 +110,16 @@ def test_recall_is_counted_and_saved_to_the_file(svc: MemoryService, project: Pa
     )
     svc.recall("redis cache")
     svc.recall("redis ttl")
+    assert svc.flush_recall_stats() == 1
     row = svc.graph.get_memory(slug)
     assert row is not None
     assert row.recall_count == 2
     assert row.last_recalled_at is not None
-    assert svc.flush_recall_stats() == 1
     assert svc.get(slug).meta.recall_count == 2
     stats = svc.governance.trigger_stats()
     assert [(s.trigger, s.hits) for s in stats] == [("redis", 2)]
     svc.recall("redis", track=False)
+    assert svc.flush_recall_stats() == 0
     assert svc.graph.get_memory(slug).recall_count == 2  # type: ignore[union-attr]
 
 

@@ -467,19 +467,26 @@ class MemoryService:
             for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
                 pool.at(slug).add("vector", score)
         fused = pool.fuse(stages)
-        seeds = sorted(fused, key=lambda s: (-fused[s], s))[: recall_rules.CONTEXT_SEEDS]
-        if seeds:
-            # In an episode (session memories), what was said just before and after a strong
-            # hit often completes it; long-term memories stand on their own.
-            around = self.graph.around(
-                seeds, window=recall_rules.CONTEXT_WINDOW, type=MemoryType.SESSION
+        # In an episode (session memories), what was said just before and after a strong text
+        # hit often completes it; long-term memories stand on their own.
+        text_hits = {hit.slug: hit for hit in bm25}
+        seeds = [s for s in sorted(fused, key=lambda s: (-fused[s], s)) if s in text_hits]
+        for seed in seeds[: recall_rules.CONTEXT_SEEDS]:
+            hit = text_hits[seed]
+            if hit.type is not MemoryType.SESSION:
+                continue
+            near = self.index.near_in_time(
+                scope_hash=hit.scope_hash,
+                type=MemoryType.SESSION,
+                at=hit.created_at,
+                window=recall_rules.CONTEXT_WINDOW,
+                exclude=seed,
             )
-            for seed, near in around.items():
-                for slug in near:
-                    pool.at(slug).add("context", fused[seed], f"next to {seed}")
-            if pool.has_stage("context"):
-                stages.append("context")
-                fused = pool.fuse(stages)
+            for slug in near:
+                pool.at(slug).add("context", fused[seed], f"next to {seed}")
+        if pool.has_stage("context"):
+            stages.append("context")
+            fused = pool.fuse(stages)
         for slug, score in fused.items():
             pool[slug].score = score
         superseded = self.graph.superseded_by(list(pool))
@@ -678,17 +685,17 @@ class MemoryService:
     def _track_recalls(
         self, hits: Sequence[RecallHit], rows: dict[str, MemoryRow], query: str
     ) -> None:
-        """Count the recall; a decayed memory that is recalled comes back to alive."""
+        """Count the recall in the graph at once (the files follow in `flush_recall_stats`);
+        a decayed memory that is recalled comes back to alive."""
         now = utcnow()
         updates = []
         revived = []
         for hit in hits:
             row = rows[hit.slug]
-            state = DecayState.ALIVE if row.decay_state is not DecayState.ALIVE else row.decay_state
-            if state is not row.decay_state:
+            if row.decay_state is not DecayState.ALIVE:
                 revived.append(hit.slug)
-            updates.append((hit.slug, row.recall_count + 1, now, state.value))
-            self._recall_dirty[hit.slug] = (row.recall_count + 1, now, state)
+            updates.append((hit.slug, row.recall_count + 1, now, DecayState.ALIVE.value))
+            self._recall_dirty[hit.slug] = (row.recall_count + 1, now, DecayState.ALIVE)
         self.graph.record_recalls(updates)
         lowered = query.lower()
         for hit in hits:
@@ -696,7 +703,7 @@ class MemoryService:
             if fired:
                 self.governance.record_trigger_hits(fired, hit.scope_hash, now.date())
         if revived:
-            self._reindex_search([s for s in revived])
+            self._reindex_search(revived)
 
     def _reindex_search(self, slugs: Sequence[str]) -> None:
         """Refresh the search index entries of memories whose decay state changed."""

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -418,6 +418,46 @@ class SearchIndex:
                 self._hit(slug, score, document, parsed)
                 for score, slug, document in ranked[offset : offset + limit]
             ]
+
+    def near_in_time(
+        self,
+        *,
+        scope_hash: str,
+        type: MemoryType,
+        at: datetime,
+        window: timedelta,
+        exclude: str,
+        per_side: int = 1,
+    ) -> list[str]:
+        """The memories of this scope and type written just before and after `at`: a range
+        query on the fast `created_at` field, so it stays cheap however large the scope."""
+        self._require_open()
+        Query, Occur = tantivy.Query, tantivy.Occur
+        at = to_utc(at)
+        clauses = [
+            (Occur.Must, self._term("scope_hash", scope_hash)),
+            (Occur.Must, self._term("type", _memory_type(type))),
+            (
+                Occur.Must,
+                Query.range_query(
+                    self._schema, "created_at", tantivy.FieldType.Date, at - window, at + window
+                ),
+            ),
+            *((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN),
+        ]
+        with self._errors("searching by time"):
+            searcher = self._index.searcher()
+            hits = searcher.search(Query.boolean_query(clauses), limit=200).hits
+            found = []
+            for _, address in hits:
+                document = searcher.doc(address)
+                slug = _stored(document, "slug")
+                if slug != exclude:
+                    found.append((to_utc(_stored(document, "created_at")), slug))
+        found.sort()
+        before = [slug for when, slug in found if when <= at][-per_side:]
+        after = [slug for when, slug in found if when > at][:per_side]
+        return before + after
 
     def _build_query(
         self,
