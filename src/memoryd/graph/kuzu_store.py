@@ -10,6 +10,7 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import logging
@@ -248,6 +249,7 @@ class KuzuGraphStore:
             if self._writer is not None:
                 self._writer.close()
             self._db.close()
+        release_free_memory()
 
     def schema_version(self) -> int:
         found = self._rows("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
@@ -943,6 +945,16 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return json.loads(json.dumps(value, default=str))
+
+
+def release_free_memory() -> None:
+    """Hand the engine's freed heap back to the OS (glibc keeps it otherwise), so a process
+    that closes one database and opens another (reindex) does not hold both at its peak."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            logger.debug("malloc_trim is not available")
 
 
 def remove_database(directory: Path) -> None:
