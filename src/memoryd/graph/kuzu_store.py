@@ -4,7 +4,8 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
 - a second write transaction on another connection segfaults, so every write goes through
   ONE connection under ONE lock;
 - the buffer pool defaults to 80% of RAM, so it is capped;
-- a stale `.wal` beside a new database file segfaults on open, so rebuilds remove it;
+- a stale `.wal` beside a new database file segfaults on open, so rebuilds build a whole new
+  directory and swap it in;
 - hub entities make deep traversals explode, so traversals cap their fan-out.
 """
 
@@ -18,7 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -728,39 +729,6 @@ class KuzuGraphStore:
             out.extend((eid, other, pred, float(conf or 0.0)) for other, pred, conf in rows)
         return out
 
-    def around(
-        self,
-        slugs: Sequence[str],
-        *,
-        window: timedelta,
-        per_side: int = 1,
-        type: MemoryType | None = None,
-    ) -> dict[str, list[str]]:
-        """For each memory, its nearest neighbours in time within its scope: what was being
-        said just before and after it (a session's surrounding turns). With `type`, only
-        memories of that type, as seeds and as neighbours."""
-        rows = self.memory_rows(slugs)
-        out: dict[str, list[str]] = {}
-        for slug, row in rows.items():
-            if type is not None and row.type is not type:
-                continue
-            near = self._rows(
-                "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.created_at >= $lo"
-                " AND m.created_at <= $hi AND m.slug <> $slug AND m.type = $type"
-                " RETURN m.slug, m.created_at ORDER BY m.created_at, m.slug",
-                {
-                    "scope": row.scope_hash,
-                    "lo": row.created_at - window,
-                    "hi": row.created_at + window,
-                    "slug": slug,
-                    "type": (type or row.type).value,
-                },
-            )
-            before = [s for s, at in near if at <= row.created_at][-per_side:]
-            after = [s for s, at in near if at > row.created_at][:per_side]
-            out[slug] = before + after
-        return out
-
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
         """For each of these slugs that a newer memory supersedes: older → newer."""
         if not slugs:
@@ -955,9 +923,3 @@ def release_free_memory() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except OSError:
             logger.debug("malloc_trim is not available")
-
-
-def remove_database(directory: Path) -> None:
-    """Delete a database file and its WAL: a stale WAL beside a new file crashes the engine."""
-    for suffix in ("", ".wal", ".shadow", ".tmp"):
-        (directory / f"{DB_FILE}{suffix}").unlink(missing_ok=True)

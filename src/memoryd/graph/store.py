@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -187,15 +187,6 @@ class GraphStore(Protocol):
     def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]: ...
 
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
-
-    def around(
-        self,
-        slugs: Sequence[str],
-        *,
-        window: timedelta,
-        per_side: int = 1,
-        type: MemoryType | None = None,
-    ) -> dict[str, list[str]]: ...
 
     def supersedes_chain(self, slug: str) -> list[SupersedeRow]: ...
 
