@@ -343,13 +343,18 @@ def test_recall_entities_relations_and_supersedes(
     assert rest["hits"][0]["superseded_by"] == newer
     untracked = client.get("/v1/recall", params={"q": "react ui", "track": False})
     assert untracked.status_code == 200
-    while client.get("/v1/health").json()["pending_writes"]:  # counts are written later
+    counted = {"query": "MATCH (m:Memory) RETURN m.slug, m.recall_count ORDER BY m.slug"}
+    deadline = time.monotonic() + 10
+    while True:  # counts are written later, on the writer
+        counts = dict(client.post("/v1/graph/cypher", json=counted).json()["rows"])
+        if counts == {newer: 1, older: 1} or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert counts == {newer: 1, older: 1}  # the untracked recall did not count
+    while client.get("/v1/health").json()["pending_writes"]:
         time.sleep(0.01)
-    counts = client.post(
-        "/v1/graph/cypher",
-        json={"query": "MATCH (m:Memory) RETURN m.slug, m.recall_count ORDER BY m.slug"},
-    ).json()["rows"]
-    assert dict(counts) == {newer: 1, older: 1}  # counted on the writer, untracked not at all
+    again = dict(client.post("/v1/graph/cypher", json=counted).json()["rows"])
+    assert again == {newer: 1, older: 1}
 
     chain = client.get(f"/v1/memories/{newer}/supersedes").json()["items"]
     assert [(r["newer"], r["older"]) for r in chain] == [(newer, older)]
@@ -396,3 +401,32 @@ def test_recall_entities_relations_and_supersedes(
 
 def test_inbox_drain_route(client: TestClient) -> None:
     assert client.post("/v1/inbox/drain").json() == {"indexed": 0}
+
+
+def test_graph_facts_route(client: TestClient, project: Path) -> None:
+    body = {
+        "memory": {
+            "type": "fact",
+            "title": "Ada",
+            "body": "Ada: works on memoryd",
+            "scope": str(project),
+        },
+        "entity_ids": ["entity:person:Ada"],
+        "relations": [
+            {
+                "subject": "entity:person:Ada",
+                "predicate": "works_on",
+                "object": "entity:project:memoryd",
+            }
+        ],
+    }
+    created = client.post("/v1/graph/facts", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["meta"]["observations"] == ["entity:person:Ada"]
+    assert client.get("/v1/entities/entity:person:Ada").json()["mention_count"] == 1
+    relations = client.get("/v1/relations", params={"entity": "entity:person:Ada"}).json()
+    assert [(r["subject_id"], r["predicate"]) for r in relations["items"]] == [
+        ("entity:person:Ada", "works_on")
+    ]
+    relative = {**body, "memory": {**body["memory"], "scope": "here"}}
+    assert_error(client.post("/v1/graph/facts", json=relative), 422, "invalid_input")

@@ -27,6 +27,7 @@ from memoryd.api.schemas import (
     CypherQuery,
     EntityAlias,
     EntityMerge,
+    GraphFacts,
     Health,
     InboxDrained,
     KeywordsPatch,
@@ -219,15 +220,35 @@ _SLUG_LINKS = {
 async def create_memory(
     api: Api, body: MemoryCreate, response: Response, actor: Actor = "api"
 ) -> Memory:
+    memory = await api.write(actor, api.service.record, _draft(body))
+    response.headers["Location"] = f"/v1/memories/{memory.slug}"
+    return memory
+
+
+@router.post("/graph/facts", status_code=201, tags=["graph"])
+async def record_graph_facts(
+    api: Api, body: GraphFacts, response: Response, actor: Actor = "api"
+) -> Memory:
+    """Record a memory that states entities and relations (what the MCP graph tools write)."""
+    draft = _draft(body.memory)
+    memory = await api.write(
+        actor,
+        api.service.record_graph_facts,
+        draft,
+        entity_ids=body.entity_ids,
+        relations=body.relations,
+    )
+    response.headers["Location"] = f"/v1/memories/{memory.slug}"
+    return memory
+
+
+def _draft(body: MemoryCreate) -> MemoryDraft:
     if not Path(body.scope).is_absolute():
         raise InvalidInput(
             f"scope {body.scope!r} is not an absolute path",
             hint="pass the absolute path of the project directory",
         )
-    draft = MemoryDraft(**body.model_dump(exclude={"scope"}), scope_path=Path(body.scope))
-    memory = await api.write(actor, api.service.record, draft)
-    response.headers["Location"] = f"/v1/memories/{memory.slug}"
-    return memory
+    return MemoryDraft(**body.model_dump(exclude={"scope"}), scope_path=Path(body.scope))
 
 
 @router.get("/memories", tags=["memories"])

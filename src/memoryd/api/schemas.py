@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.models import MemoryType, RecallHit
+from memoryd.models import MemoryType, RecallHit, RelationRef
 
 T = TypeVar("T")
 
@@ -117,3 +117,14 @@ class EntityAlias(BaseModel):
 
 class InboxDrained(BaseModel):
     indexed: int = Field(description="captures indexed (already indexed ones are only removed)")
+
+
+class GraphFacts(BaseModel):
+    """A memory that states graph facts: the entities it is about and the relations it
+    asserts, kept in its frontmatter so `reindex` rebuilds them (the MCP graph tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory: MemoryCreate
+    entity_ids: list[str] = Field(default_factory=list, max_length=200)
+    relations: list[RelationRef] = Field(default_factory=list, max_length=200)

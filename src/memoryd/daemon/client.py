@@ -45,6 +45,7 @@ from memoryd.models import (
     RecallHit,
     RecallResult,
     ReindexReport,
+    RelationRef,
     SearchHit,
 )
 from memoryd.scope import resolve_scope
@@ -187,10 +188,30 @@ class RemoteService:
 
     # -- the MemoryService surface the CLI uses -------------------------------------------
     def record(self, draft: MemoryDraft) -> Memory:
+        return self._model(Memory, "POST", "/v1/memories", json=self._memory_body(draft))
+
+    def record_graph_facts(
+        self,
+        draft: MemoryDraft,
+        *,
+        entity_ids: Sequence[str],
+        relations: Sequence[RelationRef] = (),
+    ) -> Memory:
+        body = {
+            "memory": self._memory_body(draft),
+            "entity_ids": list(entity_ids),
+            "relations": [r.model_dump(mode="json") for r in relations],
+        }
+        return self._model(Memory, "POST", "/v1/graph/facts", json=body)
+
+    @staticmethod
+    def _memory_body(draft: MemoryDraft) -> dict[str, Any]:
+        """The draft as the API takes it; its scope resolved here, where the path means
+        something (and fails with the same error as in embedded mode)."""
         info = resolve_scope(draft.scope_path, with_remote=False)
         body = draft.model_dump(mode="json", exclude={"scope_path"})
         body["scope"] = info.path
-        return self._model(Memory, "POST", "/v1/memories", json=body)
+        return body
 
     def get(self, slug: str) -> Memory:
         return self._model(Memory, "GET", f"/v1/memories/{quote(slug, safe='')}")

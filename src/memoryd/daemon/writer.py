@@ -157,12 +157,21 @@ class Batcher(Generic[ItemT]):
     """Writes nobody waits for, gathered: at most one batch is queued on the writer at a time.
 
     Under load every recall would otherwise queue its own small write and the writer would
-    fall behind; batched, whatever arrived while one batch ran is written as the next.
+    fall behind; batched, whatever arrived while one batch ran is written as the next. A
+    batch holds at most `max_batch` items and the rest is queued again behind it, so writes
+    somebody waits for (a `record`) never sit behind one long batch.
     """
 
-    def __init__(self, runner: ServiceRunner, write: Callable[[list[ItemT]], object]) -> None:
+    def __init__(
+        self,
+        runner: ServiceRunner,
+        write: Callable[[list[ItemT]], object],
+        *,
+        max_batch: int = 16,
+    ) -> None:
         self._runner = runner
         self._write = write
+        self._max_batch = max_batch
         self._items: list[ItemT] = []
         self._queued = False
         self._lock = threading.Lock()
@@ -182,6 +191,14 @@ class Batcher(Generic[ItemT]):
 
     def _flush(self) -> None:
         with self._lock:
-            items, self._items, self._queued = self._items, [], False
+            items = self._items[: self._max_batch]
+            self._items = self._items[self._max_batch :]
+            again = self._queued = bool(self._items)
+        if again:
+            try:
+                self._runner.write_later(self._flush)  # behind whatever was queued meanwhile
+            except StorageError:  # shutting down: there is no later, so write it all now
+                with self._lock:
+                    items, self._items, self._queued = items + self._items, [], False
         if items:
             self._write(items)
