@@ -280,8 +280,6 @@ class MemoryService:
                 except MemorydError as exc:
                     logger.warning("LLM extraction failed for %s: %s", memory.slug, exc)
             apply_extraction(memory, found, self._merged_into())
-        if any(m.meta.observations for m in memories):
-            self._matcher = None
 
     def _refuse_duplicates(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
         wanted: dict[str, set[str]] = {}
@@ -352,6 +350,9 @@ class MemoryService:
             for path in paths:
                 self.vault.remove(path)
             raise
+        if any(m.meta.observations or m.meta.relations for m in batch):
+            # New entities are in the graph now: the next recall links queries to them.
+            self._matcher = None
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
@@ -419,7 +420,8 @@ class MemoryService:
     # -- recall ---------------------------------------------------------------------------
     def _entity_matcher(self) -> recall_rules.EntityMatcher:
         """Built from the graph's entities once, rebuilt after writes that touch entities."""
-        if self._matcher is None:
+        matcher = self._matcher
+        if matcher is None:
             from memoryd.extraction.linking import normalise_name
             from memoryd.extraction.pipeline import load_lexicon
 
@@ -430,8 +432,9 @@ class MemoryService:
                 known = ids.get(entity_id(entry.type, entry.name))
                 if known is not None and entry.aliases:
                     known.aliases = [*known.aliases, *entry.aliases]
-            self._matcher = recall_rules.EntityMatcher(catalogue, normalise_name)
-        return self._matcher
+            matcher = recall_rules.EntityMatcher(catalogue, normalise_name)
+            self._matcher = matcher
+        return matcher
 
     def recall(
         self,
@@ -656,8 +659,9 @@ class MemoryService:
 
     def _merged_into(self) -> dict[str, str]:
         """dropped entity id → the id it was merged into (following chains)."""
-        if self._merges is None:
-            merges: dict[str, str] = {}
+        merges = self._merges
+        if merges is None:
+            merges = {}
             for rec in self.audit.read(event_type="entity_merge"):
                 drop = json.loads(rec.details).get("drop")
                 if drop and rec.target_id:
@@ -668,7 +672,7 @@ class MemoryService:
                     seen.add(merges[drop])
                     merges[drop] = merges[merges[drop]]
             self._merges = merges
-        return self._merges
+        return merges
 
     def _replay_entity_events(self, graph: GraphStore) -> None:
         """Merges and aliases live in the audit log; a rebuilt graph gets them back."""
@@ -727,8 +731,10 @@ class MemoryService:
         close, and by the daemon periodically) so `reindex` keeps the counts.
         """
         pending, self._recall_dirty = self._recall_dirty, {}
+        rows = self.graph.memory_rows(list(pending)) if pending else {}
         for slug, (count, at, state) in pending.items():
-            path = self.vault.find(slug)
+            row = rows.get(slug)
+            path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
             if path is None:
                 continue
             try:
