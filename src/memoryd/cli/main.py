@@ -539,3 +539,6 @@ knowledge.register(app)
 from memoryd.cli import agents  # noqa: E402
 
 agents.register(app)
+from memoryd.cli import interop  # noqa: E402
+
+interop.register(app)

@@ -18,7 +18,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from memoryd.errors import MemorydError
-from memoryd.models import EntityType, MemoryDraft, MemoryType, Predicate, RelationRef, entity_id
+from memoryd.interop import mcp_memory
+from memoryd.models import EntityType, MemoryDraft, MemoryType, Predicate, entity_id
 
 if TYPE_CHECKING:
     from memoryd.daemon.client import RemoteService
@@ -40,13 +41,6 @@ INSTRUCTIONS = (
 def _error(exc: MemorydError) -> ToolError:
     hint = f" Next step: {exc.hint}" if exc.hint else ""
     return ToolError(f"{exc.message}.{hint}")
-
-
-def _entity_type(value: str) -> str:
-    try:
-        return EntityType(value.strip().lower()).value
-    except ValueError:
-        return EntityType.CONCEPT.value
 
 
 def create_server(  # noqa: C901 - one closure per tool
@@ -194,38 +188,10 @@ def create_server(  # noqa: C901 - one closure per tool
 
     # -- the official MCP memory server's tools -------------------------------------------
     def graph_of(entity_ids: list[str]) -> dict[str, Any]:
-        if not entity_ids:
-            return {"entities": [], "relations": []}
-        ents = svc.cypher(
-            "MATCH (e:Entity) WHERE e.id IN $ids OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
-            " RETURN e.id, e.name, e.type, collect(m.title) ORDER BY e.name",
-            {"ids": entity_ids},
-            limit=len(entity_ids),
-        ).rows
-        rels = svc.cypher(
-            "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE r.superseded_at IS NULL"
-            " AND (a.id IN $ids OR b.id IN $ids)"
-            " RETURN DISTINCT a.name, b.name, r.predicate ORDER BY a.name, b.name",
-            {"ids": entity_ids},
-            limit=10_000,
-        ).rows
-        return {
-            "entities": [
-                {
-                    "name": name,
-                    "entityType": etype,
-                    "observations": list(dict.fromkeys(obs))[:OBSERVATIONS_PER_ENTITY],
-                }
-                for _, name, etype, obs in ents
-            ],
-            "relations": [{"from": a, "to": b, "relationType": p} for a, b, p in rels],
-        }
+        return mcp_memory.graph_of(svc, entity_ids, max_observations=OBSERVATIONS_PER_ENTITY)
 
     def ids_named(names: list[str]) -> list[str]:
-        rows = svc.cypher(
-            "MATCH (e:Entity) WHERE e.name IN $names RETURN e.id", {"names": names}, limit=10_000
-        ).rows
-        return [r[0] for r in rows]
+        return mcp_memory.ids_named(svc, names)
 
     @server.tool(annotations=READ)
     def read_graph(offset: int = 0, limit: int = 100) -> dict[str, Any]:
@@ -286,25 +252,8 @@ def create_server(  # noqa: C901 - one closure per tool
         return writer  # type: ignore[no-any-return]
 
     def observe(name: str, etype: str, contents: list[str]) -> list[str]:
-        """One `fact` memory per observation batch: reindex rebuilds the entity from it."""
-        writer = facts_writer()
-        eid = entity_id(_entity_type(etype), name)
-        added = []
-        for text in contents:
-            text = text.strip()
-            if not text:
-                continue
-            draft = MemoryDraft(
-                type=MemoryType.FACT,
-                title=text[:500],
-                body=f"{name}: {text}",
-                source="mcp",
-                tags=["mcp-memory", f"entityType:{etype}"],
-                allow_duplicate=True,
-            )
-            writer(draft, entity_ids=[eid])
-            added.append(text)
-        return added
+        """One `fact` memory per observation: reindex rebuilds the entity from it."""
+        return mcp_memory.observe(facts_writer(), name, etype, contents)
 
     @server.tool(annotations=WRITE)
     def create_entities(entities: list[dict[str, Any]]) -> dict[str, Any]:
@@ -320,8 +269,9 @@ def create_server(  # noqa: C901 - one closure per tool
                 etype = str(ent.get("entityType", "concept"))
                 if not name or ids_named([name]):
                     continue
-                obs = [str(o) for o in ent.get("observations", [])] or [f"{name} ({etype})"]
-                observe(name, etype, obs)
+                obs = [str(o) for o in ent.get("observations", [])]
+                if not observe(name, etype, obs):
+                    mcp_memory.declare_entity(facts_writer(), name, etype)
                 created.append({"name": name, "entityType": etype, "observations": obs})
             return {"entities": created}
 
@@ -370,16 +320,7 @@ def create_server(  # noqa: C901 - one closure per tool
                 for name in (src, dst):
                     found = ids_named([name])
                     ids[name] = found[0] if found else entity_id(EntityType.CONCEPT, name)
-                ref = RelationRef(predicate=predicate, subject=ids[src], object=ids[dst])
-                draft = MemoryDraft(
-                    type=MemoryType.FACT,
-                    title=f"{src} {kind} {dst}",
-                    body=f"{src} {kind} {dst}",
-                    source="mcp",
-                    tags=["mcp-memory"],
-                    allow_duplicate=True,
-                )
-                writer(draft, entity_ids=[ids[src], ids[dst]], relations=[ref])
+                mcp_memory.relate(writer, (src, ids[src]), (dst, ids[dst]), predicate.value)
                 created.append({"from": src, "to": dst, "relationType": kind})
             return {"relations": created}
 

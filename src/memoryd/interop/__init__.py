@@ -1,0 +1,1 @@
+"""Readers and writers for other memory tools' formats."""
