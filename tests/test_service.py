@@ -199,3 +199,15 @@ def test_full_disk_during_record_leaves_nothing_half_written(
             assert service.consistency() == (set(), set(), set())
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_unreadable_search_index_is_refilled_from_the_vault(
+    settings: Settings, project: Path, home: Path
+) -> None:
+    with open_service(settings) as service:
+        kept = service.record(draft(project, "Kept", "the index is only derived data"))
+    meta = home / "search" / "index_meta.json"
+    meta.write_text('{"schema_version": 999}', encoding="utf-8")
+    with open_service(settings) as service:
+        assert [h.slug for h in service.search("derived")] == [kept.slug]
+        assert service.consistency() == (set(), set(), set())

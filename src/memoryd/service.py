@@ -712,11 +712,17 @@ class MemoryService:
     def _reindex_search(self, slugs: Sequence[str]) -> None:
         """Refresh the search index entries of memories whose decay state changed."""
         docs = []
+        rows = self.graph.memory_rows(slugs)
         for slug in slugs:
-            path = self.vault.find(slug)
+            row = rows.get(slug)
+            path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
             if path is None:
                 continue
-            memory = self.vault.read(path)
+            try:
+                memory = self.vault.read(path)
+            except MemorydError as exc:  # recall must not fail on one hand-broken file
+                logger.warning("search entry of %s not refreshed: %s", slug, exc)
+                continue
             if slug in self._recall_dirty:
                 count, at, state = self._recall_dirty[slug]
                 memory.meta.recall_count, memory.meta.last_recalled_at = count, at
@@ -784,6 +790,19 @@ class MemoryService:
                 warn(f"note: {path} holds slug {slug} (file name differs)")
             seen[slug] = path
             yield memory
+
+    def refill_search_index(self) -> int:
+        """Index every vault memory into an empty search index, streamed in batches."""
+        batch: list[Memory] = []
+        count = 0
+        for memory in self.iter_vault(lambda message: logger.warning("%s", message)):
+            batch.append(memory)
+            if len(batch) >= BULK_BATCH:
+                self.index.upsert([search_doc(m) for m in batch])
+                count, batch = count + len(batch), []
+        if batch:
+            self.index.upsert([search_doc(m) for m in batch])
+        return count + len(batch)
 
     def load_vault(self, warn: Callable[[str], None]) -> list[Memory]:
         return list(self.iter_vault(warn))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from memoryd.audit import AuditLog
 from memoryd.config import Settings
-from memoryd.errors import MemorydError, StorageError
+from memoryd.errors import StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import KuzuGraphStore
@@ -19,7 +19,7 @@ from memoryd.graph.store import GraphStore
 from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
 from memoryd.search.index import SearchIndex
-from memoryd.service import GraphFactory, MemoryService, iter_batches, search_doc
+from memoryd.service import GraphFactory, MemoryService
 from memoryd.vault import Vault
 
 logger = logging.getLogger(__name__)
@@ -59,24 +59,16 @@ def graph_factory(settings: Settings) -> GraphFactory:
     return open_graph
 
 
-def open_search_index(home: Path, vault: Vault) -> SearchIndex:
-    """Open the search index; an unreadable or outdated one is derived data, so rebuild it."""
+def open_search_index(home: Path) -> tuple[SearchIndex, bool]:
+    """Open the search index. An unreadable or outdated one is derived data: it is replaced
+    by an empty one, and the second value says it must be refilled from the vault."""
     directory = home / SEARCH_DIR
     try:
-        return SearchIndex.open(directory)
+        return SearchIndex.open(directory), False
     except StorageError as exc:
         logger.warning("rebuilding the search index at %s: %s", directory, exc)
     shutil.rmtree(directory, ignore_errors=True)
-    index = SearchIndex.open(directory)
-    memories = []
-    for path in vault.iter_files():
-        try:
-            memories.append(vault.read(path))
-        except MemorydError as exc:
-            logger.warning("search index rebuild skipped %s", exc)
-    for batch in iter_batches(memories, 2000):
-        index.upsert([search_doc(m) for m in batch])
-    return index
+    return SearchIndex.open(directory), True
 
 
 @functools.cache
@@ -107,12 +99,12 @@ def open_service(settings: Settings, *, actor: str = "cli") -> MemoryService:
         factory = graph_factory(settings)
         graph = factory(home / GRAPH_DIR)
         undo.callback(graph.close)
-        index = open_search_index(home, vault)
+        index, refill = open_search_index(home)
         undo.callback(index.close)
         audit = AuditLog(home / AUDIT_DIR)
         governance = GovernanceStore.open(home / GOVERNANCE_DB)
         undo.pop_all()
-    return MemoryService(
+    service = MemoryService(
         extractor=shared_extractor(settings.extraction.spacy_model)
         if settings.extraction.enabled
         else None,
@@ -127,3 +119,6 @@ def open_service(settings: Settings, *, actor: str = "cli") -> MemoryService:
         actor=actor,
         on_close=lock.release,
     )
+    if refill:
+        service.refill_search_index()
+    return service
