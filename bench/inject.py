@@ -1,6 +1,7 @@
 """Wall time of the `memoryd inject` process (start to exit), daemon running if it starts.
 
 usage: python bench/inject.py [N]   (uses a temp data dir with a few hundred memories)
+Prints a table and writes bench/results/inject.json. Target: p95 <= 300 ms with the daemon.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def main() -> None:
             "prompt": "which tool do we use for task3?",
         },
     ]
+    rows = []
     try:
         for payload in payloads:
             times = []
@@ -68,14 +70,28 @@ def main() -> None:
                 times.append((time.perf_counter() - start) * 1000)
             times.sort()
             p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
-            mode = "daemon" if daemon else "embedded"
-            print(
-                f"{payload['hook_event_name']} ({mode}): p50 {times[len(times) // 2]:.0f} ms,"
-                f" p95 {p95:.0f} ms over {runs} runs"
+            rows.append(
+                {
+                    "event": payload["hook_event_name"],
+                    "mode": "daemon" if daemon else "embedded",
+                    "runs": runs,
+                    "p50_ms": round(times[len(times) // 2], 1),
+                    "p95_ms": round(p95, 1),
+                }
             )
     finally:
         if daemon:
             subprocess.run([*exe, "stop", "--home", str(home)], capture_output=True, timeout=60)
+    print(f"{'event':<18} {'mode':<9} {'runs':>5} {'p50 ms':>8} {'p95 ms':>8}")
+    for row in rows:
+        print(
+            f"{row['event']:<18} {row['mode']:<9} {row['runs']:>5}"
+            f" {row['p50_ms']:>8.0f} {row['p95_ms']:>8.0f}"
+        )
+    out = Path(__file__).parent / "results" / "inject.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"target_p95_ms": 300, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

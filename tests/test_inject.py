@@ -14,6 +14,7 @@ import pytest
 from memoryd.capture.inject import HookCall, cut_at_sentence, main, parse_payload, reply
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
+from tests.daemon_harness import running, uds_client
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "interop" / "fixtures" / "hooks"
 
@@ -155,3 +156,40 @@ def test_subprocess_fast_path(home: Path, project: Path, seeded: dict[str, str])
     )
     assert proc.returncode == 0
     assert seeded["pref"] in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_daemon_fast_path(home: Path, project: Path, seeded: dict[str, str]) -> None:
+    """With a daemon, the hook asks it in one request over the socket, loads neither httpx
+    nor pydantic, and answers exactly what the in-process recall answers."""
+    start = {"hook_event_name": "SessionStart", "cwd": str(project)}
+    prompt = {"hook_event_name": "UserPromptSubmit", "cwd": str(project), "prompt": "React?"}
+    embedded = [_run(home, "claude-code", payload) for payload in (start, prompt)]
+    probe = (
+        "import io, json, sys\n"
+        "from memoryd.capture.inject import main\n"
+        "out = io.StringIO()\n"
+        "main(sys.argv[1:], stdin=io.BytesIO(sys.stdin.buffer.read()), stdout=out)\n"
+        "heavy = sorted(m for m in ('httpx', 'pydantic', 'memoryd.config') if m in sys.modules)\n"
+        "print(json.dumps({'out': out.getvalue(), 'heavy': heavy}))\n"
+    )
+    with running(home) as daemon:
+        for payload, want in zip((start, prompt), embedded, strict=True):
+            proc = subprocess.run(
+                [sys.executable, "-c", probe, "--source=claude-code", "--home", str(home)],
+                input=json.dumps(payload),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 0, proc.stderr
+            answer = json.loads(proc.stdout)
+            assert answer["heavy"] == []
+            assert answer["out"] == want
+        context = json.loads(embedded[1])["hookSpecificOutput"]["additionalContext"]
+        assert seeded["new"] in context
+        assert seeded["old"] not in context
+        with uds_client(home) as client:
+            bad = client.post("/v1/recall/context", json={"scope": "not-a-hash"})
+            assert bad.status_code == 422
+            assert "error" in bad.json()
+        assert daemon.log_text().count("Traceback") == 0

@@ -24,6 +24,9 @@ from memoryd.api.schemas import (
     AUDIT_MAX_PAGE,
     MAX_PAGE,
     SCOPE_HASH,
+    ContextItem,
+    ContextReply,
+    ContextRequest,
     CypherQuery,
     EntityAlias,
     EntityMerge,
@@ -360,6 +363,21 @@ async def recall(
         offset=offset,
         next_offset=offset + limit if more else None,
     )
+
+
+@router.post("/recall/context", tags=["recall"])
+async def recall_context(api: Api, body: ContextRequest) -> ContextReply:
+    """The memories an agent hook injects (`memoryd inject`), in one round trip: the
+    prompt's recall without superseded memories and session notes last, or at session start
+    the scope's long-term memories, warnings and decisions first."""
+    from memoryd.capture.inject import choose
+
+    items, result = await api.runner.read(
+        choose, api.service, body.prompt, body.scope, body.k, track=False
+    )
+    if result is not None and result.hits:
+        api.recalls.add(result)
+    return ContextReply(items=[ContextItem(**vars(item)) for item in items])
 
 
 # -- entities and the graph ---------------------------------------------------------------

@@ -102,6 +102,29 @@ class RecallPage(BaseModel):
     next_offset: int | None = None
 
 
+class ContextRequest(BaseModel):
+    """What an agent hook asks for (`memoryd inject`): memories for a prompt, or, with no
+    prompt, the scope's long-term memories at session start."""
+
+    prompt: str | None = Field(default=None, max_length=20_000)
+    scope: str | None = Field(default=None, pattern=r"^[0-9a-f]{12}$", description="scope hash")
+    k: int = Field(default=8, ge=1, le=50)
+
+
+class ContextItem(BaseModel):
+    slug: str
+    type: str
+    title: str
+    body: str
+    created_at: str
+
+
+class ContextReply(BaseModel):
+    """Best first: long-term, current (not superseded) memories before session notes."""
+
+    items: list[ContextItem]
+
+
 class EntityMerge(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -14,10 +14,12 @@ before the full CLI is imported (see `capture.fastpath`).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import os
 import re
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memoryd.daemon.client import RemoteService
+    from memoryd.models import RecallResult
     from memoryd.service import MemoryService
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,9 @@ BUDGET_ENV = "MEMORYD_INJECT_BUDGET_TOKENS"
 SOURCES = ("claude-code", "codex", "cursor", "gemini", "windsurf", "copilot", "manual")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s|\n")
 _LONG_TERM_STATES = ["alive", "dim"]
+CONTEXT_ROUTE = "/v1/recall/context"
+DAEMON_TIMEOUT_S = 5.0
+"""A hook that waits longer than this has already cost the agent more than it gives."""
 
 
 @dataclass
@@ -69,6 +75,9 @@ class Item:
     title: str
     body: str
     created_at: str
+
+
+ITEM_FIELDS = ("slug", "type", "title", "body", "created_at")
 
 
 def parse_args(argv: Sequence[str]) -> Args:
@@ -222,17 +231,24 @@ def _items(rows: list[list[Any]]) -> dict[str, tuple[Item, bool, str]]:
 
 
 def choose(
-    svc: MemoryService | RemoteService, call: HookCall, scope: str | None, k: int
-) -> tuple[list[Item], str | None]:
-    """The memories to inject, best first, and the scope hash they were recalled in."""
-    from memoryd.daemon.client import scope_hash_of
+    svc: MemoryService | RemoteService,
+    prompt: str | None,
+    scope_hash: str | None,
+    k: int,
+    *,
+    track: bool = True,
+) -> tuple[list[Item], RecallResult | None]:
+    """The memories to inject, best first, and the recall that found them (None at session
+    start, which lists the scope's long-term memories instead of recalling).
 
-    scope_hash = scope_hash_of(scope) if scope else None
-    if call.prompt:
-        result = svc.recall(call.prompt, scope=scope_hash, k=k, track=True)
+    With `track=False` the caller counts the recall itself (the daemon queues it on its
+    writer instead of writing from a reader thread).
+    """
+    if prompt:
+        result = svc.recall(prompt, scope=scope_hash, k=k, track=track)
         slugs = [hit.slug for hit in result.hits]
         if not slugs:
-            return [], scope_hash
+            return [], result
         rows = svc.cypher(
             f"MATCH (m:Memory) WHERE m.slug IN $slugs {_ROWS}", {"slugs": slugs}, limit=len(slugs)
         ).rows
@@ -246,7 +262,7 @@ def choose(
                 continue
             ranked.append((hit.type.value == "session", rank, item))
         ranked.sort(key=lambda r: (r[0], r[1]))
-        return [item for _, _, item in ranked], scope_hash
+        return [item for _, _, item in ranked], result
     if scope_hash is None:
         return [], None
     rows = svc.cypher(
@@ -259,7 +275,62 @@ def choose(
     order = ["warning", "decision", "preference", "playbook", "fact"]
     items = [item for item, superseded, _ in _items(rows).values() if not superseded]
     items.sort(key=lambda i: order.index(i.type) if i.type in order else len(order))
-    return items[:SESSION_START_LIMIT], scope_hash
+    return items[:SESSION_START_LIMIT], None
+
+
+# -- talking to the daemon with the standard library only -----------------------------------
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over the daemon's Unix socket: httpx and pydantic cost more to import than a
+    SessionStart hook may take, so the hook speaks plain HTTP/1.1 itself."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = str(path)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class NoDaemon(Exception):
+    """Nothing listens on the data dir's socket: recall in-process instead."""
+
+
+def items_from_daemon(
+    home: Path, prompt: str | None, scope_hash: str | None, k: int, timeout_s: float
+) -> list[Item]:
+    """`POST /v1/recall/context` on the daemon's socket; NoDaemon when none listens."""
+    from memoryd.daemon.files import SOCKET_NAME
+
+    conn = _UnixConnection(home / SOCKET_NAME, timeout_s)
+    body = json.dumps({"prompt": prompt, "scope": scope_hash, "k": k}).encode()
+    try:
+        try:
+            conn.connect()
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+            raise NoDaemon(str(exc)) from exc
+        conn.request(
+            "POST",
+            CONTEXT_ROUTE,
+            body=body,
+            headers={"Content-Type": "application/json", "X-Memoryd-Actor": "inject"},
+        )
+        response = conn.getresponse()
+        data = json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+    if response.status != 200:
+        error = data.get("error", {}) if isinstance(data, dict) else {}
+        raise RuntimeError(f"the daemon answered {response.status}: {error.get('message', data)}")
+    return [
+        Item(**{name: str(row.get(name) or "") for name in ITEM_FIELDS}) for row in data["items"]
+    ]
 
 
 # -- the hook ---------------------------------------------------------------------------------
@@ -293,14 +364,26 @@ def inject_logging(home: Path) -> Iterator[None]:
 
 
 def context_for(args: Args, call: HookCall) -> str:
-    """Open the daemon's client (or the stores in-process) and build the context text."""
+    """Ask the daemon for the memories (the fast path), else recall in-process."""
+    from memoryd.capture.limits import load_capture_config
+    from memoryd.capture.memfile import scope_of
+
+    home = load_capture_config(args.home).home
+    scope_hash = scope_of(call.cwd).scope_hash if call.cwd else None
+    try:
+        items = items_from_daemon(home, call.prompt, scope_hash, args.k, DAEMON_TIMEOUT_S)
+    except NoDaemon:
+        items = _items_in_process(home, call.prompt, scope_hash, args.k)
+    return render(items, scope_hash, args.budget_tokens)
+
+
+def _items_in_process(home: Path, prompt: str | None, scope_hash: str | None, k: int) -> list[Item]:
     from memoryd.config import load_settings
     from memoryd.daemon.client import open_service_or_client
 
-    settings = load_settings(args.home)
-    with open_service_or_client(settings) as svc:
-        items, scope_hash = choose(svc, call, call.cwd, args.k)
-    return render(items, scope_hash, args.budget_tokens)
+    with open_service_or_client(load_settings(home)) as svc:
+        items, _ = choose(svc, prompt, scope_hash, k)
+    return items
 
 
 def _read_stdin(stream: IO[Any] | None) -> str:
@@ -313,11 +396,9 @@ def _read_stdin(stream: IO[Any] | None) -> str:
 
 
 def _home(args: Args) -> Path:
-    if args.home is not None:
-        return args.home
-    from memoryd.config import default_home
+    from memoryd.capture.limits import load_capture_config
 
-    return default_home()
+    return load_capture_config(args.home).home
 
 
 def main(
