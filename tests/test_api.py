@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from memoryd.api.app import create_app
 from memoryd.api.errors import STATUS, status_of
-from memoryd.api.security import MAX_BODY_BYTES, LocalOnly, host_allowed
+from memoryd.api.security import MAX_BODY_BYTES, LocalOnly, host_allowed, page_paths
 from memoryd.config import Settings
 from memoryd.daemon.writer import ReadWriteGate, ServiceRunner
 from memoryd.errors import (
@@ -430,3 +430,50 @@ def test_graph_facts_route(client: TestClient, project: Path) -> None:
     ]
     relative = {**body, "memory": {**body["memory"], "scope": "here"}}
     assert_error(client.post("/v1/graph/facts", json=relative), 422, "invalid_input")
+
+
+def test_graph_page_needs_no_token_but_a_local_host(
+    service: MemoryService, settings: Settings
+) -> None:
+    runner = ServiceRunner()
+    app = create_app(service, runner, settings=settings)
+    try:
+        with TestClient(LocalOnly(app, token="s3cret"), base_url="http://127.0.0.1:7423") as http:
+            page = http.get("/")
+            assert page.status_code == 200
+            assert page.headers["content-type"].startswith("text/html")
+            assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+            assert '<script src="/static/app.js"' in page.text
+            assert http.head("/").status_code == 200
+            for path in ("/static/app.js", "/static/app.css", "/static/vendor/cytoscape.min.js"):
+                assert http.get(path).status_code == 200, path
+            # only the page's own files are exempt: data, docs, anything else still need it
+            for path in (
+                "/v1/health",
+                "/v1/entities",
+                "/openapi.json",
+                "/docs",
+                "/index.html",
+                "/static/",
+                "/static/vendor/",
+                "/static/nope.js",
+            ):
+                assert_error(http.get(path), 401, "unauthorized")
+            assert_error(http.post("/", content=b"{}"), 401, "unauthorized")
+            assert_error(http.delete("/static/app.js"), 401, "unauthorized")
+            good = {"Authorization": "Bearer s3cret"}
+            assert http.get("/v1/entities", headers=good).status_code == 200
+            # the DNS-rebinding guard still covers the page
+            assert_error(http.get("/", headers={"Host": "evil.example:7423"}), 403, "policy_denied")
+            rebound = http.get("/static/app.js", headers={"Host": "evil.example"})
+            assert_error(rebound, 403, "policy_denied")
+        with TestClient(LocalOnly(app), base_url="http://localhost") as http:
+            assert http.get("/").status_code == 200  # the Unix socket serves it too
+            assert http.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+    finally:
+        runner.close()
+    paths = page_paths()
+    assert {"/", "/static/index.html", "/static/app.js", "/static/app.css"} <= paths
+    assert "/static/vendor/cytoscape.min.js" in paths
+    assert all(p == "/" or p.startswith("/static/") for p in paths)
+    assert page_paths(Path("/nonexistent")) == frozenset({"/"})

@@ -6,10 +6,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
 from memoryd.api import errors
 from memoryd.api.routes import Backend, router
+from memoryd.api.security import STATIC_DIR
 from memoryd.config import Settings
 from memoryd.daemon.writer import ServiceRunner
 from memoryd.service import MemoryService
@@ -19,7 +22,19 @@ The memoryd daemon's API. On the Unix socket `<home>/memoryd.sock` no token is n
 `127.0.0.1:<port>` send `Authorization: Bearer <token>` (`memoryd token` prints it). Every
 error has the shape `{"error": {"code", "message", "hint"}}`; lists are paginated with
 `limit`/`offset` and give the `next_offset` to ask for (null on the last page).
+
+`/` is a page to browse the graph (`memoryd ui` opens it with the token in its URL fragment).
 """
+# The page runs only its own scripts and talks only to this origin; nobody may frame it.
+# Inline styles are allowed because cytoscape sets its container's style attribute.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self';"
+    " style-src 'self' 'unsafe-inline';"
+    " img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none';"
+    " frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 def create_app(
@@ -49,4 +64,16 @@ def create_app(
     app.state.settings = settings
     errors.install(app)
     app.include_router(router)
+    install_page(app)
     return app
+
+
+def install_page(app: FastAPI) -> None:
+    """The graph page: `/` is index.html, its script, style and vendored libraries are under
+    `/static`. Static files only; every piece of data comes from `/v1` with the token."""
+
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -4,6 +4,11 @@ A web page the user visits can make their browser send requests to 127.0.0.1 und
 host name (DNS rebinding), so every request must name localhost in its Host header. The Unix
 socket is guarded by its file mode (0600), so it needs no token; TCP is reachable by every
 local user, so it does.
+
+The graph page's files (`/` and the files under `static/`) are the one exception to the token:
+a browser cannot add a header to a page it navigates to, and those files hold no data. The
+page reads the token from its URL fragment and sends it with every API call. The Host check
+still applies to them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -21,6 +27,8 @@ logger = logging.getLogger(__name__)
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 # A memory body is at most 1,000,000 characters; JSON escaping can make that ~6 MB.
 MAX_BODY_BYTES = 16 * 1024 * 1024
+STATIC_DIR = Path(__file__).with_name("static")
+PAGE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def host_allowed(host: str | None) -> bool:
@@ -38,12 +46,33 @@ def host_allowed(host: str | None) -> bool:
     return name in LOCAL_HOSTS
 
 
-class LocalOnly:
-    """ASGI middleware: refuse foreign Host headers, and requests without the token if set."""
+def page_paths(static_dir: Path = STATIC_DIR) -> frozenset[str]:
+    """The exact URL paths of the graph page: `/` and each file under `static_dir`.
 
-    def __init__(self, app: ASGIApp, *, token: str | None = None) -> None:
+    Listed file by file, not by prefix, so nothing added to the app later under `/static`
+    or next to it slips past the token by accident.
+    """
+    files = (p for p in static_dir.rglob("*") if p.is_file()) if static_dir.is_dir() else ()
+    return frozenset({"/", *(f"/static/{p.relative_to(static_dir).as_posix()}" for p in files)})
+
+
+class LocalOnly:
+    """ASGI middleware: refuse foreign Host headers, and requests without the token if set
+    (except GETs of the graph page's files, which carry no data)."""
+
+    def __init__(
+        self, app: ASGIApp, *, token: str | None = None, public: frozenset[str] | None = None
+    ) -> None:
         self.app = app
         self._token = f"Bearer {token}".encode() if token else None
+        self._public = page_paths() if public is None else public
+
+    def _is_page(self, scope: Scope) -> bool:
+        return (
+            scope["type"] == "http"
+            and scope.get("method") in PAGE_METHODS
+            and scope.get("path") in self._public
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -68,7 +97,7 @@ class LocalOnly:
                 "use http://127.0.0.1:<port> or http://localhost:<port>",
             )
             return
-        if self._token is not None:
+        if self._token is not None and not self._is_page(scope):
             given = headers.get(b"authorization", b"")
             if not hmac.compare_digest(given, self._token):
                 await _refuse(

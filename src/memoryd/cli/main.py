@@ -528,6 +528,49 @@ def token(home: HomeOpt = None) -> None:
     typer.echo(value)
 
 
+@app.command()
+def ui(
+    home: HomeOpt = None,
+    print_only: Annotated[
+        bool, typer.Option("--print-only", help="Print the URL; do not open a browser.")
+    ] = False,
+) -> None:
+    """Open the graph page of the running daemon; the URL carries the token in its fragment
+    (`#token=…`), which the browser keeps to itself."""
+    import webbrowser
+    from urllib.parse import quote
+
+    from memoryd.daemon import server
+    from memoryd.daemon.files import DaemonFiles
+
+    try:
+        settings = load_settings(home)
+        health = server.status(settings.home)
+        if health is None:
+            raise NotFound(
+                f"no memoryd daemon serves {settings.home}",
+                hint="start one with `memoryd serve --detach`",
+            )
+        if not health.get("tcp_port"):
+            raise ConfigError(
+                f"the daemon (pid {health['pid']}) serves only its Unix socket (--no-tcp),"
+                " which a browser cannot reach",
+                hint="restart it with TCP: `memoryd stop`, then `memoryd serve --detach`",
+            )
+        token = DaemonFiles(settings.home).read_token()
+        if token is None:
+            raise StorageError(
+                f"the daemon serves TCP but {DaemonFiles(settings.home).token} is missing",
+                hint="restart the daemon (`memoryd stop`, `memoryd serve --detach`)",
+            )
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    url = f"http://127.0.0.1:{health['tcp_port']}/#token={quote(token, safe='')}"
+    typer.echo(url)
+    if not print_only and not webbrowser.open(url):
+        err.print("no browser could be started here: open the URL above yourself", markup=False)
+
+
 def main() -> None:
     app()
 
@@ -542,3 +585,6 @@ agents.register(app)
 from memoryd.cli import interop  # noqa: E402
 
 interop.register(app)
+from memoryd.cli import setup as setup_cli  # noqa: E402
+
+setup_cli.register(app)

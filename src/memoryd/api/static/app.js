@@ -1,0 +1,447 @@
+/* The memoryd graph page: search an entity, draw its neighbourhood, read its memories.
+ *
+ * No framework and no build step: cytoscape (vendored, see vendor/README.md) draws the graph,
+ * everything else is DOM calls. Data is only ever put into the page with textContent, never
+ * parsed as HTML: memory bodies are user text.
+ *
+ * Auth: on TCP the daemon wants `Authorization: Bearer <token>`. `memoryd ui` opens
+ * `/#token=…`; the fragment never reaches the server, and the token moves into sessionStorage
+ * (this tab only) and out of the address bar and history at once.
+ *
+ * Deep links: `#entity=ID`, `#memory=SLUG` (also `?entity=` / `?memory=`).
+ * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
+ * entity drawn last.
+ */
+(function () {
+  "use strict";
+
+  const TOKEN_KEY = "memoryd.token";
+  const SEARCH_DELAY_MS = 250;
+  const FIT_MAX_ZOOM = 1.3;
+  const TYPE_COLOURS = {
+    person: "#d97706",
+    library: "#2f6fde",
+    tool: "#0d9488",
+    project: "#7c3aed",
+    concept: "#db2777",
+    organization: "#475467",
+    place: "#65a30d",
+  };
+
+  const $ = (id) => document.getElementById(id);
+  let cy = null;
+  let centred = null; // the entity id drawn now
+  const latest = { search: 0, centre: 0, memory: 0 }; // drop answers that arrive out of order
+
+  class ApiError extends Error {
+    constructor(status, code, message, hint) {
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.hint = hint || "";
+    }
+  }
+
+  // -- the API ----------------------------------------------------------------------------
+  async function api(path) {
+    const headers = { Accept: "application/json" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.Authorization = "Bearer " + token;
+    let response;
+    try {
+      response = await fetch(path, { headers, cache: "no-store" });
+    } catch (exc) {
+      throw new ApiError(
+        0,
+        "unreachable",
+        "The memoryd daemon did not answer (" + exc.message + ").",
+        "Is it running? `memoryd status` tells; `memoryd serve --detach` starts it.",
+      );
+    }
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (response.ok) return body;
+    const error = body && body.error;
+    if (error && typeof error.message === "string") {
+      let hint = error.hint || "";
+      if (response.status === 401) {
+        hint += (hint ? " " : "") + "Open this page with `memoryd ui`: it puts the token in the URL.";
+      }
+      throw new ApiError(response.status, error.code, error.message, hint);
+    }
+    throw new ApiError(response.status, "http_error", "HTTP " + response.status + " for " + path, "");
+  }
+
+  const entityPath = (id, suffix) => "/v1/entities/" + encodeURIComponent(id) + suffix;
+
+  // -- errors and status ------------------------------------------------------------------
+  function showError(exc) {
+    const known = exc instanceof ApiError;
+    $("error-message").textContent = known ? exc.message : "The page failed: " + String(exc);
+    $("error-hint").textContent = known ? exc.hint : "";
+    $("error").dataset.code = known ? exc.code : "page_error";
+    $("error").hidden = false;
+    setStatus("");
+  }
+
+  function clearError() {
+    $("error").hidden = true;
+    delete $("error").dataset.code;
+  }
+
+  function setStatus(text) {
+    $("status").textContent = text;
+  }
+
+  // -- the URL fragment -------------------------------------------------------------------
+  function fragment() {
+    return new URLSearchParams(location.hash.slice(1));
+  }
+
+  /** Move a #token=… into sessionStorage and out of the address bar and the history. */
+  function takeToken() {
+    const params = fragment();
+    const token = params.get("token");
+    if (token === null) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    params.delete("token");
+    writeFragment(params);
+  }
+
+  function writeFragment(params) {
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+  }
+
+  function remember(key, value) {
+    const params = fragment();
+    if (value === null) params.delete(key);
+    else params.set(key, value);
+    writeFragment(params);
+  }
+
+  // -- search -----------------------------------------------------------------------------
+  async function search(text) {
+    const q = text.trim();
+    const seq = ++latest.search;
+    if (!q) return;
+    clearError();
+    const page = await api("/v1/entities?" + new URLSearchParams({ q, limit: "25" }));
+    if (seq !== latest.search) return;
+    const list = $("results");
+    list.replaceChildren();
+    if (!page.items.length) {
+      list.append(item("no entity matches " + JSON.stringify(q), "empty"));
+      return;
+    }
+    for (const entity of page.items) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "result";
+      button.dataset.id = entity.id;
+      button.append(entity.name, kind(entity.type));
+      button.addEventListener("click", () => centre(entity.id).catch(showError));
+      const li = document.createElement("li");
+      li.append(button);
+      list.append(li);
+    }
+  }
+
+  function item(text, className) {
+    const li = document.createElement("li");
+    li.textContent = text;
+    if (className) li.className = className;
+    return li;
+  }
+
+  function kind(text) {
+    const span = document.createElement("span");
+    span.className = "kind";
+    span.textContent = text;
+    return span;
+  }
+
+  // -- the graph --------------------------------------------------------------------------
+  async function centre(id) {
+    const seq = ++latest.centre;
+    clearError();
+    setStatus("loading " + id + " …");
+    const [context, hood] = await Promise.all([
+      api(entityPath(id, "/context") + "?limit=100"),
+      api(entityPath(id, "/neighbors") + "?depth=2"),
+    ]);
+    if (seq !== latest.centre) return;
+    centred = context.entity.id;
+    draw(context.entity, hood.rows);
+    listMemories(context);
+    remember("entity", centred);
+    setStatus("centred on " + context.entity.name);
+  }
+
+  /** `entity:library:React` → ["library", "React"]; names may contain colons. */
+  function splitId(id) {
+    const parts = id.split(":");
+    if (parts.length >= 3 && parts[0] === "entity") return [parts[1], parts.slice(2).join(":")];
+    return ["", id];
+  }
+
+  function draw(entity, rows) {
+    const nodes = new Map([[entity.id, { id: entity.id, label: entity.name, type: entity.type }]]);
+    const edges = [];
+    for (const [from, predicate, to] of rows) {
+      for (const id of [from, to]) {
+        if (!nodes.has(id)) {
+          const [type, name] = splitId(id);
+          nodes.set(id, { id, label: name, type });
+        }
+      }
+      edges.push({ id: "e" + edges.length, source: from, target: to, label: predicate });
+    }
+    const graph = ensureGraph();
+    graph.batch(() => {
+      graph.elements().remove();
+      graph.add([
+        ...[...nodes.values()].map((data) => ({
+          group: "nodes",
+          data,
+          classes: data.id === entity.id ? "centre" : "",
+        })),
+        ...edges.map((data) => ({ group: "edges", data })),
+      ]);
+    });
+    // Force-directed: neighbourhoods are often chains, which rings would draw as a line.
+    graph
+      .layout({
+        name: "cose",
+        animate: false,
+        fit: false,
+        nodeRepulsion: () => 30000,
+        idealEdgeLength: () => 110,
+        nodeOverlap: 40,
+      })
+      .run();
+    fitView();
+    $("graph").dataset.centre = entity.id;
+  }
+
+  function ensureGraph() {
+    if (cy) return cy;
+    const typeStyles = Object.entries(TYPE_COLOURS).map(([type, colour]) => ({
+      selector: `node[type = "${type}"]`,
+      style: { "background-color": colour },
+    }));
+    cy = cytoscape({
+      container: $("graph"),
+      minZoom: 0.2,
+      maxZoom: 3,
+      style: [
+        {
+          selector: "node",
+          style: {
+            label: "data(label)",
+            "background-color": "#8792a2",
+            width: 22,
+            height: 22,
+            "font-size": 12,
+            "text-valign": "bottom",
+            "text-margin-y": 4,
+            color: "#1d2330",
+            "text-background-color": "#f7f8fa",
+            "text-background-opacity": 0.85,
+          },
+        },
+        ...typeStyles,
+        {
+          selector: "node.centre",
+          style: { width: 36, height: 36, "border-width": 3, "border-color": "#1d2330", "font-weight": "bold" },
+        },
+        {
+          selector: "edge",
+          style: {
+            label: "data(label)",
+            width: 1.5,
+            "line-color": "#b4bccb",
+            "target-arrow-color": "#b4bccb",
+            "target-arrow-shape": "triangle",
+            "curve-style": "bezier",
+            "font-size": 10,
+            color: "#667085",
+            "text-rotation": "autorotate",
+            "text-background-color": "#f7f8fa",
+            "text-background-opacity": 0.85,
+          },
+        },
+      ],
+    });
+    // The panel and the error bar change the graph's size; cytoscape only watches the window.
+    new ResizeObserver(() => {
+      cy.resize();
+      fitView();
+    }).observe($("graph"));
+    cy.on("tap", "node", (event) => {
+      const id = event.target.id();
+      if (id !== centred) centre(id).catch(showError);
+    });
+    window.memorydGraph = cy;
+    return cy;
+  }
+
+  /** Everything in view, but a small neighbourhood is not blown up to fill the screen. */
+  function fitView() {
+    cy.fit(undefined, 40);
+    if (cy.zoom() > FIT_MAX_ZOOM) {
+      cy.zoom(FIT_MAX_ZOOM);
+      cy.center();
+    }
+  }
+
+  // -- memories ---------------------------------------------------------------------------
+  function listMemories(context) {
+    const entity = context.entity;
+    $("entity-title").textContent = entity.name;
+    const aliases = entity.aliases.length ? " · also " + entity.aliases.join(", ") : "";
+    $("entity-meta").textContent =
+      entity.type + " · " + entity.mention_count + " mention" + (entity.mention_count === 1 ? "" : "s") + aliases;
+    const list = $("memories");
+    list.replaceChildren();
+    if (!context.memories.length) {
+      list.append(item("no memory mentions it", "empty"));
+      return;
+    }
+    const superseded = new Set(context.superseded);
+    for (const memory of context.memories) {
+      const link = document.createElement("a");
+      link.className = "memory-link" + (superseded.has(memory.slug) ? " superseded" : "");
+      link.href = "#" + new URLSearchParams({ entity: entity.id, memory: memory.slug });
+      link.dataset.slug = memory.slug;
+      const title = document.createElement("span");
+      title.className = "title";
+      title.textContent = memory.title;
+      const slug = document.createElement("span");
+      slug.className = "slug";
+      slug.textContent = memory.slug;
+      link.append(title, kind(memory.type), slug);
+      if (superseded.has(memory.slug)) link.title = "superseded by a newer memory";
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        openMemory(memory.slug).catch(showError);
+      });
+      const li = document.createElement("li");
+      li.append(link);
+      list.append(li);
+    }
+  }
+
+  async function openMemory(slug) {
+    const seq = ++latest.memory;
+    clearError();
+    const memory = await api("/v1/memories/" + encodeURIComponent(slug));
+    if (seq !== latest.memory) return;
+    const meta = memory.meta;
+    $("memory-title").textContent = meta.title;
+    const rows = [
+      ["type", meta.type],
+      ["slug", meta.slug],
+      ["created", meta.created_at],
+      ["updated", meta.updated_at],
+      ["source", meta.source],
+      ["scope", meta.scope_hash],
+      ["state", meta.decay_state],
+      ["tags", meta.tags.join(", ")],
+      ["triggers", meta.triggers.join(", ")],
+      ["category", meta.category],
+      ["recalled", meta.recall_count ? meta.recall_count + "×" : ""],
+      ["supersedes", meta.supersedes],
+      ["entities", meta.observations],
+      ["relations", meta.relations.length ? String(meta.relations.length) : ""],
+      ["sensitive", memory.sensitive ? "yes" : ""],
+    ];
+    const list = $("memory-meta");
+    list.replaceChildren();
+    for (const [name, value] of rows) {
+      if (value === null || value === undefined || value === "" || (Array.isArray(value) && !value.length)) {
+        continue;
+      }
+      const dt = document.createElement("dt");
+      dt.textContent = name;
+      const dd = document.createElement("dd");
+      if (name === "entities") dd.append(...links(value, (id) => centre(id), (id) => splitId(id)[1]));
+      else if (name === "supersedes") dd.append(...links(value, (s) => openMemory(s), (s) => s));
+      else dd.textContent = String(value);
+      list.append(dt, dd);
+    }
+    $("memory-body").textContent = memory.body;
+    $("memory").hidden = false;
+    $("memory").dataset.slug = meta.slug;
+    remember("memory", meta.slug);
+  }
+
+  /** Buttons separated by commas, each running `go` (errors shown). */
+  function links(values, go, label) {
+    const out = [];
+    values.forEach((value, i) => {
+      if (i) out.push(", ");
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = label(value);
+      button.title = value;
+      button.addEventListener("click", () => go(value).catch(showError));
+      out.push(button);
+    });
+    return out;
+  }
+
+  function closeMemory() {
+    latest.memory++;
+    $("memory").hidden = true;
+    delete $("memory").dataset.slug;
+    remember("memory", null);
+  }
+
+  // -- start ------------------------------------------------------------------------------
+  /** Follow a deep link: `#entity=…&memory=…`, or the same as query parameters. */
+  function follow() {
+    const params = fragment();
+    const query = new URLSearchParams(location.search);
+    const entity = params.get("entity") || query.get("entity");
+    const memory = params.get("memory") || query.get("memory");
+    if (entity && entity !== centred) centre(entity).catch(showError);
+    if (memory && memory !== $("memory").dataset.slug) openMemory(memory).catch(showError);
+  }
+
+  function start() {
+    takeToken();
+    let timer = null;
+    $("search-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      clearTimeout(timer);
+      search($("search").value).catch(showError);
+    });
+    $("search").addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => search($("search").value).catch(showError), SEARCH_DELAY_MS);
+    });
+    $("error-close").addEventListener("click", clearError);
+    $("memory-close").addEventListener("click", closeMemory);
+    window.addEventListener("hashchange", () => {
+      takeToken();
+      follow();
+    });
+    if (typeof cytoscape !== "function") {
+      showError(new Error("cytoscape did not load (/static/vendor/cytoscape.min.js)"));
+      return;
+    }
+    api("/v1/health")
+      .then((health) => {
+        if (!centred) setStatus("memoryd " + health.version);
+      })
+      .catch(showError);
+    follow();
+  }
+
+  start();
+})();
