@@ -307,3 +307,12 @@ def test_no_secret_reaches_the_data_dir(
     vault_text = "".join(p.read_text() for p in session_files(home))
     assert vault_text.count("[REDACTED:") > 20
     assert FIXTURES.is_dir()
+
+
+def test_a_secret_holding_a_secret_word_by_chance_is_still_hidden() -> None:
+    """Random values once passed for variable names because "pwd" occurred inside them."""
+    text = "secret=hdcjvspwdgrkyiaxvd\npasswd: Pa55-OMMB27rnxPWD\ntoken=access_token\n"
+    out = redact(text)
+    assert "hdcjvspwdgrkyiaxvd" not in out
+    assert "Pa55-OMMB27rnxPWD" not in out
+    assert "token=access_token" in out

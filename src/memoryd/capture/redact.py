@@ -154,6 +154,9 @@ _COUNT_NAME = re.compile(r"(?i)tokens\b|tokens_|token_?(?:count|usage|limit|budg
 _SECRET_KEY = re.compile(r"[A-Za-z0-9_.-]*" + _SECRET_NAME + r"[A-Za-z0-9_.-]*", re.IGNORECASE)
 _TOKEN = re.compile(r"(?<![A-Za-z0-9+=_-])[A-Za-z0-9+=_-]{20,}(?![A-Za-z0-9+=_-])")
 _HEX_ONLY = re.compile(r"[0-9a-fA-F-]+=*")
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_.]*")
+_IDENTIFIER_PARTS = re.compile(r"[_.\-\s]+|(?<=[a-z0-9])(?=[A-Z])")
+_NAMED_PART = re.compile(r"_" + _SECRET_NAME + r"_", re.IGNORECASE)
 
 
 def shannon_entropy(text: str) -> float:
@@ -223,8 +226,14 @@ def _secret_value(key: str, value: str) -> bool:
     lowered_key = key.lower()
     if value.isdigit() and not re.search(r"pass|pwd|secret|pin", lowered_key):
         return False
-    # `password=user_password`, `token=access_token`: a variable, not its value.
-    return not re.search(_SECRET_NAME, value, re.IGNORECASE) or looks_random(value)
+    # `password=user_password`, `token=accessToken`: a variable, not its value. Only a plain
+    # identifier (letters, `_` and `.`) whose words include the name counts: `hdcjvspwdgrk`
+    # and `Pa55-OMMB27rnxPWD` hold "pwd" by chance, and a leaked secret costs more than a
+    # hidden variable name.
+    if not _PLAIN_IDENTIFIER.fullmatch(value):
+        return True
+    words = "_" + "_".join(w.lower() for w in _IDENTIFIER_PARTS.split(value)) + "_"
+    return not _NAMED_PART.search(words) or looks_random(value)
 
 
 class _Redactor:
