@@ -14,7 +14,7 @@ import pytest
 
 from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
 from memoryd.graph.kuzu_store import SCHEMA_VERSION, KuzuGraphStore
-from memoryd.graph.store import write_clause
+from memoryd.graph.store import oversized_range, write_clause
 from memoryd.models import DecayState, Frontmatter, Memory, MemoryType
 
 from .conftest import ENGINE
@@ -238,3 +238,39 @@ def test_read_only_open_refuses_writes(tmp_path: Path) -> None:
 
 def test_locked_error_type_is_storage_error() -> None:
     assert issubclass(GraphLocked, StorageError)
+
+
+def test_oversized_range_detection() -> None:
+    assert oversized_range("UNWIND range(1, 100) AS x RETURN x") is None
+    assert oversized_range("UNWIND range(1, 100000000) AS x RETURN x") == 100_000_000
+    assert oversized_range("RETURN size(RANGE(0, 100000 * 100000, 10))") == 1_000_000_001
+    assert oversized_range("UNWIND range($a, $b) AS x RETURN x", {"a": 1, "b": 10**9}) == 10**9
+    assert oversized_range("UNWIND range(1, $b) AS x RETURN x", {"b": "9"}) is None
+    assert oversized_range("MATCH (e:Entity) RETURN range(0, size(e.aliases))") is None
+    assert oversized_range("RETURN 'range(1, 100000000)'") is None
+    assert oversized_range("RETURN range(10000000, 1, -1)") == 10_000_000
+    assert oversized_range("RETURN list_range(-5000000, 5000000)") == 10_000_001
+
+
+def test_cypher_refuses_a_memory_bomb(graph: KuzuGraphStore) -> None:
+    with pytest.raises(PolicyDenied, match="range"):
+        graph.cypher("UNWIND range(1, 100000000) AS x RETURN count(x)")
+    assert graph.cypher("UNWIND range(1, 1000) AS x RETURN count(x)").rows == [[1000]]
+
+
+def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:
+    labelled = {
+        "predicate": "mentions",
+        "subject": "entity:tool:uv",
+        "object": "entity:tool:pip",
+        "label": "inspired by",
+    }
+    graph.upsert_memories([memory("m-1", observations=["entity:tool:uv"], relations=[labelled])])
+    rows = graph.cypher("MATCH ()-[r:RELATES]->() RETURN r.predicate, r.label").rows
+    assert rows == [["mentions", "inspired by"]]
+    assert graph.snapshot()["relates"][0][-1] == "inspired by"
+    graph.delete_entity("entity:tool:uv")
+    graph.delete_entity("entity:tool:nothing")  # unknown: nothing to do
+    assert graph.get_entity("entity:tool:uv") is None
+    assert graph.snapshot()["relates"] == []
+    assert graph.get_entity("entity:tool:pip") is not None

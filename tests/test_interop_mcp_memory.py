@@ -71,7 +71,7 @@ def test_fixture_round_trip_is_lossless_and_idempotent(svc: MemoryService, proje
 def test_types_outside_memoryd_vocabulary_survive(svc: MemoryService, project: Path) -> None:
     exported = round_trip(svc, project, TRICKY)
     assert lines(exported) == lines(TRICKY)
-    # memoryd's own graph uses its vocabulary; the original names live in tags
+    # memoryd's own graph uses its vocabulary; the original names live in tags and labels
     rows = svc.cypher("MATCH (e:Entity) RETURN e.name, e.type ORDER BY e.name").rows
     assert dict((n, t) for n, t in rows) == {
         "Alpha": "person",
@@ -79,8 +79,18 @@ def test_types_outside_memoryd_vocabulary_survive(svc: MemoryService, project: P
         "mid": "tool",
         "zeta": "concept",
     }
-    preds = svc.cypher("MATCH (:Entity)-[r:RELATES]->(:Entity) RETURN r.predicate").rows
-    assert sorted(p for (p,) in preds) == ["mentions", "mentions", "mentions", "uses"]
+    # a predicate written another way maps to it; anything else is `mentions`; the edge keeps
+    # the original name as its label whenever it differs from the predicate's
+    preds = svc.cypher(
+        "MATCH (:Entity)-[r:RELATES]->(:Entity) RETURN r.predicate, r.label"
+        " ORDER BY r.predicate, r.label"
+    ).rows
+    assert preds == [
+        ["mentions", "inspired by"],
+        ["mentions", "knows"],
+        ["uses", "USES"],
+        ["uses", None],
+    ]
     again = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(TRICKY), scope_path=project)
     assert (again.entities_created, again.observations_added, again.relations_added) == (0, 0, 0)
     assert lines(mcp_memory.to_jsonl(mcp_memory.export_graph(svc))) == lines(TRICKY)

@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from memoryd.interop import mcp_memory
 from memoryd.mcp.server import create_server
+from memoryd.models import DecayState
 from memoryd.service import MemoryService
+from tests.daemon_harness import running, uds_client
 
 pytestmark = pytest.mark.anyio
 MEMORY_TOOLS = {
@@ -120,9 +123,11 @@ async def test_in_memory_tools(svc: MemoryService, project: Path) -> None:
         ctx = _data(await client.call_tool("entity_context", {"entity": "Solid"}))
         assert ctx["entity"]["name"] == "Solid"
         assert ctx["memories"]
-        gone = await client.call_tool("delete_entities", {"entityNames": ["Solid"]})
-        assert gone.is_error
-        assert "Next step" in gone.content[0].text
+        gone = _data(await client.call_tool("delete_entities", {"entityNames": ["Solid"]}))
+        assert gone["success"] is True
+        after = _data(await client.call_tool("read_graph", {}))
+        assert "Solid" not in {e["name"] for e in after["entities"]}
+        assert all("Solid" not in (r["from"], r["to"]) for r in after["relations"])
 
 
 async def test_stdio_subprocess(home: Path, project: Path) -> None:
@@ -142,3 +147,120 @@ async def test_stdio_subprocess(home: Path, project: Path) -> None:
         )
         hits = _data(await client.call_tool("recall", {"query": "uv"}))
         assert hits["hits"][0]["slug"] == made["slug"]
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
+    return _data(await client.call_tool(tool, args))
+
+
+ENTITIES = [
+    {"name": "memoryd", "entityType": "project", "observations": ["Graph memory", "Uses Kuzu"]},
+    {"name": "Kuzu", "entityType": "database", "observations": ["Embedded graph engine"]},
+    {"name": "abble", "entityType": "person", "observations": ["Prefers uv"]},
+]
+# Arbitrary relationTypes: memoryd predicates written other ways, a synonym, free text.
+RELATIONS = [
+    {"from": "memoryd", "to": "Kuzu", "relationType": "depends on"},
+    {"from": "abble", "to": "memoryd", "relationType": "worksOn"},
+    {"from": "abble", "to": "Kuzu", "relationType": "inspired by"},
+    {"from": "Kuzu", "to": "ghost", "relationType": "forked as"},
+    {"from": "memoryd", "to": "Kuzu", "relationType": "uses"},
+]
+
+
+async def build_graph(client: Client) -> None:
+    await call(client, "create_entities", {"entities": ENTITIES})
+    made = await call(client, "create_relations", {"relations": RELATIONS})
+    assert made["relations"] == RELATIONS
+    again = await call(client, "create_relations", {"relations": RELATIONS[:1]})
+    assert again["relations"] == []  # exact duplicates are skipped, as upstream
+
+
+async def delete_some(client: Client) -> dict[str, Any]:
+    """Delete one observation, one relation and one entity; returns the graph after."""
+    graph = await call(client, "read_graph", {})
+    assert RELATIONS[0] in graph["relations"]
+    assert {"from": "Kuzu", "to": "ghost", "relationType": "forked as"} in graph["relations"]
+    assert "ghost" not in {e["name"] for e in graph["entities"]}  # only a relation endpoint
+    done = await call(
+        client,
+        "delete_observations",
+        {
+            "deletions": [
+                {"entityName": "memoryd", "observations": ["Uses Kuzu", "never said"]},
+                {"entityName": "nobody", "observations": ["x"]},
+            ]
+        },
+    )
+    assert done["success"] is True
+    done = await call(
+        client,
+        "delete_relations",
+        {
+            "relations": [
+                RELATIONS[0],
+                {"from": "abble", "to": "memoryd", "relationType": "works_on"},  # not as made
+            ]
+        },
+    )
+    assert done["success"] is True
+    done = await call(client, "delete_entities", {"entityNames": ["Kuzu", "nobody"]})
+    assert done["deleted"] == ["Kuzu"]
+    after: dict[str, Any] = await call(client, "read_graph", {})
+    by_name = {e["name"]: e for e in after["entities"]}
+    assert set(by_name) == {"memoryd", "abble"}
+    assert by_name["memoryd"]["observations"] == ["Graph memory"]
+    assert after["relations"] == [RELATIONS[1]]  # worksOn kept, everything with Kuzu gone
+    return after
+
+
+async def test_delete_tools_and_reindex(svc: MemoryService, project: Path) -> None:
+    async with Client(create_server(svc, default_scope=project), raise_exceptions=True) as c:
+        await build_graph(c)
+        preds = svc.cypher(
+            "MATCH (a:Entity)-[r:RELATES]->(b:Entity) RETURN b.name, r.predicate, r.label"
+        ).rows
+        assert ["Kuzu", "uses", "depends on"] in preds  # a synonym feeds recall as `uses`
+        assert ["memoryd", "works_on", "worksOn"] in preds
+        assert ["Kuzu", "mentions", "inspired by"] in preds
+        assert ["Kuzu", "uses", None] in preds
+        graph = await delete_some(c)
+        exported = mcp_memory.export_graph(svc)
+        assert [r["relationType"] for r in exported["relations"]] == ["worksOn"]
+        snapshot = svc.graph.snapshot()
+        svc.reindex()
+        assert svc.graph.snapshot() == snapshot
+        assert await call(c, "read_graph", {}) == graph
+        assert mcp_memory.export_graph(svc) == exported
+    # nothing was erased: the deleted facts are archived, and the audit log says why
+    archived = svc.list_memories(state=DecayState.FORGOTTEN, limit=100)
+    assert {m.title for m in archived} >= {"Uses Kuzu", "Embedded graph engine"}
+    assert [r.target_id for r in svc.audit_records(event_type="entity_delete")] == [
+        "entity:concept:Kuzu"
+    ]
+
+
+async def test_stdio_through_the_daemon(home: Path, project: Path) -> None:
+    """`memoryd mcp` (not embedded) with a daemon running: graph writes go through it."""
+    with running(home):
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "memoryd", "mcp", "--home", str(home)],
+            env=os.environ.copy(),
+            cwd=str(project),
+        )
+        async with Client(params) as client:
+            await build_graph(client)
+            await delete_some(client)
+            await call(
+                client,
+                "add_observations",
+                {"observations": [{"entityName": "abble", "contents": ["Works from Berlin"]}]},
+            )
+            opened = await call(client, "open_nodes", {"names": ["abble"]})
+            assert "Works from Berlin" in opened["entities"][0]["observations"]
+        with uds_client(home) as http:
+            audit = http.get("/v1/audit", params={"event_type": "entity_delete"}).json()
+            assert [r["target_id"] for r in audit["items"]] == ["entity:concept:Kuzu"]
+            entities = http.get("/v1/entities", params={"q": "kuzu"}).json()["items"]
+            assert entities == []

@@ -9,7 +9,7 @@ import pytest
 
 from memoryd.config import Settings
 from memoryd.errors import Conflict, GraphLocked, InvalidInput, NotFound
-from memoryd.models import MemoryDraft, MemoryType
+from memoryd.models import DecayState, MemoryDraft, MemoryType, Predicate, RelationRef
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
@@ -211,3 +211,74 @@ def test_unreadable_search_index_is_refilled_from_the_vault(
     with open_service(settings) as service:
         assert [h.slug for h in service.search("derived")] == [kept.slug]
         assert service.consistency() == (set(), set(), set())
+
+
+SOLID, REACT, APP = "entity:library:Solid", "entity:library:React", "entity:project:app"
+
+
+def fact(
+    svc: MemoryService,
+    project: Path,
+    title: str,
+    entity_ids: list[str],
+    relations: tuple[RelationRef, ...] = (),
+    type: str = "fact",
+) -> str:
+    memory = svc.record_graph_facts(
+        draft(project, title, title, type=type), entity_ids=entity_ids, relations=relations
+    )
+    return memory.slug
+
+
+def test_delete_entity_archives_its_facts_unlinks_the_rest_and_stays_deleted(
+    svc: MemoryService, project: Path
+) -> None:
+    uses = RelationRef(predicate=Predicate.USES, subject=APP, object=SOLID)
+    decision = fact(svc, project, "App uses Solid", [APP, SOLID], (uses,), type="decision")
+    only_solid = fact(svc, project, "Solid is fast", [SOLID])
+    relation = fact(svc, project, "app uses Solid", [APP, SOLID], (uses,))
+    both = fact(svc, project, "Solid and React use signals", [SOLID, REACT])
+    svc.alias_entity("Solid", "SolidJS")
+
+    done = svc.delete_entity("SolidJS")
+    assert (done.entity_id, done.name) == (SOLID, "Solid")
+    assert sorted(done.archived) == sorted([only_solid, relation])
+    assert sorted(done.unlinked) == sorted([decision, both])
+    assert svc.graph.get_entity(SOLID) is None
+    kept = svc.get(decision)
+    assert kept.meta.decay_state is DecayState.ALIVE
+    assert (kept.meta.observations, kept.meta.relations) == ([APP], [])
+    assert svc.get(both).meta.observations == [REACT]
+    assert svc.get(only_solid).meta.decay_state is DecayState.FORGOTTEN
+    assert svc.audit_records(event_type="entity_delete")[0].target_id == SOLID
+    with pytest.raises(NotFound):
+        svc.delete_entity("Solid")
+
+    # a later memory naming it brings a new entity, without the deleted one's aliases
+    fact(svc, project, "Solid 2 is out", [SOLID])
+    assert svc.resolve_entity(SOLID).aliases == []
+    snapshot = svc.graph.snapshot()
+    svc.reindex()
+    assert svc.graph.snapshot() == snapshot
+
+
+def test_close_relations_keeps_them_as_history(svc: MemoryService, project: Path) -> None:
+    uses = RelationRef(predicate=Predicate.USES, subject=APP, object=SOLID, label="depends on")
+    stated = fact(svc, project, "app depends on Solid", [APP, SOLID], (uses,))
+    decision = fact(svc, project, "We use Solid", [APP, SOLID], (uses,), type="decision")
+
+    closed = svc.close_relations(stated, [uses])
+    assert closed.meta.decay_state is DecayState.FORGOTTEN  # it only stated the relation
+    assert closed.meta.relations[0].superseded_at is not None
+    assert closed.meta.relations[0].label == "depends on"
+    kept = svc.close_relations(decision, [uses])
+    assert kept.meta.decay_state is DecayState.ALIVE
+    assert svc.close_relations(decision, [uses]) == svc.get(decision)  # closed already
+    with pytest.raises(NotFound):
+        svc.close_relations(decision, [uses.model_copy(update={"label": None})])
+    rows = svc.relations(entity="Solid", include_closed=True)
+    assert {(r.label, r.superseded_at is not None) for r in rows} == {("depends on", True)}
+    assert svc.relations(entity="Solid") == []
+    snapshot = svc.graph.snapshot()
+    svc.reindex()
+    assert svc.graph.snapshot() == snapshot

@@ -140,6 +140,9 @@ class RelationRef(BaseModel):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     valid_from: Timestamp | None = None
     superseded_at: Timestamp | None = None
+    label: str | None = Field(default=None, min_length=1, max_length=200)
+    """The relation as its source named it, when that is not the predicate's own name
+    (`inspired by` stored as `mentions`): kept so the original survives a round trip."""
 
     @model_validator(mode="before")
     @classmethod
@@ -159,6 +162,7 @@ class RelationRef(BaseModel):
             and self.confidence == 1.0
             and self.valid_from is None
             and self.superseded_at is None
+            and self.label is None
         ):
             return f"{self.predicate.value}:{self.object}"
         return self.model_dump(mode="json", exclude_none=True)
@@ -346,6 +350,16 @@ class DoctorCheck(BaseModel):
     ok: bool
     detail: str
     fix: str = ""
+
+
+class EntityDeletion(BaseModel):
+    """What deleting an entity did. No memory is erased: `archived` ones only stated facts
+    about the entity; `unlinked` ones stay and just no longer name it."""
+
+    entity_id: str
+    name: str
+    archived: list[str] = Field(default_factory=list)
+    unlinked: list[str] = Field(default_factory=list)
 
 
 class ReindexReport(BaseModel):

@@ -28,6 +28,7 @@ from memoryd.errors import (
     InvalidInput,
     MemorydError,
     NotFound,
+    PolicyDenied,
     StorageError,
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
@@ -47,6 +48,7 @@ from memoryd.models import (
     AuditRecord,
     AuditVerification,
     DecayState,
+    EntityDeletion,
     Frontmatter,
     Memory,
     MemoryDraft,
@@ -116,8 +118,10 @@ class MemoryService:
         on_close: Callable[[], None] | None = None,
         extractor: Extractor | None = None,
         llm: LLMProvider | None = None,
+        read_only: bool = False,
     ) -> None:
         self.home = home
+        self.read_only = read_only
         self.vault = vault
         self.graph = graph
         self.index = index
@@ -151,6 +155,15 @@ class MemoryService:
 
     def __enter__(self) -> MemoryService:
         return self
+
+    def _require_writable(self, action: str) -> None:
+        """Refuse a write before any store is touched: a read-only service (a notebook with
+        no daemon) must leave the data dir exactly as it found it."""
+        if self.read_only:
+            raise PolicyDenied(
+                f"cannot {action}: this memoryd service is read-only",
+                hint="start `memoryd serve` and write through it (or the CLI)",
+            )
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
@@ -224,6 +237,7 @@ class MemoryService:
 
         Duplicates (same body in the same scope) are refused unless `allow_duplicate`.
         """
+        self._require_writable("record memories")
         now = utcnow()
         scopes: dict[str, ScopeInfo] = {}
         memories: list[Memory] = []
@@ -450,7 +464,7 @@ class MemoryService:
 
         Each hit explains itself (stages, matched terms, graph paths). With `track`, hits
         count as recalls: recall_count, last_recalled_at, trigger_stats, and a dim or
-        soft-forgotten memory comes back to alive.
+        soft-forgotten memory comes back to alive. A read-only service never tracks.
         """
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
@@ -459,7 +473,12 @@ class MemoryService:
         size = max(50, 5 * k)
         pool = recall_rules.CandidatePool()
         bm25 = self.index.search(
-            query, scope_hashes=scopes, types=types, include_forgotten=include_forgotten, limit=size
+            query,
+            scope_hashes=scopes,
+            types=types,
+            include_forgotten=include_forgotten,
+            limit=size,
+            explain=False,
         )
         for hit in bm25:
             pool.at(hit.slug).add("bm25", hit.score)
@@ -498,20 +517,22 @@ class MemoryService:
                 pulled = pool.at(newer)
                 pulled.score = pool[older].score
                 pulled.paths.append(f"supersedes {older}")
-        rows = self.graph.memory_rows(list(pool))
+        # Rank on the fields the index stores (the text hits carry them already): looking
+        # many memories up by slug in the graph engine scans its whole Memory table.
+        stored = dict(text_hits)
+        stored.update(self.index.lookup([slug for slug in pool if slug not in stored]))
         facts = {
-            slug: recall_rules.MemoryFacts(row.type, row.decay_state, row.created_at)
-            for slug, row in rows.items()
-            if _admissible(row, scope_hash, types, include_forgotten)
+            slug: recall_rules.MemoryFacts(hit.type, hit.decay_state, hit.created_at)
+            for slug, hit in stored.items()
+            if slug in pool and _admissible(hit, scope_hash, types, include_forgotten)
         }
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
         ranked = recall_rules.adjust(pool, facts, superseded, utcnow())[:k]
-        bm25_hits = {hit.slug: hit for hit in bm25}
-        terms = query_terms(query)
-        hits = [_recall_hit(c, rows[c.slug], bm25_hits.get(c.slug), terms) for c in ranked]
-        if track and hits:
-            self._track_recalls(hits, rows, query)
+        explained = self.index.lookup([c.slug for c in ranked], query=query)
+        hits = [_recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
+        if track and hits and not self.read_only:
+            self._track_recalls(hits, self.graph.memory_rows([h.slug for h in hits]), query)
         return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
 
     def _entity_stages(
@@ -625,6 +646,7 @@ class MemoryService:
 
     def alias_entity(self, name_or_id: str, alias: str) -> EntityRow:
         """Teach the graph another name for an entity; audit-logged so reindex replays it."""
+        self._require_writable("add an entity alias")
         alias = alias.strip()
         if not alias:
             raise InvalidInput("alias is empty")
@@ -642,6 +664,7 @@ class MemoryService:
 
     def merge_entities(self, keep: str, drop: str) -> EntityRow:
         """Merge `drop` into `keep`: edges move, the name becomes an alias; reindex replays it."""
+        self._require_writable("merge entities")
         kept, dropped = self.resolve_entity(keep), self.resolve_entity(drop)
         if kept.id == dropped.id:
             raise InvalidInput(f"cannot merge {kept.id} into itself")
@@ -675,16 +698,22 @@ class MemoryService:
         return merges
 
     def _replay_entity_events(self, graph: GraphStore) -> None:
-        """Merges and aliases live in the audit log; a rebuilt graph gets them back."""
-        for rec in self.audit.read():
-            if rec.event_type not in ("entity_merge", "entity_alias") or not rec.target_id:
+        """Merges and aliases live in the audit log; a rebuilt graph gets them back. Those
+        logged before an `entity_delete` of their entity are not replayed: they belonged to
+        the deleted entity, not to a newer one with the same id."""
+        events = ("entity_merge", "entity_alias", "entity_delete")
+        records = [r for r in self.audit.read() if r.event_type in events and r.target_id]
+        deleted = {r.target_id: i for i, r in enumerate(records) if r.event_type == events[2]}
+        for i, rec in enumerate(records):
+            target, details = str(rec.target_id), json.loads(rec.details)
+            named = [target, details.get("drop")]
+            if rec.event_type == "entity_delete" or any(i < deleted.get(n, -1) for n in named):
                 continue
-            details = json.loads(rec.details)
             if rec.event_type == "entity_alias":
-                if graph.get_entity(rec.target_id) is not None:
-                    graph.add_entity_aliases(rec.target_id, [details["alias"]])
-            elif graph.get_entity(details["drop"]) and graph.get_entity(rec.target_id):
-                graph.merge_entities(rec.target_id, details["drop"])
+                if graph.get_entity(target) is not None:
+                    graph.add_entity_aliases(target, [details["alias"]])
+            elif graph.get_entity(details["drop"]) and graph.get_entity(target):
+                graph.merge_entities(target, details["drop"])
 
     def _track_recalls(
         self, hits: Sequence[RecallHit], rows: dict[str, MemoryRow], query: str
@@ -793,6 +822,7 @@ class MemoryService:
 
     def refill_search_index(self) -> int:
         """Index every vault memory into an empty search index, streamed in batches."""
+        self._require_writable("refill the search index")
         batch: list[Memory] = []
         count = 0
         for memory in self.iter_vault(lambda message: logger.warning("%s", message)):
@@ -814,6 +844,7 @@ class MemoryService:
         interrupted reindex leaves the previous graph and index usable. The vault is
         streamed in batches, so memory stays flat however large it is.
         """
+        self._require_writable("reindex")
         started = time.perf_counter()
         skipped: list[str] = []
 
@@ -897,6 +928,7 @@ class MemoryService:
         The vault file is rewritten atomically first, then the graph, the search index and the
         audit log follow; if a later step fails the earlier ones are undone.
         """
+        self._require_writable("update a memory")
         if tags is None and triggers is None:
             raise InvalidInput("nothing to update", hint="give new tags, triggers or both")
         old = self.get(slug)
@@ -918,6 +950,7 @@ class MemoryService:
         """
         from memoryd.vault import FORGOTTEN_DIR
 
+        self._require_writable("archive a memory")
         old = self.get(slug)
         assert old.path is not None  # read from a file
         target = self.vault.scope_dir(old.meta.scope_hash) / FORGOTTEN_DIR / old.path.name
@@ -981,6 +1014,7 @@ class MemoryService:
         """
         from memoryd.inbox import Inbox
 
+        self._require_writable("index the inbox")
         inbox = Inbox(self.home)
         scopes: dict[str, ScopeInfo | None] = {}
         indexed = 0
@@ -1081,6 +1115,7 @@ class MemoryService:
         batches, on its single writer thread: the rows are read once per batch, and each
         recall counts on top of the ones before it.
         """
+        self._require_writable("count recalls")
         rows = self.graph.memory_rows(sorted({hit.slug for r in results for hit in r.hits}))
         for result in results:
             hits = [hit for hit in result.hits if hit.slug in rows]
@@ -1120,7 +1155,7 @@ class MemoryService:
         result = self.graph.cypher(
             f"MATCH (a)-[r:RELATES]->(b) {clause} RETURN coalesce(a.id, a.slug), label(a),"
             " r.predicate, coalesce(b.id, b.slug), label(b), r.confidence, r.source_memory,"
-            " r.created_at, r.valid_from, r.superseded_at"
+            " r.created_at, r.valid_from, r.superseded_at, r.label"
             " ORDER BY r.created_at DESC, r.source_memory, r.predicate SKIP $skip LIMIT $take",
             params,
             limit=limit,
@@ -1162,6 +1197,7 @@ class MemoryService:
         """Record a memory that states graph facts: its frontmatter names the entities it is
         about (`observations`) and the relations it asserts, so `reindex` rebuilds them.
         Written and audit-logged like `record`."""
+        self._require_writable("record graph facts")
         info = resolve_scope(draft.scope_path)
         memory = self._prepare(draft, info, utcnow())
         memory.meta.observations = list(dict.fromkeys(entity_ids))
@@ -1172,9 +1208,135 @@ class MemoryService:
         self._matcher = None
         return memory
 
+    def delete_entity(self, name_or_id: str) -> EntityDeletion:
+        """Take an entity out of the graph; no memory is erased (memoryd keeps history).
+
+        Every memory whose frontmatter names it (or an entity merged into it) is rewritten
+        without it: the id leaves `observations`, the relations involving it leave
+        `relations`. A `fact` that stated only things about it (its observations, or
+        relations with it: what the MCP memory tools write) is archived as well. Then the node
+        goes and an `entity_delete` audit line is written. The vault no longer names the
+        entity, so `reindex` does not bring it back; a later memory naming it does.
+        """
+        entity = self.resolve_entity(name_or_id)
+        ids = {entity.id} | {d for d, k in self._merged_into().items() if k == entity.id}
+        rows = self.graph.cypher(
+            "MATCH (m:Memory)-[:MENTIONS]->(:Entity {id: $id}) RETURN m.slug AS slug UNION"
+            " MATCH (:Entity {id: $id})-[r:RELATES]-() RETURN r.source_memory AS slug",
+            {"id": entity.id},
+            limit=10_000_000,
+        ).rows
+        result = EntityDeletion(entity_id=entity.id, name=entity.name)
+        for slug in sorted({r[0] for r in rows if r[0]}):
+            try:
+                old = self.get(slug)
+            except (NotFound, BrokenMemoryFile) as exc:
+                logger.warning("%s keeps no link to %s in its file: %s", slug, entity.id, exc)
+                continue
+            gone = [r for r in old.meta.relations if r.subject in ids or r.object in ids]
+            observations = [o for o in old.meta.observations if o not in ids]
+            if not gone and len(observations) == len(old.meta.observations):
+                continue
+            relations = [r for r in old.meta.relations if r not in gone]
+            ends = ids | {e for r in gone for e in (r.subject, r.object) if e}
+            only_about = (
+                old.meta.type is MemoryType.FACT
+                and not relations
+                and set(old.meta.observations) <= ends
+            )
+            changes: dict[str, Any] = {"observations": observations, "relations": relations}
+            path = old.path
+            if only_about:
+                changes["decay_state"] = DecayState.FORGOTTEN
+                path = self._forgotten_path(old)
+                result.archived.append(slug)
+            else:
+                result.unlinked.append(slug)
+            self._replace_everywhere(
+                old,
+                self._edited(old, changes, path),
+                event_type="archive" if only_about else "update",
+                details={"entity_delete": entity.id},
+            )
+        self.graph.delete_entity(entity.id)
+        self.audit.append(
+            actor=self.actor,
+            event_type="entity_delete",
+            scope_hash=None,
+            target_id=entity.id,
+            details={
+                "name": entity.name,
+                "archived": len(result.archived),
+                "unlinked": len(result.unlinked),
+            },
+        )
+        self._matcher = None
+        return result
+
+    def close_relations(self, slug: str, relations: Sequence[RelationRef]) -> Memory:
+        """Close relations a memory asserts (memoryd closes relations, it never drops them):
+        `superseded_at` is set in the frontmatter, so the graph keeps them as history and
+        `reindex` rebuilds them closed. A relation matches on subject, predicate, object and
+        label. A `fact` left with no open relation and naming only their endpoints existed to
+        state them (the MCP `create_relations` writes such facts): it is archived as well.
+        Closing relations that are closed already changes nothing.
+        """
+        if not relations:
+            raise InvalidInput("no relation to close", hint="name at least one relation")
+        old = self.get(slug)
+        merged = self._merged_into()
+
+        def key(rel: RelationRef) -> tuple[str | None, str, str, str | None]:
+            subject = merged.get(rel.subject, rel.subject) if rel.subject else None
+            return subject, rel.predicate.value, merged.get(rel.object, rel.object), rel.label
+
+        wanted = {key(r) for r in relations}
+        if not any(key(r) in wanted for r in old.meta.relations):
+            raise NotFound(
+                f"memory {slug} asserts none of these relations",
+                hint="GET /v1/relations?entity=NAME lists relations and their source memory",
+            )
+        now = utcnow()
+        closed = [
+            r.model_copy(update={"superseded_at": now})
+            if key(r) in wanted and r.superseded_at is None
+            else r
+            for r in old.meta.relations
+        ]
+        count = sum(a is not b for a, b in zip(closed, old.meta.relations, strict=True))
+        if not count:
+            return old
+        ends = {e for r in closed for e in (r.subject, r.object) if e}
+        archive = (
+            old.meta.type is MemoryType.FACT
+            and all(r.superseded_at is not None for r in closed)
+            and set(old.meta.observations) <= ends
+        )
+        changes: dict[str, Any] = {"relations": closed}
+        path = old.path
+        if archive:
+            changes["decay_state"] = DecayState.FORGOTTEN
+            path = self._forgotten_path(old)
+        new = self._edited(old, changes, path)
+        self._replace_everywhere(
+            old,
+            new,
+            event_type="archive" if archive else "relation_close",
+            details={"closed": count},
+        )
+        return new
+
+    def _forgotten_path(self, memory: Memory) -> Path:
+        """Where `archive` moves a memory's file."""
+        from memoryd.vault import FORGOTTEN_DIR
+
+        if memory.path is None:
+            raise StorageError(f"memory {memory.slug} has no file path")
+        return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
+
 
 def _admissible(
-    row: MemoryRow,
+    row: MemoryRow | SearchHit,
     scope_hash: str | None,
     types: Sequence[MemoryType] | None,
     include_forgotten: bool,
@@ -1189,29 +1351,22 @@ def _admissible(
     return include_forgotten or row.decay_state.visible_by_default
 
 
-def _recall_hit(
-    cand: recall_rules.Candidate, row: MemoryRow, bm: SearchHit | None, terms: Sequence[str]
-) -> RecallHit:
+def _recall_hit(cand: recall_rules.Candidate, stored: SearchHit) -> RecallHit:
     return RecallHit(
-        slug=row.slug,
-        type=row.type,
-        title=row.title,
-        scope_hash=row.scope_hash,
-        decay_state=row.decay_state,
-        created_at=row.created_at,
+        slug=stored.slug,
+        type=stored.type,
+        title=stored.title,
+        scope_hash=stored.scope_hash,
+        decay_state=stored.decay_state,
+        created_at=stored.created_at,
         score=round(cand.score, 6),
-        snippet=bm.snippet if bm else row.body[:200],
-        matched_terms=bm.matched_terms if bm else _terms_in(terms, row.title, row.body),
+        snippet=stored.snippet,
+        matched_terms=stored.matched_terms,
         stages=sorted(cand.stage_scores, key=list(recall_rules.STAGE_WEIGHTS).index)
         + (["supersedes"] if not cand.stage_scores else []),
         paths=cand.paths,
         superseded_by=cand.superseded_by,
     )
-
-
-def _terms_in(terms: Sequence[str], *texts: str) -> list[str]:
-    haystack = " ".join(texts).lower()
-    return [t for t in terms if t in haystack]
 
 
 def _swap_dir(new: Path, live: Path) -> None:

@@ -37,6 +37,7 @@ from memoryd.api.schemas import (
     MemoryCreate,
     Page,
     RecallPage,
+    RelationsClose,
     VersionInfo,
 )
 from memoryd.daemon.writer import Batcher, ServiceRunner
@@ -53,6 +54,7 @@ from memoryd.models import (
     AuditVerification,
     DecayState,
     DoctorCheck,
+    EntityDeletion,
     Memory,
     MemoryDraft,
     MemorySummary,
@@ -293,6 +295,15 @@ async def archive_memory(api: Api, slug: Slug, actor: Actor = "api") -> Memory:
     return await api.write(actor, api.service.archive, slug)
 
 
+@router.post("/memories/{slug}/relations/close", tags=["graph"])
+async def close_relations(
+    api: Api, slug: Slug, body: RelationsClose, actor: Actor = "api"
+) -> Memory:
+    """Close relations this memory asserts (never dropped: `superseded_at` is set); a fact
+    that only stated them is archived. What the MCP `delete_relations` tool does."""
+    return await api.write(actor, api.service.close_relations, slug, body.relations)
+
+
 @router.get("/memories/{slug}/supersedes", tags=["memories"])
 async def memory_supersedes(
     api: Api, slug: Slug, limit: Limit = 100, offset: Offset = 0
@@ -433,6 +444,13 @@ async def alias_entity(
 async def merge_entities(api: Api, body: EntityMerge, actor: Actor = "api") -> EntityRow:
     """Merge `drop` into `keep`: edges move, `drop`'s name becomes an alias."""
     return await api.write(actor, api.service.merge_entities, body.keep, body.drop)
+
+
+@router.delete("/entities/{entity_id:path}", tags=["graph"])
+async def delete_entity(api: Api, entity_id: str, actor: Actor = "api") -> EntityDeletion:
+    """Delete an entity (id, name or alias): memories naming it are rewritten without it,
+    facts only about it are archived, nothing is erased; reindex does not bring it back."""
+    return await api.write(actor, api.service.delete_entity, entity_id)
 
 
 @router.get("/entities/{entity_id:path}", tags=["graph"])

@@ -142,6 +142,14 @@ class InboxDrained(BaseModel):
     indexed: int = Field(description="captures indexed (already indexed ones are only removed)")
 
 
+class RelationsClose(BaseModel):
+    """Relations a memory asserts, to close (matched on subject, predicate, object, label)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    relations: list[RelationRef] = Field(min_length=1, max_length=200)
+
+
 class GraphFacts(BaseModel):
     """A memory that states graph facts: the entities it is about and the relations it
     asserts, kept in its frontmatter so `reindex` rebuilds them (the MCP graph tools)."""

@@ -37,6 +37,7 @@ from memoryd.models import (
     AuditVerification,
     DecayState,
     DoctorCheck,
+    EntityDeletion,
     Memory,
     MemoryDraft,
     MemorySummary,
@@ -324,6 +325,14 @@ class RemoteService:
     def merge_entities(self, keep: str, drop: str) -> EntityRow:
         body = {"keep": keep, "drop": drop}
         return self._model(EntityRow, "POST", "/v1/entities/merge", json=body)
+
+    def delete_entity(self, name_or_id: str) -> EntityDeletion:
+        return self._model(EntityDeletion, "DELETE", f"/v1/entities/{_entity(name_or_id)}")
+
+    def close_relations(self, slug: str, relations: Sequence[RelationRef]) -> Memory:
+        url = f"/v1/memories/{quote(slug, safe='')}/relations/close"
+        body = {"relations": [r.model_dump(mode="json", exclude_none=True) for r in relations]}
+        return self._model(Memory, "POST", url, json=body)
 
     def alias_entity(self, name_or_id: str, alias: str) -> EntityRow:
         url = f"/v1/entities/{_entity(name_or_id)}/aliases"

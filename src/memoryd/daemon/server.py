@@ -7,6 +7,10 @@ Start-up order matters:
 3. the sockets, bound before anything is served: the Unix socket is created with mode 0600
    (umask), TCP on 127.0.0.1 only, behind the bearer token.
 
+Both serve the HTTP API under `/v1` and MCP (streamable HTTP) at `/mcp`, behind the same
+guard; MCP tools call the service the way the routes do (reads side by side, writes on the
+one writer thread).
+
 Shutdown (SIGTERM or SIGINT): stop accepting, let in-flight requests finish (their writes
 are on the writer thread and complete), finish queued writes, close the stores, remove the
 socket and the pid file. A second signal stops waiting for open connections.
@@ -22,22 +26,30 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
-from memoryd.daemon.writer import ServiceRunner
+from memoryd.daemon.writer import Batcher, ServiceRunner
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
+from memoryd.models import RecallResult
 from memoryd.service import MemoryService
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.applications import Starlette
 
 logger = logging.getLogger(__name__)
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_TIMEOUT_S = 60.0
+MCP_PATH = "/mcp"
+MCP_ACTOR = "mcp"
+T = TypeVar("T")
 
 
 def configure_logging(*, verbose: bool = False) -> None:
@@ -162,6 +174,76 @@ def bind_tcp(port: int) -> socket.socket:
     return sock
 
 
+class DaemonCalls:
+    """How the daemon's MCP tools call the service: as the HTTP routes do. Tools run on
+    worker threads; reads run there under the runner's gate (side by side, shut out only
+    by reindex), writes are queued on the one writer thread and audited as `mcp`, and
+    recall counts are batched onto the writer afterwards, so a recall never waits for
+    writes."""
+
+    def __init__(
+        self, service: MemoryService, runner: ServiceRunner, recalls: Batcher[RecallResult]
+    ) -> None:
+        self._service = service
+        self._runner = runner
+        self._recalls = recalls
+
+    def read(self, action: Callable[[], T]) -> T:
+        with self._runner.gate.shared():
+            return action()
+
+    def write(self, action: Callable[[], T]) -> T:
+        def acting() -> T:
+            # One write at a time on the writer thread: the actor cannot leak into another.
+            previous, self._service.actor = self._service.actor, MCP_ACTOR
+            try:
+                return action()
+            finally:
+                self._service.actor = previous
+
+        return self._runner.run_write(acting)
+
+    def recall(self, action: Callable[[bool], RecallResult]) -> RecallResult:
+        result = self.read(lambda: action(False))
+        if result.hits:
+            self._recalls.add(result)
+        return result
+
+
+def mount_mcp(
+    app: Starlette, service: MemoryService, runner: ServiceRunner
+) -> StreamableHTTPSessionManager:
+    """Add memoryd's MCP server at `/mcp` (streamable HTTP) to the API app; returns its
+    session manager, whose `run()` the caller must hold open while serving (uvicorn runs
+    with lifespan off here).
+
+    Stateless with JSON answers: every MCP request is one plain HTTP exchange, so the daemon
+    keeps no per-client sessions and a shutdown never waits on an open event stream. The
+    SDK's own Host/Origin check is kept, widened to the port-less `localhost` a Unix-socket
+    client sends; LocalOnly (Host check, token on TCP) guards the route like every other.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from memoryd.mcp.server import create_server
+
+    calls = DaemonCalls(service, runner, app.state.backend.recalls)
+    server = create_server(service, home=service.home, calls=calls, default_scope=Path.home())
+    hosts = ["localhost", "127.0.0.1", "[::1]"]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+        allowed_origins=[f"http://{h}{port}" for h in hosts for port in ("", ":*")],
+    )
+    mcp_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        json_response=True,
+        stateless_http=True,
+        transport_security=security,
+    )
+    app.router.routes.extend(mcp_app.routes)
+    return server.session_manager
+
+
 async def _serve(
     service: MemoryService,
     runner: ServiceRunner,
@@ -183,6 +265,7 @@ async def _serve(
             yield
 
     app = create_app(service, runner, settings=settings, tcp_port=tcp_port)
+    mcp_sessions = mount_mcp(app, service, runner)
     guarded = [LocalOnly(app), LocalOnly(app, token=token)]
     servers = [
         Server(
@@ -234,9 +317,13 @@ async def _serve(
         loop.add_signal_handler(signum, stop, signum)
     chores = [asyncio.create_task(flush_recall_stats()), asyncio.create_task(watch_inbox())]
     try:
-        await asyncio.gather(
-            *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
-        )
+        async with mcp_sessions.run():
+            await asyncio.gather(
+                *(
+                    server.serve(sockets=[sock])
+                    for server, sock in zip(servers, sockets, strict=True)
+                )
+            )
     finally:
         for chore in chores:
             chore.cancel()

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -32,10 +33,12 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.graph.store import (
+    MAX_RANGE_VALUES,
     CypherResult,
     EntityRow,
     MemoryRow,
     SupersedeRow,
+    oversized_range,
     write_clause,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
@@ -69,6 +72,8 @@ MIGRATIONS: list[list[str]] = [
         " decided_at TIMESTAMP, decided_by STRING, reason STRING)",
         "CREATE REL TABLE PROMOTED_FROM(FROM Memory TO Memory, promoted_at TIMESTAMP)",
     ],
+    # 2: a relation keeps the name its source gave it (`inspired by`) beside the predicate.
+    ["ALTER TABLE RELATES ADD label STRING"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -155,6 +160,9 @@ class KuzuGraphStore:
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._closed = False
+        self._generation = 0
+        """Counts committed write transactions: caches of graph facts are keyed by it."""
+        self._supersedes: tuple[int, dict[str, str]] = (-1, {})
         if read_only and not self.path.exists():
             raise StorageError(
                 f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
@@ -212,6 +220,7 @@ class KuzuGraphStore:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
+                self._generation += 1
                 try:
                     conn.execute("ROLLBACK")
                 except RuntimeError:
@@ -220,6 +229,7 @@ class KuzuGraphStore:
                 if isinstance(exc, RuntimeError):
                     raise engine_error(exc, self.path) from exc
                 raise
+            self._generation += 1
 
     def _migrate(self) -> None:
         tables = {row[0] for row in self._rows("CALL show_tables() RETURN name")}
@@ -333,6 +343,7 @@ class KuzuGraphStore:
                         "created_at": memory.meta.created_at,
                         "valid_from": rel.valid_from or memory.meta.created_at,
                         "superseded_at": rel.superseded_at,
+                        "label": rel.label,
                     }
                 )
         with self._transaction() as conn:
@@ -401,7 +412,8 @@ class KuzuGraphStore:
                     " confidence: CAST(r.confidence AS DOUBLE), source_memory: r.source,"
                     " created_at: CAST(r.created_at AS TIMESTAMP),"
                     " valid_from: CAST(r.valid_from AS TIMESTAMP),"
-                    " superseded_at: CAST(r.superseded_at AS TIMESTAMP)}]->(b)",
+                    " superseded_at: CAST(r.superseded_at AS TIMESTAMP),"
+                    " label: CAST(r.label AS STRING)}]->(b)",
                     {"rows": rows},
                 )
             if link_memories:
@@ -651,6 +663,13 @@ class KuzuGraphStore:
                 f"graph queries are read-only: {clause} is a write clause",
                 hint="use `memoryd record` and the entity commands to change the graph",
             )
+        values = oversized_range(query, params)
+        if values is not None:
+            raise PolicyDenied(
+                f"the query's range() would build {values:,} values in memory;"
+                f" a graph query may build at most {MAX_RANGE_VALUES:,}",
+                hint="narrow the range, or page through it with SKIP and LIMIT",
+            )
         if self._closed:
             raise StorageError("the graph store is closed")
         conn = self._reader()
@@ -733,12 +752,18 @@ class KuzuGraphStore:
         """For each of these slugs that a newer memory supersedes: older → newer."""
         if not slugs:
             return {}
-        rows = self._rows(
-            "UNWIND $slugs AS s MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory {slug: s})"
-            " RETURN o.slug, n.slug ORDER BY n.created_at",
-            {"slugs": list(slugs)},
-        )
-        return {older: newer for older, newer in rows}
+        generation, known = self._supersedes
+        if generation != self._generation:
+            # Every recall asks this of ~50 candidates; matching them by slug scans the whole
+            # Memory table (3 ms at 10k), while the edges are few: read them all once per write.
+            generation = self._generation
+            rows = self._rows(
+                "MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory)"
+                " RETURN o.slug, n.slug ORDER BY n.created_at, n.slug"
+            )
+            known = {older: newer for older, newer in rows}
+            self._supersedes = (generation, known)
+        return {slug: known[slug] for slug in slugs if slug in known}
 
     def supersedes_chain(self, slug: str) -> list[SupersedeRow]:
         """Every SUPERSEDES edge reachable from this memory, in either direction."""
@@ -792,7 +817,7 @@ class KuzuGraphStore:
             props = (
                 "{predicate: r.predicate, confidence: r.confidence, source_memory: r.source_memory,"
                 " created_at: r.created_at, valid_from: r.valid_from,"
-                " superseded_at: r.superseded_at}"
+                " superseded_at: r.superseded_at, label: r.label}"
             )
             for other in ("Entity", "Memory"):
                 # a relation between the two merged entities would become a self-loop: dropped
@@ -815,6 +840,12 @@ class KuzuGraphStore:
             )
             conn.execute("MATCH (d:Entity {id: $drop}) DETACH DELETE d", {"drop": drop})
             self._refresh_entity_stats(conn, [keep])
+
+    def delete_entity(self, entity_id: str) -> None:
+        """Remove an entity node and every edge still touching it (the service has already
+        rewritten the memories that named it, so nothing brings it back)."""
+        with self._transaction() as conn:
+            conn.execute("MATCH (e:Entity {id: $id}) DETACH DELETE e", {"id": entity_id})
 
     def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None:
         """(slug, recall_count, last_recalled_at, decay_state) for each recalled memory."""
@@ -844,8 +875,8 @@ class KuzuGraphStore:
         relates = self._rows(
             "MATCH (a)-[r:RELATES]->(b) RETURN label(a), coalesce(a.slug, a.id), r.predicate,"
             " label(b), coalesce(b.slug, b.id), r.confidence, r.source_memory, r.valid_from,"
-            " r.superseded_at ORDER BY r.source_memory, coalesce(a.slug, a.id), r.predicate,"
-            " coalesce(b.slug, b.id)"
+            " r.superseded_at, r.label ORDER BY r.source_memory, coalesce(a.slug, a.id),"
+            " r.predicate, coalesce(b.slug, b.id), r.label"
         )
         supersedes = self._rows(
             "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug, r.decided_by,"
@@ -912,6 +943,8 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if isinstance(value, Decimal):  # INT128, e.g. sum() over INT64: a number, not a string
+        return int(value) if value == value.to_integral_value() else float(value)
     return json.loads(json.dumps(value, default=str))
 
 

@@ -7,6 +7,7 @@ store can always be rebuilt by `memoryd reindex`.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -66,6 +67,8 @@ class RelationRow(BaseModel):
     created_at: Timestamp | None = None
     valid_from: Timestamp | None = None
     superseded_at: Timestamp | None = None
+    label: str | None = None
+    """The source's own name for the relation when it is not the predicate's."""
 
 
 class SupersedeRow(BaseModel):
@@ -105,6 +108,98 @@ def write_clause(query: str) -> str | None:
     """The first write clause in a Cypher query (outside string literals), or None."""
     match = _WRITE_CLAUSE.search(_STRING_LITERAL.sub("''", query))
     return match.group(1).upper() if match else None
+
+
+MAX_RANGE_VALUES = 1_000_000
+"""The most values one `range()` in a read query may build. The engine builds the whole list
+in memory before its timeout can fire (`range(1, 10^8)` needs 7 GB), so the bound is
+checked before the query runs."""
+_RANGE_CALL = re.compile(r"\b(?:list_)?range\s*\(", re.IGNORECASE)
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_ARITHMETIC = re.compile(r"[0-9+\-*/%() \t\n]+")
+
+
+def oversized_range(query: str, params: dict[str, Any] | None = None) -> int | None:
+    """How many values the largest constant `range(start, stop[, step])` in `query` would
+    build, when that is more than MAX_RANGE_VALUES; else None.
+
+    Bounds given as integer arithmetic over literals and parameters are evaluated; a bound
+    that depends on the data (`range(0, size(e.aliases))`) is bounded by the data itself.
+    """
+    text = _STRING_LITERAL.sub("''", query)
+    worst = 0
+    for match in _RANGE_CALL.finditer(text):
+        args = _call_arguments(text, match.end())
+        values = [_constant_int(arg, params or {}) for arg in args]
+        bounds = [v for v in values if v is not None]
+        if len(bounds) != len(values) or len(bounds) not in (2, 3):
+            continue
+        start, stop = bounds[0], bounds[1]
+        step = bounds[2] if len(bounds) == 3 else 1
+        if step == 0:
+            continue
+        worst = max(worst, (stop - start) // step + 1)
+    return worst if worst > MAX_RANGE_VALUES else None
+
+
+def _call_arguments(text: str, start: int) -> list[str]:
+    """The top-level, comma-separated arguments of the call whose "(" ends at `start`."""
+    depth = 0
+    args: list[str] = []
+    current: list[str] = []
+    for char in text[start:]:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            if depth == 0:
+                args.append("".join(current))
+                return args
+            depth -= 1
+        elif char == "," and depth == 0:
+            args.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    return []
+
+
+def _constant_int(expr: str, params: dict[str, Any]) -> int | None:
+    """The value of integer arithmetic over literals and int parameters, or None."""
+
+    def value(match: re.Match[str]) -> str:
+        found = params.get(match.group(1))
+        is_int = isinstance(found, int) and not isinstance(found, bool)
+        return f"({found})" if is_int else "?"
+
+    source = _PARAM.sub(value, expr).strip()
+    if not source or not _ARITHMETIC.fullmatch(source) or "**" in source:
+        return None
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError:
+        return None
+    return _evaluate(tree.body)
+
+
+def _evaluate(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _evaluate(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod) and right != 0:
+            return left % right if isinstance(node.op, ast.Mod) else int(left / right)
+    return None
 
 
 class GraphStore(Protocol):
@@ -195,6 +290,9 @@ class GraphStore(Protocol):
     def add_entity_aliases(self, entity_id: str, aliases: Sequence[str]) -> None: ...
 
     def merge_entities(self, keep: str, drop: str) -> None: ...
+
+    def delete_entity(self, entity_id: str) -> None:
+        """Remove the entity node and the edges still touching it."""
 
     def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None: ...
 

@@ -13,8 +13,15 @@ How the upstream graph maps onto memoryd (lossless for a round trip):
 * An entity without observations gets one placeholder memory tagged `mcp-memory:empty`;
   it is never exported as an observation.
 * A relation is one `fact` memory tagged `mcp-memory:relation` and `relationType:<original>`
-  asserting a RELATES edge. Types that are not memoryd predicates are stored as `mentions`;
-  export restores the original name from the tag.
+  asserting a RELATES edge. Any relationType is accepted: a memoryd predicate written
+  another way (`worksOn`, `works on`) or a synonym (`depends on` → `uses`) maps to that
+  predicate, anything else is stored as `mentions`; when the name differs from the
+  predicate's, the edge (and the frontmatter relation) keep it as `label`, which is what the
+  read tools and export return.
+* Deleting keeps history: a deleted observation's memory is archived; a deleted relation is
+  closed (`superseded_at`) in its memory, which is archived; a deleted entity is removed from
+  the frontmatter of every memory naming it and its own facts are archived (see
+  `MemoryService.delete_entity`). Archived memories are not shown by the read tools.
 * Entities that only occur as relation endpoints (upstream does not require endpoints to
   exist) are not exported as entity lines.
 * Limits: observation text is trimmed and empty observations are dropped (memoryd titles
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from collections import Counter
@@ -34,8 +42,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.errors import InvalidInput, MemorydError
+from memoryd.errors import InvalidInput, MemorydError, NotFound
 from memoryd.models import (
+    DecayState,
     EntityType,
     Memory,
     MemoryDraft,
@@ -57,10 +66,27 @@ EMPTY_TAG = "mcp-memory:empty"
 ENTITY_TYPE_PREFIX = "entityType:"
 RELATION_TYPE_PREFIX = "relationType:"
 SEQ_PREFIX = "mcp-seq:"
-ROW_LIMIT = 10_000_000
+PAGE_ROWS = 10_000
+"""The most rows one Cypher call returns through the daemon; longer results are paged."""
 FactsWriter = Callable[..., Memory]
 
 _last_seq = 0
+
+
+def _all_rows(
+    svc: GraphService, query: str, params: dict[str, Any] | None = None
+) -> list[list[Any]]:
+    """Every row of an `ORDER BY` query, read page by page (the daemon caps a page)."""
+    rows: list[list[Any]] = []
+    while True:
+        page = svc.cypher(
+            f"{query} SKIP $skip LIMIT $take",
+            {**(params or {}), "skip": len(rows), "take": PAGE_ROWS},
+            limit=PAGE_ROWS,
+        ).rows
+        rows += page
+        if len(page) < PAGE_ROWS:
+            return rows
 
 
 def next_seq() -> int:
@@ -78,12 +104,62 @@ def entity_type_of(value: str) -> EntityType:
         return EntityType.CONCEPT
 
 
+# Other ways agents name memoryd's predicates (keys as `relation_key` writes them). Only
+# active voice with the same direction: `used_by` would swap the ends, so it is not here.
+SYNONYMS: dict[str, Predicate] = {
+    "use": Predicate.USES,
+    "using": Predicate.USES,
+    "utilizes": Predicate.USES,
+    "depends_on": Predicate.USES,
+    "requires": Predicate.USES,
+    "work_on": Predicate.WORKS_ON,
+    "working_on": Predicate.WORKS_ON,
+    "contributes_to": Predicate.WORKS_ON,
+    "prefer": Predicate.PREFERS,
+    "likes": Predicate.PREFERS,
+    "replaces": Predicate.SUPERSEDES,
+    "replaced_by": Predicate.SUPERSEDED_BY,
+    "contradicts": Predicate.CONFLICTS_WITH,
+    "conflicts": Predicate.CONFLICTS_WITH,
+    "references": Predicate.CITES,
+    "cite": Predicate.CITES,
+    "run_on": Predicate.RUNS_ON,
+    "runs_in": Predicate.RUNS_ON,
+    "deployed_on": Predicate.RUNS_ON,
+    "hosted_on": Predicate.RUNS_ON,
+    "part_of": Predicate.BELONGS_TO,
+    "member_of": Predicate.BELONGS_TO,
+    "belongs": Predicate.BELONGS_TO,
+    "located_in": Predicate.LOCATED_AT,
+    "based_in": Predicate.LOCATED_AT,
+    "lives_in": Predicate.LOCATED_AT,
+    "refers_to": Predicate.MENTIONS,
+    "mention": Predicate.MENTIONS,
+}
+
+
+def relation_key(relation_type: str) -> str:
+    """`worksOn`, `works on`, `Works-On` → `works_on`."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", relation_type.strip())
+    return re.sub(r"[\s_-]+", "_", spaced).lower().strip("_")
+
+
 def predicate_of(relation_type: str) -> Predicate | None:
-    """memoryd's predicate for an upstream `relationType`, None when there is none."""
+    """memoryd's predicate for an upstream `relationType` (case, spaces, hyphens and
+    camelCase ignored; a few synonyms), None when there is none."""
+    key = relation_key(relation_type)
     try:
-        return Predicate(relation_type)
+        return Predicate(key)
     except ValueError:
-        return None
+        return SYNONYMS.get(key)
+
+
+def relation_ref(src_id: str, dst_id: str, relation_type: str) -> RelationRef:
+    """The relation memoryd stores for an upstream one: a predicate, and the original name
+    as `label` when it is not exactly the predicate's."""
+    predicate = predicate_of(relation_type) or Predicate.MENTIONS
+    label = None if relation_type == predicate.value else relation_type.strip()[:200] or None
+    return RelationRef(predicate=predicate, subject=src_id, object=dst_id, label=label)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -150,8 +226,7 @@ def relate(
     scope_path: Path | None = None,
 ) -> None:
     """One `fact` memory asserting `src relation_type dst` (each a (name, entity id) pair)."""
-    predicate = predicate_of(relation_type) or Predicate.MENTIONS
-    ref = RelationRef(predicate=predicate, subject=src[1], object=dst[1])
+    ref = relation_ref(src[1], dst[1], relation_type)
     text = f"{src[0]} {relation_type} {dst[0]}"
     draft = MemoryDraft(
         type=MemoryType.FACT,
@@ -193,11 +268,22 @@ def _order_key(created: Any, tags: Sequence[str], slug: str) -> tuple[datetime, 
     return when, int(seq) if seq and seq.isdigit() else 0, slug
 
 
+def _observation(name: str, title: str, body: str, tags: Sequence[str]) -> str | None:
+    """The observation text a memory shows for entity `name`; None for relation statements
+    and empty-entity placeholders."""
+    if _is_relation(tags) or EMPTY_TAG in tags:
+        return None
+    prefix = f"{name}: "
+    if _tag_value(tags, ENTITY_TYPE_PREFIX) is not None and body.startswith(prefix):
+        return body[len(prefix) :]
+    return title
+
+
 @dataclass
 class _EntityRows:
     name: str
     type: str
-    memories: list[tuple[tuple[datetime, int, str], str, str, list[str]]] = field(
+    memories: list[tuple[tuple[datetime, int, str], str, str, list[str], bool]] = field(
         default_factory=list
     )
 
@@ -214,18 +300,21 @@ def graph_of(
     and capped at `max_observations`. `exact` (export): everything, in the order written."""
     if not entity_ids:
         return {"entities": [], "relations": []}
-    rows = svc.cypher(
+    rows = _all_rows(
+        svc,
         "MATCH (e:Entity) WHERE e.id IN $ids OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
-        " RETURN e.id, e.name, e.type, m.slug, m.title, m.body, m.tags, m.created_at",
+        " RETURN e.id, e.name, e.type, m.slug, m.title, m.body, m.tags, m.created_at,"
+        " m.decay_state ORDER BY e.id, m.slug",
         {"ids": list(entity_ids)},
-        limit=ROW_LIMIT,
-    ).rows
+    )
     ents: dict[str, _EntityRows] = {}
-    for eid, name, etype, slug, title, body, tags, created in rows:
+    for eid, name, etype, slug, title, body, tags, created, state in rows:
         ent = ents.setdefault(eid, _EntityRows(name=name, type=etype))
         if slug is not None:
             tags = list(tags or [])
-            ent.memories.append((_order_key(created, tags, slug), title or "", body or "", tags))
+            live = state != DecayState.FORGOTTEN.value
+            order = _order_key(created, tags, slug)
+            ent.memories.append((order, title or "", body or "", tags, live))
     entities: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for ent in ents.values():
         ent.memories.sort(key=lambda m: m[0])
@@ -233,17 +322,13 @@ def graph_of(
             continue  # only ever named as a relation endpoint
         etype = ent.type
         observations: list[str] = []
-        for _, title, body, tags in ent.memories:
+        for _, title, body, tags, live in ent.memories:
             original = _tag_value(tags, ENTITY_TYPE_PREFIX)
             if original is not None and etype == ent.type:
                 etype = original
-            if _is_relation(tags) or EMPTY_TAG in tags:
-                continue
-            prefix = f"{ent.name}: "
-            if original is not None and body.startswith(prefix):
-                observations.append(body[len(prefix) :])
-            else:
-                observations.append(title)
+            text = _observation(ent.name, title, body, tags)
+            if live and text is not None:  # a deleted observation's memory is archived
+                observations.append(text)
         if not exact:
             observations = list(dict.fromkeys(observations))[:max_observations]
         first = ent.memories[0][0] if ent.memories else (_EPOCH, 0, "")
@@ -256,26 +341,27 @@ def graph_of(
 
 
 def _relations(svc: GraphService, entity_ids: Sequence[str], exact: bool) -> list[dict[str, str]]:
-    rows = svc.cypher(
+    rows = _all_rows(
+        svc,
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE r.superseded_at IS NULL"
         " AND (a.id IN $ids OR b.id IN $ids)"
-        " RETURN a.name, b.name, r.predicate, r.source_memory, r.created_at",
+        " RETURN a.name, b.name, r.predicate, r.source_memory, r.created_at, r.label"
+        " ORDER BY a.id, b.id, r.source_memory, r.predicate, r.label",
         {"ids": list(entity_ids)},
-        limit=ROW_LIMIT,
-    ).rows
+    )
     slugs = sorted({r[3] for r in rows if r[3]})
     tags_of: dict[str, list[str]] = {}
     if slugs:
-        found = svc.cypher(
-            "MATCH (m:Memory) WHERE m.slug IN $slugs RETURN m.slug, m.tags",
+        found = _all_rows(
+            svc,
+            "MATCH (m:Memory) WHERE m.slug IN $slugs RETURN m.slug, m.tags ORDER BY m.slug",
             {"slugs": slugs},
-            limit=ROW_LIMIT,
-        ).rows
+        )
         tags_of = {slug: list(tags or []) for slug, tags in found}
     keyed: list[tuple[tuple[Any, ...], dict[str, str]]] = []
-    for a, b, predicate, slug, created in rows:
+    for a, b, predicate, slug, created, label in rows:
         tags = tags_of.get(slug or "", [])
-        kind = _tag_value(tags, RELATION_TYPE_PREFIX) or predicate
+        kind = _relation_type(predicate, label, tags)
         order = _order_key(created, tags, slug or "")
         key = (order, a, b) if exact else (a, b, kind, order)
         keyed.append((key, {"from": a, "to": b, "relationType": kind}))
@@ -290,15 +376,23 @@ def _relations(svc: GraphService, entity_ids: Sequence[str], exact: bool) -> lis
     return out
 
 
+def _relation_type(predicate: str, label: str | None, tags: Sequence[str]) -> str:
+    """The relationType shown for an edge: the exact upstream name (tag), else the edge's
+    label, else the predicate."""
+    return _tag_value(tags, RELATION_TYPE_PREFIX) or label or predicate
+
+
 def all_entity_ids(svc: GraphService) -> list[str]:
-    rows = svc.cypher("MATCH (e:Entity) RETURN e.id", limit=ROW_LIMIT).rows
+    rows = _all_rows(svc, "MATCH (e:Entity) RETURN e.id ORDER BY e.id")
     return [r[0] for r in rows]
 
 
 def ids_named(svc: GraphService, names: Sequence[str]) -> list[str]:
-    rows = svc.cypher(
-        "MATCH (e:Entity) WHERE e.name IN $names RETURN e.id", {"names": list(names)}, limit=10_000
-    ).rows
+    rows = _all_rows(
+        svc,
+        "MATCH (e:Entity) WHERE e.name IN $names RETURN e.id ORDER BY e.id",
+        {"names": list(names)},
+    )
     return [r[0] for r in rows]
 
 
@@ -348,6 +442,77 @@ def write_jsonl(graph: dict[str, Any], path: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# -- deleting (the MCP delete tools) -------------------------------------------------------
+def delete_entities(svc: GraphService, names: Sequence[str]) -> list[str]:
+    """Delete the entities with these exact names (every type of that name) and, with them,
+    their observations and the relations touching them. Unknown names are ignored."""
+    deleted = []
+    for eid in dict.fromkeys(ids_named(svc, names)):
+        try:
+            deleted.append(svc.delete_entity(eid).name)
+        except NotFound:
+            continue  # gone meanwhile (deleted through another name of the same entity)
+    return list(dict.fromkeys(deleted))
+
+
+@dataclass
+class ObservationsDeleted:
+    deleted: int = 0
+    kept: list[dict[str, str]] = field(default_factory=list)
+    """Observations that come from a memory the graph tools did not write (a decision, a
+    session note): memoryd does not archive those for a graph edit."""
+
+
+def delete_observations(svc: GraphService, name: str, texts: Sequence[str]) -> ObservationsDeleted:
+    """Archive the memories holding these observations of the entity named `name`. An
+    unknown entity or text is ignored, as upstream does."""
+    out = ObservationsDeleted()
+    wanted = set(texts)
+    if not wanted:
+        return out
+    rows = _all_rows(
+        svc,
+        "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE e.name = $n AND m.decay_state <> $gone"
+        " RETURN DISTINCT m.slug, m.title, m.body, m.tags ORDER BY m.slug",
+        {"n": name, "gone": DecayState.FORGOTTEN.value},
+    )
+    for slug, title, body, tags in rows:
+        tags = list(tags or [])
+        text = _observation(name, title or "", body or "", tags)
+        if text is None or text not in wanted:
+            continue
+        if TAG in tags:
+            svc.archive(slug)
+            out.deleted += 1
+        else:
+            out.kept.append({"entityName": name, "observation": text, "memory": slug})
+    return out
+
+
+def delete_relation(svc: GraphService, src: str, dst: str, relation_type: str) -> int:
+    """Close the current relations `src relation_type dst` (exact names and type, as
+    upstream matches them); the graph-tool facts that stated them are archived. Returns how
+    many memories changed; none match is not an error."""
+    rows = _all_rows(
+        svc,
+        "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.name = $a AND b.name = $b"
+        " AND r.superseded_at IS NULL"
+        " OPTIONAL MATCH (m:Memory {slug: r.source_memory})"
+        " RETURN a.id, b.id, r.predicate, r.label, r.source_memory, m.tags"
+        " ORDER BY r.source_memory, a.id, b.id, r.predicate, r.label",
+        {"a": src, "b": dst},
+    )
+    by_memory: dict[str, list[RelationRef]] = {}
+    for a_id, b_id, predicate, label, slug, tags in rows:
+        if not slug or _relation_type(predicate, label, list(tags or [])) != relation_type:
+            continue
+        ref = RelationRef(predicate=Predicate(predicate), subject=a_id, object=b_id, label=label)
+        by_memory.setdefault(slug, []).append(ref)
+    for slug, refs in by_memory.items():
+        svc.close_relations(slug, refs)
+    return len(by_memory)
 
 
 # -- import ---------------------------------------------------------------------------------
@@ -459,7 +624,7 @@ def import_graph(
     have_obs = {e["name"]: Counter(e["observations"]) for e in current["entities"]}
     have_rels = {(r["from"], r["to"], r["relationType"]) for r in current["relations"]}
     by_name: dict[str, list[str]] = {}
-    for eid, name in svc.cypher("MATCH (e:Entity) RETURN e.id, e.name", limit=ROW_LIMIT).rows:
+    for eid, name in _all_rows(svc, "MATCH (e:Entity) RETURN e.id, e.name ORDER BY e.id"):
         by_name.setdefault(name, []).append(eid)
 
     declared = _names(current)

@@ -3,6 +3,8 @@ memory server's tool set (same names, same argument names), backed by memoryd's 
 
 `create_server(service)` builds a fresh server around a MemoryService or the daemon's client;
 nothing lives at module level. Every MemorydError becomes a tool error that says what to do.
+How tools reach the service is a `ServiceCalls`: one call at a time for `memoryd mcp`
+(embedded or through the daemon), the daemon's reader pool and single writer for `/mcp`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,7 +21,7 @@ from mcp.types import ToolAnnotations
 
 from memoryd.errors import MemorydError
 from memoryd.interop import mcp_memory
-from memoryd.models import EntityType, MemoryDraft, MemoryType, Predicate, entity_id
+from memoryd.models import EntityType, MemoryDraft, MemoryType, RecallResult, entity_id
 
 if TYPE_CHECKING:
     from memoryd.daemon.client import RemoteService
@@ -43,20 +45,64 @@ def _error(exc: MemorydError) -> ToolError:
     return ToolError(f"{exc.message}.{hint}")
 
 
+class ServiceCalls(Protocol):
+    """How tools call the service. Tools run on worker threads; a read tool's whole body is
+    one `read`, a write tool's whole body one `write` (its look-ups included, so what it
+    checked still holds when it writes)."""
+
+    def read(self, action: Callable[[], T]) -> T: ...
+
+    def write(self, action: Callable[[], T]) -> T: ...
+
+    def recall(self, action: Callable[[bool], RecallResult]) -> RecallResult:
+        """Run a recall (`action(track)`) and count its hits as recalls."""
+        ...
+
+
+class OneAtATime:
+    """One call at a time: the in-process stores, or the daemon client's one connection,
+    are shared by every tool call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def read(self, action: Callable[[], T]) -> T:
+        with self._lock:
+            return action()
+
+    write = read
+
+    def recall(self, action: Callable[[bool], RecallResult]) -> RecallResult:
+        return self.read(lambda: action(True))
+
+
 def create_server(  # noqa: C901 - one closure per tool
-    service: MemoryService | RemoteService, *, home: Path | None = None
+    service: MemoryService | RemoteService,
+    *,
+    home: Path | None = None,
+    calls: ServiceCalls | None = None,
+    default_scope: Path | None = None,
 ) -> MCPServer:
-    """An MCP server whose tools call `service` (one call at a time: the stores are shared)."""
+    """An MCP server whose tools call `service` through `calls` (default: one at a time).
+
+    `default_scope` is the project new memories belong to when a tool is not given one
+    (None: the working directory; the daemon passes the user's home, since an HTTP client's
+    working directory is unknown to it)."""
     server = MCPServer("memoryd", instructions=INSTRUCTIONS)
-    lock = threading.Lock()
+    via: ServiceCalls = calls or OneAtATime()
     svc = service
 
+    def guarded(run: Callable[[Callable[[], T]], T], action: Callable[[], T]) -> T:
+        try:
+            return run(action)
+        except MemorydError as exc:
+            raise _error(exc) from exc
+
     def call(action: Callable[[], T]) -> T:
-        with lock:
-            try:
-                return action()
-            except MemorydError as exc:
-                raise _error(exc) from exc
+        return guarded(via.read, action)
+
+    def write(action: Callable[[], T]) -> T:
+        return guarded(via.write, action)
 
     # -- memoryd's own tools ------------------------------------------------------------
     @server.tool(annotations=READ)
@@ -71,7 +117,7 @@ def create_server(  # noqa: C901 - one closure per tool
         memory replaced it — prefer the current one. `explain` adds why each hit matched."""
 
         def run() -> dict[str, Any]:
-            result = svc.recall(query, scope=scope, k=k, track=True)
+            result = via.recall(lambda track: svc.recall(query, scope=scope, k=k, track=track))
             hits = []
             for hit in result.hits:
                 row: dict[str, Any] = {
@@ -91,7 +137,10 @@ def create_server(  # noqa: C901 - one closure per tool
                 out["entities"] = result.entities
             return out
 
-        return call(run)
+        try:
+            return run()
+        except MemorydError as exc:
+            raise _error(exc) from exc
 
     @server.tool(annotations=WRITE)
     def remember(
@@ -106,7 +155,8 @@ def create_server(  # noqa: C901 - one closure per tool
         """Store a memory for future sessions. `type` is one of decision, preference, fact,
         playbook, warning (long-term) or session (working notes). `title` is one short line;
         `body` the details in markdown. `triggers` are words that should bring it back;
-        `scope` the project path it belongs to (default: the server's working directory).
+        `scope` the project path it belongs to (default: the server's working directory, or
+        your home directory when the server is the daemon's `/mcp`).
         `supersedes` lists slugs of memories this one replaces. Returns the new `slug`."""
         try:
             kind = MemoryType(type.strip().lower())
@@ -120,7 +170,7 @@ def create_server(  # noqa: C901 - one closure per tool
                 type=kind,
                 title=title,
                 body=body,
-                scope_path=Path(scope) if scope else None,
+                scope_path=Path(scope) if scope else default_scope,
                 source="mcp",
                 tags=tags or [],
                 triggers=triggers or [],
@@ -133,7 +183,7 @@ def create_server(  # noqa: C901 - one closure per tool
                 "scope_hash": memory.meta.scope_hash,
             }
 
-        return call(run)
+        return write(run)
 
     @server.tool(annotations=READ)
     def get_memory(slug: str) -> dict[str, Any]:
@@ -241,26 +291,18 @@ def create_server(  # noqa: C901 - one closure per tool
         touching them. Unknown names are left out."""
         return call(lambda: graph_of(ids_named(names)))
 
-    def facts_writer() -> Callable[..., Any]:
-        writer = getattr(svc, "record_graph_facts", None)
-        if writer is None:
-            raise ToolError(
-                "graph writes need the in-process service; the daemon does not serve them yet."
-                " Next step: use `remember`, or run `memoryd mcp --embedded`"
-                " with the daemon stopped"
-            )
-        return writer  # type: ignore[no-any-return]
-
     def observe(name: str, etype: str, contents: list[str]) -> list[str]:
         """One `fact` memory per observation: reindex rebuilds the entity from it."""
-        return mcp_memory.observe(facts_writer(), name, etype, contents)
+        return mcp_memory.observe(
+            svc.record_graph_facts, name, etype, contents, scope_path=default_scope
+        )
 
     @server.tool(annotations=WRITE)
     def create_entities(entities: list[dict[str, Any]]) -> dict[str, Any]:
         """Create entities `[{name, entityType, observations: [text…]}]` in the knowledge
         graph; names that already exist are skipped. Each observation is stored as a `fact`
         memory about the entity. Types outside person, organization, place, library, tool,
-        project, concept are kept as `concept`."""
+        project, concept are kept as `concept` (read tools still show your type)."""
 
         def run() -> dict[str, Any]:
             created = []
@@ -271,11 +313,13 @@ def create_server(  # noqa: C901 - one closure per tool
                     continue
                 obs = [str(o) for o in ent.get("observations", [])]
                 if not observe(name, etype, obs):
-                    mcp_memory.declare_entity(facts_writer(), name, etype)
+                    mcp_memory.declare_entity(
+                        svc.record_graph_facts, name, etype, scope_path=default_scope
+                    )
                 created.append({"name": name, "entityType": etype, "observations": obs})
             return {"entities": created}
 
-        return call(run)
+        return write(run)
 
     @server.tool(annotations=WRITE)
     def add_observations(observations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -296,56 +340,112 @@ def create_server(  # noqa: C901 - one closure per tool
                 results.append({"entityName": name, "addedObservations": added})
             return {"results": results}
 
-        return call(run)
+        return write(run)
 
     @server.tool(annotations=WRITE)
     def create_relations(relations: list[dict[str, Any]]) -> dict[str, Any]:
-        """Create relations `[{from, to, relationType}]` between entities (active voice, e.g.
-        `uses`, `works_on`, `prefers`). Supported relationType values: memoryd's predicates."""
+        """Create relations `[{from, to, relationType}]` between entities, in active voice
+        (`uses`, `works_on`, `depends on`, `inspired by` …). Any relationType is accepted
+        and read back exactly as given; memoryd's own predicates (mentions, works_on, uses,
+        prefers, supersedes, superseded_by, conflicts_with, cites, runs_on, belongs_to,
+        located_at), however written (`worksOn`, `works on`), also feed recall. Relations
+        that already exist are skipped; endpoints need not exist yet."""
 
         def run() -> dict[str, Any]:
-            writer = facts_writer()
+            have = {
+                (r["from"], r["to"], r["relationType"])
+                for r in mcp_memory.graph_of(
+                    svc, ids_named([str(r.get(k, "")) for r in relations for k in ("from", "to")])
+                )["relations"]
+            }
             created = []
             for rel in relations:
-                src, dst = str(rel.get("from", "")), str(rel.get("to", ""))
+                src, dst = str(rel.get("from", "")).strip(), str(rel.get("to", "")).strip()
                 kind = str(rel.get("relationType", ""))
-                try:
-                    predicate = Predicate(kind)
-                except ValueError as exc:
-                    allowed = ", ".join(p.value for p in Predicate)
+                if not src or not dst or not kind.strip():
                     raise ToolError(
-                        f"relationType {kind!r} is not supported; use one of {allowed}"
-                    ) from exc
+                        f"relation {rel!r} needs a non-empty `from`, `to` and `relationType`"
+                    )
+                if (src, dst, kind) in have:
+                    continue
                 ids = {}
                 for name in (src, dst):
                     found = ids_named([name])
                     ids[name] = found[0] if found else entity_id(EntityType.CONCEPT, name)
-                mcp_memory.relate(writer, (src, ids[src]), (dst, ids[dst]), predicate.value)
+                mcp_memory.relate(
+                    svc.record_graph_facts,
+                    (src, ids[src]),
+                    (dst, ids[dst]),
+                    kind,
+                    scope_path=default_scope,
+                )
+                have.add((src, dst, kind))
                 created.append({"from": src, "to": dst, "relationType": kind})
             return {"relations": created}
 
-        return call(run)
-
-    def not_yet(what: str) -> ToolError:
-        return ToolError(
-            f"{what} is not supported yet: memoryd keeps history instead of deleting."
-            " Next step: archive the memories that state it (DELETE /v1/memories/SLUG),"
-            " or `remember` a newer memory that supersedes it"
-        )
+        return write(run)
 
     @server.tool(annotations=DELETE)
     def delete_entities(entityNames: list[str]) -> dict[str, Any]:
-        """Delete entities and their relations (not supported yet: returns an error)."""
-        raise not_yet("deleting entities")
+        """Delete entities by exact name, with their observations and every relation
+        touching them; unknown names are ignored. memoryd keeps history: the facts about the
+        entity are archived (hidden, not erased) and other memories simply stop naming it."""
+
+        def run() -> dict[str, Any]:
+            deleted = mcp_memory.delete_entities(svc, entityNames)
+            return {
+                "success": True,
+                "message": f"Entities deleted successfully ({len(deleted)} found)",
+                "deleted": deleted,
+            }
+
+        return write(run)
 
     @server.tool(annotations=DELETE)
     def delete_observations(deletions: list[dict[str, Any]]) -> dict[str, Any]:
-        """Delete observations from entities (not supported yet: returns an error)."""
-        raise not_yet("deleting observations")
+        """Delete observations `[{entityName, observations: [exact text…]}]`; unknown
+        entities and texts are ignored. The memories holding them are archived (hidden, not
+        erased). Observations that come from other memories (decisions, session notes) are
+        listed under `kept`: archive those memories themselves if they are wrong."""
+
+        def run() -> dict[str, Any]:
+            deleted = 0
+            kept: list[dict[str, str]] = []
+            for item in deletions:
+                texts = [str(t) for t in item.get("observations", [])]
+                done = mcp_memory.delete_observations(svc, str(item.get("entityName", "")), texts)
+                deleted += done.deleted
+                kept += done.kept
+            out: dict[str, Any] = {
+                "success": True,
+                "message": f"Observations deleted successfully ({deleted} found)",
+            }
+            if kept:
+                out["kept"] = kept
+            return out
+
+        return write(run)
 
     @server.tool(annotations=DELETE)
     def delete_relations(relations: list[dict[str, Any]]) -> dict[str, Any]:
-        """Delete relations (not supported yet: returns an error)."""
-        raise not_yet("deleting relations")
+        """Delete relations `[{from, to, relationType}]`, matched exactly as `read_graph`
+        shows them; unknown ones are ignored. memoryd closes a relation instead of erasing
+        it (it stays as history, no longer current) and archives the fact that stated it."""
+
+        def run() -> dict[str, Any]:
+            changed = 0
+            for rel in relations:
+                changed += mcp_memory.delete_relation(
+                    svc,
+                    str(rel.get("from", "")),
+                    str(rel.get("to", "")),
+                    str(rel.get("relationType", "")),
+                )
+            return {
+                "success": True,
+                "message": f"Relations deleted successfully ({changed} found)",
+            }
+
+        return write(run)
 
     return server

@@ -391,8 +391,12 @@ class SearchIndex:
         include_forgotten: bool = False,
         limit: int = 10,
         offset: int = 0,
+        explain: bool = True,
     ) -> list[SearchHit]:
         """BM25 over title, body, tags and triggers, best first, ties broken by slug.
+
+        With `explain=False` the hits carry no snippet and no matched terms: recall ranks
+        50 candidates and explains only the few it returns (see `lookup`).
 
         Any text is a valid query: words are OR-ed, and a query with no word (punctuation,
         emoji, empty) finds nothing. `scope_hashes` and `types` keep hits matching any of
@@ -415,9 +419,36 @@ class SearchIndex:
             searcher = self._index.searcher()
             ranked = self._ranked(searcher, tantivy_query, offset + limit)
             return [
-                self._hit(slug, score, document, parsed)
+                self._hit(slug, score, document, parsed if explain else None)
                 for score, slug, document in ranked[offset : offset + limit]
             ]
+
+    def lookup(self, slugs: Sequence[str], *, query: str | None = None) -> dict[str, SearchHit]:
+        """These memories as the index holds them, by slug (unknown slugs are absent).
+
+        Recall ranks the candidates the graph found on these stored fields: looking many
+        memories up by primary key in the graph engine scans its whole table. With `query`,
+        each hit is explained (matched terms, a snippet from where the first one occurs).
+        """
+        self._require_open()
+        wanted = list(dict.fromkeys(slugs))
+        if not wanted:
+            return {}
+        parsed = None
+        if query is not None:
+            with self._errors("analysing the query"):
+                parsed = _Query(query, self._analyzer, self._stops)
+        with self._errors("reading stored memories"):
+            searcher = self._index.searcher()
+            by_slug = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, self._term("slug", slug)) for slug in wanted]
+            )
+            hits = {}
+            for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
+                document = searcher.doc(address)
+                slug = str(_stored(document, "slug"))
+                hits[slug] = self._hit(slug, 0.0, document, parsed)
+            return hits
 
     def near_in_time(
         self,
@@ -526,13 +557,20 @@ class SearchIndex:
         return ranked[:wanted]
 
     def _hit(
-        self, slug: str, score: float, document: tantivy.Document, parsed: _Query
+        self, slug: str, score: float, document: tantivy.Document, parsed: _Query | None
     ) -> SearchHit:
         title = "".join(_text(document, "title_stored"))
-        body = "".join(_text(document, "body_stored"))
-        matched, position = self._explain(
-            parsed, title, body, _text(document, "tags_stored"), _text(document, "triggers_stored")
-        )
+        matched: list[str] = []
+        body, position = "", 0
+        if parsed is not None:
+            body = "".join(_text(document, "body_stored"))
+            matched, position = self._explain(
+                parsed,
+                title,
+                body,
+                _text(document, "tags_stored"),
+                _text(document, "triggers_stored"),
+            )
         return SearchHit(
             slug=slug,
             type=MemoryType(_stored(document, "type")),
