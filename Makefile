@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint types unit fuzz slow bench clean
+.PHONY: install demo test browser lint types unit fuzz slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,11 @@ demo: $(STAMP)
 	$(BIN)/memoryd demo
 
 ## make test: lint, types, the whole test suite; graph contract tests on both engines
-test: $(STAMP) lint types unit
+test: $(STAMP) browser lint types unit
+
+## Debian chromium + chromedriver for the graph page's browser test (installed when root)
+browser:
+	scripts/ensure-chromium.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
