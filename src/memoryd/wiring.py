@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import shutil
+import sqlite3
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -14,10 +15,11 @@ from memoryd.config import Settings
 from memoryd.errors import StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
-from memoryd.graph.kuzu_store import KuzuGraphStore
+from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
 from memoryd.graph.store import GraphStore
 from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
+from memoryd.search.index import META_FILE as SEARCH_META_FILE
 from memoryd.search.index import SearchIndex
 from memoryd.service import GraphFactory, MemoryService
 from memoryd.vault import Vault
@@ -46,7 +48,7 @@ def ensure_home(home: Path) -> None:
         )
 
 
-def graph_factory(settings: Settings) -> GraphFactory:
+def graph_factory(settings: Settings, *, read_only: bool = False) -> GraphFactory:
     def open_graph(directory: Path) -> GraphStore:
         return KuzuGraphStore(
             directory,
@@ -54,6 +56,7 @@ def graph_factory(settings: Settings) -> GraphFactory:
             buffer_pool_mb=settings.graph.buffer_pool_mb,
             max_fanout=settings.graph.max_fanout,
             query_timeout_ms=settings.graph.query_timeout_ms,
+            read_only=read_only,
         )
 
     return open_graph
@@ -87,8 +90,16 @@ def llm_provider(settings: Settings) -> LLMProvider | None:
     return provider_from_settings(settings.llm)
 
 
-def open_service(settings: Settings, *, actor: str = "cli") -> MemoryService:
-    """Lock the data dir and open every store; the service releases the lock on close()."""
+def open_service(
+    settings: Settings, *, actor: str = "cli", read_only: bool = False
+) -> MemoryService:
+    """Lock the data dir and open every store; the service releases the lock on close().
+
+    `read_only` (notebooks without a daemon) takes no lock and writes nothing; see
+    `open_read_only_service`.
+    """
+    if read_only:
+        return open_read_only_service(settings, actor=actor)
     home = settings.home
     ensure_home(home)
     lock = HomeLock(home, timeout_s=settings.lock_timeout_s)
@@ -122,3 +133,51 @@ def open_service(settings: Settings, *, actor: str = "cli") -> MemoryService:
     if refill:
         service.refill_search_index()
     return service
+
+
+def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> MemoryService:
+    """A service over an existing data dir that reads and never writes.
+
+    It takes no data-dir lock (so it does not make a CLI command wait), opens the graph
+    read-only (Kuzu refuses while another process has it open read-write: GraphLocked), uses
+    the search index as it is (never rebuilt here), and reads governance.db immutably so
+    SQLite creates no -wal/-shm beside it. The service refuses writes (PolicyDenied) and
+    does not count recalls.
+    """
+    home = settings.home
+    graph_path = home / GRAPH_DIR / DB_FILE
+    index_dir = home / SEARCH_DIR
+    governance_path = home / GOVERNANCE_DB
+    for needed in (graph_path, index_dir / SEARCH_META_FILE, governance_path):
+        if not needed.exists():
+            raise StorageError(
+                f"no memoryd data to read at {home} ({needed.name} is missing)",
+                hint="record a memory or run `memoryd demo --home <dir>` first, or start"
+                " `memoryd serve`",
+            )
+    with ExitStack() as undo:
+        graph = graph_factory(settings, read_only=True)(home / GRAPH_DIR)
+        undo.callback(graph.close)
+        index = SearchIndex.open(index_dir)
+        undo.callback(index.close)
+        try:
+            conn = sqlite3.connect(
+                f"{governance_path.absolute().as_uri()}?mode=ro&immutable=1",
+                uri=True,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read {governance_path}: {exc}") from exc
+        governance = GovernanceStore(conn, governance_path)
+        undo.pop_all()
+    return MemoryService(
+        home=home,
+        vault=Vault(home),
+        graph=graph,
+        index=index,
+        audit=AuditLog(home / AUDIT_DIR),
+        governance=governance,
+        graph_factory=graph_factory(settings, read_only=True),
+        actor=actor,
+        read_only=True,
+    )
