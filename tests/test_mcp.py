@@ -262,5 +262,6 @@ async def test_stdio_through_the_daemon(home: Path, project: Path) -> None:
         with uds_client(home) as http:
             audit = http.get("/v1/audit", params={"event_type": "entity_delete"}).json()
             assert [r["target_id"] for r in audit["items"]] == ["entity:concept:Kuzu"]
+            assert {r["actor"] for r in audit["items"]} == {"mcp"}
             entities = http.get("/v1/entities", params={"q": "kuzu"}).json()["items"]
             assert entities == []

@@ -12,6 +12,8 @@ from memoryd.cli.main import HomeOpt, fail
 from memoryd.errors import MemorydError
 
 logger = logging.getLogger(__name__)
+MCP_ACTOR = "mcp"
+"""Who the audit log names for writes an agent makes through `memoryd mcp`."""
 
 
 def inject(
@@ -52,13 +54,13 @@ def mcp(
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
     try:
         settings = load_settings(home)
-        remote = None if embedded else connect(settings.home)
+        remote = None if embedded else connect(settings.home, actor=MCP_ACTOR)
         if remote is None and not embedded:
             from memoryd.daemon import server as daemon
 
             try:
                 daemon.start_detached(settings, port=None, tcp=None)
-                remote = connect(settings.home)
+                remote = connect(settings.home, actor=MCP_ACTOR)
             except MemorydError as exc:
                 logger.warning("could not start the daemon (%s); running in-process", exc)
         if remote is not None:
@@ -66,6 +68,7 @@ def mcp(
                 create_server(remote, home=settings.home).run()
             return
         with open_service(settings) as svc:
+            svc.actor = MCP_ACTOR
             svc.drain_inbox()
             create_server(svc, home=settings.home).run()
     except MemorydError as exc:

@@ -432,7 +432,9 @@ def socket_accepts(path: Path) -> bool:
     return True
 
 
-def connect(home: Path, *, timeout_s: float = 120.0) -> RemoteService | None:
+def connect(
+    home: Path, *, timeout_s: float = 120.0, actor: str = "cli"
+) -> RemoteService | None:
     """A client of the daemon serving `home`, or None when no daemon answers there.
 
     A socket file that refuses connections is what a killed daemon leaves behind: that is
@@ -442,7 +444,7 @@ def connect(home: Path, *, timeout_s: float = 120.0) -> RemoteService | None:
     files = DaemonFiles(home)
     if not socket_accepts(files.socket):
         return None
-    client = RemoteService(files.socket, timeout_s=timeout_s)
+    client = RemoteService(files.socket, timeout_s=timeout_s, actor=actor)
     try:
         client.health(timeout_s=PROBE_TIMEOUT_S)
     except httpx.TimeoutException as exc:
