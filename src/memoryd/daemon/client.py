@@ -432,9 +432,7 @@ def socket_accepts(path: Path) -> bool:
     return True
 
 
-def connect(
-    home: Path, *, timeout_s: float = 120.0, actor: str = "cli"
-) -> RemoteService | None:
+def connect(home: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> RemoteService | None:
     """A client of the daemon serving `home`, or None when no daemon answers there.
 
     A socket file that refuses connections is what a killed daemon leaves behind: that is
