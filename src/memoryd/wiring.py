@@ -19,6 +19,7 @@ from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
 from memoryd.graph.store import GraphStore
 from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
+from memoryd.native import limit_malloc_arenas
 from memoryd.search.index import META_FILE as SEARCH_META_FILE
 from memoryd.search.index import SearchIndex
 from memoryd.service import GraphFactory, MemoryService
@@ -98,6 +99,7 @@ def open_service(
     `read_only` (notebooks without a daemon) takes no lock and writes nothing; see
     `open_read_only_service`.
     """
+    limit_malloc_arenas()  # a no-op once the process has made its arenas (see memoryd.native)
     if read_only:
         return open_read_only_service(settings, actor=actor)
     home = settings.home

@@ -50,6 +50,9 @@ def dispatch() -> None:
 def main() -> None:
     """A console-script entry point: capture fast, anything else through the full CLI."""
     dispatch()
+    from memoryd.native import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before any command starts the graph engine's threads
     from memoryd.cli.main import main as cli_main
 
     cli_main()

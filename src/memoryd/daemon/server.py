@@ -37,6 +37,7 @@ from memoryd.daemon.writer import Batcher, ServiceRunner
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
 from memoryd.models import RecallResult
+from memoryd.native import child_environment
 from memoryd.service import MemoryService
 
 if TYPE_CHECKING:
@@ -353,7 +354,7 @@ def start_detached(settings: Settings, *, port: int | None, tcp: bool | None) ->
         pid = os.posix_spawn(
             sys.executable,
             command,
-            dict(os.environ),
+            child_environment(),
             setsid=True,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

@@ -1,0 +1,43 @@
+"""Native-heap tuning: glibc's arenas are capped in every process that opens the graph."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from memoryd.native import ARENAS, child_environment
+
+
+def test_a_background_daemon_starts_with_capped_arenas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert child_environment()["MALLOC_ARENA_MAX"] == str(ARENAS)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert child_environment()["MALLOC_ARENA_MAX"] == "4"  # the user's choice wins
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_capping_in_process_keeps_threads_to_two_arenas() -> None:
+    """Eight threads allocating at once after the cap share two arenas (glibc's
+    malloc_stats prints one "Arena N:" block per arena on stderr)."""
+    code = (
+        "from memoryd.native import limit_malloc_arenas\n"
+        "limit_malloc_arenas()\n"
+        "import threading\n"
+        "out = []\n"
+        "def work():\n"
+        "    out.append(sum(len(bytes(1000)) for _ in range(20000)))\n"
+        "threads = [threading.Thread(target=work) for _ in range(8)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(len(out), out[0])\n"
+        "import ctypes; ctypes.CDLL('libc.so.6').malloc_stats()\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "MALLOC_ARENA_MAX"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["8", "20000000"]
+    arenas = [line for line in proc.stderr.splitlines() if line.startswith("Arena ")]
+    assert 1 <= len(arenas) <= ARENAS
