@@ -14,7 +14,13 @@ from memoryd.errors import ResourceExhausted, StorageError
 from memoryd.governance import GLOBAL_SCOPE, LATEST_VERSION, GovernanceStore, TriggerStat
 from memoryd.governance.store import Migration, _migrate, migrations, split_statements
 
-TABLES = {"promotions", "trigger_stats", "profile_versions", "profile_change_reports"}
+TABLES = {
+    "promotions",
+    "trigger_stats",
+    "profile_versions",
+    "profile_change_reports",
+    "enrichment",
+}
 
 
 def _tables(path: Path) -> set[str]:
@@ -58,11 +64,12 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "002_trigger_stats.sql",
         "003_profile_versions.sql",
         "004_profile_change_reports.sql",
+        "005_enrichment.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 4
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 5
 
 
-def test_open_creates_all_four_tables_with_the_seed_columns(
+def test_open_creates_all_tables_with_the_seed_columns(
     store: GovernanceStore, db_path: Path
 ) -> None:
     assert store.schema_version() == LATEST_VERSION
@@ -322,3 +329,56 @@ def test_a_full_disk_is_resource_exhausted_and_nothing_is_half_written(
         )
 
     assert [s.trigger for s in store.trigger_stats()] == ["kept"]
+
+
+# -- the enrichment queue ---------------------------------------------------------------------
+
+
+def test_the_enrichment_queue_enriches_each_content_once(store: GovernanceStore) -> None:
+    t0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    later = datetime(2026, 5, 1, 12, 5, tzinfo=UTC)
+
+    assert store.enqueue_enrichment("s-1", "fp-a", t0) == "new"
+    assert store.enqueue_enrichment("s-2", "fp-x", later) == "new"
+    assert store.enqueue_enrichment("s-1", "fp-a", later) == "same"
+    assert [r.slug for r in store.due_enrichments(later, 10)] == ["s-1", "s-2"]
+    assert store.due_enrichments(t0, 10)[0].enqueued_at == t0
+
+    # A failed attempt waits; a row about other content is not overwritten.
+    assert store.record_enrichment(
+        "s-1",
+        "fp-a",
+        state="pending",
+        rules_done=True,
+        attempts=1,
+        last_error="rate_limited: slow down",
+        next_attempt_at=datetime(2026, 5, 1, 13, 0, tzinfo=UTC),
+        now=later,
+    )
+    assert [r.slug for r in store.due_enrichments(later, 10)] == ["s-2"]
+    assert store.due_enrichments(later, 10, rules_only=True)[0].slug == "s-2"
+    assert not store.record_enrichment(
+        "s-2", "fp-old", state="done", rules_done=True, attempts=0, last_error=None,
+        next_attempt_at=later, now=later,
+    )  # fmt: skip
+    row = store.enrichment("s-1")
+    assert row is not None
+    assert (row.state, row.attempts, row.rules_done, row.last_error) == (
+        "pending",
+        1,
+        True,
+        "rate_limited: slow down",
+    )
+
+    # New content starts over.
+    assert store.enqueue_enrichment("s-1", "fp-b", later) == "changed"
+    row = store.enrichment("s-1")
+    assert row is not None
+    assert (row.fingerprint, row.attempts, row.rules_done, row.last_error) == (
+        "fp-b",
+        0,
+        False,
+        None,
+    )
+    assert store.enrichment_counts() == {"pending": 2, "done": 0, "failed": 0}
+    assert store.enrichment("nope") is None

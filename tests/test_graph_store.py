@@ -274,3 +274,17 @@ def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:
     assert graph.get_entity("entity:tool:uv") is None
     assert graph.snapshot()["relates"] == []
     assert graph.get_entity("entity:tool:pip") is not None
+
+
+def test_record_recalls_adds_counts_and_revives(graph: KuzuGraphStore) -> None:
+    dim = memory("dim-one")
+    dim.meta.decay_state = DecayState.DIM
+    graph.upsert_memories([dim, memory("alive-one")])
+    at = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    counted = graph.record_recalls({"dim-one": (1, at), "alive-one": (3, at), "missing": (1, at)})
+    assert counted == {"dim-one": 1, "alive-one": 3}
+    assert graph.record_recalls({"dim-one": (2, at)}) == {"dim-one": 3}
+    row = graph.get_memory("dim-one")
+    assert row is not None
+    assert row.decay_state is DecayState.ALIVE
+    assert row.last_recalled_at == at

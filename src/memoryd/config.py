@@ -61,6 +61,24 @@ class ExtractionSettings(BaseModel):
     use_llm: bool = Field(default=True, description="refine with the LLM when one is configured")
 
 
+class EnrichmentSettings(BaseModel):
+    """The daemon's background enrichment of captured sessions: extraction, then (with an LLM
+    configured) a refined extraction and a summary at the top of the memory."""
+
+    batch_size: int = Field(
+        default=8, ge=1, le=1000, description="sessions per round; each is its own writer job"
+    )
+    interval_s: float = Field(
+        default=30.0, gt=0, description="how often the daemon looks for due work between drains"
+    )
+    max_attempts: int = Field(
+        default=5, ge=1, le=100, description="failed LLM attempts before a session is failed"
+    )
+    backoff_s: float = Field(
+        default=60.0, gt=0, description="wait after a failed LLM attempt; doubles each time"
+    )
+
+
 class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
 
@@ -78,6 +96,9 @@ class DaemonSettings(BaseModel):
     )
     flush_interval_s: float = Field(
         default=60.0, gt=0, description="how often recall counts are written to the vault files"
+    )
+    count_interval_s: float = Field(
+        default=2.0, gt=0, description="how often recall counts are added to the graph"
     )
     inbox_poll_s: float = Field(
         default=2.0, gt=0, description="how often the daemon indexes captures left in inbox/"
@@ -142,6 +163,7 @@ class Settings(BaseSettings):
     graph: GraphSettings = Field(default_factory=GraphSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    enrichment: EnrichmentSettings = Field(default_factory=EnrichmentSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)

@@ -127,6 +127,18 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
             fix="run `memoryd reindex`",
         )
     )
+    queued = svc.enrichment_counts()
+    llm_note = "" if svc.llm is not None else "; no LLM configured, so no summaries"
+    checks.append(
+        DoctorCheck(
+            name="enrichment",
+            ok=not queued["failed"],
+            detail=f"captured sessions: {queued['pending']} pending, {queued['done']} done,"
+            f" {queued['failed']} failed{llm_note}",
+            fix="check the llm settings and the daemon log; a failed session is enriched"
+            " again when it is captured again",
+        )
+    )
     verification = svc.audit_verify()
     checks.append(
         DoctorCheck(

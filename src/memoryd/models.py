@@ -311,6 +311,7 @@ class SearchHit(BaseModel):
     score: float
     snippet: str = ""
     matched_terms: list[str] = Field(default_factory=list)
+    triggers: list[str] = Field(default_factory=list)
 
 
 class ScopeInfo(BaseModel):

@@ -7,6 +7,7 @@ the earlier ones are undone, so nothing is left half-written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -14,14 +15,23 @@ import secrets
 import shutil
 import time
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memoryd import recall as recall_rules
 from memoryd.audit import AuditEvent, AuditLog
+from memoryd.capture.memfile import memory_lock, split_summary, with_summary
+from memoryd.enrichment import (
+    EnrichmentJob,
+    EnrichmentPolicy,
+    LLMResult,
+    content_fingerprint,
+    run_llm_stage,
+)
 from memoryd.errors import (
     BrokenMemoryFile,
     Conflict,
@@ -33,7 +43,7 @@ from memoryd.errors import (
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.pipeline import Extractor, KnownEntity
-from memoryd.governance.store import GovernanceStore
+from memoryd.governance.store import EnrichmentState, GovernanceStore
 from memoryd.graph.store import (
     CypherResult,
     EntityContext,
@@ -49,6 +59,7 @@ from memoryd.models import (
     AuditVerification,
     DecayState,
     EntityDeletion,
+    Extraction,
     Frontmatter,
     Memory,
     MemoryDraft,
@@ -74,6 +85,8 @@ logger = logging.getLogger(__name__)
 
 BULK_BATCH = 5000
 MAX_BODY_CHARS = 1_000_000
+FILE_LOCK_TIMEOUT_S = 5.0
+"""How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
 GraphFactory = Callable[[Path], GraphStore]
 
 
@@ -119,6 +132,7 @@ class MemoryService:
         extractor: Extractor | None = None,
         llm: LLMProvider | None = None,
         read_only: bool = False,
+        enrichment: EnrichmentPolicy | None = None,
     ) -> None:
         self.home = home
         self.read_only = read_only
@@ -132,9 +146,13 @@ class MemoryService:
         self._on_close = on_close
         self.extractor = extractor
         self.llm = llm
+        self.enrichment = enrichment or EnrichmentPolicy()
         self.vector_stage: recall_rules.VectorStage | None = None
         self._matcher: recall_rules.EntityMatcher | None = None
+        self._recall_pending: dict[str, tuple[int, datetime]] = {}
+        """Recalls counted here but not yet in the graph: slug → (how many, last at)."""
         self._recall_dirty: dict[str, tuple[int, datetime, DecayState]] = {}
+        """Counts in the graph but not yet in the memory files."""
         self._merges: dict[str, str] | None = None
 
     def close(self) -> None:
@@ -532,7 +550,7 @@ class MemoryService:
         explained = self.index.lookup([c.slug for c in ranked], query=query)
         hits = [_recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
         if track and hits and not self.read_only:
-            self._track_recalls(hits, self.graph.memory_rows([h.slug for h in hits]), query)
+            self._track_recalls([(hits, query)])
         return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
 
     def _entity_stages(
@@ -715,28 +733,40 @@ class MemoryService:
             elif graph.get_entity(details["drop"]) and graph.get_entity(target):
                 graph.merge_entities(target, details["drop"])
 
-    def _track_recalls(
-        self, hits: Sequence[RecallHit], rows: dict[str, MemoryRow], query: str
-    ) -> None:
-        """Count the recall in the graph at once (the files follow in `flush_recall_stats`);
-        a decayed memory that is recalled comes back to alive."""
+    def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:
+        """Count recalls (hits, query): trigger stats at once, the counts in memory until
+        `flush_recall_counts` (a graph write per recall would cost more than the recall).
+        A decayed memory that is recalled comes back to alive at once."""
         now = utcnow()
-        updates = []
-        revived = []
-        for hit in hits:
-            row = rows[hit.slug]
-            if row.decay_state is not DecayState.ALIVE:
-                revived.append(hit.slug)
-            updates.append((hit.slug, row.recall_count + 1, now, DecayState.ALIVE.value))
-            self._recall_dirty[hit.slug] = (row.recall_count + 1, now, DecayState.ALIVE)
-        self.graph.record_recalls(updates)
-        lowered = query.lower()
-        for hit in hits:
-            fired = [t for t in rows[hit.slug].triggers if t.lower() in lowered]
-            if fired:
-                self.governance.record_trigger_hits(fired, hit.scope_hash, now.date())
+        times = Counter(hit.slug for hits, _ in recalls for hit in hits)
+        stored = self.index.lookup(list(times))
+        for hits, query in recalls:
+            lowered = query.lower()
+            for hit in hits:
+                found = stored.get(hit.slug)  # None: archived since it was ranked
+                fired = [t for t in found.triggers if t.lower() in lowered] if found else []
+                if fired:
+                    self.governance.record_trigger_hits(fired, hit.scope_hash, now.date())
+        for slug, n in times.items():
+            if slug in stored:
+                before = self._recall_pending.get(slug, (0, now))[0]
+                self._recall_pending[slug] = (before + n, now)
+        revived = [s for s, hit in stored.items() if hit.decay_state is not DecayState.ALIVE]
         if revived:
+            self.flush_recall_counts(revived)
             self._reindex_search(revived)
+
+    def flush_recall_counts(self, slugs: Sequence[str] | None = None) -> int:
+        """Add the recalls counted since the last flush to the graph (all, or these slugs);
+        the files follow in `flush_recall_stats`. Returns how many memories were updated."""
+        if slugs is None:
+            batch, self._recall_pending = self._recall_pending, {}
+        else:
+            batch = {s: self._recall_pending.pop(s) for s in slugs if s in self._recall_pending}
+        counted = self.graph.record_recalls(batch)
+        for slug, count in counted.items():
+            self._recall_dirty[slug] = (count, batch[slug][1], DecayState.ALIVE)
+        return len(counted)
 
     def _reindex_search(self, slugs: Sequence[str]) -> None:
         """Refresh the search index entries of memories whose decay state changed."""
@@ -765,6 +795,7 @@ class MemoryService:
         Recall only touches the graph on the hot path; the files are rewritten here (at
         close, and by the daemon periodically) so `reindex` keeps the counts.
         """
+        self.flush_recall_counts()
         pending, self._recall_dirty = self._recall_dirty, {}
         rows = self.graph.memory_rows(list(pending)) if pending else {}
         for slug, (count, at, state) in pending.items():
@@ -773,14 +804,18 @@ class MemoryService:
             if path is None:
                 continue
             try:
-                memory = self.vault.read(path)
+                # Under the file lock: a re-capture of a session rewrites the same file.
+                with self._file_lock(slug):
+                    memory = self.vault.read(path)
+                    memory.meta.recall_count = max(memory.meta.recall_count, count)
+                    memory.meta.last_recalled_at = at
+                    memory.meta.decay_state = state
+                    self.vault.write(memory, sync=False)
+            except StorageError as exc:  # kept for the next flush
+                logger.warning("recall stats of %s not saved yet: %s", slug, exc)
+                self._recall_dirty.setdefault(slug, (count, at, state))
             except MemorydError as exc:
                 logger.warning("recall stats not saved for %s: %s", slug, exc)
-                continue
-            memory.meta.recall_count = max(memory.meta.recall_count, count)
-            memory.meta.last_recalled_at = at
-            memory.meta.decay_state = state
-            self.vault.write(memory, sync=False)
         if pending:
             self.vault.sync_all()
         return len(pending)
@@ -1007,10 +1042,12 @@ class MemoryService:
 
         A capture never opens the graph (DESIGN.md §2): it writes the vault file and drops a
         request. Each request is indexed — search index, graph, then one `capture` audit line
-        — and removed. A request whose file is already indexed unchanged is only removed, so
-        draining twice, or after a crash, indexes nothing twice; a request a capture replaced
-        while it was being indexed stays for the next drain. Not run by `open_service` (start-up
-        stays cheap): the CLI's embedded commands and the daemon call it.
+        — and removed, and the memory is queued for enrichment (`enrich_pending`: extraction
+        and the LLM summary come afterwards). A request whose file is already indexed
+        unchanged is only removed, so draining twice, or after a crash, indexes nothing twice;
+        a request a capture replaced while it was being indexed stays for the next drain. Not
+        run by `open_service` (start-up stays cheap): the CLI's embedded commands and the
+        daemon call it.
         """
         from memoryd.inbox import Inbox
 
@@ -1060,13 +1097,17 @@ class MemoryService:
             logger.warning("capture %s not indexed: its scope is sensitive", slug)
             return False
         row = self.graph.get_memory(slug)
-        if (
+        unchanged = (
             row is not None
             and row.fingerprint == memory.fingerprint
             and row.title == memory.meta.title
             and row.updated_at == memory.meta.updated_at
             and row.path == str(path)
-        ):
+        )
+        queued = self.governance.enqueue_enrichment(slug, content_fingerprint(memory), utcnow())
+        # The graph's fingerprint sees only the start of the body, which is the enrichment's
+        # summary once it has one: the queue's, over the whole content, tells a change too.
+        if unchanged and queued != "changed":
             return False
         if scope is not None and first_in_scope:
             self._ensure_scope(scope)
@@ -1107,26 +1148,227 @@ class MemoryService:
         scopes[scope_hash] = info
         return info
 
+    # -- enrichment (captured sessions: extraction and the LLM summary, afterwards) -------
+    def enrich_pending(self, limit: int | None = None, *, use_llm: bool = True) -> int:
+        """Enrich queued captured sessions in this thread; returns how many were processed.
+
+        Each runs the spaCy rules and, with `use_llm` and a provider configured, the LLM
+        stage (refined extraction and a `## Summary` section), then is written like any edit.
+        Embedded commands pass `use_llm=False`: they run the rules and leave the LLM work
+        pending for the daemon, whose worker runs the same steps with the LLM call outside
+        its writer thread (`prepare_enrichment`, `run_llm_stage`, `apply_enrichment`).
+        """
+        self._require_writable("enrich captured sessions")
+        done = 0
+        for slug in self.enrichment_due(limit or 1_000_000, use_llm=use_llm):
+            try:
+                job = self.prepare_enrichment(slug, use_llm=use_llm)
+                if job is None:
+                    continue
+                result = None
+                if job.use_llm and self.llm is not None:
+                    result = run_llm_stage(self.llm, job)
+                self.apply_enrichment(job, result)
+            except MemorydError as exc:  # one memory must not hold up the others
+                logger.warning("enrichment of %s stays queued: %s", slug, exc)
+                continue
+            done += 1
+        return done
+
+    def enrichment_due(self, limit: int, *, use_llm: bool = True) -> list[str]:
+        """Slugs of queued sessions due now, longest waiting first. Without the LLM stage
+        (`use_llm=False` while a provider is configured) only those the rules have not seen:
+        the rest wait for the daemon."""
+        rules_only = self.llm is not None and not use_llm
+        rows = self.governance.due_enrichments(utcnow(), limit, rules_only=rules_only)
+        return [row.slug for row in rows]
+
+    def enrichment_counts(self) -> dict[EnrichmentState, int]:
+        """Queued sessions by state: pending, done, failed (for `doctor`)."""
+        return self.governance.enrichment_counts()
+
+    def prepare_enrichment(self, slug: str, *, use_llm: bool = True) -> EnrichmentJob | None:
+        """Read a queued memory and run the spaCy rules on it; None when it is not pending.
+
+        Writes nothing (the daemon runs it as a read). The job is about the content the file
+        holds now, which `apply_enrichment` checks again before writing.
+        """
+        row = self.governance.enrichment(slug)
+        if row is None or row.state != "pending":
+            return None
+        graph_row = self.graph.get_memory(slug)
+        path = Path(graph_row.path) if graph_row and graph_row.path else self.vault.find(slug)
+        if path is None or not path.is_file():
+            path = self.vault.find(slug)
+        if path is None:
+            return EnrichmentJob(
+                slug, row.fingerprint, skip="its file is gone", skip_state="failed"
+            )
+        try:
+            memory = self.vault.read(path)
+        except MemorydError as exc:
+            return EnrichmentJob(slug, row.fingerprint, skip=exc.message, skip_state="failed")
+        scope = self.vault.read_scope(memory.meta.scope_hash)
+        if memory.sensitive or (scope is not None and scope.sensitive):
+            # No extraction either: nothing of a sensitive memory leaves its file in plain text.
+            return EnrichmentJob(slug, row.fingerprint, skip="its scope is sensitive")
+        text = split_summary(memory.body)[1]
+        known = self._known_entities() if self.extractor is not None else []
+        rules = (
+            self.extractor.extract(text, title=memory.meta.title, known=known)
+            if self.extractor is not None
+            else Extraction()
+        )
+        return EnrichmentJob(
+            slug,
+            content_fingerprint(memory),
+            title=memory.meta.title,
+            text=text,
+            known=tuple(k.name for k in known),
+            rules=rules,
+            use_llm=use_llm and self.llm is not None,
+        )
+
+    def apply_enrichment(self, job: EnrichmentJob, result: LLMResult | None = None) -> str:
+        """Write what a job found and settle its queue row; returns what happened.
+
+        Under the memory's file lock (the hook takes it too) the file is read again: if its
+        content is no longer the job's, nothing is written and the memory is queued again
+        for the new content. Otherwise the proposals go into the frontmatter and the summary
+        to the top of the body, then the graph, the search index and an `enrich` audit line
+        follow, all undone if one fails. The rules' part is written even when the LLM failed;
+        the row then stays pending (with a growing wait) until `max_attempts`, then `failed`.
+        """
+        self._require_writable("enrich a memory")
+        now = utcnow()
+        if job.skip is not None:
+            logger.info("enrichment of %s skipped: %s", job.slug, job.skip)
+            self._settle(job, job.skip_state, rules_done=True, attempts=0, error=job.skip)
+            return job.skip_state
+        with self._file_lock(job.slug):
+            row = self.governance.enrichment(job.slug)
+            path = self.vault.find(job.slug)
+            if row is None or path is None:
+                return "gone"
+            old = self.vault.read(path)
+            current = content_fingerprint(old)
+            if current != job.fingerprint:
+                self.governance.enqueue_enrichment(job.slug, current, now)
+                logger.info("%s changed while it was enriched: queued again", job.slug)
+                return "requeued"
+            if row.fingerprint != job.fingerprint:
+                # The file changed before it was drained: the job is about what it holds now.
+                self.governance.enqueue_enrichment(job.slug, job.fingerprint, now)
+                row = self.governance.enrichment(job.slug) or row
+            self._write_enrichment(old, job, result)
+        if result is None:
+            # The LLM stage did not run: done, unless a provider is configured (the daemon
+            # runs it later; embedded commands only run the rules).
+            state: EnrichmentState = "pending" if self.llm is not None else "done"
+            self._settle(job, state, rules_done=True, attempts=row.attempts, error=None)
+            return state
+        if result.error is None:
+            self._settle(job, "done", rules_done=True, attempts=row.attempts, error=None)
+            return "done"
+        attempts = row.attempts + 1
+        failed = attempts >= self.enrichment.max_attempts
+        error = f"{result.error.code}: {result.error.message}"
+        logger.warning(
+            "LLM enrichment of %s failed (attempt %d of %d): %s",
+            job.slug,
+            attempts,
+            self.enrichment.max_attempts,
+            error,
+        )
+        self._settle(
+            job,
+            "failed" if failed else "pending",
+            rules_done=True,
+            attempts=attempts,
+            error=error,
+            wait=self.enrichment.backoff(attempts),
+        )
+        return "failed" if failed else "retry"
+
+    def _write_enrichment(self, old: Memory, job: EnrichmentJob, result: LLMResult | None) -> None:
+        """Proposals into the frontmatter, the summary atop the body; vault, graph, index,
+        audit. Called under the file lock; a memory it would not change is left alone."""
+        found = job.rules
+        if result is not None and result.refined is not None:
+            found = merge_extractions(found, result.refined)
+        new = Memory(
+            meta=old.meta.model_copy(deep=True),
+            body=old.body,
+            path=old.path,
+            sensitive=old.sensitive,
+        )
+        apply_extraction(new, found, self._merged_into())
+        if result is not None and result.summary_section:
+            new.body = with_summary(result.summary_section, old.body)
+        if (
+            new.body == old.body
+            and new.meta.observations == old.meta.observations
+            and new.meta.relations == old.meta.relations
+        ):
+            return
+        new.meta.updated_at = utcnow()
+        details: dict[str, Any] = {
+            "stages": found.stages,
+            "observations": len(new.meta.observations),
+            "relations": len(new.meta.relations),
+            "summary": new.body != old.body,
+        }
+        if job.use_llm and self.llm is not None:
+            details["llm"] = f"{self.llm.name}/{self.llm.model}"
+        self._replace_everywhere(old, new, event_type="enrich", details=details)
+        self._matcher = None  # new entities: the next recall links queries to them
+
+    def _settle(
+        self,
+        job: EnrichmentJob,
+        state: EnrichmentState,
+        *,
+        rules_done: bool,
+        attempts: int,
+        error: str | None,
+        wait: float = 0.0,
+    ) -> None:
+        now = utcnow()
+        recorded = self.governance.record_enrichment(
+            job.slug,
+            job.fingerprint,
+            state=state,
+            rules_done=rules_done,
+            attempts=attempts,
+            last_error=error,
+            next_attempt_at=now + timedelta(seconds=wait),
+            now=now,
+        )
+        if not recorded:
+            logger.info("%s was queued again meanwhile: its new content is enriched next", job.slug)
+
+    @contextlib.contextmanager
+    def _file_lock(self, slug: str) -> Iterator[None]:
+        """The memory file's lock, shared with the capture hook, as a bounded wait."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(memory_lock(self.home, slug, timeout_s=FILE_LOCK_TIMEOUT_S))
+            except OSError as exc:  # TimeoutError included
+                raise StorageError(
+                    f"cannot lock the memory file of {slug}: {exc}",
+                    hint="another process holds it; the work is retried later",
+                ) from exc
+            yield
+
     # -- for the daemon: reads on many threads, their writes on one ----------------------
     def count_recalls(self, results: Sequence[RecallResult]) -> None:
         """Count recalls made with `track=False` as `recall` would have counted them.
 
         The daemon ranks recalls concurrently on reader threads and counts them afterwards, in
-        batches, on its single writer thread: the rows are read once per batch, and each
-        recall counts on top of the ones before it.
+        batches, on its single writer thread; each recall counts on top of the ones before.
         """
         self._require_writable("count recalls")
-        rows = self.graph.memory_rows(sorted({hit.slug for r in results for hit in r.hits}))
-        for result in results:
-            hits = [hit for hit in result.hits if hit.slug in rows]
-            if not hits:
-                continue
-            self._track_recalls(hits, rows, result.query)
-            for hit in hits:
-                count, at, state = self._recall_dirty[hit.slug]
-                rows[hit.slug] = rows[hit.slug].model_copy(
-                    update={"recall_count": count, "last_recalled_at": at, "decay_state": state}
-                )
+        self._track_recalls([(r.hits, r.query) for r in results if r.hits])
 
     def relations(
         self,

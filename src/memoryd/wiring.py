@@ -12,6 +12,7 @@ from pathlib import Path
 
 from memoryd.audit import AuditLog
 from memoryd.config import Settings
+from memoryd.enrichment import EnrichmentPolicy
 from memoryd.errors import StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
@@ -131,6 +132,10 @@ def open_service(
         graph_factory=factory,
         actor=actor,
         on_close=lock.release,
+        enrichment=EnrichmentPolicy(
+            max_attempts=settings.enrichment.max_attempts,
+            backoff_s=settings.enrichment.backoff_s,
+        ),
     )
     if refill:
         service.refill_search_index()

@@ -292,6 +292,15 @@ def capture(
 
 
 def _write(home: Path, scope: memfile.ScopeRef, fields: dict[str, Any], body: str) -> Outcome:
+    """Write the session's memory under its file lock: the daemon's enrichment worker
+    rewrites the same file, and neither side may lose what the other wrote."""
+    with memfile.memory_lock(home, str(fields["slug"])):
+        return _write_locked(home, scope, fields, body)
+
+
+def _write_locked(
+    home: Path, scope: memfile.ScopeRef, fields: dict[str, Any], body: str
+) -> Outcome:
     slug = str(fields["slug"])
     path = memfile.find_session_file(home, slug)
     if path is not None and path.name.endswith(memfile.ENCRYPTED_SUFFIX):

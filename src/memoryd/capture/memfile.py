@@ -8,16 +8,24 @@ byte for byte with `vault.render`.
 Re-capturing a session rewrites only the fields capture owns (title, times, tags, triggers,
 `session_id`, `agent`, `model`) and the body. Every other frontmatter line — recall counts,
 decay state, relations written by extraction, keys added by hand — is kept as it was, and
-tags or triggers added by hand are kept beside the derived ones.
+tags or triggers added by hand are kept beside the derived ones. The body's `## Summary`
+section, which the daemon's enrichment worker writes at its top (an LLM summary), is kept
+too: capture owns the rest of the body, the worker owns that section.
+
+The hook and the daemon both read-modify-write these files, outside each other's process:
+each takes `memory_lock` around its read-modify-write, so neither loses what the other wrote.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -52,6 +60,13 @@ DECLARED = (
 )
 KEPT_WHEN_PRESENT = frozenset({"created_at", "ttl_days", "decay_state", "recall_count"})
 MERGED_LISTS = frozenset({"tags", "triggers"})
+
+LOCKS_DIR = "locks"
+LOCK_STRIPES = 64
+"""Memory-file locks are striped over this many files, so `locks/` never needs pruning."""
+SUMMARY_HEADING = "## Summary"
+SUMMARY_END = "<!-- end of summary -->"
+"""The line that closes the summary section; it renders as nothing in markdown viewers."""
 
 _YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)")
@@ -246,8 +261,14 @@ def parse_list(lines: list[str]) -> list[str]:
 
 
 def compose(existing: str | None, fields: dict[str, Any], body: str) -> str:
-    """The file text: `fields` (capture's own) over what `existing` holds; then the body."""
+    """The file text: `fields` (capture's own) over what `existing` holds; then the body,
+    under the summary section `existing` had (the enrichment worker's, kept until it writes a
+    newer one)."""
     split = frontmatter_blocks(existing) if existing else None
+    if split is not None:
+        kept = split_summary(split[1].removeprefix("\n"))[0]
+        if kept:
+            body = with_summary(kept, body)
     blocks = dict((key, lines) for key, lines in split[0] if key) if split else {}
     preamble = [line for key, lines in (split[0] if split else []) if key is None for line in lines]
     out: list[str] = list(preamble)
@@ -270,6 +291,81 @@ def compose(existing: str | None, fields: dict[str, Any], body: str) -> str:
     if "relations" in blocks:
         out.extend(blocks["relations"])
     return "---\n" + "\n".join(out) + "\n---\n\n" + body + "\n"
+
+
+def split_summary(body: str) -> tuple[str, str]:
+    """(the `## Summary` section the enrichment worker wrote at the top, the rest of the body).
+
+    The section is recognised only at the very top and only when closed by `SUMMARY_END`, so a
+    captured body (which starts with its header line) is never mistaken for one.
+    """
+    if not body.startswith(SUMMARY_HEADING + "\n"):
+        return "", body
+    end = body.find("\n" + SUMMARY_END)
+    if end == -1:
+        return "", body
+    cut = end + 1 + len(SUMMARY_END)
+    if cut < len(body) and body[cut] != "\n":
+        return "", body
+    return body[:cut], body[cut:].lstrip("\n")
+
+
+def with_summary(section: str, body: str) -> str:
+    """`body` with `section` (a rendered summary, or "" for none) in place of its own."""
+    rest = split_summary(body)[1]
+    return f"{section}\n\n{rest}" if section else rest
+
+
+def render_summary(summary: str, decisions: Iterable[str], open_problems: Iterable[str]) -> str:
+    """The summary section: a paragraph, then decisions and open problems as bullets.
+
+    Every item is put on one line and markdown headings or comments are defused, so model
+    output cannot end the section early or add one capture would mistake for its own.
+    """
+
+    def flat(text: str) -> str:
+        return " ".join(text.replace("<!--", "<!‐‐").split()).lstrip("#").strip()
+
+    lines = [SUMMARY_HEADING, flat(summary)]
+    for heading, items in (("Decisions", decisions), ("Open problems", open_problems)):
+        kept = [flat(item) for item in items if flat(item)]
+        if kept:
+            lines += ["", f"**{heading}**", *(f"- {item}" for item in kept)]
+    return "\n".join([*lines, SUMMARY_END])
+
+
+@contextlib.contextmanager
+def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Iterator[None]:
+    """Hold the lock of one memory file around a read-modify-write of it.
+
+    The hook (re-capture) and the daemon (enrichment, recall counts) both rewrite session
+    files; flock on a sidecar file serialises them across processes and threads. Locks are
+    striped by slug (`LOCK_STRIPES` files): two memories rarely share one, and only for the
+    milliseconds of a write. Without `timeout_s` it blocks (the hook's SIGALRM budget bounds
+    the wait); with it, `TimeoutError` is raised when the lock stays taken that long.
+    """
+    stripe = int(hashlib.sha1(slug.encode("utf-8")).hexdigest()[:8], 16) % LOCK_STRIPES
+    path = home / LOCKS_DIR / f"memory-{stripe:02d}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if timeout_s is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(
+                            f"the memory file of {slug} stayed locked for {timeout_s:g} s"
+                        ) from None
+                    time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def same_content(old: str, new: str) -> bool:

@@ -70,6 +70,7 @@ def mcp(
         with open_service(settings) as svc:
             svc.actor = MCP_ACTOR
             svc.drain_inbox()
+            svc.enrich_pending(use_llm=False)
             create_server(svc, home=settings.home).run()
     except MemorydError as exc:
         raise fail(exc) from exc

@@ -105,7 +105,10 @@ def service(home: Path | None) -> Iterator[Service]:
     try:
         with open_service_or_client(load_settings(home)) as svc:
             if isinstance(svc, MemoryService):
-                svc.drain_inbox()  # embedded mode indexes queued captures; a daemon drains its own
+                # Embedded mode indexes queued captures and runs their spaCy extraction; a
+                # daemon drains its own, and does the LLM work embedded commands leave to it.
+                svc.drain_inbox()
+                svc.enrich_pending(use_llm=False)
             yield svc
     except MemorydError as exc:
         raise fail(exc) from exc

@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +34,7 @@ from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
 from memoryd.daemon.writer import Batcher, ServiceRunner
+from memoryd.enrichment import run_llm_stage
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
 from memoryd.models import RecallResult
@@ -95,7 +96,7 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
             files.socket,
             f" and http://127.0.0.1:{bound_port}" if bound_port else "",
         )
-        asyncio.run(_serve(service, runner, settings, sockets, token, bound_port))
+        run_loop(_serve(service, runner, settings, sockets, token, bound_port))
     finally:
         for sock in sockets:
             sock.close()
@@ -110,6 +111,18 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
 def _exit_while_starting(signum: int, frame: object) -> None:
     logger.info("%s while starting: closing the stores", signal.Signals(signum).name)
     raise SystemExit(0)
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run the daemon's event loop: uvloop where it is installed (the HTTP plumbing runs in
+    the same process and under the same GIL as every recall, so its cost is paid by all of
+    them; uvicorn picks up httptools by itself), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
 
 
 def refuse_second_daemon(files: DaemonFiles) -> None:
@@ -139,6 +152,68 @@ def drain_inbox(service: MemoryService, runner: ServiceRunner) -> None:
     indexed = runner.run_write(service.drain_inbox)
     if indexed:
         logger.info("indexed %d capture(s) from the inbox", indexed)
+
+
+async def watch_inbox(
+    service: MemoryService, runner: ServiceRunner, settings: Settings, drained: asyncio.Event
+) -> None:
+    """`memoryd capture` only drops requests into inbox/ (it never talks to the graph owner,
+    to stay within an agent hook's time budget): index them as they arrive, and set `drained`
+    when that indexed something."""
+    inbox = Inbox(service.home)
+    while True:
+        await asyncio.sleep(settings.daemon.inbox_poll_s)
+        try:
+            if not await asyncio.to_thread(inbox.pending):
+                continue
+            if await runner.write(service.drain_inbox):
+                drained.set()
+        except MemorydError as exc:
+            logger.warning("inbox not drained: %s", exc)
+
+
+async def enrich(
+    service: MemoryService, runner: ServiceRunner, settings: Settings, wake: asyncio.Event
+) -> None:
+    """Extraction and LLM summaries of captured sessions (DESIGN.md §2's background worker):
+    at start (what a previous run left queued), when `wake` is set (after a drain), and every
+    `enrichment.interval_s` (backoffs end); in small rounds, so recalls and writes are never
+    starved."""
+    batch = settings.enrichment.batch_size
+    while True:
+        wake.clear()
+        try:
+            while await enrich_round(service, runner, batch) >= batch:
+                pass  # a full round: more may be due
+        except MemorydError as exc:
+            logger.warning("enrichment paused: %s", exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), settings.enrichment.interval_s)
+
+
+async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int) -> int:
+    """One round of the enrichment worker: up to `limit` due sessions, one at a time.
+
+    Each is three steps, so nothing long holds the writer: the file is read and the spaCy
+    rules run as a read; the LLM call (HTTP, seconds, retries) runs on a plain thread; only
+    writing the result is a writer job, which checks the content did not change meanwhile.
+    Returns how many were settled; a failure is logged and leaves that one queued.
+    """
+    settled = 0
+    for slug in await runner.read(service.enrichment_due, limit):
+        try:
+            job = await runner.read(service.prepare_enrichment, slug)
+            if job is None:
+                continue
+            result = None
+            if job.use_llm and service.llm is not None:
+                result = await asyncio.to_thread(run_llm_stage, service.llm, job)
+            await runner.write(service.apply_enrichment, job, result)
+        except MemorydError as exc:
+            logger.warning("enrichment of %s stays queued: %s", slug, exc)
+            continue
+        settled += 1
+    return settled
 
 
 def bind_unix(path: Path) -> socket.socket:
@@ -297,26 +372,27 @@ async def _serve(
             server.should_exit = True
 
     async def flush_recall_stats() -> None:
-        """Recall counts live in the graph first; the vault files get them periodically."""
+        """Recalls are counted in memory, added to the graph every few seconds (one write
+        for many recalls), and to the vault files less often."""
+        waited = 0.0
         while True:
-            await asyncio.sleep(settings.daemon.flush_interval_s)
-            runner.write_later(service.flush_recall_stats)
+            await asyncio.sleep(settings.daemon.count_interval_s)
+            waited += settings.daemon.count_interval_s
+            if waited >= settings.daemon.flush_interval_s:
+                waited = 0.0
+                runner.write_later(service.flush_recall_stats)
+            else:
+                runner.write_later(service.flush_recall_counts)
 
-    async def watch_inbox() -> None:
-        """`memoryd capture` only drops requests into inbox/ (it never talks to the graph
-        owner, to stay within an agent hook's time budget): index them as they arrive."""
-        inbox = Inbox(service.home)
-        while True:
-            await asyncio.sleep(settings.daemon.inbox_poll_s)
-            try:
-                if await asyncio.to_thread(inbox.pending):
-                    await runner.write(service.drain_inbox)
-            except MemorydError as exc:
-                logger.warning("inbox not drained: %s", exc)
+    enrich_wake = asyncio.Event()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, signum)
-    chores = [asyncio.create_task(flush_recall_stats()), asyncio.create_task(watch_inbox())]
+    chores = [
+        asyncio.create_task(flush_recall_stats()),
+        asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
+        asyncio.create_task(enrich(service, runner, settings, enrich_wake)),
+    ]
     try:
         async with mcp_sessions.run():
             await asyncio.gather(

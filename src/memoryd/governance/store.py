@@ -1,9 +1,11 @@
 """governance.db: the small relational state memoryd keeps beside the vault and the graph.
 
 SQLite (stdlib `sqlite3`) holds only promotions, trigger_stats, profile_versions and
-profile_change_reports (DESIGN §3). Numbered migrations, `migrations/NNN_name.sql` shipped as
-package data, run on open; `PRAGMA user_version` records the last one applied, and each one
-commits or rolls back as a whole, so a crash mid-upgrade leaves the previous schema intact.
+profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions: work state,
+not memory content, so `reindex` needs none of it. Numbered migrations,
+`migrations/NNN_name.sql` shipped as package data, run on open; `PRAGMA user_version` records
+the last one applied, and each one commits or rolls back as a whole, so a crash mid-upgrade
+leaves the previous schema intact.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,7 +31,7 @@ from memoryd.models import to_utc
 
 logger = logging.getLogger(__name__)
 
-LATEST_VERSION = 4
+LATEST_VERSION = 5
 """The schema version this code creates and understands: the number of the last migration."""
 
 GLOBAL_SCOPE = "_global"
@@ -61,6 +63,32 @@ class TriggerStat(BaseModel):
     scope_hash: str
     day: date
     hits: int
+
+
+EnrichmentState = Literal["pending", "done", "failed"]
+Enqueued = Literal["new", "changed", "same"]
+
+
+class EnrichmentRow(BaseModel):
+    """One memory in the enrichment queue: which content, how far, and why it stopped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slug: str
+    fingerprint: str
+    state: EnrichmentState
+    rules_done: bool
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime
+    enqueued_at: datetime
+    updated_at: datetime
+
+
+_ENRICHMENT_COLUMNS = (
+    "slug, fingerprint, state, rules_done, attempts, last_error, next_attempt_at, enqueued_at,"
+    " updated_at"
+)
 
 
 @functools.cache
@@ -293,6 +321,98 @@ class GovernanceStore:
                 rows,
             )
 
+    # -- the enrichment queue ----------------------------------------------------------------
+    def enqueue_enrichment(self, slug: str, fingerprint: str, now: datetime) -> Enqueued:
+        """Queue a memory's content for enrichment. Returns `new` (never queued before),
+        `changed` (queued again: its content changed) or `same` (exactly this content is
+        queued, enriched or failed already: nothing changes, nothing is enriched twice).
+
+        Queued content starts over: pending, no attempts, the spaCy stage not yet run.
+        """
+        stamp = _instant(now)
+        with self._transaction("queue enrichment in") as conn:
+            row = conn.execute(
+                "SELECT fingerprint FROM enrichment WHERE slug = ?", (slug,)
+            ).fetchone()
+            if row is not None and row[0] == fingerprint:
+                return "same"
+            conn.execute(
+                "INSERT INTO enrichment (slug, fingerprint, state, rules_done, attempts,"
+                " last_error, next_attempt_at, enqueued_at, updated_at)"
+                " VALUES (?, ?, 'pending', 0, 0, NULL, ?, ?, ?)"
+                " ON CONFLICT (slug) DO UPDATE SET fingerprint = excluded.fingerprint,"
+                " state = 'pending', rules_done = 0, attempts = 0, last_error = NULL,"
+                " next_attempt_at = excluded.next_attempt_at,"
+                " enqueued_at = excluded.enqueued_at, updated_at = excluded.updated_at",
+                (slug, fingerprint, stamp, stamp, stamp),
+            )
+        return "new" if row is None else "changed"
+
+    def due_enrichments(
+        self, now: datetime, limit: int, *, rules_only: bool = False
+    ) -> list[EnrichmentRow]:
+        """Pending rows whose backoff is over, longest waiting first. `rules_only`: only those
+        the spaCy stage has not run on (what an embedded command does without the LLM)."""
+        where = "state = 'pending' AND next_attempt_at <= ?"
+        if rules_only:
+            where += " AND rules_done = 0"
+        query = (
+            f"SELECT {_ENRICHMENT_COLUMNS} FROM enrichment WHERE {where}"
+            " ORDER BY next_attempt_at, enqueued_at, slug LIMIT ?"
+        )
+        with self._connection("read the enrichment queue of") as conn:
+            rows = conn.execute(query, (_instant(now), limit)).fetchall()
+        return [_enrichment_row(row) for row in rows]
+
+    def enrichment(self, slug: str) -> EnrichmentRow | None:
+        """The queue row of one memory, or None when it was never queued."""
+        with self._connection("read the enrichment queue of") as conn:
+            row = conn.execute(
+                f"SELECT {_ENRICHMENT_COLUMNS} FROM enrichment WHERE slug = ?", (slug,)
+            ).fetchone()
+        return None if row is None else _enrichment_row(row)
+
+    def record_enrichment(
+        self,
+        slug: str,
+        fingerprint: str,
+        *,
+        state: EnrichmentState,
+        rules_done: bool,
+        attempts: int,
+        last_error: str | None,
+        next_attempt_at: datetime,
+        now: datetime,
+    ) -> bool:
+        """Record how an attempt ended, only if the row is still about `fingerprint`: a
+        re-capture that queued newer content meanwhile wins. Returns whether it was recorded."""
+        with self._transaction("record enrichment in") as conn:
+            cursor = conn.execute(
+                "UPDATE enrichment SET state = ?, rules_done = ?, attempts = ?, last_error = ?,"
+                " next_attempt_at = ?, updated_at = ? WHERE slug = ? AND fingerprint = ?",
+                (
+                    state,
+                    int(rules_done),
+                    attempts,
+                    last_error,
+                    _instant(next_attempt_at),
+                    _instant(now),
+                    slug,
+                    fingerprint,
+                ),
+            )
+            return cursor.rowcount > 0
+
+    def enrichment_counts(self) -> dict[EnrichmentState, int]:
+        """How many memories are pending, done and failed (for `doctor`)."""
+        counts: dict[EnrichmentState, int] = {"pending": 0, "done": 0, "failed": 0}
+        with self._connection("read the enrichment queue of") as conn:
+            for state, count in conn.execute(
+                "SELECT state, count(*) FROM enrichment GROUP BY state"
+            ):
+                counts[state] = int(count)
+        return counts
+
     def trigger_stats(
         self, *, since: date | None = None, scope_hash: str | None = None
     ) -> list[TriggerStat]:
@@ -320,6 +440,18 @@ class GovernanceStore:
             TriggerStat(trigger=trigger, scope_hash=scope, day=date.fromisoformat(day), hits=hits)
             for trigger, scope, day, hits in rows
         ]
+
+
+def _instant(value: datetime) -> str:
+    """A fixed-width UTC timestamp, so the text order of the column is the time order."""
+    return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _enrichment_row(row: tuple[object, ...]) -> EnrichmentRow:
+    keys = [key.strip() for key in _ENRICHMENT_COLUMNS.split(",")]
+    data = dict(zip(keys, row, strict=True))
+    data["rules_done"] = bool(data["rules_done"])
+    return EnrichmentRow.model_validate(data)
 
 
 def _day(value: date) -> str:

@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -847,17 +847,25 @@ class KuzuGraphStore:
         with self._transaction() as conn:
             conn.execute("MATCH (e:Entity {id: $id}) DETACH DELETE e", {"id": entity_id})
 
-    def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None:
-        """(slug, recall_count, last_recalled_at, decay_state) for each recalled memory."""
-        if not rows:
-            return
+    def record_recalls(self, recalls: Mapping[str, tuple[int, datetime]]) -> dict[str, int]:
+        """Add `n` recalls at `at` to each memory (slug → (n, at)) and bring it back to
+        alive; returns each one's new count (absent slugs are left out).
+
+        One primary-key statement per memory: matching a list of slugs joins against a scan
+        of the whole Memory table (10 ms at 10k memories, ten times that at 100k)."""
+        counted: dict[str, int] = {}
+        if not recalls:
+            return counted
         with self._transaction() as conn:
-            conn.execute(
-                "UNWIND $rows AS r MATCH (m:Memory {slug: r.slug})"
-                " SET m.recall_count = CAST(r.n AS INT64),"
-                " m.last_recalled_at = CAST(r.at AS TIMESTAMP), m.decay_state = r.state",
-                {"rows": [{"slug": s, "n": n, "at": at, "state": st} for s, n, at, st in rows]},
-            )
+            for slug, (n, at) in recalls.items():
+                result = conn.execute(
+                    "MATCH (m:Memory {slug: $slug}) SET m.recall_count = m.recall_count + $n,"
+                    " m.last_recalled_at = $at, m.decay_state = 'alive' RETURN m.recall_count",
+                    {"slug": slug, "n": n, "at": at},
+                )
+                while result.has_next():
+                    counted[slug] = int(result.get_next()[0])
+        return counted
 
     def snapshot(self) -> dict[str, list[Any]]:
         memories = self._rows(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -294,7 +294,8 @@ class GraphStore(Protocol):
     def delete_entity(self, entity_id: str) -> None:
         """Remove the entity node and the edges still touching it."""
 
-    def record_recalls(self, rows: Sequence[tuple[str, int, datetime, str]]) -> None: ...
+    def record_recalls(self, recalls: Mapping[str, tuple[int, datetime]]) -> dict[str, int]:
+        """Add (n, at) recalls to each memory and revive it; returns the new counts."""
 
     def snapshot(self) -> dict[str, list[Any]]:
         """Every node and edge in a canonical order: two equal graphs give equal snapshots."""

@@ -1,4 +1,5 @@
-"""Typed LLM calls: the extraction stage, and the judgements governance asks for.
+"""Typed LLM calls: the extraction stage, session summaries, and the judgements governance
+asks for.
 
 Each function renders its packaged prompt, asks the provider for one schema, and
 returns plain values; nothing here writes. `extract_with_llm` turns the model's answer
@@ -342,6 +343,73 @@ def clip_text(text: str, limit: int) -> tuple[str, int]:
     tail = limit - head
     left_out = len(text) - head - tail
     return f"{text[:head]}\n[… {left_out} characters left out …]\n{text[-tail:]}", left_out
+
+
+# --------------------------------------------------------------------------- summaries
+
+SUMMARY_TEXT_CHARS = 24_000
+"""A session sent for its summary is clipped to this (head and tail kept): the digest capture
+wrote is at most a few KB, so only a hand-grown memory is ever cut."""
+MAX_SUMMARY_CHARS = 800
+MAX_SUMMARY_ITEMS = 6
+MAX_SUMMARY_ITEM_CHARS = 300
+
+
+def _bounded(limit: int) -> AfterValidator:
+    """Cut a text to `limit` characters (on a word when it can): an over-long answer is still
+    worth keeping, and the summary section must stay small."""
+
+    def cut(value: str) -> str:
+        value = " ".join(value.split())
+        if len(value) <= limit:
+            return value
+        head = value[: limit - 1]
+        space = head.rfind(" ")
+        return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"
+
+    return AfterValidator(cut)
+
+
+def _not_blank(value: str) -> str:
+    if not value:
+        raise ValueError("the summary is empty")
+    return value
+
+
+def _few(items: list[str]) -> list[str]:
+    return [item for item in items if item][:MAX_SUMMARY_ITEMS]
+
+
+SummaryItem = Annotated[str, _bounded(MAX_SUMMARY_ITEM_CHARS)]
+
+
+class SessionSummary(BaseModel):
+    """The LLM summary of one session memory: what happened, what was decided, what is open."""
+
+    summary: Annotated[str, _bounded(MAX_SUMMARY_CHARS), AfterValidator(_not_blank)] = Field(
+        description="two to five sentences"
+    )
+    decisions: Annotated[list[SummaryItem], AfterValidator(_few)] = Field(
+        default_factory=list, description="decisions made, one sentence each"
+    )
+    open_problems: Annotated[list[SummaryItem], AfterValidator(_few)] = Field(
+        default_factory=list, description="what was left unresolved, one sentence each"
+    )
+
+
+def summarize_session(provider: LLMProvider, title: str, session_text: str) -> SessionSummary:
+    """Summarise one session memory (title and body) for the top of its file.
+
+    Raises what `complete_json` raises (ExtractionFailed, RateLimited, ConfigError).
+    """
+    prompt = render_prompt(
+        "summarize_session",
+        title=title.strip(),
+        session=clip_text(session_text, SUMMARY_TEXT_CHARS)[0],
+    )
+    return provider.complete_json(
+        system=prompt.system, prompt=prompt.user, schema=SessionSummary, max_tokens=1024
+    )
 
 
 # --------------------------------------------------------------------------- judgements

@@ -22,6 +22,7 @@ PROMPT_NAMES = (
     "dura",
     "rewrite_identity",
     "profile_change_report",
+    "summarize_session",
 )
 
 _SYSTEM_MARKER = "<!-- system -->"

@@ -581,6 +581,7 @@ class SearchIndex:
             score=score,
             snippet=_snippet(body, position),
             matched_terms=matched,
+            triggers=_text(document, "triggers_stored"),
         )
 
     def _explain(
