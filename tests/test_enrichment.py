@@ -453,3 +453,24 @@ def test_the_hook_waits_for_the_file_lock(
             pass
     assert process.wait(timeout=60) == 0
     assert "bump the version" in path.read_text(encoding="utf-8")
+
+
+@needs_fixtures
+def test_draining_over_http_wakes_the_enrichment_worker(
+    home: Path, transcript: ClaudeTranscript, settings: Settings
+) -> None:
+    """`POST /v1/inbox/drain` indexes the capture and wakes the worker at once."""
+    from fastapi.testclient import TestClient
+
+    from memoryd.api.app import create_app
+
+    hook(home, transcript)
+    woken: list[bool] = []
+    with open_service(settings) as svc:
+        app = create_app(svc, settings=settings)
+        app.state.backend.wake_enrichment = lambda: woken.append(True)
+        with TestClient(app) as client:
+            assert client.post("/v1/inbox/drain").json() == {"indexed": 1}
+            assert woken == [True]
+            assert client.post("/v1/inbox/drain").json() == {"indexed": 0}
+            assert woken == [True]

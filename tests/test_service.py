@@ -282,3 +282,46 @@ def test_close_relations_keeps_them_as_history(svc: MemoryService, project: Path
     snapshot = svc.graph.snapshot()
     svc.reindex()
     assert svc.graph.snapshot() == snapshot
+
+
+def test_edits_wait_for_the_hooks_file_lock(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture hook rewrites session files under the same lock: an edit waits for it,
+    and gives up with a clear error, changing nothing, when it is held too long."""
+    import threading
+    import time
+
+    import memoryd.service as service_module
+    from memoryd.capture.memfile import memory_lock
+    from memoryd.errors import StorageError
+
+    memory = svc.record(
+        MemoryDraft(type=MemoryType.SESSION, title="Session", body="We met.", scope_path=project)
+    )
+    released = threading.Event()
+
+    def hold(seconds: float) -> None:
+        with memory_lock(svc.home, memory.slug):
+            released.wait(seconds)
+
+    holder = threading.Thread(target=hold, args=(0.3,))
+    holder.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    svc.update_keywords(memory.slug, tags=["kept"])
+    assert time.monotonic() - started >= 0.2  # it waited for the hook
+    holder.join()
+    assert svc.get(memory.slug).meta.tags == ["kept"]
+
+    monkeypatch.setattr(service_module, "FILE_LOCK_TIMEOUT_S", 0.2)
+    holder = threading.Thread(target=hold, args=(5.0,))
+    holder.start()
+    time.sleep(0.05)
+    try:
+        with pytest.raises(StorageError, match="cannot lock"):
+            svc.archive(memory.slug)
+    finally:
+        released.set()
+        holder.join()
+    assert svc.get(memory.slug).meta.decay_state is DecayState.ALIVE

@@ -966,15 +966,16 @@ class MemoryService:
         self._require_writable("update a memory")
         if tags is None and triggers is None:
             raise InvalidInput("nothing to update", hint="give new tags, triggers or both")
-        old = self.get(slug)
-        changes: dict[str, Any] = {}
-        if tags is not None:
-            changes["tags"] = list(tags)
-        if triggers is not None:
-            changes["triggers"] = list(triggers)
-        new = self._edited(old, changes, old.path)
-        details = {f"{field}_count": len(value) for field, value in changes.items()}
-        self._replace_everywhere(old, new, event_type="update", details=details)
+        with self._file_lock(slug):  # the capture hook rewrites session files too
+            old = self.get(slug)
+            changes: dict[str, Any] = {}
+            if tags is not None:
+                changes["tags"] = list(tags)
+            if triggers is not None:
+                changes["triggers"] = list(triggers)
+            new = self._edited(old, changes, old.path)
+            details = {f"{field}_count": len(value) for field, value in changes.items()}
+            self._replace_everywhere(old, new, event_type="update", details=details)
         return new
 
     def archive(self, slug: str) -> Memory:
@@ -986,15 +987,16 @@ class MemoryService:
         from memoryd.vault import FORGOTTEN_DIR
 
         self._require_writable("archive a memory")
-        old = self.get(slug)
-        assert old.path is not None  # read from a file
-        target = self.vault.scope_dir(old.meta.scope_hash) / FORGOTTEN_DIR / old.path.name
-        if old.meta.decay_state is DecayState.FORGOTTEN and old.path == target:
-            return old
-        new = self._edited(old, {"decay_state": DecayState.FORGOTTEN}, target)
-        self._replace_everywhere(
-            old, new, event_type="archive", details={"from": old.meta.decay_state.value}
-        )
+        with self._file_lock(slug):
+            old = self.get(slug)
+            assert old.path is not None  # read from a file
+            target = self.vault.scope_dir(old.meta.scope_hash) / FORGOTTEN_DIR / old.path.name
+            if old.meta.decay_state is DecayState.FORGOTTEN and old.path == target:
+                return old
+            new = self._edited(old, {"decay_state": DecayState.FORGOTTEN}, target)
+            self._replace_everywhere(
+                old, new, event_type="archive", details={"from": old.meta.decay_state.value}
+            )
         return new
 
     def _edited(self, old: Memory, changes: dict[str, Any], path: Path | None) -> Memory:
@@ -1470,36 +1472,37 @@ class MemoryService:
         ).rows
         result = EntityDeletion(entity_id=entity.id, name=entity.name)
         for slug in sorted({r[0] for r in rows if r[0]}):
-            try:
-                old = self.get(slug)
-            except (NotFound, BrokenMemoryFile) as exc:
-                logger.warning("%s keeps no link to %s in its file: %s", slug, entity.id, exc)
-                continue
-            gone = [r for r in old.meta.relations if r.subject in ids or r.object in ids]
-            observations = [o for o in old.meta.observations if o not in ids]
-            if not gone and len(observations) == len(old.meta.observations):
-                continue
-            relations = [r for r in old.meta.relations if r not in gone]
-            ends = ids | {e for r in gone for e in (r.subject, r.object) if e}
-            only_about = (
-                old.meta.type is MemoryType.FACT
-                and not relations
-                and set(old.meta.observations) <= ends
-            )
-            changes: dict[str, Any] = {"observations": observations, "relations": relations}
-            path = old.path
-            if only_about:
-                changes["decay_state"] = DecayState.FORGOTTEN
-                path = self._forgotten_path(old)
-                result.archived.append(slug)
-            else:
-                result.unlinked.append(slug)
-            self._replace_everywhere(
-                old,
-                self._edited(old, changes, path),
-                event_type="archive" if only_about else "update",
-                details={"entity_delete": entity.id},
-            )
+            with self._file_lock(slug):
+                try:
+                    old = self.get(slug)
+                except (NotFound, BrokenMemoryFile) as exc:
+                    logger.warning("%s keeps no link to %s in its file: %s", slug, entity.id, exc)
+                    continue
+                gone = [r for r in old.meta.relations if r.subject in ids or r.object in ids]
+                observations = [o for o in old.meta.observations if o not in ids]
+                if not gone and len(observations) == len(old.meta.observations):
+                    continue
+                relations = [r for r in old.meta.relations if r not in gone]
+                ends = ids | {e for r in gone for e in (r.subject, r.object) if e}
+                only_about = (
+                    old.meta.type is MemoryType.FACT
+                    and not relations
+                    and set(old.meta.observations) <= ends
+                )
+                changes: dict[str, Any] = {"observations": observations, "relations": relations}
+                path = old.path
+                if only_about:
+                    changes["decay_state"] = DecayState.FORGOTTEN
+                    path = self._forgotten_path(old)
+                    result.archived.append(slug)
+                else:
+                    result.unlinked.append(slug)
+                self._replace_everywhere(
+                    old,
+                    self._edited(old, changes, path),
+                    event_type="archive" if only_about else "update",
+                    details={"entity_delete": entity.id},
+                )
         self.graph.delete_entity(entity.id)
         self.audit.append(
             actor=self.actor,
@@ -1525,48 +1528,49 @@ class MemoryService:
         """
         if not relations:
             raise InvalidInput("no relation to close", hint="name at least one relation")
-        old = self.get(slug)
-        merged = self._merged_into()
+        with self._file_lock(slug):  # the capture hook rewrites session files too
+            old = self.get(slug)
+            merged = self._merged_into()
 
-        def key(rel: RelationRef) -> tuple[str | None, str, str, str | None]:
-            subject = merged.get(rel.subject, rel.subject) if rel.subject else None
-            return subject, rel.predicate.value, merged.get(rel.object, rel.object), rel.label
+            def key(rel: RelationRef) -> tuple[str | None, str, str, str | None]:
+                subject = merged.get(rel.subject, rel.subject) if rel.subject else None
+                return subject, rel.predicate.value, merged.get(rel.object, rel.object), rel.label
 
-        wanted = {key(r) for r in relations}
-        if not any(key(r) in wanted for r in old.meta.relations):
-            raise NotFound(
-                f"memory {slug} asserts none of these relations",
-                hint="GET /v1/relations?entity=NAME lists relations and their source memory",
+            wanted = {key(r) for r in relations}
+            if not any(key(r) in wanted for r in old.meta.relations):
+                raise NotFound(
+                    f"memory {slug} asserts none of these relations",
+                    hint="GET /v1/relations?entity=NAME lists relations and their source memory",
+                )
+            now = utcnow()
+            closed = [
+                r.model_copy(update={"superseded_at": now})
+                if key(r) in wanted and r.superseded_at is None
+                else r
+                for r in old.meta.relations
+            ]
+            count = sum(a is not b for a, b in zip(closed, old.meta.relations, strict=True))
+            if not count:
+                return old
+            ends = {e for r in closed for e in (r.subject, r.object) if e}
+            archive = (
+                old.meta.type is MemoryType.FACT
+                and all(r.superseded_at is not None for r in closed)
+                and set(old.meta.observations) <= ends
             )
-        now = utcnow()
-        closed = [
-            r.model_copy(update={"superseded_at": now})
-            if key(r) in wanted and r.superseded_at is None
-            else r
-            for r in old.meta.relations
-        ]
-        count = sum(a is not b for a, b in zip(closed, old.meta.relations, strict=True))
-        if not count:
-            return old
-        ends = {e for r in closed for e in (r.subject, r.object) if e}
-        archive = (
-            old.meta.type is MemoryType.FACT
-            and all(r.superseded_at is not None for r in closed)
-            and set(old.meta.observations) <= ends
-        )
-        changes: dict[str, Any] = {"relations": closed}
-        path = old.path
-        if archive:
-            changes["decay_state"] = DecayState.FORGOTTEN
-            path = self._forgotten_path(old)
-        new = self._edited(old, changes, path)
-        self._replace_everywhere(
-            old,
-            new,
-            event_type="archive" if archive else "relation_close",
-            details={"closed": count},
-        )
-        return new
+            changes: dict[str, Any] = {"relations": closed}
+            path = old.path
+            if archive:
+                changes["decay_state"] = DecayState.FORGOTTEN
+                path = self._forgotten_path(old)
+            new = self._edited(old, changes, path)
+            self._replace_everywhere(
+                old,
+                new,
+                event_type="archive" if archive else "relation_close",
+                details={"closed": count},
+            )
+            return new
 
     def _forgotten_path(self, memory: Memory) -> Path:
         """Where `archive` moves a memory's file."""

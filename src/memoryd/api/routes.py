@@ -78,6 +78,8 @@ class Backend:
     runner: ServiceRunner
     tcp_port: int | None = None
     started: float = field(default_factory=time.monotonic)
+    wake_enrichment: Callable[[], None] | None = None
+    """The daemon's background enrichment, woken when captures are indexed."""
     recalls: Batcher[RecallResult] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -205,7 +207,10 @@ async def reindex(api: Api, actor: Actor = "api") -> ReindexReport:
 @router.post("/inbox/drain", tags=["system"])
 async def drain_inbox(api: Api) -> InboxDrained:
     """Index the captures waiting in inbox/ now (the daemon also polls for them)."""
-    return InboxDrained(indexed=await api.runner.write(api.service.drain_inbox))
+    indexed = await api.runner.write(api.service.drain_inbox)
+    if indexed and api.wake_enrichment is not None:
+        api.wake_enrichment()
+    return InboxDrained(indexed=indexed)
 
 
 # -- memories -----------------------------------------------------------------------------

@@ -385,6 +385,7 @@ async def _serve(
                 runner.write_later(service.flush_recall_counts)
 
     enrich_wake = asyncio.Event()
+    app.state.backend.wake_enrichment = enrich_wake.set
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, signum)
