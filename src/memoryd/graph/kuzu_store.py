@@ -851,20 +851,25 @@ class KuzuGraphStore:
         """Add `n` recalls at `at` to each memory (slug → (n, at)) and bring it back to
         alive; returns each one's new count (absent slugs are left out).
 
-        One primary-key statement per memory: matching a list of slugs joins against a scan
-        of the whole Memory table (10 ms at 10k memories, ten times that at 100k)."""
-        counted: dict[str, int] = {}
+        One statement for the whole batch: matching a list of slugs joins against a scan of
+        the Memory table, but that runs in the engine without the GIL, while one statement
+        per memory would hold the GIL to prepare each (the daemon flushes hundreds at once).
+        """
         if not recalls:
-            return counted
+            return {}
+        rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
         with self._transaction() as conn:
-            for slug, (n, at) in recalls.items():
-                result = conn.execute(
-                    "MATCH (m:Memory {slug: $slug}) SET m.recall_count = m.recall_count + $n,"
-                    " m.last_recalled_at = $at, m.decay_state = 'alive' RETURN m.recall_count",
-                    {"slug": slug, "n": n, "at": at},
-                )
-                while result.has_next():
-                    counted[slug] = int(result.get_next()[0])
+            result = conn.execute(
+                "UNWIND $rows AS r MATCH (m:Memory {slug: r.slug})"
+                " SET m.recall_count = m.recall_count + CAST(r.n AS INT64),"
+                " m.last_recalled_at = CAST(r.at AS TIMESTAMP), m.decay_state = 'alive'"
+                " RETURN m.slug, m.recall_count",
+                {"rows": rows},
+            )
+            counted: dict[str, int] = {}
+            while result.has_next():
+                slug, count = result.get_next()
+                counted[str(slug)] = int(count)
         return counted
 
     def snapshot(self) -> dict[str, list[Any]]:

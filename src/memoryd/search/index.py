@@ -571,14 +571,16 @@ class SearchIndex:
                 _text(document, "tags_stored"),
                 _text(document, "triggers_stored"),
             )
-        return SearchHit(
+        # Every field is typed here already: skipping validation matters when recall reads
+        # 50+ candidates per query on the daemon's GIL.
+        return SearchHit.model_construct(
             slug=slug,
             type=MemoryType(_stored(document, "type")),
             title=title,
             scope_hash=str(_stored(document, "scope_hash")),
             decay_state=DecayState(_stored(document, "decay_state")),
             created_at=to_utc(_stored(document, "created_at")),
-            score=score,
+            score=float(score),
             snippet=_snippet(body, position),
             matched_terms=matched,
             triggers=_text(document, "triggers_stored"),
