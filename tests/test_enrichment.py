@@ -8,6 +8,7 @@ subprocess) through the Anthropic SDK over recorded Messages API replies: the wo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -474,3 +475,43 @@ def test_draining_over_http_wakes_the_enrichment_worker(
             assert woken == [True]
             assert client.post("/v1/inbox/drain").json() == {"indexed": 0}
             assert woken == [True]
+
+
+def test_enrichment_waits_until_captures_settle(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session is captured several times in a row (PreCompact, Stop, SessionEnd): the
+    worker runs at start, then only once the drains have been quiet for `settle_s`."""
+    import memoryd.daemon.server as server
+
+    rounds: list[float] = []
+
+    async def one_round(service: object, runner: object, limit: int) -> int:
+        rounds.append(time.monotonic())
+        return 0
+
+    monkeypatch.setattr(server, "enrich_round", one_round)
+    tuned = settings.model_copy(
+        update={
+            "enrichment": settings.enrichment.model_copy(
+                update={"interval_s": 60.0, "settle_s": 0.3}
+            )
+        }
+    )
+
+    async def scenario() -> None:
+        wake = asyncio.Event()
+        worker = asyncio.create_task(server.enrich(None, None, tuned, wake))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert len(rounds) == 1  # what a previous run left queued
+        for _ in range(5):  # drains keep coming, 0.1 s apart
+            wake.set()
+            await asyncio.sleep(0.1)
+        assert len(rounds) == 1
+        await asyncio.sleep(0.5)
+        assert len(rounds) == 2
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+    asyncio.run(scenario())

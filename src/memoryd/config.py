@@ -71,6 +71,12 @@ class EnrichmentSettings(BaseModel):
     interval_s: float = Field(
         default=30.0, gt=0, description="how often the daemon looks for due work between drains"
     )
+    settle_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="quiet time after the last indexed capture before enriching: a session is"
+        " captured several times in a row, and the agent's hooks should not compete with it",
+    )
     max_attempts: int = Field(
         default=5, ge=1, le=100, description="failed LLM attempts before a session is failed"
     )

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts, text_of
 
 logger = logging.getLogger(__name__)
@@ -76,13 +78,23 @@ def read_jsonl(
         for line in chunk.split(b"\n"):
             if not line.strip() or (skip is not None and skip.search(line)):
                 continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
+            entry = _decode(line)
             if isinstance(entry, dict):
                 entries.append(entry)
     return entries, skipped
+
+
+def _decode(line: bytes) -> Any:
+    """One JSON value, or None. orjson parses the bench's 2 MB transcript in 9 ms against the
+    stdlib's 25 (a hook's budget); the stdlib takes what orjson refuses (NaN, integers beyond
+    64 bits)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(line)
+        except ValueError:
+            return None
 
 
 def sniff(path: Path) -> str | None:

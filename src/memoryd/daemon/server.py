@@ -176,9 +176,9 @@ async def enrich(
     service: MemoryService, runner: ServiceRunner, settings: Settings, wake: asyncio.Event
 ) -> None:
     """Extraction and LLM summaries of captured sessions (DESIGN.md §2's background worker):
-    at start (what a previous run left queued), when `wake` is set (after a drain), and every
-    `enrichment.interval_s` (backoffs end); in small rounds, so recalls and writes are never
-    starved."""
+    at start (what a previous run left queued), once drains (`wake`) have been quiet for
+    `enrichment.settle_s`, and every `enrichment.interval_s` (backoffs end); in small rounds,
+    so recalls and writes are never starved."""
     batch = settings.enrichment.batch_size
     while True:
         wake.clear()
@@ -189,6 +189,10 @@ async def enrich(
             logger.warning("enrichment paused: %s", exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), settings.enrichment.interval_s)
+        while wake.is_set():  # captures keep coming: wait until they settle
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), settings.enrichment.settle_s)
 
 
 async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int) -> int:
