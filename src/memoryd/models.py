@@ -432,6 +432,8 @@ class RecallHit(BaseModel):
     paths: list[str] = Field(default_factory=list)
     """Graph paths that brought it, e.g. `Solid -[supersedes]-> React -> memory`."""
     superseded_by: str | None = None
+    triggers: list[str] = Field(default_factory=list)
+    """The memory's triggers; those the query contains count in trigger_stats."""
 
 
 class RecallResult(BaseModel):

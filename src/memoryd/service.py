@@ -18,7 +18,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,8 @@ class MemoryService:
         self._matcher: recall_rules.EntityMatcher | None = None
         self._recall_pending: dict[str, tuple[int, datetime]] = {}
         """Recalls counted here but not yet in the graph: slug → (how many, last at)."""
+        self._triggers_pending: Counter[tuple[str, str | None, date]] = Counter()
+        """Trigger hits not yet in trigger_stats: (trigger, scope_hash, day) → hits."""
         self._recall_dirty: dict[str, tuple[int, datetime, DecayState]] = {}
         """Counts in the graph but not yet in the memory files."""
         self._merges: dict[str, str] | None = None
@@ -734,31 +736,37 @@ class MemoryService:
                 graph.merge_entities(target, details["drop"])
 
     def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:
-        """Count recalls (hits, query): trigger stats at once, the counts in memory until
-        `flush_recall_counts` (a graph write per recall would cost more than the recall).
-        A decayed memory that is recalled comes back to alive at once."""
+        """Count recalls (hits, query) in memory until `flush_recall_counts`: a graph write
+        and a SQLite commit per recall would cost more than the recall. A decayed memory
+        that is recalled comes back to alive at once. Memories archived since they were
+        ranked are dropped by the flush."""
         now = utcnow()
-        times = Counter(hit.slug for hits, _ in recalls for hit in hits)
-        stored = self.index.lookup(list(times))
+        revived: list[str] = []
         for hits, query in recalls:
             lowered = query.lower()
             for hit in hits:
-                found = stored.get(hit.slug)  # None: archived since it was ranked
-                fired = [t for t in found.triggers if t.lower() in lowered] if found else []
-                if fired:
-                    self.governance.record_trigger_hits(fired, hit.scope_hash, now.date())
-        for slug, n in times.items():
-            if slug in stored:
-                before = self._recall_pending.get(slug, (0, now))[0]
-                self._recall_pending[slug] = (before + n, now)
-        revived = [s for s, hit in stored.items() if hit.decay_state is not DecayState.ALIVE]
+                before = self._recall_pending.get(hit.slug, (0, now))[0]
+                self._recall_pending[hit.slug] = (before + 1, now)
+                for trigger in hit.triggers:
+                    if trigger.lower() in lowered:
+                        self._triggers_pending[(trigger, hit.scope_hash, now.date())] += 1
+                if hit.decay_state is not DecayState.ALIVE:
+                    revived.append(hit.slug)
         if revived:
-            self.flush_recall_counts(revived)
-            self._reindex_search(revived)
+            # Only memories still in the graph: an archived one must not come back.
+            self._reindex_search(list(self._write_recall_counts(revived)))
 
-    def flush_recall_counts(self, slugs: Sequence[str] | None = None) -> int:
-        """Add the recalls counted since the last flush to the graph (all, or these slugs);
-        the files follow in `flush_recall_stats`. Returns how many memories were updated."""
+    def flush_recall_counts(self) -> int:
+        """Add the recalls counted since the last flush to the graph and their trigger hits
+        to trigger_stats; the files follow in `flush_recall_stats`.
+        Returns how many memories were updated."""
+        triggers, self._triggers_pending = self._triggers_pending, Counter()
+        self.governance.add_trigger_hits(triggers)
+        return len(self._write_recall_counts(None))
+
+    def _write_recall_counts(self, slugs: Sequence[str] | None) -> dict[str, int]:
+        """The pending counts of `slugs` (None: all) into the graph; the new counts of the
+        memories it still holds."""
         if slugs is None:
             batch, self._recall_pending = self._recall_pending, {}
         else:
@@ -766,7 +774,7 @@ class MemoryService:
         counted = self.graph.record_recalls(batch)
         for slug, count in counted.items():
             self._recall_dirty[slug] = (count, batch[slug][1], DecayState.ALIVE)
-        return len(counted)
+        return counted
 
     def _reindex_search(self, slugs: Sequence[str]) -> None:
         """Refresh the search index entries of memories whose decay state changed."""
@@ -1608,6 +1616,7 @@ def _recall_hit(cand: recall_rules.Candidate, stored: SearchHit) -> RecallHit:
         score=round(cand.score, 6),
         snippet=stored.snippet,
         matched_terms=stored.matched_terms,
+        triggers=stored.triggers,
         stages=sorted(cand.stage_scores, key=list(recall_rules.STAGE_WEIGHTS).index)
         + (["supersedes"] if not cand.stage_scores else []),
         paths=cand.paths,

@@ -16,7 +16,8 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -309,16 +310,25 @@ class GovernanceStore:
         """
         if isinstance(triggers, str):
             raise InvalidInput("triggers must be a sequence of strings, not one string")
-        day_text = _day(day)
-        scope = scope_hash or GLOBAL_SCOPE
-        rows = [(t.strip(), scope, day_text) for t in triggers if t.strip()]
+        hits: Counter[tuple[str, str | None, date]] = Counter(
+            (t, scope_hash, day) for t in triggers
+        )
+        self.add_trigger_hits(hits)
+
+    def add_trigger_hits(self, hits: Mapping[tuple[str, str | None, date], int]) -> None:
+        """Add counted hits, (trigger, scope_hash or None, day) → n, in one transaction:
+        recall counts its triggers in memory and flushes them here in batches."""
+        rows: Counter[tuple[str, str, str]] = Counter()
+        for (trigger, scope_hash, day), n in hits.items():
+            if trigger.strip() and n > 0:
+                rows[(trigger.strip(), scope_hash or GLOBAL_SCOPE, _day(day))] += n
         if not rows:
             return
         with self._transaction("record trigger hits in") as conn:
             conn.executemany(
-                "INSERT INTO trigger_stats (trigger, scope_hash, day, hits) VALUES (?, ?, ?, 1) "
-                "ON CONFLICT (trigger, scope_hash, day) DO UPDATE SET hits = hits + 1",
-                rows,
+                "INSERT INTO trigger_stats (trigger, scope_hash, day, hits) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (trigger, scope_hash, day) DO UPDATE SET hits = hits + excluded.hits",
+                [(*key, n) for key, n in rows.items()],
             )
 
     # -- the enrichment queue ----------------------------------------------------------------
