@@ -109,6 +109,20 @@ class DaemonSettings(BaseModel):
     inbox_poll_s: float = Field(
         default=2.0, gt=0, description="how often the daemon indexes captures left in inbox/"
     )
+    recall_readers: int | None = Field(
+        default=None,
+        ge=0,
+        le=64,
+        description="processes that rank recalls beside the daemon (none: one per core, at"
+        " most 4, none on one core; 0: recall in the daemon process)",
+    )
+
+    def reader_count(self) -> int:
+        """How many recall readers to run (see `recall_readers`)."""
+        if self.recall_readers is not None:
+            return self.recall_readers
+        cores = os.cpu_count() or 1
+        return 0 if cores < 2 else min(4, cores)
 
 
 _CAPTURE = CaptureLimits()

@@ -156,6 +156,10 @@ class MemoryService:
         self._recall_dirty: dict[str, tuple[int, datetime, DecayState]] = {}
         """Counts in the graph but not yet in the memory files."""
         self._merges: dict[str, str] | None = None
+        self.entities_version = 0
+        """Bumped whenever the entities may have changed (recall readers rebuild their matcher)."""
+        self.index_epoch = 0
+        """Bumped when `index` is replaced by another SearchIndex (reindex)."""
 
     def close(self) -> None:
         try:
@@ -386,7 +390,7 @@ class MemoryService:
             raise
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
-            self._matcher = None
+            self.forget_entities()
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
@@ -452,6 +456,18 @@ class MemoryService:
         return self.graph.cypher(query, params, limit=limit)
 
     # -- recall ---------------------------------------------------------------------------
+    def forget_entities(self) -> None:
+        """Drop what is cached about entities: the next recall rebuilds it from the graph."""
+        self._matcher = None
+        self.entities_version += 1
+
+    def reopen_index(self) -> None:
+        """Open the search index afresh (a recall reader after the daemon's reindex)."""
+        directory = self.index.directory
+        self.index.close()
+        self.index = SearchIndex.open(directory)
+        self.index_epoch += 1
+
     def _entity_matcher(self) -> recall_rules.EntityMatcher:
         """Built from the graph's entities once, rebuilt after writes that touch entities."""
         matcher = self._matcher
@@ -679,7 +695,7 @@ class MemoryService:
             target_id=entity.id,
             details={"alias": alias},
         )
-        self._matcher = None
+        self.forget_entities()
         return self.resolve_entity(entity.id)
 
     def merge_entities(self, keep: str, drop: str) -> EntityRow:
@@ -696,7 +712,7 @@ class MemoryService:
             target_id=kept.id,
             details={"drop": dropped.id},
         )
-        self._matcher = None
+        self.forget_entities()
         self._merges = None
         return self.resolve_entity(kept.id)
 
@@ -940,7 +956,8 @@ class MemoryService:
             self.graph = self._graph_factory(graph_dir)
             if index_closed:
                 self.index = SearchIndex.open(index_dir)
-        self._matcher = None
+                self.index_epoch += 1
+        self.forget_entities()
         self.audit.append(
             actor=self.actor,
             event_type="reindex",
@@ -1331,7 +1348,7 @@ class MemoryService:
         if job.use_llm and self.llm is not None:
             details["llm"] = f"{self.llm.name}/{self.llm.model}"
         self._replace_everywhere(old, new, event_type="enrich", details=details)
-        self._matcher = None  # new entities: the next recall links queries to them
+        self.forget_entities()  # new entities: the next recall links queries to them
 
     def _settle(
         self,
@@ -1457,7 +1474,7 @@ class MemoryService:
         self._refuse_duplicates([memory], [draft])
         self._ensure_scope(info)
         self._write_batch([memory], sync_each=True)
-        self._matcher = None
+        self.forget_entities()
         return memory
 
     def delete_entity(self, name_or_id: str) -> EntityDeletion:
@@ -1523,7 +1540,7 @@ class MemoryService:
                 "unlinked": len(result.unlinked),
             },
         )
-        self._matcher = None
+        self.forget_entities()
         return result
 
     def close_relations(self, slug: str, relations: Sequence[RelationRef]) -> Memory:

@@ -13,7 +13,7 @@ from pathlib import Path
 from memoryd.audit import AuditLog
 from memoryd.config import Settings
 from memoryd.enrichment import EnrichmentPolicy
-from memoryd.errors import StorageError
+from memoryd.errors import PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
@@ -152,20 +152,47 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
     does not count recalls.
     """
     home = settings.home
-    graph_path = home / GRAPH_DIR / DB_FILE
-    index_dir = home / SEARCH_DIR
-    governance_path = home / GOVERNANCE_DB
-    for needed in (graph_path, index_dir / SEARCH_META_FILE, governance_path):
+    _require_data(home)
+    factory = graph_factory(settings, read_only=True)
+    graph = factory(home / GRAPH_DIR)
+    try:
+        return _read_only_service(home, graph, factory, actor=actor)
+    except BaseException:
+        graph.close()
+        raise
+
+
+def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
+    """The read-only service of a daemon's recall reader (`memoryd.daemon.readers`): the
+    daemon owns the graph and lends `graph`, whose reads go back to it."""
+    _require_data(home)
+
+    def no_graph(directory: Path) -> GraphStore:
+        raise PolicyDenied(f"a recall reader does not open graphs ({directory})")
+
+    return _read_only_service(home, graph, no_graph, actor="daemon")
+
+
+def _require_data(home: Path) -> None:
+    for needed in (
+        home / GRAPH_DIR / DB_FILE,
+        home / SEARCH_DIR / SEARCH_META_FILE,
+        home / GOVERNANCE_DB,
+    ):
         if not needed.exists():
             raise StorageError(
                 f"no memoryd data to read at {home} ({needed.name} is missing)",
                 hint="record a memory or run `memoryd demo --home <dir>` first, or start"
                 " `memoryd serve`",
             )
+
+
+def _read_only_service(
+    home: Path, graph: GraphStore, factory: GraphFactory, *, actor: str
+) -> MemoryService:
+    governance_path = home / GOVERNANCE_DB
     with ExitStack() as undo:
-        graph = graph_factory(settings, read_only=True)(home / GRAPH_DIR)
-        undo.callback(graph.close)
-        index = SearchIndex.open(index_dir)
+        index = SearchIndex.open(home / SEARCH_DIR)
         undo.callback(index.close)
         try:
             conn = sqlite3.connect(
@@ -184,7 +211,7 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
         index=index,
         audit=AuditLog(home / AUDIT_DIR),
         governance=governance,
-        graph_factory=graph_factory(settings, read_only=True),
+        graph_factory=factory,
         actor=actor,
         read_only=True,
     )

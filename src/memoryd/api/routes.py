@@ -7,13 +7,14 @@ asks the store for one row more than the page to know whether another page follo
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, cast
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
@@ -66,6 +67,9 @@ from memoryd.models import (
 )
 from memoryd.service import MemoryService
 
+if TYPE_CHECKING:
+    from memoryd.daemon.readers import ReaderPool
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -80,10 +84,19 @@ class Backend:
     started: float = field(default_factory=time.monotonic)
     wake_enrichment: Callable[[], None] | None = None
     """The daemon's background enrichment, woken when captures are indexed."""
+    readers: ReaderPool | None = None
+    """The daemon's recall readers (`memoryd.daemon.readers`); None: rank in this process."""
     recalls: Batcher[RecallResult] = field(init=False)
 
     def __post_init__(self) -> None:
         self.recalls = Batcher(self.runner, self.service.count_recalls)
+
+    async def rank(self, name: str, local: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A ranking read (recall, search, inject's context), which is Python on the GIL:
+        in a recall reader when there are some, so that concurrent recalls use every core."""
+        if self.readers is None:
+            return await self.runner.read(local, *args, **kwargs)
+        return cast(T, await self.runner.read(self.readers.call, name, *args, **kwargs))
 
     async def write(self, actor: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A write on the writer thread, audited under the caller's actor name."""
@@ -171,6 +184,7 @@ async def health(api: Api) -> Health:
         pid=os.getpid(),
         uptime_s=round(time.monotonic() - api.started, 3),
         pending_writes=api.runner.pending_writes,
+        recall_readers=api.readers.ready if api.readers is not None else 0,
         tcp_port=api.tcp_port,
     )
 
@@ -192,7 +206,8 @@ async def doctor(api: Api, request: Request) -> list[DoctorCheck]:
         DoctorCheck(
             name="daemon",
             ok=True,
-            detail=f"running (pid {os.getpid()}, {api.runner.pending_writes} writes queued)",
+            detail=f"running (pid {os.getpid()}, {api.runner.pending_writes} writes queued,"
+            f" {api.readers.ready if api.readers is not None else 0} recall readers)",
         )
     ]
     return checks + await api.runner.read(run_checks, settings, api.service)
@@ -330,7 +345,8 @@ async def search(
     offset: Offset = 0,
 ) -> Page[SearchHit]:
     """BM25 full text over titles, bodies, tags and triggers."""
-    hits = await api.runner.read(
+    hits = await api.rank(
+        "search",
         api.service.search,
         q,
         scope=scope_param(scope),
@@ -357,7 +373,8 @@ async def recall(
     The ranking runs concurrently with other reads; counting the hits as recalls is queued
     on the writer afterwards, so a recall never waits for writes.
     """
-    result = await api.runner.read(
+    result = await api.rank(
+        "recall",
         api.service.recall,
         q,
         scope=scope_param(scope),
@@ -388,8 +405,13 @@ async def recall_context(api: Api, body: ContextRequest) -> ContextReply:
     the scope's long-term memories, warnings and decisions first."""
     from memoryd.capture.inject import choose
 
-    items, result = await api.runner.read(
-        choose, api.service, body.prompt, body.scope, body.k, track=False
+    items, result = await api.rank(
+        "inject_context",
+        functools.partial(choose, api.service),
+        body.prompt,
+        body.scope,
+        body.k,
+        track=False,
     )
     if result is not None and result.hits:
         api.recalls.add(result)

@@ -82,6 +82,8 @@ class Health(BaseModel):
     uptime_s: float
     pending_writes: int
     tcp_port: int | None = None
+    recall_readers: int = 0
+    """Reader processes up and ranking recalls (0: recall runs in the daemon process)."""
 
 
 class VersionInfo(BaseModel):

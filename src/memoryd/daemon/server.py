@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
+from memoryd.daemon.readers import ReaderPool
 from memoryd.daemon.writer import Batcher, ServiceRunner
 from memoryd.enrichment import run_llm_stage
 from memoryd.errors import GraphLocked, MemorydError, StorageError
@@ -346,6 +347,9 @@ async def _serve(
 
     app = create_app(service, runner, settings=settings, tcp_port=tcp_port)
     mcp_sessions = mount_mcp(app, service, runner)
+    readers_wanted = settings.daemon.reader_count()
+    readers = ReaderPool(service, readers_wanted) if readers_wanted else None
+    app.state.backend.readers = readers
     guarded = [LocalOnly(app), LocalOnly(app, token=token)]
     servers = [
         Server(
@@ -409,6 +413,8 @@ async def _serve(
     finally:
         for chore in chores:
             chore.cancel()
+        if readers is not None:
+            await asyncio.to_thread(readers.close)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
 

@@ -202,6 +202,14 @@ class SearchIndex:
         self._write_lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
+        self.generation = 0
+        """Commits made through this object: a reader process behind it must `refresh`."""
+
+    def refresh(self) -> None:
+        """Search what is committed on disk now (another process writes this index)."""
+        self._require_open()
+        with self._errors("reloading the reader"):
+            self._index.reload()
 
     # -- opening -------------------------------------------------------------------------
 
@@ -335,6 +343,7 @@ class SearchIndex:
                 raise StorageError(
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
+            self.generation += 1
             with self._errors("reloading the reader"):
                 self._index.reload()
 

@@ -1,0 +1,395 @@
+"""Recall in reader processes: the daemon's answer to its own GIL.
+
+Ranking a recall is Python (query analysis, fusion, explanations) and holds the GIL, so in
+one process eight concurrent recalls run one at a time on a multi-core machine. The daemon
+therefore hands recall, search and the inject hook's context to a few reader processes.
+
+A reader opens the search index read-only (tantivy allows readers beside the one writer)
+and reaches the graph only through the daemon: its graph is a `RemoteGraph` whose read
+calls travel back over the reader's connection and run on the daemon thread that is
+waiting for the reader's answer. One process still owns the graph (DESIGN.md §2); the
+readers own nothing and write nothing: the daemon counts the recalls they rank.
+
+Every call carries the daemon's `ReaderState`; a reader that is behind reloads its index
+or forgets its entity matcher before it answers, so a recall sees every write acknowledged
+before it was asked. A reader that dies or hangs is replaced and the call runs in the
+daemon; none is needed for correctness, only for throughput.
+
+    python -m memoryd.daemon.readers FD     # started by the daemon, never by hand
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, cast
+
+from memoryd import errors
+from memoryd.errors import MemorydError, StorageError
+from memoryd.graph.store import GraphStore
+from memoryd.native import child_environment
+from memoryd.service import MemoryService
+
+logger = logging.getLogger(__name__)
+
+READER_TIMEOUT_S = 60.0
+"""A call a reader has not answered by then is taken back and run in the daemon."""
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 5.0
+RETRY_START_S = 60.0
+
+GRAPH_READS = frozenset(
+    {
+        "count_memories",
+        "cypher",
+        "entity_catalogue",
+        "find_by_fingerprint",
+        "get_entity",
+        "get_memory",
+        "list_entities",
+        "list_memories",
+        "memory_rows",
+        "mentioning",
+        "neighbourhood",
+        "related_entities",
+        "superseded_by",
+        "supersedes_chain",
+    }
+)
+"""The graph calls a reader may make: reads only, whatever a reader asks."""
+
+SERVICE_CALLS = frozenset({"recall", "search", "inject_context"})
+
+
+@dataclass(frozen=True)
+class ReaderState:
+    """What a reader must have caught up with before it answers."""
+
+    index_epoch: int
+    """Bumped when the daemon replaces its search index (reindex): reopen it."""
+    index_generation: int
+    """Bumped by every commit to the index: reload the searcher."""
+    entities_version: int
+    """Bumped by writes that touch entities: rebuild the entity matcher."""
+
+    @classmethod
+    def of(cls, service: MemoryService) -> ReaderState:
+        return cls(service.index_epoch, service.index.generation, service.entities_version)
+
+
+class ReaderGone(Exception):
+    """The reader died, hung or broke the protocol; the call runs in the daemon instead."""
+
+
+# -- the daemon's side --------------------------------------------------------------------
+class Reader:
+    """One reader process and the daemon's end of its connection."""
+
+    def __init__(self, home: Path, max_fanout: int) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "memoryd.daemon.readers", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=child_environment(),
+            )
+        except OSError as exc:
+            ours.close()
+            raise StorageError(f"cannot start a recall reader: {exc}") from exc
+        finally:
+            theirs.close()
+        self.conn = Connection(ours.detach())
+        self.conn.send(("hello", str(home), max_fanout))
+        self._expect_ready()
+
+    def _expect_ready(self) -> None:
+        if not self.conn.poll(START_TIMEOUT_S):
+            self.kill()
+            raise StorageError(f"a recall reader did not start within {START_TIMEOUT_S:.0f} s")
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.kill()
+            raise StorageError("a recall reader exited while starting; see the log") from exc
+        if message[0] != "ready":
+            self.kill()
+            raise _rebuilt(message)
+
+    def call(self, service: MemoryService, name: str, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:  # fmt: skip
+        """Run `name` in the reader, serving its graph reads from `service` meanwhile."""
+        try:
+            self.conn.send(("call", name, args, kwargs, ReaderState.of(service)))
+            while True:
+                if not self.conn.poll(READER_TIMEOUT_S):
+                    raise ReaderGone(f"no answer within {READER_TIMEOUT_S:.0f} s")
+                message = self.conn.recv()
+                kind = message[0]
+                if kind == "graph":
+                    self.conn.send(_graph_read(service, message[1], message[2], message[3]))
+                elif kind == "ok":
+                    return message[1]
+                elif kind == "err":
+                    raise _rebuilt(message)
+                else:
+                    raise ReaderGone(f"unexpected message {kind!r}")
+        except (EOFError, OSError) as exc:
+            raise ReaderGone(str(exc) or type(exc).__name__) from exc
+
+    def close(self) -> None:
+        """Ask the reader to exit (end of its input), then make sure it did."""
+        self.conn.close()
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        self.conn.close()
+        self.process.kill()
+        self.process.wait()
+
+
+def _graph_read(service: MemoryService, name: str, args: Any, kwargs: Any) -> tuple[Any, ...]:
+    if name not in GRAPH_READS:
+        return ("err", "PolicyDenied", f"a recall reader may not call graph.{name}", None)
+    try:
+        return ("ok", getattr(service.graph, name)(*args, **kwargs))
+    except MemorydError as exc:
+        return ("err", type(exc).__name__, exc.message, exc.hint)
+    except Exception as exc:  # the reader waits for an answer whatever happened
+        logger.exception("graph.%s for a recall reader failed", name)
+        return ("err", "StorageError", f"graph.{name} failed: {exc}", None)
+
+
+def _rebuilt(message: tuple[Any, ...]) -> MemorydError:
+    """A typed error sent across as (`err`, class name, message, hint)."""
+    _, name, text, hint = message
+    cls = getattr(errors, str(name), None)
+    if not (isinstance(cls, type) and issubclass(cls, MemorydError)):
+        cls = StorageError
+    return cls(str(text), hint=hint)
+
+
+class ReaderPool:
+    """`size` readers, started on first use; a call waits for a free one.
+
+    Until they are up, and whenever one fails, calls run in the daemon itself.
+    """
+
+    def __init__(self, service: MemoryService, size: int) -> None:
+        self._service = service
+        self._size = size
+        self._idle: queue.SimpleQueue[Reader] = queue.SimpleQueue()
+        self._alive = 0
+        self._starting = False
+        self._next_start = 0.0
+        self._closed = False
+        self._lock = threading.Lock()
+        self._all: list[Reader] = []
+
+    @property
+    def ready(self) -> int:
+        """Readers started and not failed (busy or idle)."""
+        return self._alive
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """`service.<name>(*args, **kwargs)`, in a reader when one is up."""
+        if name not in SERVICE_CALLS:
+            raise ValueError(f"{name} is not a reader call")
+        reader = self._take()
+        if reader is None:
+            return _service_call(self._service, name)(*args, **kwargs)
+        try:
+            result = reader.call(self._service, name, args, kwargs)
+        except ReaderGone as exc:
+            logger.warning("recall reader pid %d failed (%s): replacing it", reader.process.pid,
+                           exc)  # fmt: skip
+            self._retire(reader)
+            return _service_call(self._service, name)(*args, **kwargs)
+        except MemorydError:
+            self._idle.put(reader)  # the call failed, the reader is fine
+            raise
+        except BaseException:
+            self._retire(reader)  # mid-conversation: its next message would be this call's
+            raise
+        self._idle.put(reader)
+        return result
+
+    def _take(self) -> Reader | None:
+        with self._lock:
+            if self._closed:
+                return None
+            if (
+                not self._starting
+                and self._alive < self._size
+                and time.monotonic() >= self._next_start
+            ):
+                self._starting = True
+                threading.Thread(target=self._start_one, name="memoryd-reader-start",
+                                 daemon=True).start()  # fmt: skip
+            if not self._alive:
+                return None
+        try:
+            return self._idle.get(timeout=READER_TIMEOUT_S)
+        except queue.Empty:
+            return None
+
+    def _start_one(self) -> None:
+        """Start readers one after the other until there are `size` of them."""
+        while True:
+            try:
+                reader = Reader(self._service.home, self._service.graph.max_fanout)
+            except StorageError as exc:
+                logger.error("recall runs in the daemon process for now: %s", exc)
+                with self._lock:
+                    self._starting = False
+                    self._next_start = time.monotonic() + RETRY_START_S
+                return
+            with self._lock:
+                if self._closed:
+                    self._starting = False
+                    reader.close()
+                    return
+                self._all.append(reader)
+                self._alive += 1
+                self._idle.put(reader)
+                logger.info("recall reader pid %d ready (%d of %d)", reader.process.pid,
+                            self._alive, self._size)  # fmt: skip
+                if self._alive >= self._size:
+                    self._starting = False
+                    return
+
+    def _retire(self, reader: Reader) -> None:
+        reader.kill()
+        with self._lock:
+            self._alive -= 1
+            if reader in self._all:
+                self._all.remove(reader)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            readers, self._all = self._all, []
+            self._alive = 0
+        for reader in readers:
+            reader.close()
+
+
+def _service_call(service: MemoryService, name: str) -> Callable[..., Any]:
+    if name == "inject_context":
+        from memoryd.capture.inject import choose
+
+        return lambda *args, **kwargs: choose(service, *args, **kwargs)
+    return cast(Callable[..., Any], getattr(service, name))
+
+
+# -- the reader's side --------------------------------------------------------------------
+class RemoteGraph:
+    """The daemon's graph as a reader sees it: each read is a round trip to the daemon."""
+
+    def __init__(self, conn: Connection, max_fanout: int) -> None:
+        self._conn = conn
+        self.max_fanout = max_fanout
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in GRAPH_READS:
+            raise AttributeError(f"a recall reader's graph has no {name!r}")
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            self._conn.send(("graph", name, args, kwargs))
+            message = self._conn.recv()
+            if message[0] == "err":
+                raise _rebuilt(message)
+            return message[1]
+
+        return read
+
+    def close(self) -> None:
+        """Nothing to close: the graph is the daemon's."""
+
+    def record_recalls(self, recalls: Sequence[object]) -> dict[str, int]:
+        """A reader counts nothing (its service is read-only and never tracks)."""
+        if recalls:
+            raise StorageError("a recall reader cannot count recalls")
+        return {}
+
+
+def serve_reader(conn: Connection) -> None:
+    """Answer the daemon's calls until it closes the connection."""
+    from memoryd.wiring import open_reader_service
+
+    _, home, max_fanout = conn.recv()
+    try:
+        graph = cast(GraphStore, RemoteGraph(conn, max_fanout))
+        service = open_reader_service(Path(home), graph)
+    except MemorydError as exc:
+        conn.send(("err", type(exc).__name__, exc.message, exc.hint))
+        return
+    state: ReaderState | None = None
+    conn.send(("ready",))
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except EOFError:
+                return
+            _, name, args, kwargs, wanted = message
+            if name not in SERVICE_CALLS:
+                conn.send(("err", "InvalidInput", f"{name} is not a reader call", None))
+                continue
+            try:
+                state = catch_up(service, state, wanted)
+                reply: tuple[Any, ...] = ("ok", _service_call(service, name)(*args, **kwargs))
+            except MemorydError as exc:
+                reply = ("err", type(exc).__name__, exc.message, exc.hint)
+            conn.send(reply)
+    finally:
+        service.index.close()
+
+
+def catch_up(service: MemoryService, have: ReaderState | None, wanted: ReaderState) -> ReaderState:
+    """Bring a reader's service up to the daemon's state (see `ReaderState`)."""
+    if have is not None and have.index_epoch != wanted.index_epoch:
+        service.reopen_index()
+    elif have is None or have.index_generation != wanted.index_generation:
+        service.index.refresh()
+    if have is None or have.entities_version != wanted.entities_version:
+        service.forget_entities()
+    return wanted
+
+
+def main(argv: Sequence[str]) -> None:
+    if len(argv) != 1 or not argv[0].isdigit():
+        raise SystemExit("usage: python -m memoryd.daemon.readers FD (the daemon starts readers)")
+    from memoryd.daemon.server import configure_logging
+    from memoryd.native import limit_malloc_arenas
+
+    limit_malloc_arenas()
+    # Ctrl-C on `memoryd serve` reaches the whole process group: the daemon shuts its
+    # readers down itself, in order.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    configure_logging()
+    conn = Connection(int(argv[0]))
+    try:
+        serve_reader(conn)
+    except (EOFError, OSError):
+        pass  # the daemon went away: nothing to finish, nothing was written
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,177 @@
+"""Recall readers: the daemon ranks recalls in reader processes that must answer exactly as
+the daemon itself would, see every acknowledged write, and never be needed for correctness."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memoryd.config import load_settings
+from memoryd.daemon.readers import GRAPH_READS, ReaderState, _graph_read, catch_up
+from memoryd.wiring import open_service
+from tests.daemon_harness import running, uds_client
+
+QUERIES = ["react storefront", "postgres migration", "部署", "cache ttl redis", "solid"]
+
+
+@pytest.fixture(autouse=True)
+def _small_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYD_GRAPH__BUFFER_POOL_MB", "128")
+
+
+def seed(home: Path, project: Path) -> None:
+    with open_service(load_settings(home)) as svc:
+        from memoryd.models import MemoryDraft, MemoryType
+
+        drafts = [
+            ("preference", "Use React", "The storefront uses React and Vite."),
+            ("decision", "Switch to Solid", "We switched from React to Solid for the storefront."),
+            ("fact", "Cache TTL", "Redis cache entries expire after ten minutes."),
+            ("playbook", "Postgres migration", "Run alembic upgrade head, then check the logs."),
+            ("decision", "部署", "我们决定采用 Kubernetes 部署 API。"),
+            ("warning", "Flaky CI", "The Postgres container in CI needs a health check."),
+        ]
+        for kind, title, body in drafts:
+            svc.record(
+                MemoryDraft(type=MemoryType(kind), title=title, body=body, scope_path=project)
+            )
+
+
+def wait_for_readers(client: httpx.Client, wanted: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    client.get("/v1/recall", params={"q": "warm up", "track": False})  # starts them
+    while client.get("/v1/health").json()["recall_readers"] < wanted:
+        assert time.monotonic() < deadline, "recall readers did not start"
+        time.sleep(0.1)
+
+
+def recall(client: httpx.Client, q: str, project: Path, **extra: Any) -> dict[str, Any]:
+    response = client.get(
+        "/v1/recall", params={"q": q, "scope": str(project), "track": False, **extra}
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_readers_answer_as_the_daemon_itself_does(home: Path, project: Path) -> None:
+    seed(home, project)
+    with (
+        running(home, env={"MEMORYD_DAEMON__RECALL_READERS": "0"}) as daemon,
+        uds_client(daemon.home) as client,
+    ):
+        assert client.get("/v1/health").json()["recall_readers"] == 0
+        alone = [recall(client, q, project) for q in QUERIES]
+        searched = client.get("/v1/search", params={"q": "react", "scope": str(project)})
+    with (
+        running(home, env={"MEMORYD_DAEMON__RECALL_READERS": "2"}) as daemon,
+        uds_client(daemon.home) as client,
+    ):
+        wait_for_readers(client, 2)
+        for _ in range(3):  # every reader answers at least once
+            assert [recall(client, q, project) for q in QUERIES] == alone
+        again = client.get("/v1/search", params={"q": "react", "scope": str(project)})
+        assert again.json() == searched.json()
+        context = client.post(
+            "/v1/recall/context", json={"prompt": "react storefront", "scope": None, "k": 3}
+        )
+        assert context.status_code == 200, context.text
+    assert any(hit["hits"] for hit in alone)
+
+
+def test_readers_see_every_acknowledged_write(home: Path, project: Path) -> None:
+    seed(home, project)
+    with (
+        running(home, env={"MEMORYD_DAEMON__RECALL_READERS": "2"}) as daemon,
+        uds_client(daemon.home) as client,
+    ):
+        wait_for_readers(client, 2)
+        for i in range(12):
+            created = client.post(
+                "/v1/memories",
+                json={
+                    "type": "fact",
+                    "title": f"Quokka fact {i}",
+                    "body": f"The quokka number {i} lives on Rottnest{i} island.",
+                    "scope": str(project),
+                },
+            )
+            assert created.status_code in (200, 201), created.text
+            slug = created.json()["meta"]["slug"]
+            hits = recall(client, f"rottnest{i}", project)["hits"]
+            assert [h["slug"] for h in hits] == [slug]
+        # An alias is an entity write: the readers' entity matchers must learn it.
+        entity = client.get("/v1/entities", params={"q": "React"}).json()["items"][0]
+        aliased = client.post(f"/v1/entities/{entity['id']}/aliases", json={"alias": "Reakt"})
+        assert aliased.status_code == 200, aliased.text
+        for _ in range(4):
+            body = recall(client, "reakt", project)
+            assert entity["id"] in body["entities"]
+            assert body["hits"]
+        # Reindex replaces the index underneath the readers: they reopen it.
+        assert client.post("/v1/reindex").status_code == 200
+        for _ in range(4):
+            assert recall(client, "rottnest3", project)["hits"]
+
+
+def test_a_dead_reader_is_replaced_and_no_recall_fails(home: Path, project: Path) -> None:
+    seed(home, project)
+    with running(home, env={"MEMORYD_DAEMON__RECALL_READERS": "2"}) as daemon:
+        with uds_client(daemon.home) as client:
+            wait_for_readers(client, 2)
+            readers = reader_pids(daemon.pid)
+            assert len(readers) == 2
+            os.kill(readers[0], signal.SIGKILL)
+            for _ in range(10):
+                assert recall(client, "react storefront", project)["hits"]
+            wait_for_readers(client, 2)
+            assert readers[0] not in reader_pids(daemon.pid)
+            assert "replacing it" in daemon.log_text()
+        pids = reader_pids(daemon.pid)
+    # SIGTERM: the daemon takes its readers down with it.
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in pids):
+        assert time.monotonic() < deadline, "readers outlived the daemon"
+        time.sleep(0.1)
+
+
+def reader_pids(daemon_pid: int) -> list[int]:
+    children = Path(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read_text().split()
+    return [
+        int(pid)
+        for pid in children
+        if b"memoryd.daemon.readers" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+def test_a_reader_may_only_read_the_graph(settings: Any, project: Path) -> None:
+    with open_service(settings) as svc:
+        denied = _graph_read(svc, "delete_memories", (["x"],), {})
+        assert denied[:2] == ("err", "PolicyDenied")
+        assert _graph_read(svc, "count_memories", (), {}) == ("ok", 0)
+        assert "delete_memories" not in GRAPH_READS
+        assert "record_recalls" not in GRAPH_READS
+
+
+def test_catch_up_reloads_only_what_changed(settings: Any, project: Path) -> None:
+    with open_service(settings) as svc:
+        calls: list[str] = []
+        svc.reopen_index = lambda: calls.append("reopen")  # type: ignore[method-assign]
+        svc.index.refresh = lambda: calls.append("refresh")  # type: ignore[method-assign]
+        svc.forget_entities = lambda: calls.append("forget")  # type: ignore[method-assign]
+        first = catch_up(svc, None, ReaderState(0, 0, 0))
+        assert calls == ["refresh", "forget"]
+        calls.clear()
+        assert catch_up(svc, first, ReaderState(0, 0, 0)) == first
+        assert calls == []
+        catch_up(svc, first, ReaderState(0, 1, 0))
+        assert calls == ["refresh"]
+        calls.clear()
+        catch_up(svc, first, ReaderState(1, 1, 1))
+        assert calls == ["reopen", "forget"]
