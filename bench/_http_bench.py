@@ -35,6 +35,9 @@ from memoryd.daemon.client import socket_accepts
 from memoryd.scope import resolve_scope
 from memoryd.wiring import open_service
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.daemon_harness import reader_pids  # the repository root, just added
+
 BENCH_DIR = Path(__file__).resolve().parent
 TARGET_P95_MS = {10_000: 25.0, 100_000: 50.0}
 TARGET_SPEEDUP = 1.6
@@ -139,6 +142,16 @@ def run_clients(
     }
 
 
+def wait_for_readers(daemon: Daemon, wanted: int) -> None:
+    """The daemon starts its recall readers on the first recall: measure once they are up."""
+    deadline = time.monotonic() + 120
+    with daemon.client() as http:
+        while http.get("/v1/health").json().get("recall_readers", 0) < wanted:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{wanted} recall readers did not start; see the daemon log")
+            time.sleep(0.2)
+
+
 def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="memoryd-http-") as tmp:
         root = Path(tmp)
@@ -159,6 +172,7 @@ def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         try:
             run_clients(daemon, "/v1/recall", requests[:20], 1)  # warm caches and the matcher
+            wait_for_readers(daemon, load_settings(home).daemon.reader_count())
             for path in ("/v1/recall", "/v1/search"):
                 endpoint = path.rsplit("/", 1)[-1]
                 params = (
@@ -178,6 +192,10 @@ def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
                         "clients": clients,
                         "pending_writes_after": health["pending_writes"],
                         "daemon_rss_mb": round(rss_mb(daemon.process.pid), 1),
+                        "recall_readers": health.get("recall_readers", 0),
+                        "readers_rss_mb": round(
+                            sum(rss_mb(p) for p in reader_pids(daemon.process.pid)), 1
+                        ),
                         **facts,
                     }
                     rows.append(result)

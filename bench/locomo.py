@@ -19,6 +19,7 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
@@ -36,6 +37,22 @@ def normalise_evidence(items: list[str]) -> list[str]:
         for session, turn in DIA_ID.findall(str(item)):
             out.append(f"D{int(session)}:{int(turn)}")
     return list(dict.fromkeys(out))
+
+
+def load_corrections(path: Path, samples: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The audit's corrected evidence by question id, `locomo_<conversation>_qa<n>` with n
+    counted from 0; each entry's question is checked against the data it corrects."""
+    corrections: dict[str, list[str]] = {}
+    for entry in json.loads(path.read_text()):
+        if not entry.get("correct_evidence"):
+            continue
+        qid = entry["question_id"]
+        conversation, number = (int(n) for n in re.findall(r"\d+", qid)[-2:])
+        asked = samples[conversation]["qa"][number]["question"]
+        if " ".join(asked.lower().split()) != " ".join(entry["question"].lower().split()):
+            raise SystemExit(f"errata {qid} names another question than the data: {asked!r}")
+        corrections[qid] = normalise_evidence(entry["correct_evidence"])
+    return corrections
 
 
 def session_date(text: str) -> datetime:
@@ -82,12 +99,9 @@ def main() -> None:
         print(f"LoCoMo data not found at {args.data}: skipping (pass --data PATH)")
         return
     errata_path = args.errata or args.data.with_name("locomo-audit-errors.json")
-    corrections: dict[str, list[str]] = {}
-    if errata_path.is_file():
-        for entry in json.loads(errata_path.read_text()):
-            if entry.get("correct_evidence"):
-                corrections[entry["question_id"]] = normalise_evidence(entry["correct_evidence"])
-    samples = json.loads(args.data.read_text())[: args.conversations]
+    all_samples = json.loads(args.data.read_text())
+    corrections = load_corrections(errata_path, all_samples) if errata_path.is_file() else {}
+    samples = all_samples[: args.conversations]
 
     with tempfile.TemporaryDirectory(prefix="memoryd-locomo-") as tmp:
         root = Path(tmp)
@@ -134,8 +148,8 @@ def main() -> None:
                     cat = qa.get("category")
                     if cat not in CATEGORIES:
                         continue
-                    qid = f"{sample.get('sample_id', index)}_qa{q_index + 1}"
-                    qid = f"locomo_{index}_qa{q_index + 1}"
+                    # The audit numbers questions from 0 within each conversation.
+                    qid = f"locomo_{index}_qa{q_index}"
                     t = time.perf_counter()
                     result = svc.recall(qa["question"], scope=project, k=10, track=False)
                     latencies.append((time.perf_counter() - t) * 1000)

@@ -47,6 +47,16 @@ def tcp_client(port: int, token: str, *, timeout: float = 30.0) -> httpx.Client:
     )
 
 
+def reader_pids(daemon_pid: int) -> list[int]:
+    """The daemon's recall readers: its children running `memoryd.daemon.readers`."""
+    children = Path(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read_text().split()
+    return [
+        int(pid)
+        for pid in children
+        if b"memoryd.daemon.readers" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
 @dataclass
 class Daemon:
     """`python -m memoryd serve` in a subprocess, logging to <home>/logs/test-daemon.log."""

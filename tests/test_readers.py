@@ -15,7 +15,7 @@ import pytest
 from memoryd.config import load_settings
 from memoryd.daemon.readers import GRAPH_READS, ReaderState, _graph_read, catch_up
 from memoryd.wiring import open_service
-from tests.daemon_harness import running, uds_client
+from tests.daemon_harness import reader_pids, running, uds_client
 
 QUERIES = ["react storefront", "postgres migration", "部署", "cache ttl redis", "solid"]
 
@@ -139,15 +139,6 @@ def test_a_dead_reader_is_replaced_and_no_recall_fails(home: Path, project: Path
     while any(Path(f"/proc/{pid}").exists() for pid in pids):
         assert time.monotonic() < deadline, "readers outlived the daemon"
         time.sleep(0.1)
-
-
-def reader_pids(daemon_pid: int) -> list[int]:
-    children = Path(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read_text().split()
-    return [
-        int(pid)
-        for pid in children
-        if b"memoryd.daemon.readers" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
 
 
 def test_a_reader_may_only_read_the_graph(settings: Any, project: Path) -> None:

@@ -24,9 +24,13 @@ STAGE_WEIGHTS: Mapping[str, float] = {
     "entity": 0.9,
     "graph": 0.45,
     "vector": 0.8,
-    "context": 0.35,
+    "context": 1.0,  # never fused alone: context scores rank within the bm25 ranking (`fuse`)
 }
-CONTEXT_SEEDS = 5
+CONTEXT_SEEDS = 15
+"""The best text hits whose neighbouring session turns share their score."""
+CONTEXT_SPREAD = (0.5, 0.3)
+"""Share of a text hit's BM25 score given to the session turns one and two steps away: in a
+conversation the answer is often the reply to (or the lead-up of) the turn that matched."""
 CONTEXT_WINDOW = timedelta(minutes=30)
 
 PREDICATE_WEIGHTS: Mapping[str, float] = {
@@ -44,6 +48,13 @@ PREDICATE_WEIGHTS: Mapping[str, float] = {
 }
 
 LONG_TERM_BONUS = 1.15
+TITLE_BONUS = 2.0
+"""For a memory whose title holds a query word: titles name the subject (or the speaker of a
+conversation turn), so a question naming it is about that memory before others that merely
+use the words."""
+TEXT_TITLE_BOOST = 1.0
+"""The title's weight in recall's BM25 stage: as the body's, since `TITLE_BONUS` weighs it
+after fusion (counting it in both made a speaker's name outweigh what the query asks)."""
 DIM_PENALTY = 0.9
 SUPERSEDED_PENALTY = 0.6
 RECENCY_BONUS = 0.1
@@ -82,7 +93,12 @@ class CandidatePool(dict[str, Candidate]):
         return any(stage in c.stage_scores for c in self.values())
 
     def fuse(self, stages: Sequence[str]) -> dict[str, float]:
-        return rrf({stage: ranking(self, stage) for stage in stages})
+        """RRF over the stages; context scores are text scores spread to neighbouring turns,
+        so they rank together with BM25 as one text ranking."""
+        rankings = {stage: ranking(self, stage) for stage in stages if stage != "context"}
+        if "context" in stages:
+            rankings["bm25"] = ranking(self, "bm25", "context")
+        return rrf(rankings)
 
 
 def entity_weight(mention_count: int) -> float:
@@ -137,9 +153,12 @@ def rrf(rankings: Mapping[str, Sequence[str]]) -> dict[str, float]:
     return fused
 
 
-def ranking(candidates: Mapping[str, Candidate], stage: str) -> list[str]:
+def ranking(candidates: Mapping[str, Candidate], *stages: str) -> list[str]:
+    """The candidates any of `stages` found, by the sum of those stages' scores."""
     scored = [
-        (c.stage_scores[stage], slug) for slug, c in candidates.items() if stage in c.stage_scores
+        (sum(c.stage_scores.get(stage, 0.0) for stage in stages), slug)
+        for slug, c in candidates.items()
+        if any(stage in c.stage_scores for stage in stages)
     ]
     return [slug for _, slug in sorted(scored, key=lambda item: (-item[0], item[1]))]
 
@@ -151,6 +170,7 @@ class MemoryFacts:
     type: MemoryType
     decay_state: DecayState
     created_at: datetime
+    title_named: bool = False
 
 
 def adjust(
@@ -168,6 +188,8 @@ def adjust(
         info = facts[slug]
         if info.type.long_term:
             cand.score *= LONG_TERM_BONUS
+        if info.title_named:
+            cand.score *= TITLE_BONUS
         if info.decay_state is DecayState.DIM:
             cand.score *= DIM_PENALTY
         age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)

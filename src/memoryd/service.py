@@ -515,6 +515,7 @@ class MemoryService:
             include_forgotten=include_forgotten,
             limit=size,
             explain=False,
+            title_boost=recall_rules.TEXT_TITLE_BOOST,
         )
         for hit in bm25:
             pool.at(hit.slug).add("bm25", hit.score)
@@ -524,27 +525,14 @@ class MemoryService:
             stages.append("vector")
             for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
                 pool.at(slug).add("vector", score)
-        fused = pool.fuse(stages)
         # In an episode (session memories), what was said just before and after a strong text
-        # hit often completes it; long-term memories stand on their own.
+        # hit often completes it: a share of the hit's score goes to its neighbouring turns.
+        # Long-term memories stand on their own.
         text_hits = {hit.slug: hit for hit in bm25}
-        seeds = [s for s in sorted(fused, key=lambda s: (-fused[s], s)) if s in text_hits]
-        for seed in seeds[: recall_rules.CONTEXT_SEEDS]:
-            hit = text_hits[seed]
-            if hit.type is not MemoryType.SESSION:
-                continue
-            near = self.index.near_in_time(
-                scope_hash=hit.scope_hash,
-                type=MemoryType.SESSION,
-                at=hit.created_at,
-                window=recall_rules.CONTEXT_WINDOW,
-                exclude=seed,
-            )
-            for slug in near:
-                pool.at(slug).add("context", fused[seed], f"next to {seed}")
+        self._spread_to_neighbours(bm25[: recall_rules.CONTEXT_SEEDS], pool)
         if pool.has_stage("context"):
             stages.append("context")
-            fused = pool.fuse(stages)
+        fused = pool.fuse(stages)
         for slug, score in fused.items():
             pool[slug].score = score
         superseded = self.graph.superseded_by(list(pool))
@@ -557,8 +545,13 @@ class MemoryService:
         # many memories up by slug in the graph engine scans its whole Memory table.
         stored = dict(text_hits)
         stored.update(self.index.lookup([slug for slug in pool if slug not in stored]))
+        named = self.index.titles_naming(
+            query, {slug: hit.title for slug, hit in stored.items() if slug in pool}
+        )
         facts = {
-            slug: recall_rules.MemoryFacts(hit.type, hit.decay_state, hit.created_at)
+            slug: recall_rules.MemoryFacts(
+                hit.type, hit.decay_state, hit.created_at, title_named=slug in named
+            )
             for slug, hit in stored.items()
             if slug in pool and _admissible(hit, scope_hash, types, include_forgotten)
         }
@@ -570,6 +563,27 @@ class MemoryService:
         if track and hits and not self.read_only:
             self._track_recalls([(hits, query)])
         return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
+
+    def _spread_to_neighbours(
+        self, seeds: Sequence[SearchHit], pool: recall_rules.CandidatePool
+    ) -> None:
+        """The context stage: each session text hit lends a share of its score to the turns
+        written just before and after it (`CONTEXT_SPREAD`, by distance)."""
+        spread = recall_rules.CONTEXT_SPREAD
+        for hit in seeds:
+            if hit.type is not MemoryType.SESSION:
+                continue
+            before, after = self.index.near_in_time(
+                scope_hash=hit.scope_hash,
+                type=MemoryType.SESSION,
+                at=hit.created_at,
+                window=recall_rules.CONTEXT_WINDOW,
+                exclude=hit.slug,
+                per_side=len(spread),
+            )
+            for side in (before, after):
+                for share, slug in zip(spread, side, strict=False):
+                    pool.at(slug).add("context", share * hit.score, f"next to {hit.slug}")
 
     def _entity_stages(
         self,
@@ -596,18 +610,19 @@ class MemoryService:
         weights = {
             eid: recall_rules.entity_weight(matcher.entities[eid].mention_count) for eid in linked
         }
-        for eid, slug, conf in self.graph.mentioning(list(linked), scope_hashes=scopes):
+        # Sorted: the engine returns rows in no set order, and paths must not depend on it.
+        for eid, slug, conf in sorted(self.graph.mentioning(list(linked), scope_hashes=scopes)):
             pool.at(slug).add(
                 "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
             )
         via: dict[str, list[tuple[str, str, float]]] = {}
-        for src, dst, predicate, conf in self.graph.related_entities(list(linked)):
+        for src, dst, predicate, conf in sorted(self.graph.related_entities(list(linked))):
             if dst not in linked:
                 via.setdefault(dst, []).append((src, predicate, conf))
         if not via:
             return linked
         stages.append("graph")
-        for eid, slug, conf in self.graph.mentioning(list(via), scope_hashes=scopes):
+        for eid, slug, conf in sorted(self.graph.mentioning(list(via), scope_hashes=scopes)):
             for src, predicate, rel_conf in via[eid]:
                 weight = weights[src] * recall_rules.PREDICATE_WEIGHTS.get(predicate, 0.5)
                 path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"

@@ -263,11 +263,16 @@ class DaemonCalls:
     writes."""
 
     def __init__(
-        self, service: MemoryService, runner: ServiceRunner, recalls: Batcher[RecallResult]
+        self,
+        service: MemoryService,
+        runner: ServiceRunner,
+        recalls: Batcher[RecallResult],
+        readers: ReaderPool | None,
     ) -> None:
         self._service = service
         self._runner = runner
         self._recalls = recalls
+        self._readers = readers
 
     def read(self, action: Callable[[], T]) -> T:
         with self._runner.gate.shared():
@@ -284,15 +289,22 @@ class DaemonCalls:
 
         return self._runner.run_write(acting)
 
-    def recall(self, action: Callable[[bool], RecallResult]) -> RecallResult:
-        result = self.read(lambda: action(False))
+    def recall(self, query: str, scope: str | None, k: int) -> RecallResult:
+        readers, service = self._readers, self._service
+        result: RecallResult = self.read(
+            lambda: (
+                readers.call("recall", query, scope=scope, k=k, track=False)
+                if readers is not None
+                else service.recall(query, scope=scope, k=k, track=False)
+            )
+        )
         if result.hits:
             self._recalls.add(result)
         return result
 
 
 def mount_mcp(
-    app: Starlette, service: MemoryService, runner: ServiceRunner
+    app: Starlette, service: MemoryService, runner: ServiceRunner, readers: ReaderPool | None
 ) -> StreamableHTTPSessionManager:
     """Add memoryd's MCP server at `/mcp` (streamable HTTP) to the API app; returns its
     session manager, whose `run()` the caller must hold open while serving (uvicorn runs
@@ -307,7 +319,7 @@ def mount_mcp(
 
     from memoryd.mcp.server import create_server
 
-    calls = DaemonCalls(service, runner, app.state.backend.recalls)
+    calls = DaemonCalls(service, runner, app.state.backend.recalls, readers)
     server = create_server(service, home=service.home, calls=calls, default_scope=Path.home())
     hosts = ["localhost", "127.0.0.1", "[::1]"]
     security = TransportSecuritySettings(
@@ -346,10 +358,10 @@ async def _serve(
             yield
 
     app = create_app(service, runner, settings=settings, tcp_port=tcp_port)
-    mcp_sessions = mount_mcp(app, service, runner)
     readers_wanted = settings.daemon.reader_count()
     readers = ReaderPool(service, readers_wanted) if readers_wanted else None
     app.state.backend.readers = readers
+    mcp_sessions = mount_mcp(app, service, runner, readers)
     guarded = [LocalOnly(app), LocalOnly(app, token=token)]
     servers = [
         Server(

@@ -54,8 +54,8 @@ class ServiceCalls(Protocol):
 
     def write(self, action: Callable[[], T]) -> T: ...
 
-    def recall(self, action: Callable[[bool], RecallResult]) -> RecallResult:
-        """Run a recall (`action(track)`) and count its hits as recalls."""
+    def recall(self, query: str, scope: str | None, k: int) -> RecallResult:
+        """Recall `query` and count its hits as recalls."""
         ...
 
 
@@ -63,7 +63,8 @@ class OneAtATime:
     """One call at a time: the in-process stores, or the daemon client's one connection,
     are shared by every tool call."""
 
-    def __init__(self) -> None:
+    def __init__(self, service: MemoryService | RemoteService) -> None:
+        self._service = service
         self._lock = threading.Lock()
 
     def read(self, action: Callable[[], T]) -> T:
@@ -72,8 +73,8 @@ class OneAtATime:
 
     write = read
 
-    def recall(self, action: Callable[[bool], RecallResult]) -> RecallResult:
-        return self.read(lambda: action(True))
+    def recall(self, query: str, scope: str | None, k: int) -> RecallResult:
+        return self.read(lambda: self._service.recall(query, scope=scope, k=k))
 
 
 def create_server(  # noqa: C901 - one closure per tool
@@ -89,7 +90,7 @@ def create_server(  # noqa: C901 - one closure per tool
     (None: the working directory; the daemon passes the user's home, since an HTTP client's
     working directory is unknown to it)."""
     server = MCPServer("memoryd", instructions=INSTRUCTIONS)
-    via: ServiceCalls = calls or OneAtATime()
+    via: ServiceCalls = calls or OneAtATime(service)
     svc = service
 
     def guarded(run: Callable[[Callable[[], T]], T], action: Callable[[], T]) -> T:
@@ -117,7 +118,7 @@ def create_server(  # noqa: C901 - one closure per tool
         memory replaced it — prefer the current one. `explain` adds why each hit matched."""
 
         def run() -> dict[str, Any]:
-            result = via.recall(lambda track: svc.recall(query, scope=scope, k=k, track=track))
+            result = via.recall(query, scope, k)
             hits = []
             for hit in result.hits:
                 row: dict[str, Any] = {

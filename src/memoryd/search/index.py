@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -401,11 +401,13 @@ class SearchIndex:
         limit: int = 10,
         offset: int = 0,
         explain: bool = True,
+        title_boost: float | None = None,
     ) -> list[SearchHit]:
         """BM25 over title, body, tags and triggers, best first, ties broken by slug.
 
         With `explain=False` the hits carry no snippet and no matched terms: recall ranks
-        50 candidates and explains only the few it returns (see `lookup`).
+        50 candidates and explains only the few it returns (see `lookup`). `title_boost`
+        replaces the title's usual weight (recall weighs titles after fusion instead).
 
         Any text is a valid query: words are OR-ed, and a query with no word (punctuation,
         emoji, empty) finds nothing. `scope_hashes` and `types` keep hits matching any of
@@ -423,7 +425,12 @@ class SearchIndex:
             parsed = _Query(query, self._analyzer, self._stops)
         if not parsed.tokens:
             return []
-        tantivy_query = self._build_query(parsed.tokens, scopes, type_values, include_forgotten)
+        boosts = dict(_FIELD_BOOSTS)
+        if title_boost is not None:
+            boosts["title"] = title_boost
+        tantivy_query = self._build_query(
+            parsed.tokens, boosts, scopes, type_values, include_forgotten
+        )
         with self._errors("searching"):
             searcher = self._index.searcher()
             ranked = self._ranked(searcher, tantivy_query, offset + limit)
@@ -459,6 +466,19 @@ class SearchIndex:
                 hits[slug] = self._hit(slug, 0.0, document, parsed)
             return hits
 
+    def titles_naming(self, query: str, titles: Mapping[str, str]) -> set[str]:
+        """The keys of `titles` whose title holds one of the query's content words (stemmed as
+        the index stems them): a title names what its memory is about, or who said it."""
+        with self._errors("analysing the query"):
+            wanted = set(_Query(query, self._analyzer, self._stops).tokens)
+            if not wanted:
+                return set()
+            return {
+                key
+                for key, title in titles.items()
+                if not wanted.isdisjoint(self._analyzer.analyze(segment(title)))
+            }
+
     def near_in_time(
         self,
         *,
@@ -468,40 +488,65 @@ class SearchIndex:
         window: timedelta,
         exclude: str,
         per_side: int = 1,
-    ) -> list[str]:
-        """The memories of this scope and type written just before and after `at`: a range
-        query on the fast `created_at` field, so it stays cheap however large the scope."""
+    ) -> tuple[list[str], list[str]]:
+        """The memories of this scope and type written just before and just after `at`,
+        nearest first on each side: two range queries ordered by the fast `created_at` field,
+        so each reads only `per_side` documents however long the episode."""
         self._require_open()
-        Query, Occur = tantivy.Query, tantivy.Occur
         at = to_utc(at)
+        # Ties with `at` (the seed itself, usually) count as before it, as they always did.
+        before = self._nearest(scope_hash, type, (at - window, at), True, per_side + 1)
+        after = self._nearest(scope_hash, type, (at, at + window), False, per_side + 1)
+        return (
+            [slug for slug in before if slug != exclude][:per_side],
+            [slug for slug in after if slug != exclude][:per_side],
+        )
+
+    def _nearest(
+        self,
+        scope_hash: str,
+        type: MemoryType,
+        span: tuple[datetime, datetime],
+        backwards: bool,
+        limit: int,
+    ) -> list[str]:
+        """Up to `limit` visible memories in `span`, nearest its end (`backwards`, the end
+        included) or its start (excluded) first."""
+        Query, Occur = tantivy.Query, tantivy.Occur
+        start, end = span
         clauses = [
             (Occur.Must, self._term("scope_hash", scope_hash)),
             (Occur.Must, self._term("type", _memory_type(type))),
             (
                 Occur.Must,
                 Query.range_query(
-                    self._schema, "created_at", tantivy.FieldType.Date, at - window, at + window
+                    self._schema,
+                    "created_at",
+                    tantivy.FieldType.Date,
+                    start,
+                    end,
+                    include_lower=not backwards,
+                    include_upper=True,
                 ),
             ),
             *((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN),
         ]
+        order = tantivy.Order.Desc if backwards else tantivy.Order.Asc
         with self._errors("searching by time"):
             searcher = self._index.searcher()
-            hits = searcher.search(Query.boolean_query(clauses), limit=200).hits
-            found = []
-            for _, address in hits:
-                document = searcher.doc(address)
-                slug = _stored(document, "slug")
-                if slug != exclude:
-                    found.append((to_utc(_stored(document, "created_at")), slug))
-        found.sort()
-        before = [slug for when, slug in found if when <= at][-per_side:]
-        after = [slug for when, slug in found if when > at][:per_side]
-        return before + after
+            hits = searcher.search(
+                Query.boolean_query(clauses),
+                limit=limit,
+                count=False,
+                order_by_field="created_at",
+                order=order,
+            ).hits
+            return [str(_stored(searcher.doc(address), "slug")) for _, address in hits]
 
     def _build_query(
         self,
         tokens: list[str],
+        boosts: Mapping[str, float],
         scope_hashes: list[str] | None,
         types: list[str] | None,
         include_forgotten: bool,
@@ -509,7 +554,7 @@ class SearchIndex:
         Query, Occur = tantivy.Query, tantivy.Occur
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         for token in tokens:
-            for field, boost in _FIELD_BOOSTS.items():
+            for field, boost in boosts.items():
                 term = Query.term_query(self._schema, field, token)
                 should.append((Occur.Should, Query.boost_query(term, boost)))
         clauses = [(Occur.Must, Query.boolean_query(should))]
