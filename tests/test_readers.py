@@ -13,7 +13,13 @@ import httpx
 import pytest
 
 from memoryd.config import load_settings
-from memoryd.daemon.readers import GRAPH_READS, ReaderState, _graph_read, catch_up
+from memoryd.daemon.readers import (
+    GRAPH_READS,
+    ReaderState,
+    RemoteGraph,
+    _graph_read,
+    catch_up,
+)
 from memoryd.wiring import open_service
 from tests.daemon_harness import reader_pids, running, uds_client
 
@@ -114,6 +120,23 @@ def test_readers_see_every_acknowledged_write(home: Path, project: Path) -> None
             body = recall(client, "reakt", project)
             assert entity["id"] in body["entities"]
             assert body["hits"]
+        # The readers keep the memories mentioning an entity and the supersedes edges
+        # between commits: a new mention and a new supersede must show at once.
+        react = recall(client, "react", project)["hits"]
+        newer = client.post(
+            "/v1/memories",
+            json={
+                "type": "preference",
+                "title": "Storefront framework",
+                "body": "We use React with the new compiler.",
+                "scope": str(project),
+                "supersedes": [react[0]["slug"]],
+            },
+        ).json()["meta"]["slug"]
+        for _ in range(4):
+            hits = {h["slug"]: h for h in recall(client, "react", project)["hits"]}
+            assert "entity" in hits[newer]["stages"]
+            assert hits[react[0]["slug"]]["superseded_by"] == newer
         # Reindex replaces the index underneath the readers: they reopen it.
         assert client.post("/v1/reindex").status_code == 200
         for _ in range(4):
@@ -156,13 +179,62 @@ def test_catch_up_reloads_only_what_changed(settings: Any, project: Path) -> Non
         svc.reopen_index = lambda: calls.append("reopen")  # type: ignore[method-assign]
         svc.index.refresh = lambda: calls.append("refresh")  # type: ignore[method-assign]
         svc.forget_entities = lambda: calls.append("forget")  # type: ignore[method-assign]
-        first = catch_up(svc, None, ReaderState(0, 0, 0))
+        first = catch_up(svc, None, ReaderState(0, 0, 0, 0))
         assert calls == ["refresh", "forget"]
         calls.clear()
-        assert catch_up(svc, first, ReaderState(0, 0, 0)) == first
+        assert catch_up(svc, first, ReaderState(0, 0, 0, 0)) == first
         assert calls == []
-        catch_up(svc, first, ReaderState(0, 1, 0))
+        catch_up(svc, first, ReaderState(0, 1, 0, 0))
         assert calls == ["refresh"]
         calls.clear()
-        catch_up(svc, first, ReaderState(1, 1, 1))
+        catch_up(svc, first, ReaderState(1, 1, 1, 1))
         assert calls == ["reopen", "forget"]
+
+
+class GraphOverPipe:
+    """The reader's end of its connection, answered by a real service's graph in-line."""
+
+    def __init__(self, svc: Any) -> None:
+        self.svc = svc
+        self.asked: list[str] = []
+        self._answer: tuple[Any, ...] | None = None
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        _, name, args, kwargs = message
+        self.asked.append(name)
+        self._answer = _graph_read(self.svc, name, args, kwargs)
+
+    def recv(self) -> tuple[Any, ...]:
+        assert self._answer is not None
+        return self._answer
+
+
+def test_a_reader_keeps_graph_reads_until_the_graph_commits(settings: Any, project: Path) -> None:
+    from memoryd.models import MemoryDraft, MemoryType
+
+    with open_service(settings) as svc:
+        first = svc.record(
+            MemoryDraft(type=MemoryType.PREFERENCE, title="Use React",
+                        body="The storefront uses React.", scope_path=project)
+        )  # fmt: skip
+        react = svc.resolve_entity("React").id
+        pipe = GraphOverPipe(svc)
+        graph = RemoteGraph(pipe, svc.graph.max_fanout)  # type: ignore[arg-type]
+        graph.forget_before(svc.graph.generation)
+        for _ in range(3):
+            assert graph.mentioning([react]) == svc.graph.mentioning([react])
+            assert graph.related_entities([react]) == svc.graph.related_entities([react])
+            assert graph.superseded_by([first.slug]) == {}
+        assert pipe.asked == ["mentioning", "related_entities", "supersedes_map"]
+
+        newer = svc.record(
+            MemoryDraft(type=MemoryType.PREFERENCE, title="React compiler",
+                        body="The storefront uses React with its compiler.",
+                        scope_path=project, supersedes=[first.slug])
+        )  # fmt: skip
+        graph.forget_before(svc.graph.generation)
+        mentions = graph.mentioning([react])
+        assert mentions == svc.graph.mentioning([react])
+        assert newer.slug in {slug for _, slug, _ in mentions}
+        assert graph.superseded_by([first.slug, newer.slug]) == {first.slug: newer.slug}
+        assert pipe.asked[3:] == ["mentioning", "supersedes_map"]

@@ -64,6 +64,7 @@ GRAPH_READS = frozenset(
         "related_entities",
         "superseded_by",
         "supersedes_chain",
+        "supersedes_map",
     }
 )
 """The graph calls a reader may make: reads only, whatever a reader asks."""
@@ -81,10 +82,17 @@ class ReaderState:
     """Bumped by every commit to the index: reload the searcher."""
     entities_version: int
     """Bumped by writes that touch entities: rebuild the entity matcher."""
+    graph_generation: int
+    """Bumped by every graph commit: forget the graph reads kept from before it."""
 
     @classmethod
     def of(cls, service: MemoryService) -> ReaderState:
-        return cls(service.index_epoch, service.index.generation, service.entities_version)
+        return cls(
+            service.index_epoch,
+            service.index.generation,
+            service.entities_version,
+            service.graph.generation,
+        )
 
 
 class ReaderGone(Exception):
@@ -298,24 +306,81 @@ def _service_call(service: MemoryService, name: str) -> Callable[..., Any]:
 
 # -- the reader's side --------------------------------------------------------------------
 class RemoteGraph:
-    """The daemon's graph as a reader sees it: each read is a round trip to the daemon."""
+    """The daemon's graph as a reader sees it: each read is a round trip to the daemon.
+
+    The reads every recall makes (the memories mentioning an entity, its relations, the
+    supersedes edges) are kept until the daemon's graph next commits (`forget_before`):
+    a round trip costs both processes, and between two commits the answer cannot change.
+    """
+
+    KEPT_MAX = 4096
+    """Kept answers per kind; past it they are dropped, as after a commit."""
 
     def __init__(self, conn: Connection, max_fanout: int) -> None:
         self._conn = conn
         self.max_fanout = max_fanout
+        self.generation = -1
+        self._mentioning: dict[tuple[str, tuple[str, ...] | None], list[tuple[str, float]]] = {}
+        self._related: dict[str, list[tuple[str, str, float]]] = {}
+        self._supersedes: dict[str, str] | None = None
+
+    def forget_before(self, generation: int) -> None:
+        """Drop what was read before the daemon's graph reached `generation`."""
+        if generation != self.generation:
+            self.generation = generation
+            self._mentioning.clear()
+            self._related.clear()
+            self._supersedes = None
+
+    def _read(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self._conn.send(("graph", name, args, kwargs))
+        message = self._conn.recv()
+        if message[0] == "err":
+            raise _rebuilt(message)
+        return message[1]
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name not in GRAPH_READS:
             raise AttributeError(f"a recall reader's graph has no {name!r}")
+        return lambda *args, **kwargs: self._read(name, *args, **kwargs)
 
-        def read(*args: Any, **kwargs: Any) -> Any:
-            self._conn.send(("graph", name, args, kwargs))
-            message = self._conn.recv()
-            if message[0] == "err":
-                raise _rebuilt(message)
-            return message[1]
+    def mentioning(
+        self, entity_ids: Sequence[str], *, scope_hashes: Sequence[str] | None = None
+    ) -> list[tuple[str, str, float]]:
+        scopes = tuple(scope_hashes) if scope_hashes else None
+        kept = self._mentioning
+        missing = [eid for eid in dict.fromkeys(entity_ids) if (eid, scopes) not in kept]
+        if missing:
+            if len(self._mentioning) + len(missing) > self.KEPT_MAX:
+                self._mentioning.clear()
+            rows = self._read("mentioning", missing, scope_hashes=scope_hashes)
+            for eid in missing:
+                self._mentioning[(eid, scopes)] = []
+            for eid, slug, conf in rows:
+                self._mentioning[(eid, scopes)].append((slug, conf))
+        return [
+            (eid, slug, conf)
+            for eid in entity_ids
+            for slug, conf in self._mentioning[(eid, scopes)]
+        ]
 
-        return read
+    def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        missing = [eid for eid in dict.fromkeys(entity_ids) if eid not in self._related]
+        if missing:
+            if len(self._related) + len(missing) > self.KEPT_MAX:
+                self._related.clear()
+            rows = self._read("related_entities", missing)
+            for eid in missing:
+                self._related[eid] = []
+            for eid, other, predicate, conf in rows:
+                self._related[eid].append((other, predicate, conf))
+        return [(eid, *row) for eid in entity_ids for row in self._related[eid]]
+
+    def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
+        if self._supersedes is None:
+            self._supersedes = cast(dict[str, str], self._read("supersedes_map"))
+        known = self._supersedes
+        return {slug: known[slug] for slug in slugs if slug in known}
 
     def close(self) -> None:
         """Nothing to close: the graph is the daemon's."""
@@ -332,9 +397,9 @@ def serve_reader(conn: Connection) -> None:
     from memoryd.wiring import open_reader_service
 
     _, home, max_fanout = conn.recv()
+    graph = RemoteGraph(conn, max_fanout)
     try:
-        graph = cast(GraphStore, RemoteGraph(conn, max_fanout))
-        service = open_reader_service(Path(home), graph)
+        service = open_reader_service(Path(home), cast(GraphStore, graph))
     except MemorydError as exc:
         conn.send(("err", type(exc).__name__, exc.message, exc.hint))
         return
@@ -352,6 +417,7 @@ def serve_reader(conn: Connection) -> None:
                 continue
             try:
                 state = catch_up(service, state, wanted)
+                graph.forget_before(wanted.graph_generation)
                 reply: tuple[Any, ...] = ("ok", _service_call(service, name)(*args, **kwargs))
             except MemorydError as exc:
                 reply = ("err", type(exc).__name__, exc.message, exc.hint)
