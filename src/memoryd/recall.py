@@ -26,8 +26,9 @@ STAGE_WEIGHTS: Mapping[str, float] = {
     "vector": 0.8,
     "context": 1.0,  # never fused alone: context scores rank within the bm25 ranking (`fuse`)
 }
-CONTEXT_SEEDS = 15
-"""The best text hits whose neighbouring session turns share their score."""
+CONTEXT_SEEDS = 8
+"""The best text hits whose neighbouring session turns share their score (fewer since the
+index holds each turn's neighbours as its context, `TEXT_CONTEXT_BOOST`)."""
 CONTEXT_SPREAD = (0.5, 0.3)
 """Share of a text hit's BM25 score given to the session turns one and two steps away: in a
 conversation the answer is often the reply to (or the lead-up of) the turn that matched."""
@@ -55,6 +56,10 @@ use the words."""
 TEXT_TITLE_BOOST = 1.0
 """The title's weight in recall's BM25 stage: as the body's, since `TITLE_BONUS` weighs it
 after fusion (counting it in both made a speaker's name outweigh what the query asks)."""
+TEXT_CONTEXT_BOOST = 0.15
+"""The weight in recall's BM25 stage of a session memory's context (its neighbouring turns'
+text, see `memoryd.search.index.CONTEXT_FIELD`): a reply matches on what it answers, well
+below what it says itself."""
 DIM_PENALTY = 0.9
 SUPERSEDED_PENALTY = 0.6
 RECENCY_BONUS = 0.1

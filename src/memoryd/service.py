@@ -516,6 +516,8 @@ class MemoryService:
             limit=size,
             explain=False,
             title_boost=recall_rules.TEXT_TITLE_BOOST,
+            context_boost=recall_rules.TEXT_CONTEXT_BOOST,
+            scope_idf=True,
         )
         for hit in bm25:
             pool.at(hit.slug).add("bm25", hit.score)

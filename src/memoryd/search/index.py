@@ -2,21 +2,25 @@
 
 The index is derived data (DESIGN §4): the vault and the graph are the record and `memoryd
 reindex` rebuilds this from them. Text is indexed with tantivy's `en_stem` analyzer after Chinese
-has been segmented by `memoryd.text.segment`. Queries go through the same two steps in Python and
-are built from term queries, never through tantivy's query parser, so no user text can be a
-syntax error and stemming is the same on both sides.
+has been segmented by `memoryd.text.segment` and irregular word forms put in their base form
+(`_base_forms`). Queries go through the same steps in Python and are built from term queries,
+never through tantivy's query parser, so no user text can be a syntax error and stemming is the
+same on both sides. Each session memory is also indexed with its neighbouring turns' text (the
+`context` field, kept up to date as turns are written and deleted), which recall searches.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import math
 import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -30,8 +34,9 @@ from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""Bump when the schema or the analysis changes: old indexes then refuse to open until reindexed."""
+SCHEMA_VERSION = 2
+"""Bump when the schema or the analysis changes: old indexes then refuse to open until reindexed.
+2: the `context` field (the neighbouring session turns' text)."""
 
 META_FILE = "index_meta.json"
 REINDEX_HINT = "run `memoryd reindex`"
@@ -42,6 +47,13 @@ _WRITER_MAX_THREADS = 4
 
 _FIELD_BOOSTS = {"title": 2.0, "tags": 1.5, "triggers": 1.5, "body": 1.0}
 _TEXT_FIELDS = tuple(_FIELD_BOOSTS)
+CONTEXT_FIELD = "context"
+"""Indexed only: the text of a session memory's neighbouring turns (see `CONTEXT_WINDOW`). A
+reply ("they're great for cuddles") is about what the turn before it said ("your dogs"), so
+recall searches this field too, at a low weight; plain search does not."""
+CONTEXT_WINDOW = timedelta(minutes=30)
+"""Session memories of one scope at most this far apart in time are neighbouring turns."""
+_CONTEXT_TYPE = MemoryType.SESSION
 # A pasted document as a query would otherwise cost jieba time and a huge boolean query.
 _MAX_QUERY_CHARS = 4_000
 _MAX_QUERY_TOKENS = 64
@@ -89,6 +101,8 @@ def _schema() -> tantivy.Schema:
     for name in _TEXT_FIELDS:
         builder.add_text_field(name, stored=False, tokenizer_name="en_stem")
         builder.add_bytes_field(f"{name}_stored", stored=True, indexed=False)
+    # Derived from the neighbours' stored bodies whenever they change, so never stored.
+    builder.add_text_field(CONTEXT_FIELD, stored=False, tokenizer_name="en_stem")
     builder.add_date_field("created_at", stored=True, indexed=True, fast=True)
     return builder.build()
 
@@ -104,7 +118,7 @@ def _analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def _document(doc: SearchDoc) -> tantivy.Document:
+def _document(doc: SearchDoc, context: str = "") -> tantivy.Document:
     document = tantivy.Document()
     document.add_text("slug", doc.slug)
     document.add_text("scope_hash", doc.scope_hash)
@@ -117,10 +131,38 @@ def _document(doc: SearchDoc) -> tantivy.Document:
         ("triggers", doc.triggers),
     ):
         for value in values:
-            document.add_text(field, segment(value))
+            document.add_text(field, _base_forms(segment(value)))
             document.add_bytes(f"{field}_stored", value.encode("utf-8"))
+    if context:
+        document.add_text(CONTEXT_FIELD, _base_forms(segment(context)))
     document.add_date("created_at", to_utc(doc.created_at))
     return document
+
+
+def _stored_doc(document: tantivy.Document) -> SearchDoc:
+    """The `SearchDoc` an indexed document was written from (every field of it is stored)."""
+    return SearchDoc.model_construct(
+        slug=str(_stored(document, "slug")),
+        scope_hash=str(_stored(document, "scope_hash")),
+        type=MemoryType(_stored(document, "type")),
+        decay_state=DecayState(_stored(document, "decay_state")),
+        title="".join(_text(document, "title_stored")),
+        body="".join(_text(document, "body_stored")),
+        tags=_text(document, "tags_stored"),
+        triggers=_text(document, "triggers_stored"),
+        created_at=to_utc(_stored(document, "created_at")),
+    )
+
+
+def _position(doc: SearchDoc) -> tuple[datetime, str]:
+    """Where a memory stands among its scope's session turns: by time, then slug."""
+    return (to_utc(doc.created_at), doc.slug)
+
+
+def _gives_context(doc: SearchDoc) -> bool:
+    """Whether a memory's text may stand in its neighbours' context: a visible session turn
+    (a soft-forgotten turn's words must not keep its neighbours findable)."""
+    return doc.type is _CONTEXT_TYPE and doc.decay_state.visible_by_default
 
 
 def _check_meta(directory: Path) -> None:
@@ -163,6 +205,52 @@ _STOPWORD_TEXT = """
     ever also would've i'm it's don't didn't"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
+# The stemmer leaves irregular forms alone ("bought" never meets "buy"): a question asks in the
+# base form ("what did she buy") what a memory tells in the past ("I bought"). Each entry (ended
+# by "|" or the line's end): the base form, then the forms that map to it. Forms that are also
+# common other words ("left", "rose", "ground", "bit", "lay", "led") are left out.
+_IRREGULAR_TEXT = """
+    arise arose arisen | awake awoke awoken | beat beaten | become became | begin began begun
+    bend bent | bite bitten | bleed bled | blow blew blown | break broke broken
+    breed bred | bring brought | build built | burn burnt | buy bought | catch caught
+    choose chose chosen | cling clung | come came | creep crept | deal dealt | dig dug
+    dive dove | draw drew drawn | dream dreamt | drink drank drunk | drive drove driven
+    eat ate eaten | fall fell fallen | feel felt | fight fought | find found | flee fled
+    fly flew flown | forbid forbade forbidden | forget forgot forgotten | forgive forgave forgiven
+    freeze froze frozen | get got gotten | give gave given | go went gone | grow grew grown
+    hang hung | hear heard | hide hid hidden | hold held | keep kept | kneel knelt
+    know knew known | lean leant | leap leapt | learn learnt | lend lent | lose lost
+    make made | mean meant | meet met | mistake mistook mistaken | overcome overcame
+    pay paid | ride rode ridden | ring rang rung | rise risen | run ran | say said
+    see saw seen | seek sought | sell sold | send sent | shake shook shaken | shine shone
+    shrink shrank shrunk | sing sang sung | sink sank sunk | sit sat | sleep slept | slide slid
+    speak spoke spoken | spend spent | spin spun | spring sprang sprung | stand stood
+    steal stole stolen | stick stuck | sting stung | strike struck | strive strove striven
+    swear swore sworn | sweep swept | swim swam swum | swing swung | take took taken
+    teach taught | tear tore torn | tell told | think thought | throw threw thrown
+    understand understood | undertake undertook undertaken | wake woke woken | wear wore worn
+    weave wove woven | weep wept | win won | withdraw withdrew withdrawn | write wrote written
+    child children | man men | woman women | foot feet | tooth teeth | mouse mice
+"""
+_IRREGULAR = {
+    form: forms.split()[0]
+    for forms in re.split(r"[|\n]", _IRREGULAR_TEXT)
+    if forms.strip()
+    for form in forms.split()[1:]
+}
+_WORD_SPLIT = re.compile(r"(\w+)")
+_PUNCTUATION_TO_SPACE = str.maketrans({c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"})
+
+
+def _base_forms(text: str) -> str:
+    """`text` with irregular verb forms and plurals put in their base form, for indexing and
+    querying alike (what is shown is the text as written)."""
+    if _IRREGULAR.keys().isdisjoint(text.lower().translate(_PUNCTUATION_TO_SPACE).split()):
+        return text
+    parts = _WORD_SPLIT.split(text)  # words at the odd places
+    parts[1::2] = [_IRREGULAR.get(word.lower(), word) for word in parts[1::2]]
+    return "".join(parts)
+
 
 class _Query:
     """A user query, analysed once: the tokens it searches and the terms it explains with."""
@@ -171,7 +259,7 @@ class _Query:
         self, text: str, analyzer: tantivy.TextAnalyzer, stops: frozenset[str] = frozenset()
     ) -> None:
         text = text[:_MAX_QUERY_CHARS]
-        tokens: list[str] = list(dict.fromkeys(analyzer.analyze(segment(text))))
+        tokens: list[str] = list(dict.fromkeys(analyzer.analyze(_base_forms(segment(text)))))
         content = [t for t in tokens if t not in stops]
         self.tokens = (content or tokens)[:_MAX_QUERY_TOKENS]
         self.terms = query_terms(text)
@@ -290,25 +378,33 @@ class SearchIndex:
         """
         if not docs:
             return
-        # Segmenting (jieba) happens before taking the writer, so a failure here leaves nothing
-        # half-added for the next commit to pick up.
-        with self._errors("preparing documents"):
-            documents = [(doc.slug, _document(doc)) for doc in docs]
+        latest = {doc.slug: doc for doc in docs}
 
         def write(writer: tantivy.IndexWriter) -> None:
-            # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
-            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
-            # deleted. Reloading first makes the reader see every commit made so far.
+            # Reloading first makes the reader see every commit made so far. Everything is
+            # read and segmented (jieba) before the first change, so a failure leaves nothing
+            # half-added for the next commit to pick up.
             self._index.reload()
             searcher = self._index.searcher()
-            seen: set[str] = set()
-            for slug, document in documents:
-                if slug in seen or searcher.doc_freq("slug", slug):
-                    writer.delete_documents_by_term("slug", slug)
-                seen.add(slug)
+            # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
+            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
+            # deleted.
+            indexed = [slug for slug in latest if searcher.doc_freq("slug", slug)]
+            # A turn's neighbours change when it is written next to them (or moves, or hides).
+            moved = list(self._stored(searcher, indexed).values())
+            view = _SessionView(self, searcher, latest, gone=set(), around=moved)
+            rewrite = view.neighbours_of([*latest.values(), *moved])
+            with self._errors("preparing documents"):
+                documents = [
+                    (doc.slug, _document(doc, view.context(doc)))
+                    for doc in [*latest.values(), *rewrite]
+                ]
+            for slug in (*indexed, *(doc.slug for doc in rewrite)):
+                writer.delete_documents_by_term("slug", slug)
+            for _, document in documents:
                 writer.add_document(document)
 
-        self._write(f"indexing {len(documents)} document(s)", write)
+        self._write(f"indexing {len(latest)} document(s)", write)
 
     def delete(self, slugs: Sequence[str]) -> None:
         """Remove the documents of `slugs`; unknown slugs are ignored."""
@@ -317,8 +413,19 @@ class SearchIndex:
             return
 
         def write(writer: tantivy.IndexWriter) -> None:
-            for slug in slugs:
+            # The turns next to a deleted one lose it from their context.
+            self._index.reload()
+            searcher = self._index.searcher()
+            gone = set(slugs)
+            deleted = list(self._stored(searcher, slugs).values())
+            view = _SessionView(self, searcher, {}, gone=gone, around=deleted)
+            rewrite = view.neighbours_of(deleted)
+            with self._errors("preparing documents"):
+                documents = [(doc.slug, _document(doc, view.context(doc))) for doc in rewrite]
+            for slug in (*slugs, *(doc.slug for doc in rewrite)):
                 writer.delete_documents_by_term("slug", slug)
+            for _, document in documents:
+                writer.add_document(document)
 
         self._write(f"deleting {len(slugs)} document(s)", write)
 
@@ -402,12 +509,18 @@ class SearchIndex:
         offset: int = 0,
         explain: bool = True,
         title_boost: float | None = None,
+        context_boost: float | None = None,
+        scope_idf: bool = False,
     ) -> list[SearchHit]:
         """BM25 over title, body, tags and triggers, best first, ties broken by slug.
 
         With `explain=False` the hits carry no snippet and no matched terms: recall ranks
         50 candidates and explains only the few it returns (see `lookup`). `title_boost`
-        replaces the title's usual weight (recall weighs titles after fusion instead).
+        replaces the title's usual weight (recall weighs titles after fusion instead);
+        `context_boost` searches the neighbouring session turns' text too, at that weight.
+        With `scope_idf` and `scope_hashes`, a word weighs as rare as it is in those scopes
+        (not in the whole index): a project's name, in most of its own memories, says little
+        there however rare it is elsewhere.
 
         Any text is a valid query: words are OR-ed, and a query with no word (punctuation,
         emoji, empty) finds nothing. `scope_hashes` and `types` keep hits matching any of
@@ -428,11 +541,16 @@ class SearchIndex:
         boosts = dict(_FIELD_BOOSTS)
         if title_boost is not None:
             boosts["title"] = title_boost
-        tantivy_query = self._build_query(
-            parsed.tokens, boosts, scopes, type_values, include_forgotten
-        )
+        if context_boost:
+            boosts[CONTEXT_FIELD] = context_boost
         with self._errors("searching"):
             searcher = self._index.searcher()
+            weights = (
+                self._scope_weights(searcher, parsed.tokens, scopes) if scope_idf and scopes else {}
+            )
+            tantivy_query = self._build_query(
+                parsed.tokens, boosts, scopes, type_values, include_forgotten, weights
+            )
             ranked = self._ranked(searcher, tantivy_query, offset + limit)
             return [
                 self._hit(slug, score, document, parsed if explain else None)
@@ -466,6 +584,52 @@ class SearchIndex:
                 hits[slug] = self._hit(slug, 0.0, document, parsed)
             return hits
 
+    def _stored(self, searcher: tantivy.Searcher, slugs: Sequence[str]) -> dict[str, SearchDoc]:
+        """The indexed documents of `slugs` as written (unknown slugs are absent)."""
+        wanted = list(dict.fromkeys(slugs))
+        if not wanted:
+            return {}
+        by_slug = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, self._term("slug", slug)) for slug in wanted]
+        )
+        found = {}
+        for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
+            doc = _stored_doc(searcher.doc(address))
+            found[doc.slug] = doc
+        return found
+
+    def _session_entries(
+        self, searcher: tantivy.Searcher, scope_hash: str, span: tuple[datetime, datetime]
+    ) -> list[tuple[int, tantivy.DocAddress]]:
+        """The visible session memories of a scope in `span` (ends included), as (created_at
+        in nanoseconds, address), oldest first: documents are read only when needed."""
+        Query, Occur = tantivy.Query, tantivy.Occur
+        start, end = span
+        query = Query.boolean_query(
+            [
+                (Occur.Must, self._term("scope_hash", scope_hash)),
+                (Occur.Must, self._term("type", _CONTEXT_TYPE.value)),
+                (
+                    Occur.Must,
+                    Query.range_query(
+                        self._schema, "created_at", tantivy.FieldType.Date, start, end
+                    ),
+                ),
+                *((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN),
+            ]
+        )
+        total = _count(searcher, query)
+        if not total:
+            return []
+        hits = searcher.search(
+            query,
+            limit=total,
+            count=False,
+            order_by_field="created_at",
+            order=tantivy.Order.Asc,
+        ).hits
+        return [(int(key), address) for key, address in hits]
+
     def titles_naming(self, query: str, titles: Mapping[str, str]) -> set[str]:
         """The keys of `titles` whose title holds one of the query's content words (stemmed as
         the index stems them): a title names what its memory is about, or who said it."""
@@ -476,7 +640,7 @@ class SearchIndex:
             return {
                 key
                 for key, title in titles.items()
-                if not wanted.isdisjoint(self._analyzer.analyze(segment(title)))
+                if not wanted.isdisjoint(self._analyzer.analyze(_base_forms(segment(title))))
             }
 
     def near_in_time(
@@ -543,6 +707,31 @@ class SearchIndex:
             ).hits
             return [str(_stored(searcher.doc(address), "slug")) for _, address in hits]
 
+    def _scope_weights(
+        self, searcher: tantivy.Searcher, tokens: Sequence[str], scopes: Sequence[str]
+    ) -> dict[str, float]:
+        """token → how much rarer (or commoner) it is in `scopes` than in the whole index: the
+        ratio of its inverse document frequencies (BM25's, over the body), which scales its
+        score to what BM25 over these scopes alone would give."""
+        Query, Occur = tantivy.Query, tantivy.Occur
+        in_scope = self._any_of("scope_hash", scopes)
+        total = int(searcher.num_docs)
+        scoped = _count(searcher, in_scope)
+        weights: dict[str, float] = {}
+        if not scoped or scoped == total:
+            return weights
+        for token in tokens:
+            term = Query.term_query(self._schema, "body", token)
+            everywhere = int(searcher.doc_freq("body", token))
+            if not everywhere:
+                continue
+            here = _count(
+                searcher, Query.boolean_query([(Occur.Must, term), (Occur.Must, in_scope)])
+            )
+            if here:
+                weights[token] = _bm25_idf(scoped, here) / _bm25_idf(total, everywhere)
+        return weights
+
     def _build_query(
         self,
         tokens: list[str],
@@ -550,13 +739,15 @@ class SearchIndex:
         scope_hashes: list[str] | None,
         types: list[str] | None,
         include_forgotten: bool,
+        weights: Mapping[str, float] | None = None,
     ) -> tantivy.Query:
         Query, Occur = tantivy.Query, tantivy.Occur
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         for token in tokens:
+            weight = weights.get(token, 1.0) if weights else 1.0
             for field, boost in boosts.items():
                 term = Query.term_query(self._schema, field, token)
-                should.append((Occur.Should, Query.boost_query(term, boost)))
+                should.append((Occur.Should, Query.boost_query(term, boost * weight)))
         clauses = [(Occur.Must, Query.boolean_query(should))]
         if scope_hashes is not None:
             clauses.append((Occur.Must, self._any_of("scope_hash", scope_hashes)))
@@ -716,6 +907,184 @@ class SearchIndex:
             yield
         except _TANTIVY_ERRORS as exc:
             raise StorageError(f"search index {self._directory}: {action} failed: {exc}") from exc
+
+
+class _SessionView:
+    """The session turns as they stand once a write is done: the index, with the documents
+    being written in place of their indexed versions and the deleted ones gone.
+
+    Each session memory is indexed with the bodies of its nearest visible turn before and after
+    it (`CONTEXT_WINDOW`) as its context. A write changes the context of the memories it writes
+    and of their nearest neighbours (at their old place and their new one), so those are
+    rewritten too: the index then holds the same contexts whatever order memories came in,
+    and `reindex` rebuilds the same index.
+    """
+
+    def __init__(
+        self,
+        index: SearchIndex,
+        searcher: tantivy.Searcher,
+        writing: Mapping[str, SearchDoc],
+        gone: set[str],
+        around: Sequence[SearchDoc] = (),
+    ) -> None:
+        self._index = index
+        self._searcher = searcher
+        self._writing = writing
+        self._hidden = gone | set(writing)  # in the index, but not as the index holds them
+        self._by_scope: dict[str, list[tuple[tuple[datetime, str], SearchDoc]]] = {}
+        for doc in writing.values():
+            if _gives_context(doc):
+                self._by_scope.setdefault(doc.scope_hash, []).append((_position(doc), doc))
+        for turns in self._by_scope.values():
+            turns.sort(key=lambda item: item[0])
+        self._keys = {scope: [key for key, _ in turns] for scope, turns in self._by_scope.items()}
+        # Where this write looks (its documents, where they stood before): each scope's
+        # indexed turns up to two windows from there (a neighbour's neighbour) are listed once.
+        self._focus: dict[str, list[datetime]] = {}
+        for doc in [*writing.values(), *around]:
+            if doc.type is _CONTEXT_TYPE:
+                self._focus.setdefault(doc.scope_hash, []).append(to_utc(doc.created_at))
+        self._indexed: dict[str, tuple[list[tuple[int, tantivy.DocAddress]], list[int]]] = {}
+        self._span: dict[str, tuple[datetime, datetime]] = {}
+        self._read: dict[tuple[int, int], SearchDoc] = {}
+        self._cache: dict[tuple[str, datetime, str, bool], SearchDoc | None] = {}
+
+    def context(self, doc: SearchDoc) -> str:
+        """The text `doc` is indexed with as its context ("" but for session memories)."""
+        if doc.type is not _CONTEXT_TYPE:
+            return ""
+        near = [self.nearest(doc, backwards=side) for side in (True, False)]
+        return "\n".join(n.body for n in near if n is not None and n.body)
+
+    def neighbours_of(self, docs: Sequence[SearchDoc]) -> list[SearchDoc]:
+        """The indexed turns (not being written) whose context holds where `docs` stand."""
+        found: dict[str, SearchDoc] = {}
+        for doc in docs:
+            if doc.type is not _CONTEXT_TYPE:
+                continue
+            for side in (False, True):
+                near = self.nearest(doc, backwards=side)
+                if near is not None and near.slug not in self._writing:
+                    found.setdefault(near.slug, near)
+        return sorted(found.values(), key=_position)
+
+    def nearest(self, doc: SearchDoc, *, backwards: bool) -> SearchDoc | None:
+        """The nearest visible session turn of `doc`'s scope before it (or after it)."""
+        at, slug = _position(doc)
+        key = (doc.scope_hash, at, slug, backwards)
+        if key not in self._cache:
+            self._cache[key] = self._side(doc, backwards=backwards)
+        return self._cache[key]
+
+    def _side(self, doc: SearchDoc, *, backwards: bool) -> SearchDoc | None:
+        here = _position(doc)
+        candidates = [self._written_side(doc.scope_hash, here, backwards)]
+        candidates.append(self._indexed_side(doc.scope_hash, here, backwards))
+        found = [c for c in candidates if c is not None]
+        if not found:
+            return None
+        return (max if backwards else min)(found, key=_position)
+
+    def _written_side(
+        self, scope_hash: str, here: tuple[datetime, str], backwards: bool
+    ) -> SearchDoc | None:
+        turns = self._by_scope.get(scope_hash, [])
+        keys = self._keys.get(scope_hash, [])
+        if backwards:
+            at = bisect.bisect_left(keys, here) - 1
+            if at >= 0 and keys[at][0] >= here[0] - CONTEXT_WINDOW:
+                return turns[at][1]
+        else:
+            at = bisect.bisect_right(keys, here)
+            if at < len(turns) and keys[at][1] == here[1]:
+                at += 1
+            if at < len(turns) and keys[at][0] <= here[0] + CONTEXT_WINDOW:
+                return turns[at][1]
+        return None
+
+    def _indexed_side(
+        self, scope_hash: str, here: tuple[datetime, str], backwards: bool
+    ) -> SearchDoc | None:
+        entries, keys = self._entries(scope_hash, here[0])
+        at = _nanos(here[0])
+        limit = _nanos(here[0] - CONTEXT_WINDOW if backwards else here[0] + CONTEXT_WINDOW)
+        # Walk away from `here` one instant at a time (turns of one instant are ordered by
+        # slug, which the engine's order does not follow).
+        if backwards:
+            stop = bisect.bisect_right(keys, at)
+            while stop > 0 and keys[stop - 1] >= limit:
+                start = bisect.bisect_left(keys, keys[stop - 1], hi=stop)
+                usable = [
+                    d for d in self._docs(scope_hash, entries, start, stop) if _position(d) < here
+                ]
+                if usable:
+                    return max(usable, key=_position)
+                stop = start
+        else:
+            start = bisect.bisect_left(keys, at)
+            while start < len(keys) and keys[start] <= limit:
+                stop = bisect.bisect_right(keys, keys[start], lo=start)
+                usable = [
+                    d for d in self._docs(scope_hash, entries, start, stop) if _position(d) > here
+                ]
+                if usable:
+                    return min(usable, key=_position)
+                start = stop
+        return None
+
+    def _entries(
+        self, scope_hash: str, at: datetime
+    ) -> tuple[list[tuple[int, tantivy.DocAddress]], list[int]]:
+        """The scope's indexed session turns, listed (once) over a span that covers `at`, and
+        their times."""
+        span = self._span.get(scope_hash)
+        if span is None or not span[0] <= at - CONTEXT_WINDOW <= at + CONTEXT_WINDOW <= span[1]:
+            focus = [*self._focus.get(scope_hash, []), at]
+            if span is not None:
+                focus.extend(span)
+            span = (min(focus) - 2 * CONTEXT_WINDOW, max(focus) + 2 * CONTEXT_WINDOW)
+            self._span[scope_hash] = span
+            entries = self._index._session_entries(self._searcher, scope_hash, span)
+            self._indexed[scope_hash] = (entries, [key for key, _ in entries])
+        return self._indexed[scope_hash]
+
+    def _docs(
+        self,
+        scope_hash: str,
+        entries: list[tuple[int, tantivy.DocAddress]],
+        start: int,
+        stop: int,
+    ) -> list[SearchDoc]:
+        """The indexed turns `entries[start:stop]` as they stand after this write."""
+        docs = []
+        for _, address in entries[start:stop]:
+            cache_key = (address.segment_ord, address.doc)
+            doc = self._read.get(cache_key)
+            if doc is None:
+                doc = self._read[cache_key] = _stored_doc(self._searcher.doc(address))
+            if doc.slug not in self._hidden:
+                docs.append(doc)
+        return docs
+
+
+def _nanos(at: datetime) -> int:
+    """A time as the engine orders its date field: nanoseconds since the epoch (UTC)."""
+    return (to_utc(at) - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
+    """How many documents match `query` (tantivy's stub does not declare `count`)."""
+    result = searcher.search(query, limit=1, count=True)
+    return int(result.count or 0)  # type: ignore[attr-defined]
+
+
+def _bm25_idf(docs: int, with_term: int) -> float:
+    """BM25's inverse document frequency, as tantivy computes it."""
+    return math.log(1 + (docs - with_term + 0.5) / (with_term + 0.5))
 
 
 def _values(values: Sequence[str]) -> list[str]:
