@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.models import DecayState, MemoryType
 from memoryd.search.index import CONTEXT_WINDOW, SCHEMA_VERSION, SearchDoc, SearchIndex
 from memoryd.service import MemoryService
+from tests.test_recall_episodes import say
 
 SCOPE, OTHER = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 START = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -191,18 +192,6 @@ def test_irregular_forms_meet_their_base_form(index: SearchIndex) -> None:
 
 def test_the_schema_version_counts_the_context_field() -> None:
     assert SCHEMA_VERSION == 2
-
-
-def say(svc: MemoryService, project: Path, speaker: str, text: str, second: int) -> str:
-    draft = MemoryDraft(
-        type=MemoryType.SESSION,
-        title=speaker,
-        body=f"{speaker}: {text}",
-        scope_path=project,
-        created_at=START + timedelta(seconds=second),
-        allow_duplicate=True,
-    )
-    return svc.record(draft).slug
 
 
 def test_reindex_rebuilds_the_same_contexts(svc: MemoryService, project: Path) -> None:
