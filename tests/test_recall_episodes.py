@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryd import recall as recall_rules
-from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.models import DecayState, EntityType, MemoryDraft, MemoryType
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.service import MemoryService
 
@@ -125,7 +125,7 @@ def test_the_reply_to_a_matching_turn_is_recalled(svc: MemoryService, project: P
     """The answer to a question often shares no word with it: it is the next turn."""
     say(svc, project, "Ann", "Unrelated chat about the weather today.", 0)
     ask = say(svc, project, "Bob", "Which city did you move to last spring?", 1)
-    reply = say(svc, project, "Ann", "Lisbon, and I love it there!", 2)
+    reply = say(svc, project, "Ann", "Down by the sea, and I love it there!", 2)
     for i in range(3, 9):
         say(svc, project, "Bob", f"Filler number {i} about lunch plans.", i)
     result = svc.recall("which city to move to", scope=project, k=5)
@@ -147,3 +147,95 @@ def test_a_title_naming_the_query_ranks_first(svc: MemoryService, project: Path)
     named = say(svc, project, "Ann", "I painted a lake.", 1000)
     slugs = [h.slug for h in svc.recall("What did Ann paint?", scope=project).hits]
     assert slugs.index(named) < slugs.index(other)
+
+
+def test_a_kind_word_finds_the_entities_of_that_kind(svc: MemoryService, project: Path) -> None:
+    """ "Which cities…" reaches the turns that name a city, though none says "city"."""
+    rome = say(svc, project, "Jon", "Took a short trip last week to Rome to clear my mind.", 0)
+    for i in range(1, 6):
+        say(svc, project, "Gina", f"Filler number {i} about lunch plans.", 100 * i)
+    result = svc.recall("Which cities has Jon visited?", scope=project, k=3)
+    assert result.hits[0].slug == rome
+    assert "kind" in result.stages
+    assert "kind" in result.hits[0].stages
+    assert "cities → Rome → memory" in result.hits[0].paths
+
+
+def test_a_city_answers_for_its_country_below_a_country(svc: MemoryService, project: Path) -> None:
+    city = say(svc, project, "Deb", "Three years ago I was in Rio de Janeiro.", 0)
+    country = say(svc, project, "Deb", "Three years ago I was in Thailand.", 100)
+    result = svc.recall("Which countries has Deb been to?", scope=project, k=2)
+    assert [h.slug for h in result.hits] == [country, city]
+    assert "countries → Rio de Janeiro → memory" in result.hits[1].paths
+
+
+def test_a_kind_of_tool_is_recalled_by_its_kind(svc: MemoryService, project: Path) -> None:
+    tried = svc.record(
+        MemoryDraft(
+            type=MemoryType.DECISION,
+            title="Storage for the queue",
+            body="We moved the job queue from Redis to PostgreSQL last week.",
+            scope_path=project,
+        )
+    ).slug
+    svc.record(
+        MemoryDraft(
+            type=MemoryType.FACT,
+            title="Lint setup",
+            body="The repo is linted with ruff in CI.",
+            scope_path=project,
+        )
+    )
+    hits = svc.recall("which databases have we tried", scope=project).hits
+    assert [h.slug for h in hits] == [tried]
+    assert "kind" in hits[0].stages
+
+
+def test_kind_words_and_kinds() -> None:
+    assert recall_rules.kind_words("Which cities and countries?") == {
+        "cities": (EntityType.PLACE, "city"),
+        "countries": (EntityType.PLACE, "country"),
+    }
+    assert recall_rules.kind_words("what did we decide") == {}
+
+
+def test_turn_shapes_read_questions_and_length() -> None:
+    """A turn asks when its text ends with a question, an attachment note after it aside; a
+    turn longer than the candidates' median weighs more (BM25 favours short turns)."""
+    shapes = recall_rules.turn_shapes(
+        {
+            "asks": "Bob: Do you paint too? [shares a photo: a lake]",
+            "tells": "Ann: Here is the painting we did.",
+            "short": "Ann: Painting!",
+            "long": "Ann: Here is the painting of a sunset over the lake we did last weekend.",
+        }
+    )
+    assert shapes["asks"].asks
+    assert shapes["asks"].words == 10
+    assert not shapes["tells"].asks
+    assert shapes["short"].length_factor < shapes["tells"].length_factor
+    assert shapes["tells"].length_factor < shapes["long"].length_factor
+    low, high = recall_rules.LENGTH_FACTOR_RANGE
+    assert all(low <= shape.length_factor <= high for shape in shapes.values())
+
+
+def test_a_question_counts_less_in_the_text_ranking_only() -> None:
+    shapes = recall_rules.turn_shapes({"asks": "Do you paint?", "tells": "We paint."})
+    pool = recall_rules.CandidatePool()
+    pool.at("asks").add("bm25", 10.0)
+    pool.at("tells").add("bm25", 9.0)
+    pool.at("asks-too").add("entity", 2.0)
+    pool.at("tells-too").add("entity", 1.0)
+    for slug in pool:
+        pool[slug].shape = shapes[slug.removesuffix("-too")]
+    assert recall_rules.ranking(pool, "bm25", "context") == ["tells", "asks"]
+    assert recall_rules.ranking(pool, "entity") == ["asks-too", "tells-too"]
+
+
+def test_adjust_favours_the_longer_turn() -> None:
+    shapes = recall_rules.turn_shapes({"short": "Painting!", "long": " ".join(["word"] * 30)})
+    pool = {slug: recall_rules.Candidate(slug, score=1.0, shape=shapes[slug]) for slug in shapes}
+    facts = {
+        slug: recall_rules.MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, START) for slug in pool
+    }
+    assert [c.slug for c in recall_rules.adjust(pool, facts, {}, START)] == ["long", "short"]

@@ -428,7 +428,8 @@ class RecallHit(BaseModel):
     snippet: str = ""
     matched_terms: list[str] = Field(default_factory=list)
     stages: list[str] = Field(default_factory=list)
-    """Which stages found it: `bm25`, `entity`, `graph` (2 hops), `context`."""
+    """Which stages found it: `bm25`, `entity`, `graph` (2 hops), `kind` (an entity of the
+    kind the query names), `context`, `vector`."""
     paths: list[str] = Field(default_factory=list)
     """Graph paths that brought it, e.g. `Solid -[supersedes]-> React -> memory`."""
     superseded_by: str | None = None

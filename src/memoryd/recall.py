@@ -14,18 +14,20 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from memoryd.graph.store import EntityRow
-from memoryd.models import DecayState, MemoryType, Predicate
+from memoryd.models import DecayState, EntityType, MemoryType, Predicate
 
 RRF_K = 20
 """Reciprocal-rank-fusion constant; lower than the usual 60 because candidate lists are short."""
 
 STAGE_WEIGHTS: Mapping[str, float] = {
     "bm25": 1.0,
-    "entity": 0.9,
-    "graph": 0.45,
+    "entity": 0.4,
+    "graph": 0.3,
+    "kind": 1.0,
     "vector": 0.8,
     "context": 1.0,  # never fused alone: context scores rank within the bm25 ranking (`fuse`)
 }
+TEXT_STAGES = frozenset({"bm25", "context"})
 CONTEXT_SEEDS = 8
 """The best text hits whose neighbouring session turns share their score (fewer since the
 index holds each turn's neighbours as its context, `TEXT_CONTEXT_BOOST`)."""
@@ -64,6 +66,15 @@ DIM_PENALTY = 0.9
 SUPERSEDED_PENALTY = 0.6
 RECENCY_BONUS = 0.1
 RECENCY_HALF_LIFE_DAYS = 180.0
+ASKING_PENALTY = 0.8
+"""For a session turn that ends by asking, on its text score (so it still leads its
+neighbours): a question carries no fact of its own; the reply does, and it gets a share of
+the question's text score as context."""
+LENGTH_EXPONENT = 0.2
+LENGTH_FACTOR_RANGE = (0.75, 1.35)
+"""After fusion, session turns longer than the candidates' median gain a little, shorter ones
+lose a little: BM25's length normalisation favours "Do you paint too?" over the turn that
+tells what was painted, and tantivy does not let the normalisation itself be lowered."""
 
 
 class VectorStage(Protocol):
@@ -81,6 +92,8 @@ class Candidate:
     paths: list[str] = field(default_factory=list)
     score: float = 0.0
     superseded_by: str | None = None
+    shape: TurnShape | None = None
+    """For a session turn: how it reads (`turn_shapes`), which weighs its score."""
 
     def add(self, stage: str, score: float, path: str | None = None) -> None:
         self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
@@ -106,6 +119,48 @@ class CandidatePool(dict[str, Candidate]):
         return rrf(rankings)
 
 
+KIND_WORDS: Mapping[str, tuple[EntityType, str | None]] = {
+    **dict.fromkeys(
+        ("place", "places", "location", "locations"),
+        (EntityType.PLACE, None),
+    ),
+    **dict.fromkeys(("city", "cities", "town", "towns"), (EntityType.PLACE, "city")),
+    **dict.fromkeys(("country", "countries", "nation", "nations"), (EntityType.PLACE, "country")),
+    **dict.fromkeys(
+        ("state", "states", "province", "provinces", "region", "regions"),
+        (EntityType.PLACE, "region"),
+    ),
+    **dict.fromkeys(("database", "databases", "db", "dbs"), (EntityType.TOOL, "database")),
+    **dict.fromkeys(("language", "languages"), (EntityType.TOOL, "language")),
+    **dict.fromkeys(("framework", "frameworks"), (EntityType.LIBRARY, "framework")),
+    **dict.fromkeys(("library", "libraries"), (EntityType.LIBRARY, None)),
+    **dict.fromkeys(("cloud", "clouds"), (EntityType.TOOL, "cloud")),
+    **dict.fromkeys(("editor", "editors", "ide", "ides"), (EntityType.TOOL, "editor")),
+    **dict.fromkeys(
+        ("company", "companies", "organization", "organizations"), (EntityType.ORGANIZATION, None)
+    ),
+}
+"""Words that name a kind of entity rather than one: "which cities has Jon visited", "what
+databases did we try". The kind stage reaches the memories that mention any known entity of
+that kind, so an answer that never repeats the question's words ("a trip to Rome") is found."""
+KIND_IMPLIED: Mapping[str, tuple[str, ...]] = {"country": ("region", "city")}
+"""Kinds whose entities answer for another kind: a trip to Rio de Janeiro was a trip to a
+country. They lead the kind stage at `IMPLIED_KIND_WEIGHT`."""
+IMPLIED_KIND_WEIGHT = 0.5
+KIND_ENTITY_LIMIT = 500
+"""At most this many entities of one kind lead the kind stage (the most mentioned first)."""
+
+
+def kind_words(query: str) -> dict[str, tuple[EntityType, str | None]]:
+    """The query's words that name a kind of entity, with the (type, kind) they name."""
+    found: dict[str, tuple[EntityType, str | None]] = {}
+    for word in _WORD.findall(query.lower()):
+        named = KIND_WORDS.get(word)
+        if named is not None:
+            found.setdefault(word, named)
+    return found
+
+
 def entity_weight(mention_count: int) -> float:
     """Rare entities say more than hubs: a project name mentioned everywhere barely ranks."""
     return 1.0 / math.log2(2 + max(mention_count, 0))
@@ -117,10 +172,17 @@ _WORD = re.compile(r"[\w][\w.+#/-]*[\w+#]|[\w]", re.UNICODE)
 class EntityMatcher:
     """Links query words to known entities by normalised name and alias (no NLP at query time)."""
 
-    def __init__(self, entities: Sequence[EntityRow], normalise: NormaliseFn) -> None:
+    def __init__(
+        self,
+        entities: Sequence[EntityRow],
+        normalise: NormaliseFn,
+        kinds: Mapping[str, str] | None = None,
+    ) -> None:
         self._normalise = normalise
         self.by_key: dict[str, set[str]] = {}
         self.entities = {e.id: e for e in entities}
+        self.kinds = dict(kinds or {})
+        """Entity id → its kind within its type (city, database …), where the lexicon says."""
         self.max_words = 1
         for entity in entities:
             for surface in (entity.name, *entity.aliases):
@@ -128,6 +190,22 @@ class EntityMatcher:
                 if len(key) >= 2:
                     self.by_key.setdefault(key, set()).add(entity.id)
                     self.max_words = max(self.max_words, min(4, len(surface.split())))
+
+    def of_kind(self, type_: EntityType, kind: str | None) -> list[tuple[EntityRow, float]]:
+        """The known entities of a type (and kind), each with how well it answers for the
+        kind (1, or `IMPLIED_KIND_WEIGHT` for an implied kind), the most mentioned first."""
+        implied = KIND_IMPLIED.get(kind or "", ())
+        rows: list[tuple[EntityRow, float]] = []
+        for entity in self.entities.values():
+            if entity.type != type_:
+                continue
+            own = self.kinds.get(entity.id)
+            if kind is None or own == kind:
+                rows.append((entity, 1.0))
+            elif own in implied:
+                rows.append((entity, IMPLIED_KIND_WEIGHT))
+        rows.sort(key=lambda row: (-row[0].mention_count, row[0].id))
+        return rows[:KIND_ENTITY_LIMIT]
 
     def match(self, query: str, segments: Sequence[str]) -> dict[str, str]:
         """entity id → the query words that named it."""
@@ -159,9 +237,17 @@ def rrf(rankings: Mapping[str, Sequence[str]]) -> dict[str, float]:
 
 
 def ranking(candidates: Mapping[str, Candidate], *stages: str) -> list[str]:
-    """The candidates any of `stages` found, by the sum of those stages' scores."""
+    """The candidates any of `stages` found, by the sum of those stages' scores; in the
+    text ranking a turn that asks counts `ASKING_PENALTY` of its score."""
+    asking = 1.0
+    if TEXT_STAGES.intersection(stages):
+        asking = ASKING_PENALTY
     scored = [
-        (sum(c.stage_scores.get(stage, 0.0) for stage in stages), slug)
+        (
+            sum(c.stage_scores.get(stage, 0.0) for stage in stages)
+            * (asking if c.shape is not None and c.shape.asks else 1.0),
+            slug,
+        )
         for slug, c in candidates.items()
         if any(stage in c.stage_scores for stage in stages)
     ]
@@ -178,6 +264,38 @@ class MemoryFacts:
     title_named: bool = False
 
 
+@dataclass(frozen=True)
+class TurnShape:
+    """How a session turn reads: its length against the other candidates' median, and
+    whether it ends by asking."""
+
+    words: int
+    asks: bool
+    length_factor: float = 1.0
+
+
+_ATTACHMENT = re.compile(r"\s*\[[^\[\]]*\]\s*$")
+
+
+def turn_shapes(bodies: Mapping[str, str]) -> dict[str, TurnShape]:
+    """The shape of each session turn among the candidates (`bodies` by slug). A turn ends
+    by asking when its text does before any attachment note ("[shares a photo: …]")."""
+    counted = {slug: len(body.split()) for slug, body in bodies.items()}
+    lengths = sorted(counted.values())
+    median = float(lengths[len(lengths) // 2]) if lengths else 1.0
+    low, high = LENGTH_FACTOR_RANGE
+    shapes = {}
+    for slug, body in bodies.items():
+        ratio = max(counted[slug], 1) / max(median, 1.0)
+        said = _ATTACHMENT.sub("", body).rstrip()
+        shapes[slug] = TurnShape(
+            words=counted[slug],
+            asks=said.endswith(("?", "？")),
+            length_factor=min(high, max(low, float(ratio**LENGTH_EXPONENT))),
+        )
+    return shapes
+
+
 def adjust(
     candidates: dict[str, Candidate],
     facts: Mapping[str, MemoryFacts],
@@ -191,6 +309,8 @@ def adjust(
     """
     for slug, cand in candidates.items():
         info = facts[slug]
+        if cand.shape is not None:
+            cand.score *= cand.shape.length_factor
         if info.type.long_term:
             cand.score *= LONG_TERM_BONUS
         if info.title_named:

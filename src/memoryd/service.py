@@ -473,16 +473,22 @@ class MemoryService:
         matcher = self._matcher
         if matcher is None:
             from memoryd.extraction.linking import normalise_name
-            from memoryd.extraction.pipeline import load_lexicon
+            from memoryd.extraction.pipeline import load_lexicon, load_places
 
             catalogue = self.graph.entity_catalogue()
             ids = {e.id: e for e in catalogue}
-            # The lexicon's aliases (Postgres → PostgreSQL) name graph entities too.
-            for entry in load_lexicon():
+            kinds: dict[str, str] = {}
+            # The lexicon's aliases (Postgres → PostgreSQL, USA → United States) name graph
+            # entities too, and its kinds (database, city) let a query ask for a kind.
+            for entry in (*load_lexicon(), *load_places()):
                 known = ids.get(entity_id(entry.type, entry.name))
-                if known is not None and entry.aliases:
+                if known is None:
+                    continue
+                if entry.aliases:
                     known.aliases = [*known.aliases, *entry.aliases]
-            matcher = recall_rules.EntityMatcher(catalogue, normalise_name)
+                if entry.kind:
+                    kinds[known.id] = entry.kind
+            matcher = recall_rules.EntityMatcher(catalogue, normalise_name, kinds)
             self._matcher = matcher
         return matcher
 
@@ -523,6 +529,7 @@ class MemoryService:
             pool.at(hit.slug).add("bm25", hit.score)
         stages = ["bm25"]
         linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
+        self._kind_stage(query, scopes, pool, stages)
         if self.vector_stage is not None:
             stages.append("vector")
             for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
@@ -534,6 +541,8 @@ class MemoryService:
         self._spread_to_neighbours(bm25[: recall_rules.CONTEXT_SEEDS], pool)
         if pool.has_stage("context"):
             stages.append("context")
+        for slug, shape in recall_rules.turn_shapes(self.index.session_bodies(list(pool))).items():
+            pool[slug].shape = shape
         fused = pool.fuse(stages)
         for slug, score in fused.items():
             pool[slug].score = score
@@ -630,6 +639,33 @@ class MemoryService:
                 path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
                 pool.at(slug).add("graph", weight * rel_conf * conf, f"{path} → memory")
         return linked
+
+    def _kind_stage(
+        self,
+        query: str,
+        scopes: list[str] | None,
+        pool: recall_rules.CandidatePool,
+        stages: list[str],
+    ) -> None:
+        """The memories that mention an entity of the kind the query asks about ("which
+        cities …" → Rome, Paris), the rarer entities first."""
+        kinds = recall_rules.kind_words(query)
+        if not kinds:
+            return
+        matcher = self._entity_matcher()
+        leads: dict[str, tuple[str, float]] = {}
+        for word, (type_, kind) in kinds.items():
+            for entity, fit in matcher.of_kind(type_, kind):
+                if entity.mention_count <= self.graph.max_fanout:
+                    weight = fit * recall_rules.entity_weight(entity.mention_count)
+                    leads.setdefault(entity.id, (word, weight))
+        if not leads:
+            return
+        stages.append("kind")
+        for eid, slug, conf in sorted(self.graph.mentioning(list(leads), scope_hashes=scopes)):
+            word, weight = leads[eid]
+            name = matcher.entities[eid].name
+            pool.at(slug).add("kind", weight * conf, f"{word} → {name} → memory")
 
     # -- entities -------------------------------------------------------------------------
     def resolve_entity(self, name_or_id: str) -> EntityRow:

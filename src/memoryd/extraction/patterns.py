@@ -12,8 +12,17 @@ What becomes an entity, and why:
   `library` (a `tool` for `brew`/`apt`), even when the lexicon left them out as common words.
 * Cloud regions (`us-east-1`) become a `place`.
 * CamelCase identifiers become low-confidence `concept`s; capitalised multi-word phrases become
-  low-confidence `person`/`organization`/`project` candidates, and only when they are not
-  made of everyday words ("Code Review" is not a name).
+  low-confidence `person`/`organization`/`project`/`place` candidates, and only when they are
+  not made of everyday words ("Code Review" is not a name). Chat openers are not part of a
+  name ("Hey Caroline" is Caroline, who alone is no phrase), and a phrase with a day or month
+  ("Last Fri") or in quotes ("Becoming Nicole", a book) is never a person.
+* A capitalised word on the shipped first-name list (`data/first_names.txt`) is a
+  low-confidence `person` ("ask Alice", "my son Kyle"), unless it is one word of a longer
+  capitalised name, addresses someone ("Hey Caroline", "Thanks, Mel!"), opens a line as a
+  speaker label ("Maria: ..."), or sits in code. At the
+  start of a sentence (or after a colon or an opening quote) it needs a comma or `'s` after
+  it, or the same name in mid-sentence elsewhere in the text: "Mark the test as flaky" is a
+  verb, "Mark, can you ..." and "Mark's PR" are Mark.
 * File paths and dotted module paths are NOT entities: a coding session touches hundreds of
   files, and one node per file would drown the graph. They are reported in `Extraction.notes`,
   they shield their inside from other matches (`src/react/app.ts` does not mention React), and a
@@ -26,7 +35,7 @@ import builtins
 import itertools
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from memoryd.models import EntityType
@@ -68,6 +77,9 @@ ORG_PHRASE_CONFIDENCE = 0.5
 PROJECT_PHRASE_CONFIDENCE = 0.45
 PERSON_PHRASE_CONFIDENCE = 0.4
 CONCEPT_PHRASE_CONFIDENCE = 0.4
+PLACE_PHRASE_CONFIDENCE = 0.4
+FIRST_NAME_CONFIDENCE = 0.4
+"""A lone first name ("Kyle"): as weak as a capitalised two-word name."""
 
 
 @dataclass(frozen=True)
@@ -207,9 +219,34 @@ TITLE_STOPWORDS = _words(
     The A An This That These Those We I You He She They It Our My Your Their Its Today
     Yesterday Tomorrow Then Also And But Or So If When While After Before Since Because Please
     Let Use Using Add Added Fix Fixed Update Updated Move Moved Switch Switched Hi Hello Thanks
-    Dear Mr Mrs Ms Dr
+    Dear Mr Mrs Ms Dr Last Next Every Each Of For With By On In To From At Via Near
+    Is Are Was Were Do Does Did Has Have Had Can Could Will Would Should Might Must
     """
 )
+"""Words that open a capitalised phrase without being part of the name they precede."""
+INTERJECTIONS = _words(
+    """
+    Hey Hi Hiya Hello Howdy Yo Wow Whoa Woah Yeah Yea Yes Yep Yup Yay Yah Nah No Nope Ok Okay
+    Oh Ooh Ohh Ah Ahh Aw Aww Awww Haha Hah Lol Omg Woohoo Woo Hooray Hurray Yikes Ugh Hmm Um
+    Uh Well Sure Thanks Thank Thx Cheers Congrats Congratulations Bye Goodbye Welcome Dear
+    Morning Evening Night Sorry Hugs Love Great Awesome Cool Nice Good Right Totally Exactly
+    Absolutely Definitely Indeed Same Agreed Happy Oops Alright Btw Anyway Honestly Gosh Geez
+    """
+)
+"""Greetings and interjections ("Hey Caroline", "Wow Mel", "Congrats Caroline"): chat turns
+open with them, and the name after them is not a surname."""
+CALENDAR_WORDS = _words(
+    """
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Tues Wed Thu Thur Thurs
+    Fri Sat Sun Mondays Tuesdays Wednesdays Thursdays Fridays Saturdays Sundays January
+    February March April May June July August September October November December Jan Feb Mar
+    Apr Jun Jul Aug Sep Sept Oct Nov Dec Christmas Easter Halloween Thanksgiving
+    """
+)
+"""Days, months and holidays: a phrase with one ("Last Fri", "Next Monday") is a date."""
+QUOTED_RE = re.compile(r"\"[^\"\n]{1,120}\"|“[^”\n]{1,120}”|(?<!\w)'[^'\n]{1,120}'(?!\w)")
+"""Quoted text: a capitalised phrase inside is a title ("Becoming Nicole") or a label, not a
+person."""
 ORG_SUFFIXES = _words(
     """
     Inc Corp Corporation Ltd LLC GmbH Labs Lab Foundation Software Technologies Technology
@@ -219,10 +256,35 @@ ORG_SUFFIXES = _words(
 CONCEPT_SUFFIXES = _words(
     "Protocol Pattern Model Algorithm Format Schema Specification Standard Principle Architecture"
 )
+PLACE_SUFFIXES = _words(
+    """
+    Canyon Park Lake River Mountain Mountains Beach Island Islands Bay Valley Falls Desert
+    Forest Coast Peninsula Harbor Harbour Street Avenue Boulevard Square Trail Glacier Volcano
+    North South East West Northwest Northeast Southwest Southeast Midwest
+    """
+)
+LOCATIVE_CUES = _words(
+    """
+    in to from at near visit visited visiting around across through toward towards outside
+    inside into via throughout
+    """
+)
+"""Words after which a place that is also a first name ("in Jordan") is taken for the place."""
+PLACE_PREFIXES = _words("Lake Mount Mt Cape Fort")
+"""Landmarks the gazetteer does not list ("Grand Canyon", "Lake Tahoe") are places by shape."""
 PROJECT_SUFFIXES = _words(
     "Project App Engine Platform Service Server SDK API Framework Toolkit Plugin Extension "
     "CLI Bot Agent Library Dashboard Pipeline"
 )
+
+FIRST_NAME_RE = re.compile(r"(?<![\w.@/#$`\\-])[A-Z][a-z]+(?![\w@`(/\\-]|\.\w)")
+"""A capitalised word that is not part of an identifier, path, attribute or call."""
+_WORD_BEFORE_NAME_RE = re.compile(r"(?<![\w.])([A-Z][\w'’]*) $")
+_WORD_AFTER_NAME_RE = re.compile(r" ([A-Z][\w'’]*)")
+_POSSESSIVE_OR_COMMA_RE = re.compile(r"(?:['’]s\b|,)")
+_CLAUSE_OPENERS = (":", "—", "–")
+_OPENING_QUOTES = frozenset("\"“‘'(")
+_CODE_SPAN_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)
 
 # --- code context ------------------------------------------------------------------------------
 
@@ -399,7 +461,13 @@ def _scan_shapes(text: str, scan: PatternScan) -> None:
             )
 
 
-def _scan_weak_shapes(text: str, scan: PatternScan, common_words: frozenset[str]) -> None:
+def _scan_weak_shapes(
+    text: str,
+    scan: PatternScan,
+    common_words: frozenset[str],
+    first_names: frozenset[str] = frozenset(),
+    sentence_starts: frozenset[int] = frozenset(),
+) -> None:
     for match in CAMEL_RE.finditer(text):
         if match.group() in PYTHON_BUILTINS:
             continue  # RuntimeError, DeprecationWarning: the language's, not the project's
@@ -415,21 +483,37 @@ def _scan_weak_shapes(text: str, scan: PatternScan, common_words: frozenset[str]
                 )
             )
     heading_lines = [m.span() for m in re.finditer(r"^[ \t]*#.*$", text, re.MULTILINE)]
+    quoted: list[tuple[int, int]] | None = None
     for match in CAPITALISED_RE.finditer(text):
         if _overlaps(match.start(), match.end(), scan.shields) or _overlaps(
             match.start(), match.end(), heading_lines
         ):
             continue
-        hit = _classify_phrase(match.group(), match.start(), common_words)
+        if quoted is None:
+            quoted = [m.span() for m in QUOTED_RE.finditer(text)]
+        in_quotes = _overlaps(match.start(), match.end(), quoted)
+        phrase, start = match.group(), match.start()
+        opener = phrase.split(" ", 1)[0]
+        if (
+            opener.lower() in common_words
+            and phrase[len(opener) + 1 :].split(" ", 1)[0] in first_names
+            and _opens_clause(text, start, sentence_starts)
+        ):
+            # "Later Kyle", "Ask Alice": a word capitalised by position, then a first name
+            phrase, start = phrase[len(opener) + 1 :], start + len(opener) + 1
+        hit = _classify_phrase(phrase, start, common_words, in_quotes=in_quotes)
         if hit is not None:
             scan.hits.append(hit)
 
 
-def _classify_phrase(phrase: str, start: int, common_words: frozenset[str]) -> PatternHit | None:
+def _classify_phrase(
+    phrase: str, start: int, common_words: frozenset[str], *, in_quotes: bool = False
+) -> PatternHit | None:
     """Type a capitalised phrase by its last word; a person needs a surname that is not an
-    everyday word ("Alice Chen" yes, "Code Review" no)."""
+    everyday word ("Alice Chen" yes, "Code Review" no), and is never a date ("Last Fri") or
+    a quoted title ("Becoming Nicole")."""
     words = phrase.split(" ")
-    while words and words[0] in TITLE_STOPWORDS:
+    while words and (words[0] in TITLE_STOPWORDS or words[0] in INTERJECTIONS):
         start += len(words[0]) + 1
         words = words[1:]
     if len(words) < 2:
@@ -466,7 +550,23 @@ def _classify_phrase(phrase: str, start: int, common_words: frozenset[str]) -> P
             "phrase",
             PRIORITY_WEAK,
         )
-    if len(words) <= 3 and last.lower() not in common_words and not last.isupper():
+    if last in PLACE_SUFFIXES or words[0] in PLACE_PREFIXES:
+        return PatternHit(
+            start,
+            start + len(name),
+            name,
+            EntityType.PLACE,
+            PLACE_PHRASE_CONFIDENCE,
+            "phrase",
+            PRIORITY_WEAK,
+        )
+    if (
+        not in_quotes
+        and not any(word in CALENDAR_WORDS for word in words)
+        and len(words) <= 3
+        and last.lower() not in common_words
+        and not last.isupper()
+    ):
         return PatternHit(
             start,
             start + len(name),
@@ -554,13 +654,142 @@ def scan_code_context(
     return hits
 
 
-def scan_patterns(text: str, common_words: frozenset[str]) -> PatternScan:
-    """Run every shape rule over `text`; candidates may overlap (the caller resolves that)."""
+def scan_patterns(
+    text: str,
+    common_words: frozenset[str],
+    *,
+    first_names: frozenset[str] = frozenset(),
+    sentences: Sequence[tuple[int, int]] | None = None,
+) -> PatternScan:
+    """Run every shape rule over `text`; candidates may overlap (the caller resolves that).
+
+    `first_names` (capitalised, e.g. the shipped list) turns on lone first names as people;
+    `sentences` are `split_sentences(text)`, computed here when not given."""
     scan = PatternScan()
     _scan_shields(text, scan)
     _scan_shapes(text, scan)
-    _scan_weak_shapes(text, scan, common_words)
+    if first_names and sentences is None:
+        sentences = split_sentences(text)
+    starts = frozenset(start for start, _ in sentences or ())
+    _scan_weak_shapes(text, scan, common_words, first_names, starts)
+    if first_names:
+        scan.hits += scan_first_names(
+            text, first_names, sentences or (), scan.shields, common_words
+        )
     return scan
+
+
+def scan_first_names(
+    text: str,
+    first_names: frozenset[str],
+    sentences: Sequence[tuple[int, int]],
+    shields: Sequence[tuple[int, int]] = (),
+    common_words: frozenset[str] = frozenset(),
+) -> list[PatternHit]:
+    """Lone capitalised first names ("ask Alice", "my son Kyle") as weak `person` hits.
+
+    Skipped: a name next to another capitalised word that is not a chat opener or function
+    word ("Amy Ellis Nutt" is the phrase rule's; "Ask Alice" is Alice), a vocative ("Hey
+    Caroline", "great, John!"), a speaker label opening a line ("Maria: ..."), names in
+    headings, code or paths. A name opening a
+    sentence or clause counts only before a comma or `'s`, or when the same name also stands
+    in mid-sentence somewhere in the text ("Mark the task as done" is no one).
+    """
+    starts = {start for start, _ in sentences}
+    skip = [*shields, *(m.span() for m in _CODE_SPAN_RE.finditer(text))]
+    skip += [m.span() for m in re.finditer(r"^[ \t]*#.*$", text, re.MULTILINE)]
+    mid: set[str] = set()
+    found: list[tuple[int, int, bool]] = []
+    for match in FIRST_NAME_RE.finditer(text):
+        if match.group() not in first_names:
+            continue
+        start, end = match.span()
+        if _overlaps(start, end, skip) or _in_longer_name(text, start, end, common_words, starts):
+            continue
+        if _is_vocative(text, start, end):
+            continue
+        if not _opens_clause(text, start, starts):
+            mid.add(match.group())
+            found.append((start, end, False))
+        elif not is_speaker_label(text, start, end):
+            found.append((start, end, True))
+    hits: list[PatternHit] = []
+    for start, end, opener in found:
+        name = text[start:end]
+        if opener and name not in mid and not _POSSESSIVE_OR_COMMA_RE.match(text, end):
+            continue
+        hits.append(
+            PatternHit(
+                start,
+                end,
+                name,
+                EntityType.PERSON,
+                FIRST_NAME_CONFIDENCE,
+                "first-name",
+                PRIORITY_WEAK,
+            )
+        )
+    return hits
+
+
+_VOCATIVE_BEFORE_RE = re.compile(r"([A-Za-z]+)[ \t]*,?[ \t]*$")
+_VOCATIVE_AFTER_RE = re.compile(r"[ \t]*(?:[!?.]|$)")
+
+
+def _is_vocative(text: str, start: int, end: int) -> bool:
+    """Whether the name addresses someone rather than mentions them: after a greeting or
+    thanks ("Hey Caroline", "Thanks, Mel"), or closing a clause after a comma ("That's
+    great, John!")."""
+    before = _VOCATIVE_BEFORE_RE.search(text, max(0, start - 20), start)
+    if before is not None and before.group(1).capitalize() in INTERJECTIONS:
+        return True
+    closes = _VOCATIVE_AFTER_RE.match(text, end) is not None
+    return closes and text[max(0, start - 2) : start].rstrip(" \t").endswith(",")
+
+
+def is_speaker_label(text: str, start: int, end: int) -> bool:
+    """Whether the name at `start:end` opens a line as a transcript label ("Maria: I went
+    ..."), which names who speaks rather than mentioning them."""
+    return text.startswith(":", end) and not text[text.rfind("\n", 0, start) + 1 : start].strip()
+
+
+def _opens_clause(text: str, start: int, sentence_starts: Set[int]) -> bool:
+    """Whether the word at `start` is capitalised by position: a sentence's or line's first
+    word, or the first after a colon, a dash or an opening quote or bracket."""
+    if start in sentence_starts:
+        return True
+    line_start = text.rfind("\n", 0, start) + 1
+    before = text[line_start:start].rstrip(" \t")
+    if not before or before.endswith(('"', "“", "‘", "(", "[")):
+        return True
+    before = before.rstrip("\"'“‘([*_>#-")
+    return not before or before.endswith(_CLAUSE_OPENERS)
+
+
+def _in_longer_name(
+    text: str, start: int, end: int, common_words: frozenset[str], sentence_starts: Set[int]
+) -> bool:
+    """Whether a capitalised neighbour makes the name one word of a longer one ("Amy Ellis
+    Nutt", "Kyle Smith"); chat openers, function words and dates do not ("Hey Caroline",
+    "Thanks Mel"), nor an everyday word capitalised only because it opens the sentence
+    ("Ask Alice"), unless a quote opens there ("Becoming Nicole" is a title)."""
+    before = _WORD_BEFORE_NAME_RE.search(text, max(0, start - 40), start)
+    after = _WORD_AFTER_NAME_RE.match(text, end)
+    for match, is_before in ((before, True), (after, False)):
+        if match is None:
+            continue
+        word = re.sub(r"['’]s$", "", match.group(1))
+        if word in TITLE_STOPWORDS or word in INTERJECTIONS or word in CALENDAR_WORDS:
+            continue
+        if (
+            is_before
+            and word.lower() in common_words
+            and _opens_clause(text, match.start(1), sentence_starts)
+            and text[match.start(1) - 1 : match.start(1)] not in _OPENING_QUOTES
+        ):
+            continue
+        return True
+    return False
 
 
 class LiteralMatcher:

@@ -4,10 +4,13 @@ Stages, in order:
 
 1. known: an EntityRuler over the graph's entities and aliases, cached per set of entities
    and grown in place when a set only adds entities to a cached one;
-2. lexicon: an EntityRuler over the shipped lexicon (`data/lexicon.jsonl`), built once per
-   language; names with Chinese characters are matched as substrings instead (jieba splits
-   unknown names unpredictably);
-3. patterns: shapes and code context (`patterns.py`);
+2. lexicon: an EntityRuler over the shipped lexicon (`data/lexicon.jsonl`) and place gazetteer
+   (`data/places.jsonl`), built once per language; names with Chinese characters are matched
+   as substrings instead (jieba splits unknown names unpredictably). Places match with their
+   exact case, never as part of a longer capitalised name ("Paris Hilton"), and a place that
+   is also a first name ("Jordan") only after a locative word ("in", "to", "from" ...);
+3. patterns: shapes and code context (`patterns.py`), and lone first names from
+   `data/first_names.txt` as weak people;
 4. ner: a pretrained spaCy model's entities, only when one is configured and installed;
 5. linking: proposals mapped onto known entities and merged (`linking.py`);
 6. relations: sentence rules (`relations.py`), plus `memory mentions X` for every entity.
@@ -25,9 +28,10 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -58,6 +62,11 @@ PRIORITY_KNOWN = 0
 PRIORITY_LEXICON = 2
 PRIORITY_NER = 4
 PRIORITY_GUESS = 6
+PLACE_CONFIDENCE = 0.85
+"""A gazetteer name found with its exact case; a few are also surnames ("Houston")."""
+_WORD_BEFORE_RE = re.compile(r"([A-Za-z]+)[ \t]+$")
+_CAPITALISED_BEFORE_RE = re.compile(r"(?<![\w.])([A-Z][a-z]+) $")
+_CAPITALISED_AFTER_RE = re.compile(r" ([A-Z][a-z]+)(?![\w])")
 
 
 class KnownEntity(BaseModel):
@@ -73,13 +82,17 @@ class KnownEntity(BaseModel):
 
 @dataclass(frozen=True)
 class LexiconEntry:
-    """One line of `data/lexicon.jsonl`."""
+    """One line of `data/lexicon.jsonl` or `data/places.jsonl`."""
 
     name: str
     type: EntityType
     aliases: tuple[str, ...]
     source: str
     case_sensitive: frozenset[str]
+    kind: str = ""
+    """What sort of tool, library or place it is (`database`, `framework`, `city` ...)."""
+    first_names: frozenset[str] = frozenset()
+    """Surfaces that are also common first names ("Jordan"): places only after a cue."""
 
 
 def _data_file(name: str) -> Any:
@@ -98,6 +111,12 @@ def _default_lexicon() -> tuple[LexiconEntry, ...]:
     return _parse_lexicon(_data_file("lexicon.jsonl").read_text(encoding="utf-8"))
 
 
+@cache
+def load_places() -> tuple[LexiconEntry, ...]:
+    """The shipped place gazetteer: countries, first-level regions and large cities."""
+    return _parse_lexicon(_data_file("places.jsonl").read_text(encoding="utf-8"))
+
+
 def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
     entries: list[LexiconEntry] = []
     for line in text.splitlines():
@@ -111,6 +130,8 @@ def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
                 aliases=tuple(row.get("aliases", ())),
                 source=row.get("source", ""),
                 case_sensitive=frozenset(row.get("case_sensitive", ())),
+                kind=row.get("kind", ""),
+                first_names=frozenset(row.get("first_names", ())),
             )
         )
     return tuple(entries)
@@ -123,6 +144,13 @@ def load_common_words() -> frozenset[str]:
     return frozenset(word.strip() for word in text.splitlines() if word.strip())
 
 
+@cache
+def load_first_names() -> frozenset[str]:
+    """Common first names, capitalised ("Kyle"); a lone one in prose is a weak `person`."""
+    text = _data_file("first_names.txt").read_text(encoding="utf-8")
+    return frozenset(name.strip() for name in text.splitlines() if name.strip())
+
+
 @dataclass(frozen=True)
 class _Target:
     """What a matched surface stands for."""
@@ -133,6 +161,8 @@ class _Target:
     confidence: float
     ambiguous: bool
     priority: int
+    needs_cue: bool = False
+    """Only after a locative word: a place that is also a first name ("Jordan")."""
 
 
 class _PhraseIndex:
@@ -250,6 +280,7 @@ class Extractor:
                         priority=PRIORITY_LEXICON,
                     )
                     items.append((surface, exact, target))
+            items += _place_phrases(load_places())
             index = _PhraseIndex(self._pipeline(lang), f"lexicon_{lang}")
             index.add(items)
             self._lexicon_index[lang] = index
@@ -341,7 +372,9 @@ class Extractor:
         lang = "zh" if has_cjk(full) else "en"
         common = load_common_words()
         sentences = patterns.split_sentences(full)
-        scan = patterns.scan_patterns(full, common)
+        scan = patterns.scan_patterns(
+            full, common, first_names=load_first_names(), sentences=sentences
+        )
         stages = ["known"] if known else []
         stages += ["lexicon", "patterns"]
         notes = [f"language: {lang}"]
@@ -406,6 +439,16 @@ class Extractor:
         for start, end, key in found:
             target = index.targets[key]
             surface = text[start:end]
+            if target.needs_cue and not _after_cue(text, start):
+                continue
+            if target.type is EntityType.PERSON and patterns.is_speaker_label(text, start, end):
+                continue
+            if (
+                target.type is EntityType.PLACE
+                and target.stage == "lexicon"
+                and _inside_longer_name(text, start, end, index.canonical)
+            ):
+                continue
             confidence = target.confidence
             if target.ambiguous and start in starts:
                 confidence = min(confidence, patterns.AMBIGUOUS_SENTENCE_START_CONFIDENCE)
@@ -443,6 +486,70 @@ class Extractor:
 
 
 # --- helpers (pure functions) ----------------------------------------------------------------
+
+
+def _place_phrases(places: Iterable[LexiconEntry]) -> list[tuple[str, bool, _Target]]:
+    """Gazetteer surfaces, all matched with their exact case ("Nice" yes, "nice" no)."""
+    items: list[tuple[str, bool, _Target]] = []
+    for entry in places:
+        for surface in (entry.name, *entry.aliases):
+            target = _Target(
+                entry.name,
+                entry.type,
+                "lexicon",
+                PLACE_CONFIDENCE,
+                ambiguous=False,
+                priority=PRIORITY_LEXICON,
+                needs_cue=surface in entry.first_names,
+            )
+            items.append((surface, True, target))
+    return items
+
+
+def _after_cue(text: str, start: int) -> bool:
+    """Whether the word before `start` is a locative cue ("in", "to", "visited")."""
+    match = _WORD_BEFORE_RE.search(text, max(0, start - 20), start)
+    return match is not None and match.group(1).lower() in patterns.LOCATIVE_CUES
+
+
+def _inside_longer_name(
+    text: str, start: int, end: int, canonical: Mapping[str, tuple[str, EntityType]]
+) -> bool:
+    """Whether a place name is one word of a longer capitalised name ("Paris Hilton",
+    "George Washington", "Boston Dynamics").
+
+    A neighbour counts when it is capitalised, not a chat opener or function word and not
+    itself a known name ("Portland Oregon"); an everyday word counts only where its capital
+    says name, i.e. before the place in mid-sentence ("met George Washington"), not at a
+    sentence start ("Visited Paris") nor after it ("Paris Photos").
+    """
+    common = load_common_words()
+    before = _CAPITALISED_BEFORE_RE.search(text, max(0, start - 30), start)
+    after = _CAPITALISED_AFTER_RE.match(text, end)
+    for match, mid_sentence in (
+        (before, before is not None and _mid_sentence(text, before.start())),
+        (after, False),
+    ):
+        if match is None:
+            continue
+        word = match.group(1)
+        if (
+            word in patterns.TITLE_STOPWORDS
+            or word in patterns.INTERJECTIONS
+            or word.lower() in patterns.LOCATIVE_CUES
+            or word.casefold() in canonical
+            or (word.lower() in common and not mid_sentence)
+        ):
+            continue
+        return True
+    return False
+
+
+def _mid_sentence(text: str, pos: int) -> bool:
+    """Whether the word at `pos` follows other words of its sentence (so its capital is
+    a name's, not the sentence's)."""
+    before = text[max(0, pos - 10) : pos].rstrip(" \t")
+    return bool(before) and (before[-1].isalnum() or before[-1] == ",")
 
 
 def _from_hit(hit: PatternHit, stage: str) -> _Candidate:

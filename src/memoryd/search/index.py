@@ -584,6 +584,14 @@ class SearchIndex:
                 hits[slug] = self._hit(slug, 0.0, document, parsed)
             return hits
 
+    def session_bodies(self, slugs: Sequence[str]) -> dict[str, str]:
+        """The stored body of each session memory among `slugs` (others are absent): recall
+        weighs what a turn says (a statement, a question) without a trip to the vault."""
+        self._require_open()
+        with self._errors("reading stored memories"):
+            stored = self._stored(self._index.searcher(), slugs)
+        return {slug: doc.body for slug, doc in stored.items() if doc.type is _CONTEXT_TYPE}
+
     def _stored(self, searcher: tantivy.Searcher, slugs: Sequence[str]) -> dict[str, SearchDoc]:
         """The indexed documents of `slugs` as written (unknown slugs are absent)."""
         wanted = list(dict.fromkeys(slugs))
