@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.config import Settings, load_settings
+from memoryd.extraction.pipeline import Extractor
 
 ENGINE = os.environ.get("MEMORYD_TEST_ENGINE", "kuzu")
 
@@ -88,3 +89,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker in ("slow", "live"):
             if marker in item.keywords and marker not in expression:
                 item.add_marker(pytest.mark.skip(reason=f"{marker}: run with -m {marker}"))
+
+
+@pytest.fixture(scope="session")
+def extractor() -> Extractor:
+    """One warmed-up extractor for the whole run: building the pipelines takes seconds."""
+    x = Extractor()
+    x.warm_up()
+    return x

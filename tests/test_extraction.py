@@ -26,14 +26,6 @@ MEMORYD = KnownEntity(
 )
 
 
-@pytest.fixture(scope="module")
-def extractor() -> Extractor:
-    """One warmed-up extractor for the module: building the pipelines takes seconds."""
-    x = Extractor()
-    x.warm_up()
-    return x
-
-
 def ids(result: Extraction) -> set[str]:
     return {e.id for e in result.entities}
 

@@ -17,13 +17,6 @@ from memoryd.extraction.pipeline import (
 from memoryd.models import EntityType, Extraction
 
 
-@pytest.fixture(scope="module")
-def extractor() -> Extractor:
-    x = Extractor()
-    x.warm_up(("en",))
-    return x
-
-
 def people(result: Extraction) -> set[str]:
     return {e.name for e in result.entities if e.type is EntityType.PERSON}
 

@@ -17,13 +17,6 @@ from memoryd.extraction.pipeline import (
 from memoryd.models import EntityType, Extraction
 
 
-@pytest.fixture(scope="module")
-def extractor() -> Extractor:
-    x = Extractor()
-    x.warm_up(("en",))
-    return x
-
-
 def names(result: Extraction) -> set[tuple[str, EntityType]]:
     return {(e.name, e.type) for e in result.entities}
 

@@ -288,3 +288,54 @@ def test_record_recalls_adds_counts_and_revives(graph: KuzuGraphStore) -> None:
     assert row is not None
     assert row.decay_state is DecayState.ALIVE
     assert row.last_recalled_at == at
+
+
+def test_mentioning_and_related_answer_many_entities_capped_each(tmp_path: Path) -> None:
+    """One statement serves every entity asked; each keeps at most `max_fanout` rows, the
+    newest memories (mentioning) or the most confident relations (related) first."""
+    store = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128, max_fanout=2)
+    try:
+        store.upsert_memories(
+            [
+                memory(
+                    f"rome-{day}",
+                    observations=["entity:place:Rome"],
+                    created_at=datetime(2026, 5, day, tzinfo=UTC),
+                )
+                for day in (1, 2, 3)
+            ]
+            + [
+                memory(
+                    "paris",
+                    observations=["entity:place:Paris"],
+                    relations=[
+                        {
+                            "subject": "entity:place:Paris",
+                            "predicate": "located_at",
+                            "object": obj,
+                            "confidence": conf,
+                        }
+                        for obj, conf in (
+                            ("entity:place:France", 0.9),
+                            ("entity:place:Europe", 0.5),
+                            ("entity:place:Seine", 0.7),
+                        )
+                    ],
+                )
+            ]
+        )
+        rows = store.mentioning(["entity:place:Rome", "entity:place:Paris", "entity:place:Oslo"])
+        assert [(e.split(":")[-1], slug) for e, slug, _ in rows] == [
+            ("Rome", "rome-3"),
+            ("Rome", "rome-2"),
+            ("Paris", "paris"),
+        ]
+        other_scope = store.mentioning(["entity:place:Rome"], scope_hashes=["ffffffffffff"])
+        assert other_scope == []
+        related = store.related_entities(["entity:place:Paris", "entity:place:Rome"])
+        assert [(dst.split(":")[-1], conf) for _, dst, _, conf in related] == [
+            ("France", 0.9),
+            ("Seine", 0.7),
+        ]
+    finally:
+        store.close()

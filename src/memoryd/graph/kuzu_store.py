@@ -764,15 +764,23 @@ class KuzuGraphStore:
     def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """(from, to, predicate, confidence) over current entity↔entity relations, both
         directions, capped at `max_fanout` per entity."""
+        wanted = list(dict.fromkeys(entity_ids))
+        if not wanted:
+            return []
+        # One statement for all the entities, as in `mentioning`; capped per entity here.
+        rows = self._rows(
+            "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids"
+            " AND r.superseded_at IS NULL"
+            " RETURN a.id, b.id, r.predicate, max(r.confidence) AS c",
+            {"ids": wanted},
+        )
+        by_entity: dict[str, list[tuple[str, str, float]]] = {}
+        for eid, other, pred, conf in rows:
+            by_entity.setdefault(eid, []).append((other, pred, float(conf or 0.0)))
         out: list[tuple[str, str, str, float]] = []
-        for eid in entity_ids:
-            rows = self._rows(
-                "MATCH (a:Entity {id: $id})-[r:RELATES]-(b:Entity) WHERE r.superseded_at IS NULL"
-                " RETURN b.id, r.predicate, max(r.confidence) AS c ORDER BY c DESC, b.id"
-                " LIMIT $n",
-                {"id": eid, "n": self.max_fanout},
-            )
-            out.extend((eid, other, pred, float(conf or 0.0)) for other, pred, conf in rows)
+        for eid in wanted:
+            found = sorted(by_entity.get(eid, ()), key=lambda row: (-row[2], row[0], row[1]))
+            out.extend((eid, other, pred, conf) for other, pred, conf in found[: self.max_fanout])
         return out
 
     @property
