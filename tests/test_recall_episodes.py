@@ -205,6 +205,9 @@ def test_turn_shapes_read_questions_and_length() -> None:
     shapes = recall_rules.turn_shapes(
         {
             "asks": "Bob: Do you paint too? [shares a photo: a lake]",
+            "thanks-and-asks": "Bob: Thanks, Mel! Love it. Do you paint too?",
+            "tells-and-asks": "Maria: Been busy at the shelter and keeping fit. Just started"
+            " doing aerial yoga, it's great. Have you tried any other cool classes?",
             "tells": "Ann: Here is the painting we did.",
             "short": "Ann: Painting!",
             "long": "Ann: Here is the painting of a sunset over the lake we did last weekend.",
@@ -212,6 +215,8 @@ def test_turn_shapes_read_questions_and_length() -> None:
     )
     assert shapes["asks"].asks
     assert shapes["asks"].words == 10
+    assert shapes["thanks-and-asks"].asks
+    assert not shapes["tells-and-asks"].asks
     assert not shapes["tells"].asks
     assert shapes["short"].length_factor < shapes["tells"].length_factor
     assert shapes["tells"].length_factor < shapes["long"].length_factor

@@ -70,6 +70,9 @@ ASKING_PENALTY = 0.8
 """For a session turn that ends by asking, on its text score (so it still leads its
 neighbours): a question carries no fact of its own; the reply does, and it gets a share of
 the question's text score as context."""
+ASKING_MAX_TOLD = 12
+"""A turn that ends by asking but tells this many words besides (a speaker label counts)
+carries a fact too: "Just started aerial yoga, it's great. Have you tried it?"."""
 LENGTH_EXPONENT = 0.2
 LENGTH_FACTOR_RANGE = (0.75, 1.35)
 """After fusion, session turns longer than the candidates' median gain a little, shorter ones
@@ -277,9 +280,23 @@ class TurnShape:
 _ATTACHMENT = re.compile(r"\s*\[[^\[\]]*\]\s*$")
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?？。！])\s+")
+
+
+def _only_asks(body: str) -> bool:
+    """Whether a turn ends by asking and tells little else: fewer than `ASKING_MAX_TOLD`
+    words outside its questions ("Thanks, Mel! Do you paint?"). An attachment note after
+    the question ("[shares a photo: …]") does not count."""
+    said = _ATTACHMENT.sub("", body).rstrip()
+    if not said.endswith(("?", "？")):
+        return False
+    told = [s for s in _SENTENCE_END.split(said) if not s.rstrip().endswith(("?", "？"))]
+    return sum(len(s.split()) for s in told) < ASKING_MAX_TOLD
+
+
 def turn_shapes(bodies: Mapping[str, str]) -> dict[str, TurnShape]:
-    """The shape of each session turn among the candidates (`bodies` by slug). A turn ends
-    by asking when its text does before any attachment note ("[shares a photo: …]")."""
+    """The shape of each session turn among the candidates (`bodies` by slug): its length
+    against the median, and whether it only asks (`_only_asks`)."""
     counted = {slug: len(body.split()) for slug, body in bodies.items()}
     lengths = sorted(counted.values())
     median = float(lengths[len(lengths) // 2]) if lengths else 1.0
@@ -287,10 +304,9 @@ def turn_shapes(bodies: Mapping[str, str]) -> dict[str, TurnShape]:
     shapes = {}
     for slug, body in bodies.items():
         ratio = max(counted[slug], 1) / max(median, 1.0)
-        said = _ATTACHMENT.sub("", body).rstrip()
         shapes[slug] = TurnShape(
             words=counted[slug],
-            asks=said.endswith(("?", "？")),
+            asks=_only_asks(body),
             length_factor=min(high, max(low, float(ratio**LENGTH_EXPONENT))),
         )
     return shapes
