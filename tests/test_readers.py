@@ -23,7 +23,14 @@ from memoryd.daemon.readers import (
 from memoryd.wiring import open_service
 from tests.daemon_harness import reader_pids, running, uds_client
 
-QUERIES = ["react storefront", "postgres migration", "部署", "cache ttl redis", "solid"]
+QUERIES = [
+    "react storefront",
+    "postgres migration",
+    "部署",
+    "cache ttl redis",
+    "solid",
+    "which databases do we run",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -89,6 +96,9 @@ def test_readers_answer_as_the_daemon_itself_does(home: Path, project: Path) -> 
         )
         assert context.status_code == 200, context.text
     assert any(hit["hits"] for hit in alone)
+    by_kind = alone[QUERIES.index("which databases do we run")]
+    assert "kind" in by_kind["stages"]
+    assert all("kind" in hit["stages"] for hit in by_kind["hits"])
 
 
 def test_readers_see_every_acknowledged_write(home: Path, project: Path) -> None:
