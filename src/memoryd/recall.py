@@ -186,6 +186,9 @@ class EntityMatcher:
         self.entities = {e.id: e for e in entities}
         self.kinds = dict(kinds or {})
         """Entity id → its kind within its type (city, database …), where the lexicon says."""
+        self._by_type: dict[str, list[EntityRow]] = {}
+        for entity in sorted(entities, key=lambda e: (-e.mention_count, e.id)):
+            self._by_type.setdefault(entity.type, []).append(entity)
         self.max_words = 1
         for entity in entities:
             for surface in (entity.name, *entity.aliases):
@@ -199,16 +202,15 @@ class EntityMatcher:
         kind (1, or `IMPLIED_KIND_WEIGHT` for an implied kind), the most mentioned first."""
         implied = KIND_IMPLIED.get(kind or "", ())
         rows: list[tuple[EntityRow, float]] = []
-        for entity in self.entities.values():
-            if entity.type != type_:
-                continue
+        for entity in self._by_type.get(type_, ()):
             own = self.kinds.get(entity.id)
             if kind is None or own == kind:
                 rows.append((entity, 1.0))
             elif own in implied:
                 rows.append((entity, IMPLIED_KIND_WEIGHT))
-        rows.sort(key=lambda row: (-row[0].mention_count, row[0].id))
-        return rows[:KIND_ENTITY_LIMIT]
+            if len(rows) == KIND_ENTITY_LIMIT:
+                break
+        return rows
 
     def match(self, query: str, segments: Sequence[str]) -> dict[str, str]:
         """entity id → the query words that named it."""
