@@ -244,3 +244,19 @@ def test_adjust_favours_the_longer_turn() -> None:
         slug: recall_rules.MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, START) for slug in pool
     }
     assert [c.slug for c in recall_rules.adjust(pool, facts, {}, START)] == ["long", "short"]
+
+
+def test_the_kind_stage_weighs_rarity_in_the_searched_scope(
+    svc: MemoryService, project: Path, tmp_path: Path
+) -> None:
+    """A city named once here outranks one named twice here, however often another project
+    names the first."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for i in range(5):
+        say(svc, elsewhere, "Eve", f"Paris again, day {i}.", 10 * i)
+    paris = say(svc, project, "Jon", "A week in Paris, trip 0.", 0)
+    rome = [say(svc, project, "Jon", f"A week in Rome, trip {i}.", 100 * (i + 1)) for i in (1, 2)]
+    hits = svc.recall("which cities", scope=project, k=3, track=False).hits
+    assert hits[0].slug == paris
+    assert {h.slug for h in hits} == {paris, *rome}

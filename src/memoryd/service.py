@@ -648,7 +648,7 @@ class MemoryService:
         stages: list[str],
     ) -> None:
         """The memories that mention an entity of the kind the query asks about ("which
-        cities …" → Rome, Paris), the rarer entities first."""
+        cities …" → Rome, Paris), the entities rarer in the searched scope first."""
         kinds = recall_rules.kind_words(query)
         if not kinds:
             return
@@ -657,15 +657,19 @@ class MemoryService:
         for word, (type_, kind) in kinds.items():
             for entity, fit in matcher.of_kind(type_, kind):
                 if entity.mention_count <= self.graph.max_fanout:
-                    weight = fit * recall_rules.entity_weight(entity.mention_count)
-                    leads.setdefault(entity.id, (word, weight))
+                    leads.setdefault(entity.id, (word, fit))
         if not leads:
             return
-        stages.append("kind")
-        for eid, slug, conf in sorted(self.graph.mentioning(list(leads), scope_hashes=scopes)):
-            word, weight = leads[eid]
-            name = matcher.entities[eid].name
-            pool.at(slug).add("kind", weight * conf, f"{word} → {name} → memory")
+        rows = sorted(self.graph.mentioning(list(leads), scope_hashes=scopes))
+        # Rarity where the recall looks: a city named once in this project says more than
+        # one named in every conversation of another.
+        here = Counter(eid for eid, _, _ in rows)
+        if rows:
+            stages.append("kind")
+        for eid, slug, conf in rows:
+            word, fit = leads[eid]
+            weight = fit * recall_rules.entity_weight(here[eid]) * conf
+            pool.at(slug).add("kind", weight, f"{word} → {matcher.entities[eid].name} → memory")
 
     # -- entities -------------------------------------------------------------------------
     def resolve_entity(self, name_or_id: str) -> EntityRow:

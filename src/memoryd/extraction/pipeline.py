@@ -326,7 +326,9 @@ class Extractor:
 
     @staticmethod
     def _known_phrases(known: Iterable[KnownEntity]) -> list[tuple[str, bool, _Target]]:
-        """Everyday-word names ("memory") match with exact case and a lower confidence."""
+        """Everyday-word names match with exact case; a lower-case one ("memory") with a lower
+        confidence too, while a capitalised one ("Paris", "Solid") keeps the usual confidence
+        except at the start of a sentence (`ambiguous`), as the lexicon matched it."""
         common = load_common_words()
         items: list[tuple[str, bool, _Target]] = []
         for entity in known:
@@ -337,7 +339,7 @@ class Extractor:
                     entity.type,
                     "known",
                     patterns.KNOWN_COMMON_WORD_CONFIDENCE
-                    if everyday
+                    if everyday and surface.islower()
                     else patterns.KNOWN_CONFIDENCE,
                     ambiguous=everyday,
                     priority=PRIORITY_KNOWN,
