@@ -537,11 +537,14 @@ class MemoryService:
         # In an episode (session memories), what was said just before and after a strong text
         # hit often completes it: a share of the hit's score goes to its neighbouring turns.
         # Long-term memories stand on their own.
-        text_hits = {hit.slug: hit for hit in bm25}
         self._spread_to_neighbours(bm25[: recall_rules.CONTEXT_SEEDS], pool)
         if pool.has_stage("context"):
             stages.append("context")
-        for slug, shape in recall_rules.turn_shapes(self.index.session_bodies(list(pool))).items():
+        # Rank on the fields the index stores: looking many memories up by slug in the graph
+        # engine scans its whole Memory table. A session turn's text weighs its score.
+        stored = self.index.stored(list(pool))
+        sessions = {s: doc.body for s, doc in stored.items() if doc.type is MemoryType.SESSION}
+        for slug, shape in recall_rules.turn_shapes(sessions).items():
             pool[slug].shape = shape
         fused = pool.fuse(stages)
         for slug, score in fused.items():
@@ -552,19 +555,18 @@ class MemoryService:
                 pulled = pool.at(newer)
                 pulled.score = pool[older].score
                 pulled.paths.append(f"supersedes {older}")
-        # Rank on the fields the index stores (the text hits carry them already): looking
-        # many memories up by slug in the graph engine scans its whole Memory table.
-        stored = dict(text_hits)
-        stored.update(self.index.lookup([slug for slug in pool if slug not in stored]))
+        pulled_in = [slug for slug in pool if slug not in stored]  # successors, rarely any
+        if pulled_in:
+            stored.update(self.index.stored(pulled_in))
         named = self.index.titles_naming(
-            query, {slug: hit.title for slug, hit in stored.items() if slug in pool}
+            query, {slug: doc.title for slug, doc in stored.items() if slug in pool}
         )
         facts = {
             slug: recall_rules.MemoryFacts(
-                hit.type, hit.decay_state, hit.created_at, title_named=slug in named
+                doc.type, doc.decay_state, doc.created_at, title_named=slug in named
             )
-            for slug, hit in stored.items()
-            if slug in pool and _admissible(hit, scope_hash, types, include_forgotten)
+            for slug, doc in stored.items()
+            if slug in pool and _admissible(doc, scope_hash, types, include_forgotten)
         }
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
@@ -1664,7 +1666,7 @@ class MemoryService:
 
 
 def _admissible(
-    row: MemoryRow | SearchHit,
+    row: MemoryRow | SearchHit | SearchDoc,
     scope_hash: str | None,
     types: Sequence[MemoryType] | None,
     include_forgotten: bool,

@@ -584,13 +584,13 @@ class SearchIndex:
                 hits[slug] = self._hit(slug, 0.0, document, parsed)
             return hits
 
-    def session_bodies(self, slugs: Sequence[str]) -> dict[str, str]:
-        """The stored body of each session memory among `slugs` (others are absent): recall
-        weighs what a turn says (a statement, a question) without a trip to the vault."""
+    def stored(self, slugs: Sequence[str]) -> dict[str, SearchDoc]:
+        """These memories as indexed, body included (unknown slugs are absent): recall ranks
+        its candidates on them, and weighs what a session turn says, without a trip to the
+        vault or the graph."""
         self._require_open()
         with self._errors("reading stored memories"):
-            stored = self._stored(self._index.searcher(), slugs)
-        return {slug: doc.body for slug, doc in stored.items() if doc.type is _CONTEXT_TYPE}
+            return self._stored(self._index.searcher(), slugs)
 
     def _stored(self, searcher: tantivy.Searcher, slugs: Sequence[str]) -> dict[str, SearchDoc]:
         """The indexed documents of `slugs` as written (unknown slugs are absent)."""
