@@ -158,8 +158,6 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("Supabase", "tool", ()),
             ("Firebase", "tool", ()),
             ("Memcached", "tool", ()),
-            ("RabbitMQ", "tool", ()),
-            ("Kafka", "tool", ("Apache Kafka",)),
             ("etcd", "tool", ()),
             ("CockroachDB", "tool", ()),
             ("InfluxDB", "tool", ()),
@@ -180,6 +178,13 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
         ],
     ),
     # GPU and media toolkits
+    (
+        "message-broker",
+        [
+            ("RabbitMQ", "tool", ()),
+            ("Kafka", "tool", ("Apache Kafka",)),
+        ],
+    ),
     (
         "toolkit",
         [

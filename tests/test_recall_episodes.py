@@ -68,9 +68,32 @@ def test_near_in_time_gives_the_nearest_turns_on_each_side(index: SearchIndex) -
 
 def test_titles_naming_matches_query_words_as_stemmed(index: SearchIndex) -> None:
     titles = {"a": "Caroline (D1:3)", "b": "Melanie (D1:4)", "c": "Deploying the API"}
-    assert index.titles_naming("What did Caroline paint?", titles) == {"a"}
-    assert index.titles_naming("how do we deploy", titles) == {"c"}
-    assert index.titles_naming("what is it", titles) == set()
+    assert index.titles_naming("What did Caroline paint?", titles, names=["Caroline"]) == {"a": 1.0}
+    assert index.titles_naming("how do we deploy", titles) == {"c": 1.0}
+    assert index.titles_naming("what is it", titles) == {}
+
+
+def test_a_title_names_its_share_of_the_query(index: SearchIndex) -> None:
+    """A common word in a title names little of the query; a rare one or a name, most."""
+    index.upsert(
+        [turn(f"use{i}", i, title=f"note {i}", body=f"we use tool {i} here") for i in range(6)]
+        + [turn("db", 9, title="storage", body="PostgreSQL holds the databases")]
+    )
+    titles = {"pnpm": "Use pnpm, never npm", "pg": "Put PgBouncer in front of PostgreSQL"}
+    shares = index.titles_naming("which databases do we use", titles, scope_hashes=[SCOPE])
+    assert set(shares) == {"pnpm"}
+    assert 0 < shares["pnpm"] < 0.4  # "use" is in 6 of 7 bodies, "databases" in one
+    named = index.titles_naming("which databases do we use", titles, names=["PostgreSQL"])
+    assert named["pg"] == 1.0
+    assert named["pnpm"] < 0.4
+
+
+def test_named_words_are_capitalised_but_not_sentence_openers() -> None:
+    assert recall_rules.named_words("What did Caroline paint? Did Mel see it?") == [
+        "Caroline",
+        "Mel",
+    ]
+    assert recall_rules.named_words("which databases do we use") == []
 
 
 def test_title_boost_replaces_the_title_weight(index: SearchIndex) -> None:
@@ -101,7 +124,7 @@ def test_title_bonus_in_adjust() -> None:
     pool["named"] = recall_rules.Candidate("named", score=0.6)
     facts = {
         slug: recall_rules.MemoryFacts(
-            MemoryType.SESSION, DecayState.ALIVE, START, title_named=slug == "named"
+            MemoryType.SESSION, DecayState.ALIVE, START, title_share=float(slug == "named")
         )
         for slug in pool
     }
@@ -191,12 +214,44 @@ def test_a_kind_of_tool_is_recalled_by_its_kind(svc: MemoryService, project: Pat
     assert "kind" in hits[0].stages
 
 
+def test_a_title_naming_an_entity_of_the_kind_outranks_a_title_sharing_a_word(
+    svc: MemoryService, project: Path
+) -> None:
+    """ "which databases do we use": the memories about databases come before "Use pnpm",
+    whose title holds only the common word "use"."""
+
+    def write(title: str, body: str, type_: MemoryType = MemoryType.PREFERENCE) -> str:
+        draft = MemoryDraft(type=type_, title=title, body=body, scope_path=project)
+        return svc.record(draft).slug
+
+    pnpm = write("Use pnpm, never npm or yarn", "We use pnpm for every package; npm is slow.")
+    write("Use uv and ruff", "We use uv to install and ruff to lint.")
+    write("Use conventional commits", "We use feat: and fix: prefixes.")
+    pg = write(
+        "Put PgBouncer in front of PostgreSQL",
+        "Transaction mode, so the web workers share forty connections.",
+        MemoryType.DECISION,
+    )
+    cache = write(
+        "Sessions live in Redis",
+        "Each login writes its session there with a one-day expiry.",
+        MemoryType.FACT,
+    )
+    hits = svc.recall("which databases do we use", scope=project, k=5, track=False).hits
+    slugs = [h.slug for h in hits]
+    assert set(slugs[:2]) == {pg, cache}
+    assert slugs.index(pnpm) > 1
+
+
 def test_kind_words_and_kinds() -> None:
     assert recall_rules.kind_words("Which cities and countries?") == {
         "cities": (EntityType.PLACE, "city"),
         "countries": (EntityType.PLACE, "country"),
     }
     assert recall_rules.kind_words("what did we decide") == {}
+    assert recall_rules.kind_words("which message brokers do we run") == {
+        "brokers": (EntityType.TOOL, "message-broker")
+    }
 
 
 def test_turn_shapes_read_questions_and_length() -> None:

@@ -52,9 +52,10 @@ PREDICATE_WEIGHTS: Mapping[str, float] = {
 
 LONG_TERM_BONUS = 1.15
 TITLE_BONUS = 2.0
-"""For a memory whose title holds a query word: titles name the subject (or the speaker of a
-conversation turn), so a question naming it is about that memory before others that merely
-use the words."""
+"""For a memory whose title names all the query asks about: titles name the subject (or the
+speaker of a conversation turn), so a question naming it is about that memory before others
+that merely use the words. A title naming part of the query gets that share of the bonus
+(`MemoryFacts.title_share`)."""
 TEXT_TITLE_BOOST = 1.0
 """The title's weight in recall's BM25 stage: as the body's, since `TITLE_BONUS` weighs it
 after fusion (counting it in both made a speaker's name outweigh what the query asks)."""
@@ -134,6 +135,8 @@ KIND_WORDS: Mapping[str, tuple[EntityType, str | None]] = {
         (EntityType.PLACE, "region"),
     ),
     **dict.fromkeys(("database", "databases", "db", "dbs"), (EntityType.TOOL, "database")),
+    **dict.fromkeys(("broker", "brokers", "queue", "queues"), (EntityType.TOOL, "message-broker")),
+    **dict.fromkeys(("runtime", "runtimes"), (EntityType.TOOL, "runtime")),
     **dict.fromkeys(("language", "languages"), (EntityType.TOOL, "language")),
     **dict.fromkeys(("framework", "frameworks"), (EntityType.LIBRARY, "framework")),
     **dict.fromkeys(("library", "libraries"), (EntityType.LIBRARY, None)),
@@ -162,6 +165,16 @@ def kind_words(query: str) -> dict[str, tuple[EntityType, str | None]]:
         if named is not None:
             found.setdefault(word, named)
     return found
+
+
+def named_words(query: str) -> list[str]:
+    """The query's words that name someone or something by their form: capitalised, and not
+    only because they open a sentence ("What did Caroline paint?" → Caroline)."""
+    named: list[str] = []
+    for sentence in _SENTENCE_END.split(query.strip()):
+        words = _WORD.findall(sentence)
+        named.extend(w for w in words[1:] if w[:1].isupper())
+    return named
 
 
 def entity_weight(mention_count: int) -> float:
@@ -266,7 +279,8 @@ class MemoryFacts:
     type: MemoryType
     decay_state: DecayState
     created_at: datetime
-    title_named: bool = False
+    title_share: float = 0.0
+    """How much of the query the memory's title names, 0 to 1 (`SearchIndex.titles_naming`)."""
 
 
 @dataclass(frozen=True)
@@ -331,8 +345,7 @@ def adjust(
             cand.score *= cand.shape.length_factor
         if info.type.long_term:
             cand.score *= LONG_TERM_BONUS
-        if info.title_named:
-            cand.score *= TITLE_BONUS
+        cand.score *= 1 + (TITLE_BONUS - 1) * info.title_share
         if info.decay_state is DecayState.DIM:
             cand.score *= DIM_PENALTY
         age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)

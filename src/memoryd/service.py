@@ -529,7 +529,9 @@ class MemoryService:
             pool.at(hit.slug).add("bm25", hit.score)
         stages = ["bm25"]
         linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
-        self._kind_stage(query, scopes, pool, stages)
+        # What the query names: by form, by a known entity, or by kind ("which databases").
+        names = [*recall_rules.named_words(query), *linked.values()]
+        names.extend(self._kind_stage(query, scopes, pool, stages))
         if self.vector_stage is not None:
             stages.append("vector")
             for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
@@ -559,11 +561,14 @@ class MemoryService:
         if pulled_in:
             stored.update(self.index.stored(pulled_in))
         named = self.index.titles_naming(
-            query, {slug: doc.title for slug, doc in stored.items() if slug in pool}
+            query,
+            {slug: doc.title for slug, doc in stored.items() if slug in pool},
+            names=names,
+            scope_hashes=scopes,
         )
         facts = {
             slug: recall_rules.MemoryFacts(
-                doc.type, doc.decay_state, doc.created_at, title_named=slug in named
+                doc.type, doc.decay_state, doc.created_at, title_share=named.get(slug, 0.0)
             )
             for slug, doc in stored.items()
             if slug in pool and _admissible(doc, scope_hash, types, include_forgotten)
@@ -648,12 +653,13 @@ class MemoryService:
         scopes: list[str] | None,
         pool: recall_rules.CandidatePool,
         stages: list[str],
-    ) -> None:
+    ) -> list[str]:
         """The memories that mention an entity of the kind the query asks about ("which
-        cities …" → Rome, Paris), the entities rarer in the searched scope first."""
+        cities …" → Rome, Paris), the entities rarer in the searched scope first. Returns the
+        names of the entities found: the query names them by their kind."""
         kinds = recall_rules.kind_words(query)
         if not kinds:
-            return
+            return []
         matcher = self._entity_matcher()
         leads: dict[str, tuple[str, float]] = {}
         for word, (type_, kind) in kinds.items():
@@ -661,7 +667,7 @@ class MemoryService:
                 if entity.mention_count <= self.graph.max_fanout:
                     leads.setdefault(entity.id, (word, fit))
         if not leads:
-            return
+            return []
         rows = sorted(self.graph.mentioning(list(leads), scope_hashes=scopes))
         # Rarity where the recall looks: a city named once in this project says more than
         # one named in every conversation of another.
@@ -672,6 +678,7 @@ class MemoryService:
             word, fit = leads[eid]
             weight = fit * recall_rules.entity_weight(here[eid]) * conf
             pool.at(slug).add("kind", weight, f"{word} → {matcher.entities[eid].name} → memory")
+        return [matcher.entities[eid].name for eid in here]
 
     # -- entities -------------------------------------------------------------------------
     def resolve_entity(self, name_or_id: str) -> EntityRow:
