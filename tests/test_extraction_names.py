@@ -10,6 +10,7 @@ from memoryd.extraction.pipeline import (
     Extractor,
     KnownEntity,
     load_common_words,
+    load_everyday_nouns,
     load_first_names,
     load_lexicon,
     load_places,
@@ -131,3 +132,37 @@ def test_a_known_person_is_not_found_in_a_speaker_label(extractor: Extractor) ->
     assert people(result) == {"Mel"}
     result = extractor.extract("I met Maria today.", known=known)
     assert "Maria" in people(result)
+
+
+# --- capitalised phrases -----------------------------------------------------------------------
+
+
+def test_shipped_everyday_nouns_are_lower_case_wordnet_nouns() -> None:
+    nouns = load_everyday_nouns()
+    assert 30_000 <= len(nouns) <= 60_000
+    assert all(n.isalpha() and n.islower() and len(n) >= 3 for n in nouns)
+    assert {"shepherd", "pie", "analyst", "parade", "potter", "cook"} <= nouns
+    # surnames are proper nouns in WordNet, so they are not on the list
+    assert not {"jones", "chen", "nguyen", "torvalds"} & nouns
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a phrase ending in an everyday noun is no person...
+        ("We got a German Shepherd puppy last week.", set()),
+        ("I made Chicken Pot Pie for dinner.", set()),
+        ("She works as a Financial Analyst at the bank.", set()),
+        ("I went to the Pride Parade last week.", set()),
+        # ...unless a first name opens it
+        ("My favorite is Harry Potter.", {"Harry Potter"}),
+        ("I heard Tim Cook speak.", {"Tim Cook"}),
+        ("I went to the Pride Parade with Sarah Jones.", {"Sarah Jones"}),
+        # a surname that is no English word makes a person without a known first name
+        ("I emailed Wei Zhang and Alice Chen.", {"Wei Zhang", "Alice Chen"}),
+    ],
+)
+def test_capitalised_phrases_are_people_by_first_name_or_surname(
+    extractor: Extractor, text: str, expected: set[str]
+) -> None:
+    assert people(extractor.extract(text)) == expected

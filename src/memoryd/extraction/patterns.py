@@ -467,6 +467,7 @@ def _scan_weak_shapes(
     common_words: frozenset[str],
     first_names: frozenset[str] = frozenset(),
     sentence_starts: frozenset[int] = frozenset(),
+    everyday_nouns: frozenset[str] = frozenset(),
 ) -> None:
     for match in CAMEL_RE.finditer(text):
         if match.group() in PYTHON_BUILTINS:
@@ -501,17 +502,31 @@ def _scan_weak_shapes(
         ):
             # "Later Kyle", "Ask Alice": a word capitalised by position, then a first name
             phrase, start = phrase[len(opener) + 1 :], start + len(opener) + 1
-        hit = _classify_phrase(phrase, start, common_words, in_quotes=in_quotes)
+        hit = _classify_phrase(
+            phrase,
+            start,
+            common_words,
+            in_quotes=in_quotes,
+            first_names=first_names,
+            everyday_nouns=everyday_nouns,
+        )
         if hit is not None:
             scan.hits.append(hit)
 
 
 def _classify_phrase(
-    phrase: str, start: int, common_words: frozenset[str], *, in_quotes: bool = False
+    phrase: str,
+    start: int,
+    common_words: frozenset[str],
+    *,
+    in_quotes: bool = False,
+    first_names: frozenset[str] = frozenset(),
+    everyday_nouns: frozenset[str] = frozenset(),
 ) -> PatternHit | None:
-    """Type a capitalised phrase by its last word; a person needs a surname that is not an
-    everyday word ("Alice Chen" yes, "Code Review" no), and is never a date ("Last Fri") or
-    a quoted title ("Becoming Nicole")."""
+    """Type a capitalised phrase by its last word. A person opens with a known first name
+    ("Sarah Jones", "Tim Cook") or ends in a surname that is no everyday word or noun ("Alice
+    Chen" yes; "Code Review", "German Shepherd", "Financial Analyst" no), and is never a date
+    ("Last Fri") or a quoted title ("Becoming Nicole")."""
     words = phrase.split(" ")
     while words and (words[0] in TITLE_STOPWORDS or words[0] in INTERJECTIONS):
         start += len(words[0]) + 1
@@ -564,8 +579,11 @@ def _classify_phrase(
         not in_quotes
         and not any(word in CALENDAR_WORDS for word in words)
         and len(words) <= 3
-        and last.lower() not in common_words
         and not last.isupper()
+        and (
+            words[0] in first_names
+            or (last.lower() not in common_words and last.lower() not in everyday_nouns)
+        )
     ):
         return PatternHit(
             start,
@@ -660,18 +678,21 @@ def scan_patterns(
     *,
     first_names: frozenset[str] = frozenset(),
     sentences: Sequence[tuple[int, int]] | None = None,
+    everyday_nouns: frozenset[str] = frozenset(),
 ) -> PatternScan:
     """Run every shape rule over `text`; candidates may overlap (the caller resolves that).
 
     `first_names` (capitalised, e.g. the shipped list) turns on lone first names as people;
-    `sentences` are `split_sentences(text)`, computed here when not given."""
+    `sentences` are `split_sentences(text)`, computed here when not given; a capitalised
+    phrase ending in one of `everyday_nouns` (lower case) is no person unless a first name
+    opens it."""
     scan = PatternScan()
     _scan_shields(text, scan)
     _scan_shapes(text, scan)
     if first_names and sentences is None:
         sentences = split_sentences(text)
     starts = frozenset(start for start, _ in sentences or ())
-    _scan_weak_shapes(text, scan, common_words, first_names, starts)
+    _scan_weak_shapes(text, scan, common_words, first_names, starts, everyday_nouns)
     if first_names:
         scan.hits += scan_first_names(
             text, first_names, sentences or (), scan.shields, common_words

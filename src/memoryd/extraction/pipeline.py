@@ -145,6 +145,14 @@ def load_common_words() -> frozenset[str]:
 
 
 @cache
+def load_everyday_nouns() -> frozenset[str]:
+    """Lower-case English nouns (WordNet's): a capitalised phrase ending in one ("German
+    Shepherd") is no person unless a first name opens it."""
+    text = _data_file("everyday_nouns.txt").read_text(encoding="utf-8")
+    return frozenset(word.strip() for word in text.splitlines() if word.strip())
+
+
+@cache
 def load_first_names() -> frozenset[str]:
     """Common first names, capitalised ("Kyle"); a lone one in prose is a weak `person`."""
     text = _data_file("first_names.txt").read_text(encoding="utf-8")
@@ -359,6 +367,7 @@ class Extractor:
             for lang in languages:
                 self._lexicon(lang)
             self._ner_model()
+        load_everyday_nouns()
         normalise_name("預熱")  # loads zhconv's conversion table
 
     # --- extraction ------------------------------------------------------------------------
@@ -375,7 +384,11 @@ class Extractor:
         common = load_common_words()
         sentences = patterns.split_sentences(full)
         scan = patterns.scan_patterns(
-            full, common, first_names=load_first_names(), sentences=sentences
+            full,
+            common,
+            first_names=load_first_names(),
+            sentences=sentences,
+            everyday_nouns=load_everyday_nouns(),
         )
         stages = ["known"] if known else []
         stages += ["lexicon", "patterns"]
