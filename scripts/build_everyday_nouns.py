@@ -24,29 +24,16 @@ import logging
 import re
 from pathlib import Path
 
-from buildkit import DATA_DIR
+from buildkit import DATA_DIR, WordNetNouns
 
 log = logging.getLogger("build_everyday_nouns")
 
 _LEMMA = re.compile(r"[a-z]{3,}")
 
 
-def everyday_nouns(data_noun: Path) -> list[str]:
-    """The lower-case single-word noun lemmas of a WordNet `data.noun` file, sorted.
-
-    A data line is `offset lex_filenum ss_type w_cnt word lex_id [word lex_id ...] ...`
-    (wndb(5)); `w_cnt` is hexadecimal, and an adjective marker like `(a)` may follow a word.
-    Lines starting with spaces are the licence header."""
-    nouns: set[str] = set()
-    for line in data_noun.read_text(encoding="latin-1").splitlines():
-        if not line or line.startswith(" "):
-            continue
-        fields = line.split(" ")
-        for i in range(int(fields[3], 16)):
-            lemma = re.sub(r"\(.*\)$", "", fields[4 + 2 * i])
-            if _LEMMA.fullmatch(lemma):
-                nouns.add(lemma)
-    return sorted(nouns)
+def everyday_nouns(wordnet: WordNetNouns) -> list[str]:
+    """WordNet's lower-case single-word noun lemmas, letters only, sorted."""
+    return sorted({w for ws in wordnet.lemmas.values() for w in ws if _LEMMA.fullmatch(w)})
 
 
 def main() -> None:
@@ -55,10 +42,9 @@ def main() -> None:
     parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
     parser.add_argument("--out", type=Path, default=DATA_DIR / "everyday_nouns.txt")
     args = parser.parse_args()
-    data_noun = args.wordnet / "data.noun"
-    if not data_noun.is_file():
-        parser.error(f"{data_noun} not found: install or unpack Debian's wordnet-base")
-    nouns = everyday_nouns(data_noun)
+    if not (args.wordnet / "data.noun").is_file():
+        parser.error(f"no data.noun in {args.wordnet}: install or unpack Debian's wordnet-base")
+    nouns = everyday_nouns(WordNetNouns.read(args.wordnet))
     args.out.write_text("".join(f"{noun}\n" for noun in nouns), encoding="utf-8")
     log.info("wrote %d nouns to %s", len(nouns), args.out)
 

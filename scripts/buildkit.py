@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,57 @@ def everyday_words(common_words: Path) -> frozenset[str]:
     common = {w.strip() for w in common_words.read_text(encoding="utf-8").split()}
     web2 = build_module("english_words").get_english_words_set(["web2"], lower=False, alpha=True)
     return frozenset(common & {w for w in web2 if w.islower()})
+
+
+@dataclass(frozen=True)
+class WordNetNouns:
+    """Princeton WordNet 3.0's noun database as Debian's `wordnet-base` installs it (wndb(5)).
+
+    A `data.noun` line is `offset lex_filenum ss_type w_cnt word lex_id [word lex_id ...]
+    p_cnt [pointer_symbol offset pos source/target ...] | gloss`, counts of words in hex;
+    an `index.noun` line lists a lemma's synsets, the most frequent sense first. Lines
+    opening with spaces are the licence header."""
+
+    lemmas: dict[str, list[str]]
+    """synset offset → its lemmas as written (lower case for common nouns)."""
+    lexfile: dict[str, int]
+    """synset offset → lexicographer file number (5 noun.animal, 6 noun.artifact ...)."""
+    hyponyms: dict[str, list[str]]
+    """synset offset → the offsets of its hyponyms and instances."""
+    senses: dict[str, list[str]]
+    """lemma (lower case, `_` for spaces) → its synsets, the most frequent sense first."""
+
+    @classmethod
+    def read(cls, folder: Path) -> WordNetNouns:
+        lemmas: dict[str, list[str]] = {}
+        lexfile: dict[str, int] = {}
+        hyponyms: dict[str, list[str]] = {}
+        for line in (folder / "data.noun").read_text(encoding="latin-1").splitlines():
+            if not line or line.startswith(" "):
+                continue
+            fields = line.split(" | ", 1)[0].split()
+            offset, count = fields[0], int(fields[3], 16)
+            lexfile[offset] = int(fields[1])
+            lemmas[offset] = [re.sub(r"\(.*\)$", "", fields[4 + 2 * i]) for i in range(count)]
+            at = 4 + 2 * count
+            for i in range(int(fields[at])):
+                symbol, target, pos = fields[at + 1 + 4 * i : at + 4 + 4 * i]
+                if pos == "n" and symbol in ("~", "~i"):
+                    hyponyms.setdefault(offset, []).append(target)
+        senses: dict[str, list[str]] = {}
+        for line in (folder / "index.noun").read_text(encoding="latin-1").splitlines():
+            if not line or line.startswith(" "):
+                continue
+            fields = line.split()
+            pointers = int(fields[3])
+            senses[fields[0]] = fields[6 + pointers :]
+        return cls(lemmas, lexfile, hyponyms, senses)
+
+    def below(self, offset: str) -> set[str]:
+        """Every synset under `offset` (hyponyms and instances, at any depth)."""
+        seen: set[str] = set()
+        frontier = [offset]
+        while frontier:
+            frontier = [h for o in frontier for h in self.hyponyms.get(o, ()) if h not in seen]
+            seen.update(frontier)
+        return seen

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryd import recall as recall_rules
+from memoryd.extraction.pipeline import load_hyponyms
 from memoryd.models import DecayState, EntityType, MemoryDraft, MemoryType
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.service import MemoryService
@@ -315,3 +316,66 @@ def test_the_kind_stage_weighs_rarity_in_the_searched_scope(
     hits = svc.recall("which cities", scope=project, k=3, track=False).hits
     assert hits[0].slug == paris
     assert {h.slug for h in hits} == {paris, *rome}
+
+
+# --- a question asking for a kind of everyday thing -----------------------------------------
+
+KINDS = {"sport": ("basketball", "surfing", "tennis"), "board game": ("chess", "go"), "car": ()}
+
+
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [
+        ("What sports does John like besides basketball?", "sport"),
+        ("Which board games has Nate played?", "board game"),
+        ("What kind of cars does Dave like the most?", "car"),
+        ("what sport", "sport"),
+        ("What does John do to relax?", None),  # no noun after "what"
+        ("What Caroline said about sports", None),  # a name, not a kind
+        ("What is his favourite sport?", None),
+        ("Where did he surf?", None),
+    ],
+)
+def test_asked_kind(query: str, kind: str | None) -> None:
+    assert recall_rules.asked_kind(query, KINDS) == kind
+
+
+def test_shipped_kinds_are_everyday_kinds_with_their_instances() -> None:
+    kinds = load_hyponyms()
+    assert 2_000 <= len(kinds) <= 6_000
+    assert {"surfing", "basketball", "tennis"} <= set(kinds["sport"])
+    assert {"chess", "checkers"} <= set(kinds["board game"])
+    assert {"violin", "guitar", "piano"} <= set(kinds["musical instrument"])
+    assert "class" not in kinds  # a grammatical category first: not an everyday kind
+    assert "food" not in kinds  # too broad to say what a question wants
+    assert all(0 < len(words) <= 300 for words in kinds.values())
+    assert all(w.islower() and " " not in w for words in kinds.values() for w in words)
+
+
+def test_search_expansion_adds_words_at_their_weight(index: SearchIndex) -> None:
+    index.upsert(
+        [
+            turn("surf", 0, body="we went surfing all summer"),
+            turn("sport", 1, body="the sport club meets on friday"),
+            turn("other", 2, body="lunch was good"),
+        ]
+    )
+    plain = index.search("which sport", explain=False)
+    assert [h.slug for h in plain] == ["sport"]
+    expanded = index.search("which sport", explain=False, expansion={"surfing": 0.3, "tennis": 0.3})
+    assert [h.slug for h in expanded] == ["sport", "surf"]
+    assert expanded[1].score < expanded[0].score
+    assert index.words_held("They surfed and played chess.", ["surfing", "chess", "go"]) == [
+        "surfing",
+        "chess",
+    ]
+
+
+def test_a_kind_question_finds_its_instances(svc: MemoryService, project: Path) -> None:
+    """ "What sports …" reaches the turn about surfing, though it never says "sport"."""
+    surf = say(svc, project, "John", "Had an awesome summer surfing with my friends.", 0)
+    for i in range(1, 6):
+        say(svc, project, "Tim", f"Filler number {i} about lunch plans.", 100 * i)
+    hits = svc.recall("What sports does John like?", scope=project, k=3, track=False).hits
+    assert hits[0].slug == surf
+    assert hits[0].paths[0] == "sport → surfing → memory"

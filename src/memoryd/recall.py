@@ -101,7 +101,16 @@ class Candidate:
 
     def add(self, stage: str, score: float, path: str | None = None) -> None:
         self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
-        if path and path not in self.paths and len(self.paths) < 5:
+        if path:
+            self.explain(path)
+
+    def explain(self, path: str, *, first: bool = False) -> None:
+        """Say how the memory was reached (at most five ways; `first` for the telling one)."""
+        if path in self.paths:
+            return
+        if first:
+            self.paths[:] = [path, *self.paths][:5]
+        elif len(self.paths) < 5:
             self.paths.append(path)
 
 
@@ -155,6 +164,52 @@ country. They lead the kind stage at `IMPLIED_KIND_WEIGHT`."""
 IMPLIED_KIND_WEIGHT = 0.5
 KIND_ENTITY_LIMIT = 500
 """At most this many entities of one kind lead the kind stage (the most mentioned first)."""
+
+
+KIND_QUESTION = re.compile(
+    r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?([\w-]+)(?:\s+([\w-]+))?",
+    re.IGNORECASE,
+)
+NOT_A_KIND = frozenset(
+    {
+        *("do", "does", "did", "has", "have", "had", "is", "are", "was", "were", "can"),
+        *("could", "will", "would", "should", "kind", "kinds", "type", "types", "sort"),
+        *("sorts", "of", "the", "a", "an"),
+    }
+)
+KIND_EXPANSION_WEIGHT = 0.3
+"""The weight, in recall's text stage, of each word for an instance of the kind a question
+asks for (`asked_kind`), against 1 for the query's own words."""
+
+
+def asked_kind(query: str, kinds: Mapping[str, Sequence[str]]) -> str | None:
+    """The kind of everyday thing a question asks instances of, if `kinds` knows it: "What
+    sports does John like?" → sport, "Which board games …" → board game. The noun after
+    "what" or "which" (past "kind of"); a capitalised one is a name, not a kind."""
+    match = KIND_QUESTION.search(query)
+    if match is None:
+        return None
+    first, second = match.group(1), match.group(2)
+    if first[:1].isupper() or first.lower() in NOT_A_KIND:
+        return None
+    firsts = _singulars(first.lower())
+    candidates: list[str] = []
+    if second:
+        seconds = _singulars(second.lower())
+        candidates += [f"{a} {b}" for b in seconds for a in firsts]
+        if second.lower() not in NOT_A_KIND:
+            candidates += seconds
+    candidates += firsts
+    return next((c for c in candidates if c in kinds), None)
+
+
+def _singulars(word: str) -> list[str]:
+    """`word`, then what it is with a plural ending taken off ("games" → game)."""
+    forms = [word]
+    for ending, replacement in (("ies", "y"), ("s", ""), ("es", "")):
+        if word.endswith(ending) and len(word) > len(ending) + 1:
+            forms.append(word[: -len(ending)] + replacement)
+    return forms
 
 
 def kind_words(query: str) -> dict[str, tuple[EntityType, str | None]]:

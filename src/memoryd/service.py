@@ -42,7 +42,7 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
-from memoryd.extraction.pipeline import Extractor, KnownEntity
+from memoryd.extraction.pipeline import Extractor, KnownEntity, load_hyponyms
 from memoryd.governance.store import EnrichmentState, GovernanceStore
 from memoryd.graph.store import (
     CypherResult,
@@ -514,6 +514,7 @@ class MemoryService:
         scopes = [scope_hash] if scope_hash else None
         size = max(50, 5 * k)
         pool = recall_rules.CandidatePool()
+        kind, expansion = self._kind_expansion(query)
         bm25 = self.index.search(
             query,
             scope_hashes=scopes,
@@ -524,6 +525,7 @@ class MemoryService:
             title_boost=recall_rules.TEXT_TITLE_BOOST,
             context_boost=recall_rules.TEXT_CONTEXT_BOOST,
             scope_idf=True,
+            expansion=expansion,
         )
         for hit in bm25:
             pool.at(hit.slug).add("bm25", hit.score)
@@ -576,11 +578,40 @@ class MemoryService:
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
         ranked = recall_rules.adjust(pool, facts, superseded, utcnow())[:k]
+        if kind is not None:
+            self._explain_expansion(query, kind, expansion, ranked, stored)
         explained = self.index.lookup([c.slug for c in ranked], query=query)
         hits = [_recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
         if track and hits and not self.read_only:
             self._track_recalls([(hits, query)])
         return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
+
+    @staticmethod
+    def _kind_expansion(query: str) -> tuple[str | None, dict[str, float]]:
+        """The kind of everyday thing the query asks for, and the words for its instances at
+        their weight: for "What sports does John like?" the words for sports join the text
+        stage, so "we went surfing" answers though it never says "sport"."""
+        kinds = load_hyponyms()
+        kind = recall_rules.asked_kind(query, kinds)
+        if kind is None:
+            return None, {}
+        return kind, dict.fromkeys(kinds[kind], recall_rules.KIND_EXPANSION_WEIGHT)
+
+    def _explain_expansion(
+        self,
+        query: str,
+        kind: str,
+        expansion: dict[str, float],
+        ranked: Sequence[recall_rules.Candidate],
+        stored: dict[str, SearchDoc],
+    ) -> None:
+        """Put first in each hit's paths the instances of the asked kind it holds (at most
+        two, none the query named itself): `sport → surfing → memory`."""
+        asked = set(self.index.words_held(query, expansion))
+        for cand in ranked:
+            held = self.index.words_held(stored[cand.slug].body, expansion)
+            for word in reversed([w for w in held if w not in asked][:2]):
+                cand.explain(f"{kind} → {word} → memory", first=True)
 
     def _spread_to_neighbours(
         self, seeds: Sequence[SearchHit], pool: recall_rules.CandidatePool

@@ -153,6 +153,15 @@ def load_everyday_nouns() -> frozenset[str]:
 
 
 @cache
+def load_hyponyms() -> dict[str, tuple[str, ...]]:
+    """Kinds of everyday things and the words for them (WordNet's): "sport" → archery,
+    basketball, surfing …; recall reads them for questions asking for a kind."""
+    text = _data_file("hyponyms.jsonl").read_text(encoding="utf-8")
+    rows = (json.loads(line) for line in text.splitlines() if line.strip())
+    return {row["kind"]: tuple(row["words"]) for row in rows}
+
+
+@cache
 def load_first_names() -> frozenset[str]:
     """Common first names, capitalised ("Kyle"); a lone one in prose is a weak `person`."""
     text = _data_file("first_names.txt").read_text(encoding="utf-8")

@@ -18,7 +18,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,6 +57,7 @@ _CONTEXT_TYPE = MemoryType.SESSION
 # A pasted document as a query would otherwise cost jieba time and a huge boolean query.
 _MAX_QUERY_CHARS = 4_000
 _MAX_QUERY_TOKENS = 64
+_MAX_EXPANSION_TOKENS = 60
 _SNIPPET_CHARS = 200
 # Hits fetched beyond the page, so that ties at its edge rarely need a second search.
 _TIE_MARGIN = 16
@@ -511,6 +512,7 @@ class SearchIndex:
         title_boost: float | None = None,
         context_boost: float | None = None,
         scope_idf: bool = False,
+        expansion: Mapping[str, float] | None = None,
     ) -> list[SearchHit]:
         """BM25 over title, body, tags and triggers, best first, ties broken by slug.
 
@@ -520,7 +522,8 @@ class SearchIndex:
         `context_boost` searches the neighbouring session turns' text too, at that weight.
         With `scope_idf` and `scope_hashes`, a word weighs as rare as it is in those scopes
         (not in the whole index): a project's name, in most of its own memories, says little
-        there however rare it is elsewhere.
+        there however rare it is elsewhere. `expansion` adds words to the query at their own
+        weight (the rarest `_MAX_EXPANSION_TOKENS` the index holds).
 
         Any text is a valid query: words are OR-ed, and a query with no word (punctuation,
         emoji, empty) finds nothing. `scope_hashes` and `types` keep hits matching any of
@@ -548,8 +551,13 @@ class SearchIndex:
             weights = (
                 self._scope_weights(searcher, parsed.tokens, scopes) if scope_idf and scopes else {}
             )
+            tokens = list(parsed.tokens)
+            if expansion:
+                extra = self._expansion(searcher, expansion, tokens)
+                tokens += extra
+                weights = {**weights, **extra}
             tantivy_query = self._build_query(
-                parsed.tokens, boosts, scopes, type_values, include_forgotten, weights
+                tokens, boosts, scopes, type_values, include_forgotten, weights
             )
             ranked = self._ranked(searcher, tantivy_query, offset + limit)
             return [
@@ -763,6 +771,32 @@ class SearchIndex:
                 order=order,
             ).hits
             return [str(_stored(searcher.doc(address), "slug")) for _, address in hits]
+
+    def words_held(self, text: str, words: Iterable[str]) -> list[str]:
+        """The `words` that `text` holds, as the index analyses both ("surfed" holds "surf")."""
+        with self._errors("analysing text"):
+            held = set(self._analyzer.analyze(_base_forms(segment(text))))
+            return [
+                word
+                for word in words
+                if (tokens := self._analyzer.analyze(_base_forms(word))) and set(tokens) <= held
+            ]
+
+    def _expansion(
+        self, searcher: tantivy.Searcher, words: Mapping[str, float], query: Sequence[str]
+    ) -> dict[str, float]:
+        """The tokens of `words` that some document holds and the query does not, each at its
+        word's weight: the rarest first, at most `_MAX_EXPANSION_TOKENS`."""
+        found: dict[str, tuple[int, float]] = {}
+        for word, weight in words.items():
+            for token in self._analyzer.analyze(_base_forms(word)):
+                if token in query or token in self._stops or token in found:
+                    continue
+                held = int(searcher.doc_freq("body", token))
+                if held:
+                    found[token] = (held, weight)
+        rarest = sorted(found.items(), key=lambda item: (item[1][0], item[0]))
+        return {token: weight for token, (_, weight) in rarest[:_MAX_EXPANSION_TOKENS]}
 
     def _scope_weights(
         self, searcher: tantivy.Searcher, tokens: Sequence[str], scopes: Sequence[str]
