@@ -67,7 +67,7 @@ DIM_PENALTY = 0.9
 SUPERSEDED_PENALTY = 0.6
 RECENCY_BONUS = 0.1
 RECENCY_HALF_LIFE_DAYS = 180.0
-ASKING_PENALTY = 0.8
+ASKING_PENALTY = 0.65
 """For a session turn that ends by asking, on its text score (so it still leads its
 neighbours): a question carries no fact of its own; the reply does, and it gets a share of
 the question's text score as context."""
