@@ -19,12 +19,10 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
-from pathlib import Path
 
-from buildkit import DATA_DIR, WordNetNouns
+from buildkit import WordNetNouns, wordnet_cli
 
 log = logging.getLogger("build_everyday_nouns")
 
@@ -37,16 +35,10 @@ def everyday_nouns(wordnet: WordNetNouns) -> list[str]:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
-    parser.add_argument("--out", type=Path, default=DATA_DIR / "everyday_nouns.txt")
-    args = parser.parse_args()
-    if not (args.wordnet / "data.noun").is_file():
-        parser.error(f"no data.noun in {args.wordnet}: install or unpack Debian's wordnet-base")
-    nouns = everyday_nouns(WordNetNouns.read(args.wordnet))
-    args.out.write_text("".join(f"{noun}\n" for noun in nouns), encoding="utf-8")
-    log.info("wrote %d nouns to %s", len(nouns), args.out)
+    wordnet, out = wordnet_cli(__doc__ or "", "everyday_nouns.txt")
+    nouns = everyday_nouns(wordnet)
+    out.write_text("".join(f"{noun}\n" for noun in nouns), encoding="utf-8")
+    log.info("wrote %d nouns to %s", len(nouns), out)
 
 
 if __name__ == "__main__":

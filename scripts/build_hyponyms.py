@@ -29,13 +29,11 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from functools import cache
-from pathlib import Path
 
-from buildkit import DATA_DIR, WordNetNouns, build_module
+from buildkit import WordNetNouns, build_module, wordnet_cli
 
 log = logging.getLogger("build_hyponyms")
 
@@ -80,20 +78,14 @@ def kinds(wordnet: WordNetNouns) -> dict[str, list[str]]:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
-    parser.add_argument("--out", type=Path, default=DATA_DIR / "hyponyms.jsonl")
-    args = parser.parse_args()
-    if not (args.wordnet / "data.noun").is_file():
-        parser.error(f"no data.noun in {args.wordnet}: install or unpack Debian's wordnet-base")
-    found = kinds(WordNetNouns.read(args.wordnet))
+    wordnet, out = wordnet_cli(__doc__ or "", "hyponyms.jsonl")
+    found = kinds(wordnet)
     lines = [
         json.dumps({"kind": kind, "words": words}, ensure_ascii=False)
         for kind, words in sorted(found.items())
     ]
-    args.out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    log.info("wrote %d kinds (%d words) to %s", len(found), sum(map(len, found.values())), args.out)
+    out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    log.info("wrote %d kinds (%d words) to %s", len(found), sum(map(len, found.values())), out)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ and the everyday-word test."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,3 +110,16 @@ class WordNetNouns:
             frontier = [h for o in frontier for h in self.hyponyms.get(o, ()) if h not in seen]
             seen.update(frontier)
         return seen
+
+
+def wordnet_cli(doc: str, out_name: str) -> tuple[WordNetNouns, Path]:
+    """The command line of a script built from WordNet (`--wordnet DIR`, `--out FILE`,
+    default `DATA_DIR/out_name`): WordNet read, and where to write."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
+    parser.add_argument("--out", type=Path, default=DATA_DIR / out_name)
+    args = parser.parse_args()
+    if not (args.wordnet / "data.noun").is_file():
+        parser.error(f"no data.noun in {args.wordnet}: install or unpack Debian's wordnet-base")
+    return WordNetNouns.read(args.wordnet), args.out

@@ -587,6 +587,12 @@ class MemoryService:
         return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
 
     @staticmethod
+    def prepare_recall() -> None:
+        """Load the data every recall reads (the kinds of everyday things, `load_hyponyms`)
+        now, so the first recall a daemon or reader answers is not the slow one."""
+        load_hyponyms()
+
+    @staticmethod
     def _kind_expansion(query: str) -> tuple[str | None, dict[str, float]]:
         """The kind of everyday thing the query asks for, and the words for its instances at
         their weight: for "What sports does John like?" the words for sports join the text

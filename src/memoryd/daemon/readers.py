@@ -403,6 +403,7 @@ def serve_reader(conn: Connection) -> None:
     except MemorydError as exc:
         conn.send(("err", type(exc).__name__, exc.message, exc.hint))
         return
+    service.prepare_recall()
     state: ReaderState | None = None
     conn.send(("ready",))
     try:

@@ -142,10 +142,12 @@ def refuse_second_daemon(files: DaemonFiles) -> None:
 
 
 def prepare(service: MemoryService, runner: ServiceRunner) -> None:
-    """Start-up work before the first request: repair what a crash left, drain the inbox."""
+    """Start-up work before the first request: repair what a crash left, drain the inbox,
+    load what recall reads."""
     if service.audit.repair_torn_tail():
         logger.warning("repaired a torn audit line left by a crash")
     drain_inbox(service, runner)
+    service.prepare_recall()
 
 
 def drain_inbox(service: MemoryService, runner: ServiceRunner) -> None:
