@@ -81,7 +81,7 @@ def test_a_title_names_its_share_of_the_query(index: SearchIndex) -> None:
         + [turn("db", 9, title="storage", body="PostgreSQL holds the databases")]
     )
     titles = {"pnpm": "Use pnpm, never npm", "pg": "Put PgBouncer in front of PostgreSQL"}
-    shares = index.titles_naming("which databases do we use", titles, scope_hashes=[SCOPE])
+    shares = index.titles_naming("which databases do we use", titles)
     assert set(shares) == {"pnpm"}
     assert 0 < shares["pnpm"] < 0.4  # "use" is in 6 of 7 bodies, "databases" in one
     named = index.titles_naming("which databases do we use", titles, names=["PostgreSQL"])

@@ -566,7 +566,6 @@ class MemoryService:
             query,
             {slug: doc.title for slug, doc in stored.items() if slug in pool},
             names=names,
-            scope_hashes=scopes,
         )
         facts = {
             slug: recall_rules.MemoryFacts(

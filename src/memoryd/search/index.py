@@ -652,7 +652,6 @@ class SearchIndex:
         titles: Mapping[str, str],
         *,
         names: Sequence[str] = (),
-        scope_hashes: Sequence[str] | None = None,
     ) -> dict[str, float]:
         """The keys of `titles` whose title names what the query asks about, each with how much
         of the query it names (0 to 1): a title names what its memory is about, or who said it.
@@ -660,8 +659,9 @@ class SearchIndex:
         A title holding one of `names` (the people and things the query names, whole) names
         all of it. A title holding only some of the query's content words (stemmed as the
         index stems them) names their share of the query's weight, each word weighing as rare
-        as it is in `scope_hashes` (BM25's idf): "Use pnpm" names little of "which databases
-        do we use", "Deploying the API" all of "how do we deploy"."""
+        as it is in the index (BM25's idf, from counts the index keeps, so no search is run):
+        "Use pnpm" names little of "which databases do we use", "Deploying the API" all of
+        "how do we deploy"."""
         self._require_open()
         with self._errors("analysing the query"):
             wanted = list(_Query(query, self._analyzer, self._stops).tokens)
@@ -683,30 +683,20 @@ class SearchIndex:
                 if not matched:
                     continue
                 if weights is None:
-                    weights = self._idf(wanted, scope_hashes)
+                    weights = self._idf(wanted)
                 total = sum(weights.values())
                 shares[key] = sum(weights[t] for t in matched) / total if total else 1.0
             return shares
 
-    def _idf(self, tokens: Sequence[str], scope_hashes: Sequence[str] | None) -> dict[str, float]:
-        """token → BM25's inverse document frequency over the bodies in `scope_hashes` (the
-        whole index without them); a token no body holds weighs as a token in one."""
-        Query, Occur = tantivy.Query, tantivy.Occur
+    def _idf(self, tokens: Sequence[str]) -> dict[str, float]:
+        """token → BM25's inverse document frequency over the bodies of the whole index; a
+        token no body holds weighs as one held once."""
         searcher = self._index.searcher()
-        scopes = None if scope_hashes is None else _values(scope_hashes)
-        in_scope = self._any_of("scope_hash", scopes) if scopes else None
-        docs = _count(searcher, in_scope) if in_scope is not None else int(searcher.num_docs)
-        weights = {}
-        for token in dict.fromkeys(tokens):
-            term = Query.term_query(self._schema, "body", token)
-            if in_scope is None:
-                with_term = int(searcher.doc_freq("body", token))
-            else:
-                with_term = _count(
-                    searcher, Query.boolean_query([(Occur.Must, term), (Occur.Must, in_scope)])
-                )
-            weights[token] = _bm25_idf(max(docs, 1), max(with_term, 1))
-        return weights
+        docs = max(int(searcher.num_docs), 1)
+        return {
+            token: _bm25_idf(docs, max(int(searcher.doc_freq("body", token)), 1))
+            for token in dict.fromkeys(tokens)
+        }
 
     def near_in_time(
         self,
