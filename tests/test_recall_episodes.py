@@ -87,6 +87,9 @@ def test_a_title_names_its_share_of_the_query(index: SearchIndex) -> None:
     named = index.titles_naming("which databases do we use", titles, names=["PostgreSQL"])
     assert named["pg"] == 1.0
     assert named["pnpm"] < 0.4
+    # a capitalised stop word ("I") names nothing
+    mine = {"tabs": "I prefer tabs", "other": "Spaces in YAML"}
+    assert set(index.titles_naming("what did I say about spaces", mine, names=["I"])) == {"other"}
 
 
 def test_named_words_are_capitalised_but_not_sentence_openers() -> None:

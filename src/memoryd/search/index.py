@@ -666,9 +666,9 @@ class SearchIndex:
         with self._errors("analysing the query"):
             wanted = list(_Query(query, self._analyzer, self._stops).tokens)
             phrases = [
-                tokens
+                tokens - self._stops
                 for tokens in (set(self._analyzer.analyze(_base_forms(segment(n)))) for n in names)
-                if tokens
+                if tokens - self._stops
             ]
             if not wanted and not phrases:
                 return {}
