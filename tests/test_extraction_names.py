@@ -160,6 +160,12 @@ def test_shipped_everyday_nouns_are_lower_case_wordnet_nouns() -> None:
         ("I went to the Pride Parade with Sarah Jones.", {"Sarah Jones"}),
         # a surname that is no English word makes a person without a known first name
         ("I emailed Wei Zhang and Alice Chen.", {"Wei Zhang", "Alice Chen"}),
+        # a word capitalised only because it opens the sentence is not part of the name...
+        ("Ask Linus Torvalds about it.", {"Linus Torvalds"}),
+        ("Thanks. Meet Wei Zhang tomorrow.", {"Wei Zhang"}),
+        # ...but a two-word name keeps its first word, and a place stays whole
+        ("Grant Hughes said hi.", {"Grant Hughes"}),
+        ("Golden Gate Park is nice.", set()),
     ],
 )
 def test_capitalised_phrases_are_people_by_first_name_or_surname(

@@ -37,6 +37,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from functools import partial
 
 from memoryd.models import EntityType
 
@@ -502,14 +503,25 @@ def _scan_weak_shapes(
         ):
             # "Later Kyle", "Ask Alice": a word capitalised by position, then a first name
             phrase, start = phrase[len(opener) + 1 :], start + len(opener) + 1
-        hit = _classify_phrase(
-            phrase,
-            start,
-            common_words,
+        classify = partial(
+            _classify_phrase,
+            common_words=common_words,
             in_quotes=in_quotes,
             first_names=first_names,
             everyday_nouns=everyday_nouns,
         )
+        hit = classify(phrase, start)
+        rest = phrase[len(opener) + 1 :]
+        if (
+            hit is not None
+            and hit.type is EntityType.PERSON
+            and phrase.startswith(f"{opener} ")
+            and opener.lower() in common_words
+            and " " in rest
+            and _opens_clause(text, start, sentence_starts)
+        ):
+            # "Ask Linus Torvalds": a word capitalised by position, then the person
+            hit = classify(rest, start + len(opener) + 1) or hit
         if hit is not None:
             scan.hits.append(hit)
 
