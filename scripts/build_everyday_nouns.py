@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 
-from buildkit import WordNetNouns, wordnet_cli
+from buildkit import WordNetNouns, start_build
 
 log = logging.getLogger("build_everyday_nouns")
 
@@ -34,12 +35,16 @@ def everyday_nouns(wordnet: WordNetNouns) -> list[str]:
     return sorted({w for ws in wordnet.lemmas.values() for w in ws if _LEMMA.fullmatch(w)})
 
 
-def main() -> None:
-    wordnet, out = wordnet_cli(__doc__ or "", "everyday_nouns.txt")
-    nouns = everyday_nouns(wordnet)
+def main(argv: list[str] | None = None) -> int:
+    run = start_build(__doc__, argv, (), wordnet=True)
+    if run is None or run.wordnet is None:
+        return 2
+    nouns = everyday_nouns(run.wordnet)
+    out = run.out / "everyday_nouns.txt"
     out.write_text("".join(f"{noun}\n" for noun in nouns), encoding="utf-8")
     log.info("wrote %d nouns to %s", len(nouns), out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

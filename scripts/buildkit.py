@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import logging
 import re
@@ -112,14 +113,38 @@ class WordNetNouns:
         return seen
 
 
-def wordnet_cli(doc: str, out_name: str) -> tuple[WordNetNouns, Path]:
-    """The command line of a script built from WordNet (`--wordnet DIR`, `--out FILE`,
-    default `DATA_DIR/out_name`): WordNet read, and where to write."""
+@dataclass(frozen=True)
+class BuildRun:
+    """What a build script starts from: where the data goes, the versions of its build-time
+    packages (logged, so a rebuild can use the same), and WordNet when it reads it."""
+
+    out: Path
+    versions: dict[str, str]
+    wordnet: WordNetNouns | None = None
+
+
+def start_build(
+    doc: str | None, argv: list[str] | None, packages: tuple[str, ...], *, wordnet: bool = False
+) -> BuildRun | None:
+    """Parse a build script's command line (`--out DIR`, default the shipped data folder;
+    `--wordnet DIR` when it reads WordNet) and check its build-time packages. None, with the
+    reason logged, when a package or WordNet is missing: the script's docstring says how to
+    get them."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
-    parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
-    parser.add_argument("--out", type=Path, default=DATA_DIR / out_name)
-    args = parser.parse_args()
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--out", type=Path, default=DATA_DIR)
+    if wordnet:
+        parser.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
+    args = parser.parse_args(argv)
+    log = logging.getLogger("buildkit")
+    try:
+        versions = {p: importlib.metadata.version(p) for p in packages}
+    except importlib.metadata.PackageNotFoundError as exc:
+        log.error("missing build dependency %s: see this script's docstring", exc)
+        return None
+    if not wordnet:
+        return BuildRun(args.out, versions)
     if not (args.wordnet / "data.noun").is_file():
-        parser.error(f"no data.noun in {args.wordnet}: install or unpack Debian's wordnet-base")
-    return WordNetNouns.read(args.wordnet), args.out
+        log.error("no data.noun in %s: install or unpack Debian's wordnet-base", args.wordnet)
+        return None
+    return BuildRun(args.out, versions, WordNetNouns.read(args.wordnet))
