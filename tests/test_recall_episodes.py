@@ -196,23 +196,20 @@ def test_a_city_answers_for_its_country_below_a_country(svc: MemoryService, proj
     assert "countries → Rio de Janeiro → memory" in result.hits[1].paths
 
 
+def note(svc: MemoryService, project: Path, type_: MemoryType, title: str, body: str) -> str:
+    draft = MemoryDraft(type=type_, title=title, body=body, scope_path=project)
+    return svc.record(draft).slug
+
+
 def test_a_kind_of_tool_is_recalled_by_its_kind(svc: MemoryService, project: Path) -> None:
-    tried = svc.record(
-        MemoryDraft(
-            type=MemoryType.DECISION,
-            title="Storage for the queue",
-            body="We moved the job queue from Redis to PostgreSQL last week.",
-            scope_path=project,
-        )
-    ).slug
-    svc.record(
-        MemoryDraft(
-            type=MemoryType.FACT,
-            title="Lint setup",
-            body="The repo is linted with ruff in CI.",
-            scope_path=project,
-        )
+    tried = note(
+        svc,
+        project,
+        MemoryType.DECISION,
+        "Storage for the queue",
+        "We moved the job queue from Redis to PostgreSQL last week.",
     )
+    note(svc, project, MemoryType.FACT, "Lint setup", "The repo is linted with ruff in CI.")
     hits = svc.recall("which databases have we tried", scope=project).hits
     assert [h.slug for h in hits] == [tried]
     assert "kind" in hits[0].stages
@@ -225,8 +222,7 @@ def test_a_title_naming_an_entity_of_the_kind_outranks_a_title_sharing_a_word(
     whose title holds only the common word "use"."""
 
     def write(title: str, body: str, type_: MemoryType = MemoryType.PREFERENCE) -> str:
-        draft = MemoryDraft(type=type_, title=title, body=body, scope_path=project)
-        return svc.record(draft).slug
+        return note(svc, project, type_, title, body)
 
     pnpm = write("Use pnpm, never npm or yarn", "We use pnpm for every package; npm is slow.")
     write("Use uv and ruff", "We use uv to install and ruff to lint.")
