@@ -65,7 +65,7 @@ def fake_secrets() -> dict[str, str]:
         "anthropic_key": f"sk-ant-api03-{r(93, B62 + '-_')}AA",
         "openai_key": f"sk-proj-{r(48)}T3BlbkFJ{r(48)}",
         "openai_legacy": f"sk-{r(48)}",
-        "aws_access_key": "AKIA" + r(16, string.ascii_uppercase + string.digits),
+        "aws_access_key": "AKIA" + r(16, string.ascii_uppercase + "234567"),
         "aws_secret_key": r(40, B62 + "/+"),
         "github_token": f"ghp_{r(36)}",
         "github_oauth": f"gho_{r(36)}",
@@ -76,7 +76,7 @@ def fake_secrets() -> dict[str, str]:
         "google_api_key": f"AIza{r(35, B62 + '-_')}",
         "stripe_key": f"sk_live_{r(24)}",
         "npm_token": f"npm_{r(36)}",
-        "huggingface_token": f"hf_{r(34)}",
+        "huggingface_token": f"hf_{r(34, string.ascii_letters)}",
         "sendgrid_key": f"SG.{r(22)}.{r(43)}",
         "jwt": ".".join(
             [b64url({"alg": "HS256", "typ": "JWT"}), b64url({"sub": r(10)}), r(43, B62 + "-_")]
@@ -140,24 +140,22 @@ def test_every_format_is_redacted_with_its_kind() -> None:
         for piece in pieces(secret):
             assert piece not in out, (name, piece)
     for kind in (
-        "anthropic_key",
-        "openai_key",
-        "aws_access_key",
-        "aws_secret_key",
-        "github_token",
-        "gitlab_token",
-        "slack_token",
-        "slack_webhook",
-        "google_api_key",
-        "stripe_key",
-        "npm_token",
-        "huggingface_token",
-        "sendgrid_key",
-        "jwt",
+        "anthropic-api-key",  # gitleaks' rule ids
+        "github-pat",
+        "private-key",
+        "aws-access-token",
+        "github-fine-grained-pat",
+        "gitlab-pat",
+        "slack-bot-token",
+        "slack-webhook-url",
+        "gcp-api-key",
+        "huggingface-access-token",
+        "sendgrid-api-token",
+        "generic-api-key",
+        "aws_secret_key",  # this module's own
         "bearer_token",
         "secret",
         "password",
-        "private_key",
         "high_entropy",
     ):
         assert f"[REDACTED:{kind}]" in out, kind

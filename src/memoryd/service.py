@@ -25,6 +25,7 @@ from typing import Any
 from memoryd import recall as recall_rules
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.capture.memfile import memory_lock, split_summary, with_summary
+from memoryd.capture.redact import redact
 from memoryd.enrichment import (
     EnrichmentJob,
     EnrichmentPolicy,
@@ -216,10 +217,12 @@ class MemoryService:
 
     # -- writes ---------------------------------------------------------------------------
     def _prepare(self, draft: MemoryDraft, scope: ScopeInfo, now: datetime) -> Memory:
-        title = draft.title.strip()
+        # Every path that records a memory passes here: secrets and control characters
+        # never reach the vault, the graph or the index.
+        title = redact(draft.title).strip()
         if not title:
             raise InvalidInput("title is empty", hint="give the memory a short title with --title")
-        body = draft.body.strip()
+        body = redact(draft.body).strip()
         if len(body) > MAX_BODY_CHARS:
             raise InvalidInput(
                 f"body is {len(body)} characters; the limit is {MAX_BODY_CHARS}",
@@ -236,9 +239,9 @@ class MemoryService:
                 source=draft.source,
                 created_at=created,
                 updated_at=None,
-                tags=draft.tags,
-                triggers=draft.triggers,
-                category=draft.category,
+                tags=[redact(tag) for tag in draft.tags],
+                triggers=[redact(trigger) for trigger in draft.triggers],
+                category=redact(draft.category) if draft.category else draft.category,
                 ttl_days=ttl,
                 supersedes=draft.supersedes,
                 promoted_from=draft.promoted_from,
@@ -1097,9 +1100,9 @@ class MemoryService:
             old = self.get(slug)
             changes: dict[str, Any] = {}
             if tags is not None:
-                changes["tags"] = list(tags)
+                changes["tags"] = [redact(tag) for tag in tags]
             if triggers is not None:
-                changes["triggers"] = list(triggers)
+                changes["triggers"] = [redact(trigger) for trigger in triggers]
             new = self._edited(old, changes, old.path)
             details = {f"{field}_count": len(value) for field, value in changes.items()}
             self._replace_everywhere(old, new, event_type="update", details=details)

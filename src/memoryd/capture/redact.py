@@ -1,60 +1,63 @@
-"""Secret redaction, applied to every text capture writes: memory, journal, failed payload, log.
+"""Secret redaction, applied to every text memoryd stores: each memory recorded (CLI, HTTP,
+MCP, import: `MemoryService` redacts title, body, tags and triggers) and everything capture
+writes (memory, journal, failed payload, log).
 
-Two layers:
+Each layer finds spans in the original text; overlapping spans are merged and each is replaced
+by `[REDACTED:<kind>]`, so no rule can leave part of a secret that another rule found.
 
-1. **Known formats** (`KINDS`): provider keys by their published prefixes (Anthropic, OpenAI,
-   AWS, GitHub, GitLab, Slack, Google, Stripe, npm, Hugging Face, SendGrid), JWTs, bearer and
-   `Authorization:` values, PEM private-key blocks, the password of a URL
-   (`postgres://user:[REDACTED:password]@host`) or of `curl -u user:pass`, the value of any
-   assignment whose name says it is secret (`password=`, `passwd:`, `DB_SECRET=`,
-   `"api_key": "…"`, `token=`) and of such command-line flags (`--password X`, `--token=X`).
-2. **High entropy**: a token of 20+ characters drawn from the base64 alphabet that mixes upper
-   case, lower case and digits (at least two digits below 32 characters), switches character
-   class often (CamelCase identifiers do not), and whose Shannon entropy reaches what 99.5% of
-   random base62 strings of its length reach (`_ENTROPY_FLOOR`, measured by simulation: 3.56
-   bits per character at 20 characters, 4.15 at 32, 4.84 at 64).
+1. **Provider formats: gitleaks' rule set**, shipped as data (`gitleaks.py` says why gitleaks
+   and not `detect-secrets`): ~220 maintained rules, from AWS, GitHub and Slack to Doppler,
+   Vault and Linear. The kind is the rule's id (`[REDACTED:github-pat]`).
+2. **Structure no provider rule reads**: PEM private-key blocks, even cut off before their END
+   line; the password of a URL (`postgres://user:[REDACTED:password]@host`) or of
+   `curl -u user:pass`, and a URL's user part when it is a long token (a Sentry DSN); bearer and
+   `Authorization:` values; the AWS secret access key after its name, with `=`, `:` or only a
+   space between; the value of any assignment whose name says it is secret (`password=`,
+   `passwd:`, `DB_SECRET=`, `"api_key": "…"`, `token=`) and of such command-line flags
+   (`--password X`, `--token=X`).
+3. **High entropy**: a token of 20+ characters drawn from the base64 alphabet (with `/` and
+   `+`, so `wJalrXUtnFEMI/K7MDENG/…` is one token, not three short ones) that mixes upper case,
+   lower case and digits (at least two digits below 32 characters), switches character class
+   often (CamelCase identifiers and paths do not), and whose Shannon entropy reaches what 99.5%
+   of random base62 strings of its length reach (`_ENTROPY_FLOOR`, measured by simulation: 3.56
+   bits per character at 20 characters, 4.15 at 32, 4.84 at 64). Data URIs and subresource
+   integrity hashes (`;base64,…`, `sha512-…`) are content, not secrets, and are kept.
 
-**Hex is not redacted by entropy**: git SHAs, content hashes and UUIDs fill coding sessions and
-are not secrets, so a token made only of hex digits and dashes is left alone unless a name says
-it is secret (`token=0123abcd…`). A hex-only secret quoted bare in prose is therefore kept — the
+A value found once is hidden wherever else it appears bare. **Hex is not redacted by
+entropy**: git SHAs, content hashes and UUIDs fill coding sessions and are not secrets, so a
+token made only of hex digits and dashes is left alone unless a rule or a name says it is
+secret (`token=0123abcd…`). A hex-only secret quoted bare in prose is therefore kept — the
 price of keeping SHAs, which a memory of a coding session needs.
 
-Everything matched is replaced by `[REDACTED:<kind>]`.
+`redact` also drops control characters (NUL, other C0 controls but tab, newline and carriage
+return, DEL, C1) and terminal escape sequences: they have no place in a stored text, and a NUL
+or an escape sequence in a memory file breaks the tools that read it.
+
+Measured on `tests/data/secrets/`: every one of its secret formats fully hidden, and at most one
+false positive per 1,000 lines of ordinary code and prose.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import re
-from collections import Counter
-from collections.abc import Callable
 from typing import Any
+
+from memoryd.capture import gitleaks
 
 MARK = "[REDACTED:{}]"
 
 KINDS = (
     "private_key",
     "password",
-    "jwt",
-    "anthropic_key",
-    "openai_key",
-    "stripe_key",
-    "aws_access_key",
+    "url_credential",
     "aws_secret_key",
-    "github_token",
-    "gitlab_token",
-    "slack_token",
-    "slack_webhook",
-    "google_api_key",
-    "npm_token",
-    "huggingface_token",
-    "sendgrid_key",
     "bearer_token",
     "auth_header",
     "secret",
     "high_entropy",
 )
+"""The kinds of this module's own rules; gitleaks' rule ids are kinds too."""
 
 _SECRET_NAME = (
     r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
@@ -78,56 +81,37 @@ _FORMATS: list[tuple[str, re.Pattern[str], int]] = [
         1,
     ),
     (
+        "url_credential",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://([A-Za-z0-9_~-]{16,})@"),
+        1,
+    ),
+    (
         "password",
         re.compile(r"(?<![\w-])(?:-u|--user)(?:=|[ \t]*)['\"]?[^\s:'\"@-][^\s:'\"@]*:([^\s'\"]+)"),
         1,
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), 0),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
-    ("openai_key", re.compile(r"\bsk-(?!ant-)[A-Za-z0-9_-]{20,}"), 0),
-    (
-        "stripe_key",
-        re.compile(r"\b(?:[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{20,})"),
-        0,
-    ),
-    (
-        "aws_access_key",
-        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
-        0,
-    ),
     (
         "aws_secret_key",
         re.compile(
-            r"(?i:aws.{0,24}?(?:secret|key).{0,24}?[=:]\s*\\?[\"']?)"
+            r"(?i:aws.{0,24}?(?:secret|key).{0,24}?(?:[=:]|\s)\s*\\?[\"']?)"
             r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         ),
         1,
     ),
-    (
-        "github_token",
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-        0,
-    ),
-    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0),
-    ("slack_token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), 0),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"), 0),
-    ("google_api_key", re.compile(r"\b(?:AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,})"), 0),
-    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
-    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), 0),
-    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"), 0),
     ("bearer_token", re.compile(r"(?i:\bbearer)\s+([A-Za-z0-9._~+/-]{12,}=*)"), 1),
     (
         "auth_header",
         re.compile(
             r"(?i:authorization\\?[\"']?\s*[:=]\s*\\?[\"']?(?:basic|token|bearer)?\s*)"
-            r"([A-Za-z0-9._~+/-]{8,}=*)"
+            r"([A-Za-z0-9._~+/-]{8,}+=*)(?![(\[])"  # not `request.headers.get(…)`
         ),
         1,
     ),
 ]
 
 _ASSIGNMENT = re.compile(
-    r"(?P<key>[A-Za-z0-9_.-]*" + _SECRET_NAME + r"[A-Za-z0-9_.-]*)"
+    # The name starts where a word does and is bounded: a 16 KB token once took 24 s here.
+    r"(?P<key>(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}?" + _SECRET_NAME + r"[A-Za-z0-9_.-]{0,64})"
     r"\\?[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
     r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|\\?'(?P<sq>[^'\\\n]{1,256})\\?'"
     r"|(?P<bare>[^\s\"'`,;)}\]\\]{1,256}))",
@@ -146,25 +130,28 @@ _FLAG = re.compile(
 _NOT_A_VALUE = re.compile(
     r"(?ix)^(?:str|string|bytes|int|bool|none|null|nil|true|false|undefined|optional.*"
     r"|secretstr|\$.*|<.*|%.*|\{.*|\[redacted.*|\*+|x+|\.\.\.|…"
+    r"|await|new|function|lambda|yield|async|typeof|require|import|return"  # code, not a value
+    r"|change[-_]?me|changeit|placeholder|example|dummy|your[-_].*"  # placeholders
     r"|(?:self|cls|os|env|config|settings|args|opts|options|process|ctx|request|this)[.\[].*"
-    r"|.*\(.*)$"
+    r"|.*\(.*|[A-Za-z_][\w.]*\[.*)$"  # a call, a subscript or a generic type
 )
 _COUNT_NAME = re.compile(r"(?i)tokens\b|tokens_|token_?(?:count|usage|limit|budget|ids?)\b")
 
 _SECRET_KEY = re.compile(r"[A-Za-z0-9_.-]*" + _SECRET_NAME + r"[A-Za-z0-9_.-]*", re.IGNORECASE)
-_TOKEN = re.compile(r"(?<![A-Za-z0-9+=_-])[A-Za-z0-9+=_-]{20,}(?![A-Za-z0-9+=_-])")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
+# What precedes content that only looks random: a data URI's payload, an SRI hash.
+_CONTENT_PREFIX = re.compile(
+    r"(?:;base64,|\bh1:|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+) )$"
+)  # a data URI's payload, a Go module hash, an SSH public key
+_CONTENT_TOKEN = re.compile(r"sha(?:1|256|384|512)-", re.IGNORECASE)  # an SRI hash
+_DIGIT_RUN = re.compile(r"[0-9]+")
 _HEX_ONLY = re.compile(r"[0-9a-fA-F-]+=*")
-_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_.]*")
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_.-]*")
 _IDENTIFIER_PARTS = re.compile(r"[_.\-\s]+|(?<=[a-z0-9])(?=[A-Z])")
 _NAMED_PART = re.compile(r"_" + _SECRET_NAME + r"_", re.IGNORECASE)
 
 
-def shannon_entropy(text: str) -> float:
-    """Bits per character of `text` (0 for an empty string)."""
-    if not text:
-        return 0.0
-    n = len(text)
-    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+shannon_entropy = gitleaks.shannon_entropy
 
 
 def _class(ch: str) -> int:
@@ -187,8 +174,8 @@ def looks_random(token: str) -> bool:
         return False
     if not any(ch.islower() for ch in token):
         return False
-    if digits < 2 and n < 32:
-        return False
+    if n < 32 and len(_DIGIT_RUN.findall(token)) < 2:
+        return False  # `sizeEndCentDir64Locator`: one number in a name
     switches = sum(_class(a) != _class(b) for a, b in itertools.pairwise(token))
     if switches / (n - 1) < 0.4:
         return False
@@ -226,64 +213,123 @@ def _secret_value(key: str, value: str) -> bool:
     lowered_key = key.lower()
     if value.isdigit() and not re.search(r"pass|pwd|secret|pin", lowered_key):
         return False
-    # `password=user_password`, `token=accessToken`: a variable, not its value. Only a plain
-    # identifier (letters, `_` and `.`) whose words include the name counts: `hdcjvspwdgrk`
-    # and `Pa55-OMMB27rnxPWD` hold "pwd" by chance, and a leaked secret costs more than a
-    # hidden variable name.
+    # `password=user_password`, `token=accessToken`, `credentials = in_memory`: a variable,
+    # not its value. Only a plain identifier (letters, `_`, `.`, `-`) counts, and only when its
+    # words include the name or it is made of several real words: `hdcjvspwdgrk` and
+    # `Pa55-OMMB27rnxPWD` hold "pwd" by chance, and a leaked secret costs more than a hidden
+    # variable name.
     if not _PLAIN_IDENTIFIER.fullmatch(value):
         return True
-    words = "_" + "_".join(w.lower() for w in _IDENTIFIER_PARTS.split(value)) + "_"
+    parts = [w.lower() for w in _IDENTIFIER_PARTS.split(value) if w]
+    words = "_" + "_".join(parts) + "_"
+    several_words = len(parts) >= 2 and min(map(len, parts)) >= 2
+    if several_words and sum(map(len, parts)) / len(parts) >= 3:
+        return looks_random(value)
     return not _NAMED_PART.search(words) or looks_random(value)
 
 
-class _Redactor:
-    """One pass over a text; remembers what it hid so other bare copies are hidden too."""
+_CONTROL = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
 
-    __slots__ = ("found",)
 
-    def __init__(self) -> None:
-        self.found: dict[str, str] = {}
+def drop_controls(text: str) -> str:
+    """`text` without control characters but tab, newline and carriage return, and without
+    terminal escape sequences (an escape sequence goes whole, not only its ESC)."""
+    return _CONTROL.sub("", text)
 
-    def _hide(self, match: re.Match[str], group: int | str, kind: str) -> str:
-        start, end = match.span(group)
-        base = match.start()
-        text = match.group(0)
-        self.found.setdefault(text[start - base : end - base], kind)
-        return text[: start - base] + MARK.format(kind) + text[end - base :]
 
-    def group(self, kind: str, group: int) -> Callable[[re.Match[str]], str]:
-        return lambda match: self._hide(match, group, kind)
+class _Found:
+    """The spans of one text to hide, and the values they hold (hidden wherever they recur)."""
 
-    def assignment(self, match: re.Match[str]) -> str:
+    __slots__ = ("spans", "text", "values")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spans: list[tuple[int, int, str]] = []
+        self.values: dict[str, str] = {}
+
+    def add(self, start: int, end: int, kind: str) -> None:
+        if end > start:
+            self.spans.append((start, end, kind))
+            self.values.setdefault(self.text[start:end], kind)
+
+    def group(self, match: re.Match[str], group: int | str, kind: str) -> None:
+        self.add(*match.span(group), kind)
+
+    def assignment(self, match: re.Match[str]) -> None:
         name = "dq" if match.group("dq") is not None else "sq" if match.group("sq") else "bare"
         value = match.group(name)
-        if value is None or not _secret_value(match.group("key"), value):
-            return match.group(0)
-        return self._hide(match, name, "secret")
+        if value is not None and _secret_value(match.group("key"), value):
+            self.group(match, name, "secret")
 
-    def random(self, match: re.Match[str]) -> str:
-        return self._hide(match, 0, "high_entropy") if looks_random(match.group(0)) else match[0]
+    def random(self, match: re.Match[str]) -> None:
+        token = match.group()
+        start = match.start() + len(token) - len(token.lstrip("/+"))
+        token = token.strip("/+")  # `//` before a host, `/` after a path: not the token's
+        if (
+            looks_random(token)
+            and not _CONTENT_TOKEN.match(token)
+            and not _CONTENT_PREFIX.search(self.text, max(0, match.start() - 24), match.start())
+        ):
+            self.add(start, start + len(token), "high_entropy")
 
-    def bare_copies(self, text: str) -> str:
-        """A secret seen once with its label (`password=…`) is hidden where it appears bare."""
-        for value in sorted(self.found, key=len, reverse=True):
-            if len(value) >= 8 and value in text:
-                text = text.replace(value, MARK.format(self.found[value]))
-        return text
+    def hidden(self) -> str:
+        """The text with every span, and every bare copy of a found value, replaced."""
+        text = self.text
+        for value, kind in self.values.items():
+            if len(value) < 8:
+                continue
+            at = text.find(value)
+            while at != -1:
+                self.spans.append((at, at + len(value), kind))
+                at = text.find(value, at + len(value))
+        self.spans.sort(key=lambda span: (span[0], -span[1]))
+        out: list[str] = []
+        kind, end = "", 0  # the span being built (none yet while kind is "")
+        for at, stop, found in self.spans:
+            if kind and at < end:  # overlaps the span being built: widen it
+                end = max(end, stop)
+                kind = min(kind, found, key=_vagueness)  # named by the most telling kind
+                continue
+            if kind:
+                out.append(MARK.format(kind))
+            out.append(text[end:at])
+            kind, end = found, stop
+        out.append(MARK.format(kind) + text[end:])
+        return "".join(out)
+
+
+def _vagueness(kind: str) -> int:
+    """Provider formats tell most, then this module's structures, then names, then entropy."""
+    if kind == "high_entropy":
+        return 3
+    if kind == "secret" or kind.startswith("generic"):
+        return 2
+    return 1 if kind in KINDS else 0
 
 
 def redact(text: str, *, high_entropy: bool = True) -> str:
-    """`text` with every secret replaced by `[REDACTED:<kind>]`."""
+    """`text` with every secret replaced by `[REDACTED:<kind>]`, and without control
+    characters (`drop_controls`)."""
     if not text:
         return text
-    run = _Redactor()
+    text = drop_controls(text)
+    found = _Found(text)
     for kind, pattern, group in _FORMATS:
-        text = pattern.sub(run.group(kind, group), text)
-    text = _ASSIGNMENT.sub(run.assignment, text)
-    text = _FLAG.sub(run.assignment, text)
+        for match in pattern.finditer(text):
+            found.group(match, group, kind)
+    for start, end, rule_id in gitleaks.rules().find(text):
+        found.add(start, end, rule_id)
+    for match in _ASSIGNMENT.finditer(text):
+        found.assignment(match)
+    for match in _FLAG.finditer(text):
+        found.assignment(match)
     if high_entropy:
-        text = _TOKEN.sub(run.random, text)
-    return run.bare_copies(text) if run.found else text
+        for match in _TOKEN.finditer(text):
+            found.random(match)
+    return found.hidden() if found.spans else text
 
 
 def redact_json(value: Any, *, high_entropy: bool = True, key: str = "") -> Any:
@@ -332,21 +378,25 @@ def _window(text: str, keep: int, *, from_end: bool, high_entropy: bool) -> str:
     return _unsplit_marker(kept, from_end=from_end)
 
 
+def _markers() -> list[str]:
+    kinds = (*KINDS, *(rule.id for rule in gitleaks.rules().rules))
+    return [MARK.format(kind) for kind in kinds]
+
+
 def _unsplit_marker(kept: str, *, from_end: bool) -> str:
     """Drop a `[REDACTED:…]` marker that the cut left half-written."""
-    markers = [MARK.format(kind) for kind in KINDS]
     if from_end:
         cut = _MARKER_TAIL.match(kept)
-        if cut and any(m.endswith(cut.group()) for m in markers):
+        if cut and any(m.endswith(cut.group()) for m in _markers()):
             return kept[cut.end() :]
         return kept
     opening = kept.rfind("[")
-    if opening != -1 and any(m.startswith(kept[opening:]) for m in markers):
+    if opening != -1 and any(m.startswith(kept[opening:]) for m in _markers()):
         return kept[:opening]
     return kept
 
 
-_MARKER_TAIL = re.compile(r"[A-Z]{0,8}:?[a-z_]*\]")
+_MARKER_TAIL = re.compile(r"[A-Z]{0,8}:?[a-z0-9_-]*\]")
 
 
 def safe_cut(text: str, limit: int, *, high_entropy: bool = True) -> str:
