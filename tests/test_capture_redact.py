@@ -143,6 +143,7 @@ def test_every_format_is_redacted_with_its_kind() -> None:
         "anthropic-api-key",  # gitleaks' rule ids
         "github-pat",
         "private-key",
+        "curl-auth-header",
         "aws-access-token",
         "github-fine-grained-pat",
         "gitlab-pat",
@@ -153,7 +154,6 @@ def test_every_format_is_redacted_with_its_kind() -> None:
         "sendgrid-api-token",
         "generic-api-key",
         "aws_secret_key",  # this module's own
-        "bearer_token",
         "secret",
         "password",
         "high_entropy",
