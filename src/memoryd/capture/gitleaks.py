@@ -31,7 +31,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -134,16 +133,18 @@ def shannon_entropy(text: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
 
 
-@dataclass(slots=True)
 class Allowlist:
     """What makes a finding not a secret (gitleaks `[[rules.allowlists]]`), compiled on use."""
 
-    sources: tuple[str, ...] = ()
-    target: str = "secret"  # or "match", "line"
-    stopwords: tuple[str, ...] = ()
-    all_of: bool = False  # condition = "AND"
-    usable: bool = True  # False when it needs a path or commit to match
-    _regexes: tuple[re.Pattern[str], ...] | None = field(default=None, repr=False)
+    __slots__ = ("_regexes", "all_of", "sources", "stopwords", "target", "usable")
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.sources: tuple[str, ...] = tuple(raw.get("regexes", ()))
+        self.target: str = raw.get("target", "secret")  # or "match", "line"
+        self.stopwords: tuple[str, ...] = tuple(raw.get("stopwords", ()))
+        self.all_of: bool = raw.get("all_of", False)  # condition = "AND"
+        self.usable: bool = raw.get("usable", True)  # False: it needs a path or a commit
+        self._regexes: tuple[re.Pattern[str], ...] | None = None
 
     def allows(self, secret: str, match: str, line: str) -> bool:
         if not self.usable:
@@ -162,17 +163,19 @@ class Allowlist:
         return all(checks) if self.all_of else any(checks)
 
 
-@dataclass(slots=True)
 class Rule:
     """One gitleaks rule, compiled on first use."""
 
-    id: str
-    source: str
-    keywords: tuple[str, ...]
-    entropy: float
-    secret_group: int
-    allowlists: tuple[Allowlist, ...]
-    _pattern: re.Pattern[str] | None = field(default=None, repr=False)
+    __slots__ = ("_pattern", "allowlists", "entropy", "id", "keywords", "secret_group", "source")
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.id: str = raw["id"]
+        self.source: str = raw["regex"]
+        self.keywords: tuple[str, ...] = tuple(raw["keywords"])
+        self.entropy: float = raw.get("entropy", 0.0)
+        self.secret_group: int = raw.get("secret_group", 0)
+        self.allowlists = tuple(Allowlist(a) for a in raw.get("allowlists", ()))
+        self._pattern: re.Pattern[str] | None = None
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -181,9 +184,9 @@ class Rule:
         return self._pattern
 
     def secret_span(self, match: re.Match[str]) -> tuple[int, int]:
-        if self.secret_group and match.lastindex and self.secret_group <= match.lastindex:
+        if self.secret_group and self.secret_group <= match.re.groups:
             return match.span(self.secret_group)
-        for index in range(1, (match.re.groups or 0) + 1):
+        for index in range(1, match.re.groups + 1):
             start, end = match.span(index)
             if end > start:
                 return start, end
@@ -197,23 +200,18 @@ class Rule:
         return not self.id.startswith("generic") or any(ch.isdigit() for ch in secret)
 
 
-def _allowlist(raw: dict[str, Any]) -> Allowlist:
-    return Allowlist(
-        sources=tuple(raw.get("regexes", ())),
-        target=raw.get("target", "secret"),
-        stopwords=tuple(raw.get("stopwords", ())),
-        all_of=raw.get("all_of", False),
-        usable=raw.get("usable", True),
-    )
-
-
-@dataclass(slots=True)
 class RuleSet:
     """The rules, the global allowlist, and which rules each keyword wakes."""
 
-    rules: list[Rule]
-    allowlist: Allowlist
-    by_keyword: dict[str, list[Rule]]
+    __slots__ = ("allowlist", "by_keyword", "rules")
+
+    def __init__(self, rules: list[Rule], allowlist: Allowlist) -> None:
+        self.rules = rules
+        self.allowlist = allowlist
+        self.by_keyword: dict[str, list[Rule]] = {}
+        for rule in rules:
+            for keyword in rule.keywords or ("",):
+                self.by_keyword.setdefault(keyword, []).append(rule)
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         """(start, end, rule id) of each secret in `text`."""
@@ -330,22 +328,7 @@ def load_toml(path: Path = TOML_FILE) -> dict[str, Any]:
 def load(path: Path = RULES_FILE) -> RuleSet:
     """The rule set in a JSON file written by `scripts/build_secret_rules.py`."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    rules = [
-        Rule(
-            id=raw["id"],
-            source=raw["regex"],
-            keywords=tuple(raw["keywords"]),
-            entropy=raw.get("entropy", 0.0),
-            secret_group=raw.get("secret_group", 0),
-            allowlists=tuple(_allowlist(a) for a in raw.get("allowlists", ())),
-        )
-        for raw in data["rules"]
-    ]
-    by_keyword: dict[str, list[Rule]] = {}
-    for rule in rules:
-        for keyword in rule.keywords or ("",):
-            by_keyword.setdefault(keyword, []).append(rule)
-    return RuleSet(rules, _allowlist(data["allowlist"]), by_keyword)
+    return RuleSet([Rule(raw) for raw in data["rules"]], Allowlist(data["allowlist"]))
 
 
 _RULES: RuleSet | None = None
