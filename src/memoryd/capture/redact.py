@@ -17,11 +17,12 @@ by `[REDACTED:<kind>]`, so no rule can leave part of a secret that another rule 
    (`--password X`, `--token=X`).
 3. **High entropy**: a token of 20+ characters drawn from the base64 alphabet (with `/` and
    `+`, so `wJalrXUtnFEMI/K7MDENG/…` is one token, not three short ones) that mixes upper case,
-   lower case and digits (at least two digits below 32 characters), switches character class
-   often (CamelCase identifiers and paths do not), and whose Shannon entropy reaches what 99.5%
-   of random base62 strings of its length reach (`_ENTROPY_FLOOR`, measured by simulation: 3.56
-   bits per character at 20 characters, 4.15 at 32, 4.84 at 64). Data URIs and subresource
-   integrity hashes (`;base64,…`, `sha512-…`) are content, not secrets, and are kept.
+   lower case and digits (below 32 characters, digits in two places at least: one number in a
+   name is not enough), switches character class often (CamelCase identifiers and paths do
+   not), and whose Shannon entropy reaches what 99.5% of random base62 strings of its length
+   reach (`_ENTROPY_FLOOR`, measured by simulation: 3.56 bits per character at 20 characters,
+   4.15 at 32, 4.84 at 64). Content that only looks random is kept: data URIs (`;base64,…`),
+   subresource integrity and Go module hashes (`sha512-…`, `h1:…`), SSH public keys.
 
 A value found once is hidden wherever else it appears bare. **Hex is not redacted by
 entropy**: git SHAs, content hashes and UUIDs fill coding sessions and are not secrets, so a
@@ -139,10 +140,11 @@ _COUNT_NAME = re.compile(r"(?i)tokens\b|tokens_|token_?(?:count|usage|limit|budg
 
 _SECRET_KEY = re.compile(r"[A-Za-z0-9_.-]*" + _SECRET_NAME + r"[A-Za-z0-9_.-]*", re.IGNORECASE)
 _TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
-# What precedes content that only looks random: a data URI's payload, an SRI hash.
+# What precedes content that only looks random: a data URI's payload, a Go module hash, an
+# SSH public key.
 _CONTENT_PREFIX = re.compile(
     r"(?:;base64,|\bh1:|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+) )$"
-)  # a data URI's payload, a Go module hash, an SSH public key
+)
 _CONTENT_TOKEN = re.compile(r"sha(?:1|256|384|512)-", re.IGNORECASE)  # an SRI hash
 _DIGIT_RUN = re.compile(r"[0-9]+")
 _HEX_ONLY = re.compile(r"[0-9a-fA-F-]+=*")
