@@ -36,6 +36,7 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.private import private_umask
 from memoryd.service import MemoryService
 from memoryd.vault import render
 
@@ -172,6 +173,7 @@ def main_callback(
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
 ) -> None:
+    private_umask()  # every file the command creates in the data dir is 0600 (memoryd.private)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -394,19 +396,29 @@ def scope_show(
 
 
 @app.command()
-def doctor(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+def doctor(
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    fix: Annotated[
+        bool,
+        typer.Option("--fix", help="Repair what needs no decision: make the data dir private."),
+    ] = False,
+) -> None:
     """Check the install, the data dir, the graph, the search index and the schema versions."""
     from memoryd.daemon.client import connect
-    from memoryd.doctor import run_checks
+    from memoryd.doctor import permissions_check, run_checks
 
     try:
         settings = load_settings(home)
         remote = connect(settings.home, timeout_s=settings.daemon.request_timeout_s)
         if remote is None:
-            checks = run_checks(settings)
+            checks = run_checks(settings, fix=fix)
         else:
             with remote:  # the daemon owns the graph: it runs the checks on its stores
                 checks = remote.doctor()
+            if fix:  # file modes are this user's to change, daemon or not
+                local = permissions_check(settings.home, fix=True)
+                checks = [local if c.name == local.name else c for c in checks]
     except MemorydError as exc:
         raise fail(exc) from exc
     if as_json:
