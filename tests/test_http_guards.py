@@ -1,21 +1,25 @@
 """The daemon's HTTP guards on a real uvicorn (a daemon process on 127.0.0.1): request bodies
 are limited while they stream in, whatever their framing, and the bearer scheme is matched the
-way RFC 9110 says (case-insensitively)."""
+way RFC 9110 says (case-insensitively); `memoryd token --json` gives the token."""
 
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from memoryd.api.security import MAX_BODY_BYTES
+from memoryd.cli.main import app
 from tests.daemon_harness import Daemon, free_port, running, tcp_client
 
 MIB = 1024 * 1024
 UPLOAD_BYTES = 160 * MIB  # ten times the limit
+cli = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +125,27 @@ def test_other_authorization_values_are_refused(daemon: Daemon, value: str) -> N
         )
     assert response.status_code == 401, value
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_token_json_gives_the_token_the_daemon_accepts(daemon: Daemon) -> None:
+    """`memoryd token --json`: one JSON object, like every `--json`; the plain form is the
+    bare token, and both are the one the running daemon checks."""
+    home = ["--home", str(daemon.home)]
+    result = cli.invoke(app, ["token", "--json", *home])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data == {"token": daemon.token(), "path": str(daemon.home / "token")}
+    assert stat.S_IMODE(Path(data["path"]).stat().st_mode) == 0o600
+    plain = cli.invoke(app, ["token", *home])
+    assert plain.stdout == data["token"] + "\n"
+    with tcp_client(daemon.port or 0, data["token"]) as http:
+        assert http.get("/v1/health").status_code == 200
+
+
+def test_token_json_creates_the_token_in_a_new_home(tmp_path: Path) -> None:
+    home = tmp_path / "new-home"
+    result = cli.invoke(app, ["token", "--json", "--home", str(home)])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert len(data["token"]) >= 32
+    assert (home / "token").read_text().strip() == data["token"]

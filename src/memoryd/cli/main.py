@@ -529,7 +529,7 @@ def stop(home: HomeOpt = None) -> None:
 
 
 @app.command()
-def token(home: HomeOpt = None) -> None:
+def token(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Print the bearer token TCP clients send (created, mode 0600, if there is none yet)."""
     from memoryd.daemon.files import DaemonFiles
     from memoryd.wiring import ensure_home
@@ -537,10 +537,14 @@ def token(home: HomeOpt = None) -> None:
     try:
         settings = load_settings(home)
         ensure_home(settings.home)
-        value = DaemonFiles(settings.home).ensure_token()
+        files = DaemonFiles(settings.home)
+        value = files.ensure_token()
     except MemorydError as exc:
         raise fail(exc) from exc
-    typer.echo(value)
+    if as_json:
+        emit_json({"token": value, "path": files.token})
+    else:
+        typer.echo(value)
 
 
 @app.command()
