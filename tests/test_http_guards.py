@@ -1,13 +1,16 @@
 """The daemon's HTTP guards on a real uvicorn (a daemon process on 127.0.0.1): request bodies
 are limited while they stream in, whatever their framing, and the bearer scheme is matched the
-way RFC 9110 says (case-insensitively); `memoryd token --json` gives the token."""
+way RFC 9110 says (case-insensitively); `/docs` comes from the package; `memoryd token --json`
+gives the token."""
 
 from __future__ import annotations
 
 import json
 import stat
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -149,3 +152,41 @@ def test_token_json_creates_the_token_in_a_new_home(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert len(data["token"]) >= 32
     assert (home / "token").read_text().strip() == data["token"]
+
+
+class Links(HTMLParser):
+    """Every src and href in a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
+
+
+def test_docs_are_served_from_the_package(daemon: Daemon) -> None:
+    """/docs needs no token (a browser cannot send one when it navigates) and holds no data;
+    its scripts and styles come from this daemon, not a CDN; the OpenAPI document still needs
+    the token."""
+    base = f"http://127.0.0.1:{daemon.port}"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        page = http.get("/docs")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assert "script-src 'self';" in page.headers["content-security-policy"]
+        links = Links()
+        links.feed(page.text)
+        assert "/static/vendor/swagger-ui-bundle.js" in links.urls
+        assert "/static/vendor/swagger-ui.css" in links.urls
+        assert "/static/docs.js" in links.urls
+        for url in links.urls:
+            assert not urlsplit(url).netloc, f"{url} is on another host"
+            assert url.startswith("/"), url
+            assert http.get(url).status_code == 200, url  # the assets need no token either
+        assert "<script>" not in page.text  # no inline script: the CSP allows none
+        for private in ("/openapi.json", "/redoc"):
+            assert http.get(private).status_code == 401, private
+        good = {"Authorization": f"Bearer {daemon.token()}"}
+        assert "/v1/health" in http.get("/openapi.json", headers=good).json()["paths"]
+        assert http.get("/redoc", headers=good).status_code == 404  # FastAPI's CDN page is off

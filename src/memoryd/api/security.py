@@ -5,10 +5,10 @@ host name (DNS rebinding), so every request must name localhost in its Host head
 socket is guarded by its file mode (0600), so it needs no token; TCP is reachable by every
 local user, so it does.
 
-The graph page's files (`/` and the files under `static/`) are the one exception to the token:
-a browser cannot add a header to a page it navigates to, and those files hold no data. The
-page reads the token from its URL fragment and sends it with every API call. The Host check
-still applies to them.
+The pages' files (`/`, `/docs` and the files under `static/`) are the one exception to the
+token: a browser cannot add a header to a page it navigates to, and those files hold no data.
+A page reads the token from its URL fragment (or the tab's sessionStorage) and sends it with
+every API call, `/openapi.json` included. The Host check still applies to them.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ def host_allowed(host: str | None) -> bool:
 
 
 def page_paths(static_dir: Path = STATIC_DIR) -> frozenset[str]:
-    """The exact URL paths of the graph page: `/` and each file under `static_dir`.
+    """The exact URL paths of the pages: `/`, `/docs` and each file under `static_dir`.
 
     Listed file by file, not by prefix, so nothing added to the app later under `/static`
     or next to it slips past the token by accident.
     """
     files = (p for p in static_dir.rglob("*") if p.is_file()) if static_dir.is_dir() else ()
-    return frozenset({"/", *(f"/static/{p.relative_to(static_dir).as_posix()}" for p in files)})
+    static = (f"/static/{p.relative_to(static_dir).as_posix()}" for p in files)
+    return frozenset({"/", "/docs", *static})
 
 
 class LocalOnly:

@@ -553,9 +553,12 @@ def ui(
     print_only: Annotated[
         bool, typer.Option("--print-only", help="Print the URL; do not open a browser.")
     ] = False,
+    docs: Annotated[
+        bool, typer.Option("--docs", help="Open the API docs (Swagger UI) instead.")
+    ] = False,
 ) -> None:
-    """Open the graph page of the running daemon; the URL carries the token in its fragment
-    (`#token=…`), which the browser keeps to itself."""
+    """Open the graph page of the running daemon (or its API docs); the URL carries the token
+    in its fragment (`#token=…`), which the browser keeps to itself."""
     import webbrowser
     from urllib.parse import quote
 
@@ -584,7 +587,8 @@ def ui(
             )
     except MemorydError as exc:
         raise fail(exc) from exc
-    url = f"http://127.0.0.1:{health['tcp_port']}/#token={quote(token, safe='')}"
+    page = "/docs" if docs else "/"
+    url = f"http://127.0.0.1:{health['tcp_port']}{page}#token={quote(token, safe='')}"
     typer.echo(url)
     if not print_only and not webbrowser.open(url):
         err.print("no browser could be started here: open the URL above yourself", markup=False)
