@@ -78,7 +78,9 @@ def permissions_check(home: Path, *, fix: bool = False) -> DoctorCheck:
             name="permissions",
             ok=False,
             detail=f"{_paths(len(loose))} other users may read or enter: {shown}{more}",
-            fix="run `memoryd doctor --fix` (files become 0600, directories 0700)",
+            fix="run `memoryd doctor --fix` (files become 0600, directories 0700)"
+            if not fix
+            else "this user may not change them: `chmod go-rwx` them as their owner",
         )
     detail = "every file is 0600 and every directory 0700 (or stricter)"
     if fixed:

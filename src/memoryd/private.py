@@ -95,12 +95,13 @@ def loose_entries(home: Path) -> list[tuple[Path, int]]:
 
 
 def tighten(home: Path) -> list[Path]:
-    """Remove group and other bits from `home` and everything under it; the paths changed."""
+    """Remove group and other bits from `home` and everything under it; the paths changed.
+    A path this user may not change (another owner's) is left for `loose_entries` to report."""
     changed = []
     for path, mode in loose_entries(home):
         try:
             os.chmod(path, mode & ~_SHARED_BITS)  # `walk` skipped symlinks
-        except FileNotFoundError:
+        except (FileNotFoundError, PermissionError):
             continue
         changed.append(path)
     return changed

@@ -169,15 +169,15 @@ async def limit_body(
             raise
     if over and not started:
         logger.warning("refused a request body over %d bytes (%s)", limit, scope.get("path"))
-        await _too_large(send, f"the request body passed {limit} bytes")
+        await _too_large(send, f"the request body passed {limit} bytes", limit)
 
 
-async def _too_large(send: Send, what: str) -> None:
+async def _too_large(send: Send, what: str, limit: int = MAX_BODY_BYTES) -> None:
     await _refuse(
         send,
         413,
         "invalid_input",
-        f"{what}; the limit is {MAX_BODY_BYTES} bytes",
+        f"{what}; the limit is {limit} bytes",
         "a memory body is at most 1,000,000 characters; split larger texts",
         extra=[(b"connection", b"close")],  # do not read the rest of it
     )
