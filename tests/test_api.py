@@ -446,12 +446,14 @@ def test_graph_page_needs_no_token_but_a_local_host(
             assert http.head("/").status_code == 200
             for path in ("/static/app.js", "/static/app.css", "/static/vendor/cytoscape.min.js"):
                 assert http.get(path).status_code == 200, path
-            # only the page's own files are exempt: data, docs, anything else still need it
+            # only the pages' own files are exempt: data, the OpenAPI document, anything else
+            # still need it
             for path in (
                 "/v1/health",
                 "/v1/entities",
                 "/openapi.json",
-                "/docs",
+                "/redoc",
+                "/docs/oauth2-redirect",
                 "/index.html",
                 "/static/",
                 "/static/vendor/",
@@ -474,5 +476,5 @@ def test_graph_page_needs_no_token_but_a_local_host(
     paths = page_paths()
     assert {"/", "/static/index.html", "/static/app.js", "/static/app.css"} <= paths
     assert "/static/vendor/cytoscape.min.js" in paths
-    assert all(p == "/" or p.startswith("/static/") for p in paths)
-    assert page_paths(Path("/nonexistent")) == frozenset({"/"})
+    assert all(p in ("/", "/docs") or p.startswith("/static/") for p in paths)
+    assert page_paths(Path("/nonexistent")) == frozenset({"/", "/docs"})

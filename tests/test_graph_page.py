@@ -366,3 +366,100 @@ def test_ui_needs_a_daemon_on_tcp(home: Path, monkeypatch: pytest.MonkeyPatch) -
     assert socket_only.exit_code == 8
     assert "--no-tcp" in socket_only.stderr
     assert socket_only.stdout == ""
+
+
+# -- the API docs (/docs): Swagger UI from the package, the token as on the graph page --------
+def operations(driver: webdriver.Chrome) -> list[str]:
+    """The `METHOD path` of each operation Swagger UI listed, once it has drawn them."""
+
+    def listed() -> list[str] | None:
+        blocks = driver.find_elements(By.CSS_SELECTOR, ".opblock .opblock-summary")
+        found = [
+            " ".join(
+                b.find_element(By.CSS_SELECTOR, sel).text
+                for sel in (".opblock-summary-method", ".opblock-summary-path")
+            )
+            for b in blocks
+        ]
+        return found or None
+
+    return wait_for("Swagger UI's operations list", listed)
+
+
+@needs_browser
+def test_docs_render_the_operations_with_the_token(
+    served: Served, browser: webdriver.Chrome
+) -> None:
+    token = served.daemon.token()
+    spec = httpx.get(
+        f"{served.url}/openapi.json", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    ).json()
+    expected = {
+        f"{method.upper()} {path}" for path, item in spec["paths"].items() for method in item
+    }
+    browser.get_log("browser")  # drop what earlier tests logged
+    open_page(browser, f"{served.url}/docs#token={token}")
+    shown = operations(browser)
+    assert {" ".join(op.split()) for op in shown} == expected
+    assert "GET /v1/health" in shown
+    # the token moved into this tab's sessionStorage and out of the address bar
+    assert "token" not in browser.current_url
+    assert browser.execute_script("return sessionStorage.getItem('memoryd.token')") == token
+    assert not browser.find_element(By.ID, "docs-notice").is_displayed()
+
+    # "Try it out" sends the token too: GET /v1/health answers 200 in the page
+    get_health = spec["paths"]["/v1/health"]["get"]
+    health = browser.find_element(
+        By.ID, f"operations-{get_health['tags'][0]}-{get_health['operationId']}"
+    )
+    health.find_element(By.CSS_SELECTOR, ".opblock-summary").click()
+    wait_for("Try it out", lambda: health.find_elements(By.CSS_SELECTOR, ".try-out__btn"))
+    health.find_element(By.CSS_SELECTOR, ".try-out__btn").click()
+    health.find_element(By.CSS_SELECTOR, ".execute").click()
+    status = wait_for(
+        "the live response",
+        lambda: next(
+            iter(
+                health.find_elements(
+                    By.CSS_SELECTOR, ".live-responses-table tbody .response-col_status"
+                )
+            ),
+            None,
+        ),
+    )
+    assert status.text.strip() == "200"
+
+    # everything came from the daemon: no request to another host, no CSP violation, no error
+    hosts = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => new URL(e.name).host)"
+    )
+    assert set(hosts) == {f"127.0.0.1:{served.daemon.port}"}
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+
+
+@needs_browser
+def test_the_graph_page_links_to_the_docs(served: Served, browser: webdriver.Chrome) -> None:
+    """The page `memoryd ui` opens reaches the docs; the tab's token goes along."""
+    open_page(browser, f"{served.url}/#token={served.daemon.token()}")
+    browser.find_element(By.ID, "api-docs").click()
+    wait_for("the docs page", lambda: browser.current_url == f"{served.url}/docs")
+    assert "GET /v1/health" in operations(browser)
+
+    browser.execute_script("sessionStorage.clear()")  # a tab that never had the token
+    open_page(browser, f"{served.url}/docs")
+    notice = wait_for(
+        "the notice",
+        lambda: (
+            browser.find_element(By.ID, "docs-notice").is_displayed()
+            and browser.find_element(By.ID, "docs-notice")
+        ),
+    )
+    assert "memoryd ui --docs" in notice.text
+
+
+def test_ui_docs_opens_the_docs_page(served: Served) -> None:
+    home = str(served.daemon.home)
+    result = cli.invoke(app, ["ui", "--docs", "--print-only", "--home", home])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{served.url}/docs#token={served.daemon.token()}\n"

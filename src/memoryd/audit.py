@@ -30,6 +30,7 @@ from typing import Any
 
 from memoryd.errors import AuditChainBroken, InvalidInput, ResourceExhausted, StorageError
 from memoryd.models import AuditRecord, AuditVerification, to_utc
+from memoryd.private import make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -316,7 +317,7 @@ class AuditLog:
         self._dir_synced = False
         self._flock_warned = False
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.dir)
         except OSError as exc:
             raise _storage_error(exc, self.dir, "create the audit directory") from exc
 

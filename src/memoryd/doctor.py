@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memoryd import __version__
@@ -61,6 +62,34 @@ def _data_dir_checks(settings: Settings) -> list[DoctorCheck]:
             fix="free disk space: writes fail on a full disk",
         ),
     ]
+
+
+def permissions_check(home: Path, *, fix: bool = False) -> DoctorCheck:
+    """Files 0600 and directories 0700 in the data dir (see `memoryd.private`); with `fix`,
+    loosened modes are tightened first and the check says how many."""
+    from memoryd.private import loose_entries, tighten
+
+    fixed = tighten(home) if fix else []
+    loose = loose_entries(home)
+    if loose:
+        shown = ", ".join(f"{path} ({mode:04o})" for path, mode in loose[:5])
+        more = f" and {len(loose) - 5} more" if len(loose) > 5 else ""
+        return DoctorCheck(
+            name="permissions",
+            ok=False,
+            detail=f"{_paths(len(loose))} other users may read or enter: {shown}{more}",
+            fix="run `memoryd doctor --fix` (files become 0600, directories 0700)"
+            if not fix
+            else "this user may not change them: `chmod go-rwx` them as their owner",
+        )
+    detail = "every file is 0600 and every directory 0700 (or stricter)"
+    if fixed:
+        detail = f"tightened {_paths(len(fixed))}; {detail}"
+    return DoctorCheck(name="permissions", ok=True, detail=detail)
+
+
+def _paths(count: int) -> str:
+    return f"{count} path" if count == 1 else f"{count} paths"
 
 
 def _store_checks(settings: Settings) -> list[DoctorCheck]:
@@ -153,9 +182,14 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
     return checks
 
 
-def run_checks(settings: Settings, service: MemoryService | None = None) -> list[DoctorCheck]:
-    """Every check; with `service` (the daemon's) the stores are checked without reopening."""
+def run_checks(
+    settings: Settings, service: MemoryService | None = None, *, fix: bool = False
+) -> list[DoctorCheck]:
+    """Every check; with `service` (the daemon's) the stores are checked without reopening.
+    `fix` repairs what can be repaired without a decision (file modes)."""
     checks = _install_checks(settings) + _data_dir_checks(settings)
+    if any(c.name == "data dir" and c.ok for c in checks):
+        checks.append(permissions_check(settings.home, fix=fix))
     if all(c.ok for c in checks if c.name in ("packages", "data dir")):
         if service is None:
             checks += _store_checks(settings)

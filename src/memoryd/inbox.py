@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from memoryd.private import make_private_dir
+
 logger = logging.getLogger(__name__)
 
 INBOX_DIR = "inbox"
@@ -35,7 +37,7 @@ REQUEST_VERSION = 1
 
 def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write `data` so readers see the old file or the new one, never a part (temp + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -171,7 +173,7 @@ class Inbox:
 
     def _set_aside(self, path: Path) -> None:
         with contextlib.suppress(OSError):
-            self.failed_dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.failed_dir)
             os.replace(path, self.failed_dir / f"{path.stem}.request-{os.urandom(3).hex()}.bad")
 
     # -- failed captures ------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from memoryd.errors import GraphLocked, StorageError
+from memoryd.private import make_private_dir
 
 LOCK_FILE = "memoryd.lock"
 
@@ -27,7 +28,7 @@ class HomeLock:
 
     def acquire(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.path.parent)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StorageError(

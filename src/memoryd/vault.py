@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from memoryd.errors import BrokenMemoryFile, NotFound, ResourceExhausted, StorageError
 from memoryd.models import Frontmatter, Memory, MemoryType, ScopeInfo
+from memoryd.private import FILE_MODE, make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +117,13 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write `data` to `path` so a reader sees the old file or the new one, never half of one."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)
     except OSError as exc:
         raise storage_error(exc, path.parent, "creating") from exc
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "wb") as handle:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             if sync:

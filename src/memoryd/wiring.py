@@ -21,6 +21,7 @@ from memoryd.graph.store import GraphStore
 from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
 from memoryd.native import limit_malloc_arenas
+from memoryd.private import make_private_dir, tighten_shallow
 from memoryd.search.index import META_FILE as SEARCH_META_FILE
 from memoryd.search.index import SearchIndex
 from memoryd.service import GraphFactory, MemoryService
@@ -35,9 +36,9 @@ GOVERNANCE_DB = "governance.db"
 
 
 def ensure_home(home: Path) -> None:
-    """Create the data dir, or say plainly why it cannot be used."""
+    """Create the data dir (mode 0700), or say plainly why it cannot be used."""
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        make_private_dir(home)
     except OSError as exc:
         raise StorageError(
             f"cannot create the data dir {home}: {exc.strerror}",
@@ -109,6 +110,11 @@ def open_service(
     lock.acquire()
     with ExitStack() as undo:
         undo.callback(lock.release)
+
+        def release() -> None:
+            private_engine_files(home)
+            lock.release()
+
         vault = Vault(home)
         factory = graph_factory(settings)
         graph = factory(home / GRAPH_DIR)
@@ -131,7 +137,7 @@ def open_service(
         governance=governance,
         graph_factory=factory,
         actor=actor,
-        on_close=lock.release,
+        on_close=release,
         enrichment=EnrichmentPolicy(
             max_attempts=settings.enrichment.max_attempts,
             backoff_s=settings.enrichment.backoff_s,
@@ -139,7 +145,16 @@ def open_service(
     )
     if refill:
         service.refill_search_index()
+    private_engine_files(home)
     return service
+
+
+def private_engine_files(home: Path) -> None:
+    """Kuzu and tantivy create their files with the process umask: in library use (no
+    `private_umask`) they may be 0644. Their directories are 0700 from the start, so nobody
+    else can reach them; this makes the files say so too."""
+    tighten_shallow(home / GRAPH_DIR)
+    tighten_shallow(home / SEARCH_DIR)
 
 
 def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> MemoryService:

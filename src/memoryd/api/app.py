@@ -23,7 +23,8 @@ The memoryd daemon's API. On the Unix socket `<home>/memoryd.sock` no token is n
 error has the shape `{"error": {"code", "message", "hint"}}`; lists are paginated with
 `limit`/`offset` and give the `next_offset` to ask for (null on the last page).
 
-`/` is a page to browse the graph (`memoryd ui` opens it with the token in its URL fragment).
+`/` is a page to browse the graph (`memoryd ui` opens it with the token in its URL fragment);
+`/docs` is this description in Swagger UI (`memoryd ui --docs`), served from the package.
 """
 # The page runs only its own scripts and talks only to this origin; nobody may frame it.
 # Inline styles are allowed because cytoscape sets its container's style attribute.
@@ -35,6 +36,9 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
 }
+# Swagger UI draws its icons as data: SVGs and sets style attributes; it runs no inline script
+# (docs.js starts it), and its requests go to this origin only.
+DOCS_HEADERS = PAGE_HEADERS
 
 
 def create_app(
@@ -59,6 +63,10 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # FastAPI's own /docs and /redoc load their scripts from a CDN; install_page serves
+        # Swagger UI from the package instead.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.backend = Backend(service=service, runner=active, tcp_port=tcp_port)
     app.state.settings = settings
@@ -69,11 +77,16 @@ def create_app(
 
 
 def install_page(app: FastAPI) -> None:
-    """The graph page: `/` is index.html, its script, style and vendored libraries are under
-    `/static`. Static files only; every piece of data comes from `/v1` with the token."""
+    """The graph page and the API docs: `/` is index.html, `/docs` is docs.html (Swagger UI);
+    their scripts, styles and vendored libraries are under `/static`. Static files only;
+    every piece of data, the OpenAPI document included, comes with the token."""
 
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
+
+    @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)
+    async def docs() -> FileResponse:
+        return FileResponse(STATIC_DIR / "docs.html", headers=DOCS_HEADERS)
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -5,10 +5,10 @@ host name (DNS rebinding), so every request must name localhost in its Host head
 socket is guarded by its file mode (0600), so it needs no token; TCP is reachable by every
 local user, so it does.
 
-The graph page's files (`/` and the files under `static/`) are the one exception to the token:
-a browser cannot add a header to a page it navigates to, and those files hold no data. The
-page reads the token from its URL fragment and sends it with every API call. The Host check
-still applies to them.
+The pages' files (`/`, `/docs` and the files under `static/`) are the one exception to the
+token: a browser cannot add a header to a page it navigates to, and those files hold no data.
+A page reads the token from its URL fragment (or the tab's sessionStorage) and sends it with
+every API call, `/openapi.json` included. The Host check still applies to them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryd.api.errors import error_body
 
@@ -47,13 +47,14 @@ def host_allowed(host: str | None) -> bool:
 
 
 def page_paths(static_dir: Path = STATIC_DIR) -> frozenset[str]:
-    """The exact URL paths of the graph page: `/` and each file under `static_dir`.
+    """The exact URL paths of the pages: `/`, `/docs` and each file under `static_dir`.
 
     Listed file by file, not by prefix, so nothing added to the app later under `/static`
     or next to it slips past the token by accident.
     """
     files = (p for p in static_dir.rglob("*") if p.is_file()) if static_dir.is_dir() else ()
-    return frozenset({"/", *(f"/static/{p.relative_to(static_dir).as_posix()}" for p in files)})
+    static = (f"/static/{p.relative_to(static_dir).as_posix()}" for p in files)
+    return frozenset({"/", "/docs", *static})
 
 
 class LocalOnly:
@@ -64,8 +65,18 @@ class LocalOnly:
         self, app: ASGIApp, *, token: str | None = None, public: frozenset[str] | None = None
     ) -> None:
         self.app = app
-        self._token = f"Bearer {token}".encode() if token else None
+        self._token = token.encode() if token else None
         self._public = page_paths() if public is None else public
+
+    def _authorized(self, authorization: bytes | None) -> bool:
+        """`Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 11.1)
+        and may be followed by several spaces, the token is compared in constant time."""
+        if self._token is None:
+            return True
+        scheme, _, credentials = (authorization or b"").partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(
+            credentials.lstrip(b" "), self._token
+        )
 
     def _is_page(self, scope: Scope) -> bool:
         return (
@@ -80,10 +91,7 @@ class LocalOnly:
             return
         headers = dict(scope.get("headers") or [])
         host = headers.get(b"host", b"").decode("latin-1")
-        allowed = host_allowed(host) and (
-            self._token is None
-            or hmac.compare_digest(headers.get(b"authorization", b""), self._token)
-        )
+        allowed = host_allowed(host) and self._authorized(headers.get(b"authorization"))
         if scope["type"] == "websocket" and not allowed:
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -99,7 +107,7 @@ class LocalOnly:
             return
         if self._token is not None and not self._is_page(scope):
             given = headers.get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._token):
+            if not self._authorized(given):
                 await _refuse(
                     send,
                     401,
@@ -109,17 +117,70 @@ class LocalOnly:
                     extra=[(b"www-authenticate", b"Bearer")],
                 )
                 return
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
         declared = headers.get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            await _refuse(
-                send,
-                413,
-                "invalid_input",
-                f"the request body is {int(declared)} bytes; the limit is {MAX_BODY_BYTES}",
-                "a memory body is at most 1,000,000 characters; split larger texts",
-            )
+            await _too_large(send, f"the request body is {int(declared)} bytes")
             return
-        await self.app(scope, receive, send)
+        await limit_body(self.app, scope, receive, send)
+
+
+class BodyTooLarge(Exception):
+    """Raised from `receive` when a request body passes MAX_BODY_BYTES."""
+
+
+async def limit_body(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, limit: int = MAX_BODY_BYTES
+) -> None:
+    """Run `app`, counting the request body as it streams in, whatever its framing.
+
+    A chunked body declares no length, so the Content-Length check alone let a 400 MB upload
+    be buffered whole before validation refused it. Here `receive` raises as soon as the count
+    passes `limit`; whatever the app then answers (it may turn the error into a 400 or a 500)
+    is replaced by one 413 that closes the connection, so the rest is never read.
+    """
+    received = 0
+    over = False
+    started = False
+
+    async def counted() -> Message:
+        nonlocal received, over
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                over = True
+                raise BodyTooLarge(f"request body over {limit} bytes")
+        return message
+
+    async def guarded(message: Message) -> None:
+        nonlocal started
+        if over and not started:
+            return  # the app's answer to the overflow: the 413 below replaces it
+        started = started or message["type"] == "http.response.start"
+        await send(message)
+
+    try:
+        await app(scope, counted, guarded)
+    except Exception:
+        if not over or started:
+            raise
+    if over and not started:
+        logger.warning("refused a request body over %d bytes (%s)", limit, scope.get("path"))
+        await _too_large(send, f"the request body passed {limit} bytes", limit)
+
+
+async def _too_large(send: Send, what: str, limit: int = MAX_BODY_BYTES) -> None:
+    await _refuse(
+        send,
+        413,
+        "invalid_input",
+        f"{what}; the limit is {limit} bytes",
+        "a memory body is at most 1,000,000 characters; split larger texts",
+        extra=[(b"connection", b"close")],  # do not read the rest of it
+    )
 
 
 async def _refuse(

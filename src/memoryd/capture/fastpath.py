@@ -49,6 +49,9 @@ def dispatch() -> None:
 
 def main() -> None:
     """A console-script entry point: capture fast, anything else through the full CLI."""
+    from memoryd.private import private_umask
+
+    private_umask()  # the data dir is private, engines' own files included (memoryd.private)
     dispatch()
     from memoryd.native import limit_malloc_arenas
 

@@ -37,6 +37,7 @@ from memoryd.capture.sources import (
 from memoryd.capture.summary import summarize, trivial_reason
 from memoryd.capture.transcripts import TranscriptUnreadable, read_session_file
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
+from memoryd.private import make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class _RedactingFormatter(logging.Formatter):
 def _log_handler(home: Path) -> logging.Handler:
     path = home / LOG_DIR / LOG_FILE
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_size > LOG_MAX_BYTES:
                 os.replace(path, path.with_name(LOG_FILE + ".1"))

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from memoryd.private import make_private_dir
+
 if TYPE_CHECKING:
     from memoryd.daemon.client import RemoteService
     from memoryd.models import RecallResult
@@ -341,7 +343,7 @@ def inject_logging(home: Path) -> Iterator[None]:
     path = home / "logs" / LOG_FILE
     handler: logging.Handler
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_size > LOG_MAX_BYTES:
                 os.replace(path, path.with_name(LOG_FILE + ".1"))

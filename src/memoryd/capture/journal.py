@@ -23,6 +23,7 @@ from typing import Any
 
 from memoryd.capture.redact import redact_json
 from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts
+from memoryd.private import make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class Journal:
             record.setdefault("ts", now)
             lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
         data = ("\n".join(lines) + "\n").encode("utf-8", "replace")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, data)
@@ -81,7 +82,7 @@ def session_lock(home: Path, agent: str, session_id: str) -> Iterator[None]:
     Blocks; the capture's time budget (a SIGALRM) interrupts a wait that is too long.
     """
     path = sessions_dir(home) / f"{_key(agent, session_id)}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -136,8 +137,10 @@ def copilot_session_id(home: Path, scope_hash: str, event: str, when: datetime) 
             if current:
                 return current
     session_id = f"{scope_hash}-{when.strftime('%Y%m%dT%H%M%S')}"
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    pointer.write_text(session_id + "\n", encoding="utf-8")
+    make_private_dir(pointer.parent)
+    fd = os.open(pointer, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(session_id + "\n")
     return session_id
 
 

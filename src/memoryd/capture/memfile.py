@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from memoryd.private import make_private_dir
+
 SCOPES_DIR = "scopes"
 SESSIONS_DIR = "sessions"
 FORGOTTEN_DIR = "forgotten"
@@ -346,7 +348,7 @@ def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Ite
     """
     stripe = int(hashlib.sha1(slug.encode("utf-8")).hexdigest()[:8], 16) % LOCK_STRIPES
     path = home / LOCKS_DIR / f"memory-{stripe:02d}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         if timeout_s is None:

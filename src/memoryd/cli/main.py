@@ -36,6 +36,7 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.private import private_umask
 from memoryd.service import MemoryService
 from memoryd.vault import render
 
@@ -172,6 +173,7 @@ def main_callback(
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
 ) -> None:
+    private_umask()  # every file the command creates in the data dir is 0600 (memoryd.private)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -394,19 +396,29 @@ def scope_show(
 
 
 @app.command()
-def doctor(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+def doctor(
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    fix: Annotated[
+        bool,
+        typer.Option("--fix", help="Repair what needs no decision: make the data dir private."),
+    ] = False,
+) -> None:
     """Check the install, the data dir, the graph, the search index and the schema versions."""
     from memoryd.daemon.client import connect
-    from memoryd.doctor import run_checks
+    from memoryd.doctor import permissions_check, run_checks
 
     try:
         settings = load_settings(home)
         remote = connect(settings.home, timeout_s=settings.daemon.request_timeout_s)
         if remote is None:
-            checks = run_checks(settings)
+            checks = run_checks(settings, fix=fix)
         else:
             with remote:  # the daemon owns the graph: it runs the checks on its stores
                 checks = remote.doctor()
+            if fix:  # file modes are this user's to change, daemon or not
+                local = permissions_check(settings.home, fix=True)
+                checks = [local if c.name == local.name else c for c in checks]
     except MemorydError as exc:
         raise fail(exc) from exc
     if as_json:
@@ -517,7 +529,7 @@ def stop(home: HomeOpt = None) -> None:
 
 
 @app.command()
-def token(home: HomeOpt = None) -> None:
+def token(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Print the bearer token TCP clients send (created, mode 0600, if there is none yet)."""
     from memoryd.daemon.files import DaemonFiles
     from memoryd.wiring import ensure_home
@@ -525,10 +537,14 @@ def token(home: HomeOpt = None) -> None:
     try:
         settings = load_settings(home)
         ensure_home(settings.home)
-        value = DaemonFiles(settings.home).ensure_token()
+        files = DaemonFiles(settings.home)
+        value = files.ensure_token()
     except MemorydError as exc:
         raise fail(exc) from exc
-    typer.echo(value)
+    if as_json:
+        emit_json({"token": value, "path": files.token})
+    else:
+        typer.echo(value)
 
 
 @app.command()
@@ -537,9 +553,12 @@ def ui(
     print_only: Annotated[
         bool, typer.Option("--print-only", help="Print the URL; do not open a browser.")
     ] = False,
+    docs: Annotated[
+        bool, typer.Option("--docs", help="Open the API docs (Swagger UI) instead.")
+    ] = False,
 ) -> None:
-    """Open the graph page of the running daemon; the URL carries the token in its fragment
-    (`#token=…`), which the browser keeps to itself."""
+    """Open the graph page of the running daemon (or its API docs); the URL carries the token
+    in its fragment (`#token=…`), which the browser keeps to itself."""
     import webbrowser
     from urllib.parse import quote
 
@@ -568,7 +587,8 @@ def ui(
             )
     except MemorydError as exc:
         raise fail(exc) from exc
-    url = f"http://127.0.0.1:{health['tcp_port']}/#token={quote(token, safe='')}"
+    page = "/docs" if docs else "/"
+    url = f"http://127.0.0.1:{health['tcp_port']}{page}#token={quote(token, safe='')}"
     typer.echo(url)
     if not print_only and not webbrowser.open(url):
         err.print("no browser could be started here: open the URL above yourself", markup=False)

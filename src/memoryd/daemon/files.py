@@ -85,7 +85,9 @@ class DaemonFiles:
     # -- pid ------------------------------------------------------------------------------
     def write_pid(self) -> None:
         try:
-            self.pid.write_text(f"{os.getpid()}\n", encoding="utf-8")
+            fd = os.open(self.pid, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(f"{os.getpid()}\n")
         except OSError as exc:
             raise StorageError(f"cannot write the pid file {self.pid}: {exc.strerror}") from exc
 

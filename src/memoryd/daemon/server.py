@@ -40,6 +40,7 @@ from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
 from memoryd.models import RecallResult
 from memoryd.native import child_environment
+from memoryd.private import make_private_dir, private_umask
 from memoryd.service import MemoryService
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
     """Run the daemon in this process until SIGTERM or SIGINT."""
     from memoryd.wiring import ensure_home, open_service
 
+    private_umask()  # the daemon's files, the engines' and its readers' (memoryd.private)
     files = DaemonFiles(settings.home)
     ensure_home(settings.home)
     files.check_socket_path()
@@ -442,7 +444,7 @@ def start_detached(settings: Settings, *, port: int | None, tcp: bool | None) ->
     files = DaemonFiles(settings.home)
     ensure_home(settings.home)
     refuse_second_daemon(files)
-    files.log.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(files.log.parent)
     command = [sys.executable, "-m", "memoryd", "serve", "--home", str(settings.home)]
     if port is not None:
         command += ["--port", str(port)]

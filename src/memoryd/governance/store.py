@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import logging
+import os
 import re
 import sqlite3
 import threading
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from memoryd.errors import InvalidInput, ResourceExhausted, StorageError
 from memoryd.models import to_utc
+from memoryd.private import FILE_MODE, make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -221,9 +223,11 @@ class GovernanceStore:
         """
         path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path.parent)
+            # SQLite creates files 0644 and gives -wal/-shm the database's mode: create it 0600.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
         except OSError as exc:
-            raise StorageError(f"cannot create {path.parent}: {exc.strerror or exc}") from exc
+            raise StorageError(f"cannot create {path}: {exc.strerror or exc}") from exc
         try:
             conn = sqlite3.connect(
                 path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False

@@ -42,6 +42,7 @@ from memoryd.graph.store import (
     write_clause,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
+from memoryd.private import make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class KuzuGraphStore:
                 f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
             )
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_private_dir(directory)
         except OSError as exc:
             raise StorageError(f"cannot create graph dir {directory}: {exc.strerror}") from exc
         try:

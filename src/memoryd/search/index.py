@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import InvalidInput, StorageError
 from memoryd.models import DecayState, MemoryType, SearchHit, to_utc
+from memoryd.private import FILE_MODE, make_private_dir
 from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
@@ -189,7 +190,9 @@ def _check_meta(directory: Path) -> None:
 def _write_meta(directory: Path) -> None:
     path = directory / META_FILE
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"schema_version": SCHEMA_VERSION}) + "\n", encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"schema_version": SCHEMA_VERSION}) + "\n")
     os.replace(tmp, path)
 
 
@@ -313,7 +316,7 @@ class SearchIndex:
         directory = Path(directory)
         schema = _schema()
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_private_dir(directory)
             exists = tantivy.Index.exists(str(directory))
         except _TANTIVY_ERRORS as exc:
             raise StorageError(f"cannot open the search index at {directory}: {exc}") from exc
