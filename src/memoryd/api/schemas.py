@@ -33,6 +33,8 @@ class Page(BaseModel, Generic[T]):
     limit: int
     offset: int
     next_offset: int | None = None
+    total: int | None = None
+    """How many there are in all, where a list counts them (memories)."""
 
 
 class MemoryCreate(BaseModel):
@@ -90,6 +92,23 @@ class VersionInfo(BaseModel):
     version: str
     api: str = "v1"
     graph_schema: int
+
+
+class RecallQuery(BaseModel):
+    """A recall sent as a body (`POST /v1/recall`): a query of any length the limit allows
+    fits, where a URL would not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    q: str = Field(min_length=1, description="what to remember")
+    scope: str | None = Field(
+        default=None, description="a 12-hex scope hash, or the absolute path of a project"
+    )
+    type: list[MemoryType] | None = None
+    include_forgotten: bool = False
+    track: bool = Field(default=True, description="count the hits as recalls")
+    limit: int = Field(default=10, ge=1, le=MAX_PAGE)
+    offset: int = Field(default=0, ge=0, le=10_000_000)
 
 
 class RecallPage(BaseModel):
