@@ -81,6 +81,11 @@ def test_through_the_daemon_recall_posts_its_query_with_the_same_limit(
         got = http.get("/v1/recall", params={"q": "kafka retention", "limit": 5, "track": "false"})
         assert posted.status_code == got.status_code == 200, posted.text
         assert posted.json() == got.json()
+        record(home, project, "Kafka partitions", "Kafka topics have twelve partitions.")
+        for name in ("limit", "k"):  # the API's name, and the hooks' older one
+            context = http.post("/v1/recall/context", json={"prompt": "kafka", name: 1})
+            assert context.status_code == 200, context.text
+            assert len(context.json()["items"]) == 1
         for answer in (
             http.post("/v1/recall", json={"q": LONG_QUERY}),
             http.get("/v1/search", params={"q": "w " * 2_500}),

@@ -438,7 +438,7 @@ async def recall_context(api: Api, body: ContextRequest) -> ContextReply:
         functools.partial(choose, api.service),
         body.prompt,
         body.scope,
-        body.k,
+        body.limit,
         track=False,
     )
     if result is not None and result.hits:

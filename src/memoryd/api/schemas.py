@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from memoryd.models import MemoryType, RecallHit, RelationRef
 
@@ -129,7 +129,13 @@ class ContextRequest(BaseModel):
 
     prompt: str | None = Field(default=None, max_length=20_000)
     scope: str | None = Field(default=None, pattern=r"^[0-9a-f]{12}$", description="scope hash")
-    k: int = Field(default=8, ge=1, le=50)
+    limit: int = Field(
+        default=8,
+        ge=1,
+        le=50,
+        validation_alias=AliasChoices("limit", "k"),
+        description="how many memories at most (`k`, its older name, is still read)",
+    )
 
 
 class ContextItem(BaseModel):

@@ -175,14 +175,13 @@ def graph_query(
     if as_json:
         emit_json(result)
         return
-    print_table(
-        result.columns,
-        [
-            [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in row]
-            for row in result.rows
-        ],
-        wrap=result.columns,
-    )
+    rows = [
+        [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in row]
+        for row in result.rows
+    ]
+    # Text wraps; a column of single words (ids, slugs) stays whole so it can be copied.
+    prose = [c for i, c in enumerate(result.columns) if any(" " in row[i] for row in rows)]
+    print_table(result.columns, rows, wrap=prose)
     if result.truncated:
         err.print(f"(first {limit} rows; raise --limit for more)")
 

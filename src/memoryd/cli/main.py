@@ -167,11 +167,11 @@ def print_table(
             default=0,
         )
         widest = max(widest, len(headers[i]))
+        column.overflow = "fold"  # a word wider than its column breaks; nothing becomes "…"
         if headers[i] in wrap:
             need += min(widest, TABLE_FLEX_MIN)
         else:
             column.no_wrap = True
-            column.overflow = "fold"
             need += widest
     if need > out.width:
         table.width = need
