@@ -5,6 +5,8 @@ answers embedded and through the daemon."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -13,7 +15,8 @@ from typer.testing import CliRunner
 
 from memoryd.cli.main import app
 from memoryd.config import load_settings
-from memoryd.models import MAX_QUERY_CHARS, MemoryDraft, MemoryType
+from memoryd.models import MAX_QUERY_CHARS, SLUG_RE, MemoryDraft, MemoryType
+from memoryd.service import slugify
 from memoryd.wiring import open_service
 from tests.daemon_harness import running, uds_client
 
@@ -270,3 +273,21 @@ def test_cjk_titles_keep_their_characters_in_the_slug(home: Path, project: Path)
     assert code == 0, err
     code, out, _ = cli(home, "list", "--json")
     assert [m["slug"] for m in json.loads(out)] == [slug]
+
+
+@pytest.mark.parametrize(
+    ("title", "words"),
+    [
+        ("数据库迁移到 Postgres", "数据库迁移到-postgres"),
+        ("カフカの設定を見直す", "カフカの設定を見直す"),
+        ("데이터베이스 이전 계획", "데이터베이스-이전-계획"),
+        ("用React写前端", "用-react-写前端"),
+        ("Café déjà vu", "cafe-deja-vu"),
+        ("ＡＢＣ全角", "abc-全角"),
+    ],
+)
+def test_slugs_keep_cjk_and_drop_accents(title: str, words: str) -> None:
+    when = datetime(2026, 6, 15, tzinfo=UTC)
+    slug = slugify(title, when)
+    assert re.fullmatch(rf"2026-06-15-{re.escape(words)}-[0-9a-f]{{6}}", slug), slug
+    assert SLUG_RE.match(slug)
