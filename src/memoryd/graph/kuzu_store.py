@@ -869,20 +869,22 @@ class KuzuGraphStore:
         these entities, in their stored direction; capped at `max_fanout` per entity as in
         `related_entities`."""
         wanted = list(dict.fromkeys(entity_ids))
-        rows = self._rows(
-            "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE (a.id IN $ids OR b.id IN $ids)"
-            " AND r.superseded_at IS NULL"
-            " RETURN a.id, b.id, r.predicate, max(r.confidence) AS c",
-            {"ids": wanted},
-        )
-        ends = set(wanted)
         by_entity: dict[str, list[tuple[str, str, str, float, str]]] = {}
-        for src, dst, pred, conf in rows:
-            edge = (src, dst, pred, float(conf or 0.0))
-            if src in ends:
-                by_entity.setdefault(src, []).append((*edge, dst))
-            if dst in ends and dst != src:
-                by_entity.setdefault(dst, []).append((*edge, src))
+        # Two statements, each starting from the entities' primary key (an OR over both ends
+        # would scan every relation).
+        for outgoing in (True, False):
+            arrow = "-[r:RELATES]->" if outgoing else "<-[r:RELATES]-"
+            for eid, other, pred, conf in self._rows(
+                f"MATCH (a:Entity){arrow}(b:Entity) WHERE a.id IN $ids"
+                " AND r.superseded_at IS NULL"
+                " RETURN a.id, b.id, r.predicate, max(r.confidence) AS c",
+                {"ids": wanted},
+            ):
+                if outgoing or other != eid:  # a self-loop is found both ways: keep one
+                    src, dst = (eid, other) if outgoing else (other, eid)
+                    by_entity.setdefault(eid, []).append(
+                        (src, dst, pred, float(conf or 0.0), other)
+                    )
         out: list[tuple[str, str, str, float, str]] = []
         for eid in wanted:
             found = sorted(by_entity.get(eid, ()), key=lambda e: (-e[3], e[4], e[2], e[0]))
