@@ -463,3 +463,21 @@ def test_ui_docs_opens_the_docs_page(served: Served) -> None:
     result = cli.invoke(app, ["ui", "--docs", "--print-only", "--home", home])
     assert result.exit_code == 0, result.output
     assert result.stdout == f"{served.url}/docs#token={served.daemon.token()}\n"
+
+
+@needs_browser
+def test_arrows_keep_the_stored_direction(served: Served, browser: webdriver.Chrome) -> None:
+    """Centred on the middle of the chain Ada -> memoryd -> Kuzu -> Linux, every arrow still
+    points from the relation's subject to its object."""
+    stored = {relation for *_, relations in FACTS for relation in relations}
+    token = served.daemon.token()
+    for centre, depth_two in ((MEMORYD, 4), (KUZU, 3), (LINUX, 2)):
+        open_page(browser, f"{served.url}/#token={token}&entity={centre}")
+        graph_labels(browser, centre)
+        drawn = browser.execute_script(
+            "return window.memorydGraph.edges().map("
+            "e => [e.data('source'), e.data('label'), e.data('target')])"
+        )
+        arrows = {tuple(edge) for edge in drawn}
+        assert len(arrows) == len(drawn) == depth_two
+        assert arrows <= stored, arrows - stored

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -20,6 +21,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from memoryd.errors import InvalidInput
 
 
 def utcnow() -> datetime:
@@ -122,7 +125,50 @@ class Dura(BaseModel):
 
 
 SCOPE_HASH_RE = re.compile(r"^[0-9a-f]{12}$")
-SLUG_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,199}$")
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+"""Kana, CJK ideographs and Hangul syllables: kept in slugs, so a Chinese, Japanese or
+Korean title gives a readable slug rather than a bare date and hash."""
+SLUG_RE = re.compile(rf"^[0-9A-Za-z{CJK}][0-9A-Za-z{CJK}._-]{{0,199}}$")
+MAX_QUERY_CHARS = 4_000
+"""The longest recall or search query, in characters: the same embedded, through the daemon
+and over HTTP (the search index looks at no more than this anyway)."""
+
+
+def check_query(query: str) -> None:
+    """One limit on a recall or search query for every surface, so a query that works
+    embedded works through the daemon too."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"the query is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed",
+            hint="shorten it to the words that matter",
+        )
+
+
+def describe_validation(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Pydantic's errors as one line a user can act on: `title: at most 500 characters (got
+    600)`, never the multi-line dump with its documentation URL."""
+    problems = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "value"
+        kind, ctx, value = err.get("type", ""), err.get("ctx") or {}, err.get("input")
+        size = len(value) if isinstance(value, str | list | dict) else None
+        got = f" (got {size})" if size is not None else ""
+        if kind == "string_too_long":
+            problem = f"at most {ctx.get('max_length')} characters{got}"
+        elif kind == "string_too_short":
+            problem = (
+                "must not be empty"
+                if ctx.get("min_length") == 1
+                else (f"at least {ctx.get('min_length')} characters{got}")
+            )
+        elif kind == "too_long":
+            problem = f"at most {ctx.get('max_length')} items{got}"
+        elif kind == "string_unicode":
+            problem = "is not UTF-8 text (re-encode it as UTF-8)"
+        else:
+            problem = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        problems.append(f"{where}: {problem}")
+    return "; ".join(problems) or "invalid value"
 
 
 class RelationRef(BaseModel):

@@ -22,6 +22,8 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from memoryd import recall as recall_rules
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.capture.memfile import memory_lock, split_summary, with_summary
@@ -56,6 +58,7 @@ from memoryd.graph.store import (
 )
 from memoryd.llm.base import LLMProvider
 from memoryd.models import (
+    CJK,
     AuditRecord,
     AuditVerification,
     DecayState,
@@ -73,6 +76,8 @@ from memoryd.models import (
     RelationRef,
     ScopeInfo,
     SearchHit,
+    check_query,
+    describe_validation,
     entity_id,
     to_utc,
     utcnow,
@@ -91,10 +96,21 @@ FILE_LOCK_TIMEOUT_S = 5.0
 GraphFactory = Callable[[Path], GraphStore]
 
 
+_CJK_CHAR = re.compile(f"[{CJK}]")
+
+
 def slugify(title: str, when: datetime) -> str:
-    """`2026-05-18-use-solid-instead-of-react-3f9a1c`: date, readable words, a random tail."""
-    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
-    words = re.findall(r"[a-z0-9]+", ascii_title.lower())
+    """`2026-05-18-use-solid-instead-of-react-3f9a1c`: date, readable words, a random tail.
+
+    Latin letters lose their accents; kana, CJK ideographs and Hangul stay as they are
+    (`2026-06-15-数据库迁移到-postgres-1c2297`): a slug should say what the memory is about."""
+    kept = "".join(
+        char
+        if _CJK_CHAR.match(char)
+        else unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode() or " "
+        for char in unicodedata.normalize("NFKC", title).lower()
+    )
+    words = re.findall(rf"[a-z0-9]+|[{CJK}]+", kept)
     stem = "-".join(words)[:48].strip("-")
     parts = [when.strftime("%Y-%m-%d"), stem, secrets.token_hex(3)]
     return "-".join(p for p in parts if p)
@@ -246,8 +262,8 @@ class MemoryService:
                 supersedes=draft.supersedes,
                 promoted_from=draft.promoted_from,
             )
-        except ValueError as exc:
-            raise InvalidInput(f"invalid memory: {exc}") from exc
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
         return Memory(meta=meta, body=body, sensitive=scope.sensitive)
 
     def _check_links(self, memory: Memory) -> None:
@@ -426,6 +442,18 @@ class MemoryService:
             offset=offset,
         )
 
+    def count_memories(
+        self,
+        *,
+        scope: Path | str | None = None,
+        type: MemoryType | None = None,
+        state: DecayState | None = None,
+    ) -> int:
+        """How many memories `list_memories` would list without a limit."""
+        return self.graph.count_memories(
+            scope_hash=self.scope_hash_of(scope), type=type, decay_state=state
+        )
+
     def search(
         self,
         query: str,
@@ -436,6 +464,7 @@ class MemoryService:
         include_forgotten: bool = False,
     ) -> list[SearchHit]:
         """BM25 full text over title, body, tags and triggers (Chinese jieba-segmented)."""
+        check_query(query)
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
         scope_hash = self.scope_hash_of(scope)
@@ -511,6 +540,7 @@ class MemoryService:
         count as recalls: recall_count, last_recalled_at, trigger_stats, and a dim or
         soft-forgotten memory comes back to alive. A read-only service never tracks.
         """
+        check_query(query)
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
         scope_hash = self.scope_hash_of(scope)

@@ -55,6 +55,9 @@ def storage_error(exc: OSError, path: Path, action: str) -> StorageError:
 
 _PLAIN = re.compile(r"^[A-Za-z\u00c0-\uffff_/][\w\u00c0-\uffff ./()+-]*$")
 _YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
+_NOT_YAML = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+"""Characters YAML does not allow in a document even quoted (DEL, C1 controls): written as
+`\\uXXXX` escapes, or a title holding one would make its own file unreadable."""
 
 
 def _scalar(value: Any) -> str:
@@ -74,9 +77,11 @@ def _scalar(value: Any) -> str:
         and not text.endswith(" ")
         and " #" not in text
         and text.lower() not in _YAML_WORDS
+        and not _NOT_YAML.search(text)
     ):
         return text
-    return json.dumps(text, ensure_ascii=False)
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
 def _emit(data: dict[str, Any], indent: str = "") -> list[str]:

@@ -34,6 +34,7 @@ from memoryd.errors import (
     ResourceExhausted,
     StorageError,
 )
+from memoryd.models import describe_validation
 
 logger = logging.getLogger(__name__)
 
@@ -104,14 +105,10 @@ async def memoryd_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "request"
-        problems.append(f"{where}: {err.get('msg', 'invalid')}")
     return error_response(
         422,
         InvalidInput.code,
-        "invalid request: " + "; ".join(problems),
+        "invalid request: " + describe_validation(exc.errors()),
         "see the OpenAPI description at /docs",
     )
 

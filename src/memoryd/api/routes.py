@@ -38,6 +38,7 @@ from memoryd.api.schemas import (
     MemoryCreate,
     Page,
     RecallPage,
+    RecallQuery,
     RelationsClose,
     VersionInfo,
 )
@@ -64,6 +65,7 @@ from memoryd.models import (
     RecallResult,
     ReindexReport,
     SearchHit,
+    check_query,
 )
 from memoryd.service import MemoryService
 
@@ -293,7 +295,10 @@ async def list_memories(
         limit=limit + 1,
         offset=offset,
     )
-    return page(rows, limit, offset)
+    total = await api.runner.read(
+        api.service.count_memories, scope=scope_param(scope), type=type, state=state
+    )
+    return page(rows, limit, offset).model_copy(update={"total": total})
 
 
 @router.get("/memories/{slug}", tags=["memories"])
@@ -337,7 +342,7 @@ async def memory_supersedes(
 @router.get("/search", tags=["recall"])
 async def search(
     api: Api,
-    q: Annotated[str, Query(min_length=1, max_length=4000, description="words to look for")],
+    q: Annotated[str, Query(min_length=1, description="words to look for")],
     scope: ScopeQuery = None,
     type: Annotated[list[MemoryType] | None, Query()] = None,
     include_forgotten: bool = False,
@@ -345,6 +350,7 @@ async def search(
     offset: Offset = 0,
 ) -> Page[SearchHit]:
     """BM25 full text over titles, bodies, tags and triggers."""
+    check_query(q)
     hits = await api.rank(
         "search",
         api.service.search,
@@ -360,7 +366,7 @@ async def search(
 @router.get("/recall", tags=["recall"])
 async def recall(
     api: Api,
-    q: Annotated[str, Query(min_length=1, max_length=4000, description="what to remember")],
+    q: Annotated[str, Query(min_length=1, description="what to remember")],
     scope: ScopeQuery = None,
     type: Annotated[list[MemoryType] | None, Query()] = None,
     include_forgotten: bool = False,
@@ -369,22 +375,44 @@ async def recall(
     offset: Offset = 0,
 ) -> RecallPage:
     """BM25 and entity traversal fused, current decisions first; each hit says why.
+    `POST /v1/recall` takes the same fields as a JSON body (long queries do not fit a URL).
 
     The ranking runs concurrently with other reads; counting the hits as recalls is queued
     on the writer afterwards, so a recall never waits for writes.
     """
+    query = RecallQuery(
+        q=q,
+        scope=scope,
+        type=type,
+        include_forgotten=include_forgotten,
+        track=track,
+        limit=limit,
+        offset=offset,
+    )
+    return await run_recall(api, query)
+
+
+@router.post("/recall", tags=["recall"])
+async def recall_body(api: Api, body: RecallQuery) -> RecallPage:
+    """A recall with its query in the body: the same fields and answer as `GET /v1/recall`."""
+    return await run_recall(api, body)
+
+
+async def run_recall(api: Backend, query: RecallQuery) -> RecallPage:
+    check_query(query.q)  # before the query travels to a recall reader
+    limit, offset = query.limit, query.offset
     result = await api.rank(
         "recall",
         api.service.recall,
-        q,
-        scope=scope_param(scope),
-        types=type,
+        query.q,
+        scope=scope_param(query.scope),
+        types=query.type,
         k=offset + limit + 1,
-        include_forgotten=include_forgotten,
+        include_forgotten=query.include_forgotten,
         track=False,
     )
     hits = result.hits[offset : offset + limit]
-    if track and hits:
+    if query.track and hits:
         api.recalls.add(result.model_copy(update={"hits": hits}))
     more = len(result.hits) > offset + limit
     return RecallPage(
@@ -410,7 +438,7 @@ async def recall_context(api: Api, body: ContextRequest) -> ContextReply:
         functools.partial(choose, api.service),
         body.prompt,
         body.scope,
-        body.k,
+        body.limit,
         track=False,
     )
     if result is not None and result.hits:

@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from memoryd.models import MemoryType, RecallHit, RelationRef
 
@@ -33,6 +33,8 @@ class Page(BaseModel, Generic[T]):
     limit: int
     offset: int
     next_offset: int | None = None
+    total: int | None = None
+    """How many there are in all, where a list counts them (memories)."""
 
 
 class MemoryCreate(BaseModel):
@@ -92,6 +94,23 @@ class VersionInfo(BaseModel):
     graph_schema: int
 
 
+class RecallQuery(BaseModel):
+    """A recall sent as a body (`POST /v1/recall`): a query of any length the limit allows
+    fits, where a URL would not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    q: str = Field(min_length=1, description="what to remember")
+    scope: str | None = Field(
+        default=None, description="a 12-hex scope hash, or the absolute path of a project"
+    )
+    type: list[MemoryType] | None = None
+    include_forgotten: bool = False
+    track: bool = Field(default=True, description="count the hits as recalls")
+    limit: int = Field(default=10, ge=1, le=MAX_PAGE)
+    offset: int = Field(default=0, ge=0, le=10_000_000)
+
+
 class RecallPage(BaseModel):
     """A recall (`memoryd recall`): one page of ranked hits, each explaining itself."""
 
@@ -110,7 +129,13 @@ class ContextRequest(BaseModel):
 
     prompt: str | None = Field(default=None, max_length=20_000)
     scope: str | None = Field(default=None, pattern=r"^[0-9a-f]{12}$", description="scope hash")
-    k: int = Field(default=8, ge=1, le=50)
+    limit: int = Field(
+        default=8,
+        ge=1,
+        le=50,
+        validation_alias=AliasChoices("limit", "k"),
+        description="how many memories at most (`k`, its older name, is still read)",
+    )
 
 
 class ContextItem(BaseModel):

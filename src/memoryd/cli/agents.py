@@ -20,7 +20,9 @@ def inject(
     source: Annotated[
         str, typer.Option("--source", help="claude-code, codex, cursor, gemini, windsurf, copilot")
     ] = "claude-code",
-    k: Annotated[int, typer.Option("-k", min=1, help="How many memories to recall.")] = 8,
+    k: Annotated[
+        int, typer.Option("--limit", "-k", min=1, help="How many memories to recall.")
+    ] = 8,
     budget_tokens: Annotated[
         int, typer.Option("--budget-tokens", min=50, help="Context budget (≈4 chars a token).")
     ] = 1500,

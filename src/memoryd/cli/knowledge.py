@@ -6,10 +6,10 @@ import json
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from memoryd.cli.main import (
+    LIMIT_HELP,
     HomeOpt,
     JsonOpt,
     ScopeOpt,
@@ -17,6 +17,8 @@ from memoryd.cli.main import (
     err,
     fail,
     out,
+    print_table,
+    printable,
     run,
 )
 from memoryd.errors import InvalidInput
@@ -30,7 +32,7 @@ def recall(
     query: Annotated[str, typer.Argument(help="What you want to remember (any language).")],
     scope: ScopeOpt = None,
     type: Annotated[list[MemoryType] | None, typer.Option("--type")] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 10,
+    k: Annotated[int, typer.Option("--limit", "-k", min=1, help=LIMIT_HELP)] = 10,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show matched terms and graph paths.")
     ] = False,
@@ -51,43 +53,47 @@ def recall(
     if not result.hits:
         err.print("no memories match")
         return
-    table = Table("#", "score", "type", "title", "slug")
-    if explain:
-        table.add_column("why")
+    rows: list[list[str | Text]] = []
     for rank, hit in enumerate(result.hits, 1):
-        title = escape(hit.title) + (
-            f"  [dim](superseded by {hit.superseded_by})[/dim]" if hit.superseded_by else ""
-        )
-        row = [str(rank), f"{hit.score:.3f}", hit.type.value, title, hit.slug]
+        title = Text(printable(hit.title))
+        if hit.superseded_by:
+            title.append(f"  (superseded by {hit.superseded_by})", style="dim")
+        row: list[str | Text] = [str(rank), f"{hit.score:.3f}", hit.type.value, title, hit.slug]
         if explain:
             why = [f"stages: {', '.join(hit.stages)}"]
             if hit.matched_terms:
                 why.append(f"terms: {', '.join(hit.matched_terms)}")
             why.extend(f"path: {p}" for p in hit.paths)
-            row.append(escape("\n".join(why)))
-        table.add_row(*row)
-    out.print(table)
+            row.append("\n".join(why))
+        rows.append(row)
+    headers = ["#", "score", "type", "title", "slug"] + (["why"] if explain else [])
+    print_table(headers, rows, wrap=("title", "why"))
     if explain and result.entities:
-        out.print(f"linked entities: {', '.join(result.entities)}", markup=False)
+        out.print(printable(f"linked entities: {', '.join(result.entities)}"), markup=False)
 
 
 @entity_app.command("list")
 def entity_list(
     type: Annotated[str | None, typer.Option("--type", help="e.g. library, person")] = None,
     query: Annotated[str | None, typer.Option("--query", "-q", help="Name contains.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    limit: Annotated[int, typer.Option("--limit", "-k", min=1, help=LIMIT_HELP)] = 100,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List entities, most mentioned first."""
-    rows = run(home, lambda svc: svc.entities(type=type, query=query, limit=limit))
+    """List entities, most mentioned first; says so when there are more than --limit."""
+    rows = run(home, lambda svc: svc.entities(type=type, query=query, limit=limit + 1))
+    more = len(rows) > limit
+    rows = rows[:limit]
     if as_json:
         emit_json(rows)
-        return
-    table = Table("id", "type", "mentions", "aliases")
-    for row in rows:
-        table.add_row(row.id, row.type, str(row.mention_count), ", ".join(row.aliases))
-    out.print(table)
+    else:
+        print_table(
+            ["id", "type", "mentions", "aliases"],
+            [[r.id, r.type, str(r.mention_count), ", ".join(r.aliases)] for r in rows],
+            wrap=("aliases",),
+        )
+    if more:
+        err.print(f"showing the first {limit} (--limit {limit}; raise it for more)", markup=False)
 
 
 @entity_app.command("show")
@@ -102,16 +108,18 @@ def entity_show(
         emit_json(context)
         return
     e = context.entity
-    out.print(f"{e.id}  ({e.type}, {e.mention_count} mentions)", markup=False)
+    out.print(printable(f"{e.id}  ({e.type}, {e.mention_count} mentions)"), markup=False)
     if e.aliases:
-        out.print(f"aliases: {', '.join(e.aliases)}", markup=False)
-    for src, predicate, dst, conf in context.relations:
-        out.print(f"  {src} -[{predicate} {conf:.2f}]- {dst}", markup=False)
-    table = Table("slug", "type", "title", "note")
-    for m in context.memories:
-        note = "superseded" if m.slug in context.superseded else ""
-        table.add_row(m.slug, m.type.value, escape(m.title), note)
-    out.print(table)
+        out.print(printable(f"aliases: {', '.join(e.aliases)}"), markup=False)
+    for src, predicate, dst, conf in context.relations:  # as stored: from -[predicate]-> to
+        out.print(printable(f"  {src} -[{predicate} {conf:.2f}]-> {dst}"), markup=False)
+    print_table(
+        ["slug", "type", "title", "note"],
+        [
+            [m.slug, m.type.value, m.title, "superseded" if m.slug in context.superseded else ""]
+            for m in context.memories
+        ],
+    )
 
 
 @entity_app.command("merge")
@@ -150,7 +158,9 @@ def graph_query(
     params: Annotated[
         str | None, typer.Option("--params", help='JSON object, e.g. {"slug": "…"}')
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=100_000)] = 1000,
+    limit: Annotated[
+        int, typer.Option("--limit", "-k", min=1, max=100_000, help=LIMIT_HELP)
+    ] = 1000,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -165,12 +175,13 @@ def graph_query(
     if as_json:
         emit_json(result)
         return
-    table = Table(*result.columns)
-    for row in result.rows:
-        table.add_row(
-            *(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in row)
-        )
-    out.print(table)
+    rows = [
+        [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in row]
+        for row in result.rows
+    ]
+    # Text wraps; a column of single words (ids, slugs) stays whole so it can be copied.
+    prose = [c for i, c in enumerate(result.columns) if any(" " in row[i] for row in rows)]
+    print_table(result.columns, rows, wrap=prose)
     if result.truncated:
         err.print(f"(first {limit} rows; raise --limit for more)")
 
@@ -182,15 +193,17 @@ def graph_neighbors(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Entities within DEPTH hops (fan-out capped at hubs)."""
+    """Relations within DEPTH hops (fan-out capped at hubs), each as stored: FROM -[predicate]->
+    TO, whichever end the walk came from."""
     result = run(home, lambda svc: svc.neighbors(entity, depth=depth))
     if as_json:
         emit_json(result)
         return
-    table = Table(*result.columns)
-    for src, predicate, dst, conf in result.rows:
-        table.add_row(src, predicate, dst, f"{conf:.2f}")
-    out.print(table)
+    print_table(
+        result.columns,
+        [[src, predicate, dst, f"{conf:.2f}"] for src, predicate, dst, conf in result.rows],
+        wrap=(),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from memoryd import __version__
 from memoryd.cli.capture import capture_command
@@ -35,7 +37,7 @@ from memoryd.errors import (
     PolicyDenied,
     StorageError,
 )
-from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.models import DecayState, MemoryDraft, MemorySummary, MemoryType
 from memoryd.private import private_umask
 from memoryd.service import MemoryService
 from memoryd.vault import render
@@ -81,6 +83,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 ScopeOpt = Annotated[
     str | None, typer.Option("--scope", help="A project path (or a 12-hex scope hash).")
 ]
+LIMIT_HELP = "How many to show at most."
+"""Every command that caps its output takes `--limit` (short `-k`), the API's name for it."""
 
 T = TypeVar("T")
 Service: TypeAlias = "MemoryService | RemoteService"
@@ -131,31 +135,93 @@ def emit_json(value: Any) -> None:
     typer.echo(json.dumps(value, default=default, ensure_ascii=False, indent=2))
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on rather than shows (ESC, CSI, backspace, carriage return,
+bidi overrides): stored text must not move the cursor, recolour or retitle a terminal."""
+TABLE_FLEX_MIN = 24
+"""The narrowest a wrapping column (a title) gets before a table grows past the terminal."""
+
+
+def printable(text: str) -> str:
+    """`text` with control characters shown escaped (`\\x1b`); newlines and tabs stay.
+    For tables and plain output only: `--json` prints stored text exactly."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def print_table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str | Text]],
+    *,
+    wrap: Collection[str] = ("title",),
+) -> None:
+    """A table whose cells are never cut: only the `wrap` columns (titles) wrap, and when
+    the other columns (slugs, ids) do not fit the terminal the table grows past it rather
+    than truncate a slug someone wants to copy. Cells are text, never rich markup."""
+    table = Table(*headers)
+    cells = [[c if isinstance(c, Text) else Text(printable(c)) for c in row] for row in rows]
+    for row in cells:
+        table.add_row(*row)
+    need = 3 * len(headers) + 1  # a space each side of a cell, and the borders
+    for i, column in enumerate(table.columns):
+        widest = max(
+            (line.cell_len for row in cells for line in row[i].split("\n")),
+            default=0,
+        )
+        widest = max(widest, len(headers[i]))
+        column.overflow = "fold"  # a word wider than its column breaks; nothing becomes "…"
+        if headers[i] in wrap:
+            need += min(widest, TABLE_FLEX_MIN)
+        else:
+            column.no_wrap = True
+            need += widest
+    if need > out.width:
+        table.width = need
+    out.print(table)
+
+
+def utf8_option(value: str, flag: str) -> str:
+    """An option's text, refused when it is not UTF-8 (the shell passes bytes through)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{flag} is not UTF-8 text (character {exc.start})",
+            hint="re-encode the text as UTF-8",
+        ) from exc
+    return value
+
+
 def split_list(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
 def read_body(body: str | None) -> str:
-    """The body from --body, else from stdin when something is piped in."""
+    """The body from --body, else from stdin when something is piped in. Every type of
+    memory needs a body: an empty one is refused, not stored as a title alone."""
     if body is not None:
-        try:
-            body.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(
-                f"--body is not UTF-8 text (character {exc.start})",
-                hint="re-encode the text as UTF-8",
-            ) from exc
-        return body
-    if sys.stdin is None or sys.stdin.isatty():
-        return ""
-    raw = sys.stdin.buffer.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
+        text = utf8_option(body, "--body")
+        where = "--body"
+    elif sys.stdin is None or sys.stdin.isatty():
         raise InvalidInput(
-            f"the body on stdin is not UTF-8 text (byte {exc.start})",
-            hint="re-encode the text as UTF-8 (e.g. iconv -t UTF-8)",
-        ) from exc
+            "no body: a memory needs one",
+            hint="pass --body TEXT, or pipe the text in: echo TEXT | memoryd record …",
+        )
+    else:
+        raw = sys.stdin.buffer.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"the body on stdin is not UTF-8 text (byte {exc.start})",
+                hint="re-encode the text as UTF-8 (e.g. iconv -t UTF-8)",
+            ) from exc
+        where = "stdin"
+    if not text.strip():
+        raise InvalidInput(
+            f"the body is empty ({where}): a memory needs one",
+            hint="pass --body TEXT, or pipe the text in: echo TEXT | memoryd record …",
+        )
+    return text
 
 
 def parse_since(value: str | None) -> datetime | None:
@@ -209,11 +275,12 @@ def record(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a memory into the vault and index it. Prints its slug."""
+    """Write a memory into the vault and index it. Prints its slug. The body must not be
+    empty, whatever the type."""
     try:
         draft = MemoryDraft(
             type=type,
-            title=title,
+            title=utf8_option(title, "--title"),
             body=read_body(body),
             scope_path=Path(scope) if scope else None,
             source=source,
@@ -243,7 +310,7 @@ def get(
     if as_json:
         emit_json({"meta": memory.meta, "body": memory.body, "path": memory.path})
     else:
-        typer.echo(render(memory), nl=False)
+        typer.echo(printable(render(memory)), nl=False)
 
 
 @app.command("list")
@@ -251,27 +318,38 @@ def list_command(
     scope: ScopeOpt = None,
     type: Annotated[MemoryType | None, typer.Option("--type")] = None,
     state: Annotated[DecayState | None, typer.Option("--state", help="Decay state.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    limit: Annotated[int, typer.Option("--limit", "-k", min=1, help=LIMIT_HELP)] = 100,
     offset: Annotated[int, typer.Option("--offset", min=0)] = 0,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List memories, newest first."""
-    rows = run(
-        home,
-        lambda svc: svc.list_memories(
-            scope=scope, type=type, state=state, limit=limit, offset=offset
-        ),
-    )
+    """List memories, newest first; says so when there are more than --limit."""
+
+    def listing(svc: Service) -> tuple[list[MemorySummary], int | None]:
+        rows = svc.list_memories(
+            scope=scope, type=type, state=state, limit=limit + 1, offset=offset
+        )
+        if len(rows) <= limit:
+            return rows, None
+        return rows[:limit], svc.count_memories(scope=scope, type=type, state=state)
+
+    rows, total = run(home, listing)
     if as_json:
         emit_json(rows)
-        return
-    table = Table("slug", "type", "title", "state", "created")
-    for row in rows:
-        table.add_row(
-            row.slug, row.type.value, row.title, row.decay_state.value, f"{row.created_at:%Y-%m-%d}"
+    else:
+        print_table(
+            ["slug", "type", "title", "state", "created"],
+            [
+                [r.slug, r.type.value, r.title, r.decay_state.value, f"{r.created_at:%Y-%m-%d}"]
+                for r in rows
+            ],
         )
-    out.print(table)
+    if total is not None:
+        shown = f"{offset + 1}-{offset + len(rows)}" if offset else str(len(rows))
+        err.print(
+            f"showing {shown} of {total} (--limit {limit}; raise it, or page with --offset)",
+            markup=False,
+        )
 
 
 @app.command()
@@ -279,7 +357,7 @@ def search(
     query: Annotated[str, typer.Argument(help="Words to look for (any language).")],
     scope: ScopeOpt = None,
     type: Annotated[list[MemoryType] | None, typer.Option("--type")] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 10,
+    k: Annotated[int, typer.Option("--limit", "-k", min=1, help=LIMIT_HELP)] = 10,
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also soft-forgotten memories.")
     ] = False,
@@ -299,12 +377,14 @@ def search(
     if not hits:
         err.print("no matches")
         return
-    table = Table("score", "slug", "type", "title", "matched")
-    for hit in hits:
-        table.add_row(
-            f"{hit.score:.2f}", hit.slug, hit.type.value, hit.title, ", ".join(hit.matched_terms)
-        )
-    out.print(table)
+    print_table(
+        ["score", "slug", "type", "title", "matched"],
+        [
+            [f"{h.score:.2f}", h.slug, h.type.value, h.title, ", ".join(h.matched_terms)]
+            for h in hits
+        ],
+        wrap=("title", "matched"),
+    )
 
 
 @app.command()
@@ -331,7 +411,7 @@ def audit_list(
     scope: ScopeOpt = None,
     since: Annotated[str | None, typer.Option("--since", help="ISO date or time.")] = None,
     event_type: Annotated[str | None, typer.Option("--event-type")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-k", min=1, help=LIMIT_HELP)] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -346,17 +426,14 @@ def audit_list(
     if as_json:
         emit_json(records)
         return
-    table = Table("seq", "ts", "actor", "event", "scope", "target")
-    for rec in records:
-        table.add_row(
-            str(rec.seq),
-            rec.ts,
-            rec.actor,
-            rec.event_type,
-            rec.scope_hash or "",
-            rec.target_id or "",
-        )
-    out.print(table)
+    print_table(
+        ["seq", "ts", "actor", "event", "scope", "target"],
+        [
+            [str(r.seq), r.ts, r.actor, r.event_type, r.scope_hash or "", r.target_id or ""]
+            for r in records
+        ],
+        wrap=(),
+    )
 
 
 @audit_app.command("verify")

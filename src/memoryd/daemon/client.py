@@ -48,6 +48,7 @@ from memoryd.models import (
     ReindexReport,
     RelationRef,
     SearchHit,
+    check_query,
 )
 from memoryd.scope import resolve_scope
 
@@ -230,6 +231,19 @@ class RemoteService:
         pages = self._pages(MemorySummary, "/v1/memories", params, limit, PAGE, start=offset)
         return [row for items in pages for row in items]
 
+    def count_memories(
+        self,
+        *,
+        scope: Path | str | None = None,
+        type: MemoryType | None = None,
+        state: DecayState | None = None,
+    ) -> int:
+        params = {"scope": scope_hash_of(scope), "type": type, "state": state}
+        data = self._request("GET", "/v1/memories", params={**_query(params), "limit": 1})
+        if not isinstance(data.get("total"), int):
+            raise StorageError("the daemon's answer to /v1/memories does not count them")
+        return int(data["total"])
+
     def search(
         self,
         query: str,
@@ -239,6 +253,7 @@ class RemoteService:
         k: int = 10,
         include_forgotten: bool = False,
     ) -> list[SearchHit]:
+        check_query(query)  # a URL too long for httpx would fail with its own error
         params = {
             "q": query,
             "scope": scope_hash_of(scope),
@@ -288,10 +303,11 @@ class RemoteService:
         include_forgotten: bool = False,
         track: bool = True,
     ) -> RecallResult:
-        params = {
+        check_query(query)  # the daemon checks too; this fails the same way, sooner
+        body: dict[str, Any] = {
             "q": query,
             "scope": scope_hash_of(scope),
-            "type": list(types) if types else None,
+            "type": [t.value for t in types] if types else None,
             "include_forgotten": include_forgotten,
             "track": track,
         }
@@ -300,8 +316,9 @@ class RemoteService:
         offset = 0
         while len(hits) < k:
             size = min(PAGE, k - len(hits))
+            # In the body: a query of thousands of words does not fit a URL.
             data = self._request(
-                "GET", "/v1/recall", params={**_query(params), "limit": size, "offset": offset}
+                "POST", "/v1/recall", json={**body, "limit": size, "offset": offset}
             )
             first = first or data
             hits += [RecallHit.model_validate(hit) for hit in data["hits"]]

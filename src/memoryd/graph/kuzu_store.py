@@ -573,18 +573,8 @@ class KuzuGraphStore:
         limit: int = 100,
         offset: int = 0,
     ) -> list[MemorySummary]:
-        where = []
-        params: dict[str, Any] = {"limit": limit, "offset": offset}
-        if scope_hash is not None:
-            where.append("m.scope_hash = $scope")
-            params["scope"] = scope_hash
-        if type is not None:
-            where.append("m.type = $type")
-            params["type"] = type.value
-        if decay_state is not None:
-            where.append("m.decay_state = $state")
-            params["state"] = decay_state.value
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        clause, params = self._memory_filter(scope_hash, type, decay_state)
+        params.update(limit=limit, offset=offset)
         rows = self._rows(
             f"MATCH (m:Memory) {clause} RETURN m.slug, m.type, m.title, m.scope_hash, m.source,"
             " m.created_at, m.updated_at, m.decay_state, m.tags, m.recall_count"
@@ -605,8 +595,33 @@ class KuzuGraphStore:
         ]
         return [MemorySummary.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
 
-    def count_memories(self) -> int:
-        return int(self._rows("MATCH (m:Memory) RETURN count(m)")[0][0])
+    def count_memories(
+        self,
+        *,
+        scope_hash: str | None = None,
+        type: MemoryType | None = None,
+        decay_state: DecayState | None = None,
+    ) -> int:
+        clause, params = self._memory_filter(scope_hash, type, decay_state)
+        return int(self._rows(f"MATCH (m:Memory) {clause} RETURN count(m)", params)[0][0])
+
+    @staticmethod
+    def _memory_filter(
+        scope_hash: str | None, type: MemoryType | None, decay_state: DecayState | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The WHERE clause `list_memories` and `count_memories` share, and its parameters."""
+        where = []
+        params: dict[str, Any] = {}
+        if scope_hash is not None:
+            where.append("m.scope_hash = $scope")
+            params["scope"] = scope_hash
+        if type is not None:
+            where.append("m.type = $type")
+            params["type"] = type.value
+        if decay_state is not None:
+            where.append("m.decay_state = $state")
+            params["state"] = decay_state.value
+        return (f"WHERE {' AND '.join(where)}" if where else ""), params
 
     def memory_slugs(self) -> set[str]:
         return {row[0] for row in self._rows("MATCH (m:Memory) RETURN m.slug")}
@@ -826,25 +841,56 @@ class KuzuGraphStore:
         return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
 
     def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult:
-        """Entities within `depth` hops (RELATES or a shared memory), fan-out capped per hop."""
+        """Entities within `depth` hops over current RELATES edges, fan-out capped per hop.
+
+        Each row is an edge as it is stored, `from -[predicate]-> to`, whichever end the walk
+        reached it from: `React superseded_by Solid` is not `Solid superseded_by React`."""
         frontier = [entity_id]
         seen = {entity_id}
         edges: list[list[Any]] = []
         seen_edges: set[tuple[str, str, str]] = set()
         for _ in range(max(1, min(depth, 3))):
             next_frontier: list[str] = []
-            for src, dst, pred, conf in self.related_entities(frontier):
-                key = (min(src, dst), max(src, dst), pred)
-                if key not in seen_edges:
-                    seen_edges.add(key)
+            for src, dst, pred, conf, other in self._directed_relations(frontier):
+                if (src, pred, dst) not in seen_edges:
+                    seen_edges.add((src, pred, dst))
                     edges.append([src, pred, dst, conf])
-                if dst not in seen:
-                    seen.add(dst)
-                    next_frontier.append(dst)
+                if other not in seen:
+                    seen.add(other)
+                    next_frontier.append(other)
             frontier = next_frontier
             if not frontier:
                 break
         return CypherResult(columns=["from", "predicate", "to", "confidence"], rows=edges)
+
+    def _directed_relations(
+        self, entity_ids: Sequence[str]
+    ) -> list[tuple[str, str, str, float, str]]:
+        """(from, to, predicate, confidence, the far end) of the current relations touching
+        these entities, in their stored direction; capped at `max_fanout` per entity as in
+        `related_entities`."""
+        wanted = list(dict.fromkeys(entity_ids))
+        by_entity: dict[str, list[tuple[str, str, str, float, str]]] = {}
+        # Two statements, each starting from the entities' primary key (an OR over both ends
+        # would scan every relation).
+        for outgoing in (True, False):
+            arrow = "-[r:RELATES]->" if outgoing else "<-[r:RELATES]-"
+            for eid, other, pred, conf in self._rows(
+                f"MATCH (a:Entity){arrow}(b:Entity) WHERE a.id IN $ids"
+                " AND r.superseded_at IS NULL"
+                " RETURN a.id, b.id, r.predicate, max(r.confidence) AS c",
+                {"ids": wanted},
+            ):
+                if outgoing or other != eid:  # a self-loop is found both ways: keep one
+                    src, dst = (eid, other) if outgoing else (other, eid)
+                    by_entity.setdefault(eid, []).append(
+                        (src, dst, pred, float(conf or 0.0), other)
+                    )
+        out: list[tuple[str, str, str, float, str]] = []
+        for eid in wanted:
+            found = sorted(by_entity.get(eid, ()), key=lambda e: (-e[3], e[4], e[2], e[0]))
+            out.extend(found[: self.max_fanout])
+        return out
 
     def add_entity_aliases(self, entity_id: str, aliases: Sequence[str]) -> None:
         with self._transaction() as conn:

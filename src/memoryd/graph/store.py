@@ -243,7 +243,13 @@ class GraphStore(Protocol):
         offset: int = 0,
     ) -> list[MemorySummary]: ...
 
-    def count_memories(self) -> int: ...
+    def count_memories(
+        self,
+        *,
+        scope_hash: str | None = None,
+        type: MemoryType | None = None,
+        decay_state: DecayState | None = None,
+    ) -> int: ...
 
     def memory_slugs(self) -> set[str]: ...
 
