@@ -15,6 +15,8 @@ import ctypes
 import importlib
 import json
 import logging
+import os
+import shutil
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,18 +30,21 @@ from typing import Any
 from memoryd.errors import (
     GraphLocked,
     InvalidInput,
+    MemorydError,
     PolicyDenied,
+    QueryLimitExceeded,
     ResourceExhausted,
     StorageError,
 )
 from memoryd.graph.store import (
-    MAX_RANGE_VALUES,
+    MEMORY_HINT,
+    TIME_HINT,
     CypherResult,
     EntityRow,
+    GraphCopy,
     MemoryRow,
     SupersedeRow,
-    oversized_range,
-    write_clause,
+    check_cypher,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 
@@ -155,6 +160,7 @@ class KuzuGraphStore:
         max_fanout: int = 64,
         query_timeout_ms: int = 10_000,
         read_only: bool = False,
+        max_db_mb: int | None = None,
     ) -> None:
         self.directory = directory
         self.path = directory / DB_FILE
@@ -177,12 +183,16 @@ class KuzuGraphStore:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create graph dir {directory}: {exc.strerror}") from exc
+        # The engine reserves address space for the whole database up front (8 TB unless
+        # told): a process under RLIMIT_AS (memoryd.graph.sandbox) says how much it needs.
+        size = {} if max_db_mb is None else {"max_db_size": max_db_mb * _MIB}
         try:
             self._db = self._engine.Database(
                 str(self.path),
                 buffer_pool_size=buffer_pool_mb * _MIB,
                 read_only=read_only,
                 max_num_threads=2,
+                **size,
             )
             self._writer = None if read_only else self._engine.Connection(self._db)
         except RuntimeError as exc:
@@ -671,22 +681,14 @@ class KuzuGraphStore:
         limit: int = 1000,
         timeout_ms: int | None = None,
     ) -> CypherResult:
-        """Run read-only Cypher: write clauses are refused before the engine sees them, and
-        the query runs in a READ ONLY transaction as a second guard. `timeout_ms` overrides
-        the store's query timeout for this query only."""
-        clause = write_clause(query)
-        if clause is not None:
-            raise PolicyDenied(
-                f"graph queries are read-only: {clause} is a write clause",
-                hint="use `memoryd record` and the entity commands to change the graph",
-            )
-        values = oversized_range(query, params)
-        if values is not None:
-            raise PolicyDenied(
-                f"the query's range() would build {values:,} values in memory;"
-                f" a graph query may build at most {MAX_RANGE_VALUES:,}",
-                hint="narrow the range, or page through it with SKIP and LIMIT",
-            )
+        """Run read-only Cypher: what a read query may not do is refused before the engine
+        sees it (`check_cypher`), and the query runs in a READ ONLY transaction as a second
+        guard. `timeout_ms` overrides the store's query timeout for this query only.
+
+        User Cypher runs here only inside `memoryd.graph.sandbox`, never in the process that
+        writes: a query can allocate outside the buffer pool, and no check on its text can
+        tell which will."""
+        check_cypher(query, params)
         if self._closed:
             raise StorageError("the graph store is closed")
         conn = self._reader()
@@ -698,6 +700,8 @@ class KuzuGraphStore:
             if timeout_ms is not None:
                 conn.set_query_timeout(timeout_ms)
             result = conn.execute(query, params or {})
+            if isinstance(result, list):  # check_cypher lets no second statement through
+                raise InvalidInput("a graph query is one statement; this one has several")
             columns = list(result.get_column_names())
             rows: list[list[Any]] = []
             truncated = False
@@ -708,11 +712,8 @@ class KuzuGraphStore:
                 rows.append([_jsonable(v) for v in result.get_next()])
             return CypherResult(columns=columns, rows=rows, truncated=truncated)
         except RuntimeError as exc:
-            text = str(exc)
-            if any(marker in text for marker in _QUERY_FAULTS) and "Interrupted" not in text:
-                raise InvalidInput(f"invalid Cypher: {text}") from exc
-            raise engine_error(exc, self.path) from exc
-        except (ValueError, TypeError) as exc:  # the binding could not convert a parameter
+            raise query_error(exc, self.path, timeout_ms or self._timeout_ms) from exc
+        except (ValueError, TypeError, AttributeError) as exc:  # a parameter did not convert
             raise InvalidInput(f"invalid Cypher parameters: {exc}") from exc
         finally:
             try:
@@ -721,6 +722,50 @@ class KuzuGraphStore:
                 logger.debug("rollback of read-only transaction failed", exc_info=True)
             if timeout_ms is not None:
                 conn.set_query_timeout(self._timeout_ms)
+
+    def copy_to(self, target: Path, *, base: GraphCopy | None = None) -> GraphCopy:
+        """A copy of the committed graph in the new directory `target`, for a process that
+        opens it read-only (`memoryd.graph.sandbox`).
+
+        Under the write lock no transaction is half-written, so the data file and its WAL
+        are the committed state (a read-only open replays the WAL in memory). The engine
+        writes the data file only at a checkpoint: while it is unchanged since `base` was
+        copied, `base`'s data file is linked instead of copied again, and only the WAL
+        (at most the checkpoint threshold, 16 MB) is copied.
+        """
+        try:
+            target.mkdir(mode=0o700)
+        except OSError as exc:
+            raise StorageError(f"cannot create {target}: {exc.strerror}") from exc
+        wal = self.path.with_name(self.path.name + ".wal")
+        with self._write_lock:
+            if self._closed:
+                raise StorageError(
+                    "the graph store is closed (a reindex may be swapping it)", hint="retry"
+                )
+            stamp = _file_stamp(self.path)
+            data = target / DB_FILE
+            try:
+                if base is not None and base.source == self.path and base.stamp == stamp:
+                    _link_or_copy(base.directory / DB_FILE, data)
+                else:
+                    _copy_private(self.path, data)
+                if wal.exists():
+                    _copy_private(wal, target / wal.name)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot copy the graph to {target}: {exc.strerror or exc}",
+                    hint="check the free space in the data dir",
+                ) from exc
+            generation = self._generation
+        return GraphCopy(
+            directory=target,
+            source=self.path,
+            engine=self.engine_name,
+            generation=generation,
+            stamp=stamp,
+            size=stamp[1],
+        )
 
     # -- traversal (recall) --------------------------------------------------------------
     def entity_catalogue(self) -> list[EntityRow]:
@@ -967,8 +1012,65 @@ _QUERY_FAULTS = (
     "Conversion exception",
     "Overflow exception",
     "Runtime exception",
+    "Not implemented",
     "Cannot convert Python object",
+    "Parameter ",
 )
+_OUT_OF_MEMORY = ("std::bad_alloc", "Unable to allocate memory", "buffer pool is full")
+
+
+def query_error(exc: RuntimeError, path: Path, timeout_ms: int) -> MemorydError:
+    """The typed error for a failed graph query: the caller's fault (InvalidInput), a write
+    (PolicyDenied), a limit it ran into (QueryLimitExceeded), or the store's (StorageError)."""
+    text = str(exc)
+    if text.startswith("Interrupted"):
+        return QueryLimitExceeded(
+            f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
+            hint=f"{TIME_HINT}; or raise graph.cypher_timeout_ms",
+            limit="time",
+        )
+    if any(marker in text for marker in _OUT_OF_MEMORY):
+        return QueryLimitExceeded(
+            f"the graph query needed more memory than a query may use ({text})",
+            hint=f"{MEMORY_HINT}; or raise graph.cypher_memory_mb",
+            limit="memory",
+        )
+    if "read-only database" in text:
+        return PolicyDenied(
+            f"graph queries are read-only: {text}",
+            hint="use `memoryd record` and the entity commands to change the graph",
+        )
+    if text.startswith("Parameter ") and text.rstrip(".").endswith("not found"):
+        name = text.removeprefix("Parameter ").rsplit(" not found", 1)[0]
+        return InvalidInput(
+            f"the query does not use the parameter ${name}",
+            hint="remove it from the parameters, or refer to it in the query",
+        )
+    if any(marker in text for marker in _QUERY_FAULTS):
+        return InvalidInput(f"invalid Cypher: {text}")
+    return engine_error(exc, path)
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int, int]:
+    """What changes when a file is written: inode, size, mtime and ctime (ns)."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy a file readable by its owner only (the graph holds private memories)."""
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    shutil.copyfile(source, target)  # keeps the mode; copies in the kernel (sendfile)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        _copy_private(source, target)
 
 
 def _prefixed(alias: str, columns: str) -> str:
