@@ -62,9 +62,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def test_a_memory_bomb_stops_in_its_own_process(
-    sandboxed: MemoryService, project: Path
-) -> None:
+def test_a_memory_bomb_stops_in_its_own_process(sandboxed: MemoryService, project: Path) -> None:
     """The issue's query grew the daemon to 23 GB; here it ends at the worker's cap, this
     process does not grow, and the service keeps reading and writing."""
     note(sandboxed, project, "Before the bomb")
@@ -189,9 +187,7 @@ def test_close_stops_the_worker_and_deletes_the_copy(home: Path) -> None:
     assert not copies[0].exists()
 
 
-def test_a_read_only_service_queries_through_the_sandbox_too(
-    home: Path, project: Path
-) -> None:
+def test_a_read_only_service_queries_through_the_sandbox_too(home: Path, project: Path) -> None:
     """Notebooks without a daemon open the data dir read-only: same sandbox, same limits."""
     with open_service(sandbox_settings(home)) as svc:
         note(svc, project, "Seen by the notebook")

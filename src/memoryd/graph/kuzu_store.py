@@ -723,15 +723,16 @@ class KuzuGraphStore:
             if timeout_ms is not None:
                 conn.set_query_timeout(self._timeout_ms)
 
-    def copy_to(self, target: Path, *, base: GraphCopy | None = None) -> GraphCopy:
+    def copy_to(self, target: Path) -> GraphCopy:
         """A copy of the committed graph in the new directory `target`, for a process that
         opens it read-only (`memoryd.graph.sandbox`).
 
-        Under the write lock no transaction is half-written, so the data file and its WAL
-        are the committed state (a read-only open replays the WAL in memory). The engine
-        writes the data file only at a checkpoint: while it is unchanged since `base` was
-        copied, `base`'s data file is linked instead of copied again, and only the WAL
-        (at most the checkpoint threshold, 16 MB) is copied.
+        Under the write lock no transaction is half-written; a checkpoint first writes every
+        commit into the data file, so the copy needs no WAL. Replaying a WAL is not enough:
+        kuzu 0.11.3 replays a WAL holding a DETACH DELETE into a graph with one MENTIONS edge
+        fewer than the live one (seen in tests/test_mcp.py's delete tools), read-only or not.
+        A read-only store has no writer to checkpoint with: its WAL (left by a writer that
+        crashed) is copied, and the copy replays it as the store itself did.
         """
         try:
             target.mkdir(mode=0o700)
@@ -743,15 +744,16 @@ class KuzuGraphStore:
                 raise StorageError(
                     "the graph store is closed (a reindex may be swapping it)", hint="retry"
                 )
-            stamp = _file_stamp(self.path)
-            data = target / DB_FILE
+            if self._writer is not None:
+                try:
+                    self._writer.execute("CHECKPOINT")
+                except RuntimeError as exc:
+                    raise engine_error(exc, self.path) from exc
             try:
-                if base is not None and base.source == self.path and base.stamp == stamp:
-                    _link_or_copy(base.directory / DB_FILE, data)
-                else:
-                    _copy_private(self.path, data)
-                if wal.exists():
+                _copy_private(self.path, target / DB_FILE)
+                if wal.exists() and wal.stat().st_size:
                     _copy_private(wal, target / wal.name)
+                size = (target / DB_FILE).stat().st_size
             except OSError as exc:
                 raise StorageError(
                     f"cannot copy the graph to {target}: {exc.strerror or exc}",
@@ -760,11 +762,9 @@ class KuzuGraphStore:
             generation = self._generation
         return GraphCopy(
             directory=target,
-            source=self.path,
             engine=self.engine_name,
             generation=generation,
-            stamp=stamp,
-            size=stamp[1],
+            size=size,
         )
 
     # -- traversal (recall) --------------------------------------------------------------
@@ -1051,26 +1051,10 @@ def query_error(exc: RuntimeError, path: Path, timeout_ms: int) -> MemorydError:
     return engine_error(exc, path)
 
 
-def _file_stamp(path: Path) -> tuple[int, int, int, int]:
-    """What changes when a file is written: inode, size, mtime and ctime (ns)."""
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
 def _copy_private(source: Path, target: Path) -> None:
     """Copy a file readable by its owner only (the graph holds private memories)."""
     os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     shutil.copyfile(source, target)  # keeps the mode; copies in the kernel (sendfile)
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        _copy_private(source, target)
 
 
 def _prefixed(alias: str, columns: str) -> str:

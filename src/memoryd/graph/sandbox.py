@@ -7,9 +7,8 @@ not fire while a list is being built. No check of the query text can tell which 
 do that, so user Cypher (`memoryd graph query`, `POST /v1/graph/cypher`,
 `memoryd.connect().cypher`) never runs in the process that writes:
 
-- the process that owns the graph copies the committed graph (its data file and WAL, under
-  the write lock) into a private directory, again only after a write; while the data file is
-  unchanged (the engine writes it only at a checkpoint) the copy links it and copies the WAL;
+- the process that owns the graph checkpoints it and copies its data file into a private
+  directory, under the write lock, and again only after the graph committed something;
 - a worker process (`python -m memoryd.graph.sandbox`) opens that copy read-only with a small
   buffer pool and a bounded address-space reservation, caps itself with RLIMIT_AS at its
   size after opening plus the rest of `graph.cypher_memory_mb`, and runs one query at a time
@@ -194,8 +193,7 @@ class CypherSandbox:
         same_graph = self._source is graph
         if copy is not None and same_graph and copy.generation == graph.generation:
             return copy
-        target = self._copies_dir() / f"copy-{next(self._names)}"
-        fresh = graph.copy_to(target, base=copy if same_graph else None)
+        fresh = graph.copy_to(self._copies_dir() / f"copy-{next(self._names)}")
         self._copy, self._source = fresh, graph
         return fresh
 

@@ -103,14 +103,11 @@ class GraphCopy:
     """A private, consistent copy of the graph that a sandboxed reader opens read-only."""
 
     directory: Path
-    source: Path
-    """The database file it was copied from."""
     engine: str
     generation: int
     """The source's `generation` when it was copied: the copy is current while it holds."""
-    stamp: tuple[int, int, int, int]
-    """The source data file's inode, size, mtime and ctime when it was copied."""
     size: int
+    """Bytes in the data file."""
 
 
 _WRITE_CLAUSE = re.compile(
@@ -327,7 +324,7 @@ class GraphStore(Protocol):
         timeout_ms: int | None = None,
     ) -> CypherResult: ...
 
-    def copy_to(self, target: Path, *, base: GraphCopy | None = None) -> GraphCopy:
+    def copy_to(self, target: Path) -> GraphCopy:
         """A consistent copy of the committed graph in the new directory `target`."""
         ...
 
