@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -326,6 +328,38 @@ def test_copy_is_private_and_holds_every_commit(graph: KuzuGraphStore, tmp_path:
         reader.close()
     with pytest.raises(StorageError, match="cannot create"):
         graph.copy_to(copy.directory)
+
+
+def test_copy_checkpoints_beside_a_stream_of_reads(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """The engine's checkpoint waits for a moment with no open transaction and timed out
+    after 5 s beside four threads reading in a loop (10 of 10 attempts)."""
+    graph.upsert_memories([memory(f"r-{i}") for i in range(50)])
+    stop = threading.Event()
+    reads = [0] * 4
+
+    def read(n: int) -> None:
+        while not stop.is_set():
+            assert graph.count_memories() >= 50
+            reads[n] += 1
+
+    readers = [threading.Thread(target=read, args=(n,)) for n in range(4)]
+    for reader in readers:
+        reader.start()
+    try:
+        while min(reads) == 0:
+            time.sleep(0.001)
+        (tmp_path / "copies").mkdir()
+        for n in range(3):
+            graph.upsert_memories([memory(f"w-{n}")])
+            started = time.monotonic()
+            copy = graph.copy_to(tmp_path / "copies" / str(n))
+            assert time.monotonic() - started < 2
+            assert copy.generation == graph.generation
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert min(reads) > 0
 
 
 def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:

@@ -95,6 +95,53 @@ _MEMORY_COLUMNS = (
 )
 
 
+class CheckpointGate:
+    """Reads share the store; a checkpoint has it alone.
+
+    The engine's CHECKPOINT waits for the open transactions to end and fails after 5 s. A
+    read in Python is one transaction across several engine calls (the query, then each
+    row), and with the checkpoint holding the engine those calls do not get through: beside
+    a single thread reading in a loop, 10 of 10 checkpoints failed (kuzu 0.11.3). So a
+    checkpoint stops new reads and waits for the running ones here first.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._checkpointing = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A read section: it must not call the store again (a nested read would wait for
+        a checkpoint that waits for this one)."""
+        with self._cond:
+            while self._checkpointing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def checkpoint(self) -> Iterator[None]:
+        with self._cond:
+            while self._checkpointing:
+                self._cond.wait()
+            self._checkpointing = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._checkpointing = False
+                self._cond.notify_all()
+
+
 def load_engine(name: str) -> ModuleType:
     if name not in ENGINES:
         raise InvalidInput(
@@ -170,6 +217,7 @@ class KuzuGraphStore:
         self._timeout_ms = query_timeout_ms
         self._engine = load_engine(engine)
         self._write_lock = threading.Lock()
+        self._reads = CheckpointGate()
         self._local = threading.local()
         self._closed = False
         self._generation = 0
@@ -213,10 +261,11 @@ class KuzuGraphStore:
         if self._closed:
             raise StorageError("the graph store is closed")
         try:
-            result = self._reader().execute(query, params or {})
-            rows: list[list[Any]] = []
-            while result.has_next():
-                rows.append([_utc(v) for v in result.get_next()])
+            with self._reads.read():
+                result = self._reader().execute(query, params or {})
+                rows: list[list[Any]] = []
+                while result.has_next():
+                    rows.append([_utc(v) for v in result.get_next()])
             return rows
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
@@ -691,6 +740,12 @@ class KuzuGraphStore:
         check_cypher(query, params)
         if self._closed:
             raise StorageError("the graph store is closed")
+        with self._reads.read():
+            return self._read_only_query(query, params, limit, timeout_ms)
+
+    def _read_only_query(
+        self, query: str, params: dict[str, Any] | None, limit: int, timeout_ms: int | None
+    ) -> CypherResult:
         conn = self._reader()
         try:
             conn.execute("BEGIN TRANSACTION READ ONLY")
@@ -731,8 +786,9 @@ class KuzuGraphStore:
         commit into the data file, so the copy needs no WAL. Replaying a WAL is not enough:
         kuzu 0.11.3 replays a WAL holding a DETACH DELETE into a graph with one MENTIONS edge
         fewer than the live one (seen in tests/test_mcp.py's delete tools), read-only or not.
-        A read-only store has no writer to checkpoint with: its WAL (left by a writer that
-        crashed) is copied, and the copy replays it as the store itself did.
+        New reads wait while the checkpoint runs (`CheckpointGate`). A read-only store has
+        no writer to checkpoint with: its WAL (left by a writer that crashed) is copied, and
+        the copy replays it as the store itself did.
         """
         try:
             target.mkdir(mode=0o700)
@@ -746,7 +802,8 @@ class KuzuGraphStore:
                 )
             if self._writer is not None:
                 try:
-                    self._writer.execute("CHECKPOINT")
+                    with self._reads.checkpoint():
+                        self._writer.execute("CHECKPOINT")
                 except RuntimeError as exc:
                     raise engine_error(exc, self.path) from exc
             try:

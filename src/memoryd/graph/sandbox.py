@@ -118,7 +118,7 @@ class CypherSandbox:
 
     @property
     def worker_pid(self) -> int | None:
-        """The worker's pid while one runs (tests and `doctor` look at it)."""
+        """The worker's pid while one runs."""
         worker = self._worker
         return worker.process.pid if worker is not None and worker.alive() else None
 
