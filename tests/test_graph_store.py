@@ -362,6 +362,40 @@ def test_copy_checkpoints_beside_a_stream_of_reads(graph: KuzuGraphStore, tmp_pa
     assert min(reads) > 0
 
 
+def test_commits_past_the_checkpoint_threshold_beside_readers(tmp_path: Path) -> None:
+    """The engine's checkpoint at commit (past 16 MB of WAL) failed the COMMIT after 5 s when
+    a thread was reading, with the transaction already committed: a write reported as lost
+    that was not. Commits are followed by our own checkpoint, with reads held back."""
+    store = KuzuGraphStore(
+        tmp_path / "g", engine=ENGINE, buffer_pool_mb=64, checkpoint_bytes=64 * 1024
+    )
+    stop = threading.Event()
+    reads = [0, 0]
+
+    def read(n: int) -> None:
+        while not stop.is_set():
+            store.memory_slugs()
+            reads[n] += 1
+
+    readers = [threading.Thread(target=read, args=(n,)) for n in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        started = time.monotonic()
+        for n in range(40):
+            store.upsert_memories([memory(f"big-{n}", body="lorem ipsum " * 400 + str(n))])
+        assert time.monotonic() - started < 20
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert min(reads) > 0
+    assert store.count_memories() == 40
+    wal = tmp_path / "g" / "memoryd.kz.wal"
+    assert not wal.exists() or wal.stat().st_size < 2 * 64 * 1024  # checkpointed as it grew
+    store.close()
+
+
 def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:
     labelled = {
         "predicate": "mentions",

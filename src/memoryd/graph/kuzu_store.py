@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 DB_FILE = "memoryd.kz"
 ENGINES = ("kuzu", "ladybug")
+CHECKPOINT_BYTES = 16 * 1024 * 1024
+"""WAL size past which a commit is followed by a checkpoint (the engine's own default)."""
 _MIB = 1024 * 1024
 
 # UNWIND note. A statement that UNWINDs a list of rows projects their fields with WITH before
@@ -208,9 +210,12 @@ class KuzuGraphStore:
         query_timeout_ms: int = 10_000,
         read_only: bool = False,
         max_db_mb: int | None = None,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
     ) -> None:
         self.directory = directory
         self.path = directory / DB_FILE
+        self._wal = self.path.with_name(DB_FILE + ".wal")
+        self._checkpoint_bytes = checkpoint_bytes
         self.engine_name = engine
         self.max_fanout = max_fanout
         self.read_only = read_only
@@ -233,14 +238,16 @@ class KuzuGraphStore:
             raise StorageError(f"cannot create graph dir {directory}: {exc.strerror}") from exc
         # The engine reserves address space for the whole database up front (8 TB unless
         # told): a process under RLIMIT_AS (memoryd.graph.sandbox) says how much it needs.
-        size = {} if max_db_mb is None else {"max_db_size": max_db_mb * _MIB}
+        options: dict[str, Any] = {} if read_only else {"auto_checkpoint": False}
+        if max_db_mb is not None:
+            options["max_db_size"] = max_db_mb * _MIB
         try:
             self._db = self._engine.Database(
                 str(self.path),
                 buffer_pool_size=buffer_pool_mb * _MIB,
                 read_only=read_only,
                 max_num_threads=2,
-                **size,
+                **options,
             )
             self._writer = None if read_only else self._engine.Connection(self._db)
         except RuntimeError as exc:
@@ -295,6 +302,20 @@ class KuzuGraphStore:
                     raise engine_error(exc, self.path) from exc
                 raise
             self._generation += 1
+            if self._wal.exists() and self._wal.stat().st_size >= self._checkpoint_bytes:
+                try:
+                    self._checkpoint()
+                except RuntimeError:  # the commit stands in the WAL: checkpoint next time
+                    logger.warning("checkpoint of %s failed", self.path, exc_info=True)
+
+    def _checkpoint(self) -> None:
+        """Write the WAL into the data file, with no read running (`CheckpointGate`). Call
+        it holding the write lock. The engine's own checkpoint at commit is off: it waits
+        for reads that cannot finish and, after 5 s, fails the COMMIT of a transaction it
+        has already committed."""
+        assert self._writer is not None
+        with self._reads.checkpoint():
+            self._writer.execute("CHECKPOINT")
 
     def _migrate(self) -> None:
         tables = {row[0] for row in self._rows("CALL show_tables() RETURN name")}
@@ -794,7 +815,7 @@ class KuzuGraphStore:
             target.mkdir(mode=0o700)
         except OSError as exc:
             raise StorageError(f"cannot create {target}: {exc.strerror}") from exc
-        wal = self.path.with_name(self.path.name + ".wal")
+        wal = self._wal
         with self._write_lock:
             if self._closed:
                 raise StorageError(
@@ -802,8 +823,7 @@ class KuzuGraphStore:
                 )
             if self._writer is not None:
                 try:
-                    with self._reads.checkpoint():
-                        self._writer.execute("CHECKPOINT")
+                    self._checkpoint()
                 except RuntimeError as exc:
                     raise engine_error(exc, self.path) from exc
             try:
