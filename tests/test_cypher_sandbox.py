@@ -191,11 +191,13 @@ def test_a_read_only_service_queries_through_the_sandbox_too(home: Path, project
     """Notebooks without a daemon open the data dir read-only: same sandbox, same limits."""
     with open_service(sandbox_settings(home)) as svc:
         note(svc, project, "Seen by the notebook")
+    before = sorted(home.rglob("*"))
     with open_service(sandbox_settings(home), read_only=True) as reader:
         assert count(reader) == 1
         with pytest.raises(QueryLimitExceeded):
             reader.cypher(MEMORY_BOMB)
         assert count(reader) == 1
+        assert sorted(home.rglob("*")) == before  # its copy is in the system's temp dir
 
 
 # -- the CLI, embedded (no daemon) ----------------------------------------------------------

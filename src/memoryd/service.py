@@ -476,7 +476,9 @@ class MemoryService:
         """The sandbox for user Cypher, made on first use (a worker starts on first query)."""
         with self._sandbox_lock:
             if self._sandbox is None:
-                self._sandbox = CypherSandbox(self.home / "tmp", self.cypher_limits)
+                # A read-only service (a notebook) leaves the data dir as it found it.
+                workdir = None if self.read_only else self.home / "tmp"
+                self._sandbox = CypherSandbox(workdir, self.cypher_limits)
             return self._sandbox
 
     # -- recall ---------------------------------------------------------------------------

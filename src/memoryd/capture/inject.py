@@ -236,9 +236,10 @@ def _read(
     """Rows of one of inject's own queries: in process straight from the graph (a hook
     cannot wait for the user-Cypher sandbox to start), through a daemon by its Cypher route."""
     graph = getattr(svc, "graph", None)
-    if graph is not None:
-        return graph.cypher(query, params, limit=limit).rows  # type: ignore[no-any-return]
-    return svc.cypher(query, params, limit=limit).rows
+    if graph is None:
+        return svc.cypher(query, params, limit=limit).rows
+    rows: list[list[Any]] = graph.cypher(query, params, limit=limit).rows
+    return rows
 
 
 def choose(

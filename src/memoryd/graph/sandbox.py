@@ -104,7 +104,9 @@ class CypherSandbox:
     taken, so a query sees every write acknowledged before it was asked.
     """
 
-    def __init__(self, workdir: Path, limits: CypherLimits) -> None:
+    def __init__(self, workdir: Path | None, limits: CypherLimits) -> None:
+        """`workdir`: where the copies go (None: the system's temp dir, for a service that
+        must not write into its data dir)."""
         self.limits = limits
         self._workdir = workdir
         self._root: Path | None = None
@@ -231,16 +233,21 @@ class CypherSandbox:
                 self._lock.release()
 
 
-def private_workdir(parent: Path) -> Path:
-    """A new 0700 directory under `parent` named after this process; directories left by
-    processes that no longer run (a daemon killed -9) are removed first."""
+def private_workdir(parent: Path | None) -> Path:
+    """A new 0700 directory under `parent` (None: the system's temp dir) named after this
+    process; directories left by processes that no longer run (a daemon killed -9) are
+    removed first."""
+    prefix = "cypher-" if parent is not None else "memoryd-cypher-"
     try:
-        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for old in parent.glob("cypher-*"):
-            pid = old.name.split("-")[1]
-            if pid.isdigit() and not _running(int(pid)):
+        if parent is not None:
+            parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        where = parent if parent is not None else Path(tempfile.gettempdir())
+        for old in where.glob(f"{prefix}*"):
+            pid = old.name.removeprefix(prefix).split("-")[0]
+            mine = old.stat().st_uid == os.getuid()
+            if mine and pid.isdigit() and not _running(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
-        return Path(tempfile.mkdtemp(prefix=f"cypher-{os.getpid()}-", dir=parent))
+        return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where))
     except OSError as exc:
         raise StorageError(
             f"cannot make a private directory for graph queries in {parent}: {exc.strerror}",
