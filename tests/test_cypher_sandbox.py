@@ -244,6 +244,8 @@ def test_cli_graph_query_limits_and_exit_codes(cli_home: Path) -> None:
         (("MATCH (m RETURN m",), "invalid Cypher: Parser exception"),
         (("MATCH (x:Nope) RETURN x",), "invalid Cypher: Binder exception"),
         (("RETURN 1; RETURN 2",), "one statement"),
+        (("",), "the graph query is empty"),
+        (("// only a comment",), "the graph query is empty"),
     ],
 )
 def test_cli_a_query_mistake_is_invalid_input(

@@ -224,6 +224,10 @@ def check_cypher(query: str, params: Mapping[str, Any] | None = None) -> None:
             hint="a query may CALL only " + ", ".join(sorted(READ_ONLY_PROCEDURES)),
         )
     code = cypher_code(query)
+    if not code.strip(" \t\r\n;"):
+        raise InvalidInput(
+            "the graph query is empty", hint="e.g. MATCH (m:Memory) RETURN m.title LIMIT 5"
+        )
     if sum(1 for part in code.split(";") if part.strip()) > 1:
         raise InvalidInput(
             "a graph query is one statement; this one has several (separated by ;)",
