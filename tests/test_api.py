@@ -200,11 +200,22 @@ def test_entities_and_cypher(client: TestClient, service: MemoryService, project
     timed_out = client.post(
         "/v1/graph/cypher",
         json={
-            "query": "UNWIND range(1, 100000) AS x UNWIND range(1, 100000) AS y RETURN count(*)",
+            "query": "UNWIND range(1, 100000) AS x UNWIND range(1, 100000) AS y"
+            " WITH x, y WHERE (x + y) % 3 = 0 RETURN count(*)",
             "timeout_ms": 50,
         },
     )
-    assert_error(timed_out, 507, "resource_exhausted")
+    limited = assert_error(timed_out, 422, "query_limit")
+    assert "50 ms" in limited["message"]
+    assert "graph.cypher_timeout_ms" in limited["hint"]
+    bomb = {"query": "WITH 100000000 AS n UNWIND range(1, n) AS x RETURN count(x)"}
+    limited = assert_error(client.post("/v1/graph/cypher", json=bomb), 422, "query_limit")
+    assert "MB a query may use" in limited["message"]
+    setting = {"query": "CALL checkpoint_threshold=1"}
+    denied = assert_error(client.post("/v1/graph/cypher", json=setting), 403, "policy_denied")
+    assert "engine setting" in denied["message"]
+    unused = {"query": "RETURN 1", "params": {"n": 1}}
+    assert_error(client.post("/v1/graph/cypher", json=unused), 422, "invalid_input")
 
 
 def test_errors_have_one_shape(client: TestClient, project: Path) -> None:

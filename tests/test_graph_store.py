@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 
 from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
 from memoryd.graph.kuzu_store import SCHEMA_VERSION, KuzuGraphStore
-from memoryd.graph.store import oversized_range, write_clause
+from memoryd.graph.store import refused_call, write_clause
 from memoryd.models import DecayState, Frontmatter, Memory, MemoryType
 
 from .conftest import ENGINE
@@ -240,22 +242,158 @@ def test_locked_error_type_is_storage_error() -> None:
     assert issubclass(GraphLocked, StorageError)
 
 
-def test_oversized_range_detection() -> None:
-    assert oversized_range("UNWIND range(1, 100) AS x RETURN x") is None
-    assert oversized_range("UNWIND range(1, 100000000) AS x RETURN x") == 100_000_000
-    assert oversized_range("RETURN size(RANGE(0, 100000 * 100000, 10))") == 1_000_000_001
-    assert oversized_range("UNWIND range($a, $b) AS x RETURN x", {"a": 1, "b": 10**9}) == 10**9
-    assert oversized_range("UNWIND range(1, $b) AS x RETURN x", {"b": "9"}) is None
-    assert oversized_range("MATCH (e:Entity) RETURN range(0, size(e.aliases))") is None
-    assert oversized_range("RETURN 'range(1, 100000000)'") is None
-    assert oversized_range("RETURN range(10000000, 1, -1)") == 10_000_000
-    assert oversized_range("RETURN list_range(-5000000, 5000000)") == 10_000_001
+def test_engine_settings_and_other_procedures_are_refused(graph: KuzuGraphStore) -> None:
+    """Issue 12: `CALL checkpoint_threshold=1` and friends were accepted and persisted."""
+    before = graph.cypher("CALL current_setting('checkpoint_threshold') RETURN *").rows
+    for query in (
+        "CALL checkpoint_threshold=1",
+        "CALL threads=1",
+        "CALL home_directory='/etc'",
+        "CALL file_search_path='/etc'",
+        "CALL spill_to_disk=false",
+        "CALL timeout=0",
+        "call  THREADS = 4",
+        "CALL `threads`=1",
+        "CALL/* hidden */timeout=0",
+        "RETURN 1 /* ' */ ; CALL threads=1 // '",
+        "CALL read_csv('/etc/passwd') RETURN *",
+        "CALL clear_warnings() RETURN *",
+        "CALL project_graph('g', ['Entity'], ['RELATES']) RETURN *",
+    ):
+        with pytest.raises(PolicyDenied, match="read-only"):
+            graph.cypher(query)
+    assert graph.cypher("CALL current_setting('checkpoint_threshold') RETURN *").rows == before
+    # read-only procedures still run, and a keyword in a string or a property is no CALL
+    names = {row[0] for row in graph.cypher("CALL show_tables() RETURN name").rows}
+    assert {"Memory", "Entity"} <= names
+    assert graph.cypher("CALL table_info('Memory') RETURN count(*)").rows[0][0] > 10
+    assert graph.cypher("CALL db_version() RETURN *").rows
+    assert graph.cypher("RETURN 'CALL threads=1' AS text").rows == [["CALL threads=1"]]
 
 
-def test_cypher_refuses_a_memory_bomb(graph: KuzuGraphStore) -> None:
-    with pytest.raises(PolicyDenied, match="range"):
-        graph.cypher("UNWIND range(1, 100000000) AS x RETURN count(x)")
-    assert graph.cypher("UNWIND range(1, 1000) AS x RETURN count(x)").rows == [[1000]]
+def test_cypher_text_checks() -> None:
+    assert write_clause("MATCH (n) RETURN n // then DELETE it") is None
+    assert write_clause("MATCH (n) /* MERGE */ RETURN n") is None
+    assert write_clause("MATCH (n) RETURN n.set, $create") is None
+    assert write_clause("MATCH (n) RETURN n /* ' */ DETACH DELETE n //'") == "DETACH"
+    assert write_clause("MATCH (n) RETURN n.`x` SET n.y = 1") == "SET"
+    assert refused_call("CALL show_tables() RETURN *") is None
+    assert refused_call("CALL SHOW_TABLES() RETURN *") is None
+    assert refused_call("MATCH (n) RETURN n.call") is None
+    assert refused_call("CALL threads=1") == "CALL threads=… changes an engine setting"
+    assert refused_call("CALL `threads` = 1") == "CALL threads=… changes an engine setting"
+    assert "not a read-only procedure" in (refused_call("CALL read_parquet('x') RETURN *") or "")
+    assert refused_call("CALL") is not None
+
+
+def test_one_statement_and_its_parameters(graph: KuzuGraphStore) -> None:
+    """A user's parameter mistakes are invalid input, on both engines (kuzu called an unused
+    one a storage failure, ladybug ignored it, and both read a missing one as null)."""
+    with pytest.raises(InvalidInput, match=r"parameter \$n is given but the query does not use"):
+        graph.cypher("RETURN 1", {"n": 1})
+    with pytest.raises(InvalidInput, match=r"uses \$slug but no value"):
+        graph.cypher("MATCH (m:Memory {slug: $slug}) RETURN m")
+    with pytest.raises(InvalidInput, match="one statement"):
+        graph.cypher("RETURN 1; RETURN 2")
+    assert graph.cypher("RETURN $n + 1 AS n;", {"n": 1}).rows == [[2]]
+    assert graph.cypher("RETURN '$x' AS text // $y").rows == [["$x"]]
+    with pytest.raises(InvalidInput, match="invalid Cypher"):
+        graph.cypher("RETURN $n + 1", {"n": "one"})
+
+
+def test_copy_is_private_and_holds_every_commit(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """The copy user Cypher reads (memoryd.graph.sandbox) is checkpointed and needs no WAL
+    replay (on kuzu 0.11.3 a replay lost a MENTIONS edge after test_mcp.py's delete tools)."""
+    graph.upsert_memories(
+        [
+            memory("c-1", observations=["entity:library:Kuzu", "entity:project:memoryd"]),
+            memory("c-2", observations=["entity:project:memoryd"]),
+        ]
+    )
+    graph.delete_entity("entity:library:Kuzu")
+    graph.upsert_memories([memory("c-3", observations=["entity:project:memoryd"])])
+    (tmp_path / "copies").mkdir(mode=0o700)
+    copy = graph.copy_to(tmp_path / "copies" / "1")
+    assert copy.generation == graph.generation
+    assert [p.name for p in copy.directory.iterdir()] == ["memoryd.kz"]
+    for path in [copy.directory, *copy.directory.iterdir()]:
+        assert path.stat().st_mode & 0o077 == 0, path
+    edges = "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) RETURN m.slug, e.id ORDER BY m.slug"
+    live = graph.cypher(edges).rows
+    assert len(live) == 3
+    reader = KuzuGraphStore(copy.directory, engine=ENGINE, buffer_pool_mb=64, read_only=True)
+    try:
+        assert reader.cypher(edges).rows == live
+    finally:
+        reader.close()
+    with pytest.raises(StorageError, match="cannot create"):
+        graph.copy_to(copy.directory)
+
+
+def test_copy_checkpoints_beside_a_stream_of_reads(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """The engine's checkpoint waits for a moment with no open transaction and timed out
+    after 5 s beside four threads reading in a loop (10 of 10 attempts)."""
+    graph.upsert_memories([memory(f"r-{i}") for i in range(50)])
+    stop = threading.Event()
+    reads = [0] * 4
+
+    def read(n: int) -> None:
+        while not stop.is_set():
+            assert graph.count_memories() >= 50
+            reads[n] += 1
+
+    readers = [threading.Thread(target=read, args=(n,)) for n in range(4)]
+    for reader in readers:
+        reader.start()
+    try:
+        while min(reads) == 0:
+            time.sleep(0.001)
+        (tmp_path / "copies").mkdir()
+        for n in range(3):
+            graph.upsert_memories([memory(f"w-{n}")])
+            started = time.monotonic()
+            copy = graph.copy_to(tmp_path / "copies" / str(n))
+            assert time.monotonic() - started < 2
+            assert copy.generation == graph.generation
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert min(reads) > 0
+
+
+def test_commits_past_the_checkpoint_threshold_beside_readers(tmp_path: Path) -> None:
+    """The engine's checkpoint at commit (past 16 MB of WAL) failed the COMMIT after 5 s when
+    a thread was reading, with the transaction already committed: a write reported as lost
+    that was not. Commits are followed by our own checkpoint, with reads held back."""
+    store = KuzuGraphStore(
+        tmp_path / "g", engine=ENGINE, buffer_pool_mb=64, checkpoint_bytes=64 * 1024
+    )
+    stop = threading.Event()
+    reads = [0, 0]
+
+    def read(n: int) -> None:
+        while not stop.is_set():
+            store.memory_slugs()
+            reads[n] += 1
+
+    readers = [threading.Thread(target=read, args=(n,)) for n in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        started = time.monotonic()
+        for n in range(40):
+            store.upsert_memories([memory(f"big-{n}", body="lorem ipsum " * 400 + str(n))])
+        assert time.monotonic() - started < 20
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert min(reads) > 0
+    assert store.count_memories() == 40
+    wal = tmp_path / "g" / "memoryd.kz.wal"
+    assert not wal.exists() or wal.stat().st_size < 2 * 64 * 1024  # checkpointed as it grew
+    store.close()
 
 
 def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:

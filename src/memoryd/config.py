@@ -42,7 +42,24 @@ class GraphSettings(BaseModel):
     max_fanout: int = Field(
         default=64, ge=1, description="neighbours followed per node in a traversal (hub cap)"
     )
-    query_timeout_ms: int = Field(default=10_000, ge=100)
+    query_timeout_ms: int = Field(
+        default=10_000, ge=100, description="timeout of memoryd's own graph reads"
+    )
+    cypher_memory_mb: int = Field(
+        default=1024,
+        ge=256,
+        description="memory one user Cypher query may use: it runs in its own process over a"
+        " copy of the graph, and fails with a clear error past this",
+    )
+    cypher_timeout_ms: int = Field(
+        default=10_000,
+        ge=100,
+        description="the longest a user Cypher query may run (the default, and the most a"
+        " caller may ask for)",
+    )
+    cypher_result_mb: int = Field(
+        default=32, ge=1, le=1024, description="the most result one user Cypher query returns"
+    )
 
 
 class LLMSettings(BaseModel):

@@ -9,6 +9,7 @@ store never raises a surface's error type and a surface never sees an engine's e
     ├── InvalidInput             the caller's input is wrong (unknown type, empty title, bad UTF-8)
     │   └── BrokenMemoryFile     a vault file that cannot be parsed (edited by hand)
     ├── PolicyDenied             governance said no (sensitive scope without a grant, write Cypher)
+    │   └── QueryLimitExceeded   a graph query needed more memory, time or result than it may use
     ├── ExtractionFailed         the NLP or LLM stage failed
     │   └── RateLimited
     ├── StorageError             the disk, the graph or the index failed
@@ -60,6 +61,18 @@ class BrokenMemoryFile(InvalidInput):
 
 class PolicyDenied(MemorydError):
     code = "policy_denied"
+
+
+class QueryLimitExceeded(PolicyDenied):
+    """A user's graph query was stopped at one of its limits (memory, time, result size).
+
+    `limit` says which: "memory", "time" or "result" ("" when rebuilt from a daemon's answer)."""
+
+    code = "query_limit"
+
+    def __init__(self, message: str, *, hint: str | None = None, limit: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.limit = limit
 
 
 class ExtractionFailed(MemorydError):

@@ -13,6 +13,7 @@ import logging
 import re
 import secrets
 import shutil
+import threading
 import time
 import unicodedata
 from collections import Counter
@@ -47,6 +48,7 @@ from memoryd.errors import (
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.pipeline import Extractor, KnownEntity, load_hyponyms
 from memoryd.governance.store import EnrichmentState, GovernanceStore
+from memoryd.graph.sandbox import CypherLimits, CypherSandbox
 from memoryd.graph.store import (
     CypherResult,
     EntityContext,
@@ -150,6 +152,7 @@ class MemoryService:
         llm: LLMProvider | None = None,
         read_only: bool = False,
         enrichment: EnrichmentPolicy | None = None,
+        cypher_limits: CypherLimits | None = None,
     ) -> None:
         self.home = home
         self.read_only = read_only
@@ -177,9 +180,14 @@ class MemoryService:
         """Bumped whenever the entities may have changed (recall readers rebuild their matcher)."""
         self.index_epoch = 0
         """Bumped when `index` is replaced by another SearchIndex (reindex)."""
+        self.cypher_limits = cypher_limits or CypherLimits()
+        self._sandbox: CypherSandbox | None = None
+        self._sandbox_lock = threading.Lock()
 
     def close(self) -> None:
         try:
+            if self._sandbox is not None:
+                self._sandbox.close()
             try:
                 self.flush_recall_stats()
             except MemorydError:
@@ -482,10 +490,28 @@ class MemoryService:
         return self.graph.list_entities(type=type, query=query, limit=limit)
 
     def cypher(
-        self, query: str, params: dict[str, Any] | None = None, *, limit: int = 1000
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
     ) -> CypherResult:
-        """Read-only Cypher over the graph; write clauses are refused."""
-        return self.graph.cypher(query, params, limit=limit)
+        """A user's read-only Cypher, run in the sandbox (`memoryd.graph.sandbox`): a process
+        with its own memory cap over a copy of the graph, so no query can take the writer's
+        memory or change the engine's settings. memoryd's own queries use `graph.cypher`."""
+        return self.cypher_sandbox().run(
+            self.graph, query, params, limit=limit, timeout_ms=timeout_ms
+        )
+
+    def cypher_sandbox(self) -> CypherSandbox:
+        """The sandbox for user Cypher, made on first use (a worker starts on first query)."""
+        with self._sandbox_lock:
+            if self._sandbox is None:
+                # A read-only service (a notebook) leaves the data dir as it found it.
+                workdir = None if self.read_only else self.home / "tmp"
+                self._sandbox = CypherSandbox(workdir, self.cypher_limits)
+            return self._sandbox
 
     # -- recall ---------------------------------------------------------------------------
     def forget_entities(self) -> None:

@@ -17,6 +17,7 @@ from memoryd.errors import PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
+from memoryd.graph.sandbox import CypherLimits
 from memoryd.graph.store import GraphStore
 from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
@@ -63,6 +64,14 @@ def graph_factory(settings: Settings, *, read_only: bool = False) -> GraphFactor
         )
 
     return open_graph
+
+
+def cypher_limits(settings: Settings) -> CypherLimits:
+    return CypherLimits(
+        memory_mb=settings.graph.cypher_memory_mb,
+        timeout_ms=settings.graph.cypher_timeout_ms,
+        result_mb=settings.graph.cypher_result_mb,
+    )
 
 
 def open_search_index(home: Path) -> tuple[SearchIndex, bool]:
@@ -138,6 +147,7 @@ def open_service(
         graph_factory=factory,
         actor=actor,
         on_close=release,
+        cypher_limits=cypher_limits(settings),
         enrichment=EnrichmentPolicy(
             max_attempts=settings.enrichment.max_attempts,
             backoff_s=settings.enrichment.backoff_s,
@@ -171,10 +181,12 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
     factory = graph_factory(settings, read_only=True)
     graph = factory(home / GRAPH_DIR)
     try:
-        return _read_only_service(home, graph, factory, actor=actor)
+        service = _read_only_service(home, graph, factory, actor=actor)
     except BaseException:
         graph.close()
         raise
+    service.cypher_limits = cypher_limits(settings)
+    return service
 
 
 def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:

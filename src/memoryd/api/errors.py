@@ -30,6 +30,7 @@ from memoryd.errors import (
     MemorydError,
     NotFound,
     PolicyDenied,
+    QueryLimitExceeded,
     RateLimited,
     ResourceExhausted,
     StorageError,
@@ -44,6 +45,7 @@ STATUS: list[tuple[type[MemorydError], int]] = [
     (InvalidInput, 422),
     (NotFound, 404),
     (Conflict, 409),
+    (QueryLimitExceeded, 422),  # the query asked too much: narrow it
     (PolicyDenied, 403),
     (RateLimited, 503),  # the LLM provider's limit, not ours: retry later
     (ExtractionFailed, 502),

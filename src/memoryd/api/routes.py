@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, cast
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
 
@@ -537,9 +538,14 @@ async def relations(
 
 @router.post("/graph/cypher", tags=["graph"])
 async def cypher(api: Api, body: CypherQuery) -> CypherResult:
-    """Read-only Cypher with parameters, a row limit and a timeout; write clauses get 403."""
-    return await api.runner.read(
-        lambda: api.service.graph.cypher(
+    """Read-only Cypher with parameters, a row limit and a timeout. It runs in a separate
+    process over a copy of the graph, with its own memory cap (`graph.cypher_memory_mb`) and
+    timeout (`graph.cypher_timeout_ms`): a query past a limit gets 422 `query_limit`; a write
+    clause, a setting or a procedure other than a read-only one gets 403."""
+    # Not under the runner's read gate: the copy is taken under the graph's own write lock,
+    # and the query runs in another process, so a reindex need not wait for it.
+    return await anyio.to_thread.run_sync(
+        lambda: api.service.cypher(
             body.query, dict(body.params), limit=body.limit, timeout_ms=body.timeout_ms
         )
     )

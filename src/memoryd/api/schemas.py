@@ -73,7 +73,10 @@ class CypherQuery(BaseModel):
     params: dict[str, CypherParam] = Field(default_factory=dict)
     limit: int = Field(default=1000, ge=1, le=MAX_CYPHER_ROWS)
     timeout_ms: int | None = Field(
-        default=None, ge=1, le=600_000, description="default: graph.query_timeout_ms"
+        default=None,
+        ge=1,
+        le=600_000,
+        description="default and maximum: graph.cypher_timeout_ms (10 s unless configured)",
     )
 
 

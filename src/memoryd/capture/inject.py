@@ -232,6 +232,18 @@ def _items(rows: list[list[Any]]) -> dict[str, tuple[Item, bool, str]]:
     return found
 
 
+def _read(
+    svc: MemoryService | RemoteService, query: str, params: dict[str, Any], limit: int
+) -> list[list[Any]]:
+    """Rows of one of inject's own queries: in process straight from the graph (a hook
+    cannot wait for the user-Cypher sandbox to start), through a daemon by its Cypher route."""
+    graph = getattr(svc, "graph", None)
+    if graph is None:
+        return svc.cypher(query, params, limit=limit).rows
+    rows: list[list[Any]] = graph.cypher(query, params, limit=limit).rows
+    return rows
+
+
 def choose(
     svc: MemoryService | RemoteService,
     prompt: str | None,
@@ -251,9 +263,9 @@ def choose(
         slugs = [hit.slug for hit in result.hits]
         if not slugs:
             return [], result
-        rows = svc.cypher(
-            f"MATCH (m:Memory) WHERE m.slug IN $slugs {_ROWS}", {"slugs": slugs}, limit=len(slugs)
-        ).rows
+        rows = _read(
+            svc, f"MATCH (m:Memory) WHERE m.slug IN $slugs {_ROWS}", {"slugs": slugs}, len(slugs)
+        )
         found = _items(rows)
         ranked = []
         for rank, hit in enumerate(result.hits):
@@ -267,13 +279,14 @@ def choose(
         return [item for _, _, item in ranked], result
     if scope_hash is None:
         return [], None
-    rows = svc.cypher(
+    rows = _read(
+        svc,
         "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.type <> 'session'"
         f" AND m.decay_state IN $states {_ROWS}"
         " ORDER BY m.recall_count DESC, m.created_at DESC LIMIT $take",
         {"scope": scope_hash, "states": _LONG_TERM_STATES, "take": SESSION_START_LIMIT * 2},
-        limit=SESSION_START_LIMIT * 2,
-    ).rows
+        SESSION_START_LIMIT * 2,
+    )
     order = ["warning", "decision", "preference", "playbook", "fact"]
     items = [item for item, superseded, _ in _items(rows).values() if not superseded]
     items.sort(key=lambda i: order.index(i.type) if i.type in order else len(order))

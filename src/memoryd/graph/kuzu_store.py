@@ -15,6 +15,8 @@ import ctypes
 import importlib
 import json
 import logging
+import os
+import shutil
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,18 +30,21 @@ from typing import Any
 from memoryd.errors import (
     GraphLocked,
     InvalidInput,
+    MemorydError,
     PolicyDenied,
+    QueryLimitExceeded,
     ResourceExhausted,
     StorageError,
 )
 from memoryd.graph.store import (
-    MAX_RANGE_VALUES,
+    MEMORY_HINT,
+    TIME_HINT,
     CypherResult,
     EntityRow,
+    GraphCopy,
     MemoryRow,
     SupersedeRow,
-    oversized_range,
-    write_clause,
+    check_cypher,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 from memoryd.private import make_private_dir
@@ -48,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 DB_FILE = "memoryd.kz"
 ENGINES = ("kuzu", "ladybug")
+CHECKPOINT_BYTES = 16 * 1024 * 1024
+"""WAL size past which a commit is followed by a checkpoint (the engine's own default)."""
 _MIB = 1024 * 1024
 
 # UNWIND note. A statement that UNWINDs a list of rows projects their fields with WITH before
@@ -89,6 +96,53 @@ _MEMORY_COLUMNS = (
     " decay_state, recall_count, last_recalled_at, fingerprint, category, tags, triggers,"
     " sensitive, path"
 )
+
+
+class CheckpointGate:
+    """Reads share the store; a checkpoint has it alone.
+
+    The engine's CHECKPOINT waits for the open transactions to end and fails after 5 s. A
+    read in Python is one transaction across several engine calls (the query, then each
+    row), and with the checkpoint holding the engine those calls do not get through: beside
+    a single thread reading in a loop, 10 of 10 checkpoints failed (kuzu 0.11.3). So a
+    checkpoint stops new reads and waits for the running ones here first.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._checkpointing = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A read section: it must not call the store again (a nested read would wait for
+        a checkpoint that waits for this one)."""
+        with self._cond:
+            while self._checkpointing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def checkpoint(self) -> Iterator[None]:
+        with self._cond:
+            while self._checkpointing:
+                self._cond.wait()
+            self._checkpointing = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._checkpointing = False
+                self._cond.notify_all()
 
 
 def load_engine(name: str) -> ModuleType:
@@ -156,15 +210,20 @@ class KuzuGraphStore:
         max_fanout: int = 64,
         query_timeout_ms: int = 10_000,
         read_only: bool = False,
+        max_db_mb: int | None = None,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
     ) -> None:
         self.directory = directory
         self.path = directory / DB_FILE
+        self._wal = self.path.with_name(DB_FILE + ".wal")
+        self._checkpoint_bytes = checkpoint_bytes
         self.engine_name = engine
         self.max_fanout = max_fanout
         self.read_only = read_only
         self._timeout_ms = query_timeout_ms
         self._engine = load_engine(engine)
         self._write_lock = threading.Lock()
+        self._reads = CheckpointGate()
         self._local = threading.local()
         self._closed = False
         self._generation = 0
@@ -178,12 +237,18 @@ class KuzuGraphStore:
             make_private_dir(directory)
         except OSError as exc:
             raise StorageError(f"cannot create graph dir {directory}: {exc.strerror}") from exc
+        # The engine reserves address space for the whole database up front (8 TB unless
+        # told): a process under RLIMIT_AS (memoryd.graph.sandbox) says how much it needs.
+        options: dict[str, Any] = {} if read_only else {"auto_checkpoint": False}
+        if max_db_mb is not None:
+            options["max_db_size"] = max_db_mb * _MIB
         try:
             self._db = self._engine.Database(
                 str(self.path),
                 buffer_pool_size=buffer_pool_mb * _MIB,
                 read_only=read_only,
                 max_num_threads=2,
+                **options,
             )
             self._writer = None if read_only else self._engine.Connection(self._db)
         except RuntimeError as exc:
@@ -204,10 +269,11 @@ class KuzuGraphStore:
         if self._closed:
             raise StorageError("the graph store is closed")
         try:
-            result = self._reader().execute(query, params or {})
-            rows: list[list[Any]] = []
-            while result.has_next():
-                rows.append([_utc(v) for v in result.get_next()])
+            with self._reads.read():
+                result = self._reader().execute(query, params or {})
+                rows: list[list[Any]] = []
+                while result.has_next():
+                    rows.append([_utc(v) for v in result.get_next()])
             return rows
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
@@ -237,6 +303,20 @@ class KuzuGraphStore:
                     raise engine_error(exc, self.path) from exc
                 raise
             self._generation += 1
+            if self._wal.exists() and self._wal.stat().st_size >= self._checkpoint_bytes:
+                try:
+                    self._checkpoint()
+                except RuntimeError:  # the commit stands in the WAL: checkpoint next time
+                    logger.warning("checkpoint of %s failed", self.path, exc_info=True)
+
+    def _checkpoint(self) -> None:
+        """Write the WAL into the data file, with no read running (`CheckpointGate`). Call
+        it holding the write lock. The engine's own checkpoint at commit is off: it waits
+        for reads that cannot finish and, after 5 s, fails the COMMIT of a transaction it
+        has already committed."""
+        assert self._writer is not None
+        with self._reads.checkpoint():
+            self._writer.execute("CHECKPOINT")
 
     def _migrate(self) -> None:
         tables = {row[0] for row in self._rows("CALL show_tables() RETURN name")}
@@ -687,24 +767,22 @@ class KuzuGraphStore:
         limit: int = 1000,
         timeout_ms: int | None = None,
     ) -> CypherResult:
-        """Run read-only Cypher: write clauses are refused before the engine sees them, and
-        the query runs in a READ ONLY transaction as a second guard. `timeout_ms` overrides
-        the store's query timeout for this query only."""
-        clause = write_clause(query)
-        if clause is not None:
-            raise PolicyDenied(
-                f"graph queries are read-only: {clause} is a write clause",
-                hint="use `memoryd record` and the entity commands to change the graph",
-            )
-        values = oversized_range(query, params)
-        if values is not None:
-            raise PolicyDenied(
-                f"the query's range() would build {values:,} values in memory;"
-                f" a graph query may build at most {MAX_RANGE_VALUES:,}",
-                hint="narrow the range, or page through it with SKIP and LIMIT",
-            )
+        """Run read-only Cypher: what a read query may not do is refused before the engine
+        sees it (`check_cypher`), and the query runs in a READ ONLY transaction as a second
+        guard. `timeout_ms` overrides the store's query timeout for this query only.
+
+        User Cypher runs here only inside `memoryd.graph.sandbox`, never in the process that
+        writes: a query can allocate outside the buffer pool, and no check on its text can
+        tell which will."""
+        check_cypher(query, params)
         if self._closed:
             raise StorageError("the graph store is closed")
+        with self._reads.read():
+            return self._read_only_query(query, params, limit, timeout_ms)
+
+    def _read_only_query(
+        self, query: str, params: dict[str, Any] | None, limit: int, timeout_ms: int | None
+    ) -> CypherResult:
         conn = self._reader()
         try:
             conn.execute("BEGIN TRANSACTION READ ONLY")
@@ -714,6 +792,8 @@ class KuzuGraphStore:
             if timeout_ms is not None:
                 conn.set_query_timeout(timeout_ms)
             result = conn.execute(query, params or {})
+            if isinstance(result, list):  # check_cypher lets no second statement through
+                raise InvalidInput("a graph query is one statement; this one has several")
             columns = list(result.get_column_names())
             rows: list[list[Any]] = []
             truncated = False
@@ -724,11 +804,8 @@ class KuzuGraphStore:
                 rows.append([_jsonable(v) for v in result.get_next()])
             return CypherResult(columns=columns, rows=rows, truncated=truncated)
         except RuntimeError as exc:
-            text = str(exc)
-            if any(marker in text for marker in _QUERY_FAULTS) and "Interrupted" not in text:
-                raise InvalidInput(f"invalid Cypher: {text}") from exc
-            raise engine_error(exc, self.path) from exc
-        except (ValueError, TypeError) as exc:  # the binding could not convert a parameter
+            raise query_error(exc, self.path, timeout_ms or self._timeout_ms) from exc
+        except (ValueError, TypeError, AttributeError) as exc:  # a parameter did not convert
             raise InvalidInput(f"invalid Cypher parameters: {exc}") from exc
         finally:
             try:
@@ -737,6 +814,51 @@ class KuzuGraphStore:
                 logger.debug("rollback of read-only transaction failed", exc_info=True)
             if timeout_ms is not None:
                 conn.set_query_timeout(self._timeout_ms)
+
+    def copy_to(self, target: Path) -> GraphCopy:
+        """A copy of the committed graph in the new directory `target`, for a process that
+        opens it read-only (`memoryd.graph.sandbox`).
+
+        Under the write lock no transaction is half-written; a checkpoint first writes every
+        commit into the data file, so the copy needs no WAL. Replaying a WAL is not enough:
+        kuzu 0.11.3 replays a WAL holding a DETACH DELETE into a graph with one MENTIONS edge
+        fewer than the live one (seen in tests/test_mcp.py's delete tools), read-only or not.
+        New reads wait while the checkpoint runs (`CheckpointGate`). A read-only store has
+        no writer to checkpoint with: its WAL (left by a writer that crashed) is copied, and
+        the copy replays it as the store itself did.
+        """
+        try:
+            target.mkdir(mode=0o700)
+        except OSError as exc:
+            raise StorageError(f"cannot create {target}: {exc.strerror}") from exc
+        wal = self._wal
+        with self._write_lock:
+            if self._closed:
+                raise StorageError(
+                    "the graph store is closed (a reindex may be swapping it)", hint="retry"
+                )
+            if self._writer is not None:
+                try:
+                    self._checkpoint()
+                except RuntimeError as exc:
+                    raise engine_error(exc, self.path) from exc
+            try:
+                _copy_private(self.path, target / DB_FILE)
+                if wal.exists() and wal.stat().st_size:
+                    _copy_private(wal, target / wal.name)
+                size = (target / DB_FILE).stat().st_size
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot copy the graph to {target}: {exc.strerror or exc}",
+                    hint="check the free space in the data dir",
+                ) from exc
+            generation = self._generation
+        return GraphCopy(
+            directory=target,
+            engine=self.engine_name,
+            generation=generation,
+            size=size,
+        )
 
     # -- traversal (recall) --------------------------------------------------------------
     def entity_catalogue(self) -> list[EntityRow]:
@@ -1014,8 +1136,49 @@ _QUERY_FAULTS = (
     "Conversion exception",
     "Overflow exception",
     "Runtime exception",
+    "Not implemented",
     "Cannot convert Python object",
+    "Parameter ",
 )
+_OUT_OF_MEMORY = ("std::bad_alloc", "Unable to allocate memory", "buffer pool is full")
+
+
+def query_error(exc: RuntimeError, path: Path, timeout_ms: int) -> MemorydError:
+    """The typed error for a failed graph query: the caller's fault (InvalidInput), a write
+    (PolicyDenied), a limit it ran into (QueryLimitExceeded), or the store's (StorageError)."""
+    text = str(exc)
+    if text.startswith("Interrupted"):
+        return QueryLimitExceeded(
+            f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
+            hint=f"{TIME_HINT}; or raise graph.cypher_timeout_ms",
+            limit="time",
+        )
+    if any(marker in text for marker in _OUT_OF_MEMORY):
+        return QueryLimitExceeded(
+            f"the graph query needed more memory than a query may use ({text})",
+            hint=f"{MEMORY_HINT}; or raise graph.cypher_memory_mb",
+            limit="memory",
+        )
+    if "read-only database" in text:
+        return PolicyDenied(
+            f"graph queries are read-only: {text}",
+            hint="use `memoryd record` and the entity commands to change the graph",
+        )
+    if text.startswith("Parameter ") and text.rstrip(".").endswith("not found"):
+        name = text.removeprefix("Parameter ").rsplit(" not found", 1)[0]
+        return InvalidInput(
+            f"the query does not use the parameter ${name}",
+            hint="remove it from the parameters, or refer to it in the query",
+        )
+    if any(marker in text for marker in _QUERY_FAULTS):
+        return InvalidInput(f"invalid Cypher: {text}")
+    return engine_error(exc, path)
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy a file readable by its owner only (the graph holds private memories)."""
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    shutil.copyfile(source, target)  # keeps the mode; copies in the kernel (sendfile)
 
 
 def _prefixed(alias: str, columns: str) -> str:

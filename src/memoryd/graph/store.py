@@ -7,14 +7,16 @@ store can always be rebuilt by `memoryd reindex`.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from memoryd.errors import InvalidInput, PolicyDenied
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Timestamp
 
 NodeKind = Literal["memory", "entity"]
@@ -96,110 +98,160 @@ class CypherResult(BaseModel):
     truncated: bool = False
 
 
+@dataclass(frozen=True)
+class GraphCopy:
+    """A private, consistent copy of the graph that a sandboxed reader opens read-only."""
+
+    directory: Path
+    engine: str
+    generation: int
+    """The source's `generation` when it was copied: the copy is current while it holds."""
+    size: int
+    """Bytes in the data file."""
+
+
 _WRITE_CLAUSE = re.compile(
-    r"\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|DROP|ALTER|COPY|LOAD|INSTALL|ATTACH|IMPORT|EXPORT|"
-    r"CHECKPOINT|BEGIN|COMMIT|ROLLBACK|USE)\b",
+    r"(?<![.$])\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|DROP|ALTER|COPY|LOAD|INSTALL|UNINSTALL|"
+    r"ATTACH|IMPORT|EXPORT|CHECKPOINT|BEGIN|COMMIT|ROLLBACK|USE)\b",
     re.IGNORECASE,
 )
-_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
+_CALL = re.compile(r"(?<![.$])\bCALL\b\s*([A-Za-z_][\w.]*)?\s*(\(|=)?", re.IGNORECASE)
+_PARAM = re.compile(r"\$(\w+)")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+MEMORY_HINT = (
+    "narrow the query: return fewer or smaller values, build no large lists (range(),"
+    " collect()) and no cross product of unrelated MATCHes, add a LIMIT"
+)
+TIME_HINT = (
+    "narrow the query: match fewer nodes (a label, a WHERE on a key), follow fewer hops,"
+    " add a LIMIT"
+)
+
+READ_ONLY_PROCEDURES = frozenset(
+    {
+        "current_setting",
+        "db_version",
+        "show_attached_databases",
+        "show_connection",
+        "show_functions",
+        "show_indexes",
+        "show_loaded_extensions",
+        "show_macros",
+        "show_sequences",
+        "show_tables",
+        "show_warnings",
+        "table_info",
+    }
+)
+"""The procedures a user's `CALL` may name: they describe the schema and the session and
+change nothing. Every other one is refused: settings (`CALL threads=1`,
+`CALL checkpoint_threshold=1` persist in the database), file readers (`read_csv`), index
+and projected-graph builders, graph algorithms."""
+
+
+def cypher_code(query: str, *, keep_names: bool = False) -> str:
+    """`query` as the engine's parser sees its structure: string literals become `''`,
+    comments a space, and a `quoted` name `_` (or its text, with `keep_names`, when that is
+    a plain identifier). Keyword checks on the result cannot be fooled by a keyword inside a
+    string or a comment, nor by a comment that hides a quote."""
+    out: list[str] = []
+    i, n = 0, len(query)
+    while i < n:
+        char = query[i]
+        if char in "'\"":
+            j = i + 1
+            while j < n and query[j] != char:
+                j += 2 if query[j] == "\\" else 1
+            out.append("''")
+            i = j + 1
+        elif char == "`":
+            j = i + 1
+            while j < n and (query[j] != "`" or query.startswith("``", j)):
+                j += 2 if query.startswith("``", j) else 1
+            name = query[i + 1 : j]
+            out.append(name if keep_names and _IDENTIFIER.fullmatch(name) else "_")
+            i = j + 1
+        elif query.startswith("/*", i):
+            j = query.find("*/", i + 2)
+            out.append(" ")
+            i = n if j < 0 else j + 2
+        elif query.startswith("//", i):
+            j = query.find("\n", i)
+            out.append(" ")
+            i = n if j < 0 else j
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
 
 
 def write_clause(query: str) -> str | None:
-    """The first write clause in a Cypher query (outside string literals), or None."""
-    match = _WRITE_CLAUSE.search(_STRING_LITERAL.sub("''", query))
+    """The first write clause in a Cypher query (outside literals and comments), or None."""
+    match = _WRITE_CLAUSE.search(cypher_code(query))
     return match.group(1).upper() if match else None
 
 
-MAX_RANGE_VALUES = 1_000_000
-"""The most values one `range()` in a read query may build. The engine builds the whole list
-in memory before its timeout can fire (`range(1, 10^8)` needs 7 GB), so the bound is
-checked before the query runs."""
-_RANGE_CALL = re.compile(r"\b(?:list_)?range\s*\(", re.IGNORECASE)
-_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_ARITHMETIC = re.compile(r"[0-9+\-*/%() \t\n]+")
-
-
-def oversized_range(query: str, params: dict[str, Any] | None = None) -> int | None:
-    """How many values the largest constant `range(start, stop[, step])` in `query` would
-    build, when that is more than MAX_RANGE_VALUES; else None.
-
-    Bounds given as integer arithmetic over literals and parameters are evaluated; a bound
-    that depends on the data (`range(0, size(e.aliases))`) is bounded by the data itself.
-    """
-    text = _STRING_LITERAL.sub("''", query)
-    worst = 0
-    for match in _RANGE_CALL.finditer(text):
-        args = _call_arguments(text, match.end())
-        values = [_constant_int(arg, params or {}) for arg in args]
-        bounds = [v for v in values if v is not None]
-        if len(bounds) != len(values) or len(bounds) not in (2, 3):
-            continue
-        start, stop = bounds[0], bounds[1]
-        step = bounds[2] if len(bounds) == 3 else 1
-        if step == 0:
-            continue
-        worst = max(worst, (stop - start) // step + 1)
-    return worst if worst > MAX_RANGE_VALUES else None
-
-
-def _call_arguments(text: str, start: int) -> list[str]:
-    """The top-level, comma-separated arguments of the call whose "(" ends at `start`."""
-    depth = 0
-    args: list[str] = []
-    current: list[str] = []
-    for char in text[start:]:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            if depth == 0:
-                args.append("".join(current))
-                return args
-            depth -= 1
-        elif char == "," and depth == 0:
-            args.append("".join(current))
-            current = []
-            continue
-        current.append(char)
-    return []
-
-
-def _constant_int(expr: str, params: dict[str, Any]) -> int | None:
-    """The value of integer arithmetic over literals and int parameters, or None."""
-
-    def value(match: re.Match[str]) -> str:
-        found = params.get(match.group(1))
-        is_int = isinstance(found, int) and not isinstance(found, bool)
-        return f"({found})" if is_int else "?"
-
-    source = _PARAM.sub(value, expr).strip()
-    if not source or not _ARITHMETIC.fullmatch(source) or "**" in source:
-        return None
-    try:
-        tree = ast.parse(source, mode="eval")
-    except SyntaxError:
-        return None
-    return _evaluate(tree.body)
-
-
-def _evaluate(node: ast.expr) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        inner = _evaluate(node.operand)
-        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
-    if isinstance(node, ast.BinOp):
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if left is None or right is None:
-            return None
-        if isinstance(node.op, ast.Add):
-            return left + right
-        if isinstance(node.op, ast.Sub):
-            return left - right
-        if isinstance(node.op, ast.Mult):
-            return left * right
-        if isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod) and right != 0:
-            return left % right if isinstance(node.op, ast.Mod) else int(left / right)
+def refused_call(query: str) -> str | None:
+    """Why a `CALL` in `query` may not run (a setting, or a procedure off the allow-list),
+    or None when every CALL names a read-only procedure."""
+    for match in _CALL.finditer(cypher_code(query, keep_names=True)):
+        name, opener = match.group(1), match.group(2)
+        if name is None or opener is None:
+            return "CALL must name a procedure, e.g. CALL show_tables() RETURN *"
+        if opener == "=":
+            return f"CALL {name}=… changes an engine setting"
+        if name.lower() not in READ_ONLY_PROCEDURES:
+            return f"CALL {name}() is not a read-only procedure"
     return None
+
+
+def check_cypher(query: str, params: Mapping[str, Any] | None = None) -> None:
+    """Refuse, before the engine sees it, what a read-only graph query may not do: write
+    clauses and CALLs other than read-only procedures (PolicyDenied), more than one statement,
+    and parameters the query does not use or uses without a value (InvalidInput: kuzu refuses
+    an unused one, and reads a missing one as null)."""
+    clause = write_clause(query)
+    if clause is not None:
+        raise PolicyDenied(
+            f"graph queries are read-only: {clause} is a write clause",
+            hint="use `memoryd record` and the entity commands to change the graph",
+        )
+    refused = refused_call(query)
+    if refused is not None:
+        raise PolicyDenied(
+            f"graph queries are read-only: {refused}",
+            hint="a query may CALL only " + ", ".join(sorted(READ_ONLY_PROCEDURES)),
+        )
+    code = cypher_code(query)
+    if not code.strip(" \t\r\n;"):
+        raise InvalidInput(
+            "the graph query is empty", hint="e.g. MATCH (m:Memory) RETURN m.title LIMIT 5"
+        )
+    if sum(1 for part in code.split(";") if part.strip()) > 1:
+        raise InvalidInput(
+            "a graph query is one statement; this one has several (separated by ;)",
+            hint="run the statements one at a time",
+        )
+    if "$`" in query:
+        return  # a quoted parameter name: leave the parameter check to the engine
+    used = set(_PARAM.findall(code))
+    given = set(params or {})
+    if given - used:
+        unused = sorted(given - used)
+        names = ", ".join(f"${name}" for name in unused)
+        raise InvalidInput(
+            f"parameter {names} is given but the query does not use it"
+            if len(unused) == 1
+            else f"parameters {names} are given but the query does not use them",
+            hint="remove it from the parameters, or refer to it in the query",
+        )
+    if used - given:
+        missing = ", ".join(f"${name}" for name in sorted(used - given))
+        raise InvalidInput(
+            f"the query uses {missing} but no value was given for it",
+            hint='give each parameter a value (CLI: --params \'{"name": "value"}\')',
+        )
 
 
 class GraphStore(Protocol):
@@ -281,6 +333,10 @@ class GraphStore(Protocol):
         limit: int = 1000,
         timeout_ms: int | None = None,
     ) -> CypherResult: ...
+
+    def copy_to(self, target: Path) -> GraphCopy:
+        """A consistent copy of the committed graph in the new directory `target`."""
+        ...
 
     def memory_rows(self, slugs: Sequence[str]) -> dict[str, MemoryRow]: ...
 
