@@ -171,14 +171,21 @@ def test_a_record_killed_at_any_step_is_settled_on_the_next_open(
         assert len(slugs) == (0 if outcome == "rolled back" else 1)
     records, recovers = events(quiet, "record"), events(quiet, "recover")
     if outcome == "complete":
-        assert len(records) == 1 and "recovered" not in records[0]
+        assert len(records) == 1
+        assert "recovered" not in records[0]
         assert recovers == []
         return
     assert [r["outcome"] for r in recovers] == [outcome]
-    assert recovers[0]["op"] == "record" and recovers[0]["event"] == "record"
+    assert recovers[0]["op"] == "record"
+    assert recovers[0]["event"] == "record"
     if outcome == "rolled forward":
         assert records == [
-            {"target": recovers[0]["target"], "type": "decision", "source": "manual", "recovered": True}
+            {
+                "target": recovers[0]["target"],
+                "type": "decision",
+                "source": "manual",
+                "recovered": True,
+            }
         ]
     else:
         assert records == []
