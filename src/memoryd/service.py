@@ -2,7 +2,9 @@
 
 It is the only place that coordinates more than one store. The order of a write is fixed:
 vault file (the source of truth) → graph → search index → audit line. If a later step fails,
-the earlier ones are undone, so nothing is left half-written.
+the earlier ones are undone, so nothing is left half-written. A crash cannot undo anything, so
+each write first records an intent in the journal (`memoryd.journal`) and `recover`, run when
+the stores are opened, settles the writes a crash cut short.
 """
 
 from __future__ import annotations
@@ -485,7 +487,8 @@ class MemoryService:
         """Bring the graph and the search index to what the vault holds for one memory of an
         unfinished write: "forward" when the write's file landed, "back" when it did not."""
         path = Path(item.path)
-        remove_temp_files(path)
+        for written in {path, Path(item.old_path or item.path)}:
+            remove_temp_files(written)  # an atomic write killed before its rename
         landed = self._landed(item)
         if landed is not None:
             if item.old_path and item.old_path != item.path:

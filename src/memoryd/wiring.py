@@ -14,7 +14,7 @@ from pathlib import Path
 from memoryd.audit import AuditLog
 from memoryd.config import Settings
 from memoryd.enrichment import EnrichmentPolicy
-from memoryd.errors import GraphLocked, PolicyDenied, StorageError
+from memoryd.errors import AuditChainBroken, GraphLocked, PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
@@ -71,7 +71,11 @@ def open_search_index(home: Path, vault: Vault) -> tuple[SearchIndex, bool]:
     missing one while the vault holds memories (an empty index would answer every search
     with nothing)."""
     directory = home / SEARCH_DIR
-    missing = not (directory / SEARCH_META_FILE).exists() and vault.has_memories()
+    missing = (
+        not (directory / SEARCH_META_FILE).exists()
+        and (home / GOVERNANCE_DB).exists()  # opened before: not the first open of a home
+        and vault.has_memories()
+    )
     if missing:
         logger.warning("the search index %s is missing: refilling it from the vault", directory)
     try:
@@ -148,7 +152,12 @@ def open_service(
         ),
     )
     try:
-        service.recover()
+        try:
+            service.recover()
+        except AuditChainBroken as exc:
+            # Reads (and `audit verify`, which says what is wrong) must still work; the
+            # intents stay and are settled once the log is restored.
+            logger.error("unfinished writes are not settled: %s", exc)
         if refill:
             service.refill_search_index()
     except BaseException:
@@ -164,7 +173,12 @@ def open_graph(home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool
     an empty memory."""
     directory = home / GRAPH_DIR
     hint = "run `memoryd reindex` to rebuild the graph from the memory files"
-    if not rebuild and not (directory / DB_FILE).exists() and vault.has_memories():
+    if (
+        not rebuild
+        and not (directory / DB_FILE).exists()
+        and _opened_before(home)
+        and vault.has_memories()
+    ):
         raise StorageError(
             f"the graph {directory / DB_FILE} is missing, but the vault {vault.scopes_dir} "
             "holds memories",
@@ -218,6 +232,12 @@ def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
         raise PolicyDenied(f"a recall reader does not open graphs ({directory})")
 
     return _read_only_service(home, graph, no_graph, actor="daemon")
+
+
+def _opened_before(home: Path) -> bool:
+    """Whether the stores were ever opened here (they are created together). Before that, the
+    vault may already hold sessions the capture hook wrote, waiting for their first index."""
+    return (home / GOVERNANCE_DB).exists() or (home / SEARCH_DIR / SEARCH_META_FILE).exists()
 
 
 def _require_data(home: Path) -> None:
