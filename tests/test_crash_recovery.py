@@ -22,7 +22,7 @@ from memoryd.audit import AuditLog
 from memoryd.config import Settings
 from memoryd.doctor import service_checks
 from memoryd.inbox import Inbox, IndexRequest, now_ts
-from memoryd.journal import Journal
+from memoryd.journal import IntentItem, Journal
 from memoryd.models import (
     DecayState,
     Frontmatter,
@@ -131,7 +131,9 @@ def assert_four_way_agreement(svc: MemoryService, settings: Settings) -> set[str
     failing = [c for c in service_checks(svc, settings) if not c.ok]
     assert failing == []
     assert svc.audit_verify().ok
-    assert list(Journal(svc.home).dir.glob("*")) == []  # no intent, no temp file left
+    journal = Journal(svc.home)
+    assert journal.pending() == []
+    assert journal.path.stat().st_size == 0  # emptied once every intent was settled
     assert not list(svc.vault.scopes_dir.glob("*/*/.*.tmp"))
     return set(files)
 
@@ -296,3 +298,28 @@ def test_a_capture_drain_killed_at_any_step_is_settled_and_drains_once(
     assert [c["target"] for c in captures] == [slug]
     recovers = events(quiet, "recover")
     assert [r["outcome"] for r in recovers] == ([] if outcome == "complete" else [outcome])
+
+
+# -- the journal itself ------------------------------------------------------------------------
+def test_an_unsettled_intent_survives_later_writes_and_a_torn_begin_is_ignored(
+    tmp_path: Path,
+) -> None:
+    def item(slug: str) -> IntentItem:
+        return IntentItem(slug=slug, path=f"/vault/{slug}.md", event_type="record")
+
+    crashed = Journal(tmp_path).begin(op="record", actor="cli", audit_seq=4, items=[item("a")])
+    journal = Journal(tmp_path)  # the next process, before recovery could settle `a`
+    later = journal.begin(op="record", actor="cli", audit_seq=5, items=[item("b")])
+    assert journal.slugs_in_flight() == {"a", "b"}
+    journal.end(later)
+    with journal.path.open("ab") as f:
+        f.write(b'{"v": 1, "begin": "cut-short", "op": "rec')  # a power cut mid-append
+
+    (left,) = Journal(tmp_path).pending()
+    assert (left.id, left.audit_seq, left.items) == (crashed.id, 4, [item("a")])
+    after = Journal(tmp_path)  # a write after the torn line is not swallowed by it
+    crashed_again = after.begin(op="record", actor="cli", audit_seq=6, items=[item("c")])
+    assert {i.id for i in Journal(tmp_path).pending()} == {crashed.id, crashed_again.id}
+    after.end(crashed_again)
+    journal.end(left)
+    assert Journal(tmp_path).pending() == []

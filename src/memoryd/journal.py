@@ -2,32 +2,39 @@
 
 A write touches four stores in a fixed order (vault file, graph, search index, audit line), and
 a crash (kill -9, power cut) can stop it between any two. So before its first step a write
-records an *intent* in `<home>/journal/<id>.json` (atomically, fsynced): which memories, at
-which paths, with which audit events. The intent is removed once the audit line is written (or
-once a failed write was undone). An intent still there when the stores are next opened names
-a write that did not finish; `MemoryService.recover` settles it, rolling it forward when its
+appends a `begin` line to `<home>/journal/intents.jsonl` (fsynced): which memories, at which
+paths, with which audit events. After its audit line (or once a failed write was undone) it
+appends an `end` line. A `begin` with no `end` names a write that did not finish;
+`MemoryService.recover` settles it when the stores are next opened, rolling it forward when its
 vault file landed and back when it did not, and logs what it did to the audit log.
 
-Removing an intent is not fsynced: an intent that outlives its finished write is settled as
-"already complete", which recovery recognises (its audit events are in the log).
+One append and one fsync per write: the file is created once, so no directory sync or rename
+is needed. `end` lines are not fsynced: an intent that outlives its finished write is settled
+as "already complete", which recovery recognises (its audit events are in the log). The file
+is emptied whenever no intent is open, so it stays a few lines long. A torn last line (a power
+cut during `begin`) belongs to a write that had not started its first step: it is ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
+import os
 import secrets
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memoryd.errors import StorageError
-from memoryd.vault import atomic_write, storage_error
+from memoryd.vault import fsync_dir, storage_error
 
 logger = logging.getLogger(__name__)
 
 JOURNAL_DIR = "journal"
+JOURNAL_FILE = "intents.jsonl"
 INTENT_VERSION = 1
 
 
@@ -57,100 +64,134 @@ class Intent:
     audit_seq: int
     """The audit log's last seq before the write: its events, if written, come after it."""
     items: list[IntentItem]
-    file: Path | None = None
 
 
 class Journal:
-    """The intents in `<home>/journal/`."""
+    """The intents in `<home>/journal/intents.jsonl`; one per process that owns the data dir."""
 
     def __init__(self, home: Path) -> None:
         self.dir = home / JOURNAL_DIR
+        self.path = self.dir / JOURNAL_FILE
+        self._lock = threading.Lock()
+        self._open: set[str] = set()
+        self._unsettled: set[str] | None = None
+        """Intents an earlier process left and recovery has not settled (None: not read yet);
+        while there are any the file is never emptied."""
+        self._dir_synced = False
+        self._tail_checked = False
 
     def begin(self, *, op: str, actor: str, audit_seq: int, items: list[IntentItem]) -> Intent:
         """Record an intent durably, before the write's first step."""
         intent = Intent(
             id=secrets.token_hex(8), op=op, actor=actor, audit_seq=audit_seq, items=items
         )
-        path = self.dir / f"{intent.id}.json"
-        data = {
-            "version": INTENT_VERSION,
-            "id": intent.id,
+        line = {
+            "v": INTENT_VERSION,
+            "begin": intent.id,
             "op": op,
             "actor": actor,
             "audit_seq": audit_seq,
             "items": [asdict(item) for item in items],
         }
-        atomic_write(path, (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"))
-        intent.file = path
+        with self._lock:
+            self._append(line, sync=True)
+            self._open.add(intent.id)
         return intent
 
     def end(self, intent: Intent) -> None:
-        """The write is complete (or cleanly undone): forget the intent."""
-        if intent.file is None:
-            return
-        try:
-            intent.file.unlink(missing_ok=True)
-        except OSError as exc:
-            raise storage_error(exc, intent.file, "removing") from exc
+        """The write is complete (or cleanly undone), or recovery settled it: close it."""
+        with self._lock:
+            self._open.discard(intent.id)
+            if self._unsettled is None:
+                self._unsettled = {i.id for i in self._pending()}
+            self._unsettled.discard(intent.id)
+            if self._open or self._unsettled:
+                self._append({"end": intent.id}, sync=False)
+            else:
+                self._empty()  # nothing open: every line in the file is settled
 
     def pending(self) -> list[Intent]:
-        """Intents left by writes that did not finish, oldest first.
+        """Intents left by writes that did not finish, oldest first. Called by recovery
+        before this process writes, so none of them is this process's."""
+        with self._lock:
+            found = self._pending()
+            self._unsettled = {i.id for i in found} - self._open
+            return [i for i in found if i.id not in self._open]
 
-        An unreadable intent (cut short by a power cut before its fsync) belongs to a write
-        that had not started its first step: it is removed with a warning.
-        """
-        try:
-            files = [p for p in self.dir.iterdir() if p.suffix == ".json"]
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise storage_error(exc, self.dir, "listing") from exc
-        found: list[tuple[int, Intent]] = []
-        for path in files:
-            try:
-                raw = json.loads(path.read_bytes())
-                intent = Intent(
-                    id=str(raw["id"]),
-                    op=str(raw["op"]),
-                    actor=str(raw["actor"]),
-                    audit_seq=int(raw["audit_seq"]),
-                    items=[IntentItem(**item) for item in raw["items"]],
-                    file=path,
-                )
-                mtime = path.stat().st_mtime_ns
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                logger.warning("removing unreadable write intent %s: %s", path, exc)
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                continue
-            found.append((mtime, intent))
-        found.sort(key=lambda pair: (pair[0], pair[1].id))
-        return [intent for _, intent in found]
+    def _pending(self) -> list[Intent]:
+        begun, ended = self._read()
+        return [intent for key, intent in begun.items() if key not in ended]
 
     def slugs_in_flight(self) -> set[str]:
-        """The memories of writes under way (or cut short): read only, nothing is removed."""
-        slugs: set[str] = set()
-        try:
-            files = [p for p in self.dir.iterdir() if p.suffix == ".json"]
-        except FileNotFoundError:
-            return slugs
-        except OSError as exc:
-            raise storage_error(exc, self.dir, "listing") from exc
-        for path in files:
-            try:
-                items = json.loads(path.read_bytes())["items"]
-                slugs.update(str(item["slug"]) for item in items)
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # gone meanwhile, or unreadable: recovery deals with it
-        return slugs
+        """The memories of writes under way (or cut short): read only."""
+        begun, ended = self._read()
+        return {i.slug for key, intent in begun.items() if key not in ended for i in intent.items}
 
-    def clean_temp_files(self) -> None:
-        """Temp files of intents cut short while being written."""
-        with contextlib.suppress(OSError):
-            for path in self.dir.glob(".*.tmp"):
-                path.unlink(missing_ok=True)
+    # -- plumbing -------------------------------------------------------------------------
+    def _append(self, obj: dict[str, Any], *, sync: bool) -> None:
+        data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if not self._tail_checked:
+                    # A line cut short by a crash would swallow this one: end it first.
+                    size = os.fstat(fd).st_size
+                    if size and os.pread(fd, 1, size - 1) != b"\n":
+                        data = b"\n" + data
+                    self._tail_checked = True
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    if written <= 0:
+                        raise OSError(errno.EIO, "write made no progress")
+                    view = view[written:]
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if sync and not self._dir_synced:
+                fsync_dir(self.dir)  # the file may have just been created
+                self._dir_synced = True
+        except OSError as exc:
+            raise storage_error(exc, self.path, "writing") from exc
+
+    def _empty(self) -> None:
+        self._tail_checked = True  # an empty file has no torn tail
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.truncate(self.path, 0)
+        except OSError as exc:
+            raise storage_error(exc, self.path, "emptying") from exc
+
+    def _read(self) -> tuple[dict[str, Intent], set[str]]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}, set()
+        except OSError as exc:
+            raise storage_error(exc, self.path, "reading") from exc
+        begun: dict[str, Intent] = {}
+        ended: set[str] = set()
+        lines = raw.split(b"\n")
+        # The last piece lacks its newline: being appended right now, or cut by a power cut
+        # before its fsync returned, so its write had not started either way.
+        for number, line in enumerate(lines[:-1], 1):
+            try:
+                obj = json.loads(line)
+                if "end" in obj:
+                    ended.add(str(obj["end"]))
+                    continue
+                begun[str(obj["begin"])] = Intent(
+                    id=str(obj["begin"]),
+                    op=str(obj["op"]),
+                    actor=str(obj["actor"]),
+                    audit_seq=int(obj["audit_seq"]),
+                    items=[IntentItem(**item) for item in obj["items"]],
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning("%s line %d is not an intent (%s); ignored", self.path, number, exc)
+        return begun, ended
 
 
 def remove_temp_files(path: Path) -> None:

@@ -435,7 +435,6 @@ class MemoryService:
         """
         self._require_writable("recover unfinished writes")
         intents = self.journal.pending()
-        self.journal.clean_temp_files()
         if not intents:
             return 0
         self.audit.repair_torn_tail()
