@@ -77,6 +77,8 @@ elif args["op"] == "update":
     svc.update_keywords(args["slug"], tags=["db", "billing"])
 elif args["op"] == "capture":
     svc.drain_inbox()
+elif args["op"] == "merge":
+    svc.merge_entities(args["keep"], args["drop"])
 sys.exit(3)  # the kill never came: the step was not reached
 """
 
@@ -85,6 +87,7 @@ VAULT_REMOVE = "memoryd.vault:Vault.remove"
 GRAPH_WRITE = "memoryd.graph.kuzu_store:KuzuGraphStore.upsert_memories"
 INDEX_WRITE = "memoryd.search.index:SearchIndex.upsert"
 AUDIT_WRITE = "memoryd.audit:AuditLog.append_many"
+MERGE = "memoryd.graph.kuzu_store:KuzuGraphStore.merge_entities"
 
 STEPS: dict[str, tuple[str, str]] = {
     "before the vault write": (VAULT_WRITE, "before"),
@@ -94,6 +97,7 @@ STEPS: dict[str, tuple[str, str]] = {
     "after the index write": (INDEX_WRITE, "after"),
     "before the audit line": (AUDIT_WRITE, "before"),
     "after the audit line": (AUDIT_WRITE, "after"),
+    "after the graph merge": (MERGE, "after"),
 }
 
 
@@ -298,6 +302,30 @@ def test_a_capture_drain_killed_at_any_step_is_settled_and_drains_once(
     assert [c["target"] for c in captures] == [slug]
     recovers = events(quiet, "recover")
     assert [r["outcome"] for r in recovers] == ([] if outcome == "complete" else [outcome])
+
+
+# -- entity changes: the graph first, then the audit line reindex replays ----------------------
+def test_an_entity_merge_killed_before_its_audit_line_is_rolled_forward_and_reindex_keeps_it(
+    quiet: Settings, project: Path
+) -> None:
+    react, reactjs = "entity:library:React", "entity:library:ReactJS"
+    with open_service(quiet) as svc:
+        svc.record_graph_facts(
+            MemoryDraft(
+                type=MemoryType.FACT, title="UI", body="React, ReactJS", scope_path=project
+            ),
+            entity_ids=[react, reactjs],
+        )
+        assert svc.graph.get_entity(reactjs) is not None
+    crash(quiet, project, "merge", "after the graph merge", keep=react, drop=reactjs)
+    with open_service(quiet) as svc:
+        assert_four_way_agreement(svc, quiet)
+        merges = events(quiet, "entity_merge")
+        assert merges == [{"target": react, "drop": reactjs, "recovered": True}]
+        assert [r["outcome"] for r in events(quiet, "recover")] == ["rolled forward"]
+        svc.reindex()  # the merge lives in the audit log: a rebuilt graph replays it
+        assert svc.graph.get_entity(reactjs) is None
+        assert "ReactJS" in svc.resolve_entity(react).aliases
 
 
 # -- the journal itself ------------------------------------------------------------------------

@@ -59,7 +59,8 @@ class IntentItem:
 class Intent:
     id: str
     op: str
-    """`record` (new files), `replace` (an edit of existing files), `capture` (an inbox file)."""
+    """`record` (new files), `replace` (an edit of existing files), `capture` (an inbox file),
+    `entity` (a merge, alias or delete of an entity: its `slug` is the entity id)."""
     actor: str
     audit_seq: int
     """The audit log's last seq before the write: its events, if written, come after it."""

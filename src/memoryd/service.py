@@ -445,7 +445,11 @@ class MemoryService:
             }
             events: list[AuditEvent] = []
             for item in intent.items:
-                outcome = self._settle_item(intent.op, item)
+                if intent.op == "entity":
+                    self._apply_entity_event(item)
+                    outcome = "forward"
+                else:
+                    outcome = self._settle_item(intent.op, item)
                 done = (item.event_type, item.slug) in logged
                 if outcome == "forward" and done:
                     continue  # complete: only the intent was left behind
@@ -932,14 +936,7 @@ class MemoryService:
         if not alias:
             raise InvalidInput("alias is empty")
         entity = self.resolve_entity(name_or_id)
-        self.graph.add_entity_aliases(entity.id, [alias])
-        self.audit.append(
-            actor=self.actor,
-            event_type="entity_alias",
-            scope_hash=None,
-            target_id=entity.id,
-            details={"alias": alias},
-        )
+        self._entity_write("entity_alias", entity.id, {"alias": alias})
         self.forget_entities()
         return self.resolve_entity(entity.id)
 
@@ -949,14 +946,7 @@ class MemoryService:
         kept, dropped = self.resolve_entity(keep), self.resolve_entity(drop)
         if kept.id == dropped.id:
             raise InvalidInput(f"cannot merge {kept.id} into itself")
-        self.graph.merge_entities(kept.id, dropped.id)
-        self.audit.append(
-            actor=self.actor,
-            event_type="entity_merge",
-            scope_hash=None,
-            target_id=kept.id,
-            details={"drop": dropped.id},
-        )
+        self._entity_write("entity_merge", kept.id, {"drop": dropped.id})
         self.forget_entities()
         self._merges = None
         return self.resolve_entity(kept.id)
@@ -977,6 +967,35 @@ class MemoryService:
                     merges[drop] = merges[merges[drop]]
             self._merges = merges
         return merges
+
+    def _entity_write(self, event_type: str, entity_id: str, details: dict[str, Any]) -> None:
+        """A change to an entity (merge, alias, delete): the graph, then its audit line, which
+        `reindex` replays. Under a write intent, so a crash between the two is rolled
+        forward on the next start (`_apply_entity_event` is idempotent)."""
+        item = IntentItem(slug=entity_id, path="", event_type=event_type, details=details)
+        intent = self._begin_write("entity", [item])
+        try:
+            self._apply_entity_event(item)
+        except MemorydError:
+            self.journal.end(intent)  # one graph transaction: a failed one changed nothing
+            raise
+        self.audit.append_many([self._intended_event(intent, item)])
+        self.journal.end(intent)
+
+    def _apply_entity_event(self, item: IntentItem) -> None:
+        """Make the graph hold an entity event; nothing when it already does."""
+        target, details = item.slug, item.details
+        if self.graph.get_entity(target) is None:
+            return  # deleted, or merged away since
+        if item.event_type == "entity_alias":
+            self.graph.add_entity_aliases(target, [str(details["alias"])])
+        elif item.event_type == "entity_merge":
+            if self.graph.get_entity(str(details["drop"])) is not None:
+                self.graph.merge_entities(target, str(details["drop"]))
+        elif item.event_type == "entity_delete":
+            self.graph.delete_entity(target)
+        else:
+            raise StorageError(f"the write journal names an unknown entity event {item.event_type}")
 
     def _replay_entity_events(self, graph: GraphStore) -> None:
         """Merges and aliases live in the audit log; a rebuilt graph gets them back. Those
@@ -1894,13 +1913,10 @@ class MemoryService:
                     event_type="archive" if only_about else "update",
                     details={"entity_delete": entity.id},
                 )
-        self.graph.delete_entity(entity.id)
-        self.audit.append(
-            actor=self.actor,
-            event_type="entity_delete",
-            scope_hash=None,
-            target_id=entity.id,
-            details={
+        self._entity_write(
+            "entity_delete",
+            entity.id,
+            {
                 "name": entity.name,
                 "archived": len(result.archived),
                 "unlinked": len(result.unlinked),
