@@ -3,7 +3,11 @@
 Each cycle: 4 writers record memories over the Unix socket; once writes flow, the daemon is
 killed with SIGKILL after a random delay; a new daemon is started on the same data dir. After
 every restart: every acknowledged write (its 201 was read) is in the vault and the graph, the
-graph opens, the audit chain verifies (a torn last line is repaired on start, with a warning).
+graph opens, the audit chain verifies (a torn last line is repaired on start, with a warning),
+and the four stores agree with no reindex: the vault's files, the graph's nodes, the search
+index's documents and the audit log's record lines are the same set of memories, and doctor
+is clean. A write the kill cut short is settled on start (rolled forward or back, with a
+`recover` audit line); the totals are reported.
 
     python bench/crash.py --cycles 20 [--json bench/results/crash.json]
 """
@@ -59,6 +63,7 @@ def main() -> None:
                 restart_s = time.perf_counter() - started
                 check = check_after_restart(daemon, acknowledged)
                 repaired = "torn" in daemon.log_text().lower()
+                stores = check["four_way"]
                 row = {
                     "cycle": cycle,
                     "acknowledged": len(result.acknowledged),
@@ -69,17 +74,39 @@ def main() -> None:
                     "audit_lines": check["audit"]["lines"],
                     "search_status": check["search_status"],
                     "torn_audit_repaired_so_far": repaired,
+                    "four_way_agree": stores["agree"],
+                    "vault": stores["vault"],
+                    "graph": stores["graph"],
+                    "index": stores["index"],
+                    "audit_memories": stores["audit"],
+                    "differ": stores["differ"],
+                    "rolled_forward_so_far": stores["rolled_forward"],
+                    "rolled_back_so_far": stores["rolled_back"],
+                    "doctor_failures": check["doctor_failures"],
                 }
                 cycles.append(row)
                 print(json.dumps(row), flush=True)
         finally:
             daemon.stop()
             daemon.kill()
-    ok = all(c["missing"] == 0 and c["audit_ok"] and c["search_status"] == 200 for c in cycles)
+    ok = all(
+        c["missing"] == 0
+        and c["audit_ok"]
+        and c["search_status"] == 200
+        and c["four_way_agree"]
+        and not c["doctor_failures"]
+        for c in cycles
+    )
+    last = cycles[-1] if cycles else {}
     report = {
         "cycles": len(cycles),
         "acknowledged_writes": len(acknowledged),
         "lost_writes": max((c["missing"] for c in cycles), default=0),
+        "four_way_agree_every_cycle": all(c["four_way_agree"] for c in cycles),
+        "doctor_clean_every_cycle": all(not c["doctor_failures"] for c in cycles),
+        "memories_at_end": last.get("vault", 0),
+        "unacknowledged_rolled_forward": last.get("rolled_forward_so_far", 0),
+        "unacknowledged_rolled_back": last.get("rolled_back_so_far", 0),
         "restart_s_median": round(statistics.median(c["restart_s"] for c in cycles), 2),
         "ok": ok,
         "per_cycle": cycles,
@@ -87,8 +114,12 @@ def main() -> None:
     print(
         f"{len(cycles)} kill -9 cycles, {len(acknowledged)} acknowledged writes, "
         f"lost {report['lost_writes']}, audit chain ok in every cycle: "
-        f"{all(c['audit_ok'] for c in cycles)}, median restart {report['restart_s_median']}s"
-        f" -> {'OK' if ok else 'FAILED'}"
+        f"{all(c['audit_ok'] for c in cycles)}, vault = graph = index = audit in every cycle: "
+        f"{report['four_way_agree_every_cycle']}, doctor clean in every cycle: "
+        f"{report['doctor_clean_every_cycle']}, unfinished writes settled: "
+        f"{report['unacknowledged_rolled_forward']} rolled forward, "
+        f"{report['unacknowledged_rolled_back']} rolled back; "
+        f"median restart {report['restart_s_median']}s -> {'OK' if ok else 'FAILED'}"
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -204,7 +205,8 @@ def write_until_killed(
 
 
 def check_after_restart(daemon: Daemon, acknowledged: list[str]) -> dict[str, Any]:
-    """Every acknowledged write in the vault and the graph; the audit chain verifies."""
+    """Every acknowledged write in the vault and the graph; the audit chain verifies; and the
+    four stores agree (`four_way`), with `doctor` clean, without a reindex."""
     with uds_client(daemon.home, timeout=120.0) as client:
         verify = client.get("/v1/audit/verify").json()
         found: set[str] = set()
@@ -223,5 +225,60 @@ def check_after_restart(daemon: Daemon, acknowledged: list[str]) -> dict[str, An
                 if Path(path).is_file():
                     found.add(slug)
         searchable = client.get("/v1/search", params={"q": "crash", "limit": 1}).status_code
+        doctor = client.get("/v1/doctor").json()
+        agreement = four_way(daemon.home, client)
     missing = sorted(set(acknowledged) - found)
-    return {"audit": verify, "missing": missing, "search_status": searchable}
+    return {
+        "audit": verify,
+        "missing": missing,
+        "search_status": searchable,
+        "doctor_failures": [f"{c['name']}: {c['detail']}" for c in doctor if not c["ok"]],
+        "four_way": agreement,
+    }
+
+
+def four_way(home: Path, client: httpx.Client) -> dict[str, Any]:
+    """The memories each store holds: the vault's files (read from disk), the graph's nodes
+    (Cypher through the daemon), the search index's documents (opened beside the daemon, as
+    its recall readers do) and the audit log's record/capture/adopt lines (read from disk).
+    `agree` is whether the four sets are one; `recovered` counts the `recover` lines."""
+    from memoryd.audit import AuditLog
+    from memoryd.search.index import SearchIndex
+    from memoryd.service import CREATING_EVENTS
+    from memoryd.vault import Vault
+
+    vault_store = Vault(home)
+    vault = {vault_store.read(path).meta.slug for path in vault_store.iter_files()}
+    graph: set[str] = set()
+    while True:
+        response = client.post(
+            "/v1/graph/cypher",
+            json={
+                "query": "MATCH (m:Memory) RETURN m.slug ORDER BY m.slug SKIP $skip LIMIT 1000",
+                "params": {"skip": len(graph)},
+                "limit": 1000,
+            },
+        )
+        response.raise_for_status()
+        rows = response.json()["rows"]
+        graph.update(row[0] for row in rows)
+        if len(rows) < 1000:
+            break
+    index_store = SearchIndex.open(home / "search")
+    try:
+        index = index_store.slugs()
+    finally:
+        index_store.close()
+    audit_log = AuditLog(home / "audit")
+    audit = audit_log.targets(CREATING_EVENTS)
+    recovered = [json.loads(r.details) for r in audit_log.read(event_type="recover")]
+    return {
+        "agree": vault == graph == index == audit,
+        "vault": len(vault),
+        "graph": len(graph),
+        "index": len(index),
+        "audit": len(audit),
+        "differ": sorted((vault | graph | index | audit) - (vault & graph & index & audit))[:10],
+        "rolled_forward": sum(r["outcome"] == "rolled forward" for r in recovered),
+        "rolled_back": sum(r["outcome"] == "rolled back" for r in recovered),
+    }

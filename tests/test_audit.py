@@ -258,10 +258,10 @@ def test_deleting_any_line_is_caught(pristine: Path, tmp_path: Path) -> None:
             assert result.problem is not None
             assert "a line was deleted or lines were swapped" in result.problem
         else:
-            assert result.first_bad_line is None
+            assert result.first_bad_line == CHAIN_LENGTH
             assert result.problem == (
-                f"log ends at seq {CHAIN_LENGTH - 1} but the head anchor says {CHAIN_LENGTH} "
-                "(lines were removed from the end)"
+                f"truncated after line {CHAIN_LENGTH - 1}: head.json expects {CHAIN_LENGTH} "
+                "lines (1 removed from the end)"
             )
 
 
@@ -309,10 +309,10 @@ def test_cutting_whole_lines_from_the_end_is_caught_by_the_head(
 
         assert not result.ok, f"truncating at line {k} not caught"
         assert result.lines == k - 1
-        assert result.first_bad_line is None
+        assert result.first_bad_line == k  # the first line that is gone
         assert result.problem == (
-            f"log ends at seq {k - 1} but the head anchor says {CHAIN_LENGTH} "
-            "(lines were removed from the end)"
+            f"truncated after line {k - 1}: head.json expects {CHAIN_LENGTH} "
+            f"lines ({CHAIN_LENGTH - k + 1} removed from the end)"
         )
 
 

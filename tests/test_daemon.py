@@ -287,6 +287,12 @@ def test_a_torn_audit_line_is_repaired_at_start_with_a_warning(home: Path, proje
     log.write_bytes(intact + b'{"seq": 2, "ts": "2026-')  # a write cut short by a crash
     with running(home) as daemon, uds_client(home) as http:
         verify = http.get("/v1/audit/verify").json()
-        assert verify == {"ok": True, "lines": 1, "first_bad_line": None, "problem": None}
+        assert verify == {
+            "ok": True,
+            "lines": 1,
+            "first_bad_line": None,
+            "problem": None,
+            "missing": [],
+        }
         assert "torn" in daemon.log_text()  # repaired, and said so
     assert log.read_bytes() == intact

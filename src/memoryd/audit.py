@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -377,6 +377,30 @@ class AuditLog:
             self._write_head(self._last)
             return records
 
+    def last_seq(self) -> int:
+        """The seq of the last record (0 for an empty log): a write intent notes it, so
+        recovery knows which records came after it. Repairs a torn tail like an append."""
+        with self._locked_log() as fd:
+            size = self._file_size(fd)
+            if self._last is None or size != self._size:
+                self._last, self._size = self._load_tail(fd, size)
+            return self._last.seq
+
+    def records_after(self, seq: int) -> list[AuditRecord]:
+        """The records with a seq above `seq`, oldest first, read from the end of the log."""
+        size, _ = self._snapshot()
+        found: list[AuditRecord] = []
+        with closing(self._lines_backwards(size)) as lines:
+            for raw in lines:
+                obj = _parse_record(raw.rstrip(b"\n"))
+                if obj is None:
+                    continue
+                if obj["seq"] <= seq:
+                    break
+                found.append(AuditRecord.model_validate(obj))
+        found.reverse()
+        return found
+
     @contextmanager
     def _locked_log(self) -> Iterator[int]:
         """The log, opened for appending, under the thread lock and an exclusive file lock."""
@@ -660,9 +684,10 @@ class AuditLog:
         if problem is None and head_problem is not None:
             problem = head_problem
         if problem is None and head is not None and anchor.seq < head.seq:
+            first_bad = lines + 1
             problem = (
-                f"log ends at seq {anchor.seq} but the head anchor says {head.seq} "
-                "(lines were removed from the end)"
+                f"truncated after line {lines}: {self.head_path.name} expects {head.seq} "
+                f"lines ({head.seq - anchor.seq} removed from the end)"
             )
         return AuditVerification(
             ok=problem is None, lines=lines, first_bad_line=first_bad, problem=problem
@@ -712,6 +737,18 @@ class AuditLog:
                 "(the end of the log was rewritten)"
             )
         return _Anchor(seq, obj["this_hash"])
+
+    def targets(self, event_types: Collection[str]) -> set[str]:
+        """The target ids of every record of these event types, streamed (`verify` asks
+        which memories have the line that created them)."""
+        size, _ = self._snapshot()
+        wanted = set(event_types)
+        found: set[str] = set()
+        for raw in self._lines(size):
+            obj = _parse_record(raw.rstrip(b"\n"))
+            if obj is not None and obj["event_type"] in wanted and obj["target_id"]:
+                found.add(obj["target_id"])
+        return found
 
     def read(
         self,

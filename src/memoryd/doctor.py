@@ -130,7 +130,8 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
         )
     )
     broken: list[str] = []
-    svc.load_vault(broken.append)
+    copies: list[tuple[Path, Path, str]] = []
+    memories = list(svc.iter_vault(broken.append, on_copy=lambda *found: copies.append(found)))
     broken = [b for b in broken if not b.startswith("note:")]
     checks.append(
         DoctorCheck(
@@ -140,7 +141,22 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
             fix="fix or move the broken files, then run `memoryd reindex`",
         )
     )
-    only_vault, only_graph, index_diff = svc.consistency()
+    if copies:
+        # Not a reindex problem: reindex skips copies, so it cannot make this go away.
+        checks.append(
+            DoctorCheck(
+                name="copied files",
+                ok=False,
+                detail="; ".join(
+                    f"{copy} holds slug {slug}, which {original} holds"
+                    for copy, original, slug in copies[:5]
+                )
+                + (f" (and {len(copies) - 5} more)" if len(copies) > 5 else ""),
+                fix="delete each copy (memoryd ignores it), or give it its own slug and a"
+                " file name to match, then run `memoryd reindex`",
+            )
+        )
+    only_vault, only_graph, index_diff = svc.consistency({m.meta.slug for m in memories})
     problems = []
     if only_vault:
         problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")
@@ -175,7 +191,7 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
             ok=verification.ok,
             detail=f"{verification.lines} lines verify"
             if verification.ok
-            else f"line {verification.first_bad_line}: {verification.problem}",
+            else str(verification.problem),
             fix="the audit log was changed outside memoryd; restore audit/ from a backup",
         )
     )

@@ -159,6 +159,13 @@ class Inbox:
         found.sort(key=lambda p: (p.mtime_ns, p.file.name))
         return found
 
+    def requested_slugs(self) -> set[str]:
+        """The slugs with a request waiting (from the file names: nothing is parsed)."""
+        try:
+            return {e.name[: -len(".json")] for e in os.scandir(self.dir) if _is_request(e.name)}
+        except FileNotFoundError:
+            return set()
+
     def done(self, pending: PendingRequest) -> bool:
         """Remove a processed request, unless a newer capture replaced it meanwhile."""
         try:

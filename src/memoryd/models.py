@@ -390,6 +390,8 @@ class AuditVerification(BaseModel):
     lines: int
     first_bad_line: int | None = None
     problem: str | None = None
+    missing: list[str] = Field(default_factory=list)
+    """Memories the vault or graph holds with no line that created them (record, capture)."""
 
 
 class DoctorCheck(BaseModel):

@@ -2,12 +2,15 @@
 
 It is the only place that coordinates more than one store. The order of a write is fixed:
 vault file (the source of truth) → graph → search index → audit line. If a later step fails,
-the earlier ones are undone, so nothing is left half-written.
+the earlier ones are undone, so nothing is left half-written. A crash cannot undo anything, so
+each write first records an intent in the journal (`memoryd.journal`) and `recover`, run when
+the stores are opened, settles the writes a crash cut short.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import re
@@ -58,6 +61,7 @@ from memoryd.graph.store import (
     RelationRow,
     SupersedeRow,
 )
+from memoryd.journal import Intent, IntentItem, Journal, remove_temp_files
 from memoryd.llm.base import LLMProvider
 from memoryd.models import (
     CJK,
@@ -87,7 +91,7 @@ from memoryd.models import (
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.text import query_terms
-from memoryd.vault import Vault
+from memoryd.vault import Vault, render
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +100,8 @@ MAX_BODY_CHARS = 1_000_000
 FILE_LOCK_TIMEOUT_S = 5.0
 """How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
 GraphFactory = Callable[[Path], GraphStore]
+CREATING_EVENTS = ("record", "capture", "adopt")
+"""The audit events that bring a memory into the stores; `audit verify` wants one for each."""
 
 
 _CJK_CHAR = re.compile(f"[{CJK}]")
@@ -161,6 +167,8 @@ class MemoryService:
         self.index = index
         self.audit = audit
         self.governance = governance
+        self.journal = Journal(home)
+        """Intents of writes under way; `recover` settles those a crash left."""
         self.actor = actor
         self._graph_factory = graph_factory
         self._on_close = on_close
@@ -369,11 +377,26 @@ class MemoryService:
             seen[key] = memory.meta.slug
 
     def _write_batch(self, batch: list[Memory], *, sync_each: bool) -> None:
-        """Write one batch; on failure undo what was written, newest step first."""
+        """Write one batch; on failure undo what was written, newest step first.
+
+        A write intent names the batch before its first step and is removed after its audit
+        lines: a crash in between leaves it for `recover` to settle on the next start.
+        """
+        for memory in batch:
+            memory.path = self.vault.path_for(memory)
+        items = [
+            IntentItem(
+                slug=m.meta.slug,
+                path=str(m.path),
+                event_type="record",
+                scope_hash=m.meta.scope_hash,
+                details={"type": m.meta.type.value, "source": m.meta.source},
+            )
+            for m in batch
+        ]
+        intent = self._begin_write("record", items)
         paths: list[Path] = []
         try:
-            for memory in batch:
-                memory.path = self.vault.path_for(memory)
             if sync_each:
                 for memory in batch:
                     paths.append(self.vault.write(memory))
@@ -394,18 +417,7 @@ class MemoryService:
             self.graph.upsert_memories(batch, new=True)
             try:
                 self.index.upsert([search_doc(m) for m in batch])
-                self.audit.append_many(
-                    [
-                        AuditEvent(
-                            actor=self.actor,
-                            event_type="record",
-                            scope_hash=m.meta.scope_hash,
-                            target_id=m.meta.slug,
-                            details={"type": m.meta.type.value, "source": m.meta.source},
-                        )
-                        for m in batch
-                    ]
-                )
+                self.audit.append_many([self._intended_event(intent, i) for i in items])
             except MemorydError:
                 slugs = [m.meta.slug for m in batch]
                 self.index.delete(slugs)
@@ -414,10 +426,145 @@ class MemoryService:
         except MemorydError:
             for path in paths:
                 self.vault.remove(path)
+            self.journal.end(intent)  # undone: nothing is left to settle
             raise
+        self.journal.end(intent)
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
             self.forget_entities()
+
+    def _begin_write(self, op: str, items: list[IntentItem]) -> Intent:
+        return self.journal.begin(
+            op=op, actor=self.actor, audit_seq=self.audit.last_seq(), items=items
+        )
+
+    @staticmethod
+    def _intended_event(intent: Intent, item: IntentItem, **extra: Any) -> AuditEvent:
+        return AuditEvent(
+            actor=intent.actor,
+            event_type=item.event_type,
+            scope_hash=item.scope_hash,
+            target_id=item.slug,
+            details={**item.details, **extra},
+        )
+
+    # -- recovery (on start: writes a crash cut short) ------------------------------------
+    def recover(self) -> int:
+        """Settle every write a crash left unfinished; returns how many memories it settled.
+
+        Each intent left in the journal is a write that stopped somewhere between its vault
+        file and its audit line. The vault is the source of truth: a file that landed is
+        rolled forward (graph and search index brought to it, a move finished, its audit
+        event written), one that did not is rolled back (graph and index brought back to
+        what the vault holds). Each settled memory gets a `recover` audit line saying which;
+        a write found complete (only its intent was left) gets none. Safe to run twice: a
+        crash during recovery is settled by the next.
+        """
+        self._require_writable("recover unfinished writes")
+        intents = self.journal.pending()
+        if not intents:
+            return 0
+        self.audit.repair_torn_tail()
+        settled = 0
+        for intent in intents:
+            logged = {
+                (r.event_type, r.target_id) for r in self.audit.records_after(intent.audit_seq)
+            }
+            events: list[AuditEvent] = []
+            for item in intent.items:
+                if intent.op == "entity":
+                    self._apply_entity_event(item)
+                    outcome = "forward"
+                else:
+                    outcome = self._settle_item(intent.op, item)
+                done = (item.event_type, item.slug) in logged
+                if outcome == "forward" and done:
+                    continue  # complete: only the intent was left behind
+                if outcome == "forward":
+                    events.append(self._intended_event(intent, item, recovered=True))
+                if ("recover", item.slug) not in logged:
+                    events.append(
+                        AuditEvent(
+                            actor=self.actor,
+                            event_type="recover",
+                            scope_hash=item.scope_hash,
+                            target_id=item.slug,
+                            details={
+                                "op": intent.op,
+                                "event": item.event_type,
+                                "outcome": "rolled forward"
+                                if outcome == "forward"
+                                else "rolled back",
+                                "intent": intent.id,
+                            },
+                        )
+                    )
+                settled += 1
+            self.audit.append_many(events)
+            self.journal.end(intent)
+            logger.warning(
+                "settled an unfinished %s of %d memor%s left by a crash: %s",
+                intent.op,
+                len(intent.items),
+                "y" if len(intent.items) == 1 else "ies",
+                ", ".join(i.slug for i in intent.items[:5]),
+            )
+        self.forget_entities()
+        self._merges = None
+        return settled
+
+    def _settle_item(self, op: str, item: IntentItem) -> str:
+        """Bring the graph and the search index to what the vault holds for one memory of an
+        unfinished write: "forward" when the write's file landed, "back" when it did not."""
+        path = Path(item.path)
+        for written in {path, Path(item.old_path or item.path)}:
+            remove_temp_files(written)  # an atomic write killed before its rename
+        landed = self._landed(item)
+        if landed is not None:
+            if item.old_path and item.old_path != item.path:
+                self.vault.remove(Path(item.old_path))  # the move finishes
+            self._resync(item.slug, landed)
+            return "forward"
+        current: Memory | None = None
+        if op == "replace":
+            old = Path(item.old_path or item.path)
+            try:
+                current = self.vault.read(old)
+            except (NotFound, BrokenMemoryFile) as exc:
+                logger.warning(
+                    "%s: the file before the unfinished write is gone: %s", item.slug, exc
+                )
+        elif op == "record" and path.exists():
+            self.vault.remove(path)  # cut short before its fsync (a power cut): not a memory
+        self._resync(item.slug, current)
+        return "back"
+
+    def _landed(self, item: IntentItem) -> Memory | None:
+        """The memory as the unfinished write meant it, when its file holds that."""
+        path = Path(item.path)
+        try:
+            if item.sha256 is not None:
+                raw = path.read_bytes()
+                if hashlib.sha256(raw).hexdigest() != item.sha256:
+                    return None
+            memory = self.vault.read(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+        except (NotFound, BrokenMemoryFile) as exc:
+            logger.warning("unfinished write of %s: %s", item.slug, exc)
+            return None
+        return memory if memory.meta.slug == item.slug else None
+
+    def _resync(self, slug: str, memory: Memory | None) -> None:
+        """The graph and the search index hold `memory` for `slug` (None: nothing)."""
+        if memory is None:
+            self.index.delete([slug])
+            self.graph.delete_memories([slug])
+            return
+        self.graph.upsert_memories([memory])
+        self.index.upsert([search_doc(memory)])
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
@@ -848,14 +995,7 @@ class MemoryService:
         if not alias:
             raise InvalidInput("alias is empty")
         entity = self.resolve_entity(name_or_id)
-        self.graph.add_entity_aliases(entity.id, [alias])
-        self.audit.append(
-            actor=self.actor,
-            event_type="entity_alias",
-            scope_hash=None,
-            target_id=entity.id,
-            details={"alias": alias},
-        )
+        self._entity_write("entity_alias", entity.id, {"alias": alias})
         self.forget_entities()
         return self.resolve_entity(entity.id)
 
@@ -865,14 +1005,7 @@ class MemoryService:
         kept, dropped = self.resolve_entity(keep), self.resolve_entity(drop)
         if kept.id == dropped.id:
             raise InvalidInput(f"cannot merge {kept.id} into itself")
-        self.graph.merge_entities(kept.id, dropped.id)
-        self.audit.append(
-            actor=self.actor,
-            event_type="entity_merge",
-            scope_hash=None,
-            target_id=kept.id,
-            details={"drop": dropped.id},
-        )
+        self._entity_write("entity_merge", kept.id, {"drop": dropped.id})
         self.forget_entities()
         self._merges = None
         return self.resolve_entity(kept.id)
@@ -893,6 +1026,35 @@ class MemoryService:
                     merges[drop] = merges[merges[drop]]
             self._merges = merges
         return merges
+
+    def _entity_write(self, event_type: str, entity_id: str, details: dict[str, Any]) -> None:
+        """A change to an entity (merge, alias, delete): the graph, then its audit line, which
+        `reindex` replays. Under a write intent, so a crash between the two is rolled
+        forward on the next start (`_apply_entity_event` is idempotent)."""
+        item = IntentItem(slug=entity_id, path="", event_type=event_type, details=details)
+        intent = self._begin_write("entity", [item])
+        try:
+            self._apply_entity_event(item)
+        except MemorydError:
+            self.journal.end(intent)  # one graph transaction: a failed one changed nothing
+            raise
+        self.audit.append_many([self._intended_event(intent, item)])
+        self.journal.end(intent)
+
+    def _apply_entity_event(self, item: IntentItem) -> None:
+        """Make the graph hold an entity event; nothing when it already does."""
+        target, details = item.slug, item.details
+        if self.graph.get_entity(target) is None:
+            return  # deleted, or merged away since
+        if item.event_type == "entity_alias":
+            self.graph.add_entity_aliases(target, [str(details["alias"])])
+        elif item.event_type == "entity_merge":
+            if self.graph.get_entity(str(details["drop"])) is not None:
+                self.graph.merge_entities(target, str(details["drop"]))
+        elif item.event_type == "entity_delete":
+            self.graph.delete_entity(target)
+        else:
+            raise StorageError(f"the write journal names an unknown entity event {item.event_type}")
 
     def _replay_entity_events(self, graph: GraphStore) -> None:
         """Merges and aliases live in the audit log; a rebuilt graph gets them back. Those
@@ -1019,12 +1181,65 @@ class MemoryService:
         )
 
     def audit_verify(self) -> AuditVerification:
-        return self.audit.verify()
+        """The chain verifies, and it holds what the stores hold: every memory in the vault
+        or the graph has the line that created it (`record`, `capture`, or `adopt` when
+        reindex took in a file written by hand). A log deleted together with its head anchor
+        chains perfectly from nothing; only this comparison notices it.
+
+        Memories on their way in are not missing: captures waiting in the inbox and writes
+        whose intent is still open (read before the log, so a write that finishes meanwhile
+        has its line in it).
+        """
+        from memoryd.inbox import Inbox
+
+        result = self.audit.verify()
+        graph = self.graph.memory_slugs()
+        held = graph | self._vault_slugs(graph)
+        on_the_way = Inbox(self.home).requested_slugs() | self.journal.slugs_in_flight()
+        logged = self.audit.targets(CREATING_EVENTS)
+        missing = sorted(held - logged - on_the_way)
+        if not missing:
+            return result
+        shown = ", ".join(missing[:10]) + (
+            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        )
+        gap = (
+            f"{len(missing)} memor{'y' if len(missing) == 1 else 'ies'} in the vault or graph "
+            f"{'has' if len(missing) == 1 else 'have'} no record or capture line in the audit "
+            f"log: {shown} (lines were deleted, or the log was replaced; restore audit/ from a "
+            "backup, or run `memoryd reindex` to adopt memory files written by hand)"
+        )
+        return result.model_copy(
+            update={
+                "ok": False,
+                "problem": gap if result.problem is None else f"{result.problem}; {gap}",
+                "missing": missing,
+            }
+        )
 
     # -- rebuild --------------------------------------------------------------------------
-    def iter_vault(self, warn: Callable[[str], None]) -> Iterator[Memory]:
-        """Every readable memory in the vault, streamed; broken files are reported, skipped."""
+    def iter_vault(
+        self,
+        warn: Callable[[str], None],
+        *,
+        on_copy: Callable[[Path, Path, str], None] | None = None,
+    ) -> Iterator[Memory]:
+        """Every readable memory in the vault, streamed; broken files are reported, skipped.
+
+        A memory is its frontmatter slug, and its file is `<slug>.md`. A second file holding
+        the same slug (a copy: `cp a.md b.md`) is skipped and reported, to `on_copy(copy,
+        original, slug)` when given, else to `warn`; the file named after the slug is the
+        original wherever the copy sorts. A lone file whose name differs from its slug (a
+        renamed file) is indexed under its slug with a note.
+        """
         seen: dict[str, Path] = {}
+
+        def copied(path: Path, original: Path, slug: str) -> None:
+            if on_copy is not None:
+                on_copy(path, original, slug)
+            else:
+                warn(copy_message(path, original, slug))
+
         for path in self.vault.iter_files():
             try:
                 memory = self.vault.read(path)
@@ -1033,9 +1248,13 @@ class MemoryService:
                 continue
             slug = memory.meta.slug
             if slug in seen:
-                warn(f"skipped {path}: slug {slug} is already used by {seen[slug]}")
+                copied(path, seen[slug], slug)
                 continue
             if path.stem != slug:
+                named = self.vault.find(slug)
+                if named is not None and named != path:
+                    copied(path, named, slug)  # the file named after the slug comes later
+                    continue
                 warn(f"note: {path} holds slug {slug} (file name differs)")
             seen[slug] = path
             yield memory
@@ -1070,9 +1289,10 @@ class MemoryService:
 
         def note(message: str) -> None:
             skipped.append(message)
-            logger.warning("%s", message)
             if warn is not None:
-                warn(message)
+                warn(message)  # the caller shows it: logging it as well printed it twice
+            else:
+                logger.warning("%s", message)
 
         graph_dir, index_dir = self.home / "graph", self.index.directory
         graph_new, index_new = self.home / "graph.rebuild", self.home / "search.rebuild"
@@ -1081,6 +1301,7 @@ class MemoryService:
         # Only one engine buffer pool at a time: the live graph closes while the new one builds.
         self.graph.close()
         indexed = 0
+        indexed_scopes: dict[str, tuple[str, MemoryType]] = {}
         index_closed = False
         try:
             fresh = self._graph_factory(graph_new)
@@ -1091,6 +1312,7 @@ class MemoryService:
                 linked: list[Memory] = []
                 batch: list[Memory] = []
                 for memory in self.iter_vault(note):
+                    indexed_scopes[memory.meta.slug] = (memory.meta.scope_hash, memory.meta.type)
                     batch.append(memory)
                     if memory.meta.supersedes or memory.meta.promoted_from:
                         linked.append(memory)
@@ -1119,23 +1341,59 @@ class MemoryService:
                 self.index = SearchIndex.open(index_dir)
                 self.index_epoch += 1
         self.forget_entities()
-        self.audit.append(
-            actor=self.actor,
-            event_type="reindex",
-            scope_hash=None,
-            target_id=None,
-            details={"indexed": indexed, "skipped": len(skipped)},
+        # A memory file no audit line created (written by hand, or copied from a backup) is
+        # adopted: the log says when it was taken in, and `audit verify` accepts it.
+        logged = self.audit.targets(CREATING_EVENTS)
+        adopted = [
+            AuditEvent(
+                actor=self.actor,
+                event_type="adopt",
+                scope_hash=scope_hash,
+                target_id=slug,
+                details={"type": type_.value},
+            )
+            for slug, (scope_hash, type_) in indexed_scopes.items()
+            if slug not in logged
+        ]
+        self.audit.append_many(
+            [
+                *adopted,
+                AuditEvent(
+                    actor=self.actor,
+                    event_type="reindex",
+                    details={"indexed": indexed, "skipped": len(skipped), "adopted": len(adopted)},
+                ),
+            ]
         )
         return ReindexReport(
             indexed=indexed, skipped=skipped, seconds=time.perf_counter() - started
         )
 
-    def consistency(self) -> tuple[set[str], set[str], set[str]]:
-        """Slugs only in the vault, only in the graph, only in the search index."""
-        vault = {p.stem for p in self.vault.iter_files()}
+    def consistency(
+        self, vault_slugs: set[str] | None = None
+    ) -> tuple[set[str], set[str], set[str]]:
+        """Slugs only in the vault, only in the graph, only in the search index.
+
+        `vault_slugs` are the slugs the vault holds, when the caller has read them already.
+        """
         graph = self.graph.memory_slugs()
+        vault = self._vault_slugs(graph) if vault_slugs is None else vault_slugs
         index = self.index.slugs()
         return vault - graph, graph - vault, index ^ graph
+
+    def _vault_slugs(self, known: set[str]) -> set[str]:
+        """The slugs of the vault's memory files: a file named after a known slug holds it,
+        any other is read for its frontmatter slug (copies and renamed files)."""
+        slugs: set[str] = set()
+        for path in self.vault.iter_files():
+            if path.stem in known:
+                slugs.add(path.stem)
+                continue
+            try:
+                slugs.add(self.vault.read(path).meta.slug)
+            except MemorydError:
+                slugs.add(path.stem)  # broken: reported by the vault check
+        return slugs
 
     # -- edits (HTTP PATCH and DELETE) ----------------------------------------------------
     def update_keywords(
@@ -1197,22 +1455,36 @@ class MemoryService:
     def _replace_everywhere(
         self, old: Memory, new: Memory, *, event_type: str, details: dict[str, Any]
     ) -> None:
-        """Write `new` over `old` in the vault, graph, index and audit log, in that order."""
+        """Write `new` over `old` in the vault, graph, index and audit log, in that order,
+        under a write intent (see `_write_batch`)."""
         if old.path is None or new.path is None:
             raise StorageError(f"memory {old.slug} has no file path")
-        self.vault.write(new)
+        data = render(new).encode("utf-8")
+        intent = self._begin_write(
+            "replace",
+            [
+                IntentItem(
+                    slug=new.slug,
+                    path=str(new.path),
+                    event_type=event_type,
+                    scope_hash=new.meta.scope_hash,
+                    details=details,
+                    old_path=str(old.path) if old.path != new.path else None,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                )
+            ],
+        )
+        try:
+            self.vault.write(new)
+        except MemorydError:
+            self.journal.end(intent)  # an atomic write that failed changed nothing
+            raise
         try:
             if new.path != old.path:
                 self.vault.remove(old.path)
             self.graph.upsert_memories([new])
             self.index.upsert([search_doc(new)])
-            self.audit.append(
-                actor=self.actor,
-                event_type=event_type,
-                scope_hash=new.meta.scope_hash,
-                target_id=new.slug,
-                details=details,
-            )
+            self.audit.append_many([self._intended_event(intent, intent.items[0])])
         except MemorydError:
             try:
                 self.vault.write(old)
@@ -1221,8 +1493,12 @@ class MemoryService:
                 self.graph.upsert_memories([old])
                 self.index.upsert([search_doc(old)])
             except MemorydError:
+                # The intent stays: the next start settles the write.
                 logger.exception("could not undo the %s of %s", event_type, old.slug)
+            else:
+                self.journal.end(intent)
             raise
+        self.journal.end(intent)
 
     # -- captures (`memoryd capture` → inbox/) ---------------------------------------------
     def drain_inbox(self) -> int:
@@ -1299,19 +1575,26 @@ class MemoryService:
             return False
         if scope is not None and first_in_scope:
             self._ensure_scope(scope)
-        self.index.upsert([search_doc(memory)])
-        self.graph.upsert_memories([memory])
-        self.audit.append(
-            actor=self.actor,
+        # The request stays in the inbox until this returns, so a failure is retried by the
+        # next drain; a crash leaves the intent, which `recover` settles before that drain.
+        item = IntentItem(
+            slug=slug,
+            path=str(path),
             event_type="capture",
             scope_hash=memory.meta.scope_hash,
-            target_id=slug,
             details={
                 "type": memory.meta.type.value,
                 "source": memory.meta.source,
                 "update": row is not None,
             },
         )
+        intent = self._begin_write("capture", [item])
+        try:
+            self.index.upsert([search_doc(memory)])
+            self.graph.upsert_memories([memory])
+            self.audit.append_many([self._intended_event(intent, item)])
+        finally:
+            self.journal.end(intent)
         return True
 
     def _capture_scope(
@@ -1689,13 +1972,10 @@ class MemoryService:
                     event_type="archive" if only_about else "update",
                     details={"entity_delete": entity.id},
                 )
-        self.graph.delete_entity(entity.id)
-        self.audit.append(
-            actor=self.actor,
-            event_type="entity_delete",
-            scope_hash=None,
-            target_id=entity.id,
-            details={
+        self._entity_write(
+            "entity_delete",
+            entity.id,
+            {
                 "name": entity.name,
                 "archived": len(result.archived),
                 "unlinked": len(result.unlinked),
@@ -1765,6 +2045,14 @@ class MemoryService:
         if memory.path is None:
             raise StorageError(f"memory {memory.slug} has no file path")
         return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
+
+
+def copy_message(copy: Path, original: Path, slug: str) -> str:
+    """What to say about a second file holding a memory's slug, and what to do about it."""
+    return (
+        f"skipped {copy}: it holds slug {slug}, which {original} holds (a copied file); "
+        f"delete {copy.name}, or give it its own slug and a file name to match"
+    )
 
 
 def _admissible(

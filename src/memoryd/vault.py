@@ -282,6 +282,20 @@ class Vault:
                         if p.suffix == ".md" and not p.name.startswith(".")
                     )
 
+    def has_memories(self) -> bool:
+        """Whether any memory file (plain or encrypted) is here; stops at the first."""
+        if not self.scopes_dir.is_dir():
+            return False
+        for scope in self.scopes_dir.iterdir():
+            for sub in (*_TYPE_DIRS, FORGOTTEN_DIR):
+                folder = scope / sub
+                if folder.is_dir() and any(
+                    p.name.endswith((".md", ENCRYPTED_SUFFIX)) and not p.name.startswith(".")
+                    for p in folder.iterdir()
+                ):
+                    return True
+        return False
+
     def count_encrypted(self) -> int:
         if not self.scopes_dir.is_dir():
             return 0

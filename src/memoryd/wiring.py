@@ -7,13 +7,14 @@ import logging
 import os
 import shutil
 import sqlite3
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
 from memoryd.audit import AuditLog
 from memoryd.config import Settings
 from memoryd.enrichment import EnrichmentPolicy
-from memoryd.errors import PolicyDenied, StorageError
+from memoryd.errors import AuditChainBroken, GraphLocked, PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
@@ -74,12 +75,21 @@ def cypher_limits(settings: Settings) -> CypherLimits:
     )
 
 
-def open_search_index(home: Path) -> tuple[SearchIndex, bool]:
+def open_search_index(home: Path, vault: Vault) -> tuple[SearchIndex, bool]:
     """Open the search index. An unreadable or outdated one is derived data: it is replaced
-    by an empty one, and the second value says it must be refilled from the vault."""
+    by an empty one, and the second value says it must be refilled from the vault. So is a
+    missing one while the vault holds memories (an empty index would answer every search
+    with nothing)."""
     directory = home / SEARCH_DIR
+    missing = (
+        not (directory / SEARCH_META_FILE).exists()
+        and (home / GOVERNANCE_DB).exists()  # opened before: not the first open of a home
+        and vault.has_memories()
+    )
+    if missing:
+        logger.warning("the search index %s is missing: refilling it from the vault", directory)
     try:
-        return SearchIndex.open(directory), False
+        return SearchIndex.open(directory), missing
     except StorageError as exc:
         logger.warning("rebuilding the search index at %s: %s", directory, exc)
     shutil.rmtree(directory, ignore_errors=True)
@@ -103,11 +113,15 @@ def llm_provider(settings: Settings) -> LLMProvider | None:
 
 
 def open_service(
-    settings: Settings, *, actor: str = "cli", read_only: bool = False
+    settings: Settings, *, actor: str = "cli", read_only: bool = False, rebuild: bool = False
 ) -> MemoryService:
-    """Lock the data dir and open every store; the service releases the lock on close().
+    """Lock the data dir, open every store and settle the writes a crash left unfinished
+    (`MemoryService.recover`); the service releases the lock on close().
 
-    `read_only` (notebooks without a daemon) takes no lock and writes nothing; see
+    A graph that is missing while the vault holds memories, or that cannot be opened, is a
+    StorageError naming `memoryd reindex`, except with `rebuild` (what reindex itself opens
+    with): then a missing graph starts empty and a broken one is moved aside, for reindex to
+    rebuild. `read_only` (notebooks without a daemon) takes no lock and writes nothing; see
     `open_read_only_service`.
     """
     limit_malloc_arenas()  # a no-op once the process has made its arenas (see memoryd.native)
@@ -126,9 +140,9 @@ def open_service(
 
         vault = Vault(home)
         factory = graph_factory(settings)
-        graph = factory(home / GRAPH_DIR)
+        graph = open_graph(home, vault, factory, rebuild=rebuild)
         undo.callback(graph.close)
-        index, refill = open_search_index(home)
+        index, refill = open_search_index(home, vault)
         undo.callback(index.close)
         audit = AuditLog(home / AUDIT_DIR)
         governance = GovernanceStore.open(home / GOVERNANCE_DB)
@@ -153,10 +167,57 @@ def open_service(
             backoff_s=settings.enrichment.backoff_s,
         ),
     )
-    if refill:
-        service.refill_search_index()
+    try:
+        try:
+            service.recover()
+        except AuditChainBroken as exc:
+            # Reads (and `audit verify`, which says what is wrong) must still work; the
+            # intents stay and are settled once the log is restored.
+            logger.error("unfinished writes are not settled: %s", exc)
+        if refill:
+            service.refill_search_index()
+    except BaseException:
+        service.close()
+        raise
     private_engine_files(home)
     return service
+
+
+def open_graph(home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool) -> GraphStore:
+    """The live graph. It is derived from the vault but also holds what only `reindex` can
+    bring back (entity merges and aliases replayed from the audit log), so a graph that is gone
+    or unreadable is never silently replaced by an empty one: an empty answer would look like
+    an empty memory."""
+    directory = home / GRAPH_DIR
+    hint = "run `memoryd reindex` to rebuild the graph from the memory files"
+    if (
+        not rebuild
+        and not (directory / DB_FILE).exists()
+        and _opened_before(home)
+        and vault.has_memories()
+    ):
+        raise StorageError(
+            f"the graph {directory / DB_FILE} is missing, but the vault {vault.scopes_dir} "
+            "holds memories",
+            hint=hint,
+        )
+    try:
+        return factory(directory)
+    except GraphLocked:
+        raise
+    except StorageError as exc:
+        if not rebuild:
+            raise StorageError(f"cannot open the graph: {exc.message}", hint=hint) from exc
+        aside = directory.with_name(f"{GRAPH_DIR}.broken-{int(time.time())}")
+        logger.warning("moving the unreadable graph %s to %s: %s", directory, aside, exc)
+        try:
+            directory.rename(aside)
+        except OSError as move_exc:
+            raise StorageError(
+                f"cannot move the unreadable graph {directory} aside: {move_exc.strerror}",
+                hint=f"move {directory} away by hand, then run `memoryd reindex`",
+            ) from move_exc
+        return factory(directory)
 
 
 def private_engine_files(home: Path) -> None:
@@ -198,6 +259,12 @@ def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
         raise PolicyDenied(f"a recall reader does not open graphs ({directory})")
 
     return _read_only_service(home, graph, no_graph, actor="daemon")
+
+
+def _opened_before(home: Path) -> bool:
+    """Whether the stores were ever opened here (they are created together). Before that, the
+    vault may already hold sessions the capture hook wrote, waiting for their first index."""
+    return (home / GOVERNANCE_DB).exists() or (home / SEARCH_DIR / SEARCH_META_FILE).exists()
 
 
 def _require_data(home: Path) -> None:

@@ -101,14 +101,14 @@ def fail(exc: MemorydError) -> typer.Exit:
 
 
 @contextmanager
-def service(home: Path | None) -> Iterator[Service]:
+def service(home: Path | None, *, rebuild: bool = False) -> Iterator[Service]:
     """The service for one command: the daemon's client when a daemon serves the data dir
     (it owns the graph), else the stores opened in-process. Every MemorydError becomes one
     line and an exit code, the same in both modes."""
     from memoryd.daemon.client import open_service_or_client
 
     try:
-        with open_service_or_client(load_settings(home)) as svc:
+        with open_service_or_client(load_settings(home), rebuild=rebuild) as svc:
             if isinstance(svc, MemoryService):
                 # Embedded mode indexes queued captures and runs their spaCy extraction; a
                 # daemon drains its own, and does the LLM work embedded commands leave to it.
@@ -395,7 +395,8 @@ def reindex(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         if not as_json:
             err.print(f"warning: {message}", markup=False)
 
-    report = run(home, lambda svc: svc.reindex(warn))
+    with service(home, rebuild=True) as svc:
+        report = svc.reindex(warn)
     if as_json:
         emit_json(report)
     else:
@@ -438,17 +439,15 @@ def audit_list(
 
 @audit_app.command("verify")
 def audit_verify(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """Check every line of the audit chain; exits 9 and names the first broken line."""
+    """Check every line of the audit chain and that it names every memory the stores hold;
+    exits 9 and says what is wrong (the first broken line, a cut end, memories without a line)."""
     result = run(home, lambda svc: svc.audit_verify())
     if as_json:
         emit_json(result)
     elif result.ok:
         typer.echo(f"audit chain ok: {result.lines} lines")
     else:
-        err.print(
-            f"error: audit chain broken at line {result.first_bad_line}: {result.problem}",
-            markup=False,
-        )
+        err.print(f"error: the audit log does not verify: {result.problem}", markup=False)
     if not result.ok:
         raise typer.Exit(9)
 

@@ -480,11 +480,14 @@ def connect(home: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> Remo
 
 
 @contextmanager
-def open_service_or_client(settings: Settings) -> Iterator[MemoryService | RemoteService]:
+def open_service_or_client(
+    settings: Settings, *, rebuild: bool = False
+) -> Iterator[MemoryService | RemoteService]:
     """The daemon's client when a daemon serves the data dir, else the service in-process.
 
     A daemon that starts while this process waits for the data-dir lock is found on the
-    second look, so a command never fails just because it raced `memoryd serve`.
+    second look, so a command never fails just because it raced `memoryd serve`. `rebuild`
+    (reindex) opens a missing or broken graph for rebuilding (`wiring.open_service`).
     """
     from memoryd.wiring import open_service
 
@@ -492,7 +495,7 @@ def open_service_or_client(settings: Settings) -> Iterator[MemoryService | Remot
     remote = connect(settings.home, timeout_s=timeout_s)
     if remote is None:
         try:
-            embedded = open_service(settings)
+            embedded = open_service(settings, rebuild=rebuild)
         except GraphLocked:
             remote = connect(settings.home, timeout_s=timeout_s)
             if remote is None:
