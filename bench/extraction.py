@@ -1,12 +1,13 @@
 """Extraction speed (milliseconds per KB of text, by text size and language) and quality.
 
     python bench/extraction.py [--texts 200] [--json [bench/results/extraction.json]]
-    python bench/extraction.py --quality [--show-errors] [--json [bench/results/extraction-quality.json]]
+    python bench/extraction.py --quality [--show-errors] [--json [OUT]]
 
 `--quality` scores the offline rules (blank spaCy pipelines, lexicon and patterns; no
 pretrained model, no LLM) on the hand-labelled coding-session sentences of
 `tests/data/entities/`: precision and recall of the entities proposed, by type and merge
-key, per language and overall (targets: precision >= 0.90, recall >= 0.70).
+key, per language and overall (targets: precision >= 0.90, recall >= 0.70); `--json`
+writes them to bench/results/extraction-quality.json unless given a path.
 
 The texts are coding-agent session notes built from realistic sentences (English, Chinese
 and mixed; 0.5 KB to 20 KB) with a fixed seed, so runs compare. Timings are after warm-up
@@ -30,9 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.entity_gold import PRECISION_TARGET, RECALL_TARGET, load_items, score
+
 from memoryd.extraction.pipeline import Extractor, KnownEntity
 from memoryd.models import EntityType
-from tests.entity_gold import PRECISION_TARGET, RECALL_TARGET, load_items, score
 
 DEFAULT_JSON = Path(__file__).parent / "results" / "extraction.json"
 DEFAULT_QUALITY_JSON = Path(__file__).parent / "results" / "extraction-quality.json"
@@ -148,7 +150,9 @@ def quality(json_path: Path | None, show_errors: bool) -> int:
     """Precision and recall on the labelled set; exit 1 when a target is missed."""
     items = load_items()
     scores = score(Extractor(), items)
-    header = f"{'set':<6}{'items':>6}{'gold':>6}{'found':>7}{'right':>7}{'precision':>11}{'recall':>8}"
+    header = (
+        f"{'set':<6}{'items':>6}{'gold':>6}{'found':>7}{'right':>7}{'precision':>11}{'recall':>8}"
+    )
     print(header)
     print("-" * len(header))
     for key in ("en", "zh", "all"):
