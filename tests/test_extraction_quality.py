@@ -179,3 +179,10 @@ def test_cluster_is_no_tool(extractor: Extractor) -> None:
     known = [KnownEntity(id="entity:tool:cluster", name="cluster", type="tool")]
     [hit] = extractor.extract("The cluster ran out of memory.", known=known).entities
     assert hit.confidence < 0.7  # a graph entity named by jargon links only weakly
+
+
+def test_a_project_named_by_a_compound_still_links() -> None:
+    """`lockfile`-like compounds count against registry names, not against the user's own."""
+    assert "webshop" in query_name_grams("what broke in webshop yesterday?")
+    matcher = EntityMatcher([entity("webshop", "project")], normalise_name)
+    assert set(matcher.match("what broke in webshop yesterday?", [])) == {"entity:project:webshop"}

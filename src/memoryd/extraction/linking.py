@@ -217,9 +217,9 @@ def query_name_grams(query: str, segments: Sequence[str] = (), max_words: int = 
     `segments` (a query's jieba words) and adjacent pairs of them. A hyphenated or dotted
     identifier is one token: "ecommerce-api" offers itself, never "ecommerce" or "api". A
     token that is an everyday word or developer jargon in lower case ("cluster", "dev",
-    "lockfile", "solid") names nothing, nor does jargon in any case ("API", "CLI"): a name
-    is matched as a name, not as a common word. Written with its own capitals ("Solid",
-    "Linear"), a common word is a name again.
+    "solid") names nothing, nor does jargon in any case ("API", "CLI"): a name is matched
+    as a name, not as a common word. Written with its own capitals ("Solid", "Linear"), a
+    common word is a name again; a compound ("webshop") is a name.
     """
     from memoryd.extraction.pipeline import load_common_words  # the pipeline imports us
 
@@ -244,4 +244,4 @@ def query_name_grams(query: str, segments: Sequence[str] = (), max_words: int = 
 
 
 def _common_token(token: str, common: frozenset[str]) -> bool:
-    return token.lower() in GENERIC_TECH_WORDS or generic_word(token, common)
+    return token.lower() in GENERIC_TECH_WORDS or generic_word(token, common, compounds=False)

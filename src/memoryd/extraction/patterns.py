@@ -914,15 +914,18 @@ _AUXILIARY_AFTER_RE = re.compile(
 _POSSESSIVE_AFTER_RE = re.compile(r"['’]s\b|,|[ \t]*[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
-def generic_word(surface: str, common_words: Set[str]) -> bool:
+def generic_word(surface: str, common_words: Set[str], *, compounds: bool = True) -> bool:
     """Whether a lower-case surface is everyday English or developer jargon: a common word, a
-    word of `GENERIC_TECH_WORDS`, or a compound of two or more common words written as one
-    (`lockfile`, `filelock`) or hyphenated (`source-map`)."""
+    word of `GENERIC_TECH_WORDS`, or (with `compounds`) a compound of two or more common
+    words written as one (`lockfile`, `filelock`) or hyphenated (`source-map`). Compounds
+    count against registry names only: a project the user named `webshop` is a name."""
     if surface != surface.lower() or not surface.isascii():
         return False
     word = surface.lower()
     if word in common_words or word in GENERIC_TECH_WORDS:
         return True
+    if not compounds:
+        return False
     parts = [p for p in re.split(r"[-_]", word) if p]
     if len(parts) > 1:
         return all(p in common_words or p in GENERIC_TECH_WORDS for p in parts)

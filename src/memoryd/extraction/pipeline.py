@@ -361,7 +361,9 @@ class Extractor:
         items: list[tuple[str, bool, _Target]] = []
         for entity in known:
             for surface in (entity.name, *entity.aliases):
-                everyday = surface.lower() in common or patterns.generic_word(surface, common)
+                everyday = surface.lower() in common or patterns.generic_word(
+                    surface, common, compounds=False
+                )
                 target = _Target(
                     entity.name,
                     entity.type,
