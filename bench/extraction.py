@@ -1,6 +1,13 @@
-"""Extraction speed: milliseconds per KB of text, by text size and language.
+"""Extraction speed (milliseconds per KB of text, by text size and language) and quality.
 
     python bench/extraction.py [--texts 200] [--json [bench/results/extraction.json]]
+    python bench/extraction.py --quality [--show-errors] [--json [OUT]]
+
+`--quality` scores the offline rules (blank spaCy pipelines, lexicon and patterns; no
+pretrained model, no LLM) on the hand-labelled coding-session sentences of
+`tests/data/entities/`: precision and recall of the entities proposed, by type and merge
+key, per language and overall (targets: precision >= 0.90, recall >= 0.70); `--json`
+writes them to bench/results/extraction-quality.json unless given a path.
 
 The texts are coding-agent session notes built from realistic sentences (English, Chinese
 and mixed; 0.5 KB to 20 KB) with a fixed seed, so runs compare. Timings are after warm-up
@@ -22,10 +29,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.entity_gold import PRECISION_TARGET, RECALL_TARGET, load_items, score
+
 from memoryd.extraction.pipeline import Extractor, KnownEntity
 from memoryd.models import EntityType
 
 DEFAULT_JSON = Path(__file__).parent / "results" / "extraction.json"
+DEFAULT_QUALITY_JSON = Path(__file__).parent / "results" / "extraction-quality.json"
 
 LIBS = ["React", "Solid", "Vue", "FastAPI", "Django", "Pydantic", "SQLAlchemy", "httpx", "Zod"]
 TOOLS = ["PostgreSQL", "SQLite", "Redis", "Kuzu", "Docker", "Kubernetes", "AWS", "pytest"]
@@ -134,11 +146,60 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def quality(json_path: Path | None, show_errors: bool) -> int:
+    """Precision and recall on the labelled set; exit 1 when a target is missed."""
+    items = load_items()
+    scores = score(Extractor(), items)
+    header = (
+        f"{'set':<6}{'items':>6}{'gold':>6}{'found':>7}{'right':>7}{'precision':>11}{'recall':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for key in ("en", "zh", "all"):
+        s = scores[key]
+        n = len(items) if key == "all" else sum(1 for i in items if i.lang == key)
+        print(
+            f"{key:<6}{n:>6}{s.gold:>6}{s.predicted:>7}{s.true_positives:>7}"
+            f"{s.precision:>11.3f}{s.recall:>8.3f}"
+        )
+    overall = scores["all"]
+    print(f"\ntargets: precision >= {PRECISION_TARGET}, recall >= {RECALL_TARGET}")
+    if show_errors:
+        print("\nfalse entities:")
+        for kind, name, text in overall.false:
+            print(f"  {kind}:{name}  <- {text[:90]!r}")
+        print("\nmissed entities:")
+        for kind, name, text in overall.misses:
+            print(f"  {kind}:{name}  <- {text[:90]!r}")
+    if json_path is not None:
+        report = {
+            "items": len(items),
+            "targets": {"precision": PRECISION_TARGET, "recall": RECALL_TARGET},
+            "scores": {key: scores[key].as_json() for key in ("en", "zh", "all")},
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {json_path}")
+    met = overall.precision >= PRECISION_TARGET and overall.recall >= RECALL_TARGET
+    return 0 if met else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--texts", type=int, default=200)
-    parser.add_argument("--json", nargs="?", const=DEFAULT_JSON, type=Path, default=None)
+    parser.add_argument("--json", nargs="?", const=True, default=None)
+    parser.add_argument("--quality", action="store_true", help="score the labelled set")
+    parser.add_argument("--show-errors", action="store_true", help="with --quality")
     args = parser.parse_args(argv)
+    if args.quality:
+        target = None if args.json is None else DEFAULT_QUALITY_JSON
+        if isinstance(args.json, str):
+            target = Path(args.json)
+        return quality(target, args.show_errors)
+    if args.json is True:
+        args.json = DEFAULT_JSON
+    elif isinstance(args.json, str):
+        args.json = Path(args.json)
 
     texts = corpus(args.texts)
     known = known_entities()

@@ -15,7 +15,15 @@ wordfreq 3.1.1 for how common a word is. A kind is a noun lemma:
    grammatical category first) and abstract nouns are left out;
 3. with between `MIN_WORDS` and `MAX_WORDS` common words below that sense (hyponyms and
    instances at any depth, each Zipf >= `MIN_ZIPF`, no digits): a kind with more ("food",
-   "activity") is too broad to say what the question wants.
+   "activity") is too broad to say what the question wants;
+4. not mostly a verb: at most `MAX_VERB_SHARE` of its uses in WordNet's sense-tagged corpora
+   (`cntlist.rev`) are verb senses. "What file holds the config?" must not read "holds" as
+   the wrestling holds (cuddle, hug, nelson): "hold" is a verb in 98% of its tagged uses,
+   "file" in 77%, "show" in 94%; "drink" (61%) and "dance" (63%) stay kinds;
+5. not a word that names software or hardware in a coding session (`SOFTWARE_WORDS`): the
+   first sense of "server" is a waiter (bunny, waitress) and of "tool" a hand tool (saw,
+   hammer), which is never what "What server do we deploy to?" asks. Recall answers such
+   questions from the lexicon's kinds (databases, frameworks, editors), not from WordNet.
 
 Its words are the single-word ones among them, lower case (multi-word names would only add
 their everyday parts).
@@ -41,6 +49,40 @@ log = logging.getLogger("build_hyponyms")
 MIN_ZIPF = 3.0
 MIN_WORDS = 2
 MAX_WORDS = 300
+MAX_VERB_SHARE = 0.75
+SOFTWARE_WORDS = frozenset(
+    {
+        "server",
+        "tool",
+        "compiler",
+        "editor",
+        "driver",
+        "engine",
+        "machine",
+        "computer",
+        "platform",
+        "shell",
+        "terminal",
+        "application",
+        "program",
+        "key",
+        "lock",
+        "bucket",
+        "master",
+        "printer",
+        "drive",
+        "flow",
+        "environment",
+        "helper",
+        "doc",
+        "service",
+        "production",
+        "search",
+        "task",
+    }
+)
+"""Kind words whose sense among developers is software or hardware, hand-checked against
+the kinds the rules above keep (a `store` or a `job` keeps its everyday instances)."""
 KIND_LEXFILES = {
     4: "noun.act",
     5: "noun.animal",
@@ -65,6 +107,8 @@ def kinds(wordnet: WordNetNouns) -> dict[str, list[str]]:
     for lemma, synsets in wordnet.senses.items():
         first = synsets[0]
         if wordnet.lexfile[first] not in KIND_LEXFILES or not common(lemma):
+            continue
+        if lemma in SOFTWARE_WORDS or wordnet.verb_share(lemma) > MAX_VERB_SHARE:
             continue
         below = {
             word.lower()

@@ -10,7 +10,7 @@ import importlib.metadata
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,9 @@ class WordNetNouns:
     """synset offset → the offsets of its hyponyms and instances."""
     senses: dict[str, list[str]]
     """lemma (lower case, `_` for spaces) → its synsets, the most frequent sense first."""
+    uses: dict[str, dict[str, int]] = field(default_factory=dict)
+    """lemma → part of speech (`noun`, `verb`, `adj`, `adv`) → how often its senses of that
+    part of speech are tagged in WordNet's sense-tagged corpora (`cntlist.rev`)."""
 
     @classmethod
     def read(cls, folder: Path) -> WordNetNouns:
@@ -101,7 +104,14 @@ class WordNetNouns:
             fields = line.split()
             pointers = int(fields[3])
             senses[fields[0]] = fields[6 + pointers :]
-        return cls(lemmas, lexfile, hyponyms, senses)
+        return cls(lemmas, lexfile, hyponyms, senses, _tagged_uses(folder / "cntlist.rev"))
+
+    def verb_share(self, lemma: str) -> float:
+        """The share of a lemma's tagged uses that are verbs ("hold" 0.98, "file" 0.77,
+        "drink" 0.61, "game" 0): 0 when it is never tagged."""
+        uses = self.uses.get(lemma, {})
+        total = sum(uses.values())
+        return uses.get("verb", 0) / total if total else 0.0
 
     def below(self, offset: str) -> set[str]:
         """Every synset under `offset` (hyponyms and instances, at any depth)."""
@@ -111,6 +121,27 @@ class WordNetNouns:
             frontier = [h for o in frontier for h in self.hyponyms.get(o, ()) if h not in seen]
             seen.update(frontier)
         return seen
+
+
+_SS_TYPES = {"1": "noun", "2": "verb", "3": "adj", "4": "adv", "5": "adj"}
+
+
+def _tagged_uses(path: Path) -> dict[str, dict[str, int]]:
+    """`cntlist.rev` lines are `lemma%ss_type:... sense_number tag_count`; empty when the
+    file is missing (older unpacks)."""
+    uses: dict[str, dict[str, int]] = {}
+    if not path.is_file():
+        return uses
+    for line in path.read_text(encoding="latin-1").splitlines():
+        fields = line.split()
+        if len(fields) != 3 or "%" not in fields[0]:
+            continue
+        lemma, key = fields[0].split("%", 1)
+        pos = _SS_TYPES.get(key[:1])
+        if pos is not None:
+            by_pos = uses.setdefault(lemma, {})
+            by_pos[pos] = by_pos.get(pos, 0) + int(fields[2])
+    return uses
 
 
 @dataclass(frozen=True)

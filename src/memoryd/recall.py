@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from memoryd.extraction.linking import query_name_grams
+from memoryd.extraction.pipeline import load_everyday_nouns
 from memoryd.graph.store import EntityRow
 from memoryd.models import DecayState, EntityType, MemoryType, Predicate
 
@@ -185,7 +187,9 @@ asks for (`asked_kind`), against 1 for the query's own words."""
 def asked_kind(query: str, kinds: Mapping[str, Sequence[str]]) -> str | None:
     """The kind of everyday thing a question asks instances of, if `kinds` knows it: "What
     sports does John like?" → sport, "Which board games …" → board game. The noun after
-    "what" or "which" (past "kind of"); a capitalised one is a name, not a kind."""
+    "what" or "which" (past "kind of"); a capitalised one is a name, not a kind. The word
+    after it is the kind only when the first is a modifier ("what outdoor activities"), not a
+    noun: in "What file holds the config?" the noun is "file" and "holds" its verb."""
     match = KIND_QUESTION.search(query)
     if match is None:
         return None
@@ -197,7 +201,7 @@ def asked_kind(query: str, kinds: Mapping[str, Sequence[str]]) -> str | None:
     if second:
         seconds = _singulars(second.lower())
         candidates += [f"{a} {b}" for b in seconds for a in firsts]
-        if second.lower() not in NOT_A_KIND:
+        if second.lower() not in NOT_A_KIND and first.lower() not in load_everyday_nouns():
             candidates += seconds
     candidates += firsts
     return next((c for c in candidates if c in kinds), None)
@@ -281,13 +285,9 @@ class EntityMatcher:
         return rows
 
     def match(self, query: str, segments: Sequence[str]) -> dict[str, str]:
-        """entity id → the query words that named it."""
-        words = [w.strip(".-/") for w in _WORD.findall(query)]
-        grams: list[str] = []
-        for size in range(1, self.max_words + 1):
-            grams.extend(" ".join(words[i : i + size]) for i in range(len(words) - size + 1))
-        grams.extend(segments)
-        grams.extend("".join(segments[i : i + 2]) for i in range(len(segments) - 1))
+        """entity id → the query words that named it, matched as names (`query_name_grams`):
+        "ecommerce-api" never links "api", nor "the cluster" a tool "cluster"."""
+        grams = query_name_grams(query, segments, self.max_words)
         found: dict[str, str] = {}
         for gram in grams:
             for eid in self.by_key.get(self._normalise(gram), ()):

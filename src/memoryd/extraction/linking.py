@@ -16,7 +16,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.extraction.patterns import has_cjk
+from memoryd.extraction.patterns import GENERIC_TECH_WORDS, generic_word, has_cjk
 from memoryd.models import EntityType, ProposedEntity
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ LINKED_MIN_CONFIDENCE = 0.8
 certain: a CamelCase guess the graph knows is no longer a guess."""
 
 _WORD_RE = re.compile(r"[^\W_]+|[+#]+")
+_QUERY_TOKEN_RE = re.compile(r"[\w][\w.+#/-]*[\w+#]|[\w]", re.UNICODE)
+"""A query token: an identifier with dots, dashes or slashes is one token ("ecommerce-api",
+"Node.js", "shadcn/ui"), never split into parts that could name something else."""
 _SINGULAR_KEEP = ("ss", "us", "is")
 """Endings whose final s is not a plural: class, status, Redis, analysis."""
 
@@ -205,3 +208,40 @@ def link_with_index(proposed: Sequence[ProposedEntity], index: KnownIndex) -> li
     ]
     merged.sort(key=lambda item: item[0])
     return [entity for _, entity in merged]
+
+
+def query_name_grams(query: str, segments: Sequence[str] = (), max_words: int = 1) -> list[str]:
+    """The parts of a query that may name an entity, for linking a query to known entities.
+
+    Whole tokens and runs of up to `max_words` of them, then the Chinese words among
+    `segments` (a query's jieba words) and adjacent pairs of them. A hyphenated or dotted
+    identifier is one token: "ecommerce-api" offers itself, never "ecommerce" or "api". A
+    token that is an everyday word or developer jargon in lower case ("cluster", "dev",
+    "solid") names nothing, nor does jargon in any case ("API", "CLI"): a name is matched
+    as a name, not as a common word. Written with its own capitals ("Solid", "Linear"), a
+    common word is a name again; a compound ("webshop") is a name.
+    """
+    from memoryd.extraction.pipeline import load_common_words  # the pipeline imports us
+
+    common = load_common_words()
+    tokens = [t.strip(".-/") for t in _QUERY_TOKEN_RE.findall(query)]
+    # the first word's capital is the sentence's, not a name's
+    common_at = [_common_token(t.lower() if i == 0 else t, common) for i, t in enumerate(tokens)]
+    grams: list[str] = []
+    for size in range(1, max(1, max_words) + 1):
+        for i in range(len(tokens) - size + 1):
+            if all(common_at[i : i + size]):
+                continue
+            grams.append(" ".join(tokens[i : i + size]))
+    chinese = [s for s in segments if has_cjk(s)]
+    grams.extend(chinese)
+    grams.extend(
+        segments[i] + segments[i + 1]
+        for i in range(len(segments) - 1)
+        if has_cjk(segments[i]) and has_cjk(segments[i + 1])
+    )
+    return grams
+
+
+def _common_token(token: str, common: frozenset[str]) -> bool:
+    return token.lower() in GENERIC_TECH_WORDS or generic_word(token, common, compounds=False)

@@ -4,6 +4,9 @@ What becomes an entity, and why:
 
 * URLs become a `concept` named by host and path (a GitHub/GitLab repository URL becomes a
   `project` `owner/repo`) so the memory can `cites` it; query strings and fragments are dropped.
+  A host that is not public (`http://api`, `http://db:5432`, localhost, an IP) names nothing.
+* Package managers in install commands (`bun install`, `pip install x`) are the `tool`s they
+  are, when the lexicon knows them; an install command ends at its line.
 * `RFC 9110` and `PEP 8` become `concept`s, cited as well.
 * `@handle` becomes a `person` (decorators such as `@property` are skipped).
 * Names in 「」 or 【】 become a `concept` (a `project` when they end in 项目, 系统, 平台 …).
@@ -291,8 +294,10 @@ _CODE_SPAN_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)
 
 INSTALL_RE = re.compile(
     r"\b(?P<mgr>pip3?|uv\s+pip|uv|poetry|pipx|pdm|conda|mamba|npm|pnpm|yarn|bun|npx|cargo|gem|"
-    r"brew|apt-get|apt|dnf|yum|apk)\s+(?P<verb>install|add|i)\s+(?P<args>[^\n;&|`]+)"
+    r"brew|apt-get|apt|dnf|yum|apk)[ \t]+(?P<verb>install|add|i)\b(?:[ \t]+(?P<args>[^\n;&|`]+))?"
 )
+"""An install command and its arguments, on one line: `bun install` closing a line names no
+package, and the next line (`bun dev`) is another command."""
 TOOL_MANAGERS = frozenset({"brew", "apt-get", "apt", "dnf", "yum", "apk", "pipx"})
 PACKAGE_ARG_RE = re.compile(r"(@[a-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
 ARG_STOPWORDS = _words(
@@ -328,16 +333,36 @@ def _overlaps(start: int, end: int, regions: Iterable[tuple[int, int]]) -> bool:
 
 
 def _url_entity(url: str) -> tuple[str, EntityType, str]:
-    """Name, type and kind for a URL: `owner/repo` for a repository, else host + path."""
+    """Name, type and kind for a URL: `owner/repo` for a repository, else host + path; no
+    name for a host that is not public (`http://api`, `http://db:5432`, `localhost`, an IP
+    address): a container or machine name is no entity, and as one it would link every query
+    holding the word ("ecommerce-api" → "api")."""
     bare = re.sub(r"^https?://", "", url)
     bare = re.split(r"[?#]", bare, maxsplit=1)[0].rstrip("/")
     parts = bare.split("/")
     host = parts[0].lower().removeprefix("www.")
+    if not is_public_host(host):
+        return "", EntityType.CONCEPT, "url"
     if host in REPO_HOSTS and len(parts) >= 3 and parts[1].lower() not in REPO_NON_OWNERS:
         repo = parts[2].removesuffix(".git")
         if repo:
             return f"{parts[1]}/{repo}", EntityType.PROJECT, "repository"
     return "/".join([host, *parts[1:]]), EntityType.CONCEPT, "url"
+
+
+_IP_HOST_RE = re.compile(r"[\d.]+|\[[\da-f:.]*\]")
+
+
+def is_public_host(host: str) -> bool:
+    """Whether a URL's host (maybe with `:port` or `user@`) names a public site: it has a dot
+    and is neither an IP address nor a local name (`localhost`, `*.local`, `*.internal`)."""
+    name = host.rsplit("@", 1)[-1]
+    if not name.startswith("["):
+        name = name.split(":", 1)[0]
+    name = name.rstrip(".")
+    if "." not in name or _IP_HOST_RE.fullmatch(name):
+        return False
+    return not name.endswith((".localhost", ".local", ".internal", ".lan", ".home.arpa"))
 
 
 def _scan_shields(text: str, scan: PatternScan) -> None:
@@ -663,6 +688,11 @@ def scan_code_context(
         )
 
     for match in INSTALL_RE.finditer(text):
+        manager = match.group("mgr").split()[0]
+        if manager.casefold() in canonical:  # the package manager is a tool used: `bun install`
+            add(match.start("mgr"), manager, EntityType.TOOL)
+        if match.group("args") is None:
+            continue
         default = EntityType.TOOL if match.group("mgr") in TOOL_MANAGERS else EntityType.LIBRARY
         base = match.start("args")
         for offset, package in _package_args(match.group("args")):
@@ -850,3 +880,108 @@ class LiteralMatcher:
             (m.start(), m.end(), self._keys[m.group().casefold()])
             for m in self._regex.finditer(text)
         ]
+
+
+# --- names that are also everyday words -------------------------------------------------------
+
+GENERIC_TECH_WORDS = _words(
+    """
+    api apis app apps backend frontend server servers client clients cluster clusters node
+    nodes pod pods container containers service services worker workers daemon dev devel prod
+    production staging local localhost test tests testing build builds config configs
+    configuration settings lockfile lock locks file files flow flows cache db database
+    databases proxy gateway queue queues job jobs cron script scripts module modules package
+    packages lib libs library core common util utils helper helpers web site docs doc admin auth
+    user users data model models schema index search store storage router routes route host
+    hosts port ports env environment deploy deployment release releases bundle bundler
+    compiler runtime plugin plugins middleware handler handlers hook hooks event events stream
+    streams task tasks pipeline pipelines repo repos branch main master upstream origin remote
+    debug log logs logger logging metrics monitor monitoring dashboard cli sdk ui ux frontend
+    mobile desktop infra network networking storage bucket buckets volume volumes image images
+    """
+)
+"""Developer words that name a role or a thing every project has ("the api", "local dev",
+"the lockfile", "the cluster"), never one library or tool: a lower-case name spelt like one
+needs evidence that it is used as a name."""
+_VERSION_AFTER_RE = re.compile(r"[ \t]*(?:@|==|>=|~=|\^|[ \t]v)?[ \t]*\d+(?:\.\d+)+")
+_CUE_AFTER_RE = re.compile(
+    r"[ \t]+(?:library|libraries|package|packages|module|crate|gem|plugin|sdk|SDK|framework)\b"
+)
+_AUXILIARY_AFTER_RE = re.compile(
+    r"[ \t]+(?:is|was|are|were|has|had|does|did|will|would|can|could|should|must|may|might"
+    r"|needs|keeps|stays|remains)\b"
+)
+_POSSESSIVE_AFTER_RE = re.compile(r"['’]s\b|,|[ \t]*[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def generic_word(surface: str, common_words: Set[str], *, compounds: bool = True) -> bool:
+    """Whether a lower-case surface is everyday English or developer jargon: a common word, a
+    word of `GENERIC_TECH_WORDS`, or (with `compounds`) a compound of two or more common
+    words written as one (`lockfile`, `filelock`) or hyphenated (`source-map`). Compounds
+    count against registry names only: a project the user named `webshop` is a name."""
+    if surface != surface.lower() or not surface.isascii():
+        return False
+    word = surface.lower()
+    if word in common_words or word in GENERIC_TECH_WORDS:
+        return True
+    if not compounds:
+        return False
+    parts = [p for p in re.split(r"[-_]", word) if p]
+    if len(parts) > 1:
+        return all(p in common_words or p in GENERIC_TECH_WORDS for p in parts)
+    return word.isalpha() and _compound(word, common_words)
+
+
+def _compound(word: str, common_words: Set[str]) -> bool:
+    """`word` split into two or more common words of three letters or more."""
+    if len(word) < 6:
+        return False
+    for cut in range(3, len(word) - 2):
+        head, tail = word[:cut], word[cut:]
+        if head in common_words and (tail in common_words or _compound(tail, common_words)):
+            return True
+    return False
+
+
+def in_identifier(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` is one part of a lower-case hyphenated or underscored
+    identifier (`date-fns` in `date-fns-tz`, `ubuntu` in `ubuntu-latest`, `lockfile` in
+    `--frozen-lockfile`, `api` in `ecommerce-api`); a capitalised name in a prose compound
+    ("React-based", "non-Redis") stays a name."""
+    if text[start:end] != text[start:end].lower():
+        return False
+    before = text[start - 1] if start else ""
+    after = text[end : end + 2]
+    joined_before = before in ("-", "_")
+    joined_after = len(after) == 2 and after[0] in ("-", "_") and (after[1].isalnum())
+    return joined_before or joined_after
+
+
+def name_evidence(text: str, start: int, end: int) -> bool:
+    """Whether the words around a surface show it is used as a name: it is the whole of an
+    inline code span (`` `structlog` ``), a version follows it ("lockfile 0.12", "react@18"),
+    or a word such as "library" or "package" does."""
+    if text[start - 1 : start] == "`" and text[end : end + 1] == "`":
+        return True
+    return bool(_VERSION_AFTER_RE.match(text, end) or _CUE_AFTER_RE.match(text, end))
+
+
+def clause_start_evidence(text: str, start: int, end: int) -> bool:
+    """Whether a name opening a clause ("Black is the formatter", "Rust 写解析器") reads as
+    the name rather than the everyday word ("Solid flow.", "Click the button", "Go ahead"): a
+    verb such as "is" or "was", a comma, `'s` or Chinese text follows it, or `name_evidence`."""
+    return bool(
+        name_evidence(text, start, end)
+        or _AUXILIARY_AFTER_RE.match(text, end)
+        or _POSSESSIVE_AFTER_RE.match(text, end)
+    )
+
+
+def opens_clause(text: str, start: int, sentence_starts: Set[int]) -> bool:
+    """Whether the word at `start` is capitalised by position (see `_opens_clause`)."""
+    return _opens_clause(text, start, sentence_starts)
+
+
+def fence_label(text: str, start: int) -> bool:
+    """Whether the word at `start` is a code fence's language label (```` ```bash ````)."""
+    return text.startswith("```", max(0, start - 3)) and start >= 3

@@ -180,6 +180,12 @@ class _Target:
     priority: int
     needs_cue: bool = False
     """Only after a locative word: a place that is also a first name ("Jordan")."""
+    everyday: bool = False
+    """A capitalised name that is a common word in lower case ("Solid", "Click", "Go"): at
+    the start of a clause it needs evidence that it is the name."""
+    generic: bool = False
+    """A lower-case name that is everyday English or developer jargon ("lockfile", a graph
+    entity "api"): it needs evidence that it is a name wherever it stands."""
 
 
 class _PhraseIndex:
@@ -295,6 +301,9 @@ class Extractor:
                         base,
                         ambiguous=surface in entry.case_sensitive or surface.lower() in common,
                         priority=PRIORITY_LEXICON,
+                        everyday=surface != surface.lower() and surface.lower() in common,
+                        generic=entry.source != "curated"
+                        and patterns.generic_word(surface, common),
                     )
                     items.append((surface, exact, target))
             items += _place_phrases(load_places())
@@ -343,14 +352,18 @@ class Extractor:
 
     @staticmethod
     def _known_phrases(known: Iterable[KnownEntity]) -> list[tuple[str, bool, _Target]]:
-        """Everyday-word names match with exact case; a lower-case one ("memory") with a lower
-        confidence too, while a capitalised one ("Paris", "Solid") keeps the usual confidence
-        except at the start of a sentence (`ambiguous`), as the lexicon matched it."""
+        """Everyday-word names (and developer jargon: "api", "lockfile") match with exact case;
+        a lower-case one ("memory") with a lower confidence too, while a capitalised one
+        ("Paris", "Solid") keeps the usual confidence except at the start of a sentence
+        (`ambiguous`). Unlike a lexicon name, a known one opening a sentence needs no further
+        evidence: the graph holding "Solid" makes "Solid signals …" likely the library."""
         common = load_common_words()
         items: list[tuple[str, bool, _Target]] = []
         for entity in known:
             for surface in (entity.name, *entity.aliases):
-                everyday = surface.lower() in common
+                everyday = surface.lower() in common or patterns.generic_word(
+                    surface, common, compounds=False
+                )
                 target = _Target(
                     entity.name,
                     entity.type,
@@ -460,9 +473,16 @@ class Extractor:
         starts = {start for start, _ in sentences}
         found = spacy_stages.match_phrases(doc, index.rulers.values()) + index.literal.find(text)
         out: list[_Candidate] = []
+        pending: list[_Candidate] = []
+        """Everyday-word names opening a clause without evidence: kept when the same name
+        stands elsewhere in the text where its capital is its own."""
         for start, end, key in found:
             target = index.targets[key]
             surface = text[start:end]
+            if patterns.fence_label(text, start) or patterns.in_identifier(text, start, end):
+                continue
+            if target.generic and not patterns.name_evidence(text, start, end):
+                continue
             if target.needs_cue and not _after_cue(text, start):
                 continue
             if target.type is EntityType.PERSON and patterns.is_speaker_label(text, start, end):
@@ -476,19 +496,26 @@ class Extractor:
             confidence = target.confidence
             if target.ambiguous and start in starts:
                 confidence = min(confidence, patterns.AMBIGUOUS_SENTENCE_START_CONFIDENCE)
-            out.append(
-                _Candidate(
-                    start,
-                    end,
-                    target.name,
-                    target.type,
-                    confidence,
-                    target.stage,
-                    target.priority,
-                    (surface,) if surface != target.name else (),
-                )
+            candidate = _Candidate(
+                start,
+                end,
+                target.name,
+                target.type,
+                confidence,
+                target.stage,
+                target.priority,
+                (surface,) if surface != target.name else (),
             )
-        return out
+            if (
+                target.everyday
+                and patterns.opens_clause(text, start, starts)
+                and not patterns.clause_start_evidence(text, start, end)
+            ):
+                pending.append(candidate)
+            else:
+                out.append(candidate)
+        named = {c.name for c in out}
+        return out + [c for c in pending if c.name in named]
 
     def _ner_candidates(self, text: str, lang: str, notes: list[str]) -> list[_Candidate] | None:
         if not self._spacy_model:

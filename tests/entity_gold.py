@@ -1,0 +1,103 @@
+"""The hand-labelled entity set of `tests/data/entities/` and its scoring, shared by
+`bench/extraction.py --quality` and `tests/test_extraction_quality.py`.
+
+An entity is right when its type and its merge key (`normalise_name`, after a lexicon alias
+is mapped onto its canonical name, so "Postgres" = PostgreSQL) match a gold entity of the
+same item; each gold entity is counted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from memoryd.extraction.linking import normalise_name
+from memoryd.extraction.pipeline import Extractor, load_lexicon
+
+DATA_DIR = Path(__file__).parent / "data" / "entities"
+LANGUAGES = ("en", "zh")
+PRECISION_TARGET = 0.90
+RECALL_TARGET = 0.70
+
+
+@dataclass(frozen=True)
+class Item:
+    lang: str
+    text: str
+    gold: tuple[tuple[str, str], ...]
+    """(type, name) pairs."""
+    note: str = ""
+
+
+@dataclass
+class Score:
+    """Counts over a set of items; `misses` and `false` keep what went wrong, for reading."""
+
+    true_positives: int = 0
+    predicted: int = 0
+    gold: int = 0
+    false: list[tuple[str, str, str]] = field(default_factory=list)
+    misses: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float:
+        return self.true_positives / self.predicted if self.predicted else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.true_positives / self.gold if self.gold else 1.0
+
+    def as_json(self) -> dict[str, float | int]:
+        return {
+            "precision": round(self.precision, 3),
+            "recall": round(self.recall, 3),
+            "true_positives": self.true_positives,
+            "predicted": self.predicted,
+            "gold": self.gold,
+        }
+
+
+def load_items(languages: Iterable[str] = LANGUAGES) -> list[Item]:
+    items: list[Item] = []
+    for lang in languages:
+        rows = yaml.safe_load((DATA_DIR / f"{lang}.yaml").read_text(encoding="utf-8"))
+        for row in rows:
+            gold = tuple((str(kind), str(name)) for kind, name in row["gold"])
+            items.append(Item(lang, row["text"], gold, row.get("note", "")))
+    return items
+
+
+@cache
+def _canonical() -> dict[str, str]:
+    """Merge key of every lexicon surface → merge key of its canonical name."""
+    out: dict[str, str] = {}
+    for entry in load_lexicon():
+        for surface in (entry.name, *entry.aliases):
+            out.setdefault(normalise_name(surface), normalise_name(entry.name))
+    return out
+
+
+def entity_key(kind: str, name: str) -> tuple[str, str]:
+    key = normalise_name(name)
+    return kind, _canonical().get(key, key)
+
+
+def score(extractor: Extractor, items: Sequence[Item]) -> dict[str, Score]:
+    """Scores per language and `all`."""
+    scores = {"all": Score()}
+    for item in items:
+        predicted = {
+            entity_key(e.type.value, e.name): e.name for e in extractor.extract(item.text).entities
+        }
+        gold = {entity_key(kind, name): name for kind, name in item.gold}
+        for bucket in (scores.setdefault(item.lang, Score()), scores["all"]):
+            bucket.predicted += len(predicted)
+            bucket.gold += len(gold)
+            bucket.true_positives += len(predicted.keys() & gold.keys())
+            bucket.false += [(k[0], n, item.text) for k, n in predicted.items() if k not in gold]
+            bucket.misses += [(k[0], n, item.text) for k, n in gold.items() if k not in predicted]
+    return scores
