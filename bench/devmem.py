@@ -349,8 +349,8 @@ def run_path(
             if len(slugs) != expected:
                 raise SystemExit(f"{path}: {len(slugs)} memories found for {expected} sessions")
             latencies: list[float] = []
-            base = getattr(svc, "recall_config", None)
-            threshold = base.min_score if base is not None else None
+            base = svc.recall_config
+            threshold = base.min_score
             report = evaluate(
                 memoryd_ranker(svc, slugs, dirs, latencies), questions, by_id, projects, threshold
             )
@@ -358,7 +358,7 @@ def run_path(
             report["recall_p50_ms"] = round(statistics.median(ordered), 2)
             report["recall_p95_ms"] = round(ordered[int(0.95 * (len(ordered) - 1))], 2)
             report["load_s"] = round(load_s, 2)
-            if ablation and base is not None:
+            if ablation:
                 report["ablation"] = {}
                 for stage in sorted(base.stages):
                     svc.recall_config = replace(base, stages=base.stages - {stage})

@@ -1,0 +1,55 @@
+"""Adjustment after fusion: long-term types, titles, decay, recency and supersedes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from memoryd.models import DecayState
+from memoryd.recall.candidates import Candidate, MemoryFacts
+
+LONG_TERM_BONUS = 1.15
+TITLE_BONUS = 2.0
+"""For a memory whose title names all the query asks about: titles name the subject (or the
+speaker of a conversation turn), so a question naming it is about that memory before others
+that merely use the words. A title naming part of the query gets that share of the bonus
+(`MemoryFacts.title_share`)."""
+DIM_PENALTY = 0.9
+SUPERSEDED_PENALTY = 0.6
+RECENCY_BONUS = 0.1
+RECENCY_HALF_LIFE_DAYS = 180.0
+
+
+def adjust(
+    candidates: dict[str, Candidate],
+    facts: Mapping[str, MemoryFacts],
+    superseded_by: Mapping[str, str],
+    now: datetime,
+) -> list[Candidate]:
+    """Apply the ranking rules of DESIGN.md §6 and return candidates best first.
+
+    Long-term types and recent memories are favoured, dim ones slightly demoted, and a
+    superseded memory always ranks below its successor.
+    """
+    for slug, cand in candidates.items():
+        info = facts[slug]
+        if cand.shape is not None:
+            cand.score *= cand.shape.length_factor
+        if info.type.long_term:
+            cand.score *= LONG_TERM_BONUS
+        cand.score *= 1 + (TITLE_BONUS - 1) * info.title_share
+        if info.decay_state is DecayState.DIM:
+            cand.score *= DIM_PENALTY
+        age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)
+        cand.score *= 1 + RECENCY_BONUS * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+    for older, newer in superseded_by.items():
+        if older not in candidates:
+            continue
+        old = candidates[older]
+        old.superseded_by = newer
+        old.score *= SUPERSEDED_PENALTY
+        if newer in candidates:
+            new = candidates[newer]
+            if old.score >= new.score:
+                old.score = new.score * 0.95
+    return sorted(candidates.values(), key=lambda c: (-c.score, c.slug))

@@ -1,0 +1,88 @@
+"""The candidates a recall gathers: each memory some stage found, with each stage's score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from memoryd.models import DecayState, MemoryType
+
+
+class VectorStage(Protocol):
+    """An optional embedding index; recall runs without one."""
+
+    def search(
+        self, query: str, *, scope_hashes: Sequence[str] | None, limit: int
+    ) -> list[tuple[str, float]]: ...
+
+
+@dataclass
+class Candidate:
+    slug: str
+    stage_scores: dict[str, float] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)
+    score: float = 0.0
+    superseded_by: str | None = None
+    shape: TurnShape | None = None
+    """For a session turn: how it reads (`turn_shapes`), which weighs its score."""
+
+    def add(self, stage: str, score: float, path: str | None = None) -> None:
+        self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
+        if path:
+            self.explain(path)
+
+    def explain(self, path: str, *, first: bool = False) -> None:
+        """Say how the memory was reached (at most five ways; `first` for the telling one)."""
+        if path in self.paths:
+            return
+        if first:
+            self.paths[:] = [path, *self.paths][:5]
+        elif len(self.paths) < 5:
+            self.paths.append(path)
+
+
+class CandidatePool(dict[str, Candidate]):
+    """Every memory some stage found, with each stage's raw score."""
+
+    def at(self, slug: str) -> Candidate:
+        return self.setdefault(slug, Candidate(slug))
+
+    def has_stage(self, stage: str) -> bool:
+        return any(stage in c.stage_scores for c in self.values())
+
+    def fuse(self, stages: Sequence[str]) -> dict[str, float]:
+        """RRF over the stages; context scores are text scores spread to neighbouring turns,
+        so they rank together with BM25 as one text ranking."""
+        from memoryd.recall.fusion import ranking, rrf
+
+        rankings = {stage: ranking(self, stage) for stage in stages if stage != "context"}
+        if "context" in stages:
+            rankings["bm25"] = ranking(self, "bm25", "context")
+        return rrf(rankings)
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """What the adjustment step needs to know of a candidate."""
+
+    type: MemoryType
+    decay_state: DecayState
+    created_at: datetime
+    title_share: float = 0.0
+    """How much of the query the memory's title names, 0 to 1 (`SearchIndex.titles_naming`)."""
+
+
+@dataclass(frozen=True)
+class TurnShape:
+    """How a session turn reads: its length against the other candidates' median, and
+    whether it ends by asking."""
+
+    words: int
+    asks: bool
+    length_factor: float = 1.0
+
+
+class NormaliseFn(Protocol):
+    def __call__(self, name: str) -> str: ...

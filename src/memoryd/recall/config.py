@@ -1,0 +1,29 @@
+"""Which recall stages run, and the score below which a hit is not worth injecting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STAGES = frozenset({"text", "expansion", "entity", "graph", "kind", "context", "vector"})
+"""The switchable stages: `text` (BM25), `expansion` (words for the instances of a kind the
+question asks for, in the text stage), `entity` (query → entity → memory), `graph` (one more
+hop through related entities), `kind` (entities of a kind the query names), `context`
+(conversation turns next to a text hit), `vector` (when an embedding index is configured)."""
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """What a recall runs; the benches turn stages off one at a time (the ablation)."""
+
+    stages: frozenset[str] = field(default_factory=lambda: STAGES)
+    min_score: float = 0.0
+
+    def __post_init__(self) -> None:
+        unknown = self.stages - STAGES
+        if unknown:
+            from memoryd.errors import InvalidInput
+
+            raise InvalidInput(
+                f"unknown recall stage(s) {', '.join(sorted(unknown))}: "
+                f"use {', '.join(sorted(STAGES))}"
+            )
