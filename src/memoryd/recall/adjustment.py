@@ -40,6 +40,7 @@ def adjust(
         cand.score *= 1 + (TITLE_BONUS - 1) * info.title_share
         if info.decay_state is DecayState.DIM:
             cand.score *= DIM_PENALTY
+            cand.demotion *= DIM_PENALTY
         age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)
         cand.score *= 1 + RECENCY_BONUS * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
     for older, newer in superseded_by.items():
@@ -48,6 +49,7 @@ def adjust(
         old = candidates[older]
         old.superseded_by = newer
         old.score *= SUPERSEDED_PENALTY
+        old.demotion *= SUPERSEDED_PENALTY
         if newer in candidates:
             new = candidates[newer]
             if old.score >= new.score:

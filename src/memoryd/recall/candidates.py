@@ -25,6 +25,10 @@ class Candidate:
     paths: list[str] = field(default_factory=list)
     score: float = 0.0
     superseded_by: str | None = None
+    relevance: float = 0.0
+    """How well its text answers the query, 0 to 1 (`LocalScore.relevance`)."""
+    demotion: float = 1.0
+    """The product of the demoting factors the adjustment applied (superseded, dim)."""
     shape: TurnShape | None = None
     """For a session turn: how it reads (`turn_shapes`), which weighs its score."""
 
@@ -53,14 +57,10 @@ class CandidatePool(dict[str, Candidate]):
         return any(stage in c.stage_scores for c in self.values())
 
     def fuse(self, stages: Sequence[str]) -> dict[str, float]:
-        """RRF over the stages; context scores are text scores spread to neighbouring turns,
-        so they rank together with BM25 as one text ranking."""
-        from memoryd.recall.fusion import ranking, rrf
+        """The text score with the graph stages' bounded evidence (`evidence_fusion`)."""
+        from memoryd.recall.fusion import evidence_fusion
 
-        rankings = {stage: ranking(self, stage) for stage in stages if stage != "context"}
-        if "context" in stages:
-            rankings["bm25"] = ranking(self, "bm25", "context")
-        return rrf(rankings)
+        return evidence_fusion(self, stages)
 
 
 @dataclass(frozen=True)

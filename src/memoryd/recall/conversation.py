@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 
+from memoryd.models import MemoryType
 from memoryd.recall.candidates import TurnShape
 
 CONTEXT_SEEDS = 8
@@ -29,6 +30,23 @@ LENGTH_FACTOR_RANGE = (0.75, 1.35)
 """After fusion, session turns longer than the candidates' median gain a little, shorter ones
 lose a little: BM25's length normalisation favours "Do you paint too?" over the turn that
 tells what was painted, and tantivy does not let the normalisation itself be lowered."""
+
+
+TURN_MAX_WORDS = 150
+TURN_MAX_LINES = 3
+"""The shape of a conversation turn: a session memory of one utterance, at most this many
+words on at most this many lines. A captured or recorded whole session (many `user:` /
+`assistant:` lines, a summary) is not a turn, and the turn rules below never touch it."""
+
+
+def is_turn(memory_type: MemoryType, body: str) -> bool:
+    """Whether a memory is one turn of a conversation, by what it is: a session memory
+    holding a single short utterance (`TURN_MAX_WORDS`, `TURN_MAX_LINES`). The conversation
+    rules (a turn that only asks, neighbour spreading, length against the median, speaker
+    titles) apply to such memories only."""
+    if memory_type is not MemoryType.SESSION:
+        return False
+    return body.count("\n") < TURN_MAX_LINES and len(body.split()) <= TURN_MAX_WORDS
 
 
 _ATTACHMENT = re.compile(r"\s*\[[^\[\]]*\]\s*$")

@@ -18,8 +18,14 @@ def named_words(query: str) -> list[str]:
     named: list[str] = []
     for sentence in _SENTENCE_END.split(query.strip()):
         words = _WORD.findall(sentence)
-        named.extend(w for w in words[1:] if w[:1].isupper())
+        named.extend(w for w in words[1:] if w[:1].isupper() and not _acronym(w))
     return named
+
+
+def _acronym(word: str) -> bool:
+    """API, POST, GET: an all-capitals word names a thing's kind or a protocol, not someone."""
+    letters = [c for c in word if c.isalpha()]
+    return len(letters) >= 2 and all(c.isupper() for c in letters)
 
 
 def entity_weight(mention_count: int) -> float:

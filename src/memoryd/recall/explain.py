@@ -27,6 +27,14 @@ def explain_expansion(
             cand.explain(f"{kind} → {word} → memory", first=True)
 
 
+def calibrated(cand: Candidate) -> float:
+    """The hit's relevance, 0 to 1, the same across queries and scopes: the idf-weighted
+    share of the query its text holds (`LocalScore.relevance`), demoted as the ranking
+    demoted it (superseded, dim). The fused score only orders hits; this says whether any
+    is worth showing (`RecallConfig.min_score`)."""
+    return cand.relevance * cand.demotion
+
+
 def recall_hit(cand: Candidate, stored: SearchHit) -> RecallHit:
     return RecallHit(
         slug=stored.slug,
@@ -35,7 +43,7 @@ def recall_hit(cand: Candidate, stored: SearchHit) -> RecallHit:
         scope_hash=stored.scope_hash,
         decay_state=stored.decay_state,
         created_at=stored.created_at,
-        score=round(cand.score, 6),
+        score=round(calibrated(cand), 6),
         snippet=stored.snippet,
         matched_terms=stored.matched_terms,
         triggers=stored.triggers,

@@ -19,6 +19,35 @@ STAGE_WEIGHTS: Mapping[str, float] = {
     "context": 1.0,  # never fused alone: context scores rank within the bm25 ranking (`fuse`)
 }
 TEXT_STAGES = frozenset({"bm25", "context"})
+EVIDENCE_WEIGHTS: Mapping[str, float] = {"entity": 0.15, "graph": 0.1, "kind": 0.15}
+"""The most the graph stages add to a memory's fused score, on the scale where the best text
+match scores 1: their evidence (an entity's specificity, `entity_weight`, times the link's
+confidence, at most 1) re-ranks near-equal text matches and brings in memories the text
+missed, but a hub entity, a generic kind word or a weak link never outvotes a clearly
+stronger text match."""
+
+
+def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) -> dict[str, float]:
+    """Text score (BM25 plus the share neighbouring turns lend, a turn that only asks at
+    `ASKING_PENALTY`) over the pool's best, plus each graph stage's bounded evidence
+    (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
+    text_scores = {
+        slug: sum(c.stage_scores.get(stage, 0.0) for stage in TEXT_STAGES)
+        * (ASKING_PENALTY if c.shape is not None and c.shape.asks else 1.0)
+        for slug, c in candidates.items()
+    }
+    best = max(text_scores.values(), default=0.0) or 1.0
+    fused: dict[str, float] = {}
+    for slug, cand in candidates.items():
+        score = text_scores[slug] / best
+        for stage, weight in EVIDENCE_WEIGHTS.items():
+            if stage in stages:
+                score += weight * min(1.0, cand.stage_scores.get(stage, 0.0))
+        fused[slug] = score
+    if "vector" in stages:
+        for slug, value in rrf({"vector": ranking(candidates, "vector")}).items():
+            fused[slug] = fused.get(slug, 0.0) + value
+    return fused
 
 
 def rrf(rankings: Mapping[str, Sequence[str]]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, Vec
 from memoryd.recall.config import RecallConfig
 from memoryd.recall.entities import EntityMatcher
 from memoryd.recall.explain import explain_expansion, recall_hit
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.index import LocalScore, SearchDoc, SearchIndex
 from memoryd.text import query_terms
 
 
@@ -59,8 +59,10 @@ class RecallPipeline:
         stages: list[str] = []
         bm25 = self._text_stage(query, scopes, types, include_forgotten, size, expansion)
         if "text" in on:
-            for hit in bm25:
-                pool.at(hit.slug).add("bm25", hit.score)
+            for found in bm25:
+                cand = pool.at(found.slug)
+                cand.add("bm25", found.score)
+                cand.relevance = found.relevance
             stages.append("bm25")
         linked: dict[str, str] = {}
         if "entity" in on:
@@ -83,7 +85,9 @@ class RecallPipeline:
         # Rank on the fields the index stores: looking many memories up by slug in the graph
         # engine scans its whole Memory table. A session turn's text weighs its score.
         stored = self.index.stored(list(pool))
-        sessions = {s: doc.body for s, doc in stored.items() if doc.type is MemoryType.SESSION}
+        sessions = {
+            s: doc.body for s, doc in stored.items() if conversation.is_turn(doc.type, doc.body)
+        }
         for slug, shape in conversation.turn_shapes(sessions).items():
             pool[slug].shape = shape
         fused = pool.fuse(stages)
@@ -140,29 +144,27 @@ class RecallPipeline:
         include_forgotten: bool,
         size: int,
         expansion: dict[str, float],
-    ) -> list[SearchHit]:
-        """BM25 over the memories' text (nothing when the stage is off)."""
+    ) -> list[LocalScore]:
+        """Scope-local BM25 over the memories' text (nothing when the stage is off)."""
         if "text" not in self.config.stages:
             return []
-        return self.index.search(
+        return self.index.local_bm25(
             query,
             scope_hashes=scopes,
             types=types,
             include_forgotten=include_forgotten,
             limit=size,
-            explain=False,
-            title_boost=text.TEXT_TITLE_BOOST,
-            context_boost=text.TEXT_CONTEXT_BOOST,
-            scope_idf=True,
             expansion=expansion,
         )
 
-    def _spread_to_neighbours(self, seeds: Sequence[SearchHit], pool: CandidatePool) -> None:
+    def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
         """The context stage: each session text hit lends a share of its score to the turns
         written just before and after it (`CONTEXT_SPREAD`, by distance)."""
         spread = conversation.CONTEXT_SPREAD
-        for hit in seeds:
-            if hit.type is not MemoryType.SESSION:
+        docs = self.index.stored([seed.slug for seed in seeds])
+        for seed in seeds:
+            hit = docs.get(seed.slug)
+            if hit is None or not conversation.is_turn(hit.type, hit.body):
                 continue
             before, after = self.index.near_in_time(
                 scope_hash=hit.scope_hash,
@@ -174,7 +176,7 @@ class RecallPipeline:
             )
             for side in (before, after):
                 for share, slug in zip(spread, side, strict=False):
-                    pool.at(slug).add("context", share * hit.score, f"next to {hit.slug}")
+                    pool.at(slug).add("context", share * seed.score, f"next to {hit.slug}")
 
     def _entity_stages(
         self,

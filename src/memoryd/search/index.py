@@ -18,12 +18,13 @@ import math
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 import tantivy
 from pydantic import BaseModel, ConfigDict, Field
@@ -293,12 +294,16 @@ class SearchIndex:
         self._closed = False
         self.generation = 0
         """Commits made through this object: a reader process behind it must `refresh`."""
+        self._lengths: dict[tuple[tuple[str, ...] | None, bool], tuple[int, float]] = {}
+        """Scope(s) → (live visible documents, their mean length), for `local_bm25`; cleared
+        whenever the documents may have changed."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
         self._require_open()
         with self._errors("reloading the reader"):
             self._index.reload()
+        self._lengths = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -452,6 +457,7 @@ class SearchIndex:
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
             self.generation += 1
+            self._lengths = {}
             with self._errors("reloading the reader"):
                 self._index.reload()
 
@@ -564,6 +570,118 @@ class SearchIndex:
                 self._hit(slug, score, document, parsed if explain else None)
                 for score, slug, document in ranked[offset : offset + limit]
             ]
+
+    def local_bm25(
+        self,
+        query: str,
+        *,
+        scope_hashes: Sequence[str] | None = None,
+        types: Sequence[MemoryType] | None = None,
+        include_forgotten: bool = False,
+        limit: int = 50,
+        expansion: Mapping[str, float] | None = None,
+    ) -> list[LocalScore]:
+        """Okapi BM25 (k1 1.2, b 0.75) over each memory's title and body, with statistics
+        taken over the searched scopes' live, visible memories only, best first.
+
+        tantivy's own scores take document frequencies and lengths over the whole index and
+        count deleted copies until segments merge, so a project's ranking would depend on
+        other projects and on its write history. Here tantivy only finds the candidates;
+        term frequencies come from their stored text and every statistic from live documents
+        of the scopes, so the same data always ranks the same. Each score comes with its
+        share of the most the query could score there (`LocalScore.relevance`).
+        """
+        if limit <= 0:
+            return []
+        self._require_open()
+        scopes = None if scope_hashes is None else _values(scope_hashes)
+        type_values = None if types is None else [_memory_type(t) for t in _values(types)]
+        if scopes == [] or type_values == []:
+            return []
+        with self._errors("analysing the query"):
+            parsed = _Query(query, self._analyzer, self._stops)
+        if not parsed.tokens:
+            return []
+        weights = dict.fromkeys(parsed.tokens, 1.0)
+        with self._errors("searching"):
+            searcher = self._index.searcher()
+            if expansion:
+                weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
+            boosts = {"title": 1.0, "body": 1.0}
+            found = self._build_query(list(weights), boosts, scopes, type_values, include_forgotten)
+            ranked = self._ranked(searcher, found, max(limit * 4, 200))
+            visible = self._visible(scopes, include_forgotten)
+            docs, mean = self._scope_lengths(searcher, scopes, include_forgotten, visible)
+            idf: dict[str, float] = {}
+            for token in weights:
+                either = tantivy.Query.boolean_query(
+                    [
+                        (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, f, token))
+                        for f in boosts
+                    ]
+                )
+                here = _count(
+                    searcher,
+                    tantivy.Query.boolean_query(
+                        [(tantivy.Occur.Must, either), (tantivy.Occur.Must, visible)]
+                    ),
+                )
+                idf[token] = _bm25_idf(max(docs, here), here)
+        most = sum(idf[t] * weights[t] for t in parsed.tokens) or 1.0
+        scored: list[LocalScore] = []
+        for _, slug, document in ranked:
+            counts = Counter(self._tokens(_stored_doc(document)))
+            length = sum(counts.values())
+            norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / max(mean, 1.0))
+            score = 0.0
+            evidence = 0.0
+            for token, weight in weights.items():
+                tf = counts.get(token, 0)
+                if tf:
+                    saturation = tf / (tf + norm)
+                    score += weight * idf[token] * saturation * (_BM25_K1 + 1)
+                    evidence += weight * idf[token] * saturation
+            if score > 0:
+                scored.append(LocalScore(slug, score, min(1.0, evidence / most)))
+        scored.sort(key=lambda s: (-s.score, s.slug))
+        return scored[:limit]
+
+    def _tokens(self, doc: SearchDoc) -> list[str]:
+        """A memory's title and body as the index analyses them."""
+        text = f"{doc.title}\n{doc.body}"
+        return list(self._analyzer.analyze(_base_forms(segment(text))))
+
+    def _visible(self, scopes: list[str] | None, include_forgotten: bool) -> tantivy.Query:
+        clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
+        if scopes is not None:
+            clauses.append((tantivy.Occur.Must, self._any_of("scope_hash", scopes)))
+        if not include_forgotten:
+            clauses.extend(
+                (tantivy.Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN
+            )
+        return tantivy.Query.boolean_query(clauses)
+
+    def _scope_lengths(
+        self,
+        searcher: tantivy.Searcher,
+        scopes: list[str] | None,
+        include_forgotten: bool,
+        visible: tantivy.Query,
+    ) -> tuple[int, float]:
+        """How many live, visible memories the scopes hold and their mean length in tokens:
+        counted once per state of the index (writes and refreshes forget it)."""
+        key = (None if scopes is None else tuple(sorted(scopes)), include_forgotten)
+        known = self._lengths.get(key)
+        if known is not None:
+            return known
+        total = _count(searcher, visible)
+        lengths = 0
+        if total:
+            for _, address in searcher.search(visible, limit=total, count=False).hits:
+                lengths += len(self._tokens(_stored_doc(searcher.doc(address))))
+        known = (total, lengths / total if total else 1.0)
+        self._lengths[key] = known
+        return known
 
     def lookup(self, slugs: Sequence[str], *, query: str | None = None) -> dict[str, SearchHit]:
         """These memories as the index holds them, by slug (unknown slugs are absent).
@@ -1161,6 +1279,20 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
     """How many documents match `query` (tantivy's stub does not declare `count`)."""
     result = searcher.search(query, limit=1, count=True)
     return int(result.count or 0)  # type: ignore[attr-defined]
+
+
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+
+class LocalScore(NamedTuple):
+    """A memory's scope-local BM25 score, and `relevance`: the idf-weighted share of the
+    query's words it holds, each saturating with its frequency (0 to 1, comparable across
+    queries and scopes: a memory holding every word many times scores near 1)."""
+
+    slug: str
+    score: float
+    relevance: float
 
 
 def _bm25_idf(docs: int, with_term: int) -> float:
