@@ -304,6 +304,7 @@ def evaluate(
         "newest_first_n": len(newest),
         "abstention_auc": round(roc_auc(answerable_top, abstention_top), 3),
         "per_question_mrr": per_question,
+        "top_scores": {"answerable": answerable_top, "abstention": abstention_top},
     }
     if threshold is not None:
         report["inject_threshold"] = threshold

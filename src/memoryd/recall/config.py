@@ -11,12 +11,18 @@ hop through related entities), `kind` (entities of a kind the query names), `con
 (conversation turns next to a text hit), `vector` (when an embedding index is configured)."""
 
 
+INJECT_MIN_SCORE = 0.2
+"""The relevance (`RecallHit.score`, 0 to 1) below which `inject` adds nothing to an agent's
+prompt: under 0.2 a memory holds less than about a fifth of the query's weighted words,
+which on coding sessions is what an unanswerable question's best hit looks like."""
+
+
 @dataclass(frozen=True)
 class RecallConfig:
     """What a recall runs; the benches turn stages off one at a time (the ablation)."""
 
     stages: frozenset[str] = field(default_factory=lambda: STAGES)
-    min_score: float = 0.0
+    min_score: float = INJECT_MIN_SCORE
 
     def __post_init__(self) -> None:
         unknown = self.stages - STAGES

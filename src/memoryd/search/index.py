@@ -609,7 +609,7 @@ class SearchIndex:
                 weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
             boosts = {"title": 1.0, "body": 1.0}
             found = self._build_query(list(weights), boosts, scopes, type_values, include_forgotten)
-            ranked = self._ranked(searcher, found, max(limit * 4, 200))
+            ranked = self._ranked(searcher, found, limit * 2)
             visible = self._visible(scopes, include_forgotten)
             docs, mean = self._scope_lengths(searcher, scopes, include_forgotten, visible)
             idf: dict[str, float] = {}

@@ -1,0 +1,94 @@
+"""Recall's text stage ranks a scope on that scope's live memories alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memoryd.models import MemoryDraft, MemoryType
+from memoryd.recall import RecallConfig
+from memoryd.recall.conversation import is_turn
+from memoryd.recall.entities import named_words
+from memoryd.service import MemoryService
+
+A_NOTES = [
+    ("Cache layer", "We put Redis in front of PostgreSQL for the product catalogue cache."),
+    ("Cache eviction", "Redis evicts catalogue keys after ten minutes; the cache warms on start."),
+    ("Payments", "Stripe webhooks confirm the checkout; the cache is not involved."),
+    ("Migrations", "Alembic runs the schema migrations before each deploy."),
+]
+B_NOTES = [
+    (f"Other {i}", "cache cache cache catalogue redis " * (i + 1) + "unrelated words here")
+    for i in range(12)
+]
+QUERIES = ["redis catalogue cache", "schema migrations deploy", "stripe checkout webhooks"]
+
+
+def load(svc: MemoryService, project: Path, notes: list[tuple[str, str]]) -> list[str]:
+    drafts = [
+        MemoryDraft(type=MemoryType.FACT, title=title, body=body, scope_path=project)
+        for title, body in notes
+    ]
+    return [m.slug for m in svc.record_many(drafts)]
+
+
+def rankings(svc: MemoryService, project: Path) -> list[list[tuple[str, float]]]:
+    return [
+        [(h.slug, h.score) for h in svc.recall(q, scope=project, k=10, track=False).hits]
+        for q in QUERIES
+    ]
+
+
+def test_another_project_does_not_change_a_scopes_ranking(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    load(svc, a, A_NOTES)
+    before = rankings(svc, a)
+    assert all(ranked for ranked in before)
+    load(svc, b, B_NOTES)
+    assert rankings(svc, a) == before
+
+
+def test_deleted_copies_never_count(svc: MemoryService, tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    slugs = load(svc, a, A_NOTES)
+    before = rankings(svc, a)
+    for _ in range(3):  # each rewrite leaves a deleted copy in the index until a merge
+        svc.index.upsert(list(svc.index.stored(slugs).values()))
+        assert rankings(svc, a) == before
+
+
+def test_scores_are_relevance_between_zero_and_one(svc: MemoryService, tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    load(svc, a, A_NOTES)
+    hits = svc.recall("redis catalogue cache", scope=a, k=10, track=False).hits
+    assert hits
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    unrelated = svc.recall("kubernetes helm chart", scope=a, k=10, track=False).hits
+    assert max((h.score for h in unrelated), default=0.0) < RecallConfig().min_score
+    assert hits[0].score >= RecallConfig().min_score
+
+
+def test_text_stage_alone_is_switchable(svc: MemoryService, tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    load(svc, a, A_NOTES)
+    svc.recall_config = RecallConfig(stages=frozenset({"text"}))
+    result = svc.recall("redis catalogue cache", scope=a, k=10, track=False)
+    assert result.stages == ["bm25"]
+    assert result.hits[0].title in {"Cache layer", "Cache eviction"}
+
+
+def test_whole_sessions_are_not_conversation_turns() -> None:
+    whole = "\n".join(f"user: step {i}\nassistant: done {i}" for i in range(5))
+    assert not is_turn(MemoryType.SESSION, whole)
+    assert is_turn(MemoryType.SESSION, "Caroline: I went to a support group yesterday.")
+    assert not is_turn(MemoryType.FACT, "Short fact.")
+
+
+def test_acronyms_are_not_names() -> None:
+    assert named_words("How does the API handle a POST to Stripe?") == ["Stripe"]
