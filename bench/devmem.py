@@ -45,6 +45,7 @@ from typing import Any
 from memoryd.capture import hook
 from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.recall import STAGES
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
@@ -365,6 +366,10 @@ def run_path(
                     svc.recall_config = replace(base, stages=base.stages - {stage})
                     off = evaluate(memoryd_ranker(svc, slugs, dirs), questions, by_id, projects)
                     report["ablation"][stage] = summary(off)
+                for stage in sorted(STAGES - base.stages):
+                    svc.recall_config = replace(base, stages=base.stages | {stage})
+                    on = evaluate(memoryd_ranker(svc, slugs, dirs), questions, by_id, projects)
+                    report["ablation"][f"+{stage} (on)"] = summary(on)
                 only_text = replace(base, stages=frozenset({"text"}))
                 svc.recall_config = only_text
                 off = evaluate(memoryd_ranker(svc, slugs, dirs), questions, by_id, projects)

@@ -55,3 +55,35 @@ def adjust(
             if old.score >= new.score:
                 old.score = new.score * 0.95
     return sorted(candidates.values(), key=lambda c: (-c.score, c.slug))
+
+
+CURRENT_MARGIN = 0.2
+"""How close (as a share of the higher score) two memories' scores must be for the newer to
+go first when it holds every query word the older holds (`current_first`)."""
+
+
+def current_first(ranked: list[Candidate], facts: Mapping[str, MemoryFacts]) -> None:
+    """Put the newer of two near-tied memories about the same thing first, in place.
+
+    When a decision changes, the new session repeats the old one's words: both match, the
+    older often a little better (it explained more). Before supersede judging links them, a
+    newer memory holding every query word the older one holds, within `CURRENT_MARGIN` of its
+    score, is what is current, so it ranks first. Only candidates with text evidence move.
+    """
+    for i in range(len(ranked)):
+        best = i
+        for j in range(i + 1, len(ranked)):
+            older, newer = ranked[best], ranked[j]
+            if newer.score < (1 - CURRENT_MARGIN) * ranked[i].score:
+                break
+            if (
+                older.matched
+                and older.matched <= newer.matched
+                and facts[newer.slug].created_at > facts[older.slug].created_at
+                and newer.superseded_by is None
+            ):
+                best = j
+        if best != i:
+            moved = ranked.pop(best)
+            moved.explain(f"newer than {ranked[i].slug}", first=False)
+            ranked.insert(i, moved)

@@ -28,6 +28,10 @@ class Candidate:
     relevance: float = 0.0
     """How well its text answers the query, 0 to 1 (`LocalScore.relevance`)."""
     demotion: float = 1.0
+    whole_session: bool = False
+    matched: frozenset[str] = frozenset()
+    """The query's words its text holds (as the index analyses them)."""
+    """A captured or recorded whole session (many turns), not one turn or one note."""
     """The product of the demoting factors the adjustment applied (superseded, dim)."""
     shape: TurnShape | None = None
     """For a session turn: how it reads (`turn_shapes`), which weighs its score."""

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-STAGES = frozenset({"text", "expansion", "entity", "graph", "kind", "context", "vector"})
+STAGES = frozenset({"text", "expansion", "entity", "graph", "kind", "context", "vector", "current"})
 """The switchable stages: `text` (BM25), `expansion` (words for the instances of a kind the
 question asks for, in the text stage), `entity` (query → entity → memory), `graph` (one more
 hop through related entities), `kind` (entities of a kind the query names), `context`
-(conversation turns next to a text hit), `vector` (when an embedding index is configured)."""
+(conversation turns next to a text hit), `vector` (when an embedding index is configured),
+`current` (of near-tied memories about the same thing, the newer first)."""
+DEFAULT_STAGES = STAGES - {"current"}
+"""`current` is off by default: on DevMemBench it moved no knowledge-update question's newest
+session up (their scores are not near-tied) and cost 0.02 MRR elsewhere (see bench/devmem.py)."""
 
 
 INJECT_MIN_SCORE = 0.2
@@ -21,7 +25,7 @@ which on coding sessions is what an unanswerable question's best hit looks like.
 class RecallConfig:
     """What a recall runs; the benches turn stages off one at a time (the ablation)."""
 
-    stages: frozenset[str] = field(default_factory=lambda: STAGES)
+    stages: frozenset[str] = field(default_factory=lambda: DEFAULT_STAGES)
     min_score: float = INJECT_MIN_SCORE
 
     def __post_init__(self) -> None:

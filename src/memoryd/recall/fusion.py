@@ -19,28 +19,31 @@ STAGE_WEIGHTS: Mapping[str, float] = {
     "context": 1.0,  # never fused alone: context scores rank within the bm25 ranking (`fuse`)
 }
 TEXT_STAGES = frozenset({"bm25", "context"})
-EVIDENCE_WEIGHTS: Mapping[str, float] = {"entity": 0.15, "graph": 0.1, "kind": 0.15}
-"""The most the graph stages add to a memory's fused score, on the scale where the best text
-match scores 1: their evidence (an entity's specificity, `entity_weight`, times the link's
-confidence, at most 1) re-ranks near-equal text matches and brings in memories the text
-missed, but a hub entity, a generic kind word or a weak link never outvotes a clearly
-stronger text match."""
+EVIDENCE_WEIGHTS: Mapping[str, float] = {"entity": 1.0, "graph": 0.5, "kind": 1.0}
+"""How much each graph stage's evidence counts against text on the relevance scale. A stage's
+evidence for a memory is already bounded by the share of the query the words that led to it
+carry in the scope (`RecallPipeline._share`), times the entity's specificity
+(`entity_weight`) and the links' confidence: a hub entity, a generic kind word common in the
+scope or a weak link adds little, and no stage adds more than the query words it stands for
+(a 2-hop path counts half).
+
+The kind stage counts for memories that state one thing — a conversation turn or a long-term
+note — and not for whole sessions: a session transcript names entities of every kind in
+passing, so mentioning "a database" says nothing about whether it answers "which database"
+(measured on DevMemBench: the kind stage cost 0.02-0.04 MRR there)."""
 
 
 def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) -> dict[str, float]:
-    """Text score (BM25 plus the share neighbouring turns lend, a turn that only asks at
-    `ASKING_PENALTY`) over the pool's best, plus each graph stage's bounded evidence
-    (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
-    text_scores = {
-        slug: sum(c.stage_scores.get(stage, 0.0) for stage in TEXT_STAGES)
-        * (ASKING_PENALTY if c.shape is not None and c.shape.asks else 1.0)
-        for slug, c in candidates.items()
-    }
-    best = max(text_scores.values(), default=0.0) or 1.0
+    """Text relevance (scope-local BM25 as a share of the query, plus the share neighbouring
+    turns lend; a turn that only asks at `ASKING_PENALTY`), plus each graph stage's bounded
+    evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
-        score = text_scores[slug] / best
+        text = sum(cand.stage_scores.get(stage, 0.0) for stage in TEXT_STAGES)
+        score = text * (ASKING_PENALTY if cand.shape is not None and cand.shape.asks else 1.0)
         for stage, weight in EVIDENCE_WEIGHTS.items():
+            if stage == "kind" and cand.whole_session:
+                continue
             if stage in stages:
                 score += weight * min(1.0, cand.stage_scores.get(stage, 0.0))
         fused[slug] = score

@@ -18,7 +18,7 @@ from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, Vec
 from memoryd.recall.config import RecallConfig
 from memoryd.recall.entities import EntityMatcher
 from memoryd.recall.explain import explain_expansion, recall_hit
-from memoryd.search.index import LocalScore, SearchDoc, SearchIndex
+from memoryd.search.index import LocalRanking, LocalScore, SearchDoc, SearchIndex
 from memoryd.text import query_terms
 
 
@@ -40,6 +40,7 @@ class RecallPipeline:
     matcher: Callable[[], EntityMatcher]
     config: RecallConfig
     vector_stage: VectorStage | None = None
+    _shares: LocalRanking = field(default_factory=lambda: LocalRanking([], {}))
 
     def run(
         self,
@@ -57,12 +58,21 @@ class RecallPipeline:
         pool = CandidatePool()
         kind, expansion = kind_expansion(query) if "expansion" in on else (None, dict[str, float]())
         stages: list[str] = []
-        bm25 = self._text_stage(query, scopes, types, include_forgotten, size, expansion)
+        text_ranking = self.index.local_bm25(
+            query,
+            scope_hashes=scopes,
+            types=types,
+            include_forgotten=include_forgotten,
+            limit=size,
+            expansion=expansion,
+        )
+        self._shares = text_ranking
+        bm25 = text_ranking.hits if "text" in on else []
+        for found in bm25:
+            cand = pool.at(found.slug)
+            cand.add("bm25", found.relevance)
+            cand.matched = found.matched
         if "text" in on:
-            for found in bm25:
-                cand = pool.at(found.slug)
-                cand.add("bm25", found.score)
-                cand.relevance = found.relevance
             stages.append("bm25")
         linked: dict[str, str] = {}
         if "entity" in on:
@@ -90,9 +100,12 @@ class RecallPipeline:
         }
         for slug, shape in conversation.turn_shapes(sessions).items():
             pool[slug].shape = shape
+        for slug, doc in stored.items():
+            pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
         fused = pool.fuse(stages)
         for slug, score in fused.items():
             pool[slug].score = score
+            pool[slug].relevance = min(1.0, score)
         ranked = self._adjust(query, pool, names, scope_hash, types, include_forgotten, stored)[:k]
         if kind is not None:
             explain_expansion(self.index, query, kind, expansion, ranked, stored)
@@ -134,28 +147,14 @@ class RecallPipeline:
         }
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
-        return adjustment.adjust(pool, facts, superseded, utcnow())
+        ranked = adjustment.adjust(pool, facts, superseded, utcnow())
+        if "current" in self.config.stages:
+            adjustment.current_first(ranked, facts)
+        return ranked
 
-    def _text_stage(
-        self,
-        query: str,
-        scopes: list[str] | None,
-        types: Sequence[MemoryType] | None,
-        include_forgotten: bool,
-        size: int,
-        expansion: dict[str, float],
-    ) -> list[LocalScore]:
-        """Scope-local BM25 over the memories' text (nothing when the stage is off)."""
-        if "text" not in self.config.stages:
-            return []
-        return self.index.local_bm25(
-            query,
-            scope_hashes=scopes,
-            types=types,
-            include_forgotten=include_forgotten,
-            limit=size,
-            expansion=expansion,
-        )
+    def _share(self, words: str) -> float:
+        """How much of the query `words` carry in the searched scope (`LocalRanking.share`)."""
+        return self._shares.share(self.index.analyse(words))
 
     def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
         """The context stage: each session text hit lends a share of its score to the turns
@@ -176,7 +175,7 @@ class RecallPipeline:
             )
             for side in (before, after):
                 for share, slug in zip(spread, side, strict=False):
-                    pool.at(slug).add("context", share * seed.score, f"next to {hit.slug}")
+                    pool.at(slug).add("context", share * seed.relevance, f"next to {hit.slug}")
 
     def _entity_stages(
         self,
@@ -191,23 +190,33 @@ class RecallPipeline:
         and those that mention their related entities (2 hops). Returns the linked ids."""
         matcher = self.matcher()
         linked = matcher.match(query, query_terms(query)) if matcher.by_key else {}
+        if not linked:
+            return linked
+        # Sorted: the engine returns rows in no set order, and paths must not depend on it.
+        rows = sorted(self.graph.mentioning(list(linked), scope_hashes=scopes))
+        # Counted where the recall looks, so another project's memories never change how
+        # specific an entity is here (`mentioning` returns at most `max_fanout` per entity).
+        here = Counter(eid for eid, _, _ in rows)
         # Hubs (an entity in most memories, like the user's own name) do not discriminate:
         # they only lead the traversal when nothing else matched.
         hub = self.graph.max_fanout
-        specific = {e: w for e, w in linked.items() if matcher.entities[e].mention_count <= hub}
+        specific = {e: w for e, w in linked.items() if 0 < here[e] < hub}
         if specific or have_text_hits:
             linked = specific
         if not linked:
             return linked
         stages.append("entity")
+        # An entity's evidence is bounded by how much of the query the words naming it carry
+        # in this scope: "api" in a project whose every session says "api" adds little.
         weights = {
-            eid: entities.entity_weight(matcher.entities[eid].mention_count) for eid in linked
+            eid: entities.entity_weight(here[eid]) * self._share(gram)
+            for eid, gram in linked.items()
         }
-        # Sorted: the engine returns rows in no set order, and paths must not depend on it.
-        for eid, slug, conf in sorted(self.graph.mentioning(list(linked), scope_hashes=scopes)):
-            pool.at(slug).add(
-                "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
-            )
+        for eid, slug, conf in rows:
+            if eid in linked:
+                pool.at(slug).add(
+                    "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
+                )
         if "graph" not in self.config.stages:
             return linked
         via: dict[str, list[tuple[str, str, float]]] = {}
@@ -253,7 +262,7 @@ class RecallPipeline:
             stages.append("kind")
         for eid, slug, conf in rows:
             word, fit = leads[eid]
-            weight = fit * entities.entity_weight(here[eid]) * conf
+            weight = fit * entities.entity_weight(here[eid]) * conf * self._share(word)
             pool.at(slug).add("kind", weight, f"{word} → {matcher.entities[eid].name} → memory")
         return [matcher.entities[eid].name for eid in here]
 

@@ -297,6 +297,9 @@ class SearchIndex:
         self._lengths: dict[tuple[tuple[str, ...] | None, bool], tuple[int, float]] = {}
         """Scope(s) → (live visible documents, their mean length), for `local_bm25`; cleared
         whenever the documents may have changed."""
+        self._counts: dict[str, Counter[str]] = {}
+        """slug → its title and body's token counts, for `local_bm25` (cleared with
+        `_lengths`, and when it holds `_COUNTS_KEPT`)."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
@@ -304,6 +307,7 @@ class SearchIndex:
         with self._errors("reloading the reader"):
             self._index.reload()
         self._lengths = {}
+        self._counts = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -458,6 +462,7 @@ class SearchIndex:
                 ) from exc
             self.generation += 1
             self._lengths = {}
+            self._counts = {}
             with self._errors("reloading the reader"):
                 self._index.reload()
 
@@ -580,7 +585,7 @@ class SearchIndex:
         include_forgotten: bool = False,
         limit: int = 50,
         expansion: Mapping[str, float] | None = None,
-    ) -> list[LocalScore]:
+    ) -> LocalRanking:
         """Okapi BM25 (k1 1.2, b 0.75) over each memory's title and body, with statistics
         taken over the searched scopes' live, visible memories only, best first.
 
@@ -589,19 +594,18 @@ class SearchIndex:
         other projects and on its write history. Here tantivy only finds the candidates;
         term frequencies come from their stored text and every statistic from live documents
         of the scopes, so the same data always ranks the same. Each score comes with its
-        share of the most the query could score there (`LocalScore.relevance`).
+        share of the most the query could score there (`LocalScore.relevance`), and the
+        ranking with each query word's share of that most (`LocalRanking.shares`).
         """
-        if limit <= 0:
-            return []
         self._require_open()
         scopes = None if scope_hashes is None else _values(scope_hashes)
         type_values = None if types is None else [_memory_type(t) for t in _values(types)]
-        if scopes == [] or type_values == []:
-            return []
+        if limit <= 0 or scopes == [] or type_values == []:
+            return LocalRanking([], {})
         with self._errors("analysing the query"):
             parsed = _Query(query, self._analyzer, self._stops)
         if not parsed.tokens:
-            return []
+            return LocalRanking([], {})
         weights = dict.fromkeys(parsed.tokens, 1.0)
         with self._errors("searching"):
             searcher = self._index.searcher()
@@ -613,6 +617,7 @@ class SearchIndex:
             visible = self._visible(scopes, include_forgotten)
             docs, mean = self._scope_lengths(searcher, scopes, include_forgotten, visible)
             idf: dict[str, float] = {}
+            ceiling: dict[str, float] = {}
             for token in weights:
                 either = tantivy.Query.boolean_query(
                     [
@@ -627,29 +632,51 @@ class SearchIndex:
                     ),
                 )
                 idf[token] = _bm25_idf(max(docs, here), here)
-        most = sum(idf[t] * weights[t] for t in parsed.tokens) or 1.0
+                # For the relevance: a word the scope never holds weighs as one held once
+                # (in a small scope an absent word would otherwise outweigh the rest).
+                ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
+        most = sum(ceiling[t] * weights[t] for t in parsed.tokens) or 1.0
         scored: list[LocalScore] = []
         for _, slug, document in ranked:
-            counts = Counter(self._tokens(_stored_doc(document)))
-            length = sum(counts.values())
+            counts = self._token_counts(slug, document)
+            length = counts.total()
             norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / max(mean, 1.0))
             score = 0.0
             evidence = 0.0
+            matched = []
             for token, weight in weights.items():
                 tf = counts.get(token, 0)
                 if tf:
+                    matched.append(token)
                     saturation = tf / (tf + norm)
                     score += weight * idf[token] * saturation * (_BM25_K1 + 1)
                     evidence += weight * idf[token] * saturation
             if score > 0:
-                scored.append(LocalScore(slug, score, min(1.0, evidence / most)))
+                held = frozenset(matched)
+                scored.append(LocalScore(slug, score, min(1.0, evidence / most), held))
         scored.sort(key=lambda s: (-s.score, s.slug))
-        return scored[:limit]
+        shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
+        return LocalRanking(scored[:limit], shares)
 
-    def _tokens(self, doc: SearchDoc) -> list[str]:
-        """A memory's title and body as the index analyses them."""
-        text = f"{doc.title}\n{doc.body}"
+    def analyse(self, text: str) -> list[str]:
+        """`text`'s tokens as the index analyses queries and documents."""
         return list(self._analyzer.analyze(_base_forms(segment(text))))
+
+    def _token_counts(self, slug: str, document: tantivy.Document) -> Counter[str]:
+        """A memory's title and body tokens as the index analyses them, counted (kept until
+        the index changes: recalls meet the same memories again)."""
+        counts = self._counts.get(slug)
+        if counts is None:
+            if len(self._counts) >= _COUNTS_KEPT:
+                self._counts = {}
+            counts = Counter(self._document_tokens(document))
+            self._counts[slug] = counts
+        return counts
+
+    def _document_tokens(self, document: tantivy.Document) -> list[str]:
+        title = "".join(_text(document, "title_stored"))
+        body = "".join(_text(document, "body_stored"))
+        return list(self._analyzer.analyze(_base_forms(segment(f"{title}\n{body}"))))
 
     def _visible(self, scopes: list[str] | None, include_forgotten: bool) -> tantivy.Query:
         clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
@@ -678,7 +705,7 @@ class SearchIndex:
         lengths = 0
         if total:
             for _, address in searcher.search(visible, limit=total, count=False).hits:
-                lengths += len(self._tokens(_stored_doc(searcher.doc(address))))
+                lengths += len(self._document_tokens(searcher.doc(address)))
         known = (total, lengths / total if total else 1.0)
         self._lengths[key] = known
         return known
@@ -1281,6 +1308,7 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
     return int(result.count or 0)  # type: ignore[attr-defined]
 
 
+_COUNTS_KEPT = 20_000
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 
@@ -1293,6 +1321,20 @@ class LocalScore(NamedTuple):
     slug: str
     score: float
     relevance: float
+    matched: frozenset[str] = frozenset()
+    """The query's tokens the memory holds."""
+
+
+class LocalRanking(NamedTuple):
+    """`local_bm25`'s hits, best first, and each query token's share of the most the query
+    could score in the scope (its idf over the sum of the query's; the shares sum to 1)."""
+
+    hits: list[LocalScore]
+    shares: dict[str, float]
+
+    def share(self, tokens: Iterable[str]) -> float:
+        """How much of the query these tokens carry, 0 to 1."""
+        return min(1.0, sum(self.shares.get(t, 0.0) for t in set(tokens)))
 
 
 def _bm25_idf(docs: int, with_term: int) -> float:
