@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from memoryd.models import MemoryDraft, MemoryType
@@ -92,3 +93,51 @@ def test_whole_sessions_are_not_conversation_turns() -> None:
 
 def test_acronyms_are_not_names() -> None:
     assert named_words("How does the API handle a POST to Stripe?") == ["Stripe"]
+
+
+def test_explanations_show_factors_and_drop_function_words(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    load(svc, a, A_NOTES)
+    hit = svc.recall("what is the redis catalogue cache", scope=a, k=3, track=False).hits[0]
+    assert hit.factors["bm25"] > 0
+    assert hit.factors["long-term"] > 1  # a fact is a long-term memory
+    assert "title" in hit.factors  # "Cache layer" / "Cache eviction" name part of the query
+    assert set(hit.matched_terms) <= {"redis", "catalogue", "cache"}
+    assert "redis" in hit.matched_terms
+
+
+def test_recall_min_score_leaves_out_weak_hits(home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from memoryd.cli.main import app
+
+    a = tmp_path / "a"
+    a.mkdir()
+    runner = CliRunner()
+    for title, body in A_NOTES:
+        done = runner.invoke(
+            app,
+            [
+                "record",
+                "--type",
+                "fact",
+                "--title",
+                title,
+                "--body",
+                body,
+                "--scope",
+                str(a),
+                "--home",
+                str(home),
+            ],
+        )
+        assert done.exit_code == 0, done.output
+    query = ["recall", "cache checkout", "--scope", str(a), "--home", str(home), "--json"]
+    every = json.loads(runner.invoke(app, query).output)["hits"]
+    strong = json.loads(runner.invoke(app, [*query, "--min-score", "0.5"]).output)["hits"]
+    assert every
+    assert all(h["score"] >= 0.5 for h in strong)
+    assert len(strong) < len(every)

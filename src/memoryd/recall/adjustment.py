@@ -34,26 +34,26 @@ def adjust(
     for slug, cand in candidates.items():
         info = facts[slug]
         if cand.shape is not None:
-            cand.score *= cand.shape.length_factor
+            cand.scale("length", cand.shape.length_factor)
         if info.type.long_term:
-            cand.score *= LONG_TERM_BONUS
-        cand.score *= 1 + (TITLE_BONUS - 1) * info.title_share
+            cand.scale("long-term", LONG_TERM_BONUS)
+        cand.scale("title", 1 + (TITLE_BONUS - 1) * info.title_share)
         if info.decay_state is DecayState.DIM:
-            cand.score *= DIM_PENALTY
+            cand.scale("dim", DIM_PENALTY)
             cand.demotion *= DIM_PENALTY
         age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)
-        cand.score *= 1 + RECENCY_BONUS * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+        cand.scale("recency", 1 + RECENCY_BONUS * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS))
     for older, newer in superseded_by.items():
         if older not in candidates:
             continue
         old = candidates[older]
         old.superseded_by = newer
-        old.score *= SUPERSEDED_PENALTY
+        old.scale("superseded", SUPERSEDED_PENALTY)
         old.demotion *= SUPERSEDED_PENALTY
         if newer in candidates:
             new = candidates[newer]
             if old.score >= new.score:
-                old.score = new.score * 0.95
+                old.scale("superseded", new.score * 0.95 / old.score if old.score else 1.0)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.slug))
 
 

@@ -31,6 +31,16 @@ class Candidate:
     whole_session: bool = False
     matched: frozenset[str] = frozenset()
     """The query's words its text holds (as the index analyses them)."""
+    factors: dict[str, float] = field(default_factory=dict)
+    """Every factor that moved its score: each stage's contribution to the fused score,
+    then each adjustment's multiplier (title, length, long-term, recency, dim, superseded)."""
+
+    def scale(self, factor: str, by: float) -> None:
+        """Multiply the score by a named factor, kept for the explanation when it moves it."""
+        self.score *= by
+        if by != 1.0:
+            self.factors[factor] = round(self.factors.get(factor, 1.0) * by, 4)
+
     """A captured or recorded whole session (many turns), not one turn or one note."""
     """The product of the demoting factors the adjustment applied (superseded, dim)."""
     shape: TurnShape | None = None

@@ -51,4 +51,5 @@ def recall_hit(cand: Candidate, stored: SearchHit) -> RecallHit:
         + (["supersedes"] if not cand.stage_scores else []),
         paths=cand.paths,
         superseded_by=cand.superseded_by,
+        factors=dict(cand.factors),
     )

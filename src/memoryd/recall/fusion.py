@@ -39,17 +39,26 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
     evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
-        text = sum(cand.stage_scores.get(stage, 0.0) for stage in TEXT_STAGES)
-        score = text * (ASKING_PENALTY if cand.shape is not None and cand.shape.asks else 1.0)
+        asking = ASKING_PENALTY if cand.shape is not None and cand.shape.asks else 1.0
+        parts: dict[str, float] = {
+            stage: cand.stage_scores[stage] * asking
+            for stage in ("bm25", "context")
+            if stage in cand.stage_scores
+        }
         for stage, weight in EVIDENCE_WEIGHTS.items():
             if stage == "kind" and cand.whole_session:
                 continue
-            if stage in stages:
-                score += weight * min(1.0, cand.stage_scores.get(stage, 0.0))
-        fused[slug] = score
+            if stage in stages and stage in cand.stage_scores:
+                parts[stage] = weight * min(1.0, cand.stage_scores[stage])
+        if asking != 1.0:
+            cand.factors["asking"] = asking
+        for stage, part in parts.items():
+            cand.factors[stage] = round(part, 4)
+        fused[slug] = sum(parts.values())
     if "vector" in stages:
         for slug, value in rrf({"vector": ranking(candidates, "vector")}).items():
             fused[slug] = fused.get(slug, 0.0) + value
+            candidates[slug].factors["vector"] = round(value, 4)
     return fused
 
 

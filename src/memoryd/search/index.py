@@ -1087,6 +1087,8 @@ class SearchIndex:
                         first = min(first, at)
             else:
                 stems = parsed.stems[term]
+                if stems and all(s in self._stops for s in stems):
+                    continue  # a function word ("the", "is") explains nothing
                 if stems and all(s in body_stems or s in other_stems for s in stems):
                     matched.append(term)
                     english_stems.update(stems)
