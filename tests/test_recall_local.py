@@ -141,3 +141,84 @@ def test_recall_min_score_leaves_out_weak_hits(home: Path, tmp_path: Path) -> No
     assert every
     assert all(h["score"] >= 0.5 for h in strong)
     assert len(strong) < len(every)
+
+
+SESSIONS = {
+    "s-cache": [
+        ("user", "Add a Redis cache in front of the product catalogue queries."),
+        ("assistant", "Done: catalogue reads go through Redis with a ten minute expiry."),
+    ],
+    "s-migrate": [
+        ("user", "Switch the schema migrations from Alembic to Aerich."),
+        ("assistant", "Migrations now run with aerich upgrade before the server starts."),
+    ],
+    "s-stripe": [
+        ("user", "Wire the Stripe webhook for checkout."),
+        ("assistant", "The webhook verifies the signature and marks the order paid."),
+    ],
+}
+
+
+def capture(home: Path, project: Path, session_id: str, turns: list[tuple[str, str]]) -> None:
+    """Pipe a SessionEnd payload for a Claude Code transcript into `memoryd capture`."""
+    import io
+
+    from memoryd.capture import hook
+
+    lines = []
+    for i, (role, said) in enumerate(turns):
+        text = f"{said} We ran the test suite and read the logs afterwards; all of it passed."
+        content: object = text if role == "user" else [{"type": "text", "text": text}]
+        lines.append(
+            json.dumps(
+                {
+                    "type": role,
+                    "sessionId": session_id,
+                    "cwd": str(project),
+                    "uuid": f"{session_id}-{i}",
+                    "parentUuid": f"{session_id}-{i - 1}" if i else None,
+                    "timestamp": f"2026-01-0{1 + len(session_id) % 5}T10:00:{i:02d}.000Z",
+                    "message": {"role": role, "content": content},
+                }
+            )
+        )
+    path = project.parent / f"{session_id}.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    payload = {
+        "session_id": session_id,
+        "transcript_path": str(path),
+        "cwd": str(project),
+        "hook_event_name": "SessionEnd",
+    }
+    hook.main(
+        ["--source=claude-code", f"--home={home}"],
+        stdin=io.StringIO(json.dumps(payload)),
+        stdout=io.StringIO(),
+    )
+
+
+def test_recapture_and_enrichment_never_change_the_ranking(
+    svc: MemoryService, home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "work" / "shop"
+    project.mkdir(parents=True)
+    queries = ["redis catalogue cache", "aerich migrations", "stripe webhook checkout"]
+
+    def ranked() -> list[list[tuple[str, float]]]:
+        return [
+            [(h.slug, h.score) for h in svc.recall(q, scope=project, track=False).hits]
+            for q in queries
+        ]
+
+    def capture_all(extra: str) -> None:
+        for session_id, turns in SESSIONS.items():
+            capture(home, project, session_id, [*turns, ("user", extra)])
+        svc.drain_inbox()
+        svc.enrich_pending(use_llm=False)
+
+    capture_all("Thanks.")
+    first = ranked()
+    assert all(first)
+    for _ in range(2):  # the same sessions captured again: rewritten, re-indexed, re-enriched
+        capture_all("Thanks.")
+        assert ranked() == first
