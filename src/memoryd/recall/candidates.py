@@ -31,6 +31,8 @@ class Candidate:
     whole_session: bool = False
     matched: frozenset[str] = frozenset()
     """The query's words its text holds (as the index analyses them)."""
+    path_stages: dict[str, str] = field(default_factory=dict)
+    """path → the stage that found it."""
     factors: dict[str, float] = field(default_factory=dict)
     """Every factor that moved its score: each stage's contribution to the fused score,
     then each adjustment's multiplier (title, length, long-term, recency, dim, superseded)."""
@@ -50,6 +52,12 @@ class Candidate:
         self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
         if path:
             self.explain(path)
+            self.path_stages.setdefault(path, stage)
+
+    def drop_stage(self, stage: str) -> None:
+        """Forget what a stage found here (fenced from this memory's shape), paths too."""
+        self.stage_scores.pop(stage, None)
+        self.paths[:] = [p for p in self.paths if self.path_stages.get(p) != stage]
 
     def explain(self, path: str, *, first: bool = False) -> None:
         """Say how the memory was reached (at most five ways; `first` for the telling one)."""

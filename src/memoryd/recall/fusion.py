@@ -39,6 +39,8 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
     evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
+        if cand.whole_session:
+            cand.drop_stage("kind")
         asking = ASKING_PENALTY if cand.shape is not None and cand.shape.asks else 1.0
         parts: dict[str, float] = {
             stage: cand.stage_scores[stage] * asking
@@ -46,8 +48,6 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
             if stage in cand.stage_scores
         }
         for stage, weight in EVIDENCE_WEIGHTS.items():
-            if stage == "kind" and cand.whole_session:
-                continue
             if stage in stages and stage in cand.stage_scores:
                 parts[stage] = weight * min(1.0, cand.stage_scores[stage])
         if asking != 1.0:
