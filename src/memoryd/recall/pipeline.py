@@ -40,7 +40,7 @@ class RecallPipeline:
     matcher: Callable[[], EntityMatcher]
     config: RecallConfig
     vector_stage: VectorStage | None = None
-    _shares: LocalRanking = field(default_factory=lambda: LocalRanking([], {}))
+    _shares: LocalRanking = field(default_factory=lambda: LocalRanking([], {}, {}))
 
     def run(
         self,
@@ -94,7 +94,9 @@ class RecallPipeline:
             stages.append("context")
         # Rank on the fields the index stores: looking many memories up by slug in the graph
         # engine scans its whole Memory table. A session turn's text weighs its score.
-        stored = self.index.stored(list(pool))
+        known = self._shares.docs
+        stored = {slug: known[slug] for slug in pool if slug in known}
+        stored.update(self.index.stored([slug for slug in pool if slug not in known]))
         sessions = {
             s: doc.body for s, doc in stored.items() if conversation.is_turn(doc.type, doc.body)
         }
@@ -160,7 +162,7 @@ class RecallPipeline:
         """The context stage: each session text hit lends a share of its score to the turns
         written just before and after it (`CONTEXT_SPREAD`, by distance)."""
         spread = conversation.CONTEXT_SPREAD
-        docs = self.index.stored([seed.slug for seed in seeds])
+        docs = self._shares.docs
         for seed in seeds:
             hit = docs.get(seed.slug)
             if hit is None or not conversation.is_turn(hit.type, hit.body):

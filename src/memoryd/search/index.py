@@ -601,11 +601,11 @@ class SearchIndex:
         scopes = None if scope_hashes is None else _values(scope_hashes)
         type_values = None if types is None else [_memory_type(t) for t in _values(types)]
         if limit <= 0 or scopes == [] or type_values == []:
-            return LocalRanking([], {})
+            return LocalRanking([], {}, {})
         with self._errors("analysing the query"):
             parsed = _Query(query, self._analyzer, self._stops)
         if not parsed.tokens:
-            return LocalRanking([], {})
+            return LocalRanking([], {}, {})
         weights = dict.fromkeys(parsed.tokens, 1.0)
         with self._errors("searching"):
             searcher = self._index.searcher()
@@ -637,7 +637,9 @@ class SearchIndex:
                 ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
         most = sum(ceiling[t] * weights[t] for t in parsed.tokens) or 1.0
         scored: list[LocalScore] = []
+        documents = {}
         for _, slug, document in ranked:
+            documents[slug] = document
             counts = self._token_counts(slug, document)
             length = counts.total()
             norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / max(mean, 1.0))
@@ -656,7 +658,9 @@ class SearchIndex:
                 scored.append(LocalScore(slug, score, min(1.0, evidence / most), held))
         scored.sort(key=lambda s: (-s.score, s.slug))
         shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
-        return LocalRanking(scored[:limit], shares)
+        kept = scored[:limit]
+        held_docs = {hit.slug: _stored_doc(documents[hit.slug]) for hit in kept}
+        return LocalRanking(kept, shares, held_docs)
 
     def analyse(self, text: str) -> list[str]:
         """`text`'s tokens as the index analyses queries and documents."""
@@ -1333,6 +1337,8 @@ class LocalRanking(NamedTuple):
 
     hits: list[LocalScore]
     shares: dict[str, float]
+    docs: dict[str, SearchDoc]
+    """The hits as indexed (recall ranks and explains on them without fetching them again)."""
 
     def share(self, tokens: Iterable[str]) -> float:
         """How much of the query these tokens carry, 0 to 1."""
