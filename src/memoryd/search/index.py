@@ -17,8 +17,8 @@ import logging
 import math
 import os
 import re
+import sys
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -294,12 +294,12 @@ class SearchIndex:
         self._closed = False
         self.generation = 0
         """Commits made through this object: a reader process behind it must `refresh`."""
-        self._lengths: dict[tuple[tuple[str, ...] | None, bool], tuple[int, float]] = {}
+        self._lengths: dict[tuple[tuple[str, ...] | None, bool], tuple[int, float, float]] = {}
         """Scope(s) → (live visible documents, their mean length), for `local_bm25`; cleared
         whenever the documents may have changed."""
-        self._counts: dict[str, Counter[str]] = {}
-        """slug → its title and body's token counts, for `local_bm25` (cleared with
-        `_lengths`, and when it holds `_COUNTS_KEPT`)."""
+        self._counts: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._tokens_kept = 0
+        """(title, body) → their tokens, for `local_bm25`."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
@@ -307,7 +307,6 @@ class SearchIndex:
         with self._errors("reloading the reader"):
             self._index.reload()
         self._lengths = {}
-        self._counts = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -462,7 +461,6 @@ class SearchIndex:
                 ) from exc
             self.generation += 1
             self._lengths = {}
-            self._counts = {}
             with self._errors("reloading the reader"):
                 self._index.reload()
 
@@ -615,7 +613,9 @@ class SearchIndex:
             found = self._build_query(list(weights), boosts, scopes, type_values, include_forgotten)
             ranked = self._ranked(searcher, found, limit * 2)
             visible = self._visible(scopes, include_forgotten)
-            docs, mean = self._scope_lengths(searcher, scopes, include_forgotten, visible)
+            docs, mean_title, mean_body = self._scope_lengths(
+                searcher, scopes, include_forgotten, visible
+            )
             idf: dict[str, float] = {}
             ceiling: dict[str, float] = {}
             for token in weights:
@@ -640,17 +640,19 @@ class SearchIndex:
         documents = {}
         for _, slug, document in ranked:
             documents[slug] = document
-            counts = self._token_counts(slug, document)
-            length = counts.total()
-            norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / max(mean, 1.0))
+            titled, said = self._fields_tokens(document)
+            # BM25F: each field's frequency normalised by its own length against the scope's
+            # mean for that field, summed, then saturated once.
+            title_norm = 1 - _BM25_B + _BM25_B * len(titled) / max(mean_title, 1.0)
+            body_norm = 1 - _BM25_B + _BM25_B * len(said) / max(mean_body, 1.0)
             score = 0.0
             evidence = 0.0
             matched = []
             for token, weight in weights.items():
-                tf = counts.get(token, 0)
+                tf = said.count(token) / body_norm + titled.count(token) / title_norm
                 if tf:
                     matched.append(token)
-                    saturation = tf / (tf + norm)
+                    saturation = tf / (tf + _BM25_K1)
                     score += weight * idf[token] * saturation * (_BM25_K1 + 1)
                     evidence += weight * idf[token] * saturation
             if score > 0:
@@ -666,21 +668,24 @@ class SearchIndex:
         """`text`'s tokens as the index analyses queries and documents."""
         return list(self._analyzer.analyze(_base_forms(segment(text))))
 
-    def _token_counts(self, slug: str, document: tantivy.Document) -> Counter[str]:
-        """A memory's title and body tokens as the index analyses them, counted (kept until
-        the index changes: recalls meet the same memories again)."""
-        counts = self._counts.get(slug)
-        if counts is None:
-            if len(self._counts) >= _COUNTS_KEPT:
-                self._counts = {}
-            counts = Counter(self._document_tokens(document))
-            self._counts[slug] = counts
-        return counts
-
-    def _document_tokens(self, document: tantivy.Document) -> list[str]:
+    def _fields_tokens(self, document: tantivy.Document) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A memory's title and body tokens as the index analyses them. Kept by their text
+        (so an edit, or another process's write, never serves stale tokens) up to
+        `_TOKENS_KEPT` tokens: recalls meet the same memories again."""
         title = "".join(_text(document, "title_stored"))
         body = "".join(_text(document, "body_stored"))
-        return list(self._analyzer.analyze(_base_forms(segment(f"{title}\n{body}"))))
+        key = (title, body)
+        known = self._counts.get(key)
+        if known is None:
+            known = (self._analysed(title), self._analysed(body))
+            size = len(known[0]) + len(known[1])
+            if self._tokens_kept + size <= _TOKENS_KEPT:
+                self._counts[key] = known
+                self._tokens_kept += size
+        return known
+
+    def _analysed(self, text: str) -> tuple[str, ...]:
+        return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
 
     def _visible(self, scopes: list[str] | None, include_forgotten: bool) -> tantivy.Query:
         clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
@@ -698,19 +703,22 @@ class SearchIndex:
         scopes: list[str] | None,
         include_forgotten: bool,
         visible: tantivy.Query,
-    ) -> tuple[int, float]:
-        """How many live, visible memories the scopes hold and their mean length in tokens:
-        counted once per state of the index (writes and refreshes forget it)."""
+    ) -> tuple[int, float, float]:
+        """How many live, visible memories the scopes hold and their titles' and bodies' mean
+        length in tokens: counted once per state of the index (writes and refreshes forget
+        it)."""
         key = (None if scopes is None else tuple(sorted(scopes)), include_forgotten)
         known = self._lengths.get(key)
         if known is not None:
             return known
         total = _count(searcher, visible)
-        lengths = 0
+        titles = bodies = 0
         if total:
             for _, address in searcher.search(visible, limit=total, count=False).hits:
-                lengths += len(self._document_tokens(searcher.doc(address)))
-        known = (total, lengths / total if total else 1.0)
+                title, body = self._fields_tokens(searcher.doc(address))
+                titles += len(title)
+                bodies += len(body)
+        known = (total, titles / max(total, 1), bodies / max(total, 1))
         self._lengths[key] = known
         return known
 
@@ -1314,7 +1322,8 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
     return int(result.count or 0)  # type: ignore[attr-defined]
 
 
-_COUNTS_KEPT = 20_000
+_TOKENS_KEPT = 8_000_000
+"""At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 
