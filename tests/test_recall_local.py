@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memoryd.models import MemoryDraft, MemoryType
-from memoryd.recall import RecallConfig
+import pytest
+
+from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.recall import Candidate, MemoryFacts, RecallConfig
+from memoryd.recall.adjustment import current_first
 from memoryd.recall.conversation import is_turn
 from memoryd.recall.entities import named_words
+from memoryd.recall.fusion import evidence_fusion
 from memoryd.service import MemoryService
 
 A_NOTES = [
@@ -222,3 +227,55 @@ def test_recapture_and_enrichment_never_change_the_ranking(
     for _ in range(2):  # the same sessions captured again: rewritten, re-indexed, re-enriched
         capture_all("Thanks.")
         assert ranked() == first
+
+
+def _cand(slug: str, **scores: float) -> Candidate:
+    cand = Candidate(slug)
+    for stage, score in scores.items():
+        cand.add(stage, score, f"{stage} → {slug}")
+    return cand
+
+
+def test_graph_evidence_cannot_outvote_a_strong_text_match() -> None:
+    """Entity evidence is bounded by the share of the query its words carry (at most 1 for
+    the whole query): a memory holding most of the query's weight stays first."""
+    strong = _cand("strong", bm25=0.7)
+    # A weak text match that also mentions the linked entity, its evidence at the most the
+    # entity's words (a fifth of the query) can carry.
+    linked = _cand("linked", bm25=0.3, entity=0.2, graph=0.2)
+    fused = evidence_fusion({"strong": strong, "linked": linked}, ["bm25", "entity", "graph"])
+    assert fused["strong"] > fused["linked"]
+    assert linked.factors == {"bm25": 0.3, "entity": 0.2, "graph": 0.1}
+
+
+def test_kind_evidence_does_not_count_for_whole_sessions() -> None:
+    session = _cand("session", bm25=0.2, kind=0.9)
+    session.whole_session = True
+    note = _cand("note", bm25=0.2, kind=0.9)
+    fused = evidence_fusion({"session": session, "note": note}, ["bm25", "kind"])
+    assert fused["session"] == pytest.approx(0.2)
+    assert fused["note"] == pytest.approx(1.1)
+    assert session.stage_scores == {"bm25": 0.2}
+    assert session.paths == ["bm25 → session"]  # the kind stage's path is gone too
+
+
+def test_current_first_puts_the_newer_of_near_tied_memories_first() -> None:
+    old, new, other = (Candidate(s) for s in ("old", "new", "other"))
+    old.score, new.score, other.score = 1.0, 0.9, 0.85
+    old.matched = frozenset({"orm"})
+    new.matched = frozenset({"orm", "current"})
+    other.matched = frozenset({"cache"})
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    facts = {
+        "old": MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, when),
+        "new": MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, when + timedelta(days=5)),
+        "other": MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, when + timedelta(days=9)),
+    }
+    ranked = [old, new, other]
+    current_first(ranked, facts)
+    # `other` is newer still but holds none of the words `old` matched: not the same thing.
+    assert [c.slug for c in ranked] == ["new", "old", "other"]
+    far = [Candidate("old", score=1.0, matched=old.matched), Candidate("new", score=0.5)]
+    far[1].matched = new.matched
+    current_first(far, facts)
+    assert [c.slug for c in far] == ["old", "new"]  # not near-tied: the better stays first
