@@ -65,6 +65,8 @@ class RecallPipeline:
             include_forgotten=include_forgotten,
             limit=size,
             expansion=expansion,
+            context_boost=text.TEXT_CONTEXT_BOOST if "context" in on else 0.0,
+            is_turn=conversation.is_turn,
         )
         self._shares = text_ranking
         bm25 = text_ranking.hits if "text" in on else []

@@ -294,7 +294,10 @@ class SearchIndex:
         self._closed = False
         self.generation = 0
         """Commits made through this object: a reader process behind it must `refresh`."""
-        self._lengths: dict[tuple[tuple[str, ...] | None, bool], tuple[int, float, float]] = {}
+        self._lengths: dict[
+            tuple[tuple[str, ...] | None, bool, Callable[[MemoryType, str], bool] | None],
+            _ScopeStats,
+        ] = {}
         """Scope(s) → (live visible documents, their mean length), for `local_bm25`; cleared
         whenever the documents may have changed."""
         self._counts: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -583,6 +586,8 @@ class SearchIndex:
         include_forgotten: bool = False,
         limit: int = 50,
         expansion: Mapping[str, float] | None = None,
+        context_boost: float = 0.0,
+        is_turn: Callable[[MemoryType, str], bool] | None = None,
     ) -> LocalRanking:
         """Okapi BM25 (k1 1.2, b 0.75) over each memory's title and body, with statistics
         taken over the searched scopes' live, visible memories only, best first.
@@ -610,12 +615,14 @@ class SearchIndex:
             if expansion:
                 weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
             boosts = {"title": 1.0, "body": 1.0}
-            found = self._build_query(list(weights), boosts, scopes, type_values, include_forgotten)
+            finding = {**boosts, CONTEXT_FIELD: context_boost} if context_boost else boosts
+            found = self._build_query(
+                list(weights), finding, scopes, type_values, include_forgotten
+            )
             ranked = self._ranked(searcher, found, limit * 2)
             visible = self._visible(scopes, include_forgotten)
-            docs, mean_title, mean_body = self._scope_lengths(
-                searcher, scopes, include_forgotten, visible
-            )
+            stats = self._scope_lengths(searcher, scopes, include_forgotten, visible, is_turn)
+            docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
             idf: dict[str, float] = {}
             ceiling: dict[str, float] = {}
             for token in weights:
@@ -645,16 +652,26 @@ class SearchIndex:
             # mean for that field, summed, then saturated once.
             title_norm = 1 - _BM25_B + _BM25_B * len(titled) / max(mean_title, 1.0)
             body_norm = 1 - _BM25_B + _BM25_B * len(said) / max(mean_body, 1.0)
+            around = stats.context.get(slug, ())
+            context_norm = (
+                1 - _BM25_B + _BM25_B * sum(map(len, around)) / max(stats.mean_context, 1.0)
+            )
             score = 0.0
             evidence = 0.0
             matched = []
             for token, weight in weights.items():
                 tf = said.count(token) / body_norm + titled.count(token) / title_norm
+                saturation = tf / (tf + _BM25_K1)
                 if tf:
                     matched.append(token)
-                    saturation = tf / (tf + _BM25_K1)
+                if around and context_boost:
+                    # The context is a field of its own, at `context_boost` of a full match:
+                    # a reply matches, faintly, on what it answers.
+                    heard = sum(near.count(token) for near in around) / context_norm
+                    saturation += context_boost * heard / (heard + _BM25_K1)
+                if saturation:
                     score += weight * idf[token] * saturation * (_BM25_K1 + 1)
-                    evidence += weight * idf[token] * saturation
+                    evidence += weight * idf[token] * min(saturation, 1.0)
             if score > 0:
                 held = frozenset(matched)
                 scored.append(LocalScore(slug, score, min(1.0, evidence / most), held))
@@ -703,22 +720,52 @@ class SearchIndex:
         scopes: list[str] | None,
         include_forgotten: bool,
         visible: tantivy.Query,
-    ) -> tuple[int, float, float]:
-        """How many live, visible memories the scopes hold and their titles' and bodies' mean
-        length in tokens: counted once per state of the index (writes and refreshes forget
-        it)."""
-        key = (None if scopes is None else tuple(sorted(scopes)), include_forgotten)
+        is_turn: Callable[[MemoryType, str], bool] | None = None,
+    ) -> _ScopeStats:
+        """How many live, visible memories the scopes hold, their fields' mean length in
+        tokens, and each session turn's context (its nearest turns within `CONTEXT_WINDOW`,
+        as the index's context field holds them; with `is_turn`, only between memories it
+        calls conversation turns): counted once per state of the index (writes and refreshes
+        forget it)."""
+        key = (None if scopes is None else tuple(sorted(scopes)), include_forgotten, is_turn)
         known = self._lengths.get(key)
         if known is not None:
             return known
         total = _count(searcher, visible)
         titles = bodies = 0
+        turns: dict[str, list[tuple[datetime, str, tuple[str, ...]]]] = {}
         if total:
             for _, address in searcher.search(visible, limit=total, count=False).hits:
-                title, body = self._fields_tokens(searcher.doc(address))
+                document = searcher.doc(address)
+                title, body = self._fields_tokens(document)
                 titles += len(title)
                 bodies += len(body)
-        known = (total, titles / max(total, 1), bodies / max(total, 1))
+                if _stored(document, "type") == _CONTEXT_TYPE.value and (
+                    is_turn is None
+                    or is_turn(_CONTEXT_TYPE, "".join(_text(document, "body_stored")))
+                ):
+                    scope = str(_stored(document, "scope_hash"))
+                    at = to_utc(_stored(document, "created_at"))
+                    turns.setdefault(scope, []).append((at, str(_stored(document, "slug")), body))
+        context: dict[str, tuple[tuple[str, ...], ...]] = {}
+        contexts = 0
+        for listed in turns.values():
+            listed.sort(key=lambda item: (item[0], item[1]))
+            for i, (at, slug, _) in enumerate(listed):
+                near = []
+                if i > 0 and listed[i - 1][0] >= at - CONTEXT_WINDOW:
+                    near.append(listed[i - 1][2])
+                if i + 1 < len(listed) and listed[i + 1][0] <= at + CONTEXT_WINDOW:
+                    near.append(listed[i + 1][2])
+                context[slug] = tuple(near)
+                contexts += sum(len(n) for n in near)
+        known = _ScopeStats(
+            total,
+            titles / max(total, 1),
+            bodies / max(total, 1),
+            contexts / max(len(context), 1),
+            context,
+        )
         self._lengths[key] = known
         return known
 
@@ -1338,6 +1385,17 @@ class LocalScore(NamedTuple):
     relevance: float
     matched: frozenset[str] = frozenset()
     """The query's tokens the memory holds."""
+
+
+class _ScopeStats(NamedTuple):
+    """The searched scopes' live, visible memories: how many, their fields' mean lengths, and
+    each session turn's context (the body tokens of its nearest turns)."""
+
+    docs: int
+    mean_title: float
+    mean_body: float
+    mean_context: float
+    context: dict[str, tuple[tuple[str, ...], ...]]
 
 
 class LocalRanking(NamedTuple):
