@@ -147,7 +147,7 @@ class MemoryService:
         self.enrichment = enrichment or EnrichmentPolicy()
         self.vector_stage: VectorStage | None = None
         self.recall_config = RecallConfig()
-        """The recall stages that run (all by default) and the inject threshold."""
+        """The recall stages that run (`DEFAULT_STAGES`) and the relevance threshold."""
         self._matcher: EntityMatcher | None = None
         self._recall_pending: dict[str, tuple[int, datetime]] = {}
         """Recalls counted here but not yet in the graph: slug → (how many, last at)."""

@@ -50,7 +50,6 @@ from memoryd.recall.pipeline import RecallOutcome, RecallPipeline
 from memoryd.recall.text import (
     KIND_EXPANSION_WEIGHT,
     TEXT_CONTEXT_BOOST,
-    TEXT_TITLE_BOOST,
     asked_kind,
 )
 
@@ -78,7 +77,6 @@ __all__ = [
     "SUPERSEDED_PENALTY",
     "TEXT_CONTEXT_BOOST",
     "TEXT_STAGES",
-    "TEXT_TITLE_BOOST",
     "TITLE_BONUS",
     "Candidate",
     "CandidatePool",

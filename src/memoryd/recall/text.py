@@ -1,18 +1,15 @@
-"""The text stage: BM25 over the memories' text, with words for the instances of a kind the
-question asks for ("what sports" → surfing, hiking) at a lower weight."""
+"""The text stage: scope-local BM25F over the memories' title, body and (for conversation
+turns) the neighbouring turns (`SearchIndex.local_bm25`), with words for the instances of a
+kind the question asks for ("what sports" → surfing, hiking) at a lower weight."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
 
-TEXT_TITLE_BOOST = 1.0
-"""The title's weight in recall's BM25 stage: as the body's, since `TITLE_BONUS` weighs it
-after fusion (counting it in both made a speaker's name outweigh what the query asks)."""
 TEXT_CONTEXT_BOOST = 0.15
-"""The weight in recall's BM25 stage of a session memory's context (its neighbouring turns'
-text, see `memoryd.search.index.CONTEXT_FIELD`): a reply matches on what it answers, well
-below what it says itself."""
+"""The weight in recall's text stage of a conversation turn's context (its nearest turns'
+text): a reply matches on what it answers, well below what it says itself."""
 KIND_QUESTION = re.compile(
     r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?([\w-]+)(?:\s+([\w-]+))?",
     re.IGNORECASE,
