@@ -81,8 +81,7 @@ class RecallPipeline:
             linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
         # What the query names: by form, by a known entity, or by kind ("which databases").
         names = [*entities.named_words(query), *linked.values()]
-        if "kind" in on:
-            names.extend(self._kind_stage(query, scopes, pool, stages))
+        kind_names = self._kind_stage(query, scopes, pool, stages) if "kind" in on else []
         if self.vector_stage is not None and "vector" in on:
             stages.append("vector")
             for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
@@ -110,7 +109,9 @@ class RecallPipeline:
         for slug, score in fused.items():
             pool[slug].score = score
             pool[slug].relevance = min(1.0, score)
-        ranked = self._adjust(query, pool, names, scope_hash, types, include_forgotten, stored)[:k]
+        ranked = self._adjust(
+            query, pool, (names, kind_names), scope_hash, types, include_forgotten, stored
+        )[:k]
         if kind is not None:
             explain_expansion(self.index, query, kind, expansion, ranked, stored)
         explained = self.index.lookup([c.slug for c in ranked], query=query)
@@ -121,7 +122,7 @@ class RecallPipeline:
         self,
         query: str,
         pool: CandidatePool,
-        names: list[str],
+        names: tuple[list[str], list[str]],
         scope_hash: str | None,
         types: Sequence[MemoryType] | None,
         include_forgotten: bool,
@@ -137,11 +138,15 @@ class RecallPipeline:
         pulled_in = [slug for slug in pool if slug not in stored]  # successors, rarely any
         if pulled_in:
             stored.update(self.index.stored(pulled_in))
-        named = self.index.titles_naming(
-            query,
-            {slug: doc.title for slug, doc in stored.items() if slug in pool},
-            names=names,
-        )
+        # The entities found by their kind name the query's subject for the memories the kind
+        # stage counts for, not for whole sessions (see `fusion.EVIDENCE_WEIGHTS`).
+        named_by, kind_names = names
+        titles = {slug: doc.title for slug, doc in stored.items() if slug in pool}
+        whole = {slug: t for slug, t in titles.items() if pool[slug].whole_session}
+        named = self.index.titles_naming(query, whole, names=named_by) if whole else {}
+        rest = {slug: t for slug, t in titles.items() if slug not in whole}
+        if rest:
+            named.update(self.index.titles_naming(query, rest, names=[*named_by, *kind_names]))
         facts = {
             slug: MemoryFacts(
                 doc.type, doc.decay_state, doc.created_at, title_share=named.get(slug, 0.0)
