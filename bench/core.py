@@ -71,6 +71,15 @@ def main() -> None:
                 latencies.append((time.perf_counter() - t) * 1000)
                 hits += bool(found)
             rss["after_search"] = peak_mb()
+            # Recall: every stage, scope-local statistics counted once per scope (the first
+            # recall in each scope pays it; `recall_first_ms` shows that cost apart).
+            recall_latencies = []
+            first_in_scope: list[float] = []
+            for i, query in enumerate(queries()):
+                t = time.perf_counter()
+                svc.recall(query, scope=scope_paths[i % 20], k=10, track=False)
+                took = (time.perf_counter() - t) * 1000
+                (first_in_scope if i < 20 else recall_latencies).append(took)
             reindex_s = None
             if not args.skip_reindex:
                 t = time.perf_counter()
@@ -88,6 +97,9 @@ def main() -> None:
             "ingest_per_s": round(args.n / ingest_s, 1),
             "search_p50_ms": round(statistics.median(latencies), 3),
             "search_p95_ms": round(pct(latencies, 0.95), 3),
+            "recall_p50_ms": round(statistics.median(recall_latencies), 3),
+            "recall_p95_ms": round(pct(recall_latencies, 0.95), 3),
+            "recall_first_in_scope_p50_ms": round(statistics.median(first_in_scope), 3),
             "queries_with_hits": hits,
             "reindex_s": round(reindex_s, 2) if reindex_s is not None else None,
             "peak_rss_mb": round(peak_rss_mb, 1),

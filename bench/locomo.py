@@ -4,7 +4,8 @@
 
 Reads the data from where it lies (never copied into the repo); skips with a message if absent.
 Turn-level hit@5, hit@10, all@10 and NDCG@10 over categories 1–4, overall and per category,
-with and without the audit's evidence corrections; ingest ms per turn; recall p50/p95.
+with and without the audit's evidence corrections; ingest ms per turn; recall p50/p95; an
+ablation table (each recall stage off, each optional one on, the text stage alone).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.recall import STAGES, RecallConfig
+from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo10.json"
@@ -85,6 +89,52 @@ def aggregate(rows: list[tuple[int, dict[str, float]]]) -> dict[str, object]:
     return {"overall": overall, "per_category": per, "questions": len(rows)}
 
 
+def ablation_configs(base: RecallConfig) -> dict[str, RecallConfig]:
+    """Each default stage off, each non-default stage on, and the text stage alone."""
+    configs = {
+        f"-{stage}": replace(base, stages=base.stages - {stage}) for stage in sorted(base.stages)
+    }
+    for stage in sorted(STAGES - base.stages):
+        configs[f"+{stage}"] = replace(base, stages=base.stages | {stage})
+    configs["text alone"] = replace(base, stages=frozenset({"text"}))
+    return configs
+
+
+def rank_questions(
+    svc: MemoryService,
+    sample: dict[str, Any],
+    index: int,
+    project: Path,
+    slug_to_dia: dict[str, str],
+    corrections: dict[str, list[str]],
+) -> list[tuple[int, dict[str, float]]]:
+    """One conversation's questions ranked again (errata applied), for the ablation."""
+    rows = []
+    for q_index, qa in enumerate(sample["qa"]):
+        cat = qa.get("category")
+        if cat not in CATEGORIES:
+            continue
+        gold = normalise_evidence(qa.get("evidence", []))
+        fixed = corrections.get(f"locomo_{index}_qa{q_index}", gold)
+        if not fixed:
+            continue
+        result = svc.recall(qa["question"], scope=project, k=10, track=False)
+        ranked = [slug_to_dia[h.slug] for h in result.hits if h.slug in slug_to_dia]
+        rows.append((cat, metrics(ranked, fixed)))
+    return rows
+
+
+def ablation_summary(rows: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    multi = [m for c, m in rows if c == 1]
+    return {
+        "hit@5": round(statistics.fmean(m["hit@5"] for _, m in rows), 3),
+        "all@10": round(statistics.fmean(m["all@10"] for _, m in rows), 3),
+        "multi-hop all@10": round(statistics.fmean(m["all@10"] for m in multi), 3)
+        if multi
+        else 0.0,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -94,6 +144,7 @@ def main() -> None:
     )
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--no-extraction", action="store_true")
+    parser.add_argument("--no-ablation", action="store_true")
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"LoCoMo data not found at {args.data}: skipping (pass --data PATH)")
@@ -112,6 +163,9 @@ def main() -> None:
         latencies: list[float] = []
         raw_rows: list[tuple[int, dict[str, float]]] = []
         fixed_rows: list[tuple[int, dict[str, float]]] = []
+        base = svc.recall_config
+        variants = {} if args.no_ablation else ablation_configs(base)
+        ablation_rows: dict[str, list[tuple[int, dict[str, float]]]] = {v: [] for v in variants}
         try:
             for index, sample in enumerate(samples):
                 conv = sample["conversation"]
@@ -160,6 +214,12 @@ def main() -> None:
                     fixed = corrections.get(qid, gold)
                     if fixed:
                         fixed_rows.append((cat, metrics(ranked, fixed)))
+                for name, config in variants.items():
+                    svc.recall_config = config
+                    ablation_rows[name] += rank_questions(
+                        svc, sample, index, project, slug_to_dia, corrections
+                    )
+                    svc.recall_config = base
                 print(f"conversation {index}: {len(drafts)} turns", file=sys.stderr)
         finally:
             svc.close()
@@ -174,6 +234,7 @@ def main() -> None:
         "recall_p50_ms": round(statistics.median(ordered), 2),
         "recall_p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
     }
+    report["ablation"] = {name: ablation_summary(rows) for name, rows in ablation_rows.items()}
     report["overall"] = report["errata_applied"]["overall"]  # type: ignore[index]
     report["per_category"] = report["errata_applied"]["per_category"]  # type: ignore[index]
     print(
@@ -195,6 +256,12 @@ def main() -> None:
         f"ingest {report['ingest_ms_per_turn']} ms/turn; recall p50 {report['recall_p50_ms']} ms,"
         f" p95 {report['recall_p95_ms']} ms"
     )
+    if ablation_rows:
+        print(
+            f"ablation (errata applied): {'stages':<18}{'hit@5':>8}{'all@10':>8}{'mh all@10':>10}"
+        )
+        for name, m in report["ablation"].items():  # type: ignore[union-attr]
+            print(f"{'':<27}{name:<18}{m['hit@5']:>8}{m['all@10']:>8}{m['multi-hop all@10']:>10}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.json}")

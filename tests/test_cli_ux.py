@@ -161,11 +161,31 @@ def test_an_empty_body_is_refused(
 
 
 # -- terminal escapes -------------------------------------------------------------------
-def test_control_characters_are_shown_escaped_but_json_is_exact(
+def test_control_characters_are_dropped_on_the_way_in(home: Path, project: Path) -> None:
+    """A recorded title and body keep no terminal escape or C0/C1 control (see
+    `capture.redact.drop_controls`); the bidi override is text, and is kept."""
+    slug = record(home, project, EVIL_TITLE, EVIL_BODY)
+    code, out, _ = cli(home, "get", slug, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["meta"]["title"] == "evil red 2J end"
+    assert data["body"] == "before  after\nsecond line\tand a tab \u202eesrever"
+
+
+def test_control_characters_in_hand_edited_files_are_shown_escaped_but_json_is_exact(
     home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The vault is plain markdown a user may edit: escapes written there by hand reach the
+    stores by `reindex`. Tables and `get` show them escaped; `--json` gives them exactly."""
     monkeypatch.setenv("COLUMNS", "200")
-    slug = record(home, project, EVIL_TITLE, EVIL_BODY)
+    slug = record(home, project, "evil red end", "before after")
+    (path,) = home.glob(f"scopes/*/**/{slug}.md")
+    text = path.read_text(encoding="utf-8")
+    text = text.replace("title: evil red end", f"title: {json.dumps(EVIL_TITLE)}")
+    text = text.replace("before after", EVIL_BODY)
+    path.write_text(text, encoding="utf-8")
+    code, _, err = cli(home, "reindex")
+    assert code == 0, err
     for args in (["list"], ["get", slug], ["recall", "evil red"], ["search", "evil"]):
         code, out, err = cli(home, *args)
         assert code == 0, err

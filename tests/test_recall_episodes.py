@@ -160,8 +160,8 @@ def test_the_reply_to_a_matching_turn_is_recalled(svc: MemoryService, project: P
     assert slugs[0] == ask
     assert reply in slugs
     replied = next(h for h in result.hits if h.slug == reply)
-    # Found twice over: the index holds the question as the reply's context (a text match at
-    # a low weight), and the question's score spreads to it.
+    # Found twice over: the text stage reads the question as the reply's context (a text
+    # match at a low weight), and the question's score spreads to it.
     assert replied.stages == ["bm25", "context"]
     assert f"next to {ask}" in replied.paths
     assert "context" in result.stages

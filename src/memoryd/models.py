@@ -483,6 +483,10 @@ class RecallHit(BaseModel):
     superseded_by: str | None = None
     triggers: list[str] = Field(default_factory=list)
     """The memory's triggers; those the query contains count in trigger_stats."""
+    factors: dict[str, float] = Field(default_factory=dict)
+    """Every factor that moved the hit: each stage's contribution to the fused score (`bm25`,
+    `context`, `entity`, `graph`, `kind`), then each multiplier the ranking applied (`title`,
+    `length`, `asking`, `long-term`, `recency`, `dim`, `superseded`)."""
 
 
 class RecallResult(BaseModel):

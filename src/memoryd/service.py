@@ -28,7 +28,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memoryd import recall as recall_rules
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.capture.memfile import memory_lock, split_summary, with_summary
 from memoryd.capture.redact import redact
@@ -57,7 +56,6 @@ from memoryd.graph.store import (
     EntityContext,
     EntityRow,
     GraphStore,
-    MemoryRow,
     RelationRow,
     SupersedeRow,
 )
@@ -88,9 +86,9 @@ from memoryd.models import (
     to_utc,
     utcnow,
 )
+from memoryd.recall import EntityMatcher, RecallConfig, RecallPipeline, VectorStage
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
-from memoryd.text import query_terms
 from memoryd.vault import Vault, render
 
 logger = logging.getLogger(__name__)
@@ -175,8 +173,10 @@ class MemoryService:
         self.extractor = extractor
         self.llm = llm
         self.enrichment = enrichment or EnrichmentPolicy()
-        self.vector_stage: recall_rules.VectorStage | None = None
-        self._matcher: recall_rules.EntityMatcher | None = None
+        self.vector_stage: VectorStage | None = None
+        self.recall_config = RecallConfig()
+        """The recall stages that run (`DEFAULT_STAGES`) and the relevance threshold."""
+        self._matcher: EntityMatcher | None = None
         self._recall_pending: dict[str, tuple[int, datetime]] = {}
         """Recalls counted here but not yet in the graph: slug → (how many, last at)."""
         self._triggers_pending: Counter[tuple[str, str | None, date]] = Counter()
@@ -673,7 +673,7 @@ class MemoryService:
         self.index = SearchIndex.open(directory)
         self.index_epoch += 1
 
-    def _entity_matcher(self) -> recall_rules.EntityMatcher:
+    def _entity_matcher(self) -> EntityMatcher:
         """Built from the graph's entities once, rebuilt after writes that touch entities."""
         matcher = self._matcher
         if matcher is None:
@@ -693,7 +693,7 @@ class MemoryService:
                     known.aliases = [*known.aliases, *entry.aliases]
                 if entry.kind:
                     kinds[known.id] = entry.kind
-            matcher = recall_rules.EntityMatcher(catalogue, normalise_name, kinds)
+            matcher = EntityMatcher(catalogue, normalise_name, kinds)
             self._matcher = matcher
         return matcher
 
@@ -716,211 +716,32 @@ class MemoryService:
         check_query(query)
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
-        scope_hash = self.scope_hash_of(scope)
-        scopes = [scope_hash] if scope_hash else None
-        size = max(50, 5 * k)
-        pool = recall_rules.CandidatePool()
-        kind, expansion = self._kind_expansion(query)
-        bm25 = self.index.search(
+        pipeline = RecallPipeline(
+            index=self.index,
+            graph=self.graph,
+            matcher=self._entity_matcher,
+            config=self.recall_config,
+            vector_stage=self.vector_stage,
+        )
+        outcome = pipeline.run(
             query,
-            scope_hashes=scopes,
+            scope_hash=self.scope_hash_of(scope),
             types=types,
+            k=k,
             include_forgotten=include_forgotten,
-            limit=size,
-            explain=False,
-            title_boost=recall_rules.TEXT_TITLE_BOOST,
-            context_boost=recall_rules.TEXT_CONTEXT_BOOST,
-            scope_idf=True,
-            expansion=expansion,
         )
-        for hit in bm25:
-            pool.at(hit.slug).add("bm25", hit.score)
-        stages = ["bm25"]
-        linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
-        # What the query names: by form, by a known entity, or by kind ("which databases").
-        names = [*recall_rules.named_words(query), *linked.values()]
-        names.extend(self._kind_stage(query, scopes, pool, stages))
-        if self.vector_stage is not None:
-            stages.append("vector")
-            for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
-                pool.at(slug).add("vector", score)
-        # In an episode (session memories), what was said just before and after a strong text
-        # hit often completes it: a share of the hit's score goes to its neighbouring turns.
-        # Long-term memories stand on their own.
-        self._spread_to_neighbours(bm25[: recall_rules.CONTEXT_SEEDS], pool)
-        if pool.has_stage("context"):
-            stages.append("context")
-        # Rank on the fields the index stores: looking many memories up by slug in the graph
-        # engine scans its whole Memory table. A session turn's text weighs its score.
-        stored = self.index.stored(list(pool))
-        sessions = {s: doc.body for s, doc in stored.items() if doc.type is MemoryType.SESSION}
-        for slug, shape in recall_rules.turn_shapes(sessions).items():
-            pool[slug].shape = shape
-        fused = pool.fuse(stages)
-        for slug, score in fused.items():
-            pool[slug].score = score
-        superseded = self.graph.superseded_by(list(pool))
-        for older, newer in superseded.items():
-            if newer not in pool:
-                pulled = pool.at(newer)
-                pulled.score = pool[older].score
-                pulled.paths.append(f"supersedes {older}")
-        pulled_in = [slug for slug in pool if slug not in stored]  # successors, rarely any
-        if pulled_in:
-            stored.update(self.index.stored(pulled_in))
-        named = self.index.titles_naming(
-            query,
-            {slug: doc.title for slug, doc in stored.items() if slug in pool},
-            names=names,
-        )
-        facts = {
-            slug: recall_rules.MemoryFacts(
-                doc.type, doc.decay_state, doc.created_at, title_share=named.get(slug, 0.0)
-            )
-            for slug, doc in stored.items()
-            if slug in pool and _admissible(doc, scope_hash, types, include_forgotten)
-        }
-        for slug in [s for s in pool if s not in facts]:
-            del pool[slug]
-        ranked = recall_rules.adjust(pool, facts, superseded, utcnow())[:k]
-        if kind is not None:
-            self._explain_expansion(query, kind, expansion, ranked, stored)
-        explained = self.index.lookup([c.slug for c in ranked], query=query)
-        hits = [_recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
+        hits = outcome.hits
         if track and hits and not self.read_only:
             self._track_recalls([(hits, query)])
-        return RecallResult(query=query, hits=hits, entities=sorted(linked), stages=stages)
+        return RecallResult(
+            query=query, hits=hits, entities=outcome.entities, stages=outcome.stages
+        )
 
     @staticmethod
     def prepare_recall() -> None:
         """Load the data every recall reads (the kinds of everyday things, `load_hyponyms`)
         now, so the first recall a daemon or reader answers is not the slow one."""
         load_hyponyms()
-
-    @staticmethod
-    def _kind_expansion(query: str) -> tuple[str | None, dict[str, float]]:
-        """The kind of everyday thing the query asks for, and the words for its instances at
-        their weight: for "What sports does John like?" the words for sports join the text
-        stage, so "we went surfing" answers though it never says "sport"."""
-        kinds = load_hyponyms()
-        kind = recall_rules.asked_kind(query, kinds)
-        if kind is None:
-            return None, {}
-        return kind, dict.fromkeys(kinds[kind], recall_rules.KIND_EXPANSION_WEIGHT)
-
-    def _explain_expansion(
-        self,
-        query: str,
-        kind: str,
-        expansion: dict[str, float],
-        ranked: Sequence[recall_rules.Candidate],
-        stored: dict[str, SearchDoc],
-    ) -> None:
-        """Put first in each hit's paths the instances of the asked kind it holds (at most
-        two, none the query named itself): `sport → surfing → memory`."""
-        asked = set(self.index.words_held(query, expansion))
-        for cand in ranked:
-            held = self.index.words_held(stored[cand.slug].body, expansion)
-            for word in reversed([w for w in held if w not in asked][:2]):
-                cand.explain(f"{kind} → {word} → memory", first=True)
-
-    def _spread_to_neighbours(
-        self, seeds: Sequence[SearchHit], pool: recall_rules.CandidatePool
-    ) -> None:
-        """The context stage: each session text hit lends a share of its score to the turns
-        written just before and after it (`CONTEXT_SPREAD`, by distance)."""
-        spread = recall_rules.CONTEXT_SPREAD
-        for hit in seeds:
-            if hit.type is not MemoryType.SESSION:
-                continue
-            before, after = self.index.near_in_time(
-                scope_hash=hit.scope_hash,
-                type=MemoryType.SESSION,
-                at=hit.created_at,
-                window=recall_rules.CONTEXT_WINDOW,
-                exclude=hit.slug,
-                per_side=len(spread),
-            )
-            for side in (before, after):
-                for share, slug in zip(spread, side, strict=False):
-                    pool.at(slug).add("context", share * hit.score, f"next to {hit.slug}")
-
-    def _entity_stages(
-        self,
-        query: str,
-        scopes: list[str] | None,
-        pool: recall_rules.CandidatePool,
-        stages: list[str],
-        *,
-        have_text_hits: bool,
-    ) -> dict[str, str]:
-        """Link the query to entities, then collect the memories that mention them (1 hop)
-        and those that mention their related entities (2 hops). Returns the linked ids."""
-        matcher = self._entity_matcher()
-        linked = matcher.match(query, query_terms(query)) if matcher.by_key else {}
-        # Hubs (an entity in most memories, like the user's own name) do not discriminate:
-        # they only lead the traversal when nothing else matched.
-        hub = self.graph.max_fanout
-        specific = {e: w for e, w in linked.items() if matcher.entities[e].mention_count <= hub}
-        if specific or have_text_hits:
-            linked = specific
-        if not linked:
-            return linked
-        stages.append("entity")
-        weights = {
-            eid: recall_rules.entity_weight(matcher.entities[eid].mention_count) for eid in linked
-        }
-        # Sorted: the engine returns rows in no set order, and paths must not depend on it.
-        for eid, slug, conf in sorted(self.graph.mentioning(list(linked), scope_hashes=scopes)):
-            pool.at(slug).add(
-                "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
-            )
-        via: dict[str, list[tuple[str, str, float]]] = {}
-        for src, dst, predicate, conf in sorted(self.graph.related_entities(list(linked))):
-            if dst not in linked:
-                via.setdefault(dst, []).append((src, predicate, conf))
-        if not via:
-            return linked
-        stages.append("graph")
-        for eid, slug, conf in sorted(self.graph.mentioning(list(via), scope_hashes=scopes)):
-            for src, predicate, rel_conf in via[eid]:
-                weight = weights[src] * recall_rules.PREDICATE_WEIGHTS.get(predicate, 0.5)
-                path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
-                pool.at(slug).add("graph", weight * rel_conf * conf, f"{path} → memory")
-        return linked
-
-    def _kind_stage(
-        self,
-        query: str,
-        scopes: list[str] | None,
-        pool: recall_rules.CandidatePool,
-        stages: list[str],
-    ) -> list[str]:
-        """The memories that mention an entity of the kind the query asks about ("which
-        cities …" → Rome, Paris), the entities rarer in the searched scope first. Returns the
-        names of the entities found: the query names them by their kind."""
-        kinds = recall_rules.kind_words(query)
-        if not kinds:
-            return []
-        matcher = self._entity_matcher()
-        leads: dict[str, tuple[str, float]] = {}
-        for word, (type_, kind) in kinds.items():
-            for entity, fit in matcher.of_kind(type_, kind):
-                if entity.mention_count <= self.graph.max_fanout:
-                    leads.setdefault(entity.id, (word, fit))
-        if not leads:
-            return []
-        rows = sorted(self.graph.mentioning(list(leads), scope_hashes=scopes))
-        # Rarity where the recall looks: a city named once in this project says more than
-        # one named in every conversation of another.
-        here = Counter(eid for eid, _, _ in rows)
-        if rows:
-            stages.append("kind")
-        for eid, slug, conf in rows:
-            word, fit = leads[eid]
-            weight = fit * recall_rules.entity_weight(here[eid]) * conf
-            pool.at(slug).add("kind", weight, f"{word} → {matcher.entities[eid].name} → memory")
-        return [matcher.entities[eid].name for eid in here]
 
     # -- entities -------------------------------------------------------------------------
     def resolve_entity(self, name_or_id: str) -> EntityRow:
@@ -2052,41 +1873,6 @@ def copy_message(copy: Path, original: Path, slug: str) -> str:
     return (
         f"skipped {copy}: it holds slug {slug}, which {original} holds (a copied file); "
         f"delete {copy.name}, or give it its own slug and a file name to match"
-    )
-
-
-def _admissible(
-    row: MemoryRow | SearchHit | SearchDoc,
-    scope_hash: str | None,
-    types: Sequence[MemoryType] | None,
-    include_forgotten: bool,
-) -> bool:
-    """Whether a graph-found candidate passes the same filters the text search applied."""
-    if scope_hash and row.scope_hash != scope_hash:
-        return False
-    if types and row.type not in types:
-        return False
-    if row.decay_state is DecayState.FORGOTTEN:
-        return False
-    return include_forgotten or row.decay_state.visible_by_default
-
-
-def _recall_hit(cand: recall_rules.Candidate, stored: SearchHit) -> RecallHit:
-    return RecallHit(
-        slug=stored.slug,
-        type=stored.type,
-        title=stored.title,
-        scope_hash=stored.scope_hash,
-        decay_state=stored.decay_state,
-        created_at=stored.created_at,
-        score=round(cand.score, 6),
-        snippet=stored.snippet,
-        matched_terms=stored.matched_terms,
-        triggers=stored.triggers,
-        stages=sorted(cand.stage_scores, key=list(recall_rules.STAGE_WEIGHTS).index)
-        + (["supersedes"] if not cand.stage_scores else []),
-        paths=cand.paths,
-        superseded_by=cand.superseded_by,
     )
 
 

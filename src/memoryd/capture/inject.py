@@ -259,8 +259,10 @@ def choose(
     writer instead of writing from a reader thread).
     """
     if prompt:
+        from memoryd.recall.config import INJECT_MIN_SCORE
+
         result = svc.recall(prompt, scope=scope_hash, k=k, track=track)
-        slugs = [hit.slug for hit in result.hits]
+        slugs = [hit.slug for hit in result.hits if hit.score >= INJECT_MIN_SCORE]
         if not slugs:
             return [], result
         rows = _read(
@@ -269,7 +271,7 @@ def choose(
         found = _items(rows)
         ranked = []
         for rank, hit in enumerate(result.hits):
-            if hit.slug not in found or hit.superseded_by:
+            if hit.slug not in found or hit.superseded_by or hit.score < INJECT_MIN_SCORE:
                 continue
             item, superseded, _ = found[hit.slug]
             if superseded:

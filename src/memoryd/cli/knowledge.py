@@ -23,6 +23,7 @@ from memoryd.cli.main import (
 )
 from memoryd.errors import InvalidInput
 from memoryd.models import MemoryType
+from memoryd.recall.config import INJECT_MIN_SCORE
 
 entity_app = typer.Typer(help="Entities of the knowledge graph.", no_args_is_help=True)
 graph_app = typer.Typer(help="Read-only access to the graph.", no_args_is_help=True)
@@ -37,6 +38,16 @@ def recall(
         bool, typer.Option("--explain", help="Show matched terms and graph paths.")
     ] = False,
     include_forgotten: Annotated[bool, typer.Option("--include-forgotten")] = False,
+    min_score: Annotated[
+        float,
+        typer.Option(
+            "--min-score",
+            min=0.0,
+            max=1.0,
+            help="Leave out hits whose relevance (0 to 1) is below this; inject uses"
+            f" {INJECT_MIN_SCORE}.",
+        ),
+    ] = 0.0,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -47,6 +58,7 @@ def recall(
             query, scope=scope, types=type, k=k, include_forgotten=include_forgotten
         ),
     )
+    result.hits = [hit for hit in result.hits if hit.score >= min_score]
     if as_json:
         emit_json(result)
         return
@@ -64,6 +76,10 @@ def recall(
             if hit.matched_terms:
                 why.append(f"terms: {', '.join(hit.matched_terms)}")
             why.extend(f"path: {p}" for p in hit.paths)
+            if hit.factors:
+                why.append(
+                    "factors: " + ", ".join(f"{name} {v:g}" for name, v in hit.factors.items())
+                )
             row.append("\n".join(why))
         rows.append(row)
     headers = ["#", "score", "type", "title", "slug"] + (["why"] if explain else [])

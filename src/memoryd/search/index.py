@@ -17,13 +17,14 @@ import logging
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 import tantivy
 from pydantic import BaseModel, ConfigDict, Field
@@ -296,12 +297,22 @@ class SearchIndex:
         self._closed = False
         self.generation = 0
         """Commits made through this object: a reader process behind it must `refresh`."""
+        self._lengths: dict[
+            tuple[tuple[str, ...] | None, bool, Callable[[MemoryType, str], bool] | None],
+            _ScopeStats,
+        ] = {}
+        """Scope(s) → (live visible documents, their mean length), for `local_bm25`; cleared
+        whenever the documents may have changed."""
+        self._counts: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._tokens_kept = 0
+        """(title, body) → their tokens, for `local_bm25`."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
         self._require_open()
         with self._errors("reloading the reader"):
             self._index.reload()
+        self._lengths = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -455,6 +466,7 @@ class SearchIndex:
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
             self.generation += 1
+            self._lengths = {}
             with self._errors("reloading the reader"):
                 self._index.reload()
 
@@ -567,6 +579,198 @@ class SearchIndex:
                 self._hit(slug, score, document, parsed if explain else None)
                 for score, slug, document in ranked[offset : offset + limit]
             ]
+
+    def local_bm25(
+        self,
+        query: str,
+        *,
+        scope_hashes: Sequence[str] | None = None,
+        types: Sequence[MemoryType] | None = None,
+        include_forgotten: bool = False,
+        limit: int = 50,
+        expansion: Mapping[str, float] | None = None,
+        context_boost: float = 0.0,
+        is_turn: Callable[[MemoryType, str], bool] | None = None,
+    ) -> LocalRanking:
+        """Okapi BM25 (k1 1.2, b 0.75) over each memory's title and body, with statistics
+        taken over the searched scopes' live, visible memories only, best first.
+
+        tantivy's own scores take document frequencies and lengths over the whole index and
+        count deleted copies until segments merge, so a project's ranking would depend on
+        other projects and on its write history. Here tantivy only finds the candidates;
+        term frequencies come from their stored text and every statistic from live documents
+        of the scopes, so the same data always ranks the same. Each score comes with its
+        share of the most the query could score there (`LocalScore.relevance`), and the
+        ranking with each query word's share of that most (`LocalRanking.shares`).
+        """
+        self._require_open()
+        scopes = None if scope_hashes is None else _values(scope_hashes)
+        type_values = None if types is None else [_memory_type(t) for t in _values(types)]
+        if limit <= 0 or scopes == [] or type_values == []:
+            return LocalRanking([], {}, {})
+        with self._errors("analysing the query"):
+            parsed = _Query(query, self._analyzer, self._stops)
+        if not parsed.tokens:
+            return LocalRanking([], {}, {})
+        weights = dict.fromkeys(parsed.tokens, 1.0)
+        with self._errors("searching"):
+            searcher = self._index.searcher()
+            if expansion:
+                weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
+            boosts = {"title": 1.0, "body": 1.0}
+            finding = {**boosts, CONTEXT_FIELD: context_boost} if context_boost else boosts
+            found = self._build_query(
+                list(weights), finding, scopes, type_values, include_forgotten
+            )
+            ranked = self._ranked(searcher, found, limit * 2)
+            visible = self._visible(scopes, include_forgotten)
+            stats = self._scope_lengths(searcher, scopes, include_forgotten, visible, is_turn)
+            docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
+            idf: dict[str, float] = {}
+            ceiling: dict[str, float] = {}
+            for token in weights:
+                either = tantivy.Query.boolean_query(
+                    [
+                        (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, f, token))
+                        for f in boosts
+                    ]
+                )
+                here = _count(
+                    searcher,
+                    tantivy.Query.boolean_query(
+                        [(tantivy.Occur.Must, either), (tantivy.Occur.Must, visible)]
+                    ),
+                )
+                idf[token] = _bm25_idf(max(docs, here), here)
+                # For the relevance: a word the scope never holds weighs as one held once
+                # (in a small scope an absent word would otherwise outweigh the rest).
+                ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
+        most = sum(ceiling[t] * weights[t] for t in parsed.tokens) or 1.0
+        scored: list[LocalScore] = []
+        documents = {}
+        for _, slug, document in ranked:
+            documents[slug] = document
+            titled, said = self._fields_tokens(document)
+            # BM25F: each field's frequency normalised by its own length against the scope's
+            # mean for that field, summed, then saturated once.
+            title_norm = 1 - _BM25_B + _BM25_B * len(titled) / max(mean_title, 1.0)
+            body_norm = 1 - _BM25_B + _BM25_B * len(said) / max(mean_body, 1.0)
+            around = stats.context.get(slug, ())
+            context_norm = (
+                1 - _BM25_B + _BM25_B * sum(map(len, around)) / max(stats.mean_context, 1.0)
+            )
+            score = 0.0
+            evidence = 0.0
+            matched = []
+            for token, weight in weights.items():
+                tf = said.count(token) / body_norm + titled.count(token) / title_norm
+                saturation = tf / (tf + _BM25_K1)
+                if tf:
+                    matched.append(token)
+                if around and context_boost:
+                    # The context is a field of its own, at `context_boost` of a full match:
+                    # a reply matches, faintly, on what it answers.
+                    heard = sum(near.count(token) for near in around) / context_norm
+                    saturation += context_boost * heard / (heard + _BM25_K1)
+                if saturation:
+                    score += weight * idf[token] * saturation * (_BM25_K1 + 1)
+                    evidence += weight * idf[token] * min(saturation, 1.0)
+            if score > 0:
+                held = frozenset(matched)
+                scored.append(LocalScore(slug, score, min(1.0, evidence / most), held))
+        scored.sort(key=lambda s: (-s.score, s.slug))
+        shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
+        kept = scored[:limit]
+        held_docs = {hit.slug: _stored_doc(documents[hit.slug]) for hit in kept}
+        return LocalRanking(kept, shares, held_docs)
+
+    def analyse(self, text: str) -> list[str]:
+        """`text`'s tokens as the index analyses queries and documents."""
+        return list(self._analyzer.analyze(_base_forms(segment(text))))
+
+    def _fields_tokens(self, document: tantivy.Document) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A memory's title and body tokens as the index analyses them. Kept by their text
+        (so an edit, or another process's write, never serves stale tokens) up to
+        `_TOKENS_KEPT` tokens: recalls meet the same memories again."""
+        title = "".join(_text(document, "title_stored"))
+        body = "".join(_text(document, "body_stored"))
+        key = (title, body)
+        known = self._counts.get(key)
+        if known is None:
+            known = (self._analysed(title), self._analysed(body))
+            size = len(known[0]) + len(known[1])
+            if self._tokens_kept + size <= _TOKENS_KEPT:
+                self._counts[key] = known
+                self._tokens_kept += size
+        return known
+
+    def _analysed(self, text: str) -> tuple[str, ...]:
+        return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
+
+    def _visible(self, scopes: list[str] | None, include_forgotten: bool) -> tantivy.Query:
+        clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
+        if scopes is not None:
+            clauses.append((tantivy.Occur.Must, self._any_of("scope_hash", scopes)))
+        if not include_forgotten:
+            clauses.extend(
+                (tantivy.Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN
+            )
+        return tantivy.Query.boolean_query(clauses)
+
+    def _scope_lengths(
+        self,
+        searcher: tantivy.Searcher,
+        scopes: list[str] | None,
+        include_forgotten: bool,
+        visible: tantivy.Query,
+        is_turn: Callable[[MemoryType, str], bool] | None = None,
+    ) -> _ScopeStats:
+        """How many live, visible memories the scopes hold, their fields' mean length in
+        tokens, and each session turn's context (its nearest turns within `CONTEXT_WINDOW`,
+        as the index's context field holds them; with `is_turn`, only between memories it
+        calls conversation turns): counted once per state of the index (writes and refreshes
+        forget it)."""
+        key = (None if scopes is None else tuple(sorted(scopes)), include_forgotten, is_turn)
+        known = self._lengths.get(key)
+        if known is not None:
+            return known
+        total = _count(searcher, visible)
+        titles = bodies = 0
+        turns: dict[str, list[tuple[datetime, str, tuple[str, ...]]]] = {}
+        if total:
+            for _, address in searcher.search(visible, limit=total, count=False).hits:
+                document = searcher.doc(address)
+                title, body = self._fields_tokens(document)
+                titles += len(title)
+                bodies += len(body)
+                if _stored(document, "type") == _CONTEXT_TYPE.value and (
+                    is_turn is None
+                    or is_turn(_CONTEXT_TYPE, "".join(_text(document, "body_stored")))
+                ):
+                    scope = str(_stored(document, "scope_hash"))
+                    at = to_utc(_stored(document, "created_at"))
+                    turns.setdefault(scope, []).append((at, str(_stored(document, "slug")), body))
+        context: dict[str, tuple[tuple[str, ...], ...]] = {}
+        contexts = 0
+        for listed in turns.values():
+            listed.sort(key=lambda item: (item[0], item[1]))
+            for i, (at, slug, _) in enumerate(listed):
+                near = []
+                if i > 0 and listed[i - 1][0] >= at - CONTEXT_WINDOW:
+                    near.append(listed[i - 1][2])
+                if i + 1 < len(listed) and listed[i + 1][0] <= at + CONTEXT_WINDOW:
+                    near.append(listed[i + 1][2])
+                context[slug] = tuple(near)
+                contexts += sum(len(n) for n in near)
+        known = _ScopeStats(
+            total,
+            titles / max(total, 1),
+            bodies / max(total, 1),
+            contexts / max(len(context), 1),
+            context,
+        )
+        self._lengths[key] = known
+        return known
 
     def lookup(self, slugs: Sequence[str], *, query: str | None = None) -> dict[str, SearchHit]:
         """These memories as the index holds them, by slug (unknown slugs are absent).
@@ -945,6 +1149,8 @@ class SearchIndex:
                         first = min(first, at)
             else:
                 stems = parsed.stems[term]
+                if stems and all(s in self._stops for s in stems):
+                    continue  # a function word ("the", "is") explains nothing
                 if stems and all(s in body_stems or s in other_stems for s in stems):
                     matched.append(term)
                     english_stems.update(stems)
@@ -1164,6 +1370,49 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
     """How many documents match `query` (tantivy's stub does not declare `count`)."""
     result = searcher.search(query, limit=1, count=True)
     return int(result.count or 0)  # type: ignore[attr-defined]
+
+
+_TOKENS_KEPT = 8_000_000
+"""At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+
+class LocalScore(NamedTuple):
+    """A memory's scope-local BM25 score, and `relevance`: the idf-weighted share of the
+    query's words it holds, each saturating with its frequency (0 to 1, comparable across
+    queries and scopes: a memory holding every word many times scores near 1)."""
+
+    slug: str
+    score: float
+    relevance: float
+    matched: frozenset[str] = frozenset()
+    """The query's tokens the memory holds."""
+
+
+class _ScopeStats(NamedTuple):
+    """The searched scopes' live, visible memories: how many, their fields' mean lengths, and
+    each session turn's context (the body tokens of its nearest turns)."""
+
+    docs: int
+    mean_title: float
+    mean_body: float
+    mean_context: float
+    context: dict[str, tuple[tuple[str, ...], ...]]
+
+
+class LocalRanking(NamedTuple):
+    """`local_bm25`'s hits, best first, and each query token's share of the most the query
+    could score in the scope (its idf over the sum of the query's; the shares sum to 1)."""
+
+    hits: list[LocalScore]
+    shares: dict[str, float]
+    docs: dict[str, SearchDoc]
+    """The hits as indexed (recall ranks and explains on them without fetching them again)."""
+
+    def share(self, tokens: Iterable[str]) -> float:
+        """How much of the query these tokens carry, 0 to 1."""
+        return min(1.0, sum(self.shares.get(t, 0.0) for t in set(tokens)))
 
 
 def _bm25_idf(docs: int, with_term: int) -> float:

@@ -1,0 +1,110 @@
+"""The candidates a recall gathers: each memory some stage found, with each stage's score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from memoryd.models import DecayState, MemoryType
+
+
+class VectorStage(Protocol):
+    """An optional embedding index; recall runs without one."""
+
+    def search(
+        self, query: str, *, scope_hashes: Sequence[str] | None, limit: int
+    ) -> list[tuple[str, float]]: ...
+
+
+@dataclass
+class Candidate:
+    slug: str
+    stage_scores: dict[str, float] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)
+    score: float = 0.0
+    superseded_by: str | None = None
+    relevance: float = 0.0
+    """How well its text answers the query, 0 to 1 (`LocalScore.relevance`)."""
+    demotion: float = 1.0
+    whole_session: bool = False
+    matched: frozenset[str] = frozenset()
+    """The query's words its text holds (as the index analyses them)."""
+    path_stages: dict[str, str] = field(default_factory=dict)
+    """path → the stage that found it."""
+    factors: dict[str, float] = field(default_factory=dict)
+    """Every factor that moved its score: each stage's contribution to the fused score,
+    then each adjustment's multiplier (title, length, long-term, recency, dim, superseded)."""
+
+    def scale(self, factor: str, by: float) -> None:
+        """Multiply the score by a named factor, kept for the explanation when it moves it."""
+        self.score *= by
+        if by != 1.0:
+            self.factors[factor] = round(self.factors.get(factor, 1.0) * by, 4)
+
+    """A captured or recorded whole session (many turns), not one turn or one note."""
+    """The product of the demoting factors the adjustment applied (superseded, dim)."""
+    shape: TurnShape | None = None
+    """For a session turn: how it reads (`turn_shapes`), which weighs its score."""
+
+    def add(self, stage: str, score: float, path: str | None = None) -> None:
+        self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
+        if path:
+            self.explain(path)
+            self.path_stages.setdefault(path, stage)
+
+    def drop_stage(self, stage: str) -> None:
+        """Forget what a stage found here (fenced from this memory's shape), paths too."""
+        self.stage_scores.pop(stage, None)
+        self.paths[:] = [p for p in self.paths if self.path_stages.get(p) != stage]
+
+    def explain(self, path: str, *, first: bool = False) -> None:
+        """Say how the memory was reached (at most five ways; `first` for the telling one)."""
+        if path in self.paths:
+            return
+        if first:
+            self.paths[:] = [path, *self.paths][:5]
+        elif len(self.paths) < 5:
+            self.paths.append(path)
+
+
+class CandidatePool(dict[str, Candidate]):
+    """Every memory some stage found, with each stage's raw score."""
+
+    def at(self, slug: str) -> Candidate:
+        return self.setdefault(slug, Candidate(slug))
+
+    def has_stage(self, stage: str) -> bool:
+        return any(stage in c.stage_scores for c in self.values())
+
+    def fuse(self, stages: Sequence[str]) -> dict[str, float]:
+        """The text score with the graph stages' bounded evidence (`evidence_fusion`)."""
+        from memoryd.recall.fusion import evidence_fusion
+
+        return evidence_fusion(self, stages)
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """What the adjustment step needs to know of a candidate."""
+
+    type: MemoryType
+    decay_state: DecayState
+    created_at: datetime
+    title_share: float = 0.0
+    """How much of the query the memory's title names, 0 to 1 (`SearchIndex.titles_naming`)."""
+
+
+@dataclass(frozen=True)
+class TurnShape:
+    """How a session turn reads: its length against the other candidates' median, and
+    whether it ends by asking."""
+
+    words: int
+    asks: bool
+    length_factor: float = 1.0
+
+
+class NormaliseFn(Protocol):
+    def __call__(self, name: str) -> str: ...

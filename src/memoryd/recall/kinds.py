@@ -1,0 +1,54 @@
+"""The kind stage: a query that names a kind of entity ("which databases") reaches the
+memories mentioning any known entity of that kind."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from memoryd.models import EntityType
+
+_WORD = re.compile(r"[\w][\w.+#/-]*[\w+#]|[\w]", re.UNICODE)
+
+KIND_WORDS: Mapping[str, tuple[EntityType, str | None]] = {
+    **dict.fromkeys(
+        ("place", "places", "location", "locations"),
+        (EntityType.PLACE, None),
+    ),
+    **dict.fromkeys(("city", "cities", "town", "towns"), (EntityType.PLACE, "city")),
+    **dict.fromkeys(("country", "countries", "nation", "nations"), (EntityType.PLACE, "country")),
+    **dict.fromkeys(
+        ("state", "states", "province", "provinces", "region", "regions"),
+        (EntityType.PLACE, "region"),
+    ),
+    **dict.fromkeys(("database", "databases", "db", "dbs"), (EntityType.TOOL, "database")),
+    **dict.fromkeys(("broker", "brokers", "queue", "queues"), (EntityType.TOOL, "message-broker")),
+    **dict.fromkeys(("runtime", "runtimes"), (EntityType.TOOL, "runtime")),
+    **dict.fromkeys(("language", "languages"), (EntityType.TOOL, "language")),
+    **dict.fromkeys(("framework", "frameworks"), (EntityType.LIBRARY, "framework")),
+    **dict.fromkeys(("library", "libraries"), (EntityType.LIBRARY, None)),
+    **dict.fromkeys(("cloud", "clouds"), (EntityType.TOOL, "cloud")),
+    **dict.fromkeys(("editor", "editors", "ide", "ides"), (EntityType.TOOL, "editor")),
+    **dict.fromkeys(
+        ("company", "companies", "organization", "organizations"), (EntityType.ORGANIZATION, None)
+    ),
+}
+"""Words that name a kind of entity rather than one: "which cities has Jon visited", "what
+databases did we try". The kind stage reaches the memories that mention any known entity of
+that kind, so an answer that never repeats the question's words ("a trip to Rome") is found."""
+KIND_IMPLIED: Mapping[str, tuple[str, ...]] = {"country": ("region", "city")}
+"""Kinds whose entities answer for another kind: a trip to Rio de Janeiro was a trip to a
+country. They lead the kind stage at `IMPLIED_KIND_WEIGHT`."""
+IMPLIED_KIND_WEIGHT = 0.5
+KIND_ENTITY_LIMIT = 500
+"""At most this many entities of one kind lead the kind stage (the most mentioned first)."""
+
+
+def kind_words(query: str) -> dict[str, tuple[EntityType, str | None]]:
+    """The query's words that name a kind of entity, with the (type, kind) they name."""
+    found: dict[str, tuple[EntityType, str | None]] = {}
+    for word in _WORD.findall(query.lower()):
+        named = KIND_WORDS.get(word)
+        if named is not None:
+            found.setdefault(word, named)
+    return found

@@ -1,0 +1,306 @@
+"""The recall pipeline: the stages run over the stores, fused, adjusted and explained.
+
+The service resolves the scope and counts recalls; everything between the query and the
+ranked hits happens here, stage by stage, each switchable through `RecallConfig`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from memoryd.extraction.pipeline import load_hyponyms
+from memoryd.graph.store import GraphStore, MemoryRow
+from memoryd.models import DecayState, MemoryType, RecallHit, SearchHit, utcnow
+from memoryd.recall import adjustment, conversation, entities, graph, kinds, text
+from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, VectorStage
+from memoryd.recall.config import RecallConfig
+from memoryd.recall.entities import EntityMatcher
+from memoryd.recall.explain import explain_expansion, recall_hit
+from memoryd.search.index import LocalRanking, LocalScore, SearchDoc, SearchIndex
+from memoryd.text import query_terms
+
+
+@dataclass
+class RecallOutcome:
+    """The ranked hits, the entity ids the query linked to, the stages that found something."""
+
+    hits: list[RecallHit]
+    entities: list[str] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RecallPipeline:
+    """One recall over the search index and the graph (built per recall: cheap)."""
+
+    index: SearchIndex
+    graph: GraphStore
+    matcher: Callable[[], EntityMatcher]
+    config: RecallConfig
+    vector_stage: VectorStage | None = None
+    _shares: LocalRanking = field(default_factory=lambda: LocalRanking([], {}, {}))
+
+    def run(
+        self,
+        query: str,
+        *,
+        scope_hash: str | None,
+        types: Sequence[MemoryType] | None,
+        k: int,
+        include_forgotten: bool,
+    ) -> RecallOutcome:
+        """The stages, fused, then adjusted (DESIGN.md §6), the best `k` explained."""
+        on = self.config.stages
+        scopes = [scope_hash] if scope_hash else None
+        size = max(50, 5 * k)
+        pool = CandidatePool()
+        kind, expansion = kind_expansion(query) if "expansion" in on else (None, dict[str, float]())
+        stages: list[str] = []
+        text_ranking = self.index.local_bm25(
+            query,
+            scope_hashes=scopes,
+            types=types,
+            include_forgotten=include_forgotten,
+            limit=size,
+            expansion=expansion,
+            context_boost=text.TEXT_CONTEXT_BOOST if "context" in on else 0.0,
+            is_turn=conversation.is_turn,
+        )
+        self._shares = text_ranking
+        bm25 = text_ranking.hits if "text" in on else []
+        for found in bm25:
+            cand = pool.at(found.slug)
+            cand.add("bm25", found.relevance)
+            cand.matched = found.matched
+        if "text" in on:
+            stages.append("bm25")
+        linked: dict[str, str] = {}
+        if "entity" in on:
+            linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
+        # What the query names: by form, by a known entity, or by kind ("which databases").
+        names = [*entities.named_words(query), *linked.values()]
+        kind_names = self._kind_stage(query, scopes, pool, stages) if "kind" in on else []
+        if self.vector_stage is not None and "vector" in on:
+            stages.append("vector")
+            for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
+                pool.at(slug).add("vector", score)
+        # In an episode (session memories), what was said just before and after a strong text
+        # hit often completes it: a share of the hit's score goes to its neighbouring turns.
+        # Long-term memories stand on their own.
+        if "context" in on:
+            self._spread_to_neighbours(bm25[: conversation.CONTEXT_SEEDS], pool)
+        if pool.has_stage("context"):
+            stages.append("context")
+        # Rank on the fields the index stores: looking many memories up by slug in the graph
+        # engine scans its whole Memory table. A session turn's text weighs its score.
+        known = self._shares.docs
+        stored = {slug: known[slug] for slug in pool if slug in known}
+        stored.update(self.index.stored([slug for slug in pool if slug not in known]))
+        sessions = {
+            s: doc.body for s, doc in stored.items() if conversation.is_turn(doc.type, doc.body)
+        }
+        for slug, shape in conversation.turn_shapes(sessions).items():
+            pool[slug].shape = shape
+        for slug, doc in stored.items():
+            pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
+        fused = pool.fuse(stages)
+        for slug, score in fused.items():
+            pool[slug].score = score
+            pool[slug].relevance = min(1.0, score)
+        ranked = self._adjust(
+            query, pool, (names, kind_names), scope_hash, types, include_forgotten, stored
+        )[:k]
+        if kind is not None:
+            explain_expansion(self.index, query, kind, expansion, ranked, stored)
+        explained = self.index.lookup([c.slug for c in ranked], query=query)
+        hits = [recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
+        return RecallOutcome(hits=hits, entities=sorted(linked), stages=stages)
+
+    def _adjust(
+        self,
+        query: str,
+        pool: CandidatePool,
+        names: tuple[list[str], list[str]],
+        scope_hash: str | None,
+        types: Sequence[MemoryType] | None,
+        include_forgotten: bool,
+        stored: dict[str, SearchDoc],
+    ) -> list[Candidate]:
+        """Successors pulled in, the filters applied, then the adjustment rules, best first."""
+        superseded = self.graph.superseded_by(list(pool))
+        for older, newer in superseded.items():
+            if newer not in pool:
+                pulled = pool.at(newer)
+                pulled.score = pool[older].score
+                pulled.paths.append(f"supersedes {older}")
+        pulled_in = [slug for slug in pool if slug not in stored]  # successors, rarely any
+        if pulled_in:
+            stored.update(self.index.stored(pulled_in))
+        # The entities found by their kind name the query's subject for the memories the kind
+        # stage counts for, not for whole sessions (see `fusion.EVIDENCE_WEIGHTS`).
+        named_by, kind_names = names
+        titles = {slug: doc.title for slug, doc in stored.items() if slug in pool}
+        whole = {slug: t for slug, t in titles.items() if pool[slug].whole_session}
+        named = self.index.titles_naming(query, whole, names=named_by) if whole else {}
+        rest = {slug: t for slug, t in titles.items() if slug not in whole}
+        if rest:
+            named.update(self.index.titles_naming(query, rest, names=[*named_by, *kind_names]))
+        facts = {
+            slug: MemoryFacts(
+                doc.type, doc.decay_state, doc.created_at, title_share=named.get(slug, 0.0)
+            )
+            for slug, doc in stored.items()
+            if slug in pool and admissible(doc, scope_hash, types, include_forgotten)
+        }
+        for slug in [s for s in pool if s not in facts]:
+            del pool[slug]
+        ranked = adjustment.adjust(pool, facts, superseded, utcnow())
+        if "current" in self.config.stages:
+            adjustment.current_first(ranked, facts)
+        return ranked
+
+    def _share(self, words: str) -> float:
+        """How much of the query `words` carry in the searched scope (`LocalRanking.share`)."""
+        return self._shares.share(self.index.analyse(words))
+
+    def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
+        """The context stage: each session text hit lends a share of its score to the turns
+        written just before and after it (`CONTEXT_SPREAD`, by distance)."""
+        spread = conversation.CONTEXT_SPREAD
+        docs = self._shares.docs
+        for seed in seeds:
+            hit = docs.get(seed.slug)
+            if hit is None or not conversation.is_turn(hit.type, hit.body):
+                continue
+            before, after = self.index.near_in_time(
+                scope_hash=hit.scope_hash,
+                type=MemoryType.SESSION,
+                at=hit.created_at,
+                window=conversation.CONTEXT_WINDOW,
+                exclude=hit.slug,
+                per_side=len(spread),
+            )
+            for side in (before, after):
+                for share, slug in zip(spread, side, strict=False):
+                    pool.at(slug).add("context", share * seed.relevance, f"next to {hit.slug}")
+
+    def _entity_stages(
+        self,
+        query: str,
+        scopes: list[str] | None,
+        pool: CandidatePool,
+        stages: list[str],
+        *,
+        have_text_hits: bool,
+    ) -> dict[str, str]:
+        """Link the query to entities, then collect the memories that mention them (1 hop)
+        and those that mention their related entities (2 hops). Returns the linked ids."""
+        matcher = self.matcher()
+        linked = matcher.match(query, query_terms(query)) if matcher.by_key else {}
+        if not linked:
+            return linked
+        # Sorted: the engine returns rows in no set order, and paths must not depend on it.
+        rows = sorted(self.graph.mentioning(list(linked), scope_hashes=scopes))
+        # Counted where the recall looks, so another project's memories never change how
+        # specific an entity is here (`mentioning` returns at most `max_fanout` per entity).
+        here = Counter(eid for eid, _, _ in rows)
+        # Hubs (an entity in most memories, like the user's own name) do not discriminate:
+        # they only lead the traversal when nothing else matched.
+        hub = self.graph.max_fanout
+        specific = {e: w for e, w in linked.items() if 0 < here[e] < hub}
+        if specific or have_text_hits:
+            linked = specific
+        if not linked:
+            return linked
+        stages.append("entity")
+        # An entity's evidence is bounded by how much of the query the words naming it carry
+        # in this scope: "api" in a project whose every session says "api" adds little.
+        weights = {
+            eid: entities.entity_weight(here[eid]) * self._share(gram)
+            for eid, gram in linked.items()
+        }
+        for eid, slug, conf in rows:
+            if eid in linked:
+                pool.at(slug).add(
+                    "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
+                )
+        if "graph" not in self.config.stages:
+            return linked
+        via: dict[str, list[tuple[str, str, float]]] = {}
+        for src, dst, predicate, conf in sorted(self.graph.related_entities(list(linked))):
+            if dst not in linked:
+                via.setdefault(dst, []).append((src, predicate, conf))
+        if not via:
+            return linked
+        stages.append("graph")
+        for eid, slug, conf in sorted(self.graph.mentioning(list(via), scope_hashes=scopes)):
+            for src, predicate, rel_conf in via[eid]:
+                weight = weights[src] * graph.PREDICATE_WEIGHTS.get(predicate, 0.5)
+                path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
+                pool.at(slug).add("graph", weight * rel_conf * conf, f"{path} → memory")
+        return linked
+
+    def _kind_stage(
+        self,
+        query: str,
+        scopes: list[str] | None,
+        pool: CandidatePool,
+        stages: list[str],
+    ) -> list[str]:
+        """The memories that mention an entity of the kind the query asks about ("which
+        cities …" → Rome, Paris), the entities rarer in the searched scope first. Returns the
+        names of the entities found: the query names them by their kind."""
+        asked = kinds.kind_words(query)
+        if not asked:
+            return []
+        matcher = self.matcher()
+        leads: dict[str, tuple[str, float]] = {}
+        for word, (type_, kind) in asked.items():
+            for entity, fit in matcher.of_kind(type_, kind):
+                if entity.mention_count <= self.graph.max_fanout:
+                    leads.setdefault(entity.id, (word, fit))
+        if not leads:
+            return []
+        rows = sorted(self.graph.mentioning(list(leads), scope_hashes=scopes))
+        # Rarity where the recall looks: a city named once in this project says more than
+        # one named in every conversation of another.
+        here = Counter(eid for eid, _, _ in rows)
+        if rows:
+            stages.append("kind")
+        for eid, slug, conf in rows:
+            word, fit = leads[eid]
+            weight = fit * entities.entity_weight(here[eid]) * conf * self._share(word)
+            pool.at(slug).add("kind", weight, f"{word} → {matcher.entities[eid].name} → memory")
+        return [matcher.entities[eid].name for eid in here]
+
+
+def kind_expansion(query: str) -> tuple[str | None, dict[str, float]]:
+    """The kind of everyday thing the query asks for, and the words for its instances at
+    their weight: for "What sports does John like?" the words for sports join the text
+    stage, so "we went surfing" answers though it never says "sport"."""
+    known = load_hyponyms()
+    kind = text.asked_kind(query, known)
+    if kind is None:
+        return None, {}
+    return kind, dict.fromkeys(known[kind], text.KIND_EXPANSION_WEIGHT)
+
+
+def admissible(
+    row: MemoryRow | SearchHit | SearchDoc,
+    scope_hash: str | None,
+    types: Sequence[MemoryType] | None,
+    include_forgotten: bool,
+) -> bool:
+    """Whether a graph-found candidate passes the same filters the text search applied."""
+    if scope_hash and row.scope_hash != scope_hash:
+        return False
+    if types and row.type not in types:
+        return False
+    if row.decay_state is DecayState.FORGOTTEN:
+        return False
+    return include_forgotten or row.decay_state.visible_by_default
+
+
+__all__ = ["Candidate", "RecallOutcome", "RecallPipeline", "admissible", "kind_expansion"]
