@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd.private import make_private_dir
+
 from memoryd.errors import StorageError
 from memoryd.vault import fsync_dir, storage_error
 
@@ -132,7 +134,7 @@ class Journal:
     def _append(self, obj: dict[str, Any], *, sync: bool) -> None:
         data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.dir)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 if not self._tail_checked:
