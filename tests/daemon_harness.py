@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from memoryd.daemon.client import socket_accepts
+from memoryd.private import make_private_dir
 
 START_TIMEOUT_S = 60.0
 
@@ -72,8 +73,10 @@ class Daemon:
         return self.home / "logs" / "test-daemon.log"
 
     def start(self, *, timeout_s: float = START_TIMEOUT_S) -> Daemon:
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.log.parent.mkdir(parents=True, exist_ok=True)
+        # The harness writes into the data dir itself (its log), so it keeps the modes the
+        # daemon would give them: doctor's permission check stays meaningful in tests.
+        make_private_dir(self.log.parent)
+        os.close(os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         command = [sys.executable, "-m", "memoryd", "serve", "--home", str(self.home)]
         command += ["--port", str(self.port)] if self.port is not None else ["--no-tcp"]
         with open(self.log, "ab") as log:
