@@ -28,9 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryd.private import make_private_dir
-
 from memoryd.errors import StorageError
+from memoryd.private import make_private_dir
 from memoryd.vault import fsync_dir, storage_error
 
 logger = logging.getLogger(__name__)
