@@ -65,8 +65,9 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "003_profile_versions.sql",
         "004_profile_change_reports.sql",
         "005_enrichment.sql",
+        "006_promotion_review.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 5
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 6
 
 
 def test_open_creates_all_tables_with_the_seed_columns(
@@ -88,6 +89,13 @@ def test_open_creates_all_tables_with_the_seed_columns(
         "status",
         "created_at",
         "decided_at",
+        "source_title",
+        "source_fingerprint",
+        "evidence",
+        "decided_by",
+        "decision_reason",
+        "promoted_slug",
+        "source_missing_at",
     ]
     assert _columns(db_path, "trigger_stats") == ["trigger", "scope_hash", "day", "hits"]
     assert _columns(db_path, "profile_versions") == [
@@ -188,14 +196,14 @@ def test_a_failing_migration_leaves_the_previous_schema_intact(tmp_path: Path) -
 def test_a_newer_database_is_refused(db_path: Path) -> None:
     GovernanceStore.open(db_path).close()
     conn = sqlite3.connect(db_path)
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
     conn.close()
 
     with pytest.raises(StorageError, match="upgrade memoryd") as caught:
         GovernanceStore.open(db_path)
 
     assert str(caught.value) == (
-        f"{db_path} is at schema 7 but this memoryd knows {LATEST_VERSION}: upgrade memoryd"
+        f"{db_path} is at schema {LATEST_VERSION + 1} but this memoryd knows {LATEST_VERSION}: upgrade memoryd"
     )
 
 

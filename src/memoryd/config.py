@@ -102,6 +102,23 @@ class EnrichmentSettings(BaseModel):
     )
 
 
+class GovernanceSettings(BaseModel):
+    """DURA scoring and the promotions queue (seeds/004)."""
+
+    dura_threshold: float = Field(
+        default=0.6,
+        ge=0.0,
+        le=1.0,
+        description="a session memory whose mean DURA score reaches this is proposed for"
+        " promotion to long-term memory",
+    )
+    agents_decide: bool = Field(
+        default=False,
+        description="let agents approve or reject promotions through the MCP tools `promote`"
+        " and `reject` (off: only a person decides, with the CLI, the API or the graph page)",
+    )
+
+
 class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
 
@@ -201,6 +218,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     enrichment: EnrichmentSettings = Field(default_factory=EnrichmentSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 from memoryd.capture.memfile import split_summary
 from memoryd.errors import MemorydError
+from memoryd.governance.analyze import Candidate, SessionText, score_with_llm
 from memoryd.governance.store import EnrichmentState
 from memoryd.llm.base import LLMProvider, Usage
-from memoryd.models import Extraction, Memory
+from memoryd.models import Extraction, Memory, PromotionProposal
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,10 @@ class EnrichmentJob:
 
     `skip` says why there is nothing to run (the state to record is `skip_state`); otherwise
     `text` is the body the stages read (without the summary section), `rules` the spaCy
-    stage's proposals and `use_llm` whether the LLM stage runs now.
+    stage's proposals and `use_llm` whether the LLM stage runs now. `session` is what DURA
+    scoring reads (None when the memory may not be scored), `heuristic` heuristic-v1's
+    proposal for it (written when no LLM scores) and `candidates` the long-term memories it
+    might supersede.
     """
 
     slug: str
@@ -69,6 +73,9 @@ class EnrichmentJob:
     use_llm: bool = False
     skip: str | None = None
     skip_state: EnrichmentState = "done"
+    session: SessionText | None = None
+    heuristic: PromotionProposal | None = None
+    candidates: tuple[Candidate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,12 +85,14 @@ class LLMResult:
 
     refined: Extraction | None = None
     summary_section: str = ""
+    dura: PromotionProposal | None = None
     error: MemorydError | None = None
     usage: Usage = field(default_factory=Usage)
 
 
 def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
-    """Refine the extraction, then summarise the session: two structured LLM calls.
+    """Refine the extraction, summarise the session, then score it on DURA: three
+    structured LLM calls (the last only when the memory may be scored).
 
     Touches no store and holds no lock (the daemon runs it beside its writer). Token use and
     estimated cost are logged per memory; no text of the memory is.
@@ -94,6 +103,7 @@ def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
     before = llm.usage()
     refined: Extraction | None = None
     section = ""
+    dura: PromotionProposal | None = None
     error: MemorydError | None = None
     try:
         refined = extract_with_llm(
@@ -101,6 +111,8 @@ def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
         )
         summary = summarize_session(llm, job.title, job.text)
         section = render_summary(summary.summary, summary.decisions, summary.open_problems)
+        if job.session is not None:
+            dura = score_with_llm(llm, job.session, job.candidates)
     except MemorydError as exc:
         error = exc
     spent = _spent(before, llm.usage())
@@ -115,7 +127,9 @@ def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
         "cost unknown" if spent.cost_usd is None else f"about ${spent.cost_usd:.4f}",
         f"; failed: {error.code}" if error is not None else "",
     )
-    return LLMResult(refined=refined, summary_section=section, error=error, usage=spent)
+    return LLMResult(
+        refined=refined, summary_section=section, dura=dura, error=error, usage=spent
+    )
 
 
 def _spent(before: Usage, after: Usage) -> Usage:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -109,15 +109,28 @@ class EntityType(StrEnum):
     CONCEPT = "concept"
 
 
-class Dura(BaseModel):
-    """DURA score: Decision-worthy, Useful, Recallable, Accurate, each in [0, 1]."""
+DURA_BY = re.compile(r"^(heuristic-v[0-9]+|llm:[^\s]{1,120})$")
+"""How a DURA score was made: `heuristic-v1`, or `llm:<model>`."""
 
-    model_config = ConfigDict(frozen=True)
+
+class Dura(BaseModel):
+    """DURA score: Decision-worthy, Useful, Recallable, Accurate, each in [0, 1], and `by`,
+    how it was made (`llm:<model>` or `heuristic-v1`): a review shows who scored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     D: float = Field(ge=0.0, le=1.0)
     U: float = Field(ge=0.0, le=1.0)
     R: float = Field(ge=0.0, le=1.0)
     A: float = Field(ge=0.0, le=1.0)
+    by: str | None = None
+
+    @field_validator("by")
+    @classmethod
+    def _by_shape(cls, value: str | None) -> str | None:
+        if value is not None and not DURA_BY.match(value):
+            raise ValueError(f"by {value!r} must be 'heuristic-v1' or 'llm:<model>'")
+        return value
 
     @property
     def mean(self) -> float:
@@ -328,6 +341,70 @@ class MemoryDraft(BaseModel):
     allow_duplicate: bool = False
     supersedes: list[str] = Field(default_factory=list)
     promoted_from: str | None = None
+    slug: str | None = None
+    """A chosen slug (promotions write `promoted-<id>-<stem>`); None: made from the title."""
+
+
+PromotionStatus = Literal["pending", "approved", "rejected", "merged"]
+
+
+class PromotionProposal(BaseModel):
+    """What DURA scoring proposes for one session memory: the long-term memory it would
+    become, the score (`dura.by` says how it was made) and the evidence behind it."""
+
+    source_slug: str
+    source_title: str
+    source_fingerprint: str
+    scope_hash: str
+    proposed_type: MemoryType
+    proposed_title: str = Field(min_length=1, max_length=200)
+    proposed_body: str
+    proposed_triggers: list[str] = Field(default_factory=list)
+    proposed_supersedes: list[str] = Field(default_factory=list)
+    dura: Dura
+    reasoning: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    """Sentences quoted verbatim from the session that the score rests on."""
+
+    @field_validator("proposed_type")
+    @classmethod
+    def _long_term(cls, value: MemoryType) -> MemoryType:
+        if not value.long_term:
+            raise ValueError("a promotion proposes a long-term type, not session")
+        return value
+
+
+class Promotion(PromotionProposal):
+    """A row of the promotions queue (governance.db) with its decision, if any."""
+
+    id: int
+    status: PromotionStatus
+    created_at: Timestamp
+    decided_at: Timestamp | None = None
+    decided_by: str | None = None
+    decision_reason: str | None = None
+    promoted_slug: str | None = None
+    """The long-term memory `promote` wrote."""
+    source_missing_at: Timestamp | None = None
+    """When a promote found the source session deleted: the promotion stays, marked."""
+
+
+class DuraAnalysis(BaseModel):
+    """What `analyze-session` did: the score written to the memory's frontmatter and, when
+    its mean reached the threshold, the promotion it queued."""
+
+    slug: str
+    dura: Dura
+    threshold: float
+    proposal: PromotionProposal
+    promotion_id: int | None = None
+    queue: Literal["new", "updated", "decided"] | None = None
+    """new: a promotion was queued; updated: the pending one was refreshed; decided: this
+    content was already decided, nothing was queued."""
+
+    @property
+    def mean(self) -> float:
+        return self.dura.mean
 
 
 class MemorySummary(BaseModel):

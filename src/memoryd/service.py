@@ -40,6 +40,7 @@ from memoryd.enrichment import (
 )
 from memoryd.errors import (
     BrokenMemoryFile,
+    ConfigError,
     Conflict,
     InvalidInput,
     MemorydError,
@@ -49,7 +50,17 @@ from memoryd.errors import (
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.pipeline import Extractor, KnownEntity, load_hyponyms
-from memoryd.governance.store import EnrichmentState, GovernanceStore
+from memoryd.governance.analyze import (
+    AnalysisJob,
+    AnalysisMode,
+    Candidate,
+    SessionText,
+    refusal,
+    run_analysis,
+    score_heuristic,
+)
+from memoryd.governance.promotions import Review, ReviewPolicy
+from memoryd.governance.store import EnrichmentState, GovernanceStore, Proposed
 from memoryd.graph.sandbox import CypherLimits, CypherSandbox
 from memoryd.graph.store import (
     CypherResult,
@@ -66,6 +77,7 @@ from memoryd.models import (
     AuditRecord,
     AuditVerification,
     DecayState,
+    DuraAnalysis,
     EntityDeletion,
     Extraction,
     Frontmatter,
@@ -74,6 +86,9 @@ from memoryd.models import (
     MemorySummary,
     MemoryType,
     Predicate,
+    Promotion,
+    PromotionProposal,
+    PromotionStatus,
     RecallHit,
     RecallResult,
     ReindexReport,
@@ -157,6 +172,7 @@ class MemoryService:
         read_only: bool = False,
         enrichment: EnrichmentPolicy | None = None,
         cypher_limits: CypherLimits | None = None,
+        review: ReviewPolicy | None = None,
     ) -> None:
         self.home = home
         self.read_only = read_only
@@ -191,6 +207,14 @@ class MemoryService:
         self.cypher_limits = cypher_limits or CypherLimits()
         self._sandbox: CypherSandbox | None = None
         self._sandbox_lock = threading.Lock()
+        self.review = Review(
+            governance,
+            review or ReviewPolicy(),
+            write=self._record_in_scope,
+            exists=self._memory_exists,
+            audit=lambda event: self.audit.append_many([event]),
+        )
+        """The promotions queue and its decisions (`governance.promotions`)."""
 
     def close(self) -> None:
         try:
@@ -265,7 +289,7 @@ class MemoryService:
         try:
             meta = Frontmatter(
                 title=title,
-                slug=slugify(title, created),
+                slug=draft.slug or slugify(title, created),
                 type=draft.type,
                 scope_hash=scope.scope_hash,
                 source=draft.source,
@@ -317,6 +341,30 @@ class MemoryService:
             self._write_batch(batch, sync_each=not bulk)
             written.extend(batch)
         return written
+
+    def _record_in_scope(self, draft: MemoryDraft, scope_hash: str) -> Memory:
+        """Record one memory into a scope known by its hash (a promotion's), not by a path."""
+        self._require_writable("record a memory")
+        scope = self.vault.read_scope(scope_hash)
+        if scope is None:
+            raise NotFound(
+                f"scope {scope_hash} has no scope.json in the vault",
+                hint="run `memoryd reindex`, or record the memory from its project directory",
+            )
+        memory = self._prepare(draft, scope, utcnow())
+        self._refuse_duplicates([memory], [draft])
+        self._check_links(memory)
+        self._extract([memory])
+        self._ensure_scope(scope)
+        self._write_batch([memory], sync_each=True)
+        return memory
+
+    def _memory_exists(self, slug: str) -> bool:
+        """In the graph and on disk: what a PROMOTED_FROM or SUPERSEDES edge can point at."""
+        row = self.graph.get_memory(slug)
+        if row is None:
+            return False
+        return bool(row.path and Path(row.path).is_file()) or self.vault.find(slug) is not None
 
     def _known_entities(self) -> list[KnownEntity]:
         matcher = self._entity_matcher()
@@ -1511,6 +1559,7 @@ class MemoryService:
             if self.extractor is not None
             else Extraction()
         )
+        session, candidates = self._dura_input(memory, scope, rules)
         return EnrichmentJob(
             slug,
             content_fingerprint(memory),
@@ -1519,7 +1568,38 @@ class MemoryService:
             known=tuple(k.name for k in known),
             rules=rules,
             use_llm=use_llm and self.llm is not None,
+            session=session,
+            heuristic=score_heuristic(session, candidates) if session is not None else None,
+            candidates=candidates,
         )
+
+    def _dura_input(
+        self, memory: Memory, scope: ScopeInfo | None, rules: Extraction
+    ) -> tuple[SessionText | None, tuple[Candidate, ...]]:
+        """What DURA scoring reads: the session without its summary, the entities extracted
+        from it, and the scope's long-term memories that name them (supersede candidates).
+        None when `analyze.refusal` says the memory may not be scored."""
+        if refusal(memory, scope) is not None:
+            return None, ()
+        entities = tuple(dict.fromkeys(e.name for e in rules.entities))
+        session = SessionText(
+            slug=memory.slug,
+            title=memory.meta.title,
+            text=split_summary(memory.body)[1],
+            fingerprint=content_fingerprint(memory),
+            scope_hash=memory.meta.scope_hash,
+            entities=entities,
+        )
+        query = " ".join(entities[:6])
+        if not query:
+            return session, ()
+        hits = self.search(
+            query,
+            scope=memory.meta.scope_hash,
+            types=[t for t in MemoryType if t.long_term],
+            k=8,
+        )
+        return session, tuple(Candidate(h.slug, h.title) for h in hits if h.slug != memory.slug)
 
     def apply_enrichment(self, job: EnrichmentJob, result: LLMResult | None = None) -> str:
         """Write what a job found and settle its queue row; returns what happened.
@@ -1552,7 +1632,7 @@ class MemoryService:
                 # The file changed before it was drained: the job is about what it holds now.
                 self.governance.enqueue_enrichment(job.slug, job.fingerprint, now)
                 row = self.governance.enrichment(job.slug) or row
-            self._write_enrichment(old, job, result)
+            self._write_enrichment(old, job, result, self._dura_of(job, result, row.attempts))
         if result is None:
             # The LLM stage did not run: done, unless a provider is configured (the daemon
             # runs it later; embedded commands only run the rules).
@@ -1582,9 +1662,28 @@ class MemoryService:
         )
         return "failed" if failed else "retry"
 
-    def _write_enrichment(self, old: Memory, job: EnrichmentJob, result: LLMResult | None) -> None:
-        """Proposals into the frontmatter, the summary atop the body; vault, graph, index,
-        audit. Called under the file lock; a memory it would not change is left alone."""
+    def _dura_of(
+        self, job: EnrichmentJob, result: LLMResult | None, attempts: int
+    ) -> PromotionProposal | None:
+        """The DURA proposal to write: the LLM's; heuristic-v1's when no LLM is configured
+        or when this was the LLM's last allowed attempt; None while the LLM is still owed."""
+        if result is not None and result.dura is not None:
+            return result.dura
+        if self.llm is None:
+            return job.heuristic
+        last = result is not None and attempts + 1 >= self.enrichment.max_attempts
+        return job.heuristic if last else None
+
+    def _write_enrichment(
+        self,
+        old: Memory,
+        job: EnrichmentJob,
+        result: LLMResult | None,
+        dura: PromotionProposal | None = None,
+    ) -> None:
+        """Proposals into the frontmatter, the summary atop the body, the DURA score; vault,
+        graph, index, audit, then the promotion when the score reaches the threshold. Called
+        under the file lock; a memory it would not change is left alone."""
         found = job.rules
         if result is not None and result.refined is not None:
             found = merge_extractions(found, result.refined)
@@ -1597,11 +1696,16 @@ class MemoryService:
         apply_extraction(new, found, self._merged_into())
         if result is not None and result.summary_section:
             new.body = with_summary(result.summary_section, old.body)
+        if dura is not None:
+            new.meta.dura_score = dura.dura
         if (
             new.body == old.body
             and new.meta.observations == old.meta.observations
             and new.meta.relations == old.meta.relations
+            and new.meta.dura_score == old.meta.dura_score
         ):
+            if dura is not None:
+                self._propose(dura)
             return
         new.meta.updated_at = utcnow()
         details: dict[str, Any] = {
@@ -1612,8 +1716,182 @@ class MemoryService:
         }
         if job.use_llm and self.llm is not None:
             details["llm"] = f"{self.llm.name}/{self.llm.model}"
+        if dura is not None:
+            details["dura"] = {"mean": round(dura.dura.mean, 3), "by": dura.dura.by}
         self._replace_everywhere(old, new, event_type="enrich", details=details)
         self.forget_entities()  # new entities: the next recall links queries to them
+        if dura is not None:
+            self._propose(dura)
+
+    def _propose(self, proposal: PromotionProposal) -> tuple[int, Proposed] | None:
+        """Queue the promotion when the score reaches the threshold, after the score is in
+        the file; a `propose` audit event names it. None: below the threshold."""
+        queued = self.review.propose(proposal)
+        if queued is None:
+            return None
+        promotion_id, what = queued
+        if what != "decided":
+            self.audit.append_many(
+                [
+                    AuditEvent(
+                        actor=self.actor,
+                        event_type="propose",
+                        scope_hash=proposal.scope_hash,
+                        target_id=proposal.source_slug,
+                        details={
+                            "promotion": promotion_id,
+                            "queue": what,
+                            "mean": round(proposal.dura.mean, 3),
+                            "by": proposal.dura.by,
+                        },
+                    )
+                ]
+            )
+        return queued
+
+    # -- DURA scoring and the promotions queue (governance.analyze, .promotions) ----------
+    def analyze_session(self, slug: str, *, mode: AnalysisMode = "auto") -> DuraAnalysis:
+        """Score one session memory again (`memoryd analyze-session`): prepare, score (the
+        LLM with `llm`, heuristic-v1 with `heuristic`, `auto`: the LLM when one is
+        configured), write. The daemon runs the three steps apart (the LLM off its writer)."""
+        job = self.prepare_analysis(slug, mode=mode)
+        return self.apply_analysis(job, run_analysis(self.llm, job))
+
+    def prepare_analysis(self, slug: str, *, mode: AnalysisMode = "auto") -> AnalysisJob:
+        """Read the memory and everything scoring needs (a read)."""
+        if mode == "llm" and self.llm is None:
+            raise ConfigError(
+                "--llm: no LLM is configured",
+                hint="set provider under [llm] in config.toml, or score with --heuristic",
+            )
+        memory = self.get(slug)
+        if memory.meta.type is not MemoryType.SESSION:
+            raise InvalidInput(
+                f"{slug} is a {memory.meta.type.value}: only session memories are scored",
+                hint="`memoryd list --type session` lists them",
+            )
+        scope = self.vault.read_scope(memory.meta.scope_hash)
+        rules = (
+            self.extractor.extract(
+                split_summary(memory.body)[1],
+                title=memory.meta.title,
+                known=self._known_entities(),
+            )
+            if self.extractor is not None
+            else Extraction()
+        )
+        session, candidates = self._dura_input(memory, scope, rules)
+        if session is None:
+            raise PolicyDenied(f"{slug} is not scored: {refusal(memory, scope)}")
+        return AnalysisJob(
+            slug=slug,
+            fingerprint=session.fingerprint,
+            session=session,
+            candidates=candidates,
+            use_llm=mode == "llm" or (mode == "auto" and self.llm is not None),
+            heuristic=score_heuristic(session, candidates),
+        )
+
+    def apply_analysis(
+        self, job: AnalysisJob, outcome: PromotionProposal | MemorydError
+    ) -> DuraAnalysis:
+        """Write the score into the memory's frontmatter (an `analyze` audit event) and queue
+        the promotion when its mean reaches the threshold. A failed LLM call leaves the
+        memory queued with backoff, like enrichment, and is raised with when it is retried."""
+        self._require_writable("score a session")
+        if isinstance(outcome, MemorydError):
+            raise self._retry_later(job, outcome)
+        with self._file_lock(job.slug):
+            old = self.get(job.slug)
+            if content_fingerprint(old) != job.fingerprint:
+                raise Conflict(
+                    f"{job.slug} changed while it was scored; nothing was written",
+                    hint="run `memoryd analyze-session` again",
+                )
+            if old.meta.dura_score != outcome.dura:
+                new = self._edited(old, {"dura_score": outcome.dura}, old.path)
+                details = {"mean": round(outcome.dura.mean, 3), "by": outcome.dura.by}
+                self._replace_everywhere(old, new, event_type="analyze", details=details)
+        queued = self._propose(outcome)
+        return DuraAnalysis(
+            slug=job.slug,
+            dura=outcome.dura,
+            threshold=self.review.policy.dura_threshold,
+            proposal=outcome,
+            promotion_id=queued[0] if queued else None,
+            queue=queued[1] if queued else None,
+        )
+
+    def _retry_later(self, job: AnalysisJob, error: MemorydError) -> MemorydError:
+        """Queue the memory for the daemon's worker with backoff (as a failed enrichment),
+        and say so in the error to raise."""
+        now = utcnow()
+        row = self.governance.enrichment(job.slug)
+        if row is None or row.fingerprint != job.fingerprint:
+            self.governance.enqueue_enrichment(job.slug, job.fingerprint, now)
+            row = self.governance.enrichment(job.slug)
+        assert row is not None
+        attempts = row.attempts + 1
+        failed = attempts >= self.enrichment.max_attempts
+        wait = self.enrichment.backoff(attempts)
+        self.governance.record_enrichment(
+            job.slug,
+            job.fingerprint,
+            state="failed" if failed else "pending",
+            rules_done=row.rules_done,
+            attempts=attempts,
+            last_error=f"{error.code}: {error.message}",
+            next_attempt_at=now + timedelta(seconds=wait),
+            now=now,
+        )
+        later = (
+            f"it failed {attempts} times and is not retried (captured again, it is)"
+            if failed
+            else f"it stays queued and the daemon retries it in {wait:.0f} s"
+            f" (attempt {attempts} of {self.enrichment.max_attempts})"
+        )
+        return type(error)(
+            f"DURA scoring of {job.slug} with the LLM failed: {error.message}; {later}",
+            hint="check the [llm] settings, or score offline now with --heuristic",
+        )
+
+    def list_promotions(
+        self,
+        *,
+        status: PromotionStatus | None = "pending",
+        scope: Path | str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Promotion]:
+        """The promotions queue, newest first, with its evidence (None status: all)."""
+        return self.review.list(
+            status=status, scope_hash=self.scope_hash_of(scope), limit=limit, offset=offset
+        )
+
+    def get_promotion(self, promotion_id: int) -> Promotion:
+        return self.review.get(promotion_id)
+
+    def promote(
+        self,
+        promotion_id: int,
+        *,
+        type: MemoryType | None = None,
+        title: str | None = None,
+        body: str | None = None,
+        agent: bool = False,
+    ) -> Promotion:
+        """Approve: write the long-term memory (see `governance.promotions.Review.promote`)."""
+        self._require_writable("promote a session memory")
+        return self.review.promote(
+            promotion_id, actor=self.actor, agent=agent, type=type, title=title, body=body
+        )
+
+    def reject(
+        self, promotion_id: int, *, reason: str | None = None, agent: bool = False
+    ) -> Promotion:
+        """Reject a pending promotion; the reason is kept in the queue."""
+        self._require_writable("reject a promotion")
+        return self.review.reject(promotion_id, actor=self.actor, agent=agent, reason=reason)
 
     def _settle(
         self,

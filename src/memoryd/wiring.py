@@ -16,6 +16,7 @@ from memoryd.config import Settings
 from memoryd.enrichment import EnrichmentPolicy
 from memoryd.errors import AuditChainBroken, GraphLocked, PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
+from memoryd.governance.promotions import ReviewPolicy
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
 from memoryd.graph.sandbox import CypherLimits
@@ -165,6 +166,10 @@ def open_service(
         enrichment=EnrichmentPolicy(
             max_attempts=settings.enrichment.max_attempts,
             backoff_s=settings.enrichment.backoff_s,
+        ),
+        review=ReviewPolicy(
+            dura_threshold=settings.governance.dura_threshold,
+            agents_decide=settings.governance.agents_decide,
         ),
     )
     try:

@@ -11,6 +11,7 @@ from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
 from memoryd.api import errors
+from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
 from memoryd.api.security import STATIC_DIR
 from memoryd.config import Settings
@@ -72,6 +73,7 @@ def create_app(
     app.state.settings = settings
     errors.install(app)
     app.include_router(router)
+    app.include_router(review_router)
     install_page(app)
     return app
 

@@ -687,3 +687,6 @@ interop.register(app)
 from memoryd.cli import setup as setup_cli  # noqa: E402
 
 setup_cli.register(app)
+from memoryd.cli import review  # noqa: E402
+
+review.register(app)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -37,12 +37,15 @@ from memoryd.models import (
     AuditVerification,
     DecayState,
     DoctorCheck,
+    DuraAnalysis,
     EntityDeletion,
     Memory,
     MemoryDraft,
     MemorySummary,
     MemoryType,
     Predicate,
+    Promotion,
+    PromotionStatus,
     RecallHit,
     RecallResult,
     ReindexReport,
@@ -404,6 +407,47 @@ class RemoteService:
             for message in report.skipped:
                 warn(message)
         return report
+
+    # -- DURA scoring and the promotions queue -------------------------------------------
+    def analyze_session(
+        self, slug: str, *, mode: Literal["auto", "llm", "heuristic"] = "auto"
+    ) -> DuraAnalysis:
+        url = f"/v1/memories/{quote(slug, safe='')}/analyze"
+        return self._model(DuraAnalysis, "POST", url, json={"mode": mode})
+
+    def list_promotions(
+        self,
+        *,
+        status: PromotionStatus | None = "pending",
+        scope: Path | str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Promotion]:
+        params = {"status": status or "all", "scope": scope_hash_of(scope)}
+        pages = self._pages(Promotion, "/v1/promotions", params, limit, PAGE, start=offset)
+        return [row for items in pages for row in items]
+
+    def get_promotion(self, promotion_id: int) -> Promotion:
+        return self._model(Promotion, "GET", f"/v1/promotions/{promotion_id:d}")
+
+    def promote(
+        self,
+        promotion_id: int,
+        *,
+        type: MemoryType | None = None,
+        title: str | None = None,
+        body: str | None = None,
+        agent: bool = False,
+    ) -> Promotion:
+        payload = {"type": type, "title": title, "body": body, "agent": agent}
+        url = f"/v1/promotions/{promotion_id:d}/promote"
+        return self._model(Promotion, "POST", url, json=payload)
+
+    def reject(
+        self, promotion_id: int, *, reason: str | None = None, agent: bool = False
+    ) -> Promotion:
+        url = f"/v1/promotions/{promotion_id:d}/reject"
+        return self._model(Promotion, "POST", url, json={"reason": reason, "agent": agent})
 
     def doctor(self) -> list[DoctorCheck]:
         data = self._request("GET", "/v1/doctor")

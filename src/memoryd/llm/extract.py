@@ -457,6 +457,12 @@ class DuraJudgement(BaseModel):
     proposed_title: str = Field(min_length=1, max_length=200)
     proposed_body: str = ""
     proposed_triggers: list[str] = Field(default_factory=list)
+    proposed_supersedes: list[str] = Field(
+        default_factory=list, description="slugs of the listed memories it would replace"
+    )
+    evidence: list[str] = Field(
+        default_factory=list, description="sentences quoted verbatim from the session"
+    )
 
     @property
     def dura(self) -> Dura:
@@ -471,9 +477,16 @@ class DuraJudgement(BaseModel):
         return MemoryType(self.proposed_type)
 
 
-def score_dura(provider: LLMProvider, session_text: str) -> DuraJudgement:
-    """Score a session memory on DURA and draft the long-term memory it would become."""
-    prompt = render_prompt("dura", session=clip_text(session_text, MAX_TEXT_CHARS)[0])
+def score_dura(
+    provider: LLMProvider, session_text: str, existing: Sequence[tuple[str, str]] = ()
+) -> DuraJudgement:
+    """Score a session memory on DURA and draft the long-term memory it would become.
+
+    `existing` lists (slug, title) of long-term memories it might supersede."""
+    listed = "\n".join(f"- {slug}: {title}" for slug, title in existing[:20]) or "(none)"
+    prompt = render_prompt(
+        "dura", session=clip_text(session_text, MAX_TEXT_CHARS)[0], existing=listed
+    )
     return provider.complete_json(
         system=prompt.system, prompt=prompt.user, schema=DuraJudgement, max_tokens=2048
     )
