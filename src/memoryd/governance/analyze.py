@@ -19,8 +19,9 @@ heuristic-v1, rule by rule (README § "DURA scoring" says the same):
    decision ("we decided", "switched from … to …", "instead of", "going forward", 决定,
    改用, 换成, 迁移到, 不再用 …), rule ("always", "never", "must", "from now on", 以后, 一律,
    必须, 禁止, 不要 …) or lesson ("root cause", "turned out", "the fix was", "pitfall",
-   根因, 原来是, 踩坑, 注意 …). Questions are never evidence; a sentence about a typo, a rename
-   or formatting is *trivial*.
+   根因, 原来是, 踩坑, 注意 …). Questions are never evidence, nor is a decision put off
+   ("nothing decided", "needs a decision", 再决定, 待定); a sentence about a typo, a rename or
+   formatting is *trivial*.
 3. D (decision-worthy) = 0.22 per decision sentence (at most 3) + 0.15 per rule (at most 2)
    + 0.12 per lesson (at most 2) + 0.15 when one states its reason ("because", "so that",
    因为, 为了 …) + 0.1 when one names a hook; halved when all evidence is trivial.
@@ -37,7 +38,8 @@ heuristic-v1, rule by rule (README § "DURA scoring" says the same):
 7. The proposal: `preference` when evidence says prefer/like (偏好, 喜欢), `warning` for a
    lesson phrased as a rule against something, `playbook` for three or more numbered steps,
    `decision` when a decision sentence exists, else `fact`. Title: the strongest evidence
-   sentence, cut at 80 characters. Body: up to six evidence sentences, quoted. Triggers:
+   sentence (decision 3, rule 2, lesson 1.5, reason 1, hooks 0.5 each up to 2; trivial −2,
+   hedged −1, a request in `Asked` −1), cut at 80 characters. Body: up to six evidence sentences, quoted. Triggers:
    the hooks the evidence names. Supersedes: long-term memories of the scope (found by the
    service) whose title names what a "from X to Y" / "instead of X" / 不再用 X sentence left.
 8. Each score is clamped to [0, 1] and rounded to two decimals.
@@ -118,13 +120,70 @@ def promotes(proposal: PromotionProposal, threshold: float) -> bool:
 # --------------------------------------------------------------------------- heuristic-v1
 
 
-def _cues(*patterns: str) -> re.Pattern[str]:
-    return re.compile("|".join(patterns), re.IGNORECASE)
+_META = "\\()[]{}?*+.^$|"
+
+
+def _literals(pattern: str) -> list[str] | None:
+    """Lower-case strings one of which every match of `pattern` contains, or None when no
+    such list is cheap to read off (the regex then always runs)."""
+    found: list[str] = []
+    depth, start, alternatives = 0, 0, []
+    for i, char in enumerate(pattern):
+        if char == "(" and (i == 0 or pattern[i - 1] != "\\"):
+            depth += 1
+        elif char == ")" and pattern[i - 1] != "\\":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            alternatives.append(pattern[start:i])
+            start = i + 1
+    alternatives.append(pattern[start:])
+    for alternative in alternatives:
+        text = alternative.removeprefix("\\b")
+        options = [text]
+        group = re.match(r"\(\?:([^()]*)\)(?![?*{])", text)
+        if group:
+            options = [option + text[group.end() :] for option in group.group(1).split("|")]
+        for option in options:
+            head = re.match(r"[^\\()\[\]{}?*+.^$|]+", option)
+            literal = head.group(0) if head else ""
+            if head and option[head.end() : head.end() + 1] in ("?", "*", "{"):
+                literal = literal[:-1]
+            if len(literal.strip()) < (1 if literal[:1] > "\u2e80" else 2):
+                return None
+            found.append(literal.lower())
+    return found
+
+
+class _Cue:
+    """A cue pattern with a substring pre-check: most sentences hold none of its words, and
+    `in` on a string is far cheaper than the regex (heuristic-v1 must stay under 20 ms)."""
+
+    def __init__(self, *patterns: str) -> None:
+        self.pattern = re.compile("|".join(patterns), re.IGNORECASE)
+        words: list[str] = []
+        self.always = False
+        for pattern in patterns:
+            literals = _literals(pattern)
+            if literals is None:
+                self.always = True
+            else:
+                words.extend(literals)
+        self.words = tuple(dict.fromkeys(words))
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if not self.always:
+            if not any(map(text.lower().__contains__, self.words)):
+                return None
+        return self.pattern.search(text)
+
+
+def _cues(*patterns: str) -> _Cue:
+    return _Cue(*patterns)
 
 
 _DECISION = _cues(
-    r"\b(?:we|i|the team)(?:'ve| have)?\s+(?:finally\s+)?"
-    r"(?:decided|chose|agreed|settled on|went with|picked|opted)\b",
+    r"\b(?:chose|settled on|went with|opted)\b",
+    r"\bwe(?:'ve| have)?\s+(?:finally\s+)?(?:agreed|picked)\b",
     r"\bdecided (?:to|on|that)\b",
     r"\bdecision\b",
     r"\bswitch(?:ed|ing)?\s+(?:\S+\s+){0,6}?to\b",
@@ -138,6 +197,13 @@ _DECISION = _cues(
     r"\bdrop(?:ped|ping)? (?:support for|the dependency)\b",
     r"决定|改用|换成|改成|改为|切换到|迁移到|迁到|弃用|放弃了|不再用|不用再|选用|采用|定为|统一用|就用|锁定",
 )
+_DEFERRED = _cues(
+    r"\bnothing (?:was )?decided\b",
+    r"\bnot (?:yet )?decided\b",
+    r"\bneeds? (?:a |an )?(?:\w+ )?decision\b",
+    r"\bdecide later\b",
+    r"再决定|还没决定|没有决定|待定|先不动|先不改",
+)
 _RULE = _cues(
     r"\balways\b",
     r"\bnever\b",
@@ -145,7 +211,8 @@ _RULE = _cues(
     r"\bfrom now on\b",
     r"\bconvention\b",
     r"\bprefer(?:s|red)?\b",
-    r"\bi(?:'d| would) rather\b",
+    r"\bi'd rather\b",
+    r"\bi would rather\b",
     r"\bdo not\b",
     r"\bdon't\b",
     r"以后|一律|总是|永远|始终|必须|禁止|不要|别再|约定|规范|偏好|优先用|喜欢用",
@@ -215,7 +282,9 @@ _TRIVIAL = _cues(
     r"\bcomment wording\b",
     r"错别字|拼写|格式化|重命名|缩进",
 )
-_PREFERENCE = _cues(r"\bprefer", r"\bi(?:'d| would) rather\b", r"\bi like\b", r"偏好|喜欢|习惯")
+_PREFERENCE = _cues(
+    r"\bprefer", r"\bi'd rather\b", r"\bi would rather\b", r"\bi like\b", r"偏好|喜欢|习惯"
+)
 _AGAINST = _cues(r"\bnever\b", r"\bdo not\b", r"\bdon't\b", r"\bavoid\b", r"不要|禁止|别再|避免")
 _STEP = re.compile(r"^\s*(?:\d+[.)]|步骤|第[一二三四五六七八九十]步)", re.MULTILINE)
 
@@ -277,6 +346,7 @@ class _Sentence:
             + 0.5 * min(2, len(self.hooks))
             - 2.0 * self.trivial
             - 1.0 * self.hedged
+            - 1.0 * (self.section == "asked")  # a request, not yet what was done
         )
 
 
@@ -311,19 +381,11 @@ def _split_sentences(text: str) -> list[str]:
     return found
 
 
-def _hooks(text: str, entities: Sequence[str]) -> list[str]:
-    """The concrete names in `text`: linked entities, paths, versions, code, errors."""
-    found: dict[str, None] = {}
+def _hooks(text: str, names: Sequence[str]) -> list[str]:
+    """The names (linked entities, and the paths, versions, code and errors found in the
+    sentence's section) that `text` contains."""
     low = text.casefold()
-    for name in entities:
-        if name and name.casefold() in low:
-            found.setdefault(name, None)
-    for pattern in (_PATH, _VERSION, _ERROR_NAME):
-        for match in pattern.finditer(text):
-            found.setdefault(match.group(0), None)
-    for match in _CODE.finditer(text):
-        found.setdefault(match.group(1), None)
-    return list(found)
+    return [name for name in names if name and name.casefold() in low]
 
 
 def _terms(text: str) -> set[str]:
@@ -343,33 +405,38 @@ def _read(session: SessionText) -> tuple[list[_Sentence], dict[str, int]]:
     for name, text in _sections(session.text):
         if name in SKIPPED_SECTIONS:
             continue
-        counts["paths"] += len(set(_PATH.findall(text)))
-        counts["versions"] += len(set(_VERSION.findall(text)))
-        counts["code"] += len(set(_CODE.findall(text)))
-        counts["errors"] += len(set(_ERROR_NAME.findall(text)))
+        found = {
+            "paths": set(_PATH.findall(text)),
+            "versions": set(_VERSION.findall(text)),
+            "code": set(_CODE.findall(text)),
+            "errors": set(_ERROR_NAME.findall(text)),
+        }
+        for key, values in found.items():
+            counts[key] += len(values)
         counts["dates"] += len(set(_DATE.findall(text)))
         counts["steps"] += len(_STEP.findall(text))
         if name in HOOK_SECTIONS or (not name and text.lstrip().startswith("**")):
             continue  # the capture header line: agent, times, counts
+        names = [*session.entities, *(v for values in found.values() for v in sorted(values))]
         for sentence in _split_sentences(text):
             key = " ".join(sentence.casefold().split())
             if key in seen:
                 continue
             seen.add(key)
-            sentences.append(
-                _Sentence(
-                    text=sentence,
-                    section=name,
-                    decision=bool(_DECISION.search(sentence)),
-                    rule=bool(_RULE.search(sentence)),
-                    lesson=bool(_LESSON.search(sentence)),
-                    question=sentence.rstrip().endswith(("?", "？")),
-                    trivial=bool(_TRIVIAL.search(sentence)),
-                    reason=bool(_REASON.search(sentence)),
-                    hedged=bool(_HEDGE.search(sentence)),
-                    hooks=_hooks(sentence, session.entities),
-                )
+            read = _Sentence(
+                text=sentence,
+                section=name,
+                decision=bool(_DECISION.search(sentence)) and not _DEFERRED.search(sentence),
+                rule=bool(_RULE.search(sentence)),
+                lesson=bool(_LESSON.search(sentence)),
+                question=sentence.rstrip().endswith(("?", "？")),
             )
+            if read.evidence:  # the rest only matters for evidence
+                read.trivial = bool(_TRIVIAL.search(sentence))
+                read.reason = bool(_REASON.search(sentence))
+                read.hedged = bool(_HEDGE.search(sentence))
+                read.hooks = _hooks(sentence, names)
+            sentences.append(read)
     return sentences, counts
 
 
