@@ -29,8 +29,8 @@ heuristic-v1, rule by rule (README § "DURA scoring" says the same):
    names a hook + 0.1 per decision (at most 2); halved when all evidence is trivial; 0.1
    without evidence.
 5. R (recallable) = 0.12 per linked entity (at most 4) + 0.1 per file path (at most 3)
-   + 0.12 per version (`v1.2`, `==0.22`, `@4.1`, or three parts `0.11.3`; at most 2) + 0.06 per `code` span (at most 3) + 0.1 per named error
-   (at most 2) + 0.05 for a date.
+   + 0.12 per version (`v1.2`, `==0.22`, `@4.1`, or three parts `0.11.3`; at most 2)
+   + 0.06 per `code` span (at most 3) + 0.1 per named error (at most 2) + 0.05 for a date.
 6. A (accurate) = 0.6 + 0.1 per verification cue in the session (tests pass, measured, p95,
    confirmed, 测试通过, 实测 …; at most 3) − 0.12 per hedged evidence sentence (maybe, might,
    I think, TODO, 也许, 可能 …; at most 3) − 0.1 per question left unanswered (at most 3:
@@ -39,9 +39,10 @@ heuristic-v1, rule by rule (README § "DURA scoring" says the same):
    lesson phrased as a rule against something, `playbook` for three or more numbered steps,
    `decision` when a decision sentence exists, else `fact`. Title: the strongest evidence
    sentence (decision 3, rule 2, lesson 1.5, reason 1, hooks 0.5 each up to 2; trivial −2,
-   hedged −1, a request in `Asked` −1), cut at 80 characters. Body: up to six evidence sentences, quoted. Triggers:
-   the hooks the evidence names. Supersedes: long-term memories of the scope (found by the
-   service) whose title names what a "from X to Y" / "instead of X" / 不再用 X sentence left.
+   hedged −1, a request in `Asked` −1), cut at 80 characters. Body: up to six evidence
+   sentences, quoted. Triggers: the hooks the evidence names. Supersedes: long-term
+   memories of the scope (found by the service) whose title names what a "from X to Y" /
+   "instead of X" / 不再用 X sentence left.
 8. Each score is clamped to [0, 1] and rounded to two decimals.
 
 `refusal` is the one place that says a memory may not be scored (a sensitive scope: nothing
@@ -171,9 +172,8 @@ class _Cue:
         self.words = tuple(dict.fromkeys(words))
 
     def search(self, text: str) -> re.Match[str] | None:
-        if not self.always:
-            if not any(map(text.lower().__contains__, self.words)):
-                return None
+        if not self.always and not any(map(text.lower().__contains__, self.words)):
+            return None
         return self.pattern.search(text)
 
 
