@@ -42,7 +42,7 @@ from tests.test_llm import CONNECT_ERROR, TIMEOUT, Replay
 
 SESSION_ID = "5f3c2a9e-8b1d-4c7e-9a2f-1d3e4b5c6a7f"
 SLUG = f"session-claude-code-{SESSION_ID}"
-OK = ("extract_session_ok", "summarize_session_ok")
+OK = ("extract_session_ok", "summarize_session_ok", "dura_session_ok")
 
 
 @pytest.fixture(autouse=True)
@@ -244,19 +244,29 @@ def test_the_llm_summary_lands_survives_recapture_and_is_searchable(
         row = svc.governance.enrichment(SLUG)
         assert row is not None
         assert (row.state, row.attempts, row.last_error) == ("done", 0, None)
-        extraction, summary = (prompt_of(r) for r in replay.requests[1:])
+        extraction, summary, dura = (prompt_of(r) for r in replay.requests[1:])
         assert "<offline_proposals>" in extraction
         assert "pytest" in extraction
         assert "Run the importer tests and fix anything that fails." in summary
         assert memfile.SUMMARY_HEADING not in summary  # the stages read the captured part
+        assert "Run the importer tests and fix anything that fails." in dura
         memory = svc.get(SLUG)
         assert memory.body.startswith("## Summary\nRan the memories.json importer tests")
         assert "**Open problems**\n- Only tests/sync was run" in memory.body
         assert "entity:project:mcp-memory-service" in memory.meta.observations  # the LLM's
         assert "entity:tool:uv" in memory.meta.observations  # spaCy's
         assert [h.slug for h in svc.search("rejected")] == [SLUG]
+        assert memory.meta.dura_score is not None
+        assert memory.meta.dura_score.by == "llm:claude-haiku-4-5"  # issue 15: scored once
+        [promotion] = svc.list_promotions()
+        assert (promotion.source_slug, promotion.proposed_type.value) == (SLUG, "fact")
+        assert promotion.evidence == [  # the quote it invented is dropped
+            "Fixed: `created_at` is now coerced to a float epoch, matching mcp-memory-service"
+            " v5 exports."
+        ]
         [enrich] = svc.audit_records(event_type="enrich")
         assert json.loads(enrich.details)["llm"] == "anthropic/claude-haiku-4-5"
+        assert json.loads(enrich.details)["dura"] == {"mean": 0.787, "by": "llm:claude-haiku-4-5"}
         assert "importer" not in enrich.details  # counts and ids only, never memory text
         assert work(svc) == 0  # nothing is enriched twice
         enriched = the_file(home).read_text(encoding="utf-8")
@@ -354,7 +364,7 @@ def test_pending_work_survives_a_restart_and_runs_once(
     with open_service(settings) as svc:  # the daemon, after a restart
         replay, _ = with_llm(svc, *OK)
         assert work(svc) == 1
-        assert len(replay.requests) == 2
+        assert len(replay.requests) == 3  # extraction, summary, DURA
         assert svc.get(SLUG).body.startswith(memfile.SUMMARY_HEADING)
     hook(home, transcript, "SessionEnd")
     with open_service(settings) as svc:
@@ -402,7 +412,9 @@ def test_a_recapture_between_the_workers_read_and_write_loses_nothing(
             recaptured = True
             transcript.prompt("One more thing: document the created_at coercion in the README.")
             hook(home, transcript)
-        name = "summarize_session_ok" if "SessionSummary" in request.content.decode() else ""
+        sent = request.content.decode()
+        name = "summarize_session_ok" if "SessionSummary" in sent else ""
+        name = "dura_session_ok" if "DuraJudgement" in sent else name
         return Replay("anthropic", name or "extract_session_ok")._handle(request)
 
     provider = AnthropicProvider(

@@ -141,6 +141,7 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
             fix="fix or move the broken files, then run `memoryd reindex`",
         )
     )
+    checks.append(dura_check(broken))
     if copies:
         # Not a reindex problem: reindex skips copies, so it cannot make this go away.
         checks.append(
@@ -196,6 +197,22 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
         )
     )
     return checks
+
+
+def dura_check(broken: list[str]) -> DoctorCheck:
+    """Memory files whose `dura_score` does not parse (edited by hand): named one by one,
+    with what a valid score looks like. Such a file is skipped by recall and reindex."""
+    bad = [line.removeprefix("skipped ") for line in broken if "'dura_score" in line]
+    return DoctorCheck(
+        name="dura scores",
+        ok=not bad,
+        detail="every dura_score parses"
+        if not bad
+        else "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""),
+        fix="give dura_score four numbers D, U, R, A from 0 to 1 and `by: heuristic-v1` or"
+        " `by: llm:<model>`, or delete the dura_score block and run"
+        " `memoryd analyze-session SLUG` to score the session again",
+    )
 
 
 def run_checks(

@@ -214,7 +214,7 @@ class RemoteService:
         """The draft as the API takes it; its scope resolved here, where the path means
         something (and fails with the same error as in embedded mode)."""
         info = resolve_scope(draft.scope_path, with_remote=False)
-        body = draft.model_dump(mode="json", exclude={"scope_path"})
+        body = draft.model_dump(mode="json", exclude={"scope_path", "slug"})
         body["scope"] = info.path
         return body
 

@@ -9,11 +9,10 @@ How tools reach the service is a `ServiceCalls`: one call at a time for `memoryd
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,7 +20,14 @@ from mcp.types import ToolAnnotations
 
 from memoryd.errors import MemorydError
 from memoryd.interop import mcp_memory
-from memoryd.models import EntityType, MemoryDraft, MemoryType, RecallResult, entity_id
+from memoryd.models import (
+    EntityType,
+    MemoryDraft,
+    MemoryType,
+    PromotionStatus,
+    RecallResult,
+    entity_id,
+)
 
 if TYPE_CHECKING:
     from memoryd.daemon.client import RemoteService
@@ -213,29 +219,48 @@ def create_server(  # noqa: C901 - one closure per tool
         return {"slug": slug, "chain": [r.model_dump(mode="json") for r in rows]}
 
     @server.tool(annotations=READ)
-    def list_promotions(status: str = "pending", limit: int = 50) -> dict[str, Any]:
-        """Session memories proposed for promotion to long-term memory (read-only). Governance
-        is not built yet, so this is usually empty; approve or reject with the CLI later."""
-        base = home or getattr(getattr(svc, "governance", None), "path", None)
-        path = base / "governance.db" if isinstance(base, Path) and base.is_dir() else base
-        note = "governance (promotion decisions) is not built yet; this list is read-only"
-        if not isinstance(path, Path) or not path.is_file():
-            return {"promotions": [], "note": note}
+    def list_promotions(
+        status: str = "pending", scope: str | None = None, limit: int = 50
+    ) -> dict[str, Any]:
+        """Session memories proposed for promotion to long-term memory, newest first, with
+        their evidence: DURA scores (`dura.by` says who scored: `llm:<model>` or the offline
+        `heuristic-v1`), the source session and the sentences quoted from it. `status`:
+        pending, approved, rejected, merged or all."""
+        if status not in ("pending", "approved", "rejected", "merged", "all"):
+            raise ToolError(
+                f"status {status!r} is not one of pending, approved, rejected, merged, all"
+            )
+        wanted = None if status == "all" else cast(PromotionStatus, status)
+        rows = call(lambda: svc.list_promotions(status=wanted, scope=scope, limit=limit))
+        return {"promotions": [r.model_dump(mode="json") for r in rows]}
+
+    @server.tool(annotations=WRITE)
+    def promote(
+        promotion_id: int,
+        type: str | None = None,
+        title: str | None = None,
+        body: str | None = None,
+    ) -> dict[str, Any]:
+        """Approve a pending promotion: write the long-term memory it proposes (optionally
+        with another type, title or body). Refused unless the user let agents decide
+        (`governance.agents_decide`); otherwise tell the user to run `memoryd promote ID`."""
+
+        def run() -> dict[str, Any]:
+            kind = MemoryType(type) if type else None
+            decided = svc.promote(promotion_id, type=kind, title=title, body=body, agent=True)
+            return decided.model_dump(mode="json")
+
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                conn.row_factory = sqlite3.Row
-                rows = conn.execute(
-                    "SELECT id, source_session_slug, proposed_type, proposed_title, scope_hash,"
-                    " status, created_at FROM promotions WHERE status = ?"
-                    " ORDER BY created_at DESC LIMIT ?",
-                    (status, limit),
-                ).fetchall()
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            return {"promotions": [], "note": f"{note}; could not read {path.name}: {exc}"}
-        return {"promotions": [dict(r) for r in rows], "note": note}
+            return write(run)
+        except ValueError as exc:
+            raise ToolError(f"type {type!r} is not a long-term memory type: {exc}") from exc
+
+    @server.tool(annotations=WRITE)
+    def reject(promotion_id: int, reason: str | None = None) -> dict[str, Any]:
+        """Reject a pending promotion. Refused unless the user let agents decide
+        (`governance.agents_decide`); otherwise tell the user to run `memoryd reject ID`."""
+        decided = write(lambda: svc.reject(promotion_id, reason=reason, agent=True))
+        return decided.model_dump(mode="json")
 
     # -- the official MCP memory server's tools -------------------------------------------
     def graph_of(entity_ids: list[str]) -> dict[str, Any]:

@@ -8,7 +8,11 @@
  * `/#token=…`; the fragment never reaches the server, and the token moves into sessionStorage
  * (this tab only) and out of the address bar and history at once.
  *
- * Deep links: `#entity=ID`, `#memory=SLUG` (also `?entity=` / `?memory=`).
+ * Deep links: `#entity=ID`, `#memory=SLUG`, `#review=1` (also `?entity=` / `?memory=`).
+ *
+ * Review: the pending promotions (`/v1/promotions`) with their evidence — DURA scores and who
+ * scored, the source session, the sentences quoted from it — and approve / edit / reject,
+ * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`.
  * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
  * entity drawn last.
  */
@@ -43,13 +47,20 @@
   }
 
   // -- the API ----------------------------------------------------------------------------
-  async function api(path) {
+  async function api(path, payload) {
     const headers = { Accept: "application/json" };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = "Bearer " + token;
+    const init = { headers, cache: "no-store" };
+    if (payload !== undefined) {
+      init.method = "POST";
+      headers["Content-Type"] = "application/json";
+      headers["X-Memoryd-Actor"] = "page";
+      init.body = JSON.stringify(payload);
+    }
     let response;
     try {
-      response = await fetch(path, { headers, cache: "no-store" });
+      response = await fetch(path, init);
     } catch (exc) {
       throw new ApiError(
         0,
@@ -402,6 +413,130 @@
     remember("memory", null);
   }
 
+  // -- review: pending promotions ----------------------------------------------------------
+  const LONG_TERM = ["decision", "preference", "fact", "playbook", "warning"];
+
+  function element(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  async function countPending() {
+    const page = await api("/v1/promotions?status=pending&limit=1000");
+    $("review-count").textContent = page.items.length ? String(page.items.length) : "";
+    return page.items;
+  }
+
+  async function openReview() {
+    $("review").hidden = false;
+    remember("review", "1");
+    const list = $("promotions");
+    const items = await countPending();
+    list.replaceChildren();
+    if (!items.length) list.append(item("No promotion is waiting for a decision.", "empty"));
+    for (const promotion of items) list.append(promotionCard(promotion));
+    $("review").dataset.loaded = String(items.length);
+  }
+
+  function closeReview() {
+    $("review").hidden = true;
+    delete $("review").dataset.loaded;
+    remember("review", null);
+  }
+
+  function promotionCard(p) {
+    const card = element("li", "promotion");
+    card.dataset.id = String(p.id);
+    const title = element("h3", "title", p.proposed_title);
+    title.prepend(element("span", "kind", p.proposed_type), " ");
+    const d = p.dura;
+    const mean = (d.D + d.U + d.R + d.A) / 4;
+    const scores = element(
+      "p",
+      "scores",
+      `DURA D ${d.D.toFixed(2)} · U ${d.U.toFixed(2)} · R ${d.R.toFixed(2)} · A ${d.A.toFixed(2)}` +
+        ` = ${mean.toFixed(2)} · scored by ${d.by || "unknown"}`,
+    );
+    const source = element("p", "source", "from the session ");
+    const link = element("a", "source-link", p.source_title || p.source_slug);
+    link.href = "#memory=" + encodeURIComponent(p.source_slug);
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      openMemory(p.source_slug).catch(showError);
+    });
+    source.append(link, " (" + p.source_slug + ")");
+    if (p.source_missing_at) source.append(" — deleted since");
+    const evidence = element("div", "evidence");
+    for (const quote of p.evidence) evidence.append(element("blockquote", "", quote));
+    const body = element("pre", "body", p.proposed_body);
+    const outcome = element("p", "outcome");
+    outcome.hidden = true;
+
+    const edit = element("form", "edit");
+    edit.hidden = true;
+    const type = element("select", "edit-type");
+    for (const value of LONG_TERM) {
+      const option = element("option", "", value);
+      option.value = value;
+      option.selected = value === p.proposed_type;
+      type.append(option);
+    }
+    const newTitle = element("input", "edit-title");
+    newTitle.value = p.proposed_title;
+    newTitle.maxLength = 500;
+    const newBody = element("textarea", "edit-body");
+    newBody.value = p.proposed_body;
+    const save = element("button", "save", "Approve as edited");
+    save.type = "submit";
+    edit.append(type, newTitle, newBody, save);
+
+    const reason = element("input", "reject-reason");
+    reason.placeholder = "why reject (optional)";
+    reason.maxLength = 2000;
+    const approve = element("button", "approve", "Approve");
+    const editButton = element("button", "edit-open", "Edit");
+    const reject = element("button", "reject", "Reject");
+    for (const button of [approve, editButton, reject]) button.type = "button";
+    const actions = element("div", "actions");
+    actions.append(approve, editButton, reject, reason);
+
+    const decided = (answer, text) => {
+      card.classList.add("decided");
+      card.dataset.status = answer.status;
+      actions.remove();
+      edit.remove();
+      outcome.textContent = text;
+      outcome.hidden = false;
+      countPending().catch(showError);
+    };
+    const decide = async (path, payload, text) => {
+      clearError();
+      const answer = await api(`/v1/promotions/${p.id}/${path}`, payload);
+      decided(answer, text(answer));
+    };
+    approve.addEventListener("click", () =>
+      decide("promote", {}, (a) => "approved: written as " + a.promoted_slug).catch(showError),
+    );
+    editButton.addEventListener("click", () => {
+      edit.hidden = !edit.hidden;
+    });
+    edit.addEventListener("submit", (event) => {
+      event.preventDefault();
+      decide(
+        "promote",
+        { type: type.value, title: newTitle.value, body: newBody.value },
+        (a) => "approved as edited: written as " + a.promoted_slug,
+      ).catch(showError);
+    });
+    reject.addEventListener("click", () =>
+      decide("reject", { reason: reason.value || null }, () => "rejected").catch(showError),
+    );
+    card.append(title, scores, source, evidence, body, actions, edit, outcome);
+    return card;
+  }
+
   // -- start ------------------------------------------------------------------------------
   /** Follow a deep link: `#entity=…&memory=…`, or the same as query parameters. */
   function follow() {
@@ -409,6 +544,7 @@
     const query = new URLSearchParams(location.search);
     const entity = params.get("entity") || query.get("entity");
     const memory = params.get("memory") || query.get("memory");
+    if (params.get("review") === "1" && $("review").hidden) openReview().catch(showError);
     if (entity && entity !== centred) centre(entity).catch(showError);
     if (memory && memory !== $("memory").dataset.slug) openMemory(memory).catch(showError);
   }
@@ -427,6 +563,8 @@
     });
     $("error-close").addEventListener("click", clearError);
     $("memory-close").addEventListener("click", closeMemory);
+    $("review-open").addEventListener("click", () => openReview().catch(showError));
+    $("review-close").addEventListener("click", closeReview);
     window.addEventListener("hashchange", () => {
       takeToken();
       follow();
@@ -440,6 +578,7 @@
         if (!centred) setStatus("memoryd " + health.version);
       })
       .catch(showError);
+    countPending().catch(() => {}); // the badge only; a refused call is shown by health
     follow();
   }
 
