@@ -203,7 +203,8 @@ def test_a_newer_database_is_refused(db_path: Path) -> None:
         GovernanceStore.open(db_path)
 
     assert str(caught.value) == (
-        f"{db_path} is at schema {LATEST_VERSION + 1} but this memoryd knows {LATEST_VERSION}: upgrade memoryd"
+        f"{db_path} is at schema {LATEST_VERSION + 1} but this memoryd knows"
+        f" {LATEST_VERSION}: upgrade memoryd"
     )
 
 

@@ -481,3 +481,85 @@ def test_arrows_keep_the_stored_direction(served: Served, browser: webdriver.Chr
         arrows = {tuple(edge) for edge in drawn}
         assert len(arrows) == len(drawn) == depth_two
         assert arrows <= stored, arrows - stored
+
+
+# -- the Review view (issue 15) ------------------------------------------------------------------
+REVIEWED = ("en-04-pin-kuzu.md", "zh-03-switch-pnpm.md", "en-16-uv-venv.md")
+
+
+@needs_browser
+def test_review_shows_evidence_and_approves_edits_and_rejects(
+    served: Served, browser: webdriver.Chrome
+) -> None:
+    """Runs last in this module: the sessions it adds mention entities the tests above draw."""
+    from selenium.webdriver.support.select import Select
+
+    from tests.test_promotions import labelled_body
+
+    project = served.daemon.home.parent / "project"
+    pids: dict[str, int] = {}
+    with uds_client(served.daemon.home) as http:
+        for name in REVIEWED:
+            title, body = labelled_body(name)
+            made = http.post(
+                "/v1/memories",
+                json={"type": "session", "title": title, "body": body, "scope": str(project)},
+            )
+            assert made.status_code == 201, made.text
+            slug = made.json()["meta"]["slug"]
+            scored = http.post(f"/v1/memories/{slug}/analyze", json={"mode": "heuristic"})
+            pids[name] = scored.json()["promotion_id"]
+        evidence = http.get(f"/v1/promotions/{pids[REVIEWED[0]]}").json()["evidence"]
+
+    open_page(browser, f"{served.url}/#token={served.daemon.token()}&review=1")
+    review = browser.find_element(By.ID, "review")
+    wait_for("the pending promotions", lambda: review.get_attribute("data-loaded") == "3")
+    assert browser.find_element(By.ID, "review-count").text == "3"
+
+    def card(name: str) -> WebElement:
+        return browser.find_element(By.CSS_SELECTOR, f'.promotion[data-id="{pids[name]}"]')
+
+    def outcome(name: str) -> str:
+        return wait_for(
+            f"the decision on {name}",
+            lambda: card(name).find_element(By.CLASS_NAME, "outcome").text or None,
+        )
+
+    first = card(REVIEWED[0])
+    assert "scored by heuristic-v1" in first.find_element(By.CLASS_NAME, "scores").text
+    assert "Kuzu 0.11.3 pin after segfaults" in first.find_element(By.CLASS_NAME, "source").text
+    quotes = [q.text for q in first.find_elements(By.TAG_NAME, "blockquote")]
+    assert quotes == evidence
+    first.find_element(By.CLASS_NAME, "approve").click()
+    assert outcome(REVIEWED[0]).startswith(f"approved: written as promoted-{pids[REVIEWED[0]]}-")
+
+    second = card(REVIEWED[1])
+    second.find_element(By.CLASS_NAME, "edit-open").click()
+    Select(second.find_element(By.CLASS_NAME, "edit-type")).select_by_value("preference")
+    title = second.find_element(By.CLASS_NAME, "edit-title")
+    title.clear()
+    title.send_keys("前端一律用 pnpm")
+    second.find_element(By.CLASS_NAME, "save").click()
+    assert outcome(REVIEWED[1]).startswith("approved as edited: written as ")
+
+    third = card(REVIEWED[2])
+    third.find_element(By.CLASS_NAME, "reject-reason").send_keys("we are moving back to pip")
+    third.find_element(By.CLASS_NAME, "reject").click()
+    assert outcome(REVIEWED[2]) == "rejected"
+    wait_for("the empty badge", lambda: browser.find_element(By.ID, "review-count").text == "")
+
+    with uds_client(served.daemon.home) as http:
+        edited = http.get(f"/v1/promotions/{pids[REVIEWED[1]]}").json()
+        memory = http.get(f"/v1/memories/{edited['promoted_slug']}").json()
+        assert (memory["meta"]["type"], memory["meta"]["title"]) == (
+            "preference",
+            "前端一律用 pnpm",
+        )
+        assert edited["decided_by"] == "page"
+        rejected = http.get(f"/v1/promotions/{pids[REVIEWED[2]]}").json()
+        assert (rejected["status"], rejected["decision_reason"]) == (
+            "rejected",
+            "we are moving back to pip",
+        )
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []

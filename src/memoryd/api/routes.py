@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, cast
+from urllib.parse import quote
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -249,7 +250,7 @@ async def create_memory(
     api: Api, body: MemoryCreate, response: Response, actor: Actor = "api"
 ) -> Memory:
     memory = await api.write(actor, api.service.record, _draft(body))
-    response.headers["Location"] = f"/v1/memories/{memory.slug}"
+    response.headers["Location"] = f"/v1/memories/{quote(memory.slug, safe='')}"
     return memory
 
 
@@ -266,7 +267,7 @@ async def record_graph_facts(
         entity_ids=body.entity_ids,
         relations=body.relations,
     )
-    response.headers["Location"] = f"/v1/memories/{memory.slug}"
+    response.headers["Location"] = f"/v1/memories/{quote(memory.slug, safe='')}"
     return memory
 
 
