@@ -127,9 +127,7 @@ def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
         "cost unknown" if spent.cost_usd is None else f"about ${spent.cost_usd:.4f}",
         f"; failed: {error.code}" if error is not None else "",
     )
-    return LLMResult(
-        refined=refined, summary_section=section, dura=dura, error=error, usage=spent
-    )
+    return LLMResult(refined=refined, summary_section=section, dura=dura, error=error, usage=spent)
 
 
 def _spent(before: Usage, after: Usage) -> Usage:

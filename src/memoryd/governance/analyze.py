@@ -376,7 +376,7 @@ def _split_sentences(text: str) -> list[str]:
             continue
         for piece in _SPLIT.split(line):
             piece = piece.strip().strip("\"'")
-            if len(piece) >= (6 if re.search(f"[{CJK}]", piece) else 12):
+            if len(piece) >= (4 if re.search(f"[{CJK}]", piece) else 12):
                 found.append(piece[:MAX_QUOTE_CHARS])
     return found
 
