@@ -255,6 +255,7 @@ def test_promote_writes_the_long_term_memory_with_its_edge_and_audit(
     assert unknown.exit_code == 3
     assert "no promotion 999" in unknown.stderr
     assert invoke(home, "reject", "999").exit_code == 3
+    assert invoke(home, "promote", str(2**70)).exit_code == 3  # past SQLite's integers
 
     with open_service(settings) as svc:
         edge = svc.cypher(

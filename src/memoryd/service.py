@@ -56,6 +56,7 @@ from memoryd.governance.analyze import (
     Candidate,
     SessionText,
     refusal,
+    retry_later,
     run_analysis,
     score_heuristic,
 )
@@ -1800,7 +1801,13 @@ class MemoryService:
         memory queued with backoff, like enrichment, and is raised with when it is retried."""
         self._require_writable("score a session")
         if isinstance(outcome, MemorydError):
-            raise self._retry_later(job, outcome)
+            raise retry_later(
+                self.governance,
+                job,
+                outcome,
+                max_attempts=self.enrichment.max_attempts,
+                backoff=self.enrichment.backoff,
+            )
         with self._file_lock(job.slug):
             old = self.get(job.slug)
             if content_fingerprint(old) != job.fingerprint:
@@ -1820,39 +1827,6 @@ class MemoryService:
             proposal=outcome,
             promotion_id=queued[0] if queued else None,
             queue=queued[1] if queued else None,
-        )
-
-    def _retry_later(self, job: AnalysisJob, error: MemorydError) -> MemorydError:
-        """Queue the memory for the daemon's worker with backoff (as a failed enrichment),
-        and say so in the error to raise."""
-        now = utcnow()
-        row = self.governance.enrichment(job.slug)
-        if row is None or row.fingerprint != job.fingerprint:
-            self.governance.enqueue_enrichment(job.slug, job.fingerprint, now)
-            row = self.governance.enrichment(job.slug)
-        assert row is not None
-        attempts = row.attempts + 1
-        failed = attempts >= self.enrichment.max_attempts
-        wait = self.enrichment.backoff(attempts)
-        self.governance.record_enrichment(
-            job.slug,
-            job.fingerprint,
-            state="failed" if failed else "pending",
-            rules_done=row.rules_done,
-            attempts=attempts,
-            last_error=f"{error.code}: {error.message}",
-            next_attempt_at=now + timedelta(seconds=wait),
-            now=now,
-        )
-        later = (
-            f"it failed {attempts} times and is not retried (captured again, it is)"
-            if failed
-            else f"it stays queued and the daemon retries it in {wait:.0f} s"
-            f" (attempt {attempts} of {self.enrichment.max_attempts})"
-        )
-        return type(error)(
-            f"DURA scoring of {job.slug} with the LLM failed: {error.message}; {later}",
-            hint="check the [llm] settings, or score offline now with --heuristic",
         )
 
     def list_promotions(

@@ -31,7 +31,7 @@ router = APIRouter(
     responses=ERRORS,
     generate_unique_id_function=lambda route: route.name,
 )
-PromotionId = Annotated[int, PathParam(ge=1, description="the promotion's id")]
+PromotionId = Annotated[int, PathParam(ge=1, le=2**63 - 1, description="the promotion's id")]
 StatusQuery = Annotated[
     Literal["pending", "approved", "rejected", "merged", "all"],
     Query(description="which promotions; `all` for every status"),

@@ -53,11 +53,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal
 
 from memoryd.errors import MemorydError
+from memoryd.governance.store import GovernanceStore
 from memoryd.llm.base import LLMProvider
 from memoryd.models import (
     CJK,
@@ -66,6 +68,7 @@ from memoryd.models import (
     MemoryType,
     PromotionProposal,
     ScopeInfo,
+    utcnow,
 )
 
 logger = logging.getLogger(__name__)
@@ -638,3 +641,45 @@ def run_analysis(llm: LLMProvider | None, job: AnalysisJob) -> PromotionProposal
     except MemorydError as exc:
         logger.warning("DURA scoring of %s with %s failed: %s", job.slug, llm.model, exc.code)
         return exc
+
+
+def retry_later(
+    store: GovernanceStore,
+    job: AnalysisJob,
+    error: MemorydError,
+    *,
+    max_attempts: int,
+    backoff: Callable[[int], float],
+) -> MemorydError:
+    """After a failed LLM score: queue the memory for the daemon's enrichment worker with
+    backoff, exactly as a failed enrichment is (`attempts` grows, `failed` at the last), and
+    return the error to raise, saying so."""
+    now = utcnow()
+    row = store.enrichment(job.slug)
+    if row is None or row.fingerprint != job.fingerprint:
+        store.enqueue_enrichment(job.slug, job.fingerprint, now)
+        row = store.enrichment(job.slug)
+    assert row is not None
+    attempts = row.attempts + 1
+    failed = attempts >= max_attempts
+    wait = backoff(attempts)
+    store.record_enrichment(
+        job.slug,
+        job.fingerprint,
+        state="failed" if failed else "pending",
+        rules_done=row.rules_done,
+        attempts=attempts,
+        last_error=f"{error.code}: {error.message}",
+        next_attempt_at=now + timedelta(seconds=wait),
+        now=now,
+    )
+    later = (
+        f"it failed {attempts} times and is not retried (captured again, it is)"
+        if failed
+        else f"it stays queued and the daemon retries it in {wait:.0f} s"
+        f" (attempt {attempts} of {max_attempts})"
+    )
+    return type(error)(
+        f"DURA scoring of {job.slug} with the LLM failed: {error.message}; {later}",
+        hint="check the [llm] settings, or score offline now with --heuristic",
+    )

@@ -108,7 +108,8 @@ class Review:
         )
 
     def get(self, promotion_id: int) -> Promotion:
-        found = self.store.promotion(promotion_id)
+        # SQLite integers are 64-bit: a larger id cannot be in the table (nor be bound).
+        found = self.store.promotion(promotion_id) if 0 < promotion_id < 2**63 else None
         if found is None:
             raise NotFound(
                 f"no promotion {promotion_id}",
