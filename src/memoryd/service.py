@@ -40,7 +40,6 @@ from memoryd.enrichment import (
 )
 from memoryd.errors import (
     BrokenMemoryFile,
-    ConfigError,
     Conflict,
     InvalidInput,
     MemorydError,
@@ -1761,7 +1760,8 @@ class MemoryService:
     def prepare_analysis(self, slug: str, *, mode: AnalysisMode = "auto") -> AnalysisJob:
         """Read the memory and everything scoring needs (a read)."""
         if mode == "llm" and self.llm is None:
-            raise ConfigError(
+            # The request is what cannot be met here (a 422, exit 2), not a broken config.
+            raise InvalidInput(
                 "--llm: no LLM is configured",
                 hint="set provider under [llm] in config.toml, or score with --heuristic",
             )
