@@ -305,6 +305,7 @@ _DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 _HEADING = re.compile(r"^##\s+(.+?)\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+)")
 _SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
+_CJK_CHAR = re.compile(f"[{CJK}]")
 _WORD = re.compile(rf"[A-Za-z][A-Za-z0-9_+#.-]{{3,}}|[{CJK}]{{2,}}")
 _FROM = [
     re.compile(r"\bfrom\s+([\w.+#-]+(?:\s[\w.+#-]+)?)\s+to\b", re.IGNORECASE),
@@ -379,7 +380,7 @@ def _split_sentences(text: str) -> list[str]:
             continue
         for piece in _SPLIT.split(line):
             piece = piece.strip().strip("\"'")
-            if len(piece) >= (4 if re.search(f"[{CJK}]", piece) else 12):
+            if len(piece) >= (4 if _CJK_CHAR.search(piece) else 12):
                 found.append(piece[:MAX_QUOTE_CHARS])
     return found
 
@@ -394,7 +395,7 @@ def _hooks(text: str, names: Sequence[str]) -> list[str]:
 def _terms(text: str) -> set[str]:
     terms: set[str] = set()
     for word in _WORD.findall(text):
-        if re.match(f"[{CJK}]", word):
+        if _CJK_CHAR.match(word):
             terms.update(word[i : i + 2] for i in range(len(word) - 1))
         elif word.lower() not in _STOP:
             terms.add(word.lower())
@@ -445,16 +446,16 @@ def _read(session: SessionText) -> tuple[list[_Sentence], dict[str, int]]:
 
 def _unanswered(sentences: list[_Sentence]) -> list[_Sentence]:
     """Questions no later sentence answers (shares two of its words)."""
+    if not any(s.question for s in sentences):
+        return []
+    terms = [_terms(s.text) for s in sentences]  # once each: questions x sentences
     left: list[_Sentence] = []
     for i, sentence in enumerate(sentences):
-        if not sentence.question:
+        asked = terms[i]
+        if not sentence.question or len(asked) < 2:
             continue
-        asked = _terms(sentence.text)
-        if len(asked) < 2:
-            continue
-        later = (s for s in sentences[i + 1 :] if not s.question)
-        answered = any(len(asked & _terms(s.text)) >= 2 for s in later)
-        if not answered:
+        later = (terms[j] for j in range(i + 1, len(sentences)) if not sentences[j].question)
+        if not any(len(asked & words) >= 2 for words in later):
             left.append(sentence)
     return left
 
