@@ -511,6 +511,7 @@ def test_review_shows_evidence_and_approves_edits_and_rejects(
             pids[name] = scored.json()["promotion_id"]
         evidence = http.get(f"/v1/promotions/{pids[REVIEWED[0]]}").json()["evidence"]
 
+    browser.get_log("browser")  # drop what the tests above logged (their refused calls)
     open_page(browser, f"{served.url}/#token={served.daemon.token()}&review=1")
     review = browser.find_element(By.ID, "review")
     wait_for("the pending promotions", lambda: review.get_attribute("data-loaded") == "3")
