@@ -211,6 +211,17 @@ def test_a_real_daemon_enriches_captured_sessions(
         assert "entity:tool:Redis" in mentions(http, "session-claude-code-sess-redis")
         events = [e["event_type"] for e in http.get("/v1/audit").json()["items"]]
         assert events.count("enrich") == 2
+        # issue 15: the worker scored each session once, offline (no LLM configured)
+        scored = {}
+        for slug in (SLUG, "session-claude-code-sess-redis"):
+            meta = http.get(f"/v1/memories/{slug}").json()["meta"]
+            assert meta["dura_score"]["by"] == "heuristic-v1"
+            scored[slug] = sum(meta["dura_score"][k] for k in "DURA") / 4
+        queued = http.get("/v1/promotions").json()["items"]
+        assert sorted(p["source_slug"] for p in queued) == sorted(
+            slug for slug, mean in scored.items() if mean >= 0.6
+        )
+        assert events.count("propose") == len(queued)
         assert daemon.stop() == 0
 
 
