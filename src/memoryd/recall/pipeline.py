@@ -167,7 +167,8 @@ class RecallPipeline:
 
     def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
         """The context stage: each session text hit lends a share of its score to the turns
-        written just before and after it (`CONTEXT_SPREAD`, by distance)."""
+        written just before and after it (`CONTEXT_SPREAD`, by distance; a hit that tells
+        rather than asks lends `TELLING_SPREAD` of that)."""
         spread = conversation.CONTEXT_SPREAD
         docs = self._shares.docs
         for seed in seeds:
@@ -182,9 +183,12 @@ class RecallPipeline:
                 exclude=hit.slug,
                 per_side=len(spread),
             )
+            lent = 1.0 if conversation.only_asks(hit.body) else conversation.TELLING_SPREAD
             for side in (before, after):
                 for share, slug in zip(spread, side, strict=False):
-                    pool.at(slug).add("context", share * seed.relevance, f"next to {hit.slug}")
+                    pool.at(slug).add(
+                        "context", lent * share * seed.relevance, f"next to {hit.slug}"
+                    )
 
     def _entity_stages(
         self,
