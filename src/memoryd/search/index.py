@@ -682,7 +682,8 @@ class SearchIndex:
         shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
         kept = scored[:limit]
         held_docs = {hit.slug: _stored_doc(documents[hit.slug]) for hit in kept}
-        return LocalRanking(kept, shares, held_docs)
+        once = _bm25_idf(max(docs, 1), 1)
+        return LocalRanking(kept, shares, held_docs, most / once if once > 0 else 0.0)
 
     def analyse(self, text: str) -> list[str]:
         """`text`'s tokens as the index analyses queries and documents."""
@@ -1409,6 +1410,9 @@ class LocalRanking(NamedTuple):
     shares: dict[str, float]
     docs: dict[str, SearchDoc]
     """The hits as indexed (recall ranks and explains on them without fetching them again)."""
+    mass: float = 0.0
+    """The most the query could score (the sum of its words' idf) in units of the idf of a
+    word the scope holds once: how much the query names, for calibrating relevance."""
 
     def share(self, tokens: Iterable[str]) -> float:
         """How much of the query these tokens carry, 0 to 1."""
