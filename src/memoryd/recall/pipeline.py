@@ -219,8 +219,8 @@ class RecallPipeline:
         # An entity's evidence is bounded by how much of the query the words naming it carry
         # in this scope: "api" in a project whose every session says "api" adds little.
         words = {eid: frozenset(self.index.analyse(gram)) for eid, gram in linked.items()}
-        specific = {eid: entities.entity_weight(here[eid]) for eid in linked}
-        weights = {eid: specific[eid] * self._shares.share(words[eid]) for eid in linked}
+        rarity = {eid: entities.entity_weight(here[eid]) for eid in linked}
+        weights = {eid: rarity[eid] * self._shares.share(words[eid]) for eid in linked}
         for eid, slug, conf in rows:
             if eid in linked:
                 cand = pool.at(slug)
@@ -229,7 +229,7 @@ class RecallPipeline:
                     "entity",
                     weights[eid] * conf,
                     f"{matcher.entities[eid].name} → memory",
-                    novel=specific[eid] * lacks * conf,
+                    novel=rarity[eid] * lacks * conf,
                 )
         if "graph" not in self.config.stages:
             return linked
@@ -250,7 +250,7 @@ class RecallPipeline:
                     "graph",
                     weights[src] * link,
                     f"{path} → memory",
-                    novel=specific[src] * lacks * link,
+                    novel=rarity[src] * lacks * link,
                 )
         return linked
 
