@@ -272,10 +272,11 @@ def test_current_first_puts_the_newer_of_near_tied_memories_first() -> None:
         "other": MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, when + timedelta(days=9)),
     }
     ranked = [old, new, other]
-    current_first(ranked, facts)
+    shares = {"orm": 0.5, "current": 0.3, "cache": 0.2}
+    current_first(ranked, facts, shares)
     # `other` is newer still but holds none of the words `old` matched: not the same thing.
     assert [c.slug for c in ranked] == ["new", "old", "other"]
     far = [Candidate("old", score=1.0, matched=old.matched), Candidate("new", score=0.5)]
     far[1].matched = new.matched
-    current_first(far, facts)
+    current_first(far, facts, shares)
     assert [c.slug for c in far] == ["old", "new"]  # not near-tied: the better stays first

@@ -10,6 +10,7 @@ import pytest
 
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import Candidate, RecallConfig
+from memoryd.recall.adjustment import asks_for_current
 from memoryd.recall.conversation import CONTEXT_SPREAD, TELLING_SPREAD
 from memoryd.recall.fusion import evidence_fusion
 from memoryd.recall.text import QUERY_PRIOR, query_confidence
@@ -89,3 +90,61 @@ def test_a_linked_word_the_text_holds_adds_no_relevance(svc: MemoryService, proj
     assert "entity" in on.stages  # the entity stage found the memory too
     assert on.hits[0].slug == text_only.hits[0].slug
     assert on.hits[0].score == pytest.approx(text_only.hits[0].score)
+
+
+@pytest.mark.parametrize(
+    ("query", "current"),
+    [
+        ("What ORM is currently used in the ecommerce-api?", True),
+        ("Does the alembic/ directory still exist?", True),
+        ("What is the current Docker image size?", True),
+        ("我们现在用哪个数据库？", True),
+        ("When was structlog added and what was the reason?", False),
+        ("What was the original ORM before it was replaced?", False),
+        ("Nowhere near the currency converter", False),
+    ],
+)
+def test_asks_for_current(query: str, current: bool) -> None:
+    assert asks_for_current(query) is current
+
+
+def test_the_newer_memory_about_the_same_thing_answers_what_is_current(
+    svc: MemoryService, project: Path
+) -> None:
+    """Before supersede judging links them, the newer of two memories about the same thing
+    answers a question about what is current; a question about history keeps the ranking."""
+    old = svc.record(
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title="Session one",
+            body="user: set up the ORM\nassistant: SQLAlchemy is the ORM; SQLAlchemy models "
+            "live in models.py and the ORM session is async.",
+            scope_path=project,
+            created_at=START,
+        )
+    ).slug
+    new = svc.record(
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title="Session two",
+            body="user: switch the ORM\nassistant: Tortoise is the ORM from today.",
+            scope_path=project,
+            created_at=START + timedelta(days=5),
+        )
+    ).slug
+    for i in range(4):
+        svc.record(
+            MemoryDraft(
+                type=MemoryType.SESSION,
+                title=f"Session filler {i}",
+                body=f"user: lint the code\nassistant: ruff passes on module {i}.",
+                scope_path=project,
+                created_at=START + timedelta(days=1 + i),
+            )
+        )
+    asked = [h.slug for h in svc.recall("Which ORM do we use?", scope=project).hits]
+    assert asked[:2] == [old, new]  # the fuller explanation first
+    now = [h.slug for h in svc.recall("Which ORM do we currently use?", scope=project).hits]
+    assert now[:2] == [new, old]
+    moved = svc.recall("Which ORM do we currently use?", scope=project).hits[0]
+    assert f"newer than {old}" in moved.paths

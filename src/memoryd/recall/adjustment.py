@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -57,28 +58,51 @@ def adjust(
     return sorted(candidates.values(), key=lambda c: (-c.score, c.slug))
 
 
-CURRENT_MARGIN = 0.2
-"""How close (as a share of the higher score) two memories' scores must be for the newer to
-go first when it holds every query word the older holds (`current_first`)."""
+CURRENT_MARGIN = 0.4
+"""How close (as a share of the higher score) a newer memory's score must be to an older one's
+for it to go first when the question asks what is current (`current_first`)."""
+CURRENT_COVER = 0.5
+"""How much of the query weight the older memory holds the newer must hold too (by the words'
+scope-local shares) to be about the same thing."""
+_PRESENT = re.compile(
+    r"\b(?:current|currently|now|still|latest|anymore|nowadays|presently|today)\b"
+    r"|现在|目前|当前|最新|仍然|还在",
+    re.IGNORECASE,
+)
 
 
-def current_first(ranked: list[Candidate], facts: Mapping[str, MemoryFacts]) -> None:
-    """Put the newer of two near-tied memories about the same thing first, in place.
+def asks_for_current(query: str) -> bool:
+    """Whether a question asks how things stand now ("What ORM do we currently use?", "Does
+    the alembic/ directory still exist?"), not how they were or when they changed."""
+    return _PRESENT.search(query) is not None
+
+
+def current_first(
+    ranked: list[Candidate], facts: Mapping[str, MemoryFacts], shares: Mapping[str, float]
+) -> None:
+    """Put the newer of two close memories about the same thing first, in place.
 
     When a decision changes, the new session repeats the old one's words: both match, the
-    older often a little better (it explained more). Before supersede judging links them, a
-    newer memory holding every query word the older one holds, within `CURRENT_MARGIN` of its
-    score, is what is current, so it ranks first. Only candidates with text evidence move.
-    """
+    older often better (it explained more). Before supersede judging links them, a newer
+    memory within `CURRENT_MARGIN` of the older's score that holds at least `CURRENT_COVER`
+    of the query weight the older holds is what is current, so it ranks first. The pipeline
+    runs this only for a question that asks what is current (`asks_for_current`): for "when
+    was X added" the older memory is the answer (measured on DevMemBench: on every question
+    it cost 0.02 MRR; on these alone, newest-first 0.54 → 0.69 at unchanged MRR)."""
+
+    def weight(words: frozenset[str]) -> float:
+        return sum(shares.get(word, 0.0) for word in words)
+
     for i in range(len(ranked)):
         best = i
         for j in range(i + 1, len(ranked)):
             older, newer = ranked[best], ranked[j]
             if newer.score < (1 - CURRENT_MARGIN) * ranked[i].score:
                 break
+            held = weight(older.matched)
             if (
-                older.matched
-                and older.matched <= newer.matched
+                held > 0
+                and weight(older.matched & newer.matched) >= CURRENT_COVER * held
                 and facts[newer.slug].created_at > facts[older.slug].created_at
                 and newer.superseded_by is None
             ):

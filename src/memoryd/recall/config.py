@@ -9,10 +9,11 @@ STAGES = frozenset({"text", "expansion", "entity", "graph", "kind", "context", "
 question asks for, in the text stage), `entity` (query → entity → memory), `graph` (one more
 hop through related entities), `kind` (entities of a kind the query names), `context`
 (conversation turns next to a text hit), `vector` (when an embedding index is configured),
-`current` (of near-tied memories about the same thing, the newer first)."""
-DEFAULT_STAGES = STAGES - {"current"}
-"""`current` is off by default: on DevMemBench it moved no knowledge-update question's newest
-session up (their scores are not near-tied) and cost 0.02 MRR elsewhere (see bench/devmem.py)."""
+`current` (for a question about what is current, of close memories about the same thing
+the newer first)."""
+DEFAULT_STAGES = STAGES
+"""Every stage runs by default; `current` only reorders for a question asking what is current
+(`adjustment.asks_for_current`)."""
 
 
 INJECT_MIN_SCORE = 0.12

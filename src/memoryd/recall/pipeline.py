@@ -158,8 +158,8 @@ class RecallPipeline:
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
         ranked = adjustment.adjust(pool, facts, superseded, utcnow())
-        if "current" in self.config.stages:
-            adjustment.current_first(ranked, facts)
+        if "current" in self.config.stages and adjustment.asks_for_current(query):
+            adjustment.current_first(ranked, facts, self._shares.shares)
         return ranked
 
     def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
