@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from devmem import Okapi  # the same stdlib BM25 as the DevMemBench baseline
 from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import STAGES, RecallConfig
@@ -163,6 +164,7 @@ def main() -> None:
         latencies: list[float] = []
         raw_rows: list[tuple[int, dict[str, float]]] = []
         fixed_rows: list[tuple[int, dict[str, float]]] = []
+        bm25_rows: list[tuple[int, dict[str, float]]] = []
         base = svc.recall_config
         variants = {} if args.no_ablation else ablation_configs(base)
         ablation_rows: dict[str, list[tuple[int, dict[str, float]]]] = {v: [] for v in variants}
@@ -198,6 +200,7 @@ def main() -> None:
                 ingest_s += time.perf_counter() - t
                 turns += len(drafts)
                 slug_to_dia = {m.slug: d for m, d in zip(written, ids, strict=True)}
+                okapi = Okapi({d: draft.body for draft, d in zip(drafts, ids, strict=True)})
                 for q_index, qa in enumerate(sample["qa"]):
                     cat = qa.get("category")
                     if cat not in CATEGORIES:
@@ -214,6 +217,8 @@ def main() -> None:
                     fixed = corrections.get(qid, gold)
                     if fixed:
                         fixed_rows.append((cat, metrics(ranked, fixed)))
+                        baseline = [d for d, _ in okapi.rank(qa["question"])[:10]]
+                        bm25_rows.append((cat, metrics(baseline, fixed)))
                 for name, config in variants.items():
                     svc.recall_config = config
                     ablation_rows[name] += rank_questions(
@@ -235,6 +240,7 @@ def main() -> None:
         "recall_p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
     }
     report["ablation"] = {name: ablation_summary(rows) for name, rows in ablation_rows.items()}
+    report["bm25_baseline"] = ablation_summary(bm25_rows)
     report["overall"] = report["errata_applied"]["overall"]  # type: ignore[index]
     report["per_category"] = report["errata_applied"]["per_category"]  # type: ignore[index]
     print(
@@ -255,6 +261,11 @@ def main() -> None:
     print(
         f"ingest {report['ingest_ms_per_turn']} ms/turn; recall p50 {report['recall_p50_ms']} ms,"
         f" p95 {report['recall_p95_ms']} ms"
+    )
+    b = report["bm25_baseline"]
+    print(
+        f"plain BM25 (stdlib Okapi over turn bodies, errata applied): hit@5 {b['hit@5']}"  # type: ignore[index]
+        f" all@10 {b['all@10']} multi-hop all@10 {b['multi-hop all@10']}"  # type: ignore[index]
     )
     if ablation_rows:
         print(

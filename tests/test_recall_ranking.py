@@ -148,3 +148,16 @@ def test_the_newer_memory_about_the_same_thing_answers_what_is_current(
     assert now[:2] == [new, old]
     moved = svc.recall("Which ORM do we currently use?", scope=project).hits[0]
     assert f"newer than {old}" in moved.paths
+
+
+def test_the_score_explains_the_query_weight(svc: MemoryService, project: Path) -> None:
+    for title, body in [
+        ("Cache", "Redis holds the product catalogue cache for ten minutes."),
+        ("Deploy", "The API deploys with docker compose behind nginx."),
+        ("Tests", "pytest runs with coverage at eighty percent."),
+    ]:
+        svc.record(MemoryDraft(type=MemoryType.FACT, title=title, body=body, scope_path=project))
+    short = svc.recall("cache", scope=project, track=False).hits[0]
+    longer = svc.recall("redis catalogue cache minutes", scope=project, track=False).hits[0]
+    assert 0.0 < short.factors["query weight"] < longer.factors["query weight"] < 1.0
+    assert short.score < longer.score  # the same memory, named more fully

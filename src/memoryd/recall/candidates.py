@@ -38,7 +38,9 @@ class Candidate:
     """path → the stage that found it."""
     factors: dict[str, float] = field(default_factory=dict)
     """Every factor that moved its score: each stage's contribution to the fused score,
-    then each adjustment's multiplier (title, length, long-term, recency, dim, superseded)."""
+    then each adjustment's multiplier (title, length, long-term, recency, dim, superseded),
+    and `query weight`, how far the query's weight lets its share count in the score
+    (`text.query_confidence`)."""
 
     def scale(self, factor: str, by: float) -> None:
         """Multiply the score by a named factor, kept for the explanation when it moves it."""

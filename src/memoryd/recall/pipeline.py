@@ -110,6 +110,7 @@ class RecallPipeline:
         for slug, score in fused.items():
             pool[slug].score = score
             pool[slug].relevance *= named_enough
+            pool[slug].factors["query weight"] = round(named_enough, 4)
         ranked = self._adjust(
             query, pool, (names, kind_names), scope_hash, types, include_forgotten, stored
         )[:k]
