@@ -65,7 +65,9 @@ def test_two_hop_relation(svc: MemoryService, project: Path) -> None:
     hits = svc.recall("react", scope=project).hits
     reached = next(h for h in hits if h.slug == signals)
     assert reached.stages == ["graph"]
-    assert "React -[supersedes]- Solid → memory" in reached.paths
+    # Each path shows its relation's stored direction: Solid supersedes React.
+    assert "React <-[supersedes]- Solid → memory" in reached.paths
+    assert "React -[superseded_by]-> Solid → memory" in reached.paths
 
 
 def test_superseded_memory_ranks_below_successor(svc: MemoryService, project: Path) -> None:

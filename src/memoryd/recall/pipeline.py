@@ -41,6 +41,9 @@ class RecallPipeline:
     config: RecallConfig
     vector_stage: VectorStage | None = None
     _shares: LocalRanking = field(default_factory=lambda: LocalRanking([], {}, {}))
+    _relations: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """An undirected 2-hop path → (linked entity, predicate, entity reached), for
+    `_direct_paths`."""
 
     def run(
         self,
@@ -116,6 +119,7 @@ class RecallPipeline:
         )[:k]
         if kind is not None:
             explain_expansion(self.index, query, kind, expansion, ranked, stored)
+        self._direct_paths(ranked)
         explained = self.index.lookup([c.slug for c in ranked], query=query)
         hits = [recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
         return RecallOutcome(hits=hits, entities=sorted(linked), stages=stages)
@@ -162,6 +166,26 @@ class RecallPipeline:
         if "current" in self.config.stages and adjustment.asks_for_current(query):
             adjustment.current_first(ranked, facts, self._shares.shares)
         return ranked
+
+    def _direct_paths(self, ranked: Sequence[Candidate]) -> None:
+        """Show each 2-hop path in the shown hits with its relation's stored direction
+        (`React <-[supersedes]- Solid`: Solid supersedes React, not the other way round).
+        The traversal walks relations both ways; the direction is read for the few linked
+        entities whose paths are shown (`GraphStore.neighbourhood`, one hop)."""
+        shown = {p for cand in ranked for p in cand.paths if p in self._relations}
+        stored: set[tuple[str, str, str]] = set()
+        for linked in sorted({self._relations[p][0] for p in shown}):
+            rows = self.graph.neighbourhood(linked, depth=1).rows
+            stored.update((str(row[0]), str(row[1]), str(row[2])) for row in rows)
+        directed = {}
+        for path in shown:
+            src, predicate, dst = self._relations[path]
+            if (src, predicate, dst) in stored:
+                directed[path] = path.replace(f" -[{predicate}]- ", f" -[{predicate}]-> ", 1)
+            elif (dst, predicate, src) in stored:
+                directed[path] = path.replace(f" -[{predicate}]- ", f" <-[{predicate}]- ", 1)
+        for cand in ranked:
+            cand.paths[:] = [directed.get(p, p) for p in cand.paths]
 
     def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
         """The context stage: each session text hit lends a share of its score to the turns
@@ -247,6 +271,7 @@ class RecallPipeline:
                 cand = pool.at(slug)
                 lacks = self._shares.share(words[src] - cand.matched)
                 path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
+                self._relations[f"{path} → memory"] = (src, predicate, eid)
                 cand.add(
                     "graph",
                     weights[src] * link,
