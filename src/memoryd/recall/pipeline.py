@@ -307,9 +307,10 @@ class RecallPipeline:
         here = Counter(eid for eid, _, _ in rows)
         if rows:
             stages.append("kind")
+        analysed = {word: frozenset(self.index.analyse(word)) for word in asked}
         for eid, slug, conf in rows:
             word, fit = leads[eid]
-            tokens = frozenset(self.index.analyse(word))
+            tokens = analysed[word]
             cand = pool.at(slug)
             strength = fit * entities.entity_weight(here[eid]) * conf
             cand.add(
