@@ -192,6 +192,7 @@ async def enrich(
                 pass  # a full round: more may be due
         except MemorydError as exc:
             logger.warning("enrichment paused: %s", exc)
+        await embed_rounds(service, runner)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), settings.enrichment.interval_s)
         while wake.is_set():  # captures keep coming: wait until they settle
@@ -223,6 +224,29 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             continue
         settled += 1
     return settled
+
+
+async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
+    """The vector stage's embeddings (when it runs): what the index wrote since the last
+    round, a batch at a time, so a recall waits at most one batch (`recall.vectors.BATCH`)."""
+    if service.vectors is None:
+        return
+    try:
+        while True:
+            report = await runner.read(service.embed_pending)
+            if report is None:
+                return
+            if report.embedded or report.removed:
+                logger.info(
+                    "embedded %d memories (%d passages), %d waiting",
+                    report.embedded,
+                    report.passages,
+                    len(report.pending),
+                )
+            if not report.pending:
+                return
+    except MemorydError as exc:
+        logger.warning("embedding paused: %s", exc)
 
 
 def bind_unix(path: Path) -> socket.socket:

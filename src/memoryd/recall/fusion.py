@@ -35,8 +35,9 @@ passing, so mentioning "a database" says nothing about whether it answers "which
 
 def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) -> dict[str, float]:
     """Text relevance (scope-local BM25 as a share of the query, plus the share neighbouring
-    turns lend; a turn that only asks at `ASKING_PENALTY`), plus each graph stage's bounded
-    evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top."""
+        turns lend; a turn that only asks at `ASKING_PENALTY`), plus each graph stage's bounded
+        evidence (`EVIDENCE_WEIGHTS`), plus the vector stage's calibrated cosine
+    (`recall.vectors.dense_evidence`)."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
         if cand.whole_session:
@@ -56,9 +57,15 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
             cand.factors[stage] = round(part, 4)
         fused[slug] = sum(parts.values())
     if "vector" in stages:
-        for slug, value in rrf({"vector": ranking(candidates, "vector")}).items():
-            fused[slug] = fused.get(slug, 0.0) + value
-            candidates[slug].factors["vector"] = round(value, 4)
+        # The cosine, calibrated, not the dense rank: a rank says nothing about whether
+        # anything fits, and the fused score must still say it (`recall.vectors`).
+        from memoryd.recall.vectors import dense_evidence
+
+        for slug, cand in candidates.items():
+            if "vector" in cand.stage_scores:
+                value = dense_evidence(cand.stage_scores["vector"])
+                fused[slug] = fused.get(slug, 0.0) + value
+                cand.factors["vector"] = round(value, 4)
     return fused
 
 
