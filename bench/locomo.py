@@ -136,6 +136,12 @@ def ablation_summary(rows: list[tuple[int, dict[str, float]]]) -> dict[str, floa
     }
 
 
+def warm_up(svc: MemoryService) -> None:
+    """Load the vector stage's model now (once per process), not in the first recall."""
+    if svc.vectors is not None:
+        svc.vectors.embedder.encode(["warm up"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -172,8 +178,7 @@ def main() -> None:
         ingest_s = 0.0
         turns = 0
         embed_s = 0.0
-        if svc.vectors is not None:
-            svc.vectors.embedder.encode(["warm up"])  # the model loads once per process
+        warm_up(svc)
         latencies: list[float] = []
         raw_rows: list[tuple[int, dict[str, float]]] = []
         fixed_rows: list[tuple[int, dict[str, float]]] = []
@@ -272,7 +277,8 @@ def main() -> None:
                 f"{m['ndcg@10']:>9}"
             )
     print(
-        f"ingest {report['ingest_ms_per_turn']} ms/turn, embed {report['embed_ms_per_turn']} ms/turn;"
+        f"ingest {report['ingest_ms_per_turn']} ms/turn,"
+        f" embed {report['embed_ms_per_turn']} ms/turn;"
         f" recall p50 {report['recall_p50_ms']} ms,"
         f" p95 {report['recall_p95_ms']} ms"
     )
