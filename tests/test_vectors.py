@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -336,3 +337,45 @@ def test_writes_are_embedded_by_the_next_round_and_reindex_rebuilds(
     with open_service(vector_settings(settings, "on")) as svc:
         report = embed_round(svc)
         assert (report.embedded, report.pending) == (0, [])
+
+
+@needs_model
+def test_the_daemon_embeds_in_the_background_and_its_readers_rank_with_vectors(
+    home: Path, project: Path
+) -> None:
+    from tests.daemon_harness import running, uds_client
+
+    env = {
+        "MEMORYD_RECALL__VECTORS": "on",
+        "MEMORYD_ENRICHMENT__INTERVAL_S": "0.5",
+        "MEMORYD_DAEMON__RECALL_READERS": "1",
+    }
+    with running(home, env=env), uds_client(home, timeout=60) as http:
+        login = {
+            "type": "decision",
+            "title": "Login",
+            "body": "Users sign in with OAuth through GitHub.",
+            "scope": str(project),
+        }
+        slug = http.post("/v1/memories", json=login).json()["meta"]["slug"]
+        other = {
+            "type": "fact",
+            "title": "CI",
+            "body": "CI runs on Fridays.",
+            "scope": str(project),
+        }
+        assert http.post("/v1/memories", json=other).status_code == 201
+
+        def check() -> dict[str, object]:
+            return next(c for c in http.get("/v1/doctor").json() if c["name"] == "vectors")
+
+        deadline = time.monotonic() + 120
+        while not check()["ok"]:
+            assert time.monotonic() < deadline, check()
+            time.sleep(0.2)
+        assert "2 memories" in str(check()["detail"])
+        found = http.get(
+            "/v1/recall", params={"q": "how do people authenticate", "scope": str(project)}
+        ).json()
+        assert "vector" in found["stages"]
+        assert found["hits"][0]["slug"] == slug

@@ -15,9 +15,12 @@ The stage runs only when the extra is installed (`pip install memoryd[vectors]`)
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from memoryd.recall.candidates import VectorStage
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.search.vectors import Embedder, VectorIndex, fingerprint, passages
 
@@ -60,6 +63,22 @@ class DenseStage:
             self.embedder.encode([query])[0], scope_hashes=scope_hashes, limit=limit
         )
         return [(slug, cosine) for slug, cosine in found if cosine > COSINE_FLOOR]
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def ahead(
+    stage: VectorStage, query: str, scope_hashes: Sequence[str] | None, limit: int
+) -> Future[list[tuple[str, float]]]:
+    """Start the vector stage's search on a worker thread; the caller takes its result
+    when it needs it (the pipeline runs the text and graph stages meanwhile)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryd-vectors")
+    return _pool.submit(stage.search, query, scope_hashes=scope_hashes, limit=limit)
 
 
 @dataclass
@@ -190,6 +209,7 @@ __all__ = [
     "DenseIndex",
     "DenseStage",
     "SyncReport",
+    "ahead",
     "dense_evidence",
     "dense_relevance",
     "diff",
