@@ -155,8 +155,9 @@ def main() -> None:
     parser.add_argument(
         "--vectors",
         choices=("auto", "on", "off"),
-        default="auto",
-        help="recall.vectors: the vector stage runs when the extra is installed (auto)",
+        default="off",
+        help="recall.vectors (default off: the default install has no vector stage; on needs"
+        " `pip install 'memoryd[vectors]'`)",
     )
     args = parser.parse_args()
     if not args.data.is_file():

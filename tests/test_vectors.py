@@ -379,3 +379,20 @@ def test_the_daemon_embeds_in_the_background_and_its_readers_rank_with_vectors(
         ).json()
         assert "vector" in found["stages"]
         assert found["hits"][0]["slug"] == slug
+
+
+def test_a_scope_with_no_vectors_is_not_worth_embedding_the_query(tmp_path: Path) -> None:
+    """With the extra installed but nothing embedded yet, recall pays nothing for the stage:
+    the model is not even loaded."""
+    from memoryd.recall.vectors import DenseStage
+    from memoryd.search.vectors import MiniLM
+
+    vectors = store(tmp_path)
+    vectors.put("a", "elsewhere", "fa", np.stack([unit(1, 0, 0, 0)]))
+    model = MiniLM()
+    stage = DenseStage(vectors, model)
+    assert stage.search("anything", scope_hashes=["here"], limit=5) == []
+    assert model._model is None
+    assert vectors.holds(["elsewhere"])
+    assert vectors.holds(None)
+    assert not vectors.holds(["here"])

@@ -59,6 +59,8 @@ class DenseStage:
     def search(
         self, query: str, *, scope_hashes: Sequence[str] | None, limit: int
     ) -> list[tuple[str, float]]:
+        if not self.vectors.holds(scope_hashes):
+            return []  # nothing embedded here (yet): the query is not worth embedding
         found = self.vectors.search(
             self.embedder.encode([query])[0], scope_hashes=scope_hashes, limit=limit
         )

@@ -296,12 +296,18 @@ class VectorIndex:
         held = self._scope_matrix(scopes)
         if not held.slugs:
             return []
-        cosines = held.matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
+        # einsum's own loop, not BLAS: OpenBLAS's threads spinning beside other work made a
+        # 10k x 384 product 30 ms on a busy 2-core machine instead of under 1 ms (measured).
+        cosines = np.einsum("ij,j->i", held.matrix, np.asarray(query, dtype=np.float32).ravel())
         best = np.maximum.reduceat(cosines, held.starts)
         take = min(limit, len(best))
         top = np.argpartition(-best, take - 1)[:take] if take < len(best) else np.arange(take)
         found = [(held.slugs[i], float(best[i])) for i in top]
         return sorted(found, key=lambda item: (-item[1], item[0]))
+
+    def holds(self, scope_hashes: Sequence[str] | None) -> bool:
+        """Whether any memory of these scopes (None: any) has vectors."""
+        return bool(self._scope_matrix(_scope_key(scope_hashes)).slugs)
 
     def _scope_matrix(self, scopes: tuple[str, ...] | None) -> _ScopeMatrix:
         """The scope's passages as one matrix, kept until the store changes (another
