@@ -347,7 +347,7 @@ def test_the_daemon_embeds_in_the_background_and_its_readers_rank_with_vectors(
 
     env = {
         "MEMORYD_RECALL__VECTORS": "on",
-        "MEMORYD_ENRICHMENT__INTERVAL_S": "0.5",
+        "MEMORYD_ENRICHMENT__SETTLE_S": "0.2",
         "MEMORYD_DAEMON__RECALL_READERS": "1",
     }
     with running(home, env=env), uds_client(home, timeout=60) as http:

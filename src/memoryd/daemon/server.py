@@ -192,7 +192,6 @@ async def enrich(
                 pass  # a full round: more may be due
         except MemorydError as exc:
             logger.warning("enrichment paused: %s", exc)
-        await embed_rounds(service, runner)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), settings.enrichment.interval_s)
         while wake.is_set():  # captures keep coming: wait until they settle
@@ -224,6 +223,17 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             continue
         settled += 1
     return settled
+
+
+async def embed(service: MemoryService, runner: ServiceRunner, settings: Settings) -> None:
+    """The vector stage's background work (when it runs): every `enrichment.settle_s`, the
+    memories the index wrote since the last look are embedded. A look that finds nothing
+    costs no model call."""
+    if service.vectors is None:
+        return
+    while True:
+        await embed_rounds(service, runner)
+        await asyncio.sleep(max(0.2, settings.enrichment.settle_s))
 
 
 async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
@@ -441,6 +451,7 @@ async def _serve(
         asyncio.create_task(flush_recall_stats()),
         asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
         asyncio.create_task(enrich(service, runner, settings, enrich_wake)),
+        asyncio.create_task(embed(service, runner, settings)),
     ]
     try:
         async with mcp_sessions.run():

@@ -171,6 +171,8 @@ class DenseIndex:
     store: VectorIndex
     embedder: Embedder
     _todo: set[str] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    """One round at a time: the worker's rounds and reindex's rebuild share the work list."""
 
     @property
     def stage(self) -> DenseStage:
@@ -178,6 +180,10 @@ class DenseIndex:
 
     def catch_up(self, index: SearchIndex, limit: int | None = BATCH) -> SyncReport:
         """One round of the background worker: look at what changed, embed up to `limit`."""
+        with self._lock:
+            return self._catch_up(index, limit)
+
+    def _catch_up(self, index: SearchIndex, limit: int | None) -> SyncReport:
         touched = index.take_touched()
         if self._todo is None:
             todo, gone, _ = diff(index, self.store, None)
@@ -196,6 +202,10 @@ class DenseIndex:
 
     def rebuild(self, index: SearchIndex) -> SyncReport:
         """Every memory embedded afresh (`reindex`)."""
+        with self._lock:
+            return self._rebuild(index)
+
+    def _rebuild(self, index: SearchIndex) -> SyncReport:
         index.take_touched()
         self.store.clear()
         report = sync(index, self.store, self.embedder, limit=None)
