@@ -7,6 +7,7 @@ and are skipped with that reason when it is not installed.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -396,3 +397,24 @@ def test_a_scope_with_no_vectors_is_not_worth_embedding_the_query(tmp_path: Path
     assert vectors.holds(["elsewhere"])
     assert vectors.holds(None)
     assert not vectors.holds(["here"])
+
+
+def test_recall_explain_and_doctor_say_the_stage_is_off(home: Path, project: Path) -> None:
+    """The CLI, embedded (the conftest sets `recall.vectors = off`)."""
+    from typer.testing import CliRunner
+
+    from memoryd.cli.main import app
+
+    runner = CliRunner()
+    args = ["--home", str(home)]
+    body = ["--title", "Cache", "--body", "We cache with Redis.", "--scope", str(project)]
+    assert runner.invoke(app, ["record", "--type", "fact", *body, *args]).exit_code == 0
+    explained = runner.invoke(app, ["recall", "Redis", "--explain", "--scope", str(project), *args])
+    assert explained.exit_code == 0, explained.stderr
+    assert "no vector stage: recall.vectors is off" in explained.stdout
+    plain = runner.invoke(app, ["recall", "Redis", "--scope", str(project), *args])
+    assert "no vector stage" not in plain.stdout
+    doctor = runner.invoke(app, ["doctor", "--json", *args])
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+    assert checks["vectors"]["ok"]
+    assert "recall.vectors is off" in checks["vectors"]["detail"]
