@@ -334,6 +334,12 @@ def test_writes_are_embedded_by_the_next_round_and_reindex_rebuilds(
         health = store.health(expected(indexed_docs(svc.index), MODEL_NAME))
         assert health.memories == 2  # the vault still holds the one deleted from the index
         assert (health.missing, health.stale, health.orphans) == ([], [], [])
+        # In a daemon, reindex leaves the embedding to its worker (the writer must not wait).
+        svc.embeds_in_background = True
+        svc.reindex()
+        assert store.fingerprints() == {}
+        report = embed_round(svc)
+        assert (report.embedded, report.pending) == (2, [])
     # Reopened, the worker's first round compares the stores and finds nothing to do.
     with open_service(vector_settings(settings, "on")) as svc:
         report = embed_round(svc)

@@ -195,6 +195,8 @@ class MemoryService:
         self.vector_stage: VectorStage | None = None
         self.vectors: DenseIndex | None = None
         """The vector stage's store and model (`wiring.open_vectors`), when it runs."""
+        self.embeds_in_background = False
+        """Whether a worker embeds new memories (the daemon's): then reindex leaves it to it."""
         self.vectors_absent: str | None = None
         """Why recall runs without the vector stage (`recall.vectors`, the extra missing)."""
         self.recall_config = RecallConfig()
@@ -1237,7 +1239,8 @@ class MemoryService:
                 self.index_epoch += 1
         self.forget_entities()
         if self.vectors is not None:
-            rebuilt = self.vectors.rebuild(self.index)
+            # The daemon's own worker embeds them in rounds: its writer must not wait.
+            rebuilt = self.vectors.rebuild(self.index, later=self.embeds_in_background)
             logger.info(
                 "reindex embedded %d memories (%d passages)", rebuilt.embedded, rebuilt.passages
             )

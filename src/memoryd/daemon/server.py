@@ -231,6 +231,7 @@ async def embed(service: MemoryService, runner: ServiceRunner, settings: Setting
     costs no model call."""
     if service.vectors is None:
         return
+    service.embeds_in_background = True
     while True:
         await embed_rounds(service, runner)
         await asyncio.sleep(max(0.2, settings.enrichment.settle_s))

@@ -200,9 +200,15 @@ class DenseIndex:
         report.removed, report.pending = len(gone), sorted(self._todo)
         return report
 
-    def rebuild(self, index: SearchIndex) -> SyncReport:
-        """Every memory embedded afresh (`reindex`)."""
+    def rebuild(self, index: SearchIndex, *, later: bool = False) -> SyncReport:
+        """Every memory embedded afresh (`reindex`): now, or with `later` (a daemon, whose
+        writer must not wait minutes) by the worker's next rounds, every memory pending."""
         with self._lock:
+            if later:
+                index.take_touched()
+                self.store.clear()
+                self._todo = None  # the next round compares the stores: everything is new
+                return SyncReport()
             return self._rebuild(index)
 
     def _rebuild(self, index: SearchIndex) -> SyncReport:
