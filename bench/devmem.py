@@ -1,7 +1,7 @@
 """DevMemBench recall benchmark: coding-assistant sessions, one memory per session.
 
     python bench/devmem.py [--data ../shared/bench/devmem] [--paths record,capture] [--json OUT]
-                           [--no-ablation]
+                           [--no-ablation] [--vectors auto|on|off]
 
 Follows the protocol of the data's README (read from where it lies, never copied here):
 
@@ -324,6 +324,7 @@ def run_path(
     sessions: list[dict[str, Any]],
     questions: list[dict[str, Any]],
     ablation: bool,
+    vectors: str = "off",
 ) -> dict[str, Any]:
     by_id = {s["sessionId"]: s for s in sessions}
     projects = projects_of(sessions)
@@ -333,7 +334,7 @@ def run_path(
         dirs = {p: root / "projects" / p for p in projects}
         for d in dirs.values():
             d.mkdir(parents=True)
-        settings = load_settings(home)
+        settings = load_settings(home, recall={"vectors": vectors})
         svc = open_service(settings)
         try:
             t = time.perf_counter()
@@ -346,6 +347,7 @@ def run_path(
                 svc.drain_inbox()
                 svc.enrich_pending(use_llm=False)
             load_s = time.perf_counter() - t
+            embed = embed_all(svc)
             slugs = session_of_slugs(svc, sessions)
             expected = sum(len(stored_in(s, projects)) for s in sessions)
             if len(slugs) != expected:
@@ -360,6 +362,7 @@ def run_path(
             report["recall_p50_ms"] = round(statistics.median(ordered), 2)
             report["recall_p95_ms"] = round(ordered[int(0.95 * (len(ordered) - 1))], 2)
             report["load_s"] = round(load_s, 2)
+            report["vectors"] = embed
             if ablation:
                 report["ablation"] = {}
                 for stage in sorted(base.stages):
@@ -401,6 +404,26 @@ def load_capture_fresh(
             hook.main(argv, stdin=io.StringIO(json.dumps(payload)), stdout=io.StringIO())
 
 
+def embed_all(svc: MemoryService) -> dict[str, Any] | None:
+    """Embed every memory now (the daemon's worker does it in the background), timed."""
+    if svc.vectors is None:
+        return None
+    svc.vectors.embedder.encode(["warm up"])  # the model loads once per process
+    t, cpu = time.perf_counter(), time.thread_time()
+    report = svc.embed_pending(limit=1_000_000)
+    took, took_cpu = time.perf_counter() - t, time.thread_time() - cpu
+    if report is None or report.pending:
+        raise SystemExit("the vector stage left memories unembedded")
+    return {
+        "memories": report.embedded,
+        "passages": report.passages,
+        "embed_ms_per_memory": round(1000 * took / max(report.embedded, 1), 1),
+        # The model runs on this thread (one torch thread): its CPU time is what embedding
+        # costs on an idle core, however busy the machine is.
+        "embed_cpu_ms_per_memory": round(1000 * took_cpu / max(report.embedded, 1), 1),
+    }
+
+
 def summary(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "hit@1": report["overall"]["hit@1"],
@@ -433,6 +456,13 @@ def main() -> None:
     )
     parser.add_argument("--no-ablation", action="store_true")
     parser.add_argument("--per-type", action="store_true")
+    parser.add_argument(
+        "--vectors",
+        choices=("auto", "on", "off"),
+        default="off",
+        help="recall.vectors (default off: the default install has no vector stage; on needs"
+        " `pip install 'memoryd[vectors]'`)",
+    )
     args = parser.parse_args()
     sessions_file, questions_file = args.data / "sessions.json", args.data / "questions.json"
     if not sessions_file.is_file() or not questions_file.is_file():
@@ -449,7 +479,7 @@ def main() -> None:
         if path not in ("record", "capture"):
             raise SystemExit(f"unknown loading path {path!r}: use record and/or capture")
         print(f"loading and ranking: {path}", file=sys.stderr)
-        results[path] = run_path(path, sessions, questions, not args.no_ablation)
+        results[path] = run_path(path, sessions, questions, not args.no_ablation, args.vectors)
     print(f"{'system':<22}" + "".join(f"{k:>8}" for k in KEYS) + f"{'newest':>8}{'AUC':>8}")
     for name, report in results.items():
         print_report(name, report)
@@ -461,6 +491,13 @@ def main() -> None:
             continue
         r = results[path]
         print(f"{path}: recall p50 {r['recall_p50_ms']} ms, p95 {r['recall_p95_ms']} ms")
+        if r["vectors"]:
+            v = r["vectors"]
+            print(
+                f"  vectors: {v['memories']} memories, {v['passages']} passages,"
+                f" {v['embed_ms_per_memory']} ms to embed a memory"
+                f" ({v['embed_cpu_ms_per_memory']} ms CPU)"
+            )
         if "ablation" in r:
             print(
                 f"  ablation ({path}): {'stage off':<14}"

@@ -23,6 +23,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
     monkeypatch.setenv("MEMORYD_CONFIG", str(tmp_path / "no-config.toml"))
     monkeypatch.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
+    # Recall ranks the same whether or not the vector extra is installed; the vector stage's
+    # own tests (test_vectors.py) turn it on.
+    monkeypatch.setenv("MEMORYD_RECALL__VECTORS", "off")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
 

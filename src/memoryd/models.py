@@ -572,4 +572,6 @@ class RecallResult(BaseModel):
     entities: list[str] = Field(default_factory=list)
     """Entity ids the query was linked to."""
     stages: list[str] = Field(default_factory=list)
-    """The stages that ran (`vector` only when an embedding provider is configured)."""
+    """The stages that ran (`vector` only when the vector stage is installed and on)."""
+    notes: list[str] = Field(default_factory=list)
+    """What the recall ran without, and why (the vector stage's extra not installed)."""

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -105,6 +105,9 @@ from memoryd.recall import EntityMatcher, RecallConfig, RecallPipeline, VectorSt
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.vault import Vault, render
+
+if TYPE_CHECKING:
+    from memoryd.recall.vectors import DenseIndex, SyncReport
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +193,12 @@ class MemoryService:
         self.llm = llm
         self.enrichment = enrichment or EnrichmentPolicy()
         self.vector_stage: VectorStage | None = None
+        self.vectors: DenseIndex | None = None
+        """The vector stage's store and model (`wiring.open_vectors`), when it runs."""
+        self.embeds_in_background = False
+        """Whether a worker embeds new memories (the daemon's): then reindex leaves it to it."""
+        self.vectors_absent: str | None = None
+        """Why recall runs without the vector stage (`recall.vectors`, the extra missing)."""
         self.recall_config = RecallConfig()
         """The recall stages that run (`DEFAULT_STAGES`) and the relevance threshold."""
         self._matcher: EntityMatcher | None = None
@@ -224,7 +233,10 @@ class MemoryService:
                 self.flush_recall_stats()
             except MemorydError:
                 logger.exception("could not save recall stats")
-            for closer in (self.index.close, self.graph.close, self.governance.close):
+            closers = [self.index.close, self.graph.close, self.governance.close]
+            if self.vectors is not None:
+                closers.append(self.vectors.store.close)
+            for closer in closers:
                 try:
                     closer()
                 except MemorydError:
@@ -781,9 +793,25 @@ class MemoryService:
         hits = outcome.hits
         if track and hits and not self.read_only:
             self._track_recalls([(hits, query)])
+        notes = [] if self.vectors_absent is None else [f"no vector stage: {self.vectors_absent}"]
         return RecallResult(
-            query=query, hits=hits, entities=outcome.entities, stages=outcome.stages
+            query=query, hits=hits, entities=outcome.entities, stages=outcome.stages, notes=notes
         )
+
+    def attach_vectors(self, dense: DenseIndex) -> None:
+        """Run the vector stage over `dense` (`wiring.open_vectors`)."""
+        self.vectors = dense
+        self.vector_stage = dense.stage
+        self.vectors_absent = None
+
+    def embed_pending(self, limit: int | None = None) -> SyncReport | None:
+        """Embed the memories whose vectors are missing or stale, at most `limit` (None:
+        all): the daemon's background worker calls it in small rounds, never a hook."""
+        if self.vectors is None or self.read_only:
+            return None
+        from memoryd.recall.vectors import BATCH
+
+        return self.vectors.catch_up(self.index, BATCH if limit is None else limit)
 
     @staticmethod
     def prepare_recall() -> None:
@@ -1210,6 +1238,12 @@ class MemoryService:
                 self.index = SearchIndex.open(index_dir)
                 self.index_epoch += 1
         self.forget_entities()
+        if self.vectors is not None:
+            # The daemon's own worker embeds them in rounds: its writer must not wait.
+            rebuilt = self.vectors.rebuild(self.index, later=self.embeds_in_background)
+            logger.info(
+                "reindex embedded %d memories (%d passages)", rebuilt.embedded, rebuilt.passages
+            )
         # A memory file no audit line created (written by hand, or copied from a backup) is
         # adopted: the log says when it was taken in, and `audit verify` accepts it.
         logged = self.audit.targets(CREATING_EVENTS)

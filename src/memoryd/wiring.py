@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from memoryd.audit import AuditLog
-from memoryd.config import Settings
+from memoryd.config import Settings, load_settings
 from memoryd.enrichment import EnrichmentPolicy
 from memoryd.errors import AuditChainBroken, GraphLocked, PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 GRAPH_DIR = "graph"
 SEARCH_DIR = "search"
+VECTORS_DIR = "vectors"
 AUDIT_DIR = "audit"
 GOVERNANCE_DB = "governance.db"
 
@@ -184,8 +185,40 @@ def open_service(
     except BaseException:
         service.close()
         raise
+    open_vectors(service, settings.recall.vectors)
     private_engine_files(home)
     return service
+
+
+def open_vectors(service: MemoryService, mode: str) -> None:
+    """Give `service` the vector stage when `recall.vectors` allows it and the extra is
+    installed; otherwise say why it runs without (`doctor`, `recall --explain`). The model
+    loads on the first embedding, not here."""
+    if mode == "off":
+        service.vectors_absent = "recall.vectors is off"
+        return
+    from memoryd.search.vectors import VECTORS_DIR, unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        service.vectors_absent = reason
+        return
+    from memoryd.recall.vectors import DenseIndex
+    from memoryd.search.vectors import MiniLM, VectorIndex
+
+    embedder = MiniLM()
+    try:
+        store = VectorIndex.open(
+            service.home / VECTORS_DIR,
+            model=embedder.name,
+            dim=embedder.dim,
+            read_only=service.read_only,
+        )
+    except StorageError as exc:
+        logger.warning("recall runs without the vector stage: %s", exc.message)
+        service.vectors_absent = exc.message
+        return
+    service.attach_vectors(DenseIndex(store, embedder))
 
 
 def open_graph(home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool) -> GraphStore:
@@ -231,6 +264,7 @@ def private_engine_files(home: Path) -> None:
     else can reach them; this makes the files say so too."""
     tighten_shallow(home / GRAPH_DIR)
     tighten_shallow(home / SEARCH_DIR)
+    tighten_shallow(home / VECTORS_DIR)
 
 
 def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> MemoryService:
@@ -252,6 +286,7 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
         graph.close()
         raise
     service.cypher_limits = cypher_limits(settings)
+    open_vectors(service, settings.recall.vectors)
     return service
 
 
@@ -263,7 +298,10 @@ def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
     def no_graph(directory: Path) -> GraphStore:
         raise PolicyDenied(f"a recall reader does not open graphs ({directory})")
 
-    return _read_only_service(home, graph, no_graph, actor="daemon")
+    service = _read_only_service(home, graph, no_graph, actor="daemon")
+    # A reader ranks as its daemon does: the daemon's environment and config file are its.
+    open_vectors(service, load_settings(home).recall.vectors)
+    return service
 
 
 def _opened_before(home: Path) -> bool:

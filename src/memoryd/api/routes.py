@@ -422,6 +422,7 @@ async def run_recall(api: Backend, query: RecallQuery) -> RecallPage:
         hits=hits,
         entities=result.entities,
         stages=result.stages,
+        notes=result.notes,
         limit=limit,
         offset=offset,
         next_offset=offset + limit if more else None,

@@ -121,6 +121,8 @@ class RecallPage(BaseModel):
     hits: list[RecallHit]
     entities: list[str] = Field(default_factory=list)
     stages: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """What the recall ran without, and why (the vector stage not installed or off)."""
     limit: int
     offset: int
     next_offset: int | None = None

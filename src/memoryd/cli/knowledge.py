@@ -86,6 +86,9 @@ def recall(
     print_table(headers, rows, wrap=("title", "why"))
     if explain and result.entities:
         out.print(printable(f"linked entities: {', '.join(result.entities)}"), markup=False)
+    if explain:
+        for note in result.notes:
+            out.print(printable(note), markup=False)
 
 
 @entity_app.command("list")

@@ -225,6 +225,41 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     return settled
 
 
+async def embed(service: MemoryService, runner: ServiceRunner, settings: Settings) -> None:
+    """The vector stage's background work (when it runs): every `enrichment.settle_s`, the
+    memories the index wrote since the last look are embedded. A look that finds nothing
+    costs no model call."""
+    if service.vectors is None:
+        return
+    service.embeds_in_background = True
+    while True:
+        await embed_rounds(service, runner)
+        await asyncio.sleep(max(0.2, settings.enrichment.settle_s))
+
+
+async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
+    """The vector stage's embeddings (when it runs): what the index wrote since the last
+    round, a batch at a time, so a recall waits at most one batch (`recall.vectors.BATCH`)."""
+    if service.vectors is None:
+        return
+    try:
+        while True:
+            report = await runner.read(service.embed_pending)
+            if report is None:
+                return
+            if report.embedded or report.removed:
+                logger.info(
+                    "embedded %d memories (%d passages), %d waiting",
+                    report.embedded,
+                    report.passages,
+                    len(report.pending),
+                )
+            if not report.pending:
+                return
+    except MemorydError as exc:
+        logger.warning("embedding paused: %s", exc)
+
+
 def bind_unix(path: Path) -> socket.socket:
     """The Unix socket, mode 0600 from the moment it exists (we hold the data-dir lock, so a
     file already there is a dead daemon's)."""
@@ -417,6 +452,7 @@ async def _serve(
         asyncio.create_task(flush_recall_stats()),
         asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
         asyncio.create_task(enrich(service, runner, settings, enrich_wake)),
+        asyncio.create_task(embed(service, runner, settings)),
     ]
     try:
         async with mcp_sessions.run():

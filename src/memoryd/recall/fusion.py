@@ -36,11 +36,13 @@ passing, so mentioning "a database" says nothing about whether it answers "which
 def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) -> dict[str, float]:
     """Text relevance (scope-local BM25 as a share of the query, plus the share neighbouring
     turns lend; a turn that only asks at `ASKING_PENALTY`), plus each graph stage's bounded
-    evidence (`EVIDENCE_WEIGHTS`); a vector stage fuses by reciprocal rank on top.
+    evidence (`EVIDENCE_WEIGHTS`), plus the optional vector stage's calibrated cosine
+    (`recall.vectors.dense_evidence`), never its rank.
 
     Each candidate's `relevance` (what its calibrated score starts from) counts a graph
     stage's evidence only for the query words its text lacks (`Candidate.novel`): a memory
-    saying "PostgreSQL" that also mentions the entity PostgreSQL holds that word once."""
+    saying "PostgreSQL" that also mentions the entity PostgreSQL holds that word once. The
+    dense evidence speaks for the whole memory, so it counts in full."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
         if cand.whole_session:
@@ -63,9 +65,16 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
             cand.factors[stage] = round(part, 4)
         fused[slug] = sum(parts.values())
     if "vector" in stages:
-        for slug, value in rrf({"vector": ranking(candidates, "vector")}).items():
-            fused[slug] = fused.get(slug, 0.0) + value
-            candidates[slug].factors["vector"] = round(value, 4)
+        # The cosine, calibrated, not the dense rank: a rank says nothing about whether
+        # anything fits, and the fused score must still say it (`recall.vectors`).
+        from memoryd.recall.vectors import dense_evidence
+
+        for slug, cand in candidates.items():
+            if "vector" in cand.stage_scores:
+                value = dense_evidence(cand.stage_scores["vector"])
+                fused[slug] = fused.get(slug, 0.0) + value
+                cand.relevance = min(1.0, cand.relevance + value)
+                cand.factors["vector"] = round(value, 4)
     return fused
 
 

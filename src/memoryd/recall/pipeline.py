@@ -61,6 +61,13 @@ class RecallPipeline:
         pool = CandidatePool()
         kind, expansion = kind_expansion(query) if "expansion" in on else (None, dict[str, float]())
         stages: list[str] = []
+        # The query's embedding (milliseconds of torch, which lets go of the GIL) is made
+        # while the text and graph stages run.
+        dense = None
+        if self.vector_stage is not None and "vector" in on:
+            from memoryd.recall.vectors import ahead  # numpy: only where the stage runs
+
+            dense = ahead(self.vector_stage, query, scopes, size)
         text_ranking = self.index.local_bm25(
             query,
             scope_hashes=scopes,
@@ -85,9 +92,9 @@ class RecallPipeline:
         # What the query names: by form, by a known entity, or by kind ("which databases").
         names = [*entities.named_words(query), *linked.values()]
         kind_names = self._kind_stage(query, scopes, pool, stages) if "kind" in on else []
-        if self.vector_stage is not None and "vector" in on:
+        if dense is not None:
             stages.append("vector")
-            for slug, score in self.vector_stage.search(query, scope_hashes=scopes, limit=size):
+            for slug, score in dense.result():
                 pool.at(slug).add("vector", score)
         # In an episode (session memories), what was said just before and after a strong text
         # hit often completes it: a share of the hit's score goes to its neighbouring turns.

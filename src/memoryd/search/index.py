@@ -296,6 +296,8 @@ class SearchIndex:
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
         self.generation = 0
+        self.touched: set[str] = set()
+        """Slugs written or deleted since `take_touched` (derived stores catch up on them)."""
         """Commits made through this object: a reader process behind it must `refresh`."""
         self._lengths: dict[
             tuple[tuple[str, ...] | None, bool, Callable[[MemoryType, str], bool] | None],
@@ -420,6 +422,8 @@ class SearchIndex:
                 writer.add_document(document)
 
         self._write(f"indexing {len(latest)} document(s)", write)
+        with self._write_lock:
+            self.touched.update(latest)
 
     def delete(self, slugs: Sequence[str]) -> None:
         """Remove the documents of `slugs`; unknown slugs are ignored."""
@@ -443,6 +447,14 @@ class SearchIndex:
                 writer.add_document(document)
 
         self._write(f"deleting {len(slugs)} document(s)", write)
+        with self._write_lock:
+            self.touched.update(slugs)
+
+    def take_touched(self) -> set[str]:
+        """The slugs written or deleted since the last call (the vector store's work list)."""
+        with self._write_lock:
+            touched, self.touched = self.touched, set()
+        return touched
 
     def clear(self) -> None:
         """Remove every document (the schema and the files stay)."""
