@@ -530,11 +530,40 @@ def test_bulk_output_and_large_sessions_are_capped(
     assert "BULK-OUTPUT" not in body
     assert "more prompts" in section(body, "Asked")
     assert "more commands" in section(body, "Commands run")
+    assert "Module 119 fixed" in section(body, "Along the way")
+    assert "more messages" in section(body, "Along the way")
     final = section(body, "Final answer")
     assert "FINAL-START" in final
     assert "FINAL-END" in final
     assert "characters skipped" in final
     assert "120 prompts" in body
+
+
+def test_the_middle_of_a_session_is_kept_with_what_its_tools_did(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The agent's messages between the first prompt and the final answer hold the decisions,
+    file names and versions a later session needs; each keeps the work it led to."""
+    transcript = ClaudeTranscript(tmp_path / "t.jsonl", "sess-middle", str(project))
+    transcript.prompt("Set up the shop API.")
+    transcript.say("I'll pin FastAPI 0.115.2 and keep the user model in app/models/user.py.")
+    transcript.tool("Edit", {"file_path": str(project / "app/models/user.py")}, "ok")
+    transcript.tool("Bash", {"command": "alembic revision --autogenerate -m users"}, "done")
+    transcript.tool("Bash", {"command": "memoryd search 'alembic'"}, "RECALLED-NOTE")
+    transcript.prompt("Add caching for products.")
+    transcript.say("Redis 7.2 caches product pages for ten minutes under products:{id}.")
+    transcript.tool("Write", {"file_path": str(project / "app/cache.py")}, "ok")
+    transcript.tool("Bash", {"command": "pytest tests/test_cache.py"}, "1 failed", error=True)
+    transcript.say("Done: product pages are cached.")
+    capture(home, "claude-code", transcript.payload())
+    body = only_memory(home).body
+    along = section(body, "Along the way")
+    assert along.index("FastAPI 0.115.2") < along.index("Redis 7.2") < len(along)
+    assert "edited `app/models/user.py`; ran `alembic revision --autogenerate -m users`" in along
+    assert "written `app/cache.py`; ran `pytest tests/test_cache.py` (failed)" in along
+    assert "memoryd" not in body
+    assert "Done: product pages are cached." not in along
+    assert "Done: product pages are cached." in section(body, "Final answer")
 
 
 # -- formats shared with the vault ------------------------------------------------------------

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -426,6 +427,41 @@ def test_record_recalls_adds_counts_and_revives(graph: KuzuGraphStore) -> None:
     assert row is not None
     assert row.decay_state is DecayState.ALIVE
     assert row.last_recalled_at == at
+
+
+def test_the_supersede_map_is_read_again_only_after_writes_that_may_change_it(
+    graph: KuzuGraphStore,
+) -> None:
+    """Every recall asks which candidates are superseded; the map costs a scan of the Memory
+    table, so a recall count, a scope or an unrelated memory must not make the next recall
+    read it again, while every write that may change an edge does."""
+    graph.upsert_memories([memory("old-a")])
+    graph.upsert_memories([memory("new-a", supersedes=["old-a"])])
+    reads: list[str] = []
+    original = graph._rows
+
+    def rows(query: str, *args: Any, **kwargs: Any) -> list[list[Any]]:  # the real read, watched
+        if "SUPERSEDES" in query:
+            reads.append(query)
+        return original(query, *args, **kwargs)
+
+    graph._rows = rows  # type: ignore[method-assign]
+    assert graph.superseded_by(["old-a", "new-a"]) == {"old-a": "new-a"}
+    at = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    graph.record_recalls({"old-a": (1, at), "new-a": (2, at)})
+    graph.set_recall("old-a", recall_count=4, last_recalled_at=at, decay_state=DecayState.ALIVE)
+    graph.upsert_scope(SCOPE, "/work/shop", False, [])
+    graph.upsert_memories([memory("other")], new=True)
+    graph.upsert_memories([memory("other", body="rewritten")])
+    assert graph.superseded_by(["old-a", "other"]) == {"old-a": "new-a"}
+    assert len(reads) == 1
+    graph.upsert_memories([memory("newer-b", supersedes=["other"])])
+    assert graph.superseded_by(["old-a", "other"]) == {"old-a": "new-a", "other": "newer-b"}
+    graph.upsert_memories([memory("new-a", body="no longer supersedes")])
+    assert graph.superseded_by(["old-a", "other"]) == {"other": "newer-b"}
+    graph.delete_memories(["newer-b"])
+    assert graph.superseded_by(["old-a", "other"]) == {}
+    assert len(reads) == 4
 
 
 def test_mentioning_and_related_answer_many_entities_capped_each(tmp_path: Path) -> None:

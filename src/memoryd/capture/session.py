@@ -191,6 +191,7 @@ class Session:
     __slots__ = (
         "agent",
         "assistant",
+        "assistant_tools",
         "compactions",
         "cwd",
         "errors",
@@ -220,6 +221,9 @@ class Session:
         self.git_branch: str | None = None
         self.prompts: list[str] = []
         self.assistant: list[str] = []
+        self.assistant_tools: list[int] = []
+        """How many tool calls came before each of `assistant`: the calls after a message
+        and before the next are the work that message led to."""
         self.tools: list[ToolCall] = []
         self.final: str | None = None
         self.compactions: list[str] = []
@@ -246,6 +250,17 @@ class Session:
         text = text.strip()
         if text and (not self.assistant or self.assistant[-1] != text):
             self.assistant.append(text)
+            self.assistant_tools.append(len(self.tools))
+
+    def steps(self) -> list[tuple[str, list[ToolCall]]]:
+        """The agent's messages in order, each with the tool calls it led to (up to the next
+        message); the final answer and repeats of a message are left out."""
+        found: dict[str, list[ToolCall]] = {}
+        ends = [*self.assistant_tools[1:], len(self.tools)]
+        for text, start, end in zip(self.assistant, self.assistant_tools, ends, strict=False):
+            if text != (self.final or "").strip():
+                found.setdefault(text, []).extend(self.tools[start:end])
+        return list(found.items())
 
     def visible_tools(self) -> list[ToolCall]:
         return [call for call in self.tools if not call.is_memoryd()]

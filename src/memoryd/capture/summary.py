@@ -8,6 +8,9 @@ Sections, each only when it has something to say:
 * **Files changed** and **Commands run** — from the tool calls (memoryd's own calls excluded);
 * **Errors** — failing tool calls with the telling line of their output;
 * **Earlier in the session** — the agent's own compaction summary, when it made one;
+* **Along the way** — the agent's messages before its last, in order, each with a compact
+  note of the tool calls it led to (files changed, commands run): the decisions, file names
+  and versions of the middle of a session live there;
 * **Final answer** — the agent's last message.
 
 Bulk tool output never enters the body. The body is capped at `max_body_bytes`: when the
@@ -198,6 +201,24 @@ class _Facts:
         for text in session.errors:
             self.errors.setdefault(text, None)
         self.failed_count = len(failed) + len(session.errors)
+        self.roots = roots
+        self.steps = [
+            (text, [call for call in calls if not call.is_memoryd()])
+            for text, calls in session.steps()
+        ]
+
+
+def _work_done(calls: list[ToolCall], roots: Sequence[str]) -> list[str]:
+    """What tool calls did, compactly: files changed (edited `a.py`) and commands run."""
+    done: dict[str, None] = {}
+    for call in calls:
+        for path, action in call.files():
+            done.setdefault(f"{action} `{_display_path(path, roots)}`", None)
+        command = call.command()
+        if command is not None and command.split()[:1] != ["cd"]:
+            failed = " (failed)" if call.failed else ""
+            done.setdefault(f"ran `{_one_line(command, 80)}`{failed}", None)
+    return list(done)
 
 
 def _label(call: ToolCall, roots: Sequence[str]) -> str:
@@ -291,6 +312,24 @@ class _Writer:
             shown.append(f"- … and {unlisted} more failing calls")
         return shown
 
+    def steps(self) -> list[str]:
+        """The agent's messages before its last, each with what its tool calls did."""
+        head, skipped, tail = _head_tail(self.facts.steps, self.n(30))
+        rows = [self.step(text, calls) for text, calls in head]
+        if skipped:
+            rows.append(f"… {skipped} more messages …")
+        rows += [self.step(text, calls) for text, calls in tail]
+        return [f"- {row}" for row in rows]
+
+    def step(self, text: str, calls: list[ToolCall]) -> str:
+        row = self.excerpt(text, 700, 300).replace("\n", "\n  ")
+        done = _work_done(calls, self.facts.roots)
+        if done:
+            shown = [self.line(item, 100) for item in done[:4]]
+            more = f" +{len(done) - 4} more" if len(done) > 4 else ""
+            row += f"\n  → {'; '.join(shown)}{more}"
+        return row
+
     def body(self, agent_name: str) -> str:
         s = self.session
         sections: list[tuple[str, Callable[[], list[str]]]] = [
@@ -304,6 +343,7 @@ class _Writer:
                 "Earlier in the session",
                 lambda: [self.excerpt(s.compactions[-1], 1500, 300)] if s.compactions else [],
             ),
+            ("Along the way", self.steps),
             ("Final answer", lambda: [self.excerpt(s.final, 2500, 500)] if s.final else []),
         ]
         parts = [self.header(agent_name)]

@@ -229,6 +229,10 @@ class KuzuGraphStore:
         self._generation = 0
         """Counts committed write transactions: caches of graph facts are keyed by it."""
         self._supersedes: tuple[int, dict[str, str]] = (-1, {})
+        self._supersede_writes = 0
+        """Counts committed writes that may have changed the SUPERSEDES edges (or the order of
+        their newer ends): the supersede map is keyed by it, so the writes that cannot (recall
+        counts, scopes, entities, a memory no edge touches) leave it cached."""
         if read_only and not self.path.exists():
             raise StorageError(
                 f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
@@ -279,8 +283,9 @@ class KuzuGraphStore:
             raise engine_error(exc, self.path) from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        """One write transaction on the one write connection; rolled back on any error."""
+    def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[Any]:
+        """One write transaction on the one write connection; rolled back on any error.
+        `keeps_supersedes`: it writes no SUPERSEDES edge and moves no memory one touches."""
         if self._writer is None:
             raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
         with self._write_lock:
@@ -294,6 +299,7 @@ class KuzuGraphStore:
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._generation += 1
+                self._supersede_writes += 1
                 try:
                     conn.execute("ROLLBACK")
                 except RuntimeError:
@@ -303,6 +309,8 @@ class KuzuGraphStore:
                     raise engine_error(exc, self.path) from exc
                 raise
             self._generation += 1
+            if not keeps_supersedes:
+                self._supersede_writes += 1
             if self._wal.exists() and self._wal.stat().st_size >= self._checkpoint_bytes:
                 try:
                     self._checkpoint()
@@ -433,7 +441,7 @@ class KuzuGraphStore:
                         "label": rel.label,
                     }
                 )
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=not self._in_supersedes(slugs)) as conn:
             touched: list[str] = []
             if not new:
                 touched = [
@@ -510,8 +518,8 @@ class KuzuGraphStore:
                     " superseded_at: superseded_at, label: label}]->(b)",
                     {"rows": rows},
                 )
-            if link_memories:
-                self._link(conn, memories)
+            if link_memories and self._link(conn, memories):
+                self._supersede_writes += 1
             self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
 
     def link_memories(self, memories: Sequence[Memory]) -> None:
@@ -527,7 +535,9 @@ class KuzuGraphStore:
             rows.append(result.get_next())
         return rows
 
-    def _link(self, conn: Any, memories: Sequence[Memory]) -> None:
+    def _link(self, conn: Any, memories: Sequence[Memory]) -> bool:
+        """Rewrite the memories' SUPERSEDES and PROMOTED_FROM edges; whether it wrote any
+        SUPERSEDES edge."""
         slugs = [m.meta.slug for m in memories]
         conn.execute(
             "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:SUPERSEDES]->() DELETE r",
@@ -564,6 +574,7 @@ class KuzuGraphStore:
                 " CREATE (n)-[:PROMOTED_FROM {promoted_at: at}]->(o)",
                 {"rows": promoted},
             )
+        return bool(supersedes)
 
     @staticmethod
     def _refresh_entity_stats(conn: Any, entity_ids: Sequence[str]) -> None:
@@ -606,7 +617,7 @@ class KuzuGraphStore:
     def set_recall(
         self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
     ) -> None:
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=True) as conn:
             conn.execute(
                 "MATCH (m:Memory {slug: $slug}) SET m.recall_count = $n,"
                 " m.last_recalled_at = $at, m.decay_state = $state",
@@ -619,7 +630,7 @@ class KuzuGraphStore:
             )
 
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=True) as conn:
             conn.execute(
                 "MERGE (s:Scope {hash: $hash}) SET s.path = $path, s.sensitive = $sensitive,"
                 " s.aliases = CAST($aliases AS STRING[])",
@@ -936,12 +947,22 @@ class KuzuGraphStore:
         """Every superseded memory → the memory that supersedes it."""
         return dict(self._supersedes_map())
 
+    def _in_supersedes(self, slugs: Sequence[str]) -> bool:
+        """Whether a SUPERSEDES edge may touch these memories (true unless the cached supersede
+        map is current and names none of them)."""
+        generation, known = self._supersedes
+        if generation != self._supersede_writes:
+            return True
+        newer = set(known.values())
+        return any(slug in known or slug in newer for slug in slugs)
+
     def _supersedes_map(self) -> dict[str, str]:
         generation, known = self._supersedes
-        if generation != self._generation:
+        if generation != self._supersede_writes:
             # Every recall asks this of ~50 candidates; matching them by slug scans the whole
-            # Memory table (3 ms at 10k), while the edges are few: read them all once per write.
-            generation = self._generation
+            # Memory table (3 ms at 10k, 15 at 100k), while the edges are few: read them all
+            # once per write that may change them.
+            generation = self._supersede_writes
             rows = self._rows(
                 "MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory)"
                 " RETURN o.slug, n.slug ORDER BY n.created_at, n.slug"
@@ -1015,7 +1036,7 @@ class KuzuGraphStore:
         return out
 
     def add_entity_aliases(self, entity_id: str, aliases: Sequence[str]) -> None:
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=True) as conn:
             conn.execute(
                 "MATCH (e:Entity {id: $id}) SET e.aliases = list_distinct("
                 "list_concat(coalesce(e.aliases, CAST([] AS STRING[])), CAST($a AS STRING[])))",
@@ -1024,7 +1045,7 @@ class KuzuGraphStore:
 
     def merge_entities(self, keep: str, drop: str) -> None:
         """Move every edge of `drop` onto `keep`, keep its name as an alias, delete it."""
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=True) as conn:
             conn.execute(
                 "MATCH (m:Memory)-[r:MENTIONS]->(:Entity {id: $drop}), (k:Entity {id: $keep})"
                 " CREATE (m)-[:MENTIONS {confidence: r.confidence}]->(k)",
@@ -1060,7 +1081,7 @@ class KuzuGraphStore:
     def delete_entity(self, entity_id: str) -> None:
         """Remove an entity node and every edge still touching it (the service has already
         rewritten the memories that named it, so nothing brings it back)."""
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=True) as conn:
             conn.execute("MATCH (e:Entity {id: $id}) DETACH DELETE e", {"id": entity_id})
 
     def record_recalls(self, recalls: Mapping[str, tuple[int, datetime]]) -> dict[str, int]:
@@ -1074,7 +1095,7 @@ class KuzuGraphStore:
         if not recalls:
             return {}
         rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
-        with self._transaction() as conn:
+        with self._transaction(keeps_supersedes=True) as conn:
             result = conn.execute(
                 "UNWIND $rows AS r"
                 " WITH r.slug AS slug, CAST(r.n AS INT64) AS n, CAST(r.at AS TIMESTAMP) AS at"

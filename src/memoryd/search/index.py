@@ -32,6 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryd.errors import InvalidInput, StorageError
 from memoryd.models import DecayState, MemoryType, SearchHit, to_utc
 from memoryd.private import FILE_MODE, make_private_dir
+from memoryd.search.stats import (
+    Entry,
+    ScopeStatistics,
+    Snapshot,
+    StatsView,
+    Tokens,
+    TurnTest,
+)
 from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
@@ -90,6 +98,10 @@ class SearchDoc(BaseModel):
     tags: list[str] = Field(default_factory=list)
     triggers: list[str] = Field(default_factory=list)
     created_at: datetime
+
+
+_Changed = tuple[list[SearchDoc], list[SearchDoc]] | None
+"""What a write replaced or deleted (as it was) and what it wrote; None: it removed all."""
 
 
 def _schema() -> tantivy.Schema:
@@ -299,12 +311,12 @@ class SearchIndex:
         self.touched: set[str] = set()
         """Slugs written or deleted since `take_touched` (derived stores catch up on them)."""
         """Commits made through this object: a reader process behind it must `refresh`."""
-        self._lengths: dict[
-            tuple[tuple[str, ...] | None, bool, Callable[[MemoryType, str], bool] | None],
-            _ScopeStats,
-        ] = {}
-        """Scope(s) → (live visible documents, their mean length), for `local_bm25`; cleared
-        whenever the documents may have changed."""
+        self._stats = ScopeStatistics(CONTEXT_WINDOW)
+        """The recalled scopes' statistics for `local_bm25`, counted once per scope and then
+        kept up to date by every write (`_write`)."""
+        self._stats_lock = threading.Lock()
+        """Held while the statistics are counted or changed, and across a commit and the
+        reader's reload, so a count never sees a commit whose change is still to be applied."""
         self._counts: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._tokens_kept = 0
         """(title, body) → their tokens, for `local_bm25`."""
@@ -312,9 +324,9 @@ class SearchIndex:
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
         self._require_open()
-        with self._errors("reloading the reader"):
+        with self._stats_lock, self._errors("reloading the reader"):
             self._index.reload()
-        self._lengths = {}
+            self._stats.forget()
 
     # -- opening -------------------------------------------------------------------------
 
@@ -397,7 +409,7 @@ class SearchIndex:
             return
         latest = {doc.slug: doc for doc in docs}
 
-        def write(writer: tantivy.IndexWriter) -> None:
+        def write(writer: tantivy.IndexWriter) -> _Changed:
             # Reloading first makes the reader see every commit made so far. Everything is
             # read and segmented (jieba) before the first change, so a failure leaves nothing
             # half-added for the next commit to pick up.
@@ -420,6 +432,8 @@ class SearchIndex:
                 writer.delete_documents_by_term("slug", slug)
             for _, document in documents:
                 writer.add_document(document)
+            # The rewritten neighbours keep their title and body: only their context changed.
+            return moved, list(latest.values())
 
         self._write(f"indexing {len(latest)} document(s)", write)
         with self._write_lock:
@@ -431,7 +445,7 @@ class SearchIndex:
         if not slugs:
             return
 
-        def write(writer: tantivy.IndexWriter) -> None:
+        def write(writer: tantivy.IndexWriter) -> _Changed:
             # The turns next to a deleted one lose it from their context.
             self._index.reload()
             searcher = self._index.searcher()
@@ -445,6 +459,7 @@ class SearchIndex:
                 writer.delete_documents_by_term("slug", slug)
             for _, document in documents:
                 writer.add_document(document)
+            return deleted, []
 
         self._write(f"deleting {len(slugs)} document(s)", write)
         with self._write_lock:
@@ -459,28 +474,82 @@ class SearchIndex:
     def clear(self) -> None:
         """Remove every document (the schema and the files stay)."""
 
-        def write(writer: tantivy.IndexWriter) -> None:
+        def write(writer: tantivy.IndexWriter) -> _Changed:
             writer.delete_all_documents()
+            return None
 
         self._write("clearing", write)
 
-    def _write(self, action: str, operations: Callable[[tantivy.IndexWriter], None]) -> None:
-        """Run `operations(writer)` and commit, or roll back so nothing of it lingers."""
+    def _write(
+        self,
+        action: str,
+        operations: Callable[[tantivy.IndexWriter], _Changed],
+    ) -> None:
+        """Run `operations(writer)` and commit, or roll back so nothing of it lingers.
+
+        `operations` returns the documents it replaces or deletes (as they were) and those it
+        writes, for the statistics; None when it removed everything."""
         with self._write_lock:
             self._require_open()
             writer = self._get_writer()
             try:
-                operations(writer)
-                writer.commit()
+                changed = operations(writer)
+                removed, added = self._entries_for_stats(changed)
+                with self._stats_lock:
+                    writer.commit()
+                    self.generation += 1
+                    self._apply_stats(changed, removed, added)
             except _TANTIVY_ERRORS as exc:
                 self._rollback(writer)
                 raise StorageError(
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
-            self.generation += 1
-            self._lengths = {}
+
+    def _entries_for_stats(self, changed: _Changed) -> tuple[list[Entry], list[Entry]]:
+        """The written and removed documents of tallied scopes, analysed (before the commit,
+        outside the statistics' lock; a scope tallied meanwhile is analysed under it)."""
+        if changed is None:
+            return [], []
+        removed, added = changed
+        return (
+            [self._entry(doc) for doc in removed if self._stats.wants(doc.scope_hash)],
+            [self._entry(doc) for doc in added if self._stats.wants(doc.scope_hash)],
+        )
+
+    def _apply_stats(
+        self,
+        changed: _Changed,
+        removed: list[Entry],
+        added: list[Entry],
+    ) -> None:
+        """Reload the reader and bring the statistics to the commit just made (the caller
+        holds the statistics' lock)."""
+        try:
             with self._errors("reloading the reader"):
                 self._index.reload()
+        except StorageError:
+            self._stats.forget()
+            raise
+        if changed is None:
+            self._stats.emptied()
+            return
+        try:
+            # Documents of scopes counted since `_entries_for_stats` (so before this commit).
+            late: list[list[Entry]] = []
+            for docs, early in zip(changed, (removed, added), strict=True):
+                seen = {entry.slug for entry in early}
+                late.append(
+                    [
+                        self._entry(doc)
+                        for doc in docs
+                        if doc.slug not in seen and self._stats.wants(doc.scope_hash)
+                    ]
+                )
+            self._stats.apply([*removed, *late[0]], [*added, *late[1]])
+        except _TANTIVY_ERRORS:
+            # The write is committed; statistics that missed part of it are counted afresh.
+            logger.exception("search index %s: updating the statistics failed", self._directory)
+            self._stats.forget()
 
     def _get_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
@@ -635,39 +704,33 @@ class SearchIndex:
                 list(weights), finding, scopes, type_values, include_forgotten
             )
             ranked = self._ranked(searcher, found, limit * 2)
-            visible = self._visible(scopes, include_forgotten)
-            stats = self._scope_lengths(searcher, scopes, include_forgotten, visible, is_turn)
-            docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
-            idf: dict[str, float] = {}
-            ceiling: dict[str, float] = {}
-            for token in weights:
-                either = tantivy.Query.boolean_query(
-                    [
-                        (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, f, token))
-                        for f in boosts
-                    ]
-                )
-                here = _count(
-                    searcher,
-                    tantivy.Query.boolean_query(
-                        [(tantivy.Occur.Must, either), (tantivy.Occur.Must, visible)]
-                    ),
-                )
-                idf[token] = _bm25_idf(max(docs, here), here)
-                # For the relevance: a word the scope never holds weighs as one held once
-                # (in a small scope an absent word would otherwise outweigh the rest).
-                ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
+            fields = {slug: self._fields_tokens(document) for _, slug, document in ranked}
+            with self._stats_lock:
+                stats = self._tallied(scopes, include_forgotten, is_turn)
+                docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
+                idf: dict[str, float] = {}
+                ceiling: dict[str, float] = {}
+                for token in weights:
+                    here = stats.df(token)
+                    idf[token] = _bm25_idf(max(docs, here), here)
+                    # For the relevance: a word the scope never holds weighs as one held once
+                    # (in a small scope an absent word would otherwise outweigh the rest).
+                    ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
+                contexts = {
+                    slug: stats.context(slug, str(_stored(document, "scope_hash")))
+                    for _, slug, document in ranked
+                }
         most = sum(ceiling[t] * weights[t] for t in parsed.tokens) or 1.0
         scored: list[LocalScore] = []
         documents = {}
         for _, slug, document in ranked:
             documents[slug] = document
-            titled, said = self._fields_tokens(document)
+            titled, said = fields[slug]
             # BM25F: each field's frequency normalised by its own length against the scope's
             # mean for that field, summed, then saturated once.
             title_norm = 1 - _BM25_B + _BM25_B * len(titled) / max(mean_title, 1.0)
             body_norm = 1 - _BM25_B + _BM25_B * len(said) / max(mean_body, 1.0)
-            around = stats.context.get(slug, ())
+            around = contexts[slug]
             context_norm = (
                 1 - _BM25_B + _BM25_B * sum(map(len, around)) / max(stats.mean_context, 1.0)
             )
@@ -697,16 +760,35 @@ class SearchIndex:
         once = _bm25_idf(max(docs, 1), 1)
         return LocalRanking(kept, shares, held_docs, most / once if once > 0 else 0.0)
 
+    def statistics(
+        self,
+        scope_hashes: Sequence[str] | None = None,
+        *,
+        include_forgotten: bool = False,
+        is_turn: TurnTest | None = None,
+    ) -> Snapshot:
+        """The statistics `local_bm25` ranks `scope_hashes` with (every scope when None), as
+        they stand now: kept up to date by each write, they equal a recount."""
+        self._require_open()
+        scopes = None if scope_hashes is None else _values(scope_hashes)
+        with self._stats_lock, self._errors("counting"):
+            self._tallied(scopes, include_forgotten, is_turn)
+            return self._stats.snapshot(scopes, include_forgotten, is_turn)
+
     def analyse(self, text: str) -> list[str]:
         """`text`'s tokens as the index analyses queries and documents."""
         return list(self._analyzer.analyze(_base_forms(segment(text))))
 
-    def _fields_tokens(self, document: tantivy.Document) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """A memory's title and body tokens as the index analyses them. Kept by their text
-        (so an edit, or another process's write, never serves stale tokens) up to
-        `_TOKENS_KEPT` tokens: recalls meet the same memories again."""
-        title = "".join(_text(document, "title_stored"))
-        body = "".join(_text(document, "body_stored"))
+    def _fields_tokens(self, document: tantivy.Document) -> tuple[Tokens, Tokens]:
+        """A memory's title and body tokens as the index analyses them (`_tokens_of`)."""
+        return self._tokens_of(
+            "".join(_text(document, "title_stored")), "".join(_text(document, "body_stored"))
+        )
+
+    def _tokens_of(self, title: str, body: str) -> tuple[Tokens, Tokens]:
+        """A title's and body's tokens as the index analyses them. Kept by their text (so an
+        edit, or another process's write, never serves stale tokens) up to `_TOKENS_KEPT`
+        tokens: recalls meet the same memories again, and a rewrite meets its old version."""
         key = (title, body)
         known = self._counts.get(key)
         if known is None:
@@ -717,8 +799,40 @@ class SearchIndex:
                 self._tokens_kept += size
         return known
 
-    def _analysed(self, text: str) -> tuple[str, ...]:
+    def _analysed(self, text: str) -> Tokens:
         return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
+
+    def _entry(self, doc: SearchDoc) -> Entry:
+        """What the scope statistics count of a memory."""
+        title, body = self._tokens_of(doc.title, doc.body)
+        return Entry(
+            doc.slug,
+            doc.scope_hash,
+            doc.type,
+            not doc.decay_state.visible_by_default,
+            to_utc(doc.created_at),
+            title,
+            body,
+            doc.body,
+        )
+
+    def _tallied(
+        self, scopes: list[str] | None, include_forgotten: bool, is_turn: TurnTest | None
+    ) -> StatsView:
+        """The searched scopes' statistics (`ScopeStatistics`), counting the scopes no recall
+        has met yet from their live memories, hidden ones included (the caller holds the
+        statistics' lock, so no commit lands between the count and its registration)."""
+        missing = self._stats.missing(scopes, is_turn)
+        if missing is None or missing:
+            searcher = self._index.searcher()
+            every = self._visible(missing, include_forgotten=True)
+            total = _count(searcher, every)
+            hits = searcher.search(every, limit=total, count=False).hits if total else []
+            self._stats.load(
+                (self._entry(_stored_doc(searcher.doc(address))) for _, address in hits),
+                missing,
+            )
+        return self._stats.view(scopes, include_forgotten, is_turn)
 
     def _visible(self, scopes: list[str] | None, include_forgotten: bool) -> tantivy.Query:
         clauses = [(tantivy.Occur.Must, tantivy.Query.all_query())]
@@ -729,61 +843,6 @@ class SearchIndex:
                 (tantivy.Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN
             )
         return tantivy.Query.boolean_query(clauses)
-
-    def _scope_lengths(
-        self,
-        searcher: tantivy.Searcher,
-        scopes: list[str] | None,
-        include_forgotten: bool,
-        visible: tantivy.Query,
-        is_turn: Callable[[MemoryType, str], bool] | None = None,
-    ) -> _ScopeStats:
-        """How many live, visible memories the scopes hold, their fields' mean length in
-        tokens, and each session turn's context (its nearest turns within `CONTEXT_WINDOW`,
-        as the index's context field holds them; with `is_turn`, only between memories it
-        calls conversation turns): counted once per state of the index (writes and refreshes
-        forget it)."""
-        key = (None if scopes is None else tuple(sorted(scopes)), include_forgotten, is_turn)
-        known = self._lengths.get(key)
-        if known is not None:
-            return known
-        total = _count(searcher, visible)
-        titles = bodies = 0
-        turns: dict[str, list[tuple[datetime, str, tuple[str, ...]]]] = {}
-        if total:
-            for _, address in searcher.search(visible, limit=total, count=False).hits:
-                document = searcher.doc(address)
-                title, body = self._fields_tokens(document)
-                titles += len(title)
-                bodies += len(body)
-                if _stored(document, "type") == _CONTEXT_TYPE.value and (
-                    is_turn is None
-                    or is_turn(_CONTEXT_TYPE, "".join(_text(document, "body_stored")))
-                ):
-                    scope = str(_stored(document, "scope_hash"))
-                    at = to_utc(_stored(document, "created_at"))
-                    turns.setdefault(scope, []).append((at, str(_stored(document, "slug")), body))
-        context: dict[str, tuple[tuple[str, ...], ...]] = {}
-        contexts = 0
-        for listed in turns.values():
-            listed.sort(key=lambda item: (item[0], item[1]))
-            for i, (at, slug, _) in enumerate(listed):
-                near = []
-                if i > 0 and listed[i - 1][0] >= at - CONTEXT_WINDOW:
-                    near.append(listed[i - 1][2])
-                if i + 1 < len(listed) and listed[i + 1][0] <= at + CONTEXT_WINDOW:
-                    near.append(listed[i + 1][2])
-                context[slug] = tuple(near)
-                contexts += sum(len(n) for n in near)
-        known = _ScopeStats(
-            total,
-            titles / max(total, 1),
-            bodies / max(total, 1),
-            contexts / max(len(context), 1),
-            context,
-        )
-        self._lengths[key] = known
-        return known
 
     def lookup(self, slugs: Sequence[str], *, query: str | None = None) -> dict[str, SearchHit]:
         """These memories as the index holds them, by slug (unknown slugs are absent).
@@ -1401,17 +1460,6 @@ class LocalScore(NamedTuple):
     relevance: float
     matched: frozenset[str] = frozenset()
     """The query's tokens the memory holds."""
-
-
-class _ScopeStats(NamedTuple):
-    """The searched scopes' live, visible memories: how many, their fields' mean lengths, and
-    each session turn's context (the body tokens of its nearest turns)."""
-
-    docs: int
-    mean_title: float
-    mean_body: float
-    mean_context: float
-    context: dict[str, tuple[tuple[str, ...], ...]]
 
 
 class LocalRanking(NamedTuple):

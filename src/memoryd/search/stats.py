@@ -1,0 +1,311 @@
+"""Scope-local ranking statistics, kept up to date write by write.
+
+Recall ranks a scope on statistics over that scope's live memories alone (DESIGN §6): how many
+there are, their titles' and bodies' mean length, in how many each word occurs, and the
+length of each conversation turn's context (its nearest turns). Counting them means reading
+every memory of the scope (~290 ms for 5,000), so they are counted once per scope, on the
+first recall there, and from then on every write adds what it writes and takes away what it
+replaces or deletes. A replaced or deleted memory therefore never counts, and the tallies
+always equal a recount of the live memories (a test checks it on random writes).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from memoryd.models import MemoryType
+
+Tokens = tuple[str, ...]
+TurnTest = Callable[[MemoryType, str], bool]
+"""Whether a memory is a conversation turn, from its type and body (recall's `is_turn`)."""
+
+
+_MAX_TESTS = 4
+
+
+class Entry(NamedTuple):
+    """What the statistics need of one memory (its title and body as the index analyses them)."""
+
+    slug: str
+    scope_hash: str
+    type: MemoryType
+    hidden: bool
+    """Soft-forgotten or forgotten: counted only when a recall includes them."""
+    at: datetime
+    title: Tokens
+    body: Tokens
+    text: str
+    """The body as written, for `TurnTest` (not kept)."""
+
+
+class Counts:
+    """Live memories of one scope and one visibility: how many, their title and body tokens,
+    and how many hold each token (in title or body)."""
+
+    __slots__ = ("bodies", "df", "docs", "titles")
+
+    def __init__(self) -> None:
+        self.docs = 0
+        self.titles = 0
+        self.bodies = 0
+        self.df: dict[str, int] = {}
+
+    def change(self, entry: Entry, sign: int) -> None:
+        self.docs += sign
+        self.titles += sign * len(entry.title)
+        self.bodies += sign * len(entry.body)
+        df = self.df
+        for token in {*entry.title, *entry.body}:
+            held = df.get(token, 0) + sign
+            if held:
+                df[token] = held
+            else:
+                del df[token]
+
+
+class TurnLine:
+    """One scope's conversation turns in time order (then by slug), and the total length of
+    their contexts: each turn's context is its nearest turn on either side, if that one is
+    at most `window` away, so the total is the sum, over neighbouring turns that near, of both
+    their lengths."""
+
+    __slots__ = ("_at", "_keys", "_tokens", "context_total", "window")
+
+    def __init__(self, window: timedelta) -> None:
+        self.window = window
+        self._keys: list[tuple[datetime, str]] = []
+        self._tokens: dict[str, Tokens] = {}
+        self._at: dict[str, datetime] = {}
+        self.context_total = 0
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _pair(self, left: int, right: int) -> int:
+        """What the neighbours at `left` and `right` add to each other's contexts."""
+        if left < 0 or right >= len(self._keys):
+            return 0
+        (before, a), (after, b) = self._keys[left], self._keys[right]
+        if after - before > self.window:
+            return 0
+        return len(self._tokens[a]) + len(self._tokens[b])
+
+    def add(self, slug: str, at: datetime, tokens: Tokens) -> None:
+        key = (at, slug)
+        where = bisect.bisect_left(self._keys, key)
+        self.context_total -= self._pair(where - 1, where)
+        self._keys.insert(where, key)
+        self._tokens[slug] = tokens
+        self._at[slug] = at
+        self.context_total += self._pair(where - 1, where) + self._pair(where, where + 1)
+
+    def remove(self, slug: str) -> None:
+        at = self._at.pop(slug, None)
+        if at is None:
+            return
+        where = bisect.bisect_left(self._keys, (at, slug))
+        self.context_total -= self._pair(where - 1, where) + self._pair(where, where + 1)
+        del self._keys[where]
+        del self._tokens[slug]
+        self.context_total += self._pair(where - 1, where)
+
+    def slugs(self) -> list[str]:
+        return [slug for _, slug in self._keys]
+
+    def context(self, slug: str) -> tuple[Tokens, ...]:
+        """The tokens of the turns that make `slug`'s context (none when it is no turn here)."""
+        at = self._at.get(slug)
+        if at is None:
+            return ()
+        where = bisect.bisect_left(self._keys, (at, slug))
+        near = []
+        for other in (where - 1, where + 1):
+            if 0 <= other < len(self._keys) and abs(self._keys[other][0] - at) <= self.window:
+                near.append(self._tokens[self._keys[other][1]])
+        return tuple(near)
+
+
+@dataclass
+class ScopeTally:
+    """One scope's statistics: counts of its visible and of its hidden memories, and, per
+    turn test, its turns (visible ones; and all of them, for recalls that include hidden)."""
+
+    visible: Counts = field(default_factory=Counts)
+    hidden: Counts = field(default_factory=Counts)
+    lines: dict[TurnTest | None, tuple[TurnLine, TurnLine]] = field(default_factory=dict)
+
+
+class StatsView(NamedTuple):
+    """The statistics of the searched scopes at one moment."""
+
+    docs: int
+    mean_title: float
+    mean_body: float
+    mean_context: float
+    df: Callable[[str], int]
+    context: Callable[[str, str], tuple[Tokens, ...]]
+    """(slug, scope) → the tokens of that turn's context."""
+
+
+class Snapshot(NamedTuple):
+    """The statistics of some scopes, copied out: equal to a recount's, whatever the writes."""
+
+    docs: int
+    mean_title: float
+    mean_body: float
+    mean_context: float
+    df: dict[str, int]
+    contexts: dict[str, tuple[Tokens, ...]]
+    """Each conversation turn's context (the tokens of its nearest turns)."""
+
+
+class ScopeStatistics:
+    """The tallies of the scopes recalled so far, updated by every write (not thread-safe: the
+    index guards it with a lock)."""
+
+    def __init__(self, window: timedelta) -> None:
+        self._window = window
+        self._scopes: dict[str, ScopeTally] = {}
+        self._complete = False
+        """Every scope of the index is tallied (a recall over all scopes counted them)."""
+        self._tests: list[TurnTest | None] = []
+
+    def forget(self) -> None:
+        """Drop every tally (the index changed behind our back: another process wrote it)."""
+        self._scopes = {}
+        self._complete = False
+
+    def emptied(self) -> None:
+        """The index holds nothing now: every scope is tallied, as empty."""
+        self._scopes = {}
+        self._complete = True
+
+    def missing(self, scopes: Sequence[str] | None, is_turn: TurnTest | None) -> list[str] | None:
+        """The scopes that must be counted before `view` can answer: [] when none, None when
+        all of them (a recall over every scope)."""
+        if is_turn not in self._tests:
+            # A turn test not seen yet: count every scope again, keeping lines for it too (and
+            # for the few tests met last: recall passes one).
+            self._tests = [*self._tests[-(_MAX_TESTS - 1) :], is_turn]
+            self.forget()
+        if scopes is None:
+            return [] if self._complete else None
+        if self._complete:
+            return []
+        return [scope for scope in dict.fromkeys(scopes) if scope not in self._scopes]
+
+    def load(self, counted: Iterable[Entry], scopes: Sequence[str] | None) -> None:
+        """Replace the tallies of `scopes` (all, when None) by a count of `counted`: every
+        live memory of those scopes."""
+        if scopes is None:
+            self._scopes = {}
+            self._complete = True
+        else:
+            for scope in scopes:
+                self._scopes[scope] = self._new_tally()
+        for entry in counted:
+            tally = self._scopes.get(entry.scope_hash)
+            if tally is None:
+                if scopes is not None:
+                    continue
+                tally = self._scopes[entry.scope_hash] = self._new_tally()
+            self._change(tally, entry, +1)
+
+    def apply(self, removed: Iterable[Entry], added: Iterable[Entry]) -> None:
+        """A committed write: `removed` are the memories it replaced or deleted, as they were;
+        `added` the memories it wrote. Scopes not tallied yet are left to be counted."""
+        for entry in removed:
+            tally = self._scopes.get(entry.scope_hash)
+            if tally is not None:
+                self._change(tally, entry, -1)
+        for entry in added:
+            tally = self._scopes.get(entry.scope_hash)
+            if tally is None and self._complete:
+                tally = self._scopes[entry.scope_hash] = self._new_tally()
+            if tally is not None:
+                self._change(tally, entry, +1)
+
+    def wants(self, scope: str) -> bool:
+        """Whether a write in `scope` changes a tally (its memories must then be analysed)."""
+        return self._complete or scope in self._scopes
+
+    def view(
+        self, scopes: Sequence[str] | None, include_hidden: bool, is_turn: TurnTest | None
+    ) -> StatsView:
+        """The statistics over `scopes` (every scope when None); they must be tallied."""
+        chosen = (
+            list(self._scopes.values())
+            if scopes is None
+            else [self._scopes[s] for s in dict.fromkeys(scopes) if s in self._scopes]
+        )
+        counts = [t.visible for t in chosen]
+        if include_hidden:
+            counts += [t.hidden for t in chosen]
+        docs = sum(c.docs for c in counts)
+        lines = {
+            scope: tally.lines[is_turn][1 if include_hidden else 0]
+            for scope, tally in self._scopes.items()
+            if scopes is None or scope in scopes
+        }
+        turns = sum(len(line) for line in lines.values())
+        contexts = sum(line.context_total for line in lines.values())
+
+        def df(token: str) -> int:
+            return sum(c.df.get(token, 0) for c in counts)
+
+        def context(slug: str, scope: str) -> tuple[Tokens, ...]:
+            line = lines.get(scope)
+            return () if line is None else line.context(slug)
+
+        return StatsView(
+            docs,
+            sum(c.titles for c in counts) / max(docs, 1),
+            sum(c.bodies for c in counts) / max(docs, 1),
+            contexts / max(turns, 1),
+            df,
+            context,
+        )
+
+    def snapshot(
+        self, scopes: Sequence[str] | None, include_hidden: bool, is_turn: TurnTest | None
+    ) -> Snapshot:
+        """`view`'s statistics, copied out whole (for checks: a recall needs only a few)."""
+        view = self.view(scopes, include_hidden, is_turn)
+        chosen = [
+            (scope, tally)
+            for scope, tally in self._scopes.items()
+            if scopes is None or scope in scopes
+        ]
+        df: dict[str, int] = {}
+        for _, tally in chosen:
+            for counts in (tally.visible, tally.hidden) if include_hidden else (tally.visible,):
+                for token, held in counts.df.items():
+                    df[token] = df.get(token, 0) + held
+        contexts = {
+            slug: view.context(slug, scope)
+            for scope, tally in chosen
+            for slug in tally.lines[is_turn][1 if include_hidden else 0].slugs()
+        }
+        return Snapshot(view.docs, view.mean_title, view.mean_body, view.mean_context, df, contexts)
+
+    def _new_tally(self) -> ScopeTally:
+        tally = ScopeTally()
+        for test in self._tests:
+            tally.lines[test] = (TurnLine(self._window), TurnLine(self._window))
+        return tally
+
+    def _change(self, tally: ScopeTally, entry: Entry, sign: int) -> None:
+        (tally.hidden if entry.hidden else tally.visible).change(entry, sign)
+        if entry.type is not MemoryType.SESSION:
+            return
+        for test, (visible, every) in tally.lines.items():
+            if sign < 0:
+                visible.remove(entry.slug)
+                every.remove(entry.slug)
+            elif test is None or test(entry.type, entry.text):
+                for line in (every,) if entry.hidden else (visible, every):
+                    line.add(entry.slug, entry.at, entry.body)
