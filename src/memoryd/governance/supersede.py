@@ -18,9 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
+from typing import Any, Literal
 
-from memoryd.models import SupersedeStatus
+from memoryd.errors import Conflict, MemorydError, NotFound
+from memoryd.graph.store import GraphStore
+from memoryd.llm.base import LLMProvider
+from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
 
 # Confidences the rules give. Explicit replacement wording about the older memory's own
 # value is near-certain; a change of value without replacement words, or one limited to a
@@ -223,14 +228,18 @@ _FROM_TO = [
     ),
     (
         "zh-replaced-by",
-        _rx(
-            rf"(?P<old>{_NZ})\s*(?:已经|已)?被\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)"
-        ),
+        _rx(rf"(?P<old>{_NZ})\s*(?:已经|已)?被\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)"),
     ),
 ]
 _INSTEAD = [
-    ("instead-of", _rx(rf"\b(?:instead of|rather than|in place of)\s+(?P<old>{_NG})(?=$|[\s,.;:!?)])")),
-    ("zh-instead-of", _rx(rf"(?:而不是|而非|取代了?|代替了?)\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？])")),
+    (
+        "instead-of",
+        _rx(rf"\b(?:instead of|rather than|in place of)\s+(?P<old>{_NG})(?=$|[\s,.;:!?)])"),
+    ),
+    (
+        "zh-instead-of",
+        _rx(rf"(?:而不是|而非|取代了?|代替了?)\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？])"),
+    ),
 ]
 _NO_LONGER = [
     (
@@ -241,7 +250,12 @@ _NO_LONGER = [
             rf"(?P<old>{_NG})(?=$|[\s,.;:!?)])"
         ),
     ),
-    ("zh-no-longer", _rx(rf"(?:不再用|不再使用|不再依赖|不用|弃用|停用|废弃|去掉|移除)了?\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？了])")),
+    (
+        "zh-no-longer",
+        _rx(
+            rf"(?:不再用|不再使用|不再依赖|不用|弃用|停用|废弃|去掉|移除)了?\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？了])"
+        ),
+    ),
 ]
 _SWITCH_TO = [
     (
@@ -252,18 +266,26 @@ _SWITCH_TO = [
             rf"(?P<new>{_NG})(?=$|[\s,.;:!?)])"
         ),
     ),
-    ("zh-switch-to", _rx(rf"(?:改用|换成|换用|切到|切换到|迁移到|迁到|转用|改成)\s*(?P<new>{_NZ})(?=$|[\s,.;:!?，。；：！？了的来做])")),
+    (
+        "zh-switch-to",
+        _rx(
+            rf"(?:改用|换成|换用|切到|切换到|迁移到|迁到|转用|改成)\s*(?P<new>{_NZ})(?=$|[\s,.;:!?，。；：！？了的来做])"
+        ),
+    ),
 ]
 _WENT_BACK = _rx(
     r"(?:\b(?:went back|go back|going back|switched back|moved back|reverted|rolled back|"
     rf"returned)\s+to\s+|回到|换回|切回|退回到?|回退到?|改回)\s*(?P<new>{_NG})(?=$|[\s,.;:!?，。；：！？了)])"
 )
-_TRIED = _rx(rf"(?:\b(?:tried|trialled|experimented with|evaluated|tested)\s+|试了|试过|尝试了?)\s*(?P<old>{_NG})(?=$|[\s,.;:!?，。；：！？了)])")
+_TRIED = _rx(
+    r"(?:\b(?:tried|trialled|experimented with|evaluated|tested)\s+|试了|试过|尝试了?)"
+    rf"\s*(?P<old>{_NG})(?=$|[\s,.;:!?，。；：！？了)])"
+)
 _HEDGE = _rx(
     r"\b(?:consider(?:ing|ed)?|thinking (?:of|about)|maybe|might|could|should we|propos(?:e|al|ed)|"
     r"evaluat(?:e|ing)|whether|plan(?:ning)? to|would|wants? to|if we|someday|eventually|"
-    r"suggest(?:ed|s)?|other teams?|another team)\b|\?|？|考虑|是否|要不要|也许|可能|如果|打算|计划|"
-    r"评估|建议|想要|其他团队|别的团队"
+    r"suggest(?:ed|s)?|other teams?|another team)\b|\?|？|"
+    r"考虑|是否|要不要|也许|可能|如果|打算|计划|评估|建议|想要|其他团队|别的团队"
 )
 _PARTIAL = _rx(
     r"\b(?:only|just)\s+(?:for\s+)?(?:the\s+)?|(?:仅|只有|只在|只是|仅在|仅限)|"
@@ -276,8 +298,33 @@ _COMPONENT = _rx(
     r"(?:服务|模块|子系统|后台|前端|后端)"
 )
 _COMPONENT_STOP = frozenset(
-    {"the", "a", "an", "our", "this", "that", "every", "all", "each", "new", "old", "whole", "web",
-     "main", "its", "their", "one", "any", "所有", "全部", "整个", "这个", "那个", "的", "各"}
+    {
+        "the",
+        "a",
+        "an",
+        "our",
+        "this",
+        "that",
+        "every",
+        "all",
+        "each",
+        "new",
+        "old",
+        "whole",
+        "web",
+        "main",
+        "its",
+        "their",
+        "one",
+        "any",
+        "所有",
+        "全部",
+        "整个",
+        "这个",
+        "那个",
+        "的",
+        "各",
+    }
 )
 _SENTENCE = re.compile(r"(?:[^.!?\n。！？；;]|\.(?=\S))+[.!?。！？；;]?")
 
@@ -296,62 +343,36 @@ def components(text: str) -> set[str]:
     return found
 
 
-def transitions(text: str) -> list[Transition]:
-    """The changes of choice a text states, sentence by sentence."""
-    out: list[Transition] = []
-    for sentence in _sentences(text):
-        back = _WENT_BACK.search(sentence)
-        if back is not None:
-            tried = _TRIED.search(sentence)
-            new = name_of(back.group("new"))
-            old = name_of(tried.group("old")) if tried else None
-            out.append(Transition("went-back", old, new, sentence))
-            continue
-        found = False
-        for rule, rx in _FROM_TO:
-            for m in rx.finditer(sentence):
-                old, new = name_of(m.group("old")), name_of(m.group("new"))
-                if old is not None and new is not None and old.name == new.name:
-                    old, new = _versioned(m.group("old")), _versioned(m.group("new"))
-                if old is not None and new is not None and old.name != new.name:
-                    out.append(Transition(rule, old, new, sentence))
-                    found = True
-        if found:
-            continue
-        for rule, rx in _INSTEAD:
-            m = rx.search(sentence)
-            if m is not None:
-                old = name_of(m.group("old"))
-                before = [n for _, n in names_in(sentence[: m.start()])]
-                new = before[-1] if before else None
-                if old is not None and (new is None or new.name != old.name):
-                    out.append(Transition(rule, old, new, sentence))
-                    found = True
-        if found:
-            continue
-        for rule, rx in _NO_LONGER:
-            m = rx.search(sentence)
-            if m is not None:
-                old = name_of(_FILLER.sub("", m.group("old")))
-                if old is not None:
-                    out.append(Transition(rule, old, None, sentence))
-                    found = True
-                    break
-        if found:
-            continue
-        for rule, rx in _SWITCH_TO:
-            m = rx.search(sentence)
-            if m is not None:
-                new = name_of(m.group("new"))
-                if new is not None:
-                    subject = frozenset(subject_before(sentence, m.start()))
-                    out.append(Transition(rule, None, new, sentence, subject))
-                    break
-    return out
-
-
 _FILLER = _rx(r"^\s*(?:(?:the|our|plain|any|all|using|use|to use|of)\s+)+")
 _VERSION = re.compile(r"([A-Za-z][\w.+#-]*)\s*v?(\d+(?:\.\d+)*)")
+_SUBJECT_STOP = frozenset(
+    {
+        "have",
+        "has",
+        "been",
+        "were",
+        "that",
+        "this",
+        "they",
+        "then",
+        "just",
+        "also",
+        "team",
+        "decided",
+        "decision",
+        "finally",
+        "today",
+        "last",
+        "week",
+        "sprint",
+        "决定",
+        "我们",
+        "现在",
+        "已经",
+        "最后",
+        "今天",
+    }
+)
 
 
 def _versioned(slot: str) -> Name | None:
@@ -363,21 +384,80 @@ def _versioned(slot: str) -> Name | None:
     return Name(text, (text,))
 
 
-def subject_before(sentence: str, rx_start: int) -> set[str]:
+def subject_before(sentence: str, start: int) -> set[str]:
     """Content words before a change in its sentence: what was changed ("the docs site",
     "状态管理"), to recognise the same role in an older memory."""
-    head = sentence[:rx_start]
+    head = sentence[:start]
     words = {w.casefold() for w in re.findall(r"[A-Za-z][\w-]{3,}", head)}
-    words -= _SUBJECT_STOP
-    words |= {w for w in re.findall(r"[\u4e00-\u9fff]{2,4}", head) if w not in _SUBJECT_STOP}
-    return words
+    words |= set(re.findall(r"[\u4e00-\u9fff]{2,4}", head))
+    return words - _SUBJECT_STOP
 
 
-_SUBJECT_STOP = frozenset(
-    {"have", "has", "been", "were", "that", "this", "they", "then", "just", "also", "team",
-     "decided", "decision", "finally", "today", "last", "week", "sprint", "决定", "我们", "现在",
-     "已经", "最后", "今天"}
-)
+def transitions(text: str) -> list[Transition]:
+    """The changes of choice a text states, sentence by sentence: in each, the first kind of
+    wording that applies (a return, both sides named, one side named)."""
+    out: list[Transition] = []
+    for sentence in _sentences(text):
+        for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
+            found = reader(sentence)
+            if found:
+                out.extend(found)
+                break
+    return out
+
+
+def _went_back(sentence: str) -> list[Transition]:
+    back = _WENT_BACK.search(sentence)
+    if back is None:
+        return []
+    tried = _TRIED.search(sentence)
+    old = name_of(tried.group("old")) if tried else None
+    return [Transition("went-back", old, name_of(back.group("new")), sentence)]
+
+
+def _from_to(sentence: str) -> list[Transition]:
+    out: list[Transition] = []
+    for rule, rx in _FROM_TO:
+        for m in rx.finditer(sentence):
+            old, new = name_of(m.group("old")), name_of(m.group("new"))
+            if old is not None and new is not None and old.name == new.name:
+                old, new = _versioned(m.group("old")), _versioned(m.group("new"))
+            if old is not None and new is not None and old.name != new.name:
+                out.append(Transition(rule, old, new, sentence))
+    return out
+
+
+def _instead_of(sentence: str) -> list[Transition]:
+    for rule, rx in _INSTEAD:
+        m = rx.search(sentence)
+        if m is not None:
+            old = name_of(m.group("old"))
+            before = [n for _, n in names_in(sentence[: m.start()])]
+            new = before[-1] if before else None
+            if old is not None and (new is None or new.name != old.name):
+                return [Transition(rule, old, new, sentence)]
+    return []
+
+
+def _no_longer(sentence: str) -> list[Transition]:
+    for rule, rx in _NO_LONGER:
+        m = rx.search(sentence)
+        if m is not None:
+            old = name_of(_FILLER.sub("", m.group("old")))
+            if old is not None:
+                return [Transition(rule, old, None, sentence)]
+    return []
+
+
+def _switch_to(sentence: str) -> list[Transition]:
+    for rule, rx in _SWITCH_TO:
+        m = rx.search(sentence)
+        if m is not None:
+            new = name_of(m.group("new"))
+            if new is not None:
+                subject = frozenset(subject_before(sentence, m.start()))
+                return [Transition(rule, None, new, sentence, subject)]
+    return []
 
 
 # --------------------------------------------------------------------------- assertions
@@ -414,7 +494,10 @@ def mentions(text: str, name: Name) -> bool:
 
 def _roles(text: str) -> set[str]:
     """What a choice is for ("for sessions", "用于缓存"): roles of one value each."""
-    out = {m.group(1).casefold() for m in re.finditer(r"\bfor\s+(?:the\s+|our\s+)?([a-z][\w-]{2,30})", text, re.I)}
+    out = {
+        m.group(1).casefold()
+        for m in re.finditer(r"\bfor\s+(?:the\s+|our\s+)?([a-z][\w-]{2,30})", text, re.I)
+    }
     out |= {m.group(1) for m in re.finditer(r"(?:用于|用来|负责)([\u4e00-\u9fff]{2,6})", text)}
     return out - {"now", "all", "everything", "new", "good", "a", "this", "that", "example", "it"}
 
@@ -441,7 +524,7 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
         # "Tried Solid, went back to React": React is current. It replaces an older memory
         # that adopted what was tried (or any other value of the same kind), never one that
         # already held React.
-        if t.new is None or asserts(older, t.new) and not _adopts(older, t.new):
+        if t.new is None or (asserts(older, t.new) and not _adopts(older, t.new)):
             return None
         old = t.old if t.old is not None and asserts(older, t.old) else None
         if old is None:
@@ -449,7 +532,13 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
         if old is None:
             return None
         return _verdict(
-            "went-back", WENT_BACK, hedged, t, old, newer, older,
+            "went-back",
+            WENT_BACK,
+            hedged,
+            t,
+            old,
+            newer,
+            older,
             f"the newer memory went back to {t.new.name}, leaving {old.name}",
         )
     if t.old is None:
@@ -466,7 +555,13 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
         if old is None or asserts(newer, old):
             return None
         return _verdict(
-            t.rule, SWITCH_TO_SAME_KIND, hedged, t, old, newer, older,
+            t.rule,
+            SWITCH_TO_SAME_KIND,
+            hedged,
+            t,
+            old,
+            newer,
+            older,
             f"the newer memory switched to {t.new.name}; the older chose {old.name}"
             f" ({old.kind or 'same kind'})",
         )
@@ -534,8 +629,9 @@ def _verdict(
 
 
 _CHOICE = _rx(
-    r"\b(?:prefer|prefers|preferred|use|uses|using|chose|choose|chosen|picked|pick|go with|went with|"
-    r"standardi[sz]e on|standardi[sz]ed on|runs on|run on|built (?:on|with)|default to|defaults to)\b|"
+    r"\b(?:prefer|prefers|preferred|use|uses|using|chose|choose|chosen|picked|pick|go with|"
+    r"went with|standardi[sz]e on|standardi[sz]ed on|runs on|run on|built (?:on|with)|"
+    r"default to|defaults to)\b|"
     r"偏好|喜欢用|使用|选用|采用|选择|统一用|用"
 )
 
@@ -612,14 +708,11 @@ def needs_llm(job: SupersedeJob, tiers: Tiers, limit: int) -> list[Pair]:
     return out[:limit]
 
 
-def judge_with_llm(job: SupersedeJob, llm: object, pairs: Iterable[Pair]) -> None:
+def judge_with_llm(job: SupersedeJob, llm: LLMProvider, pairs: Iterable[Pair]) -> None:
     """Ask the LLM judge about these pairs; its verdict replaces a rule's candidate (it read
     both memories whole). A failure is noted and leaves the rules' verdict."""
-    from memoryd.errors import MemorydError
-    from memoryd.llm.base import LLMProvider
     from memoryd.llm.extract import judge_supersedes
 
-    assert isinstance(llm, LLMProvider)
     for pair in pairs:
         try:
             judgement = judge_supersedes(llm, job.newer_text, pair.older_text, pair.entity_name)
@@ -641,7 +734,9 @@ def pair_texts(title: str, body: str) -> str:
     return f"{title}\n\n{body}".strip()
 
 
-def outcome_counts(tiers: Tiers, labelled: Sequence[tuple[bool, float | None]]) -> dict[str, dict[str, int]]:
+def outcome_counts(
+    tiers: Tiers, labelled: Sequence[tuple[bool, float | None]]
+) -> dict[str, dict[str, int]]:
     """Per tier, the confusion counts of (label, confidence) pairs: a pair is predicted
     positive at a tier when its confidence reaches that tier's threshold."""
     table: dict[str, dict[str, int]] = {}
@@ -660,3 +755,125 @@ def precision_recall(counts: dict[str, int]) -> tuple[float, float]:
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
     return precision, recall
+
+
+# --------------------------------------------------------------------------- the stores
+
+JUDGED_TYPES = ("decision", "preference", "fact")
+"""The older memories a new one may supersede (seeds/002 §5)."""
+
+_PAIRS_QUERY = (
+    "MATCH (n:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash = n.scope_hash AND o.slug <> n.slug AND o.type IN $types"
+    " AND o.created_at < n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
+    " RETURN o.slug, o.title, o.body, o.created_at, e.id, e.name, e.mention_count"
+    " ORDER BY o.created_at DESC, o.slug"
+)
+
+
+def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
+    """The older preference, decision and fact memories of the newer one's scope that share
+    an entity with it, newest first, each with the most specific entity they share (the
+    least mentioned: `React` says more than `frontend`). Pairs already decided are left out."""
+    decided = set(newer.meta.supersedes) | {d.older for d in newer.meta.supersede_decisions}
+    rows = graph.cypher(
+        _PAIRS_QUERY, {"slug": newer.slug, "types": list(JUDGED_TYPES)}, limit=100_000
+    ).rows
+    best: dict[str, tuple[int, Pair]] = {}
+    order: list[str] = []
+    for slug, title, body, _created, eid, name, mentioned in rows:
+        if slug in decided:
+            continue
+        pair = Pair(str(slug), pair_texts(str(title), str(body or "")), str(eid), str(name))
+        count = int(mentioned or 0)
+        if slug not in best:
+            order.append(slug)
+            best[slug] = (count, pair)
+        elif count < best[slug][0]:
+            best[slug] = (count, pair)
+    return [best[slug][1] for slug in order[:limit]]
+
+
+def new_decisions(job: SupersedeJob, tiers: Tiers, now: datetime) -> list[SupersedeDecision]:
+    """The decisions the job's verdicts make: automatic or candidate; the rest are ignored."""
+    entity = {p.older: p.entity_id for p in job.pairs}
+    out: list[SupersedeDecision] = []
+    for older, verdict in job.verdicts.items():
+        status = tiers.status(verdict.confidence)
+        if status is None:
+            continue
+        out.append(
+            SupersedeDecision(
+                older=older,
+                status=status,
+                confidence=verdict.confidence,
+                decided_by="auto",
+                decided_at=now,
+                judge=verdict.judge,
+                entity_id=entity.get(older),
+                reason=verdict.reason,
+            )
+        )
+    return out
+
+
+def with_decisions(memory: Memory, decisions: Sequence[SupersedeDecision]) -> dict[str, Any]:
+    """Frontmatter changes that add these decisions (replacing any about the same pair)."""
+    changed = {d.older: d for d in decisions}
+    kept = [d for d in memory.meta.supersede_decisions if d.older not in changed]
+    supersedes = [s for s in memory.meta.supersedes if s not in changed]
+    supersedes += [d.older for d in decisions if d.status is SupersedeStatus.ACTIVE]
+    return {
+        "supersede_decisions": [*kept, *decisions],
+        "supersedes": list(dict.fromkeys(supersedes)),
+    }
+
+
+SupersedeAction = Literal["undo", "accept", "reject"]
+_ACTION_NEEDS: dict[str, SupersedeStatus] = {
+    "undo": SupersedeStatus.ACTIVE,
+    "accept": SupersedeStatus.CANDIDATE,
+    "reject": SupersedeStatus.CANDIDATE,
+}
+_ACTION_GIVES: dict[str, SupersedeStatus] = {
+    "undo": SupersedeStatus.UNDONE,
+    "accept": SupersedeStatus.ACTIVE,
+    "reject": SupersedeStatus.REJECTED,
+}
+
+
+def current_decision(newer: Memory, older: str) -> SupersedeDecision | None:
+    """Where the pair stands in the newer memory's file; a slug in `supersedes` without a
+    kept decision was set by hand (active, decided by the user)."""
+    for d in newer.meta.supersede_decisions:
+        if d.older == older:
+            return d
+    if older in newer.meta.supersedes:
+        return SupersedeDecision(older=older, decided_by="user", decided_at=newer.meta.created_at)
+    return None
+
+
+def decide(
+    newer: Memory, older: str, action: SupersedeAction, *, by: str, now: datetime
+) -> SupersedeDecision:
+    """The decision a person's `undo`, `accept` or `reject` makes of the pair.
+
+    Raises NotFound when the pair was never judged and Conflict when it is not in the state
+    the action needs (accepting twice, undoing a candidate)."""
+    current = current_decision(newer, older)
+    if current is None:
+        raise NotFound(
+            f"{newer.slug} has no supersede decision about {older}",
+            hint="`memoryd supersede list` shows the candidates waiting for a decision",
+        )
+    needed = _ACTION_NEEDS[action]
+    if current.status is not needed:
+        verb = {"undo": "undo", "accept": "accept", "reject": "reject"}[action]
+        raise Conflict(
+            f"cannot {verb} {newer.slug} → {older}: it is {current.status.value}"
+            f" (decided by {current.decided_by}), not {needed.value}",
+            hint="undo applies to active supersedes, accept and reject to candidates",
+        )
+    return current.model_copy(
+        update={"status": _ACTION_GIVES[action], "decided_by": by, "decided_at": now}
+    )
