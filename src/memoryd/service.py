@@ -379,7 +379,11 @@ class MemoryService:
     def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> None:
         """Judge new long-term memories against the older ones they may replace. A failure is
         logged: the memory is written, and `memoryd supersede judge SLUG` can run it again."""
-        judged = [m for m in memories if m.meta.type.long_term and m.meta.observations]
+        judged = [
+            m
+            for m in memories
+            if m.meta.type.long_term and (m.meta.observations or m.meta.relations)
+        ]
         if len(judged) > SUPERSEDE_BULK_LIMIT:
             logger.info(
                 "%d memories imported: too many to judge supersedes now; run"
@@ -1210,7 +1214,11 @@ class MemoryService:
                 for memory in self.iter_vault(note):
                     indexed_scopes[memory.meta.slug] = (memory.meta.scope_hash, memory.meta.type)
                     batch.append(memory)
-                    if memory.meta.supersedes or memory.meta.promoted_from:
+                    if (
+                        memory.meta.supersedes
+                        or memory.meta.supersede_decisions
+                        or memory.meta.promoted_from
+                    ):
                         linked.append(memory)
                     if len(batch) >= BULK_BATCH:
                         fresh.upsert_memories(batch, link_memories=False, new=True)
