@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from memoryd.cli.main import app
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede import (
     Tiers,
@@ -21,6 +23,7 @@ from memoryd.governance.supersede import (
 from memoryd.llm.anthropic_provider import AnthropicProvider
 from memoryd.models import MemoryDraft, SupersedeStatus
 from memoryd.service import MemoryService
+from tests.daemon_harness import running, uds_client
 from tests.test_llm import Replay
 
 PAIRS = Path(__file__).parent / "data" / "supersede" / "pairs.yaml"
@@ -86,7 +89,8 @@ def test_a_rule_verdict_names_its_rule() -> None:
     assert verdict is not None
     assert verdict.judge == "rule:replace-with"
     assert verdict.reason.startswith("rule replace-with: ")
-    assert "npm" in verdict.reason and "pnpm" in verdict.reason
+    assert "npm" in verdict.reason
+    assert "pnpm" in verdict.reason
     assert verdict.old == "npm"
 
 
@@ -132,7 +136,8 @@ def test_an_explicit_switch_supersedes_automatically_and_recall_demotes_the_olde
     assert decision.decided_by == "auto"
     assert decision.judge == "rule:switch-from-to"
     assert decision.confidence >= 0.85
-    assert decision.entity_id is not None and "react" in decision.entity_id.casefold()
+    assert decision.entity_id is not None
+    assert "react" in decision.entity_id.casefold()
     assert svc.graph.superseded_by([older.slug]) == {older.slug: newer.slug}
     (row,) = svc.supersedes_chain(older.slug)
     assert (row.newer, row.older, row.status, row.decided_by) == (
@@ -141,7 +146,8 @@ def test_an_explicit_switch_supersedes_automatically_and_recall_demotes_the_olde
         "active",
         "auto",
     )
-    assert row.reason is not None and row.reason.startswith("rule switch-from-to")
+    assert row.reason is not None
+    assert row.reason.startswith("rule switch-from-to")
     hits = svc.recall("React dashboard", scope=str(project)).hits
     slugs = [h.slug for h in hits]
     assert slugs.index(newer.slug) < slugs.index(older.slug)
@@ -311,10 +317,101 @@ def test_the_llm_judges_what_the_rules_cannot(
     assert decision.judge == "llm:anthropic/claude-haiku-4-5"
     assert decision.confidence == 0.72
     assert decision.status is SupersedeStatus.CANDIDATE
-    assert decision.reason is not None and "legacy pages" in decision.reason
+    assert decision.reason is not None
+    assert "legacy pages" in decision.reason
     assert svc.graph.superseded_by([older.slug]) == {}
     (candidate,) = svc.supersede_candidates(project)
     assert (candidate.newer, candidate.judge) == (newer.slug, decision.judge)
     prompt = json.loads(claude.requests[0].content)["messages"][0]["content"]
     assert "<older_memory>\nAdmin UI\n\nThe admin UI is built with Angular." in prompt
     assert "<entity>\nAngular\n</entity>" in prompt
+
+
+# --------------------------------------------------------------------------- CLI and HTTP
+
+
+def cli(home: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [*args, "--home", str(home)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def cli_record(home: Path, project: Path, title: str, body: str, type: str) -> str:
+    code, out, err = cli(
+        home, "record", "--type", type, "--title", title, "--body", body, "--scope", str(project)
+    )
+    assert code == 0, err
+    return out.strip()
+
+
+def test_cli_reviews_candidates_and_reports_bad_input_with_exit_codes(
+    home: Path, project: Path
+) -> None:
+    older = cli_record(
+        home, project, "Databases", "All backend services use PostgreSQL.", "decision"
+    )
+    newer = cli_record(
+        home,
+        project,
+        "Billing on CockroachDB",
+        "Moved only the billing service from Postgres to CockroachDB.",
+        "decision",
+    )
+    code, out, err = cli(home, "supersede", "list", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert (row["newer"], row["older"], row["status"]) == (newer, older, "candidate")
+    assert row["judge"] == "rule:switch-from-to"
+    code, out, err = cli(home, "supersede", "accept", newer, older)
+    assert (code, out.strip()) == (0, f"{newer} → {older}: active (decided by user)"), err
+    code, out, err = cli(home, "supersede", "accept", newer, older)
+    assert code == 4
+    assert "it is active" in err
+    assert "not candidate" in err
+    code, out, err = cli(home, "supersede", "undo", newer, older, "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "undone"
+    code, _, err = cli(home, "supersede", "undo", newer, "missing-slug")
+    assert code == 3
+    assert "no memory with slug 'missing-slug'" in err
+    code, _, err = cli(home, "supersede", "reject", "missing-slug", older)
+    assert code == 3
+    code, out, err = cli(home, "supersede", "list")
+    assert (code, out.strip()) == (0, "no supersede candidates")
+    events = [e["event_type"] for e in audit_events(home)]
+    assert events[-2:] == ["supersede_accept", "supersede_undo"]
+
+
+def test_http_routes_on_a_real_daemon(home: Path, project: Path) -> None:
+    with running(home), uds_client(home, actor="reviewer") as http:
+
+        def create(title: str, body: str) -> str:
+            payload = {"type": "decision", "title": title, "body": body, "scope": str(project)}
+            response = http.post("/v1/memories", json=payload)
+            assert response.status_code == 201, response.text
+            slug: str = response.json()["meta"]["slug"]
+            return slug
+
+        older = create("Databases", "All backend services use PostgreSQL.")
+        newer = create("Ingest", "The ingest worker switched from PostgreSQL to ClickHouse.")
+        page = http.get("/v1/supersedes/candidates", params={"scope": str(project)}).json()
+        assert [(r["newer"], r["older"]) for r in page["items"]] == [(newer, older)]
+        url = f"/v1/supersedes/{newer}/{older}"
+        rejected = http.post(f"{url}/reject", json={"decided_by": "digest"})
+        assert rejected.status_code == 200, rejected.text
+        assert (rejected.json()["status"], rejected.json()["decided_by"]) == (
+            "rejected",
+            "digest",
+        )
+        again = http.post(f"{url}/reject")
+        assert again.status_code == 409
+        assert again.json()["error"]["code"] == "conflict"
+        missing = http.post(f"/v1/supersedes/{newer}/nope/accept")
+        assert missing.status_code == 404
+        assert http.post(f"/v1/supersedes/{newer}/judge").json() == []
+        third = create("Ingest again", "Replace PostgreSQL with ClickHouse for ingest.")
+        judged = http.post(f"/v1/supersedes/{third}/judge").json()
+        assert judged == []  # judged when it was recorded: nothing new to decide
+        chain = http.get(f"/v1/memories/{older}/supersedes").json()["items"]
+        assert {(r["newer"], r["status"]) for r in chain} == {(third, "active")}
+    events = [(e["event_type"], e["actor"]) for e in audit_events(home)]
+    assert ("supersede_reject", "reviewer") in events
