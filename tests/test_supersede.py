@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
+from memoryd.config import Settings
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede import (
     Tiers,
@@ -23,7 +24,21 @@ from memoryd.governance.supersede import (
 from memoryd.llm.anthropic_provider import AnthropicProvider
 from memoryd.models import MemoryDraft, SupersedeStatus
 from memoryd.service import MemoryService
+from memoryd.wiring import open_service
 from tests.daemon_harness import running, uds_client
+from tests.test_capture import ClaudeTranscript, needs_fixtures
+from tests.test_enrichment import (  # noqa: F401  (fixtures)
+    LLM,
+    SLUG,
+    _hook_env,
+    hook,
+    prompt_of,
+    providers,
+    transcript,
+    with_llm,
+    work,
+)
+from tests.test_enrichment import OK as ENRICHED
 from tests.test_llm import Replay
 
 PAIRS = Path(__file__).parent / "data" / "supersede" / "pairs.yaml"
@@ -415,3 +430,39 @@ def test_http_routes_on_a_real_daemon(home: Path, project: Path) -> None:
         assert {(r["newer"], r["status"]) for r in chain} == {(third, "active")}
     events = [(e["event_type"], e["actor"]) for e in audit_events(home)]
     assert ("supersede_reject", "reviewer") in events
+
+
+# --------------------------------------------------------------------------- enriched sessions
+
+
+@needs_fixtures
+def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
+    home: Path,
+    project: Path,
+    settings: Settings,
+    transcript: ClaudeTranscript,
+    with_llm: LLM,
+) -> None:
+    transcript.say("Switched the importer from aiohttp to httpx, so it can stream large exports.")
+    hook(home, transcript)
+    with open_service(settings) as svc:
+        http = svc.record(
+            draft(project, "Importer HTTP", "The importer calls the API with aiohttp.", "fact", 1)
+        )
+        tests = svc.record(
+            draft(project, "Test runs", "Run pytest with -x only in CI.", "preference", 2)
+        )
+        replay, _ = with_llm(svc, *ENRICHED, "supersede_partial")
+        assert svc.drain_inbox() == 1
+        assert work(svc) == 1
+        session = svc.get(SLUG)
+        by_older = {d.older: d for d in session.meta.supersede_decisions}
+        assert set(by_older) == {http.slug, tests.slug}
+        assert by_older[http.slug].judge == "rule:switch-from-to"
+        assert by_older[http.slug].status is SupersedeStatus.ACTIVE
+        assert by_older[tests.slug].judge == "llm:anthropic/claude-haiku-4-5"
+        assert by_older[tests.slug].status is SupersedeStatus.CANDIDATE
+        assert len(replay.requests) == 3  # extraction, summary, one judgement
+        assert "<older_memory>\nTest runs" in prompt_of(replay.requests[2])
+        assert svc.graph.superseded_by([http.slug, tests.slug]) == {http.slug: SLUG}
+        assert not replay.steps

@@ -1543,7 +1543,12 @@ class MemoryService:
                 result = None
                 if job.use_llm and self.llm is not None:
                     result = run_llm_stage(self.llm, job)
-                self.apply_enrichment(job, result)
+                state = self.apply_enrichment(job, result)
+                if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
+                    try:  # the LLM's part: the rules ran as it was written
+                        self.judge_supersedes(slug)
+                    except MemorydError as exc:
+                        logger.warning("supersede judging of %s failed: %s", slug, exc)
             except MemorydError as exc:  # one memory must not hold up the others
                 logger.warning("enrichment of %s stays queued: %s", slug, exc)
                 continue

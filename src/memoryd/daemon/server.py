@@ -217,12 +217,31 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             result = None
             if job.use_llm and service.llm is not None:
                 result = await asyncio.to_thread(run_llm_stage, service.llm, job)
-            await runner.write(service.apply_enrichment, job, result)
+            state = await runner.write(service.apply_enrichment, job, result)
         except MemorydError as exc:
             logger.warning("enrichment of %s stays queued: %s", slug, exc)
             continue
         settled += 1
+        if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
+            await judge_supersedes(service, runner, slug)
     return settled
+
+
+async def judge_supersedes(service: MemoryService, runner: ServiceRunner, slug: str) -> None:
+    """The LLM's part of supersede judging for an enriched session (the rules ran when it
+    was written): pairs as a read, the LLM on a plain thread, the decisions as a write.
+    A failure is logged; the session stays enriched."""
+    if service.llm is None or not service.supersede_settings.use_llm:
+        return
+    try:
+        job = await runner.read(service.prepare_supersede, slug)
+        if job is None:
+            return
+        await asyncio.to_thread(service.judge_supersedes_llm, job)
+        if job.verdicts:
+            await runner.write(service.apply_supersede, job)
+    except MemorydError as exc:
+        logger.warning("supersede judging of %s failed: %s", slug, exc)
 
 
 def bind_unix(path: Path) -> socket.socket:
