@@ -440,8 +440,8 @@ def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
     home: Path,
     project: Path,
     settings: Settings,
-    transcript: ClaudeTranscript,
-    with_llm: LLM,
+    transcript: ClaudeTranscript,  # noqa: F811  (the fixture imported above)
+    with_llm: LLM,  # noqa: F811
 ) -> None:
     transcript.say("Switched the importer from aiohttp to httpx, so it can stream large exports.")
     hook(home, transcript)
