@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -466,3 +468,21 @@ def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
         assert "<older_memory>\nTest runs" in prompt_of(replay.requests[2])
         assert svc.graph.superseded_by([http.slug, tests.slug]) == {http.slug: SLUG}
         assert not replay.steps
+
+
+def test_the_bench_prints_the_confusion_table_per_tier_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "supersede.json"
+    bench = Path(__file__).resolve().parents[1] / "bench" / "supersede.py"
+    result = subprocess.run(
+        [sys.executable, str(bench), "--json", str(out)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "auto " in result.stdout
+    assert "candidate " in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["pairs"] == len(load_pairs())
+    auto = report["groups"]["all"]["auto"]
+    assert auto["tp"] + auto["fp"] + auto["fn"] + auto["tn"] == report["pairs"]
+    assert auto["precision"] >= 0.95
+    assert auto["recall"] >= 0.6
+    assert set(report["groups"]["all"]) == {"auto", "candidate"}
