@@ -486,3 +486,45 @@ def test_the_bench_prints_the_confusion_table_per_tier_and_writes_json(tmp_path:
     assert auto["precision"] >= 0.95
     assert auto["recall"] >= 0.6
     assert set(report["groups"]["all"]) == {"auto", "candidate"}
+
+
+def test_the_daemon_records_without_waiting_for_the_llm_and_its_worker_judges_later(
+    svc: MemoryService, project: Path, claude: Replay
+) -> None:
+    older = svc.record(
+        draft(project, "Admin UI", "The admin UI is built with Angular.", "decision", 1)
+    )
+    provider = AnthropicProvider(
+        api_key="sk-ant-test",
+        model="claude-haiku-4-5",
+        timeout_s=5.0,
+        max_retries=0,
+        transport=claude.transport,
+        sleep=lambda _s: None,
+        rng=random.Random(7),
+    )
+    svc.llm_judge_inline = False  # as `memoryd serve` sets it
+    try:
+        newer = svc.record(
+            draft(
+                project,
+                "Admin forms",
+                "New admin UI forms are written in Svelte; Angular stays for the legacy pages.",
+                "decision",
+                2,
+            )
+        )
+        assert svc.supersede_pending == []  # no LLM configured when it was recorded
+        # With one, the record path (whose LLM extraction is another test's) queues it:
+        svc.llm = provider
+        svc._judge_written([svc.get(newer.slug)], use_llm=True)
+        assert svc.supersede_pending == [newer.slug]
+        assert claude.requests == []  # the writer did not wait on the LLM
+        assert work(svc) == 0  # the worker's round: no session to enrich, one memory judged
+    finally:
+        svc.llm = None
+        provider.close()
+    assert svc.supersede_pending == []
+    (decision,) = svc.get(newer.slug).meta.supersede_decisions
+    assert (decision.older, decision.status) == (older.slug, SupersedeStatus.CANDIDATE)
+    assert len(claude.requests) == 1

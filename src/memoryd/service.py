@@ -213,6 +213,11 @@ class MemoryService:
         self.cypher_limits = cypher_limits or CypherLimits()
         self.supersede_settings = SupersedeSettings()
         """Supersede judging's tiers and limits (config `[supersede]`)."""
+        self.llm_judge_inline = True
+        """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
+        must not wait on the LLM, so recorded slugs queue in `supersede_pending` and its
+        worker judges them off the writer."""
+        self.supersede_pending: list[str] = []
         self._sandbox: CypherSandbox | None = None
         self._sandbox_lock = threading.Lock()
         self.review = Review(
@@ -391,11 +396,15 @@ class MemoryService:
                 len(judged),
             )
             return
+        inline = use_llm and self.llm_judge_inline
         for memory in judged:
             try:
-                self.judge_supersedes(memory.slug, use_llm=use_llm)
+                self.judge_supersedes(memory.slug, use_llm=inline)
             except MemorydError as exc:
                 logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
+                continue
+            if use_llm and not inline and self.llm is not None:
+                self.supersede_pending.append(memory.slug)
 
     def _known_entities(self) -> list[KnownEntity]:
         matcher = self._entity_matcher()

@@ -78,6 +78,7 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
     previous = signal.signal(signal.SIGTERM, _exit_while_starting)
     try:
         service = open_service(settings, actor="daemon")
+        service.llm_judge_inline = False  # the worker asks the LLM, never the writer
     except BaseException:
         signal.signal(signal.SIGTERM, previous)
         raise
@@ -209,6 +210,8 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
     settled = 0
+    while service.supersede_pending:  # recorded memories: the rules ran, the LLM's turn
+        await judge_supersedes(service, runner, service.supersede_pending.pop(0))
     for slug in await runner.read(service.enrichment_due, limit):
         try:
             job = await runner.read(service.prepare_enrichment, slug)
