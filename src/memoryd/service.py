@@ -2055,6 +2055,8 @@ class MemoryService:
         supersede.judge_with_llm(
             job, self.llm, supersede.needs_llm(job, self.supersede_tiers, limit)
         )
+        for error in job.llm_errors:  # the rules' verdicts stand; the pair is asked again later
+            logger.warning("LLM supersede judge for %s failed on %s", job.newer, error)
 
     def apply_supersede(self, job: supersede.SupersedeJob) -> list[SupersedeDecision]:
         """Write the job's automatic and candidate decisions into the newer memory's file (so

@@ -113,6 +113,23 @@ def _lexicon() -> dict[str, Name]:
 
 
 @cache
+def _case_sensitive() -> frozenset[str]:
+    """Surfaces that are names only as written ("Go", "Swift"; not "go", "swift")."""
+    from memoryd.extraction.pipeline import load_lexicon
+
+    return frozenset(s for entry in load_lexicon() for s in entry.case_sensitive)
+
+
+@cache
+def _case_sensitive_folded() -> frozenset[str]:
+    return frozenset(s.casefold() for s in _case_sensitive())
+
+
+def _is_name(surface: str) -> bool:
+    return surface.casefold() not in _case_sensitive_folded() or surface in _case_sensitive()
+
+
+@cache
 def _lexicon_pattern() -> re.Pattern[str]:
     surfaces = sorted(_lexicon(), key=len, reverse=True)
     alts = "|".join(re.escape(s) for s in surfaces)
@@ -122,7 +139,11 @@ def _lexicon_pattern() -> re.Pattern[str]:
 def names_in(text: str) -> list[tuple[int, Name]]:
     """Known names in the text with their offsets, in order."""
     lex = _lexicon()
-    return [(m.start(), lex[m.group(0).casefold()]) for m in _lexicon_pattern().finditer(text)]
+    return [
+        (m.start(), lex[m.group(0).casefold()])
+        for m in _lexicon_pattern().finditer(text)
+        if _is_name(m.group(0))
+    ]
 
 
 _SLOT_END = re.compile(
