@@ -2055,7 +2055,7 @@ class MemoryService:
         supersede.judge_with_llm(
             job, self.llm, supersede.needs_llm(job, self.supersede_tiers, limit)
         )
-        for error in job.llm_errors:  # the rules' verdicts stand; the pair is asked again later
+        for error in job.llm_errors:  # the rules' verdicts stand; asked again next time
             logger.warning("LLM supersede judge for %s failed on %s", job.newer, error)
 
     def apply_supersede(self, job: supersede.SupersedeJob) -> list[SupersedeDecision]:
