@@ -528,3 +528,32 @@ def test_the_daemon_records_without_waiting_for_the_llm_and_its_worker_judges_la
     (decision,) = svc.get(newer.slug).meta.supersede_decisions
     assert (decision.older, decision.status) == (older.slug, SupersedeStatus.CANDIDATE)
     assert len(claude.requests) == 1
+
+
+def test_a_graph_from_before_supersede_judging_keeps_its_edges_active(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.graph import kuzu_store
+    from tests.conftest import ENGINE
+    from tests.test_graph_store import memory
+
+    directory = tmp_path / "graph"
+    with monkeypatch.context() as old_code:
+        old_code.setattr(kuzu_store, "SCHEMA_VERSION", 2)
+        store = kuzu_store.KuzuGraphStore(directory, engine=ENGINE, buffer_pool_mb=128)
+        assert store.schema_version() == 2
+        store.upsert_memories([memory("use-react"), memory("use-solid")], link_memories=False)
+        with store._transaction() as conn:  # an edge as schema 2 wrote it: no status column
+            conn.execute(
+                "MATCH (n:Memory {slug: 'use-solid'}), (o:Memory {slug: 'use-react'})"
+                " CREATE (n)-[:SUPERSEDES {confidence: 1.0, decided_by: 'user'}]->(o)"
+            )
+        store.close()
+    store = kuzu_store.KuzuGraphStore(directory, engine=ENGINE, buffer_pool_mb=128)
+    try:
+        assert store.schema_version() == kuzu_store.SCHEMA_VERSION == 3
+        assert store.superseded_by(["use-react"]) == {"use-react": "use-solid"}
+        (row,) = store.supersedes_chain("use-react")
+        assert (row.status, row.judge, row.decided_by) == ("active", None, "user")
+    finally:
+        store.close()
