@@ -18,8 +18,11 @@ from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede import (
+    Pair,
+    SupersedeJob,
     Tiers,
     judge_by_rules,
+    judge_pairs,
     outcome_counts,
     precision_recall,
 )
@@ -445,11 +448,11 @@ def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
     transcript: ClaudeTranscript,  # noqa: F811  (the fixture imported above)
     with_llm: LLM,  # noqa: F811
 ) -> None:
-    transcript.say("Switched the importer from aiohttp to httpx, so it can stream large exports.")
+    transcript.say("Switched the importer from Poetry to uv, so installs take seconds.")
     hook(home, transcript)
     with open_service(settings) as svc:
         http = svc.record(
-            draft(project, "Importer HTTP", "The importer calls the API with aiohttp.", "fact", 1)
+            draft(project, "Importer packaging", "The importer is packaged with Poetry.", "fact", 1)
         )
         tests = svc.record(
             draft(project, "Test runs", "Run pytest with -x only in CI.", "preference", 2)
@@ -557,3 +560,14 @@ def test_a_graph_from_before_supersede_judging_keeps_its_edges_active(
         assert (row.status, row.judge, row.decided_by) == ("active", None, "user")
     finally:
         store.close()
+
+
+def test_a_session_transcript_supersedes_automatically_only_between_known_names() -> None:
+    older = Pair("helpers", "Formatting helpers call format_row for every table.", None, "x")
+    tools = Pair("packaging", "The importer is packaged with Poetry.", None, "Poetry")
+    text = "Replace format_row with render_row in the helpers. Switched from Poetry to uv."
+    for session, expected in ((False, "auto"), (True, "candidate")):
+        job = SupersedeJob("newer", text, [older, tools], session=session)
+        judge_pairs(job)
+        assert Tiers().tier(job.verdicts["helpers"].confidence) == expected
+        assert Tiers().tier(job.verdicts["packaging"].confidence) == "auto"

@@ -2042,7 +2042,7 @@ class MemoryService:
         if not pairs:
             return None
         text = supersede.pair_texts(memory.meta.title, memory.body)
-        job = supersede.SupersedeJob(slug, text, pairs)
+        job = supersede.SupersedeJob(slug, text, pairs, session=memory.meta.type.value == "session")
         supersede.judge_pairs(job)
         return job
 

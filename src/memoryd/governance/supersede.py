@@ -709,14 +709,29 @@ class SupersedeJob:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     """older slug → verdict, for the pairs that got one."""
     llm_errors: list[str] = field(default_factory=list)
+    session: bool = False
+    """The newer memory is a captured session: a transcript, not a statement of what holds."""
+
+
+SESSION_UNKNOWN_CAP = PARTIAL
+"""A session says "replace `foo` with `bar`" about code all the time: from a transcript, only
+a change between names the lexicon knows (tools, frameworks, databases) is automatic."""
 
 
 def judge_pairs(job: SupersedeJob) -> None:
     """Run the rules over every pair of the job (pure: no store, no network)."""
     for pair in job.pairs:
         verdict = judge_by_rules(job.newer_text, pair.older_text)
-        if verdict is not None:
-            job.verdicts[pair.older] = verdict
+        if verdict is None:
+            continue
+        if job.session and (verdict.old is None or verdict.old.casefold() not in _lexicon()):
+            verdict = Verdict(
+                min(verdict.confidence, SESSION_UNKNOWN_CAP),
+                verdict.reason + " (from a session transcript, about a name memoryd does not know)",
+                verdict.judge,
+                verdict.old,
+            )
+        job.verdicts[pair.older] = verdict
 
 
 def needs_llm(job: SupersedeJob, tiers: Tiers, limit: int) -> list[Pair]:
