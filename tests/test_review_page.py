@@ -15,16 +15,18 @@ from tests.test_graph_page import browser, needs_browser, open_page, wait_for  #
 PAIRS = [
     ("Databases", "All backend services use PostgreSQL."),
     ("Billing on CockroachDB", "Moved only the billing service from Postgres to CockroachDB."),
-    ("Logs", "Every service logs to Loki."),
-    ("Payments logs", "The payments service switched from Loki to Datadog for audit logs."),
+    ("Bundler", "All frontends are bundled with Webpack."),
+    ("Admin bundler", "The admin frontend moved from Webpack to Vite."),
 ]
 
 
 def candidates(driver: webdriver.Chrome) -> list[tuple[str, str]]:
-    return [
-        (str(li.get_attribute("data-newer")), str(li.get_attribute("data-older")))
-        for li in driver.find_elements(By.CSS_SELECTOR, "#candidates .candidate")
-    ]
+    """(newer, older) of the listed candidates, read in one script (the list re-renders)."""
+    rows: list[list[str]] = driver.execute_script(
+        "return [...document.querySelectorAll('#candidates .candidate')]"
+        ".map(li => [li.dataset.newer, li.dataset.older])"
+    )
+    return [(newer, older) for newer, older in rows]
 
 
 @needs_browser

@@ -571,3 +571,16 @@ def test_a_session_transcript_supersedes_automatically_only_between_known_names(
         judge_pairs(job)
         assert Tiers().tier(job.verdicts["helpers"].confidence) == expected
         assert Tiers().tier(job.verdicts["packaging"].confidence) == "auto"
+
+
+def test_memories_written_in_the_same_second_are_judged_once_one_way(
+    svc: MemoryService, project: Path
+) -> None:
+    older = svc.record(draft(project, "Tests", "Unit tests run with Jest.", "decision", 3))
+    newer = svc.record(
+        draft(project, "Vitest", "Tests now use Vitest instead of Jest.", "decision", 3)
+    )
+    assert older.meta.created_at == newer.meta.created_at
+    assert svc.graph.superseded_by([older.slug]) == {older.slug: newer.slug}
+    assert svc.judge_supersedes(older.slug) == []  # never the other way round as well
+    assert svc.graph.superseded_by([newer.slug]) == {}

@@ -801,7 +801,8 @@ JUDGED_TYPES = ("decision", "preference", "fact")
 _PAIRS_QUERY = (
     "MATCH (n:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o:Memory)"
     " WHERE o.scope_hash = n.scope_hash AND o.slug <> n.slug AND o.type IN $types"
-    " AND o.created_at < n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
+    " AND o.created_at <= n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
+    " AND NOT EXISTS { MATCH (o)-[:SUPERSEDES]->(n) }"
     " RETURN o.slug, o.title, o.body, o.created_at, e.id, e.name, e.mention_count"
     " ORDER BY o.created_at DESC, o.slug"
 )
@@ -810,7 +811,9 @@ _PAIRS_QUERY = (
 def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
     """The older preference, decision and fact memories of the newer one's scope that share
     an entity with it, newest first, each with the most specific entity they share (the
-    least mentioned: `React` says more than `frontend`). Pairs already decided are left out."""
+    least mentioned: `React` says more than `frontend`). Pairs already decided are left out,
+    and so is a memory that itself replaces the newer one. Timestamps are to the second: one
+    written in the same second counts as older (judging runs as the newer one is written)."""
     decided = set(newer.meta.supersedes) | {d.older for d in newer.meta.supersede_decisions}
     rows = graph.cypher(
         _PAIRS_QUERY, {"slug": newer.slug, "types": list(JUDGED_TYPES)}, limit=100_000
