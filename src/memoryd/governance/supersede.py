@@ -558,7 +558,6 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
             hedged,
             t,
             old,
-            newer,
             older,
             f"the newer memory went back to {t.new.name}, leaving {old.name}",
         )
@@ -581,14 +580,13 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
             hedged,
             t,
             old,
-            newer,
             older,
             f"the newer memory switched to {t.new.name}; the older chose {old.name}"
             f" ({old.kind or 'same kind'})",
         )
     if not asserts(older, t.old):
         return None
-    if t.new is not None and asserts(older, t.new) and not _after_old(older, t.old, t.new):
+    if t.new is not None and asserts(older, t.new) and not _moved_away_from(older, t.new):
         return None  # the older memory already held the new value: nothing it said changed
     confidence = NO_LONGER if t.new is None else EXPLICIT
     what = (
@@ -596,7 +594,7 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
         if t.new is None
         else f"the newer memory replaces {t.old.name} with {t.new.name}"
     )
-    return _verdict(t.rule, confidence, hedged, t, t.old, newer, older, what)
+    return _verdict(t.rule, confidence, hedged, t, t.old, older, what)
 
 
 def _adopts(older: str, name: Name) -> bool:
@@ -604,9 +602,9 @@ def _adopts(older: str, name: Name) -> bool:
     return any(t.new is not None and t.new.name == name.name for t in transitions(older))
 
 
-def _after_old(older: str, old: Name, new: Name) -> bool:
-    """The older memory names `new` only as something it moved away from, or not at all."""
-    return any(t.old is not None and t.old.name == new.name for t in transitions(older))
+def _moved_away_from(older: str, name: Name) -> bool:
+    """The older memory itself moved away from `name` (so naming it is not holding it)."""
+    return any(t.old is not None and t.old.name == name.name for t in transitions(older))
 
 
 def _same_kind_value(older: str, new: Name) -> Name | None:
@@ -622,15 +620,10 @@ def _same_kind_value(older: str, new: Name) -> Name | None:
 
 
 def _verdict(
-    rule: str,
-    confidence: float,
-    hedged: bool,
-    t: Transition,
-    old: Name,
-    newer: str,
-    older: str,
-    what: str,
+    rule: str, confidence: float, hedged: bool, t: Transition, old: Name, older: str, what: str
 ) -> Verdict:
+    """The verdict of a change the rules recognised, demoted when it is only considered
+    (hedged) or limited to a part of the system the older memory does not name."""
     notes: list[str] = []
     if hedged:
         confidence = min(confidence, HEDGED)
