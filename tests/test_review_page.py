@@ -1,5 +1,6 @@
-"""The graph page's Review view in headless chromium against a real daemon on TCP: supersede
-candidates are listed, and Accept or Reject decides them (as `memoryd supersede accept|reject`).
+"""The graph page's Review panel in headless chromium against a real daemon on TCP: below the
+pending promotions, supersede candidates are listed, and Accept or Reject decides them (as
+`memoryd supersede accept|reject`).
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ def test_review_lists_candidates_and_accept_or_reject_decides_them(
                 slugs.append(response.json()["meta"]["slug"])
         billing = (slugs[1], slugs[0])
         payments = (slugs[3], slugs[2])
-        open_page(browser, f"http://127.0.0.1:{daemon.port}/#token={daemon.token()}")
+        open_page(browser, f"http://127.0.0.1:{daemon.port}/#token={daemon.token()}&review=1")
         wait_for(
             "two candidates", lambda: sorted(candidates(browser)) == sorted([billing, payments])
         )
-        assert browser.find_element(By.ID, "review-count").text == "2"
+        assert browser.find_element(By.ID, "candidates-count").text == "2"
         item = browser.find_element(
             By.CSS_SELECTOR, f'#candidates .candidate[data-newer="{billing[0]}"]'
         )

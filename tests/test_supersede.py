@@ -467,8 +467,9 @@ def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
         assert by_older[http.slug].status is SupersedeStatus.ACTIVE
         assert by_older[tests.slug].judge == "llm:anthropic/claude-haiku-4-5"
         assert by_older[tests.slug].status is SupersedeStatus.CANDIDATE
-        assert len(replay.requests) == 3  # extraction, summary, one judgement
-        assert "<older_memory>\nTest runs" in prompt_of(replay.requests[2])
+        # the enrichment's own calls (extraction, summary, DURA), then one judgement
+        assert len(replay.requests) == len(ENRICHED) + 1
+        assert "<older_memory>\nTest runs" in prompt_of(replay.requests[-1])
         assert svc.graph.superseded_by([http.slug, tests.slug]) == {http.slug: SLUG}
         assert not replay.steps
 

@@ -118,6 +118,7 @@ class GovernanceSettings(BaseModel):
         " and `reject` (off: only a person decides, with the CLI, the API or the graph page)",
     )
 
+
 class SupersedeSettings(BaseModel):
     """Supersede judging (DESIGN.md §7): what a judged confidence does."""
 
