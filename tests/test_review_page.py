@@ -62,8 +62,10 @@ def test_review_lists_candidates_and_accept_or_reject_decides_them(
         wait_for(
             "an empty review",
             lambda: (
-                [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#candidates li")]
-                == ["no supersede candidate waits for review"]
+                browser.execute_script(
+                    "return [...document.querySelectorAll('#candidates li')].map(li => li.textContent)"
+                )
+                == ["No supersede candidate is waiting for a decision."]
             ),
         )
         with uds_client(home) as http:
