@@ -63,7 +63,8 @@ def test_review_lists_candidates_and_accept_or_reject_decides_them(
             "an empty review",
             lambda: (
                 browser.execute_script(
-                    "return [...document.querySelectorAll('#candidates li')].map(li => li.textContent)"
+                    "return [...document.querySelectorAll('#candidates li')]"
+                    ".map(li => li.textContent)"
                 )
                 == ["No supersede candidate is waiting for a decision."]
             ),
