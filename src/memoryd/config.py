@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -119,6 +119,35 @@ class GovernanceSettings(BaseModel):
     )
 
 
+class SupersedeSettings(BaseModel):
+    """Supersede judging (DESIGN.md §7): what a judged confidence does."""
+
+    auto_threshold: float = Field(
+        default=0.85, gt=0, le=1, description="at or above: the older memory is superseded"
+    )
+    candidate_threshold: float = Field(
+        default=0.5, ge=0, le=1, description="at or above (below auto): a candidate for review"
+    )
+    use_llm: bool = Field(
+        default=True, description="ask the LLM about pairs the rules cannot decide"
+    )
+    max_pairs: int = Field(
+        default=20, ge=1, le=1000, description="older memories judged against each new one"
+    )
+    max_llm_pairs: int = Field(
+        default=5, ge=0, le=100, description="of those, how many the LLM may be asked about"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SupersedeSettings:
+        if self.candidate_threshold > self.auto_threshold:
+            raise ValueError(
+                f"supersede.candidate_threshold ({self.candidate_threshold}) is above"
+                f" supersede.auto_threshold ({self.auto_threshold})"
+            )
+        return self
+
+
 class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
     vectors: Literal["auto", "on", "off"] = Field(
@@ -225,6 +254,7 @@ class Settings(BaseSettings):
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     enrichment: EnrichmentSettings = Field(default_factory=EnrichmentSettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
+    supersede: SupersedeSettings = Field(default_factory=SupersedeSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)

@@ -227,6 +227,40 @@ class RelationRef(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+class SupersedeStatus(StrEnum):
+    """Where a supersede decision stands: only `active` ones demote the older memory."""
+
+    ACTIVE = "active"
+    CANDIDATE = "candidate"
+    """Judged 0.5–0.85: waits for a human (`memoryd supersede accept|reject`, the digest)."""
+    REJECTED = "rejected"
+    UNDONE = "undone"
+    """Was active (automatic or by hand) until someone undid it."""
+
+
+class SupersedeDecision(BaseModel):
+    """One judgement that this memory replaces an older one, kept in the newer memory's
+    frontmatter so `reindex` rebuilds the SUPERSEDES edge with its provenance. Rejected and
+    undone decisions stay too: the same pair is not proposed again."""
+
+    model_config = ConfigDict(frozen=True)
+
+    older: str
+    status: SupersedeStatus = SupersedeStatus.ACTIVE
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    decided_by: str = Field(default="auto", pattern=r"^(auto|user|digest)$")
+    decided_at: Timestamp | None = None
+    judge: str | None = Field(default=None, max_length=100)
+    """What judged it: `rule:<name>` or `llm:<provider>/<model>`."""
+    entity_id: str | None = None
+    reason: str | None = Field(default=None, max_length=2000)
+
+    @field_validator("decided_at")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else to_utc(value)
+
+
 class Frontmatter(BaseModel):
     """The YAML frontmatter of a memory file (seeds/001). Unknown keys are kept as written."""
 
@@ -249,6 +283,7 @@ class Frontmatter(BaseModel):
     dura_score: Dura | None = None
     promoted_from: str | None = None
     supersedes: list[str] = Field(default_factory=list)
+    supersede_decisions: list[SupersedeDecision] = Field(default_factory=list)
     observations: list[str] = Field(default_factory=list)
     relations: list[RelationRef] = Field(default_factory=list)
 
@@ -295,6 +330,9 @@ class Frontmatter(BaseModel):
         """Field order as in seeds/001; empty optional fields are left out to keep files short."""
         data = self.model_dump(mode="json", exclude={"relations"})
         data["relations"] = [r.compact() for r in self.relations]
+        data["supersede_decisions"] = [
+            d.model_dump(mode="json", exclude_none=True) for d in self.supersede_decisions
+        ]
         required = {"title", "slug", "type", "scope_hash", "source", "created_at", "decay_state"}
         return {
             key: value

@@ -455,7 +455,7 @@ class Notebook:
         for newer, older, confidence in self._rows(
             backend,
             "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE n.slug IN $slugs"
-            " AND o.slug IN $slugs RETURN n.slug, o.slug, r.confidence",
+            " AND o.slug IN $slugs AND r.status = 'active' RETURN n.slug, o.slug, r.confidence",
             slugs=slugs,
         ):
             graph.add_edge(

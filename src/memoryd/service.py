@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.capture.memfile import memory_lock, split_summary, with_summary
 from memoryd.capture.redact import redact
+from memoryd.config import SupersedeSettings
 from memoryd.enrichment import (
     EnrichmentJob,
     EnrichmentPolicy,
@@ -49,6 +50,7 @@ from memoryd.errors import (
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.pipeline import Extractor, KnownEntity, load_hyponyms
+from memoryd.governance import supersede
 from memoryd.governance.analyze import (
     AnalysisJob,
     AnalysisMode,
@@ -95,6 +97,7 @@ from memoryd.models import (
     RelationRef,
     ScopeInfo,
     SearchHit,
+    SupersedeDecision,
     check_query,
     describe_validation,
     entity_id,
@@ -116,6 +119,9 @@ MAX_BODY_CHARS = 1_000_000
 FILE_LOCK_TIMEOUT_S = 5.0
 """How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
 GraphFactory = Callable[[Path], GraphStore]
+SUPERSEDE_BULK_LIMIT = 2000
+"""An import of more long-term memories than this is not judged as it lands (one graph query
+per memory): a 100k-memory import would wait minutes for it."""
 CREATING_EVENTS = ("record", "capture", "adopt")
 """The audit events that bring a memory into the stores; `audit verify` wants one for each."""
 
@@ -214,6 +220,13 @@ class MemoryService:
         self.index_epoch = 0
         """Bumped when `index` is replaced by another SearchIndex (reindex)."""
         self.cypher_limits = cypher_limits or CypherLimits()
+        self.supersede_settings = SupersedeSettings()
+        """Supersede judging's tiers and limits (config `[supersede]`)."""
+        self.llm_judge_inline = True
+        """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
+        must not wait on the LLM, so recorded slugs queue in `supersede_pending` and its
+        worker judges them off the writer."""
+        self.supersede_pending: list[str] = []
         self._sandbox: CypherSandbox | None = None
         self._sandbox_lock = threading.Lock()
         self.review = Review(
@@ -352,6 +365,7 @@ class MemoryService:
         for batch in iter_batches(memories, BULK_BATCH):
             self._write_batch(batch, sync_each=not bulk)
             written.extend(batch)
+        self._judge_written(written, use_llm=not bulk)
         return written
 
     def _record_in_scope(self, draft: MemoryDraft, scope_hash: str) -> Memory:
@@ -369,6 +383,7 @@ class MemoryService:
         self._extract([memory])
         self._ensure_scope(scope)
         self._write_batch([memory], sync_each=True)
+        self._judge_written([memory], use_llm=True)  # a promotion writes a long-term memory
         return memory
 
     def _memory_exists(self, slug: str) -> bool:
@@ -377,6 +392,31 @@ class MemoryService:
         if row is None:
             return False
         return bool(row.path and Path(row.path).is_file()) or self.vault.find(slug) is not None
+
+    def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> None:
+        """Judge new long-term memories against the older ones they may replace. A failure is
+        logged: the memory is written, and `memoryd supersede judge SLUG` can run it again."""
+        judged = [
+            m
+            for m in memories
+            if m.meta.type.long_term and (m.meta.observations or m.meta.relations)
+        ]
+        if len(judged) > SUPERSEDE_BULK_LIMIT:
+            logger.info(
+                "%d memories imported: too many to judge supersedes now; run"
+                " `memoryd supersede judge SLUG` for those that matter",
+                len(judged),
+            )
+            return
+        inline = use_llm and self.llm_judge_inline
+        for memory in judged:
+            try:
+                self.judge_supersedes(memory.slug, use_llm=inline)
+            except MemorydError as exc:
+                logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
+                continue
+            if use_llm and not inline and self.llm is not None:
+                self.supersede_pending.append(memory.slug)
 
     def _known_entities(self) -> list[KnownEntity]:
         matcher = self._entity_matcher()
@@ -1211,7 +1251,11 @@ class MemoryService:
                 for memory in self.iter_vault(note):
                     indexed_scopes[memory.meta.slug] = (memory.meta.scope_hash, memory.meta.type)
                     batch.append(memory)
-                    if memory.meta.supersedes or memory.meta.promoted_from:
+                    if (
+                        memory.meta.supersedes
+                        or memory.meta.supersede_decisions
+                        or memory.meta.promoted_from
+                    ):
                         linked.append(memory)
                     if len(batch) >= BULK_BATCH:
                         fresh.upsert_memories(batch, link_memories=False, new=True)
@@ -1542,7 +1586,12 @@ class MemoryService:
                 result = None
                 if job.use_llm and self.llm is not None:
                     result = run_llm_stage(self.llm, job)
-                self.apply_enrichment(job, result)
+                state = self.apply_enrichment(job, result)
+                if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
+                    try:  # the LLM's part: the rules ran as it was written
+                        self.judge_supersedes(slug)
+                    except MemorydError as exc:
+                        logger.warning("supersede judging of %s failed: %s", slug, exc)
             except MemorydError as exc:  # one memory must not hold up the others
                 logger.warning("enrichment of %s stays queued: %s", slug, exc)
                 continue
@@ -1667,6 +1716,10 @@ class MemoryService:
                 self.governance.enqueue_enrichment(job.slug, job.fingerprint, now)
                 row = self.governance.enrichment(job.slug) or row
             self._write_enrichment(old, job, result, self._dura_of(job, result, row.attempts))
+        try:  # the rules now; the daemon's worker asks the LLM afterwards, off the writer
+            self.judge_supersedes(job.slug, use_llm=False)
+        except MemorydError as exc:
+            logger.warning("supersede judging of %s failed: %s", job.slug, exc)
         if result is None:
             # The LLM stage did not run: done, unless a provider is configured (the daemon
             # runs it later; embedded commands only run the rules).
@@ -1999,9 +2052,117 @@ class MemoryService:
             " OPTIONAL MATCH (o)-[:MENTIONS]->(eo:Entity {id: $id})"
             " WITH n, r, o, en, eo WHERE r.entity_id = $id OR en IS NOT NULL OR eo IS NOT NULL"
             " RETURN DISTINCT n.slug, o.slug, r.entity_id, r.confidence, r.decided_at,"
-            " r.decided_by, r.reason ORDER BY r.decided_at, n.slug, o.slug",
+            " r.decided_by, r.reason, r.status, r.judge ORDER BY r.decided_at, n.slug, o.slug",
             {"id": eid},
             limit=10_000,
+        )
+        keys = list(SupersedeRow.model_fields)  # the RETURN order above
+        return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
+
+    # -- supersede judging (memoryd.governance.supersede) ---------------------------------
+    @property
+    def supersede_tiers(self) -> supersede.Tiers:
+        cfg = self.supersede_settings
+        return supersede.Tiers(auto=cfg.auto_threshold, candidate=cfg.candidate_threshold)
+
+    def prepare_supersede(self, slug: str) -> supersede.SupersedeJob | None:
+        """A read: the older memories this one may replace, with the rules' verdicts; None
+        when there is nothing to judge (a sensitive memory's text never leaves its file)."""
+        memory = self.get(slug)
+        scope = self.vault.read_scope(memory.meta.scope_hash)
+        if memory.sensitive or (scope is not None and scope.sensitive):
+            return None
+        pairs = supersede.find_pairs(self.graph, memory, limit=self.supersede_settings.max_pairs)
+        if not pairs:
+            return None
+        text = supersede.pair_texts(memory.meta.title, memory.body)
+        job = supersede.SupersedeJob(slug, text, pairs, session=memory.meta.type.value == "session")
+        supersede.judge_pairs(job)
+        return job
+
+    def judge_supersedes_llm(self, job: supersede.SupersedeJob) -> None:
+        """The LLM judge on the pairs the rules left (no store is touched: the daemon runs it
+        off its writer thread)."""
+        if self.llm is None or not self.supersede_settings.use_llm:
+            return
+        limit = self.supersede_settings.max_llm_pairs
+        supersede.judge_with_llm(
+            job, self.llm, supersede.needs_llm(job, self.supersede_tiers, limit)
+        )
+        for error in job.llm_errors:  # the rules' verdicts stand; asked again next time
+            logger.warning("LLM supersede judge for %s failed on %s", job.newer, error)
+
+    def apply_supersede(self, job: supersede.SupersedeJob) -> list[SupersedeDecision]:
+        """Write the job's automatic and candidate decisions into the newer memory's file (so
+        `reindex` rebuilds its SUPERSEDES edges), then graph, index and a `supersede` audit
+        line. Pairs decided meanwhile are left as they are."""
+        self._require_writable("record supersede decisions")
+        with self._file_lock(job.newer):
+            old = self.get(job.newer)
+            decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
+            decisions = [
+                d
+                for d in supersede.new_decisions(job, self.supersede_tiers, utcnow())
+                if d.older not in decided
+            ]
+            if not decisions:
+                return []
+            new = self._edited(old, supersede.with_decisions(old, decisions), old.path)
+            details = {
+                "decisions": [
+                    {
+                        "older": d.older,
+                        "status": d.status.value,
+                        "confidence": d.confidence,
+                        "judge": d.judge,
+                    }
+                    for d in decisions
+                ]
+            }
+            self._replace_everywhere(old, new, event_type="supersede", details=details)
+        return decisions
+
+    def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
+        """Judge whether this memory replaces older ones, and record what was decided."""
+        self._require_writable("judge supersedes")
+        job = self.prepare_supersede(slug)
+        if job is None:
+            return []
+        if use_llm:
+            self.judge_supersedes_llm(job)
+        return self.apply_supersede(job)
+
+    def decide_supersede(
+        self, newer: str, older: str, action: supersede.SupersedeAction, *, by: str = "user"
+    ) -> SupersedeDecision:
+        """`undo` an active supersede, or `accept`/`reject` a candidate; audited."""
+        self._require_writable(f"{action} a supersede")
+        if by not in ("user", "digest"):
+            raise InvalidInput(f"decided_by {by!r} must be user or digest")
+        if self.graph.get_memory(older) is None and self.vault.find(older) is None:
+            raise NotFound(f"no memory with slug {older!r}", hint="`memoryd list` shows the slugs")
+        with self._file_lock(newer):
+            old = self.get(newer)
+            decision = supersede.decide(old, older, action, by=by, now=utcnow())
+            new = self._edited(old, supersede.with_decisions(old, [decision]), old.path)
+            self._replace_everywhere(
+                old,
+                new,
+                event_type=f"supersede_{action}",
+                details={"older": older, "status": decision.status.value, "decided_by": by},
+            )
+        return decision
+
+    def supersede_candidates(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        """Supersede candidates waiting for a human, most confident first."""
+        scope_hash = self.scope_hash_of(scope)
+        result = self.graph.cypher(
+            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'candidate'"
+            " AND ($scope IS NULL OR n.scope_hash = $scope)"
+            " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
+            " r.reason, r.status, r.judge ORDER BY r.confidence DESC, r.decided_at, n.slug",
+            {"scope": scope_hash},
+            limit=100_000,
         )
         keys = list(SupersedeRow.model_fields)  # the RETURN order above
         return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]

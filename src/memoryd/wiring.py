@@ -173,6 +173,7 @@ def open_service(
             agents_decide=settings.governance.agents_decide,
         ),
     )
+    service.supersede_settings = settings.supersede
     try:
         try:
             service.recover()

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import errors
+from memoryd.api import errors, supersedes
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
 from memoryd.api.security import STATIC_DIR
@@ -74,6 +74,7 @@ def create_app(
     errors.install(app)
     app.include_router(router)
     app.include_router(review_router)
+    app.include_router(supersedes.router)
     install_page(app)
     return app
 

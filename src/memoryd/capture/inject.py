@@ -220,7 +220,7 @@ def render(items: Sequence[Item], scope_hash: str | None, budget_tokens: int) ->
 
 _ROWS = (
     "RETURN m.slug, m.type, m.title, m.body, m.created_at, m.decay_state, m.scope_hash,"
-    " EXISTS { MATCH (:Memory)-[:SUPERSEDES]->(m) } AS superseded"
+    " EXISTS { MATCH (:Memory)-[s:SUPERSEDES]->(m) WHERE s.status = 'active' } AS superseded"
 )
 
 

@@ -58,6 +58,7 @@ DECLARED = (
     "dura_score",
     "promoted_from",
     "supersedes",
+    "supersede_decisions",
     "observations",
 )
 KEPT_WHEN_PRESENT = frozenset({"created_at", "ttl_days", "decay_state", "recall_count"})

@@ -690,3 +690,6 @@ setup_cli.register(app)
 from memoryd.cli import review  # noqa: E402
 
 review.register(app)
+from memoryd.cli import supersede as supersede_cli  # noqa: E402
+
+supersede_cli.register(app)

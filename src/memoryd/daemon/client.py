@@ -51,6 +51,7 @@ from memoryd.models import (
     ReindexReport,
     RelationRef,
     SearchHit,
+    SupersedeDecision,
     check_query,
 )
 from memoryd.scope import resolve_scope
@@ -362,6 +363,22 @@ class RemoteService:
         url = f"/v1/memories/{quote(slug, safe='')}/supersedes"
         pages = self._pages(SupersedeRow, url, {}, None, PAGE)
         return [row for items in pages for row in items]
+
+    def supersede_candidates(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        params = {"scope": scope_hash_of(scope)}
+        pages = self._pages(SupersedeRow, "/v1/supersedes/candidates", params, None, PAGE)
+        return [row for items in pages for row in items]
+
+    def decide_supersede(
+        self, newer: str, older: str, action: str, *, by: str = "user"
+    ) -> SupersedeDecision:
+        url = f"/v1/supersedes/{quote(newer, safe='')}/{quote(older, safe='')}/{action}"
+        return self._model(SupersedeDecision, "POST", url, json={"decided_by": by})
+
+    def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
+        url = f"/v1/supersedes/{quote(slug, safe='')}/judge"
+        data = self._request("POST", url)
+        return [SupersedeDecision.model_validate(item) for item in data]
 
     def entity_supersedes(self, name_or_id: str) -> list[SupersedeRow]:
         url = f"/v1/entities/{_entity(name_or_id)}/supersedes"

@@ -78,6 +78,7 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
     previous = signal.signal(signal.SIGTERM, _exit_while_starting)
     try:
         service = open_service(settings, actor="daemon")
+        service.llm_judge_inline = False  # the worker asks the LLM, never the writer
     except BaseException:
         signal.signal(signal.SIGTERM, previous)
         raise
@@ -209,6 +210,8 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
     settled = 0
+    while service.supersede_pending:  # recorded memories: the rules ran, the LLM's turn
+        await judge_supersedes(service, runner, service.supersede_pending.pop(0))
     for slug in await runner.read(service.enrichment_due, limit):
         try:
             job = await runner.read(service.prepare_enrichment, slug)
@@ -217,11 +220,13 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             result = None
             if job.use_llm and service.llm is not None:
                 result = await asyncio.to_thread(run_llm_stage, service.llm, job)
-            await runner.write(service.apply_enrichment, job, result)
+            state = await runner.write(service.apply_enrichment, job, result)
         except MemorydError as exc:
             logger.warning("enrichment of %s stays queued: %s", slug, exc)
             continue
         settled += 1
+        if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
+            await judge_supersedes(service, runner, slug)
     return settled
 
 
@@ -258,6 +263,23 @@ async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
                 return
     except MemorydError as exc:
         logger.warning("embedding paused: %s", exc)
+
+
+async def judge_supersedes(service: MemoryService, runner: ServiceRunner, slug: str) -> None:
+    """The LLM's part of supersede judging for an enriched session (the rules ran when it
+    was written): pairs as a read, the LLM on a plain thread, the decisions as a write.
+    A failure is logged; the session stays enriched."""
+    if service.llm is None or not service.supersede_settings.use_llm:
+        return
+    try:
+        job = await runner.read(service.prepare_supersede, slug)
+        if job is None:
+            return
+        await asyncio.to_thread(service.judge_supersedes_llm, job)
+        if job.verdicts:
+            await runner.write(service.apply_supersede, job)
+    except MemorydError as exc:
+        logger.warning("supersede judging of %s failed: %s", slug, exc)
 
 
 def bind_unix(path: Path) -> socket.socket:

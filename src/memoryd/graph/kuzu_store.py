@@ -45,6 +45,7 @@ from memoryd.graph.store import (
     MemoryRow,
     SupersedeRow,
     check_cypher,
+    supersede_edges,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 from memoryd.private import make_private_dir
@@ -88,6 +89,11 @@ MIGRATIONS: list[list[str]] = [
     ],
     # 2: a relation keeps the name its source gave it (`inspired by`) beside the predicate.
     ["ALTER TABLE RELATES ADD label STRING"],
+    # 3: supersede judging: a candidate waits for a human; `judge` names the rule or model.
+    [
+        "ALTER TABLE SUPERSEDES ADD status STRING DEFAULT 'active'",
+        "ALTER TABLE SUPERSEDES ADD judge STRING",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -547,18 +553,19 @@ class KuzuGraphStore:
             "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:PROMOTED_FROM]->() DELETE r",
             {"slugs": slugs},
         )
-        supersedes = [
-            {"newer": m.meta.slug, "older": older, "at": m.meta.created_at}
-            for m in memories
-            for older in m.meta.supersedes
-        ]
+        supersedes = [edge for m in memories for edge in supersede_edges(m)]
         if supersedes:
             conn.execute(
                 "UNWIND $rows AS r"
-                " WITH r.newer AS newer, r.older AS older, CAST(r.at AS TIMESTAMP) AS at"
-                " MATCH (n:Memory {slug: newer}) WITH n, older, at MATCH (o:Memory {slug: older})"
-                " CREATE (n)-[:SUPERSEDES {confidence: 1.0, decided_at: at,"
-                " decided_by: 'user'}]->(o)",
+                " WITH r.newer AS newer, r.older AS older, CAST(r.at AS TIMESTAMP) AS at,"
+                " r.confidence AS confidence, r.decided_by AS decided_by, r.status AS status,"
+                " r.judge AS judge, r.reason AS reason, r.entity_id AS entity_id"
+                " MATCH (n:Memory {slug: newer})"
+                " WITH n, older, at, confidence, decided_by, status, judge, reason, entity_id"
+                " MATCH (o:Memory {slug: older})"
+                " CREATE (n)-[:SUPERSEDES {confidence: confidence, decided_at: at,"
+                " decided_by: decided_by, status: status, judge: judge, reason: reason,"
+                " entity_id: entity_id}]->(o)",
                 {"rows": supersedes},
             )
         promoted = [
@@ -964,7 +971,7 @@ class KuzuGraphStore:
             # once per write that may change them.
             generation = self._supersede_writes
             rows = self._rows(
-                "MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory)"
+                "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'active'"
                 " RETURN o.slug, n.slug ORDER BY n.created_at, n.slug"
             )
             known = {older: newer for older, newer in rows}
@@ -977,10 +984,10 @@ class KuzuGraphStore:
             "MATCH (a:Memory {slug: $slug})-[:SUPERSEDES* 0..20]-(x:Memory)"
             " WITH DISTINCT x MATCH (n:Memory)-[r:SUPERSEDES]->(x)"
             " RETURN DISTINCT n.slug, x.slug, r.entity_id, r.confidence, r.decided_at,"
-            " r.decided_by, r.reason ORDER BY r.decided_at, n.slug",
+            " r.decided_by, r.reason, r.status, r.judge ORDER BY r.decided_at, n.slug",
             {"slug": slug},
         )
-        keys = ["newer", "older", "entity_id", "confidence", "decided_at", "decided_by", "reason"]
+        keys = list(SupersedeRow.model_fields)  # the RETURN order above
         return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
 
     def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult:
@@ -1132,7 +1139,7 @@ class KuzuGraphStore:
         )
         supersedes = self._rows(
             "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug, r.decided_by,"
-            " r.confidence ORDER BY n.slug, o.slug"
+            " r.confidence, r.status ORDER BY n.slug, o.slug"
         )
         promoted = self._rows(
             "MATCH (n:Memory)-[:PROMOTED_FROM]->(o:Memory) RETURN n.slug, o.slug ORDER BY n.slug"

@@ -81,6 +81,49 @@ class SupersedeRow(BaseModel):
     decided_at: Timestamp | None = None
     decided_by: str = "user"
     reason: str | None = None
+    status: str = "active"
+    """`active` demotes the older memory; a `candidate` waits for a human."""
+    judge: str | None = None
+    """What judged it: `rule:<name>`, `llm:<provider>/<model>`, or None when a person said so."""
+
+
+def supersede_edges(memory: Memory) -> list[dict[str, Any]]:
+    """The SUPERSEDES edges a memory's frontmatter describes: every slug in `supersedes`
+    (active, with its decision's provenance when one is kept) and every candidate decision.
+    Rejected and undone decisions are history in the file, not edges."""
+    decisions = {d.older: d for d in memory.meta.supersede_decisions}
+    edges: list[dict[str, Any]] = []
+    for older in memory.meta.supersedes:
+        d = decisions.get(older)
+        edges.append(
+            {
+                "newer": memory.meta.slug,
+                "older": older,
+                "at": (d.decided_at if d and d.decided_at else memory.meta.created_at),
+                "confidence": d.confidence if d else 1.0,
+                "decided_by": d.decided_by if d else "user",
+                "status": "active",
+                "judge": d.judge if d else None,
+                "reason": d.reason if d else None,
+                "entity_id": d.entity_id if d else None,
+            }
+        )
+    for d in memory.meta.supersede_decisions:
+        if d.status == "candidate" and d.older not in memory.meta.supersedes:
+            edges.append(
+                {
+                    "newer": memory.meta.slug,
+                    "older": d.older,
+                    "at": d.decided_at or memory.meta.created_at,
+                    "confidence": d.confidence,
+                    "decided_by": d.decided_by,
+                    "status": "candidate",
+                    "judge": d.judge,
+                    "reason": d.reason,
+                    "entity_id": d.entity_id,
+                }
+            )
+    return edges
 
 
 class EntityContext(BaseModel):

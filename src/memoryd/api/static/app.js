@@ -12,7 +12,9 @@
  *
  * Review: the pending promotions (`/v1/promotions`) with their evidence — DURA scores and who
  * scored, the source session, the sentences quoted from it — and approve / edit / reject,
- * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`.
+ * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`. Below them, the
+ * supersede candidates (judged 0.5–0.85): Accept or Reject POSTs
+ * `/v1/supersedes/NEW/OLD/accept|reject` and reloads that list.
  * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
  * entity drawn last.
  */
@@ -413,6 +415,47 @@
     remember("memory", null);
   }
 
+  // -- review: supersede candidates ------------------------------------------------------
+  async function loadCandidates() {
+    const page = await api("/v1/supersedes/candidates?limit=100");
+    const list = $("candidates");
+    list.replaceChildren();
+    $("candidates-count").textContent = page.items.length ? String(page.items.length) : "";
+    if (!page.items.length) {
+      list.append(item("No supersede candidate is waiting for a decision.", "empty"));
+      return;
+    }
+    for (const row of page.items) list.append(candidateCard(row));
+  }
+
+  function candidateCard(row) {
+    const li = element("li", "candidate");
+    li.dataset.newer = row.newer;
+    li.dataset.older = row.older;
+    const pair = element("p", "pair");
+    const open = (slug) => openMemory(slug);
+    pair.append(...links([row.newer], open, (s) => s), " supersedes ", ...links([row.older], open, (s) => s), "?");
+    const why = element("p", "reason", row.confidence.toFixed(2) + " · " + (row.reason || row.judge || ""));
+    const actions = element("div", "actions");
+    for (const [label, action] of [["Accept", "accept"], ["Reject", "reject"]]) {
+      const button = element("button", "decide " + action, label);
+      button.type = "button";
+      button.addEventListener("click", () => decideSupersede(row, action).catch(showError));
+      actions.append(button);
+    }
+    li.append(pair, why, actions);
+    return li;
+  }
+
+  async function decideSupersede(row, action) {
+    clearError();
+    const path =
+      "/v1/supersedes/" + encodeURIComponent(row.newer) + "/" + encodeURIComponent(row.older) + "/" + action;
+    const decision = await api(path, { decided_by: "user" });
+    setStatus(row.newer + " → " + row.older + ": " + decision.status);
+    await loadCandidates();
+  }
+
   // -- review: pending promotions ----------------------------------------------------------
   const LONG_TERM = ["decision", "preference", "fact", "playbook", "warning"];
 
@@ -438,6 +481,7 @@
     if (!items.length) list.append(item("No promotion is waiting for a decision.", "empty"));
     for (const promotion of items) list.append(promotionCard(promotion));
     $("review").dataset.loaded = String(items.length);
+    await loadCandidates();
   }
 
   function closeReview() {

@@ -1,0 +1,911 @@
+"""Supersede judging: does a new memory replace an older one about the same thing?
+
+DESIGN.md §7 and seeds/002 §5. When a long-term memory is written or a session is enriched,
+the older preference, decision and fact memories of its scope that share an entity with it
+are judged. Deterministic rules go first: explicit replacement wording ("switch from A to B",
+"replace A with B", "B instead of A", "no longer A", "从 A 切到 B", "改用 B", "不再用 A")
+against an older memory that asserts A, and single-valued choices (one database, framework or
+package manager per role). The LLM judge (`llm.extract.judge_supersedes`) takes what the
+rules cannot decide. The confidence picks the tier: automatic, a candidate for a human, or
+nothing. Every verdict names what made it (`rule:<name>` or `llm:<model>`).
+
+The rules work on text alone, so `bench/supersede.py` measures them on the labelled pairs
+in tests/data/supersede/ exactly as the service runs them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from typing import Any, Literal
+
+from memoryd.errors import Conflict, MemorydError, NotFound
+from memoryd.graph.store import GraphStore
+from memoryd.llm.base import LLMProvider
+from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
+
+# Confidences the rules give. Explicit replacement wording about the older memory's own
+# value is near-certain; a change of value without replacement words, or one limited to a
+# part the older memory does not name, is for a human to confirm (the prompt's calibration).
+EXPLICIT = 0.95
+NO_LONGER = 0.9
+WENT_BACK = 0.9
+SWITCH_TO_SAME_KIND = 0.88
+PARTIAL = 0.6
+SINGLE_VALUED = 0.65
+HEDGED = 0.35
+"""A transition that is only considered, planned or asked about: the newer memory does not
+present it as the current state."""
+
+SINGLE_VALUED_KINDS = frozenset({"database", "framework", "build-tool", "runtime", "cloud"})
+"""Lexicon kinds of which a role has one current choice (a package manager, a framework…)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgement: how likely the newer memory replaces the older, and why."""
+
+    confidence: float
+    reason: str
+    judge: str
+    """`rule:<name>` or `llm:<provider>/<model>`."""
+    old: str | None = None
+    """The value the older memory asserted that is no longer current, when the rule knows."""
+
+
+@dataclass(frozen=True)
+class Tiers:
+    """What a confidence does (config `[supersede]`)."""
+
+    auto: float = 0.85
+    candidate: float = 0.5
+
+    def status(self, confidence: float) -> SupersedeStatus | None:
+        if confidence >= self.auto:
+            return SupersedeStatus.ACTIVE
+        if confidence >= self.candidate:
+            return SupersedeStatus.CANDIDATE
+        return None
+
+    def tier(self, confidence: float) -> str:
+        status = self.status(confidence)
+        return "ignored" if status is None else ("auto" if status == "active" else "candidate")
+
+
+# --------------------------------------------------------------------------- names
+
+
+@dataclass(frozen=True)
+class Name:
+    """A tool, library or other named thing, with the surfaces it is written as."""
+
+    name: str
+    surfaces: tuple[str, ...]
+    kind: str = ""
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _surface_pattern(self.surfaces)
+
+
+@cache
+def _surface_pattern(surfaces: tuple[str, ...]) -> re.Pattern[str]:
+    alts = "|".join(re.escape(s) for s in sorted(surfaces, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.@/-])(?:{alts})(?![\w-]|\.\w)", re.IGNORECASE)
+
+
+@cache
+def _lexicon() -> dict[str, Name]:
+    """Casefolded surface → Name, over the shipped lexicon's tools, frameworks and databases."""
+    from memoryd.extraction.pipeline import load_lexicon
+
+    found: dict[str, Name] = {}
+    for entry in load_lexicon():
+        if not entry.kind and entry.source != "curated":
+            continue  # package-registry names: too many are ordinary words
+        name = Name(entry.name, (entry.name, *entry.aliases), entry.kind)
+        for surface in name.surfaces:
+            found.setdefault(surface.casefold(), name)
+    return found
+
+
+@cache
+def _case_sensitive() -> frozenset[str]:
+    """Surfaces that are names only as written ("Go", "Swift"; not "go", "swift")."""
+    from memoryd.extraction.pipeline import load_lexicon
+
+    return frozenset(s for entry in load_lexicon() for s in entry.case_sensitive)
+
+
+@cache
+def _case_sensitive_folded() -> frozenset[str]:
+    return frozenset(s.casefold() for s in _case_sensitive())
+
+
+def _is_name(surface: str) -> bool:
+    return surface.casefold() not in _case_sensitive_folded() or surface in _case_sensitive()
+
+
+@cache
+def _lexicon_pattern() -> re.Pattern[str]:
+    surfaces = sorted(_lexicon(), key=len, reverse=True)
+    alts = "|".join(re.escape(s) for s in surfaces)
+    return re.compile(rf"(?<![\w.@/-])(?:{alts})(?![\w-]|\.\w)", re.IGNORECASE)
+
+
+def names_in(text: str) -> list[tuple[int, Name]]:
+    """Known names in the text with their offsets, in order."""
+    lex = _lexicon()
+    return [
+        (m.start(), lex[m.group(0).casefold()])
+        for m in _lexicon_pattern().finditer(text)
+        if _is_name(m.group(0))
+    ]
+
+
+_SLOT_END = re.compile(
+    r"\s+(?:for|in|on|at|because|since|as|so|to|and|but|which|that|when|after|before|"
+    r"across|with|via|from|now|because)\b|[,;:!?()\[\]，。；：！？、（）]|\.(?!\w)|的|来|做|作为|因为|后|了",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[A-Za-z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*){0,2}|[\u4e00-\u9fff]{2,6}")
+
+
+def name_of(slot: str) -> Name | None:
+    """The thing a captured slot names: a lexicon name at its start, else its first words."""
+    slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
+    known = names_in(slot[:60])
+    if known and known[0][0] <= 12:
+        return known[0][1]
+    cut = _SLOT_END.search(slot)
+    head = (slot[: cut.start()] if cut else slot).strip()
+    word = _WORD.match(head)
+    if word is None:
+        return None
+    text = word.group(0).strip()
+    if text.casefold() in _STOP_SLOTS:
+        return None
+    return Name(text, (text,))
+
+
+_STOP_SLOTS = frozenset(
+    {"it", "this", "that", "them", "us", "we", "our", "the", "a", "an", "there", "here", "one"}
+)
+
+
+# --------------------------------------------------------------------------- patterns
+
+_N = r"(?:[^,.;:!?\n，。；：！？]|\.(?=\w)){1,60}?"
+_NZ = r"[^,.;:!?\n，。；：！？]{1,40}?"
+_NG = r"(?:[^,.;:!?\n，。；：！？]|\.(?=\w)){1,60}"
+"""A greedy slot for the new value: its name is read from its start (`name_of`)."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change the newer memory states: `old` is no longer used (for its role), `new` is."""
+
+    rule: str
+    old: Name | None
+    new: Name | None
+    sentence: str
+    subject: frozenset[str] = frozenset()
+    """What was changed, when the sentence names it before the change (`switch-to`)."""
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+_FROM_TO = [
+    (
+        "switch-from-to",
+        _rx(
+            r"\b(?:switch|migrat|mov|port|transition|chang|convert|shift|go|went|upgrad|rewr|"
+            r"rewrote|downgrad)\w*\b"
+            rf"[^.;\n]{{0,40}}?\bfrom\s+(?P<old>{_N})\s+(?:to|over to|onto|into)\s+(?P<new>{_NG})"
+            r"(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "replace-with",
+        _rx(
+            rf"\breplac(?:e|ed|es|ing)\s+(?P<old>{_N})\s+(?:with|by)\s+(?P<new>{_NG})"
+            r"(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "replaced-by",
+        _rx(
+            rf"(?P<old>{_N})\s+(?:was|were|is|are|has been|have been|got|gets)\s+replaced\s+"
+            rf"(?:with|by)\s+(?P<new>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "drop-for",
+        _rx(
+            r"\b(?:drop(?:ped|ping|s)?|ditch(?:ed|ing)?|abandon(?:ed|ing)?|deprecat(?:e|ed|ing)|"
+            rf"remov(?:e|ed|ing)|retir(?:e|ed|ing))\s+(?P<old>{_N})\s+"
+            rf"(?:in favou?r of|for)\s+(?P<new>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "zh-from-to",
+        _rx(
+            rf"从\s*(?P<old>{_NZ})\s*(?:切换?到|切换成|换成|换到|换为|迁移到|迁移至|迁到|转到|"
+            rf"转向|转为|改成|改为|改用|升级到|过渡到|替换为|替换成)\s*(?P<new>{_NZ})"
+            r"(?=$|[\s,.;:!?，。；：！？了的来做])"
+        ),
+    ),
+    (
+        "zh-use-to-replace",
+        _rx(
+            rf"(?:用|以|拿)\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)(?:了|掉)?\s*(?P<old>{_NZ})"
+            r"(?=$|[\s,.;:!?，。；：！？])"
+        ),
+    ),
+    (
+        "zh-replaced-by",
+        _rx(rf"(?P<old>{_NZ})\s*(?:已经|已)?被\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)"),
+    ),
+]
+_INSTEAD = [
+    (
+        "instead-of",
+        _rx(rf"\b(?:instead of|rather than|in place of)\s+(?P<old>{_NG})(?=$|[\s,.;:!?)])"),
+    ),
+    (
+        "zh-instead-of",
+        _rx(rf"(?:而不是|而非|取代了?|代替了?)\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？])"),
+    ),
+]
+_NO_LONGER = [
+    (
+        "no-longer",
+        _rx(
+            r"\b(?:no longer|not\s+(?:using|use)\s+\S+\s+any\s?more|stopped|stop|don't|do not|"
+            r"won't|will not)\s+(?:use|using|run|running|rely on|relying on|need|depend on)?\s*"
+            rf"(?P<old>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "zh-no-longer",
+        _rx(
+            rf"(?:不再用|不再使用|不再依赖|不用|弃用|停用|废弃|去掉|移除)了?\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？了])"
+        ),
+    ),
+]
+_SWITCH_TO = [
+    (
+        "switch-to",
+        _rx(
+            r"\b(?:switched|migrated|moved|changed|standardi[sz]ed|converted|are switching|"
+            r"have switched|have moved|have migrated)\s+(?:\w+\s+){0,4}?(?:to|on|onto|over to)\s+"
+            rf"(?P<new>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "zh-switch-to",
+        _rx(
+            rf"(?:改用|换成|换用|切到|切换到|迁移到|迁到|转用|改成)\s*(?P<new>{_NZ})(?=$|[\s,.;:!?，。；：！？了的来做])"
+        ),
+    ),
+]
+_WENT_BACK = _rx(
+    r"(?:\b(?:went back|go back|going back|switched back|moved back|reverted|rolled back|"
+    rf"returned)\s+to\s+|回到|换回|切回|退回到?|回退到?|改回)\s*(?P<new>{_NG})(?=$|[\s,.;:!?，。；：！？了)])"
+)
+_TRIED = _rx(
+    r"(?:\b(?:tried|trialled|experimented with|evaluated|tested)\s+|试了|试过|尝试了?)"
+    rf"\s*(?P<old>{_NG})(?=$|[\s,.;:!?，。；：！？了)])"
+)
+_HEDGE = _rx(
+    r"\b(?:consider(?:ing|ed)?|thinking (?:of|about)|maybe|might|could|should we|propos(?:e|al|ed)|"
+    r"evaluat(?:e|ing)|whether|plan(?:ning)? to|would|wants? to|if we|someday|eventually|"
+    r"suggest(?:ed|s)?|other teams?|another team)\b|\?|？|"
+    r"考虑|是否|要不要|也许|可能|如果|打算|计划|评估|建议|想要|其他团队|别的团队"
+)
+_PARTIAL = _rx(
+    r"\b(?:only|just)\s+(?:for\s+)?(?:the\s+)?|(?:仅|只有|只在|只是|仅在|仅限)|"
+    r"\b(?:rest|others?|everything else|other services)\b[^.]{0,40}\b(?:stay|stays|keep|remain)|"
+    r"其他[^。]{0,20}(?:不变|还是|仍然|继续)"
+)
+_COMPONENT = _rx(
+    r"\b([a-z][\w-]{1,30})\s+(?:service|worker|api|app|dashboard|pipeline|job|cluster|module|"
+    r"microservice|frontend|backend|site|cli)\b|([\u4e00-\u9fffA-Za-z][\w\u4e00-\u9fff-]{0,10}?)"
+    r"(?:服务|模块|子系统|后台|前端|后端)"
+)
+_COMPONENT_STOP = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "our",
+        "this",
+        "that",
+        "every",
+        "all",
+        "each",
+        "new",
+        "old",
+        "whole",
+        "web",
+        "main",
+        "its",
+        "their",
+        "one",
+        "any",
+        "所有",
+        "全部",
+        "整个",
+        "这个",
+        "那个",
+        "的",
+        "各",
+    }
+)
+_SENTENCE = re.compile(r"(?:[^.!?\n。！？；;]|\.(?=\S))+[.!?。！？；;]?")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+
+
+def components(text: str) -> set[str]:
+    """Parts of a system a sentence names ("the billing service", "支付服务")."""
+    found: set[str] = set()
+    for m in _COMPONENT.finditer(text):
+        word = (m.group(1) or m.group(2) or "").casefold()
+        if word and word not in _COMPONENT_STOP:
+            found.add(word)
+    return found
+
+
+_FILLER = _rx(r"^\s*(?:(?:the|our|plain|any|all|using|use|to use|of)\s+)+")
+_VERSION = re.compile(r"([A-Za-z][\w.+#-]*)\s*v?(\d+(?:\.\d+)*)")
+_SUBJECT_STOP = frozenset(
+    {
+        "have",
+        "has",
+        "been",
+        "were",
+        "that",
+        "this",
+        "they",
+        "then",
+        "just",
+        "also",
+        "team",
+        "decided",
+        "decision",
+        "finally",
+        "today",
+        "last",
+        "week",
+        "sprint",
+        "决定",
+        "我们",
+        "现在",
+        "已经",
+        "最后",
+        "今天",
+    }
+)
+
+
+def _versioned(slot: str) -> Name | None:
+    """`Python 3.9` and `Python 3.12` are different values of one thing."""
+    m = _VERSION.search(slot)
+    if m is None:
+        return None
+    text = f"{m.group(1)} {m.group(2)}"
+    return Name(text, (text,))
+
+
+def subject_before(sentence: str, start: int) -> set[str]:
+    """Content words before a change in its sentence: what was changed ("the docs site",
+    "状态管理"), to recognise the same role in an older memory."""
+    head = sentence[:start]
+    words = {w.casefold() for w in re.findall(r"[A-Za-z][\w-]{3,}", head)}
+    words |= set(re.findall(r"[\u4e00-\u9fff]{2,4}", head))
+    return words - _SUBJECT_STOP
+
+
+def transitions(text: str) -> list[Transition]:
+    """The changes of choice a text states, sentence by sentence: in each, the first kind of
+    wording that applies (a return, both sides named, one side named)."""
+    out: list[Transition] = []
+    for sentence in _sentences(text):
+        for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
+            found = reader(sentence)
+            if found:
+                out.extend(found)
+                break
+    return out
+
+
+def _went_back(sentence: str) -> list[Transition]:
+    back = _WENT_BACK.search(sentence)
+    if back is None:
+        return []
+    tried = _TRIED.search(sentence)
+    old = name_of(tried.group("old")) if tried else None
+    return [Transition("went-back", old, name_of(back.group("new")), sentence)]
+
+
+def _from_to(sentence: str) -> list[Transition]:
+    out: list[Transition] = []
+    for rule, rx in _FROM_TO:
+        for m in rx.finditer(sentence):
+            old, new = name_of(m.group("old")), name_of(m.group("new"))
+            if old is not None and new is not None and old.name == new.name:
+                old, new = _versioned(m.group("old")), _versioned(m.group("new"))
+            if old is not None and new is not None and old.name != new.name:
+                out.append(Transition(rule, old, new, sentence))
+    return out
+
+
+def _instead_of(sentence: str) -> list[Transition]:
+    for rule, rx in _INSTEAD:
+        m = rx.search(sentence)
+        if m is not None:
+            old = name_of(m.group("old"))
+            before = [n for _, n in names_in(sentence[: m.start()])]
+            new = before[-1] if before else None
+            if old is not None and (new is None or new.name != old.name):
+                return [Transition(rule, old, new, sentence)]
+    return []
+
+
+def _no_longer(sentence: str) -> list[Transition]:
+    for rule, rx in _NO_LONGER:
+        m = rx.search(sentence)
+        if m is not None:
+            old = name_of(_FILLER.sub("", m.group("old")))
+            if old is not None:
+                return [Transition(rule, old, None, sentence)]
+    return []
+
+
+def _switch_to(sentence: str) -> list[Transition]:
+    for rule, rx in _SWITCH_TO:
+        m = rx.search(sentence)
+        if m is not None:
+            new = name_of(m.group("new"))
+            if new is not None:
+                subject = frozenset(subject_before(sentence, m.start()))
+                return [Transition(rule, None, new, sentence, subject)]
+    return []
+
+
+# --------------------------------------------------------------------------- assertions
+
+_NEGATED_BEFORE = _rx(
+    r"(?:no longer|not|never|don't|do not|stopped|stop|instead of|rather than|from|replace|"
+    r"replaced|drop|dropped|ditch|ditched|tried|不再用?|不用|弃用|停用|从|而不是|替换|取代|试了|试过)"
+    r"\s*(?:use|using)?\s*(?:the\s+)?$"
+)
+
+
+def asserts(text: str, name: Name) -> bool:
+    """Whether the text states `name` as a current choice: it names it at least once
+    other than as the old side of a change, a negation or an experiment."""
+    pattern = name.pattern
+    for m in pattern.finditer(text):
+        before = text[max(0, m.start() - 30) : m.start()]
+        if _NEGATED_BEFORE.search(before):
+            continue
+        after = text[m.end() : m.end() + 40]
+        if re.match(
+            r"\s*(?:was|were|is|has been)\s+replaced|\s*(?:已经|已)?被|[^,.;。，；]{0,12}?"
+            r"(?:删除|删掉|移除|去掉|\b(?:is|are|was|were|being|been)\s+(?:removed|deleted|dropped))",
+            after,
+        ):
+            continue
+        return True
+    return False
+
+
+def mentions(text: str, name: Name) -> bool:
+    return name.pattern.search(text) is not None
+
+
+def _roles(text: str) -> set[str]:
+    """What a choice is for ("for sessions", "用于缓存"): roles of one value each."""
+    out = {
+        m.group(1).casefold()
+        for m in re.finditer(r"\bfor\s+(?:the\s+|our\s+)?([a-z][\w-]{2,30})", text, re.I)
+    }
+    out |= {m.group(1) for m in re.finditer(r"(?:用于|用来|负责)([\u4e00-\u9fff]{2,6})", text)}
+    return out - {"now", "all", "everything", "new", "good", "a", "this", "that", "example", "it"}
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def judge_by_rules(newer: str, older: str) -> Verdict | None:
+    """The deterministic judgement of whether `newer` supersedes `older`, or None when the
+    rules have nothing to say (the LLM judge, when configured, may)."""
+    best: Verdict | None = None
+    for t in transitions(newer):
+        verdict = _judge_transition(t, newer, older)
+        if verdict is not None and (best is None or verdict.confidence > best.confidence):
+            best = verdict
+    if best is None:
+        best = _single_valued(newer, older)
+    return best
+
+
+def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
+    hedged = _HEDGE.search(t.sentence) is not None
+    if t.rule == "went-back":
+        # "Tried Solid, went back to React": React is current. It replaces an older memory
+        # that adopted what was tried (or any other value of the same kind), never one that
+        # already held React.
+        if t.new is None or (asserts(older, t.new) and not _adopts(older, t.new)):
+            return None
+        old = t.old if t.old is not None and asserts(older, t.old) else None
+        if old is None:
+            old = _same_kind_value(older, t.new)
+        if old is None:
+            return None
+        return _verdict(
+            "went-back",
+            WENT_BACK,
+            hedged,
+            t,
+            old,
+            older,
+            f"the newer memory went back to {t.new.name}, leaving {old.name}",
+        )
+    if t.old is None:
+        # "switched to B" / "改用 B": the older memory's one value of B's kind is replaced.
+        if t.new is None or mentions(older, t.new):
+            return None
+        old = _same_kind_value(older, t.new)
+        folded = older.casefold()
+        if old is None and any(word in folded for word in t.subject):
+            # The same role, named before the change ("the docs site", "状态管理").
+            values = {n.name: n for _, n in names_in(older) if asserts(older, n)}
+            values.pop(t.new.name, None)
+            old = next(iter(values.values())) if len(values) == 1 else None
+        if old is None or asserts(newer, old):
+            return None
+        return _verdict(
+            t.rule,
+            SWITCH_TO_SAME_KIND,
+            hedged,
+            t,
+            old,
+            older,
+            f"the newer memory switched to {t.new.name}; the older chose {old.name}"
+            f" ({old.kind or 'same kind'})",
+        )
+    if not asserts(older, t.old):
+        return None
+    if t.new is not None and asserts(older, t.new) and not _moved_away_from(older, t.new):
+        return None  # the older memory already held the new value: nothing it said changed
+    confidence = NO_LONGER if t.new is None else EXPLICIT
+    what = (
+        f"the newer memory no longer uses {t.old.name}"
+        if t.new is None
+        else f"the newer memory replaces {t.old.name} with {t.new.name}"
+    )
+    return _verdict(t.rule, confidence, hedged, t, t.old, older, what)
+
+
+def _adopts(older: str, name: Name) -> bool:
+    """The older memory says it moved to `name` (what a later "went back" undoes)."""
+    return any(t.new is not None and t.new.name == name.name for t in transitions(older))
+
+
+def _moved_away_from(older: str, name: Name) -> bool:
+    """The older memory itself moved away from `name` (so naming it is not holding it)."""
+    return any(t.old is not None and t.old.name == name.name for t in transitions(older))
+
+
+def _same_kind_value(older: str, new: Name) -> Name | None:
+    """The one value the older memory asserts of `new`'s single-valued kind, if exactly one."""
+    if new.kind not in SINGLE_VALUED_KINDS:
+        return None
+    values = {
+        n.name: n
+        for _, n in names_in(older)
+        if n.kind == new.kind and n.name != new.name and asserts(older, n)
+    }
+    return next(iter(values.values())) if len(values) == 1 else None
+
+
+def _verdict(
+    rule: str, confidence: float, hedged: bool, t: Transition, old: Name, older: str, what: str
+) -> Verdict:
+    """The verdict of a change the rules recognised, demoted when it is only considered
+    (hedged) or limited to a part of the system the older memory does not name."""
+    notes: list[str] = []
+    if hedged:
+        confidence = min(confidence, HEDGED)
+        notes.append("only considered, not done")
+    else:
+        parts = components(t.sentence)
+        older_parts = components(older)
+        partial = _PARTIAL.search(t.sentence) is not None
+        if parts and not parts & older_parts:
+            partial = True
+        if partial and not (parts and parts & older_parts):
+            confidence = min(confidence, PARTIAL)
+            where = ", ".join(sorted(parts)) or "one part"
+            notes.append(f"the change is limited to {where}, which the older memory does not name")
+    reason = what + (f" ({'; '.join(notes)})" if notes else "")
+    return Verdict(round(confidence, 3), f"rule {rule}: {reason}", f"rule:{rule}", old.name)
+
+
+_CHOICE = _rx(
+    r"\b(?:prefer|prefers|preferred|use|uses|using|chose|choose|chosen|picked|pick|go with|"
+    r"went with|standardi[sz]e on|standardi[sz]ed on|runs on|run on|built (?:on|with)|"
+    r"default to|defaults to)\b|"
+    r"偏好|喜欢用|使用|选用|采用|选择|统一用|用"
+)
+
+
+def _single_valued(newer: str, older: str) -> Verdict | None:
+    """A different current value for a single-valued choice, without replacement words:
+    "we use pnpm" after "we use npm". Never automatic: the prompt's 0.6–0.85 band."""
+    if not _CHOICE.search(newer) or not _CHOICE.search(older):
+        return None
+    new_values = {n.name: n for _, n in names_in(newer) if n.kind in SINGLE_VALUED_KINDS}
+    old_values = {n.name: n for _, n in names_in(older) if n.kind in SINGLE_VALUED_KINDS}
+    for name, new in new_values.items():
+        if name in old_values:
+            continue
+        rivals = [o for o in old_values.values() if o.kind == new.kind and o.name not in new_values]
+        if len(rivals) != 1:
+            continue
+        old = rivals[0]
+        roles_new, roles_old = _roles(newer), _roles(older)
+        if roles_new and roles_old and not roles_new & roles_old:
+            continue
+        if _HEDGE.search(newer):
+            continue
+        return Verdict(
+            SINGLE_VALUED,
+            f"rule single-valued: the newer memory chooses {new.name} where the older chose"
+            f" {old.name} ({new.kind}, one per role)",
+            "rule:single-valued",
+            old.name,
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+@dataclass(frozen=True)
+class Pair:
+    """An older memory to judge a newer one against, and what they share."""
+
+    older: str
+    older_text: str
+    entity_id: str | None
+    entity_name: str
+
+
+@dataclass
+class SupersedeJob:
+    """The judging of one newer memory: pairs, then a verdict per pair (rules, then LLM)."""
+
+    newer: str
+    newer_text: str
+    pairs: list[Pair] = field(default_factory=list)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    """older slug → verdict, for the pairs that got one."""
+    llm_errors: list[str] = field(default_factory=list)
+    session: bool = False
+    """The newer memory is a captured session: a transcript, not a statement of what holds."""
+
+
+SESSION_UNKNOWN_CAP = PARTIAL
+"""A session says "replace `foo` with `bar`" about code all the time: from a transcript, only
+a change between names the lexicon knows (tools, frameworks, databases) is automatic."""
+
+
+def judge_pairs(job: SupersedeJob) -> None:
+    """Run the rules over every pair of the job (pure: no store, no network)."""
+    for pair in job.pairs:
+        verdict = judge_by_rules(job.newer_text, pair.older_text)
+        if verdict is None:
+            continue
+        if job.session and (verdict.old is None or verdict.old.casefold() not in _lexicon()):
+            verdict = Verdict(
+                min(verdict.confidence, SESSION_UNKNOWN_CAP),
+                verdict.reason + " (from a session transcript, about a name memoryd does not know)",
+                verdict.judge,
+                verdict.old,
+            )
+        job.verdicts[pair.older] = verdict
+
+
+def needs_llm(job: SupersedeJob, tiers: Tiers, limit: int) -> list[Pair]:
+    """Pairs the rules left undecided or only as candidates: the LLM's to judge."""
+    out = [
+        p
+        for p in job.pairs
+        if p.older not in job.verdicts or job.verdicts[p.older].confidence < tiers.auto
+    ]
+    return out[:limit]
+
+
+def judge_with_llm(job: SupersedeJob, llm: LLMProvider, pairs: Iterable[Pair]) -> None:
+    """Ask the LLM judge about these pairs; its verdict replaces a rule's candidate (it read
+    both memories whole). A failure is noted and leaves the rules' verdict."""
+    from memoryd.llm.extract import judge_supersedes
+
+    for pair in pairs:
+        try:
+            judgement = judge_supersedes(llm, job.newer_text, pair.older_text, pair.entity_name)
+        except MemorydError as exc:
+            job.llm_errors.append(f"{pair.older}: {exc.message}")
+            continue
+        rule = job.verdicts.get(pair.older)
+        reason = judgement.reason.strip() or "no reason given"
+        if rule is not None:
+            reason += f" (rules said {rule.confidence:.2f}: {rule.reason})"
+        job.verdicts[pair.older] = Verdict(
+            round(judgement.confidence, 3),
+            f"llm: {reason}",
+            f"llm:{llm.name}/{llm.model}",
+        )
+
+
+def pair_texts(title: str, body: str) -> str:
+    return f"{title}\n\n{body}".strip()
+
+
+def outcome_counts(
+    tiers: Tiers, labelled: Sequence[tuple[bool, float | None]]
+) -> dict[str, dict[str, int]]:
+    """Per tier, the confusion counts of (label, confidence) pairs: a pair is predicted
+    positive at a tier when its confidence reaches that tier's threshold."""
+    table: dict[str, dict[str, int]] = {}
+    for tier, threshold in (("auto", tiers.auto), ("candidate", tiers.candidate)):
+        counts = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
+        for label, confidence in labelled:
+            predicted = confidence is not None and confidence >= threshold
+            key = ("tp" if label else "fp") if predicted else ("fn" if label else "tn")
+            counts[key] += 1
+        table[tier] = counts
+    return table
+
+
+def precision_recall(counts: dict[str, int]) -> tuple[float, float]:
+    tp, fp, fn = counts["tp"], counts["fp"], counts["fn"]
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    return precision, recall
+
+
+# --------------------------------------------------------------------------- the stores
+
+JUDGED_TYPES = ("decision", "preference", "fact")
+"""The older memories a new one may supersede (seeds/002 §5)."""
+
+_PAIRS_QUERY = (
+    "MATCH (n:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash = n.scope_hash AND o.slug <> n.slug AND o.type IN $types"
+    " AND o.created_at <= n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
+    " AND NOT EXISTS { MATCH (o)-[:SUPERSEDES]->(n) }"
+    " RETURN o.slug, o.title, o.body, o.created_at, e.id, e.name, e.mention_count"
+    " ORDER BY o.created_at DESC, o.slug"
+)
+
+
+def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
+    """The older preference, decision and fact memories of the newer one's scope that share
+    an entity with it, newest first, each with the most specific entity they share (the
+    least mentioned: `React` says more than `frontend`). Pairs already decided are left out,
+    and so is a memory that itself replaces the newer one. Timestamps are to the second: one
+    written in the same second counts as older (judging runs as the newer one is written)."""
+    decided = set(newer.meta.supersedes) | {d.older for d in newer.meta.supersede_decisions}
+    rows = graph.cypher(
+        _PAIRS_QUERY, {"slug": newer.slug, "types": list(JUDGED_TYPES)}, limit=100_000
+    ).rows
+    best: dict[str, tuple[int, Pair]] = {}
+    order: list[str] = []
+    for slug, title, body, _created, eid, name, mentioned in rows:
+        if slug in decided:
+            continue
+        pair = Pair(str(slug), pair_texts(str(title), str(body or "")), str(eid), str(name))
+        count = int(mentioned or 0)
+        if slug not in best:
+            order.append(slug)
+            best[slug] = (count, pair)
+        elif count < best[slug][0]:
+            best[slug] = (count, pair)
+    return [best[slug][1] for slug in order[:limit]]
+
+
+def new_decisions(job: SupersedeJob, tiers: Tiers, now: datetime) -> list[SupersedeDecision]:
+    """The decisions the job's verdicts make: automatic or candidate; the rest are ignored."""
+    entity = {p.older: p.entity_id for p in job.pairs}
+    out: list[SupersedeDecision] = []
+    for older, verdict in job.verdicts.items():
+        status = tiers.status(verdict.confidence)
+        if status is None:
+            continue
+        out.append(
+            SupersedeDecision(
+                older=older,
+                status=status,
+                confidence=verdict.confidence,
+                decided_by="auto",
+                decided_at=now,
+                judge=verdict.judge,
+                entity_id=entity.get(older),
+                reason=verdict.reason,
+            )
+        )
+    return out
+
+
+def with_decisions(memory: Memory, decisions: Sequence[SupersedeDecision]) -> dict[str, Any]:
+    """Frontmatter changes that add these decisions (replacing any about the same pair)."""
+    changed = {d.older: d for d in decisions}
+    kept = [d for d in memory.meta.supersede_decisions if d.older not in changed]
+    supersedes = [s for s in memory.meta.supersedes if s not in changed]
+    supersedes += [d.older for d in decisions if d.status is SupersedeStatus.ACTIVE]
+    return {
+        "supersede_decisions": [*kept, *decisions],
+        "supersedes": list(dict.fromkeys(supersedes)),
+    }
+
+
+SupersedeAction = Literal["undo", "accept", "reject"]
+_ACTION_NEEDS: dict[str, SupersedeStatus] = {
+    "undo": SupersedeStatus.ACTIVE,
+    "accept": SupersedeStatus.CANDIDATE,
+    "reject": SupersedeStatus.CANDIDATE,
+}
+_ACTION_GIVES: dict[str, SupersedeStatus] = {
+    "undo": SupersedeStatus.UNDONE,
+    "accept": SupersedeStatus.ACTIVE,
+    "reject": SupersedeStatus.REJECTED,
+}
+
+
+def current_decision(newer: Memory, older: str) -> SupersedeDecision | None:
+    """Where the pair stands in the newer memory's file; a slug in `supersedes` without a
+    kept decision was set by hand (active, decided by the user)."""
+    for d in newer.meta.supersede_decisions:
+        if d.older == older:
+            return d
+    if older in newer.meta.supersedes:
+        return SupersedeDecision(older=older, decided_by="user", decided_at=newer.meta.created_at)
+    return None
+
+
+def decide(
+    newer: Memory, older: str, action: SupersedeAction, *, by: str, now: datetime
+) -> SupersedeDecision:
+    """The decision a person's `undo`, `accept` or `reject` makes of the pair.
+
+    Raises NotFound when the pair was never judged and Conflict when it is not in the state
+    the action needs (accepting twice, undoing a candidate)."""
+    current = current_decision(newer, older)
+    if current is None:
+        raise NotFound(
+            f"{newer.slug} has no supersede decision about {older}",
+            hint="`memoryd supersede list` shows the candidates waiting for a decision",
+        )
+    needed = _ACTION_NEEDS[action]
+    if current.status is not needed:
+        verb = {"undo": "undo", "accept": "accept", "reject": "reject"}[action]
+        raise Conflict(
+            f"cannot {verb} {newer.slug} → {older}: it is {current.status.value}"
+            f" (decided by {current.decided_by}), not {needed.value}",
+            hint="undo applies to active supersedes, accept and reject to candidates",
+        )
+    return current.model_copy(
+        update={"status": _ACTION_GIVES[action], "decided_by": by, "decided_at": now}
+    )
