@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from memoryd.governance import GLOBAL_SCOPE, LATEST_VERSION, GovernanceStore, Tr
 from memoryd.governance.store import Migration, _migrate, migrations, split_statements
 
 TABLES = {
+    "schedule_runs",
     "promotions",
     "trigger_stats",
     "profile_versions",
@@ -66,8 +67,9 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "004_profile_change_reports.sql",
         "005_enrichment.sql",
         "006_promotion_review.sql",
+        "007_schedule_runs.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 6
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 7
 
 
 def test_open_creates_all_tables_with_the_seed_columns(
@@ -391,3 +393,32 @@ def test_the_enrichment_queue_enriches_each_content_once(store: GovernanceStore)
     )
     assert store.enrichment_counts() == {"pending": 2, "done": 0, "failed": 0}
     assert store.enrichment("nope") is None
+
+
+def test_job_runs_and_merged_promotions(store: GovernanceStore, db_path: Path) -> None:
+    first = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
+    store.record_run("decay-sweep", first, first + timedelta(seconds=2), "ok")
+    later = first + timedelta(days=1)
+    store.record_run("decay-sweep", later, later + timedelta(seconds=1), "error: disk full")
+    assert store.last_runs() == {
+        "decay-sweep": (later, later + timedelta(seconds=1), "error: disk full")
+    }
+    conn = sqlite3.connect(db_path)
+    for source, status in (("a", "pending"), ("b", "pending"), ("a", "rejected")):
+        conn.execute(
+            "INSERT INTO promotions (source_session_slug, proposed_type, proposed_title,"
+            " proposed_body, proposed_triggers, dura_score, scope_hash, status, created_at)"
+            " VALUES (?, 'fact', 't', 'b', '[]', '{}', 'abcdefabcdef', ?, '2026-01-01')",
+            (source, status),
+        )
+    conn.commit()
+    conn.close()
+    assert store.merge_promotions(["a"], later, into="k", by="cli") == [1]  # rejected stays
+    assert store.merge_promotions(["a"], later, into="k", by="cli") == []
+    assert store.merge_promotions([], later, into="k", by="cli") == []
+    merged = store.promotion(1)
+    assert (merged.status, merged.decided_by, merged.decision_reason) == (
+        "merged",
+        "cli",
+        "merged into k",
+    )
