@@ -13,6 +13,7 @@ import pytest
 from memoryd.errors import ResourceExhausted, StorageError
 from memoryd.governance import GLOBAL_SCOPE, LATEST_VERSION, GovernanceStore, TriggerStat
 from memoryd.governance.store import Migration, _migrate, migrations, split_statements
+from memoryd.models import Dura, MemoryType, PromotionProposal
 
 TABLES = {
     "schedule_runs",
@@ -403,20 +404,27 @@ def test_job_runs_and_merged_promotions(store: GovernanceStore, db_path: Path) -
     assert store.last_runs() == {
         "decay-sweep": (later, later + timedelta(seconds=1), "error: disk full")
     }
-    conn = sqlite3.connect(db_path)
-    for source, status in (("a", "pending"), ("b", "pending"), ("a", "rejected")):
-        conn.execute(
-            "INSERT INTO promotions (source_session_slug, proposed_type, proposed_title,"
-            " proposed_body, proposed_triggers, dura_score, scope_hash, status, created_at)"
-            " VALUES (?, 'fact', 't', 'b', '[]', '{}', 'abcdefabcdef', ?, '2026-01-01')",
-            (source, status),
+    ids = {}
+    for source in ("a", "b", "c"):
+        proposal = PromotionProposal(
+            source_slug=source,
+            source_title="t",
+            source_fingerprint="f",
+            scope_hash="abcdefabcdef",
+            proposed_type=MemoryType.FACT,
+            proposed_title="t",
+            proposed_body="b",
+            dura=Dura(D=0.9, U=0.9, R=0.9, A=0.9, by="heuristic-v1"),
         )
-    conn.commit()
-    conn.close()
-    assert store.merge_promotions(["a"], later, into="k", by="cli") == [1]  # rejected stays
+        ids[source] = store.propose_promotion(proposal, first)[0]
+    store.decide_promotion(ids["c"], "rejected", by="cli", now=first)
+    assert store.merge_promotions(["c"], later, into="k", by="cli") == []  # decided already
+    assert store.merge_promotions(["a"], later, into="k", by="cli") == [ids["a"]]
     assert store.merge_promotions(["a"], later, into="k", by="cli") == []
     assert store.merge_promotions([], later, into="k", by="cli") == []
-    merged = store.promotion(1)
+    merged = store.promotion(ids["a"])
+    assert merged is not None
+    assert store.promotion(ids["b"]).status == "pending"  # type: ignore[union-attr]
     assert (merged.status, merged.decided_by, merged.decision_reason) == (
         "merged",
         "cli",

@@ -4,7 +4,7 @@ the dropped ones and to the memories and promotions that named them, and the bad
 from __future__ import annotations
 
 import json
-import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import Conflict, InvalidInput, NotFound
 from memoryd.governance.merge import NEAR_DUPLICATE_JACCARD, jaccard, shingles
-from memoryd.models import DecayState, MemoryDraft
+from memoryd.models import DecayState, Dura, MemoryDraft, MemoryType, PromotionProposal
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
@@ -28,26 +28,23 @@ def rec(svc: MemoryService, project: Path, title: str, body: str, **kw: object) 
 
 
 def pending_promotion(svc: MemoryService, source: str, scope_hash: str) -> int:
-    conn = sqlite3.connect(svc.governance.path)
-    try:
-        cursor = conn.execute(
-            "INSERT INTO promotions (source_session_slug, proposed_type, proposed_title,"
-            " proposed_body, proposed_triggers, dura_score, scope_hash, created_at)"
-            " VALUES (?, 'decision', 't', 'b', '[]', '{}', ?, '2026-01-01T00:00:00Z')",
-            (source, scope_hash),
-        )
-        conn.commit()
-        return int(cursor.lastrowid or 0)
-    finally:
-        conn.close()
+    proposal = PromotionProposal(
+        source_slug=source,
+        source_title="t",
+        source_fingerprint="f",
+        scope_hash=scope_hash,
+        proposed_type=MemoryType.DECISION,
+        proposed_title="t",
+        proposed_body="b",
+        dura=Dura(D=0.9, U=0.9, R=0.9, A=0.9, by="heuristic-v1"),
+    )
+    return svc.governance.propose_promotion(proposal, datetime.now(UTC))[0]
 
 
 def promotion_status(svc: MemoryService, pid: int) -> str:
-    conn = sqlite3.connect(svc.governance.path)
-    try:
-        return str(conn.execute("SELECT status FROM promotions WHERE id = ?", (pid,)).fetchone()[0])
-    finally:
-        conn.close()
+    promotion = svc.governance.promotion(pid)
+    assert promotion is not None
+    return promotion.status
 
 
 def test_merge_folds_everything_into_the_kept_memory(svc: MemoryService, project: Path) -> None:
@@ -149,9 +146,23 @@ def test_duplicates_lists_equal_and_near_pairs(
         " five minutes and a dashboard panel for the fraud service latency."
     )
     with open_service(settings) as svc:
-        first = rec(svc, project, "Webhook retries", text)
-        same = rec(svc, project, "Webhook retries again", text, allow_duplicate=True)
-        near = rec(svc, project, "Webhook retry fix", text + " Deployed on Friday.")
+        t0 = datetime(2026, 5, 1, tzinfo=UTC)  # the older of a pair is the one to keep
+        first = rec(svc, project, "Webhook retries", text, created_at=t0)
+        same = rec(
+            svc,
+            project,
+            "Webhook retries again",
+            text,
+            allow_duplicate=True,
+            created_at=t0 + timedelta(minutes=1),
+        )
+        near = rec(
+            svc,
+            project,
+            "Webhook retry fix",
+            text + " Deployed on Friday.",
+            created_at=t0 + timedelta(minutes=2),
+        )
         rec(svc, project, "Unrelated", "The docs site moved to mkdocs material theme.")
         pairs = svc.duplicates()
     found = {(p.keep, p.drop, p.kind) for p in pairs}

@@ -131,6 +131,7 @@ def test_daemon_catches_up_a_missed_sweep_and_serves_governance(
                 title="Build box",
                 body="The build box runs Ubuntu 24.04 and docker buildx.",
                 scope_path=project,
+                created_at=now - timedelta(minutes=2),  # the older: the one to keep
             )
         ).slug
         copy = svc.record(
