@@ -11,7 +11,20 @@ DURA:
   20 ms. The spaCy extraction the enrichment worker runs first is timed apart, and so is
   the heuristic on a body at capture's size cap (16 KB of the labelled sessions).
 
+Decay (`measure_decay`): a vault of `--decay-n` session memories created 7 minutes apart
+(about 486 days for 100k), swept five times:
+* `idle`: 30 days after the oldest memory: all of them in the graph, none due (the "nothing
+  changes" target, <= 1 s at 100k);
+* `first`: 90 days after the newest memory, so every memory moves (dim, soft-forgotten or
+  forgotten): the first sweep after importing an old vault, one file rewrite each;
+* `again`, `again_warm`: the same instant twice more: nothing changes (idempotence); the first
+  of them runs right after the mass write;
+* `daily`: one day later: the memories that crossed a threshold that day (the daily job,
+  <= 10 s target at 100k).
+Each row says how many memories moved and how long the sweep took (wall clock, one process).
+
     .venv/bin/python bench/governance.py [--runs 200] [--json bench/results/governance.json]
+    .venv/bin/python bench/governance.py --decay-n 100000   # the decay rows too (minutes)
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +58,7 @@ from memoryd.governance.analyze import (  # noqa: E402
     promotes,
     score_heuristic,
 )
-from memoryd.models import Memory  # noqa: E402
+from memoryd.models import Memory, MemoryType  # noqa: E402
 from memoryd.vault import parse  # noqa: E402
 
 LABELLED = ROOT / "tests" / "data" / "dura"
@@ -224,12 +238,63 @@ def measure_dura_latency(extractor: Extractor, runs: int) -> dict[str, Any]:
     }
 
 
+DECAY_CHUNK = 10_000
+
+
+def measure_decay(n: int, engine: str, root: Path) -> dict[str, Any]:
+    """Ingest `n` session memories, then time the five sweeps (see the module docstring)."""
+    from _corpus import drafts
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+
+    settings = load_settings(root / "home", graph={"engine": engine}, extraction={"enabled": False})
+    rows: dict[str, Any] = {"n": n, "engine": engine}
+    with open_service(settings) as svc:
+        t0 = time.perf_counter()
+        newest = None
+        for start in range(0, n, DECAY_CHUNK):
+            chunk = [
+                d.model_copy(update={"type": MemoryType.SESSION, "ttl_days": 90})
+                for d in drafts(min(DECAY_CHUNK, n - start), root / "projects", start_at=start)
+            ]
+            svc.record_many(chunk)
+            newest = chunk[-1].created_at
+        rows["ingest_s"] = round(time.perf_counter() - t0, 1)
+        assert newest is not None
+        oldest = newest - timedelta(minutes=7 * (n - 1))
+        at = newest + timedelta(days=90)
+        sweeps = (
+            ("idle", oldest + timedelta(days=30)),
+            ("first", at),
+            ("again", at),
+            ("again_warm", at),
+            ("daily", at + timedelta(days=1)),
+        )
+        for name, when in sweeps:
+            t = time.perf_counter()
+            report = svc.decay_sweep(now=when)
+            rows[name] = {
+                "seconds": round(time.perf_counter() - t, 3),
+                "moved": len(report.moved),
+                "checked": report.checked,
+                "counts": report.counts,
+                "skipped": len(report.skipped),
+            }
+            print(f"decay {name}: {rows[name]}", flush=True)
+        rows["graph_memories"] = svc.count_memories()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--json", type=Path, default=ROOT / "bench/results/governance.json")
+    parser.add_argument(
+        "--decay-n", type=int, default=0, help="also time decay-sweep over this many memories"
+    )
+    parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug"])
     args = parser.parse_args()
     extractor = Extractor()
     results: dict[str, Any] = {
@@ -237,6 +302,9 @@ def main() -> None:
         "dura_agreement": measure_dura_agreement(extractor),
         "dura_latency": measure_dura_latency(extractor, args.runs),
     }
+    if args.decay_n:
+        with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
+            results["decay"] = measure_decay(args.decay_n, args.engine, Path(tmp))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
     quality = results["dura_agreement"]["all"]
@@ -255,6 +323,13 @@ def main() -> None:
         f"DURA heuristic-v1 on a {cap['body_bytes']} B body (capture's cap): p50 {cap['p50_ms']} ms"
         f" p95 {cap['p95_ms']} ms"
     )
+    if "decay" in results:
+        decay = results["decay"]
+        print(
+            f"decay-sweep over {decay['n']} memories: nothing due {decay['idle']['seconds']} s,"
+            f" daily {decay['daily']['seconds']} s ({decay['daily']['moved']} moved), first"
+            f" {decay['first']['seconds']} s ({decay['first']['moved']} moved)"
+        )
     print(f"wrote {args.json}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,8 +13,10 @@ import pytest
 from memoryd.errors import ResourceExhausted, StorageError
 from memoryd.governance import GLOBAL_SCOPE, LATEST_VERSION, GovernanceStore, TriggerStat
 from memoryd.governance.store import Migration, _migrate, migrations, split_statements
+from memoryd.models import Dura, MemoryType, PromotionProposal
 
 TABLES = {
+    "schedule_runs",
     "promotions",
     "trigger_stats",
     "profile_versions",
@@ -66,8 +68,9 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "004_profile_change_reports.sql",
         "005_enrichment.sql",
         "006_promotion_review.sql",
+        "007_schedule_runs.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 6
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 7
 
 
 def test_open_creates_all_tables_with_the_seed_columns(
@@ -391,3 +394,39 @@ def test_the_enrichment_queue_enriches_each_content_once(store: GovernanceStore)
     )
     assert store.enrichment_counts() == {"pending": 2, "done": 0, "failed": 0}
     assert store.enrichment("nope") is None
+
+
+def test_job_runs_and_merged_promotions(store: GovernanceStore, db_path: Path) -> None:
+    first = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
+    store.record_run("decay-sweep", first, first + timedelta(seconds=2), "ok")
+    later = first + timedelta(days=1)
+    store.record_run("decay-sweep", later, later + timedelta(seconds=1), "error: disk full")
+    assert store.last_runs() == {
+        "decay-sweep": (later, later + timedelta(seconds=1), "error: disk full")
+    }
+    ids = {}
+    for source in ("a", "b", "c"):
+        proposal = PromotionProposal(
+            source_slug=source,
+            source_title="t",
+            source_fingerprint="f",
+            scope_hash="abcdefabcdef",
+            proposed_type=MemoryType.FACT,
+            proposed_title="t",
+            proposed_body="b",
+            dura=Dura(D=0.9, U=0.9, R=0.9, A=0.9, by="heuristic-v1"),
+        )
+        ids[source] = store.propose_promotion(proposal, first)[0]
+    store.decide_promotion(ids["c"], "rejected", by="cli", now=first)
+    assert store.merge_promotions(["c"], later, into="k", by="cli") == []  # decided already
+    assert store.merge_promotions(["a"], later, into="k", by="cli") == [ids["a"]]
+    assert store.merge_promotions(["a"], later, into="k", by="cli") == []
+    assert store.merge_promotions([], later, into="k", by="cli") == []
+    merged = store.promotion(ids["a"])
+    assert merged is not None
+    assert store.promotion(ids["b"]).status == "pending"  # type: ignore[union-attr]
+    assert (merged.status, merged.decided_by, merged.decision_reason) == (
+        "merged",
+        "cli",
+        "merged into k",
+    )

@@ -666,6 +666,16 @@ Persistent=true
 [Install]
 WantedBy=timers.target
 """
+DECAY_TIMER = """[Unit]
+Description=Run memoryd decay-sweep (*-*-* 03:00:00)
+
+[Timer]
+OnCalendar=*-*-* 03:00:00
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+"""
 
 
 def test_systemd_install_is_exact_and_idempotent(tmp_path: Path, home: Path) -> None:
@@ -684,6 +694,7 @@ def test_systemd_install_is_exact_and_idempotent(tmp_path: Path, home: Path) -> 
         "--now",
         "memoryd.service",
         "memoryd-maintenance.timer",
+        "memoryd-decay-sweep.timer",
     ]
     assert fake.commands() == [["systemctl", "--user", "daemon-reload"], enable]
 
@@ -697,7 +708,15 @@ def test_systemd_install_is_exact_and_idempotent(tmp_path: Path, home: Path) -> 
     gone = schedules.plan_schedules(linux, [EXE], uninstall=True)
     schedules.apply_schedules(gone, linux, home / "setup")
     assert fake.commands() == [
-        ["systemctl", "--user", "disable", "--now", "memoryd.service", "memoryd-maintenance.timer"],
+        [
+            "systemctl",
+            "--user",
+            "disable",
+            "--now",
+            "memoryd.service",
+            "memoryd-maintenance.timer",
+            "memoryd-decay-sweep.timer",
+        ],
         ["systemctl", "--user", "daemon-reload"],
     ]
     assert list(unit_dir.iterdir()) == []
@@ -742,9 +761,13 @@ def test_launchd_install_and_uninstall(tmp_path: Path, home: Path) -> None:
         "EnvironmentVariables": {"MEMORYD_HOME": str(home)},
         "StartCalendarInterval": {"Minute": 0},
     }
+    decay = plistlib.loads((agent_dir / "dev.memoryd.decay-sweep.plist").read_bytes())
+    assert decay["ProgramArguments"] == [EXE, "decay-sweep"]
+    assert decay["StartCalendarInterval"] == {"Hour": 3, "Minute": 0}
     assert fake.commands() == [
         ["launchctl", "load", "-w", str(agent_dir / "dev.memoryd.serve.plist")],
         ["launchctl", "load", "-w", str(agent_dir / "dev.memoryd.maintenance.plist")],
+        ["launchctl", "load", "-w", str(agent_dir / "dev.memoryd.decay-sweep.plist")],
     ]
     fake.calls.clear()
     assert not schedules.plan_schedules(mac, [EXE], home=home).changed
@@ -755,6 +778,7 @@ def test_launchd_install_and_uninstall(tmp_path: Path, home: Path) -> None:
     assert fake.commands() == [
         ["launchctl", "unload", "-w", str(agent_dir / "dev.memoryd.serve.plist")],
         ["launchctl", "unload", "-w", str(agent_dir / "dev.memoryd.maintenance.plist")],
+        ["launchctl", "unload", "-w", str(agent_dir / "dev.memoryd.decay-sweep.plist")],
     ]
     assert list(agent_dir.iterdir()) == []
 
@@ -762,6 +786,7 @@ def test_launchd_install_and_uninstall(tmp_path: Path, home: Path) -> None:
 CRON_BLOCK = f"""# >>> memoryd schedules (managed by `memoryd setup auto-install`) >>>
 @reboot {EXE} serve --no-tcp >/dev/null 2>&1
 0 * * * * {EXE} capture retry >/dev/null 2>&1
+0 3 * * * {EXE} decay-sweep >/dev/null 2>&1
 # <<< memoryd schedules <<<
 """
 
@@ -813,7 +838,7 @@ def test_auto_install_cli_dry_run_and_json(
     assert code == 0
     report = json.loads(out)
     assert report["backend"] == "systemd"
-    assert [f["status"] for f in report["files"]] == ["created"] * 3
+    assert [f["status"] for f in report["files"]] == ["created"] * 5
     assert report["commands"][-1] == {
         "argv": [
             "systemctl",
@@ -822,6 +847,7 @@ def test_auto_install_cli_dry_run_and_json(
             "--now",
             "memoryd.service",
             "memoryd-maintenance.timer",
+            "memoryd-decay-sweep.timer",
         ],
         "returncode": 0,
     }

@@ -148,6 +148,29 @@ class SupersedeSettings(BaseModel):
         return self
 
 
+class DecaySettings(BaseModel):
+    """The decay state machine of session memories (seeds/002 §4): days without a recall (or,
+    never recalled, since creation) before each step. A memory's own `ttl_days` replaces
+    `dim_days`; long-term types never decay."""
+
+    dim_days: int = Field(
+        default=90, ge=0, description="alive → dim, for a session memory with no ttl_days"
+    )
+    soft_forget_days: int = Field(
+        default=30, ge=0, description="dim → soft-forgotten (hidden from recall and search)"
+    )
+    forget_days: int = Field(
+        default=90, ge=0, description="soft-forgotten → forgotten (moved to forgotten/)"
+    )
+
+
+class ScheduleSettings(BaseModel):
+    """The maintenance the daemon runs itself (`memoryd schedule` shows it)."""
+
+    enabled: bool = Field(default=True, description="run due jobs (and catch up missed runs)")
+    poll_s: float = Field(default=60.0, gt=0, description="how often the daemon looks for due jobs")
+
+
 class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
     vectors: Literal["auto", "on", "off"] = Field(
@@ -256,6 +279,8 @@ class Settings(BaseSettings):
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     supersede: SupersedeSettings = Field(default_factory=SupersedeSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
+    decay: DecaySettings = Field(default_factory=DecaySettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)
 

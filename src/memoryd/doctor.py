@@ -157,7 +157,9 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
                 " file name to match, then run `memoryd reindex`",
             )
         )
-    only_vault, only_graph, index_diff = svc.consistency({m.meta.slug for m in memories})
+    only_vault, only_graph, index_diff = svc.consistency(
+        {m.meta.slug for m in memories if m.meta.forgotten_at is None}  # decay's: vault only
+    )
     problems = []
     if only_vault:
         problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")

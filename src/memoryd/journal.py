@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class IntentItem:
     """A replace that moves the file (archive): where it was before."""
     sha256: str | None = None
     """A replace: the hash of the new file's bytes, which tells the new content from the old."""
+
+
+_ITEM_FIELDS = tuple(f.name for f in fields(IntentItem))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -93,7 +96,8 @@ class Journal:
             "op": op,
             "actor": actor,
             "audit_seq": audit_seq,
-            "items": [asdict(item) for item in items],
+            # Field by field: `asdict` deep-copies, 0.2 ms an item (a decay sweep of 100k).
+            "items": [{name: getattr(item, name) for name in _ITEM_FIELDS} for item in items],
         }
         with self._lock:
             self._append(line, sync=True)

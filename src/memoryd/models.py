@@ -286,6 +286,10 @@ class Frontmatter(BaseModel):
     supersede_decisions: list[SupersedeDecision] = Field(default_factory=list)
     observations: list[str] = Field(default_factory=list)
     relations: list[RelationRef] = Field(default_factory=list)
+    forgotten_at: Timestamp | None = None
+    """When the decay sweep forgot it: the file lives in `forgotten/` and the graph and the
+    search index no longer hold it (`reindex` leaves it out; `restore` brings it back). An
+    archived memory (`archive`) is forgotten too, but stays in the graph as history."""
 
     @field_validator("title")
     @classmethod
@@ -311,7 +315,7 @@ class Frontmatter(BaseModel):
             raise ValueError(f"scope_hash {value!r} must be 12 lowercase hex digits")
         return value
 
-    @field_validator("created_at", "updated_at", "last_recalled_at")
+    @field_validator("created_at", "updated_at", "last_recalled_at", "forgotten_at")
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return None if value is None else to_utc(value)

@@ -50,7 +50,7 @@ from memoryd.errors import (
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.pipeline import Extractor, KnownEntity, load_hyponyms
-from memoryd.governance import supersede
+from memoryd.governance import schedule, supersede
 from memoryd.governance.analyze import (
     AnalysisJob,
     AnalysisMode,
@@ -61,8 +61,12 @@ from memoryd.governance.analyze import (
     run_analysis,
     score_heuristic,
 )
+from memoryd.governance.decay import DecayPolicy, DecaySweep, RestoreResult, SweepReport, restore
+from memoryd.governance.merge import DuplicatePair, MergeResult, duplicates, merge
 from memoryd.governance.promotions import Review, ReviewPolicy
+from memoryd.governance.schedule import JobStatus
 from memoryd.governance.store import EnrichmentState, GovernanceStore, Proposed
+from memoryd.governance.stores import Stores
 from memoryd.graph.sandbox import CypherLimits, CypherSandbox
 from memoryd.graph.store import (
     CypherResult,
@@ -227,6 +231,10 @@ class MemoryService:
         must not wait on the LLM, so recorded slugs queue in `supersede_pending` and its
         worker judges them off the writer."""
         self.supersede_pending: list[str] = []
+        self.clock: Callable[[], datetime] = utcnow
+        """Now, for recall tracking and governance (decay, schedules): tests move it."""
+        self.decay_policy = DecayPolicy()
+        """The decay thresholds (config `[decay]`)."""
         self._sandbox: CypherSandbox | None = None
         self._sandbox_lock = threading.Lock()
         self.review = Review(
@@ -623,7 +631,8 @@ class MemoryService:
         if landed is not None:
             if item.old_path and item.old_path != item.path:
                 self.vault.remove(Path(item.old_path))  # the move finishes
-            self._resync(item.slug, landed)
+            # A memory the decay sweep forgot is held by neither graph nor index.
+            self._resync(item.slug, None if landed.meta.forgotten_at else landed)
             return "forward"
         current: Memory | None = None
         if op == "replace":
@@ -1016,7 +1025,7 @@ class MemoryService:
         and a SQLite commit per recall would cost more than the recall. A decayed memory
         that is recalled comes back to alive at once. Memories archived since they were
         ranked are dropped by the flush."""
-        now = utcnow()
+        now = self.clock()
         revived: list[str] = []
         for hits, query in recalls:
             lowered = query.lower()
@@ -1073,14 +1082,18 @@ class MemoryService:
             docs.append(search_doc(memory))
         self.index.upsert(docs)
 
-    def flush_recall_stats(self) -> int:
+    def flush_recall_stats(self, slugs: Sequence[str] | None = None) -> int:
         """Write pending recall counts into the memory files, the source of truth.
 
         Recall only touches the graph on the hot path; the files are rewritten here (at
-        close, and by the daemon periodically) so `reindex` keeps the counts.
+        close, and by the daemon periodically) so `reindex` keeps the counts. `slugs`: only
+        those memories' files, each synced (a get's count, written at once).
         """
-        self.flush_recall_counts()
-        pending, self._recall_dirty = self._recall_dirty, {}
+        if slugs is None:
+            self.flush_recall_counts()
+            pending, self._recall_dirty = self._recall_dirty, {}
+        else:
+            pending = {s: self._recall_dirty.pop(s) for s in slugs if s in self._recall_dirty}
         rows = self.graph.memory_rows(list(pending)) if pending else {}
         for slug, (count, at, state) in pending.items():
             row = rows.get(slug)
@@ -1094,13 +1107,13 @@ class MemoryService:
                     memory.meta.recall_count = max(memory.meta.recall_count, count)
                     memory.meta.last_recalled_at = at
                     memory.meta.decay_state = state
-                    self.vault.write(memory, sync=False)
+                    self.vault.write(memory, sync=slugs is not None)
             except StorageError as exc:  # kept for the next flush
                 logger.warning("recall stats of %s not saved yet: %s", slug, exc)
                 self._recall_dirty.setdefault(slug, (count, at, state))
             except MemorydError as exc:
                 logger.warning("recall stats not saved for %s: %s", slug, exc)
-        if pending:
+        if pending and slugs is None:
             self.vault.sync_all()
         return len(pending)
 
@@ -1202,6 +1215,8 @@ class MemoryService:
         batch: list[Memory] = []
         count = 0
         for memory in self.iter_vault(lambda message: logger.warning("%s", message)):
+            if memory.meta.forgotten_at is not None:
+                continue  # forgotten by decay: only `restore` brings it back
             batch.append(memory)
             if len(batch) >= BULK_BATCH:
                 self.index.upsert([search_doc(m) for m in batch])
@@ -1249,6 +1264,8 @@ class MemoryService:
                 linked: list[Memory] = []
                 batch: list[Memory] = []
                 for memory in self.iter_vault(note):
+                    if memory.meta.forgotten_at is not None:
+                        continue  # forgotten by decay: only `restore` brings it back
                     indexed_scopes[memory.meta.slug] = (memory.meta.scope_hash, memory.meta.type)
                     batch.append(memory)
                     if (
@@ -1337,7 +1354,9 @@ class MemoryService:
                 slugs.add(path.stem)
                 continue
             try:
-                slugs.add(self.vault.read(path).meta.slug)
+                memory = self.vault.read(path)
+                if memory.meta.forgotten_at is None:  # decay's forgotten: in the vault only
+                    slugs.add(memory.meta.slug)
             except MemorydError:
                 slugs.add(path.stem)  # broken: reported by the vault check
         return slugs
@@ -1502,6 +1521,12 @@ class MemoryService:
         if memory.meta.slug != slug:
             logger.warning("capture %s not indexed: %s holds %s", slug, path, memory.meta.slug)
             return False
+        if memory.meta.forgotten_at is not None:
+            # The agent resumed a session decay had forgotten: it is in use again.
+            logger.info("capture %s: a forgotten session was resumed; restoring it", slug)
+            restore(self.governance_stores(), slug, self.clock())
+            self.governance.enqueue_enrichment(slug, content_fingerprint(memory), utcnow())
+            return True
         first_in_scope = memory.meta.scope_hash not in scopes
         scope = self._capture_scope(memory.meta.scope_hash, scope_path, scopes)
         if scope is not None and scope.sensitive:
@@ -2313,6 +2338,106 @@ class MemoryService:
         if memory.path is None:
             raise StorageError(f"memory {memory.slug} has no file path")
         return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
+
+    # -- governance: decay, restore, merge (the work is in memoryd.governance) ------------
+    def governance_stores(self) -> Stores:
+        """The stores as they are now, lent to a governance module for one operation."""
+        return Stores(
+            home=self.home,
+            vault=self.vault,
+            graph=self.graph,
+            index=self.index,
+            audit=self.audit,
+            journal=self.journal,
+            actor=self.actor,
+            lock=self._file_lock,
+            search_doc=search_doc,
+        )
+
+    def count_read(self, slug: str) -> None:
+        """A get of one memory counts as a recall of it: recall_count, last_recalled_at, and a
+        dim or soft-forgotten memory comes back to alive (a search listing does not count).
+        Written through to the file at once, so the next get shows it however it is made
+        (embedded or through the daemon)."""
+        self._require_writable("count a read")
+        row = self.graph.get_memory(slug)
+        if row is None:
+            return  # forgotten by decay (only `restore` brings it back), or unknown
+        now = self.clock()
+        before = self._recall_pending.get(slug, (0, now))[0]
+        self._recall_pending[slug] = (before + 1, now)
+        counted = self._write_recall_counts([slug])
+        if row.decay_state is not DecayState.ALIVE:
+            self._reindex_search(list(counted))
+        self.flush_recall_stats([slug])
+
+    def decay_sweep(self, *, dry_run: bool = False, now: datetime | None = None) -> SweepReport:
+        """Move unused session memories along alive → dim → soft-forgotten → forgotten
+        (`memoryd.governance.decay`). Recalls counted so far reach the graph and the files
+        first, so a memory recalled a moment ago is not swept."""
+        if not dry_run:
+            self._require_writable("sweep decayed memories")
+        if not self.read_only:
+            self.flush_recall_stats()
+        at = to_utc(now) if now is not None else self.clock()
+        sweep = DecaySweep(self.governance_stores(), self.decay_policy)
+        if dry_run:
+            return sweep.run(at, dry_run=True)
+        report = schedule.recorded(self.governance, "decay-sweep", at, lambda: sweep.run(at))
+        if report.moved:
+            self.forget_entities()  # forgotten memories took their mentions with them
+        return report
+
+    def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
+        """Fold the `drop` memories into `keep` (`memoryd.governance.merge`)."""
+        self._require_writable("merge memories")
+        self.flush_recall_stats()  # the counts being summed are in the files
+        result = merge(
+            self.governance_stores(),
+            keep,
+            drop,
+            across_scopes=across_scopes,
+            now=self.clock(),
+            merge_promotions=lambda slugs, now: self.governance.merge_promotions(
+                slugs, now, into=keep, by=self.actor
+            ),
+        )
+        self.forget_entities()
+        return result
+
+    def duplicates(self, *, scope: Path | str | None = None) -> list[DuplicatePair]:
+        """Candidate pairs to merge: equal fingerprints and near-duplicates."""
+        return duplicates(self.governance_stores(), scope_hash=self.scope_hash_of(scope))
+
+    def schedule(self) -> list[JobStatus]:
+        """Each maintenance job: its calendar, last run and next run."""
+        return schedule.status(self.governance.last_runs(), self.clock())
+
+    def run_due_jobs(self, since: datetime) -> list[str]:
+        """Run the built jobs whose time came since their last run (or, never run, since
+        `since`: the daemon's start); what the daemon's scheduler calls. Returns their names;
+        a failure is recorded in governance.db and logged, and the next job still runs."""
+        self._require_writable("run scheduled jobs")
+        now, runs, ran = self.clock(), self.governance.last_runs(), []
+        for job in schedule.JOBS:
+            last = runs.get(job.name)
+            if not job.due(now, last[0] if last else None, since):
+                continue
+            try:
+                if job.name == "decay-sweep":
+                    self.decay_sweep()
+            except MemorydError as exc:
+                logger.warning("scheduled %s failed: %s", job.name, exc)
+            ran.append(job.name)
+        return ran
+
+    def restore(self, slug: str) -> RestoreResult:
+        """Bring a forgotten (or dim, soft-forgotten) memory back to alive."""
+        self._require_writable("restore a memory")
+        self.flush_recall_stats()  # a recall that revived it already is in its file
+        result = restore(self.governance_stores(), slug, self.clock())
+        self.forget_entities()
+        return result
 
 
 def copy_message(copy: Path, original: Path, slug: str) -> str:

@@ -16,6 +16,7 @@ from memoryd.config import Settings, load_settings
 from memoryd.enrichment import EnrichmentPolicy
 from memoryd.errors import AuditChainBroken, GraphLocked, PolicyDenied, StorageError
 from memoryd.extraction.pipeline import Extractor
+from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.promotions import ReviewPolicy
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
@@ -174,6 +175,11 @@ def open_service(
         ),
     )
     service.supersede_settings = settings.supersede
+    service.decay_policy = DecayPolicy(
+        dim_days=settings.decay.dim_days,
+        soft_forget_days=settings.decay.soft_forget_days,
+        forget_days=settings.decay.forget_days,
+    )
     try:
         try:
             service.recover()

@@ -305,7 +305,10 @@ async def list_memories(
 
 @router.get("/memories/{slug}", tags=["memories"])
 async def get_memory(api: Api, slug: Slug) -> Memory:
-    return await api.runner.read(api.service.get, slug)
+    """The memory; a get counts as a recall of it (a dim or soft-forgotten one revives)."""
+    memory = await api.runner.read(api.service.get, slug)
+    await api.runner.write(api.service.count_read, slug)  # the next get shows it
+    return memory
 
 
 @router.patch("/memories/{slug}", tags=["memories"])

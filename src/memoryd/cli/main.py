@@ -37,7 +37,7 @@ from memoryd.errors import (
     PolicyDenied,
     StorageError,
 )
-from memoryd.models import DecayState, MemoryDraft, MemorySummary, MemoryType
+from memoryd.models import DecayState, Memory, MemoryDraft, MemorySummary, MemoryType
 from memoryd.private import private_umask
 from memoryd.service import MemoryService
 from memoryd.vault import render
@@ -306,7 +306,14 @@ def get(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a memory: its frontmatter and body."""
-    memory = run(home, lambda svc: svc.get(slug))
+
+    def read(svc: Service) -> Memory:
+        memory = svc.get(slug)
+        if isinstance(svc, MemoryService) and not svc.read_only:
+            svc.count_read(slug)  # a get is a recall (the daemon counts its own)
+        return memory
+
+    memory = run(home, read)
     if as_json:
         emit_json({"meta": memory.meta, "body": memory.body, "path": memory.path})
     else:
@@ -693,3 +700,6 @@ review.register(app)
 from memoryd.cli import supersede as supersede_cli  # noqa: E402
 
 supersede_cli.register(app)
+from memoryd.cli import maintenance  # noqa: E402
+
+maintenance.register(app)

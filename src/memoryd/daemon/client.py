@@ -25,6 +25,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.daemon.files import DaemonFiles
 from memoryd.errors import GraphLocked, MemorydError, StorageError
+from memoryd.governance.decay import RestoreResult, SweepReport
+from memoryd.governance.merge import DuplicatePair, MergeResult
+from memoryd.governance.schedule import JobStatus
 from memoryd.graph.store import (
     CypherResult,
     EntityContext,
@@ -293,6 +296,26 @@ class RemoteService:
     ) -> Memory:
         body = {"tags": tags, "triggers": triggers}
         return self._model(Memory, "PATCH", f"/v1/memories/{quote(slug, safe='')}", json=body)
+
+    def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
+        body = {"dry_run": dry_run}
+        return self._model(SweepReport, "POST", "/v1/decay/sweep", json=body)
+
+    def restore(self, slug: str) -> RestoreResult:
+        url = f"/v1/memories/{quote(slug, safe='')}/restore"
+        return self._model(RestoreResult, "POST", url)
+
+    def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
+        body = {"keep": keep, "drop": list(drop), "across_scopes": across_scopes}
+        return self._model(MergeResult, "POST", "/v1/merge", json=body)
+
+    def duplicates(self, *, scope: Path | str | None = None) -> list[DuplicatePair]:
+        params = {"scope": scope_hash_of(scope)} if scope is not None else {}
+        data = self._request("GET", "/v1/duplicates", params=params)
+        return [DuplicatePair.model_validate(d) for d in data]
+
+    def schedule(self) -> list[JobStatus]:
+        return [JobStatus.model_validate(j) for j in self._request("GET", "/v1/schedule")]
 
     def archive(self, slug: str) -> Memory:
         return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")

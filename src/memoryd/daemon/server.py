@@ -470,7 +470,22 @@ async def _serve(
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, signum)
+    started = service.clock()
+
+    async def run_schedules() -> None:
+        """Due maintenance (decay-sweep daily …), on the writer, catching up missed runs."""
+        while True:
+            await asyncio.sleep(settings.schedule.poll_s)
+            try:
+                ran = await runner.write(service.run_due_jobs, started)
+            except MemorydError as exc:
+                logger.warning("scheduled jobs not run: %s", exc)
+                continue
+            if ran:
+                logger.info("ran scheduled %s", ", ".join(ran))
+
     chores = [
+        *([asyncio.create_task(run_schedules())] if settings.schedule.enabled else []),
         asyncio.create_task(flush_recall_stats()),
         asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
         asyncio.create_task(enrich(service, runner, settings, enrich_wake)),

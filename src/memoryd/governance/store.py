@@ -1,9 +1,10 @@
 """governance.db: the small relational state memoryd keeps beside the vault and the graph.
 
 SQLite (stdlib `sqlite3`) holds only promotions, trigger_stats, profile_versions and
-profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions: work state,
-not memory content, so `reindex` needs none of it. Numbered migrations,
-`migrations/NNN_name.sql` shipped as package data, run on open; `PRAGMA user_version` records
+profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions and the runs
+of scheduled maintenance jobs: work state, not memory content, so `reindex` needs none of it.
+Numbered migrations, `migrations/NNN_name.sql` shipped as package data, run on open;
+`PRAGMA user_version` records
 the last one applied, and each one commits or rolls back as a whole, so a crash mid-upgrade
 leaves the previous schema intact.
 """
@@ -35,7 +36,7 @@ from memoryd.private import FILE_MODE, make_private_dir
 
 logger = logging.getLogger(__name__)
 
-LATEST_VERSION = 6
+LATEST_VERSION = 7
 """The schema version this code creates and understands: the number of the last migration."""
 
 GLOBAL_SCOPE = "_global"
@@ -579,6 +580,45 @@ class GovernanceStore:
                 counts[state] = int(count)
         return counts
 
+    # -- promotions: merge and schedules (governance/merge.py, governance/schedule.py) ---------
+    def merge_promotions(
+        self, slugs: Sequence[str], now: datetime, *, into: str, by: str
+    ) -> list[int]:
+        """Mark the pending promotions of memories merged `into` another `merged` (decided by
+        `by`, the reason naming the kept memory); returns their ids."""
+        if not slugs:
+            return []
+        marks = ",".join("?" * len(slugs))
+        with self._transaction("merge promotions in") as conn:
+            rows = conn.execute(
+                "UPDATE promotions SET status = 'merged', decided_at = ?, decided_by = ?,"
+                " decision_reason = ?"
+                f" WHERE status = 'pending' AND source_session_slug IN ({marks}) RETURNING id",
+                (_instant(now), by, f"merged into {into}", *slugs),
+            ).fetchall()
+        return sorted(int(r[0]) for r in rows)
+
+    def record_run(self, job: str, started: datetime, finished: datetime, outcome: str) -> None:
+        """A scheduled job ran (or was run by hand): when, and how it ended."""
+        with self._transaction("record a job run in") as conn:
+            conn.execute(
+                "INSERT INTO schedule_runs (job, started_at, finished_at, outcome)"
+                " VALUES (?, ?, ?, ?)",
+                (job, _instant(started), _instant(finished), outcome[:2000]),
+            )
+
+    def last_runs(self) -> dict[str, tuple[datetime, datetime, str]]:
+        """job → (started, finished, outcome) of its latest run."""
+        with self._connection("read job runs from") as conn:
+            rows = conn.execute(
+                "SELECT job, started_at, finished_at, outcome FROM schedule_runs r"
+                " WHERE started_at = (SELECT max(started_at) FROM schedule_runs WHERE job = r.job)"
+            ).fetchall()
+        return {
+            str(job): (_parse_instant(start), _parse_instant(end), str(outcome))
+            for job, start, end, outcome in rows
+        }
+
     def trigger_stats(
         self, *, since: date | None = None, scope_hash: str | None = None
     ) -> list[TriggerStat]:
@@ -637,6 +677,10 @@ def _unknown_promotion(promotion_id: int) -> NotFound:
         f"no promotion {promotion_id}",
         hint="`memoryd promotions --status pending` lists the queue with its ids",
     )
+
+
+def _parse_instant(text: str) -> datetime:
+    return to_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
 
 
 def _enrichment_row(row: tuple[object, ...]) -> EnrichmentRow:

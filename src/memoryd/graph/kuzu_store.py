@@ -636,6 +636,19 @@ class KuzuGraphStore:
                 },
             )
 
+    def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
+        """Move memories to new decay states (slug → state) in one statement: the decay
+        sweep changes nothing else about them, so their edges stay as they are."""
+        if not states:
+            return
+        rows = [{"slug": slug, "state": state.value} for slug, state in states.items()]
+        with self._transaction() as conn:
+            conn.execute(
+                "UNWIND $rows AS r WITH r.slug AS slug, r.state AS state"
+                " MATCH (m:Memory {slug: slug}) SET m.decay_state = state",
+                {"rows": rows},
+            )
+
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
             conn.execute(

@@ -326,6 +326,9 @@ class GraphStore(Protocol):
         self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
     ) -> None: ...
 
+    def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
+        """Set the decay state of each memory (slug → state); its edges stay."""
+
     def get_memory(self, slug: str) -> MemoryRow | None: ...
 
     def list_memories(

@@ -202,7 +202,11 @@ def create_server(  # noqa: C901 - one closure per tool
             meta = memory.meta.model_dump(mode="json", exclude_none=True)
             return {"slug": slug, "meta": meta, "body": memory.body}
 
-        return call(run)
+        found = call(run)
+        counts = getattr(svc, "count_read", None)  # the daemon's client counts in the route
+        if counts is not None and not getattr(svc, "read_only", True):
+            write(lambda: counts(slug))  # a get is a recall: it revives a decayed memory
+        return found
 
     @server.tool(annotations=READ)
     def entity_context(entity: str, limit: int = 20) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from memoryd.errors import ConfigError, StorageError
+from memoryd.governance.schedule import JOBS as GOVERNANCE_JOBS
 from memoryd.setup.configfiles import FileChange, make_dirs, read_text, write_atomic
 
 Backend = Literal["systemd", "launchd", "cron"]
@@ -53,6 +54,19 @@ JOBS: tuple[Job, ...] = (
         on_calendar="hourly",
         cron="0 * * * *",
         launchd={"Minute": 0},
+    ),
+    # The governance calendar (`memoryd.governance.schedule`); jobs not built yet are left out.
+    *(
+        Job(
+            job.name,
+            job.args,
+            f"{job.description} ({job.when})",
+            on_calendar=job.on_calendar,
+            cron=job.cron,
+            launchd=job.launchd,
+        )
+        for job in GOVERNANCE_JOBS
+        if job.built
     ),
 )
 
