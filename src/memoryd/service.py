@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import ValidationError
 
@@ -101,6 +101,7 @@ from memoryd.models import (
     to_utc,
     utcnow,
 )
+from memoryd.protocol import MemoryAPI
 from memoryd.recall import EntityMatcher, RecallConfig, RecallPipeline, VectorStage
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
@@ -152,7 +153,7 @@ def search_doc(memory: Memory) -> SearchDoc:
     )
 
 
-class MemoryService:
+class MemoryService(MemoryAPI):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""
 
     def __init__(
@@ -234,7 +235,7 @@ class MemoryService:
                 self._on_close()
                 self._on_close = None
 
-    def __enter__(self) -> MemoryService:
+    def __enter__(self) -> Self:
         return self
 
     def _require_writable(self, action: str) -> None:

@@ -16,6 +16,7 @@ from memoryd.api.routes import Backend, router
 from memoryd.api.security import STATIC_DIR
 from memoryd.config import Settings
 from memoryd.daemon.writer import ServiceRunner
+from memoryd.models import DoctorCheck
 from memoryd.service import MemoryService
 
 DESCRIPTION = """\
@@ -69,7 +70,14 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.backend = Backend(service=service, runner=active, tcp_port=tcp_port)
+
+    def checks() -> list[DoctorCheck]:
+        from memoryd.config import load_settings
+        from memoryd.doctor import run_checks
+
+        return run_checks(settings or load_settings(service.home), service)
+
+    app.state.backend = Backend(service=service, runner=active, checks=checks, tcp_port=tcp_port)
     app.state.settings = settings
     errors.install(app)
     app.include_router(router)

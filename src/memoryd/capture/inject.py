@@ -29,9 +29,8 @@ from typing import IO, TYPE_CHECKING, Any
 from memoryd.private import make_private_dir
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
     from memoryd.models import RecallResult
-    from memoryd.service import MemoryService
+    from memoryd.protocol import MemoryAPI
 
 logger = logging.getLogger(__name__)
 
@@ -232,9 +231,7 @@ def _items(rows: list[list[Any]]) -> dict[str, tuple[Item, bool, str]]:
     return found
 
 
-def _read(
-    svc: MemoryService | RemoteService, query: str, params: dict[str, Any], limit: int
-) -> list[list[Any]]:
+def _read(svc: MemoryAPI, query: str, params: dict[str, Any], limit: int) -> list[list[Any]]:
     """Rows of one of inject's own queries: in process straight from the graph (a hook
     cannot wait for the user-Cypher sandbox to start), through a daemon by its Cypher route."""
     graph = getattr(svc, "graph", None)
@@ -245,7 +242,7 @@ def _read(
 
 
 def choose(
-    svc: MemoryService | RemoteService,
+    svc: MemoryAPI,
     prompt: str | None,
     scope_hash: str | None,
     k: int,

@@ -43,7 +43,7 @@ from memoryd.service import MemoryService
 from memoryd.vault import render
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
+    from memoryd.protocol import MemoryAPI
 
 EXIT_CODES: list[tuple[type[MemorydError], int]] = [
     (AuditChainBroken, 9),
@@ -87,7 +87,7 @@ LIMIT_HELP = "How many to show at most."
 """Every command that caps its output takes `--limit` (short `-k`), the API's name for it."""
 
 T = TypeVar("T")
-Service: TypeAlias = "MemoryService | RemoteService"
+Service: TypeAlias = "MemoryAPI"
 
 
 def exit_code(exc: MemorydError) -> int:

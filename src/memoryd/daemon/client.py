@@ -53,11 +53,11 @@ from memoryd.models import (
     SearchHit,
     check_query,
 )
+from memoryd.protocol import MemoryAPI
 from memoryd.scope import resolve_scope
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
-    from memoryd.service import MemoryService
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +104,8 @@ def scope_hash_of(scope: Path | str | None) -> str | None:
     return resolve_scope(scope, with_remote=False).scope_hash
 
 
-class RemoteService:
-    """The daemon's API, shaped like MemoryService for the CLI."""
+class RemoteService(MemoryAPI):
+    """`MemoryAPI` over the daemon's Unix socket."""
 
     def __init__(self, socket: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> None:
         self.socket = socket
@@ -191,7 +191,10 @@ class RemoteService:
         result: dict[str, Any] = response.json()
         return result
 
-    # -- the MemoryService surface the CLI uses -------------------------------------------
+    # -- MemoryAPI ----------------------------------------------------------------------
+    def scope_hash_of(self, scope: Path | str | None) -> str | None:
+        return scope_hash_of(scope)
+
     def record(self, draft: MemoryDraft) -> Memory:
         return self._model(Memory, "POST", "/v1/memories", json=self._memory_body(draft))
 
@@ -524,9 +527,7 @@ def connect(home: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> Remo
 
 
 @contextmanager
-def open_service_or_client(
-    settings: Settings, *, rebuild: bool = False
-) -> Iterator[MemoryService | RemoteService]:
+def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iterator[MemoryAPI]:
     """The daemon's client when a daemon serves the data dir, else the service in-process.
 
     A daemon that starts while this process waits for the data-dir lock is found on the

@@ -55,10 +55,7 @@ from memoryd.models import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
-    from memoryd.service import MemoryService
-
-    GraphService = MemoryService | RemoteService
+    from memoryd.protocol import MemoryAPI as GraphService
 
 TAG = "mcp-memory"
 RELATION_TAG = "mcp-memory:relation"
