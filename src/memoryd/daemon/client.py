@@ -526,28 +526,31 @@ def connect(home: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> Remo
     return client
 
 
-@contextmanager
-def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iterator[MemoryAPI]:
-    """The daemon's client when a daemon serves the data dir, else the service in-process.
+def open_api(settings: Settings, *, rebuild: bool = False, actor: str = "cli") -> MemoryAPI:
+    """The daemon's client when a daemon serves the data dir, else the service in-process;
+    the caller closes it (`memoryd.open` is this for library users).
 
     A daemon that starts while this process waits for the data-dir lock is found on the
-    second look, so a command never fails just because it raced `memoryd serve`. `rebuild`
+    second look, so opening never fails just because it raced `memoryd serve`. `rebuild`
     (reindex) opens a missing or broken graph for rebuilding (`wiring.open_service`).
     """
     from memoryd.wiring import open_service
 
     timeout_s = settings.daemon.request_timeout_s
-    remote = connect(settings.home, timeout_s=timeout_s)
-    if remote is None:
-        try:
-            embedded = open_service(settings, rebuild=rebuild)
-        except GraphLocked:
-            remote = connect(settings.home, timeout_s=timeout_s)
-            if remote is None:
-                raise
-        else:
-            with embedded:
-                yield embedded
-            return
-    with remote:
-        yield remote
+    remote = connect(settings.home, timeout_s=timeout_s, actor=actor)
+    if remote is not None:
+        return remote
+    try:
+        return open_service(settings, actor=actor, rebuild=rebuild)
+    except GraphLocked:
+        remote = connect(settings.home, timeout_s=timeout_s, actor=actor)
+        if remote is None:
+            raise
+        return remote
+
+
+@contextmanager
+def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iterator[MemoryAPI]:
+    """`open_api` for the duration of a block (one CLI command)."""
+    with open_api(settings, rebuild=rebuild) as api:
+        yield api
