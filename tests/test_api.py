@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 
 from memoryd.api.app import create_app
 from memoryd.api.errors import STATUS, status_of
+from memoryd.api.runner import ReadWriteGate, ServiceRunner
 from memoryd.api.security import MAX_BODY_BYTES, LocalOnly, host_allowed, page_paths
 from memoryd.config import Settings
-from memoryd.daemon.writer import ReadWriteGate, ServiceRunner
 from memoryd.errors import (
     AuditChainBroken,
     BrokenMemoryFile,

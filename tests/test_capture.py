@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from memoryd.capture import memfile
+from memoryd import memfile
 from memoryd.capture.hook import main as capture_main
-from memoryd.capture.limits import MINIMUMS, CaptureLimits, load_capture_config
+from memoryd.capture_limits import MINIMUMS, CaptureLimits, load_capture_config
 from memoryd.config import CaptureSettings, load_settings
 from memoryd.models import SLUG_RE, Memory, MemoryType
 from memoryd.scope import resolve_scope

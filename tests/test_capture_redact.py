@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.capture.redact import (
+from memoryd.config import Settings
+from memoryd.redact import (
     entropy_floor,
     looks_random,
     redact,
@@ -21,7 +22,6 @@ from memoryd.capture.redact import (
     redact_json,
     safe_cut,
 )
-from memoryd.config import Settings
 from tests.test_capture import (
     FIXTURES,
     ClaudeTranscript,

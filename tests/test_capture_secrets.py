@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from memoryd.capture import gitleaks
-from memoryd.capture.redact import redact
 from memoryd.config import Settings
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.redact import gitleaks, redact
 from tests.test_capture import ClaudeTranscript, capture, session_files
 
 DATA = Path(__file__).parent / "data" / "secrets"

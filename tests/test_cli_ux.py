@@ -163,7 +163,7 @@ def test_an_empty_body_is_refused(
 # -- terminal escapes -------------------------------------------------------------------
 def test_control_characters_are_dropped_on_the_way_in(home: Path, project: Path) -> None:
     """A recorded title and body keep no terminal escape or C0/C1 control (see
-    `capture.redact.drop_controls`); the bidi override is text, and is kept."""
+    `redact.drop_controls`); the bidi override is text, and is kept."""
     slug = record(home, project, EVIL_TITLE, EVIL_BODY)
     code, out, _ = cli(home, "get", slug, "--json")
     assert code == 0

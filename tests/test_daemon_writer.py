@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from memoryd.daemon.writer import Batcher, ServiceRunner
+from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.errors import StorageError
 
 

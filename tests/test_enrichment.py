@@ -24,11 +24,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from memoryd.capture import memfile
+from memoryd import memfile
+from memoryd.api.runner import ServiceRunner
 from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.daemon.server import enrich_round
-from memoryd.daemon.writer import ServiceRunner
 from memoryd.doctor import service_checks
 from memoryd.enrichment import EnrichmentPolicy
 from memoryd.llm.anthropic_provider import AnthropicProvider

@@ -293,8 +293,8 @@ def test_edits_wait_for_the_hooks_file_lock(
     import time
 
     import memoryd.service as service_module
-    from memoryd.capture.memfile import memory_lock
     from memoryd.errors import StorageError
+    from memoryd.memfile import memory_lock
 
     memory = svc.record(
         MemoryDraft(type=MemoryType.SESSION, title="Session", body="We met.", scope_path=project)

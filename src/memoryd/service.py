@@ -29,8 +29,6 @@ from typing import Any, Self
 from pydantic import ValidationError
 
 from memoryd.audit import AuditEvent, AuditLog
-from memoryd.capture.memfile import memory_lock, split_summary, with_summary
-from memoryd.capture.redact import redact
 from memoryd.enrichment import (
     EnrichmentJob,
     EnrichmentPolicy,
@@ -72,6 +70,7 @@ from memoryd.graph.store import (
 )
 from memoryd.journal import Intent, IntentItem, Journal, remove_temp_files
 from memoryd.llm.base import LLMProvider
+from memoryd.memfile import memory_lock, split_summary, with_summary
 from memoryd.models import (
     CJK,
     AuditRecord,
@@ -103,6 +102,7 @@ from memoryd.models import (
 )
 from memoryd.protocol import MemoryAPI
 from memoryd.recall import EntityMatcher, RecallConfig, RecallPipeline, VectorStage
+from memoryd.redact import redact
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.vault import Vault, render

@@ -13,9 +13,9 @@ from memoryd import __version__
 from memoryd.api import errors
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
+from memoryd.api.runner import ServiceRunner
 from memoryd.api.security import STATIC_DIR
 from memoryd.config import Settings
-from memoryd.daemon.writer import ServiceRunner
 from memoryd.models import DoctorCheck
 from memoryd.service import MemoryService
 

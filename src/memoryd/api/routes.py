@@ -1,6 +1,6 @@
 """The `/v1` routes: each one validates, hands the call to the runner, returns a model.
 
-Reads run on the threadpool, writes on the one writer thread (see `daemon.writer`). Lists are
+Reads run on the threadpool, writes on the one writer thread (see `api.runner`). Lists are
 paginated with `limit`/`offset` and answer `next_offset` (null on the last page): each route
 asks the store for one row more than the page to know whether another page follows.
 """
@@ -24,6 +24,7 @@ from fastapi import Path as PathParam
 from memoryd import __version__
 from memoryd.api.errors import ErrorBody
 from memoryd.api.ports import RecallReaders, ServedService
+from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.api.schemas import (
     AUDIT_MAX_PAGE,
     MAX_PAGE,
@@ -45,7 +46,6 @@ from memoryd.api.schemas import (
     RelationsClose,
     VersionInfo,
 )
-from memoryd.daemon.writer import Batcher, ServiceRunner
 from memoryd.errors import InvalidInput
 from memoryd.graph.store import (
     CypherResult,
@@ -428,7 +428,7 @@ async def recall_context(api: Api, body: ContextRequest) -> ContextReply:
     """The memories an agent hook injects (`memoryd inject`), in one round trip: the
     prompt's recall without superseded memories and session notes last, or at session start
     the scope's long-term memories, warnings and decisions first."""
-    from memoryd.capture.inject import choose
+    from memoryd.context import choose
 
     items, result = await api.rank(
         "inject_context",

@@ -23,9 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NamedTuple
 
-from memoryd.capture import journal, memfile
-from memoryd.capture.limits import CaptureConfig, CaptureLimits, load_capture_config
-from memoryd.capture.redact import redact, redact_json
+from memoryd import memfile
+from memoryd.capture import journal
 from memoryd.capture.session import Session
 from memoryd.capture.sources import (
     AGENT_NAMES,
@@ -36,8 +35,10 @@ from memoryd.capture.sources import (
 )
 from memoryd.capture.summary import summarize, trivial_reason
 from memoryd.capture.transcripts import TranscriptUnreadable, read_session_file
+from memoryd.capture_limits import CaptureConfig, CaptureLimits, load_capture_config
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
 from memoryd.private import make_private_dir
+from memoryd.redact import redact, redact_json
 
 logger = logging.getLogger(__name__)
 

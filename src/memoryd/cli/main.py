@@ -541,6 +541,7 @@ def serve(
 ) -> None:
     """Run the daemon: it owns the graph and serves the HTTP API (OpenAPI at /docs)."""
     from memoryd.daemon import server
+    from memoryd.daemon.files import configure_logging
 
     tcp = False if no_tcp else None
     try:
@@ -548,7 +549,7 @@ def serve(
         if detach:
             health = server.start_detached(settings, port=port, tcp=tcp)
         else:
-            server.configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
+            configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
             server.serve(settings, port=port, tcp=tcp)
             return
     except MemorydError as exc:

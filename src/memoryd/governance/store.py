@@ -253,6 +253,26 @@ class GovernanceStore:
             raise
         return cls(conn, path)
 
+    @classmethod
+    def open_read_only(cls, path: Path, *, immutable: bool = True) -> GovernanceStore:
+        """The database file at `path` read as it is, never migrated or written.
+
+        `immutable` (a notebook without a daemon) creates no -wal/-shm file either, and sees
+        only what is checkpointed; without it (the MCP tools, beside a daemon that writes),
+        reads see every commit.
+        """
+        path = Path(path)
+        flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+        try:
+            conn = sqlite3.connect(
+                f"{path.absolute().as_uri()}?{flags}",
+                uri=True,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+        return cls(conn, path)
+
     def close(self) -> None:
         """Close the connection; safe to call twice."""
         with self._lock:

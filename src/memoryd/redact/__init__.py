@@ -44,7 +44,7 @@ import itertools
 import re
 from typing import Any
 
-from memoryd.capture import gitleaks
+from memoryd.redact import gitleaks
 
 MARK = "[REDACTED:{}]"
 
