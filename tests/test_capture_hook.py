@@ -415,10 +415,19 @@ def test_unreadable_and_dangling_requests(home: Path, settings: Settings) -> Non
 
 
 @needs_fixtures
-def test_cli_commands_drain_before_reading(home: Path, project: Path) -> None:
+def test_a_read_command_says_captures_wait_and_a_write_indexes_them(
+    home: Path, project: Path
+) -> None:
     capture(home, "claude-code", claude_stop(project))
-    result = runner.invoke(app, ["search", "coerced float epoch", "--json", "--home", str(home)])
+    search = ["search", "coerced float epoch", "--json", "--home", str(home)]
+    result = runner.invoke(app, search)
     assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == []  # a read does no hidden work
+    assert result.stderr == "1 capture waiting; run memoryd serve or memoryd capture retry\n"
+    record = ["record", "--type", "fact", "--title", "t", "--body", "b", "--scope", str(project)]
+    assert runner.invoke(app, [*record, "--home", str(home)]).exit_code == 0
+    result = runner.invoke(app, search)
+    assert (result.exit_code, result.stderr) == (0, "")
     assert [h["slug"] for h in json.loads(result.stdout)] == [
         "session-claude-code-5f3c2a9e-8b1d-4c7e-9a2f-1d3e4b5c6a7f"
     ]

@@ -226,12 +226,31 @@ def test_a_real_daemon_enriches_captured_sessions(
 
 
 @needs_fixtures
-def test_an_embedded_command_runs_the_rules_and_leaves_the_llm_to_the_daemon(
+def test_an_embedded_read_only_reports_waiting_captures_and_a_write_indexes_them(
     home: Path, transcript: ClaudeTranscript, settings: Settings
 ) -> None:
+    """A read does no hidden work; a write (or `capture retry`) runs the rules and leaves the
+    LLM to the daemon."""
     hook(home, transcript)
-    result = CliRunner().invoke(app, ["search", "importer", "--json", "--home", str(home)])
-    assert result.exit_code == 0, result.stderr
+    cli = CliRunner()
+    for read in (["search", "importer", "--json"], ["list"], ["recall", "importer"]):
+        result = cli.invoke(app, [*read, "--home", str(home)])
+        assert result.exit_code == 0, result.stderr
+        waiting = result.stderr.splitlines()[0]  # first: `recall` then says nothing matched
+        assert waiting == "1 capture waiting; run memoryd serve or memoryd capture retry"
+    assert (
+        json.loads(cli.invoke(app, ["search", "importer", "--json", "--home", str(home)]).stdout)
+        == []
+    )
+    memory = parse(the_file(home).read_text(encoding="utf-8"), the_file(home))
+    assert "entity:tool:pytest" not in memory.meta.observations
+
+    retried = cli.invoke(app, ["capture", "retry", "--home", str(home)])
+    assert retried.exit_code == 0, retried.stderr
+    assert "indexed 1 waiting capture(s)" in retried.stdout
+    result = cli.invoke(app, ["search", "importer", "--json", "--home", str(home)])
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert json.loads(result.stdout) != []
     memory = parse(the_file(home).read_text(encoding="utf-8"), the_file(home))
     assert "entity:tool:pytest" in memory.meta.observations
     with open_service(settings) as svc:

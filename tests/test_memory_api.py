@@ -112,6 +112,7 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             yield name, (type(exc).__name__, exc.message)
         else:
             yield name, "no error"
+    yield "drain_inbox", rec.drain_inbox()  # nothing captured: 0 either way
     yield "reindex", rec.reindex()
     yield "audit_records", rec.audit_records(scope=project, limit=50)
     yield "audit_verify", rec.audit_verify()

@@ -113,6 +113,10 @@ class MemoryAPI(Protocol):
         """Rebuild the graph and the search index from the vault."""
         ...
 
+    def drain_inbox(self) -> int:
+        """Index the captures waiting in `inbox/` now; how many (reads only count them)."""
+        ...
+
     # -- memories -----------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
         """The memory with this slug, read from its vault file."""

@@ -23,17 +23,13 @@ if TYPE_CHECKING:
 
 class ServedService(MemoryAPI, Protocol):
     """The service the routes call: `MemoryAPI`, plus what only the process that holds the
-    stores can do (pages of the graph's and the audit log's own reads, draining the inbox,
-    counting recalls on the writer) and the actor name writes are audited under."""
+    stores can do (pages of the graph's and the audit log's own reads, counting recalls on
+    the writer) and the actor name writes are audited under."""
 
     actor: str
     home: Path
     graph: GraphStore
     audit: AuditLog
-
-    def drain_inbox(self) -> int:
-        """Index the captures waiting in `inbox/`; how many."""
-        ...
 
     llm: LLMProvider | None
     """The configured LLM (DURA scoring runs it off the writer thread)."""

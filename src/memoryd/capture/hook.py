@@ -452,14 +452,34 @@ def retry_failed(config: CaptureConfig) -> RetryReport:
     return RetryReport(processed=processed, failing=failing)
 
 
+def index_waiting(home: Path) -> int:
+    """Index the captures waiting in the inbox (the daemon's client when one runs, else
+    in-process with their spaCy rules), so read commands have none left to report. Unlike the
+    hook this may take seconds: a user ran it."""
+    if not Inbox(home).requested_slugs():
+        return 0
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import index_captures, open_api
+    from memoryd.errors import MemorydError
+
+    try:
+        with open_api(load_settings(home)) as api:
+            return index_captures(api)
+    except MemorydError as exc:
+        logger.warning("could not index the waiting captures: %s", exc)
+        return 0
+
+
 def retry_main(args: Args, out: IO[str]) -> int:
     config = load_capture_config(args.home)
     with capture_logging(config.home):
         report = retry_failed(config)
+        indexed = index_waiting(config.home)
     total = report.processed + report.failing
     _reply(
         out,
         f"retried {total} failed capture(s): {report.processed} processed,"
-        f" {report.failing} still failing (see {config.home / LOG_DIR / LOG_FILE})",
+        f" {report.failing} still failing (see {config.home / LOG_DIR / LOG_FILE})"
+        + (f"; indexed {indexed} waiting capture(s)" if indexed else ""),
     )
     return 0 if report.failing == 0 else 1

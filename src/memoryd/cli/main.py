@@ -39,7 +39,6 @@ from memoryd.errors import (
 )
 from memoryd.models import DecayState, MemoryDraft, MemorySummary, MemoryType
 from memoryd.private import private_umask
-from memoryd.service import MemoryService
 from memoryd.vault import render
 
 if TYPE_CHECKING:
@@ -101,26 +100,34 @@ def fail(exc: MemorydError) -> typer.Exit:
 
 
 @contextmanager
-def service(home: Path | None, *, rebuild: bool = False) -> Iterator[Service]:
+def service(home: Path | None, *, rebuild: bool = False, writes: bool = False) -> Iterator[Service]:
     """The service for one command: the daemon's client when a daemon serves the data dir
     (it owns the graph), else the stores opened in-process. Every MemorydError becomes one
-    line and an exit code, the same in both modes."""
-    from memoryd.daemon.client import open_service_or_client
+    line and an exit code, the same in both modes.
+
+    A command that `writes` first indexes the captures waiting in the inbox (in-process, with
+    their spaCy rules; the LLM work is left to a daemon). A read does no hidden work: it only
+    says on stderr when captures wait, so a `get` stays fast."""
+    from memoryd.daemon.client import captures_waiting, index_captures, open_service_or_client
 
     try:
-        with open_service_or_client(load_settings(home), rebuild=rebuild) as svc:
-            if isinstance(svc, MemoryService):
-                # Embedded mode indexes queued captures and runs their spaCy extraction; a
-                # daemon drains its own, and does the LLM work embedded commands leave to it.
-                svc.drain_inbox()
-                svc.enrich_pending(use_llm=False)
+        settings = load_settings(home)
+        with open_service_or_client(settings, rebuild=rebuild) as svc:
+            if writes:
+                index_captures(svc)
+            elif waiting := captures_waiting(svc, settings.home):
+                err.print(
+                    f"{waiting} capture{'s' if waiting > 1 else ''} waiting; run memoryd serve"
+                    " or memoryd capture retry",
+                    markup=False,
+                )
             yield svc
     except MemorydError as exc:
         raise fail(exc) from exc
 
 
-def run(home: Path | None, action: Callable[[Service], T]) -> T:
-    with service(home) as svc:
+def run(home: Path | None, action: Callable[[Service], T], *, writes: bool = False) -> T:
+    with service(home, writes=writes) as svc:
         return action(svc)
 
 
@@ -292,7 +299,7 @@ def record(
         )
     except MemorydError as exc:
         raise fail(exc) from exc
-    memory = run(home, lambda svc: svc.record(draft))
+    memory = run(home, lambda svc: svc.record(draft), writes=True)
     if as_json:
         emit_json({"slug": memory.slug, "path": memory.path, "meta": memory.meta})
     else:
@@ -395,7 +402,7 @@ def reindex(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         if not as_json:
             err.print(f"warning: {message}", markup=False)
 
-    with service(home, rebuild=True) as svc:
+    with service(home, rebuild=True, writes=True) as svc:
         report = svc.reindex(warn)
     if as_json:
         emit_json(report)

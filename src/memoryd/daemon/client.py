@@ -32,6 +32,7 @@ from memoryd.graph.store import (
     RelationRow,
     SupersedeRow,
 )
+from memoryd.inbox import Inbox
 from memoryd.models import (
     AuditRecord,
     AuditVerification,
@@ -452,6 +453,10 @@ class RemoteService(MemoryAPI):
         url = f"/v1/promotions/{promotion_id:d}/reject"
         return self._model(Promotion, "POST", url, json={"reason": reason, "agent": agent})
 
+    def drain_inbox(self) -> int:
+        data = self._request("POST", "/v1/inbox/drain")
+        return int(data["indexed"])
+
     def doctor(self) -> list[DoctorCheck]:
         data = self._request("GET", "/v1/doctor")
         return TypeAdapter(list[DoctorCheck]).validate_python(data)
@@ -547,6 +552,25 @@ def open_api(settings: Settings, *, rebuild: bool = False, actor: str = "cli") -
         if remote is None:
             raise
         return remote
+
+
+def index_captures(api: MemoryAPI) -> int:
+    """Index the captures waiting in `inbox/`; how many. In process their spaCy rules run too
+    and the LLM work is left to a daemon; a daemon enriches what it indexes itself."""
+    from memoryd.service import MemoryService
+
+    indexed = api.drain_inbox()
+    if isinstance(api, MemoryService):
+        api.enrich_pending(use_llm=False)
+    return indexed
+
+
+def captures_waiting(api: MemoryAPI, home: Path) -> int:
+    """How many captures wait in `inbox/` for an in-process service to index (0 through a
+    daemon: it indexes them as they come)."""
+    if isinstance(api, RemoteService):
+        return 0
+    return len(Inbox(home).requested_slugs())
 
 
 @contextmanager
