@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from memoryd.capture.memfile import split_summary  # noqa: E402
 from memoryd.config import CaptureSettings  # noqa: E402
 from memoryd.enrichment import content_fingerprint  # noqa: E402
 from memoryd.extraction.pipeline import Extractor  # noqa: E402
@@ -44,6 +43,7 @@ from memoryd.governance.analyze import (  # noqa: E402
     promotes,
     score_heuristic,
 )
+from memoryd.memfile import split_summary  # noqa: E402
 from memoryd.models import Memory  # noqa: E402
 from memoryd.vault import parse  # noqa: E402
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from memoryd.capture.memfile import split_summary
 from memoryd.enrichment import content_fingerprint
 from memoryd.errors import BrokenMemoryFile
 from memoryd.extraction.pipeline import Extractor
@@ -20,6 +19,7 @@ from memoryd.governance.analyze import (
     promotes,
     score_heuristic,
 )
+from memoryd.memfile import split_summary
 from memoryd.models import Dura, Memory, MemoryType
 from memoryd.vault import parse
 

@@ -180,3 +180,18 @@ def unit_cycles() -> list[list[str]]:
 
 def test_no_import_cycles_between_packages() -> None:
     assert unit_cycles() == []
+
+
+LONG_MODULE = 600
+
+
+def test_a_long_module_says_why_at_its_top() -> None:
+    """A module past ~600 lines is a smell unless its docstring gives the reason."""
+    unexplained = []
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > LONG_MODULE:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if f"Over {LONG_MODULE} lines:" not in doc:
+                unexplained.append(module)
+    assert unexplained == []

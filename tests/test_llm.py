@@ -30,14 +30,10 @@ from memoryd.llm import base
 from memoryd.llm.anthropic_provider import AnthropicProvider
 from memoryd.llm.base import (
     LLMProvider,
-    Price,
     ProviderBase,
     Usage,
     extract_json,
     parse_retry_after,
-    portable_schema,
-    price_for,
-    schema_is_closed,
 )
 from memoryd.llm.extract import (
     DuraJudgement,
@@ -59,7 +55,9 @@ from memoryd.llm.extract import (
 from memoryd.llm.factory import provider_from_settings, resolve_api_key
 from memoryd.llm.ollama import OllamaProvider, chat_url
 from memoryd.llm.openai_compat import OpenAICompatProvider, chat_completions_url
+from memoryd.llm.pricing import Price, price_for
 from memoryd.llm.prompts import PROMPT_NAMES, load_template, parse_template, render_prompt
+from memoryd.llm.schema import portable_schema, schema_is_closed
 from memoryd.models import EntityType, Extraction, MemoryType, Predicate, ProposedEntity
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llm"

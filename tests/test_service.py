@@ -292,7 +292,7 @@ def test_edits_wait_for_the_hooks_file_lock(
     import threading
     import time
 
-    import memoryd.service as service_module
+    import memoryd.domain.core as service_module
     from memoryd.errors import StorageError
     from memoryd.memfile import memory_lock
 

@@ -3,6 +3,9 @@
 Exit codes (stable, documented in the README):
 0 ok · 1 unexpected error · 2 invalid input · 3 not found · 4 conflict · 5 policy denied ·
 6 graph locked · 7 storage error · 8 config error · 9 audit chain broken.
+
+Over 600 lines: the core commands and their one error mapping; command groups with their own
+subject live beside it (`knowledge`, `setup`, `interop`, `capture`, `agents`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
 - a stale `.wal` beside a new database file segfaults on open, so rebuilds build a whole new
   directory and swap it in;
 - hub entities make deep traversals explode, so traversals cap their fan-out.
+
+Over 600 lines: the one home of kuzu (ruff enforces it); every Cypher statement memoryd runs is
+here, one method per store operation.
 """
 
 from __future__ import annotations

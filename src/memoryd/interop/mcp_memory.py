@@ -26,6 +26,9 @@ How the upstream graph maps onto memoryd (lossless for a round trip):
   exist) are not exported as entity lines.
 * Limits: observation text is trimmed and empty observations are dropped (memoryd titles
   cannot be blank); entity names are trimmed.
+
+Over 600 lines: the whole mapping between the official MCP memory server's graph and memoryd's,
+both directions, in one place.
 """
 
 from __future__ import annotations
