@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from memoryd.errors import (
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -355,8 +355,9 @@ def test_recall_entities_relations_and_supersedes(
     untracked = client.get("/v1/recall", params={"q": "react ui", "track": False})
     assert untracked.status_code == 200
     counted = {"query": "MATCH (m:Memory) RETURN m.slug, m.recall_count ORDER BY m.slug"}
-    while client.get("/v1/health").json()["pending_writes"]:  # counted later, on the writer
-        time.sleep(0.01)
+    wait_until(  # counted later, on the writer
+        lambda: not client.get("/v1/health").json()["pending_writes"], what="the recall counts"
+    )
     # Recalls are counted in memory; the daemon adds them to the graph every few seconds.
     assert dict(client.post("/v1/graph/cypher", json=counted).json()["rows"]) == {
         newer: 0,

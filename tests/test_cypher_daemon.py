@@ -15,6 +15,7 @@ import httpx
 from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.wiring import open_service
+from tests.waiting import wait_until
 
 from .conftest import ENGINE
 from .daemon_harness import running, uds_client
@@ -131,14 +132,14 @@ def test_abusive_queries_leave_the_daemon_and_its_writes_alone(home: Path, proje
         seconds: dict[str, float] = {}
         try:
             with uds_client(home, timeout=60.0) as client:
-                while len(acknowledged) < WRITERS:  # writes are flowing
-                    time.sleep(0.01)
+                wait_until(lambda: len(acknowledged) >= WRITERS, what="writes to flow")
                 for name, query in ABUSE.items():
                     started = time.monotonic()
                     answers[name] = client.post("/v1/graph/cypher", json={"query": query})
                     seconds[name] = time.monotonic() - started
                     assert client.get("/v1/health").status_code == 200
-                time.sleep(0.3)  # a few more writes after the last query
+                after = len(acknowledged) + WRITERS  # a few more writes after the last query
+                wait_until(lambda: len(acknowledged) >= after, what="writes after the queries")
         finally:
             stop.set()
             for thread in threads:

@@ -10,7 +10,6 @@ import re
 import signal
 import stat
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from memoryd.cli.main import app
 from memoryd.config import load_settings
 from memoryd.wiring import open_service
 from tests.daemon_harness import Daemon, free_port, running, tcp_client, uds_client
+from tests.waiting import wait_until
 
 runner = CliRunner()
 
@@ -192,8 +192,7 @@ def test_sigterm_finishes_in_flight_writes(home: Path, project: Path) -> None:
     for thread in threads:
         thread.start()
     started.wait()
-    while len(acknowledged) < 8:
-        threading.Event().wait(0.02)
+    wait_until(lambda: len(acknowledged) >= 8, what="eight acknowledged writes")
     assert daemon.stop(signal.SIGTERM) == 0
     for thread in threads:
         thread.join()
@@ -271,10 +270,10 @@ def test_captures_are_indexed_at_start_and_while_the_daemon_runs(
         found = http.get("/v1/search", params={"q": "pip"}).json()["items"]
         assert len(found) == 1  # drained at start
         capture("Redis keeps the session cache; we pinned version 7 for streams.\n" * 4)
-        deadline = time.monotonic() + 30
-        while not http.get("/v1/search", params={"q": "redis"}).json()["items"]:
-            assert time.monotonic() < deadline, "the capture was not indexed"
-            time.sleep(0.1)
+        wait_until(
+            lambda: http.get("/v1/search", params={"q": "redis"}).json()["items"],
+            what="the capture to be indexed",
+        )
     assert Inbox(home).pending() == []
 
 

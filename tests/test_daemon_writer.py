@@ -10,6 +10,7 @@ import pytest
 
 from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.errors import StorageError
+from tests.waiting import wait_until
 
 
 def test_writes_run_one_at_a_time_in_arrival_order() -> None:
@@ -62,8 +63,7 @@ def test_batcher_gathers_and_bounds_batches() -> None:
         batcher.add(n)
     assert runner.pending_writes == 2  # the blocker and ONE batch, however many items
     release.set()
-    while runner.pending_writes:
-        time.sleep(0.001)
+    wait_until(lambda: not runner.pending_writes, what="the batches to be written")
     runner.close()
     assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
@@ -78,8 +78,7 @@ def test_batcher_writes_everything_when_the_runner_closes() -> None:
         batcher.add(n)
     closer = threading.Thread(target=runner.close)
     closer.start()  # closes the queue while the first batch still waits
-    while not runner._closed:
-        time.sleep(0.001)
+    wait_until(lambda: runner._closed, what="the runner to start closing")
     release.set()
     closer.join()
     assert [n for batch in batches for n in batch] == [0, 1, 2, 3, 4]

@@ -39,6 +39,7 @@ from tests.daemon_harness import running, uds_client
 from tests.test_capture import FIXTURES, ClaudeTranscript, needs_fixtures, session_files
 from tests.test_capture_hook import run_hook
 from tests.test_llm import CONNECT_ERROR, TIMEOUT, Replay
+from tests.waiting import wait_until
 
 SESSION_ID = "5f3c2a9e-8b1d-4c7e-9a2f-1d3e4b5c6a7f"
 SLUG = f"session-claude-code-{SESSION_ID}"
@@ -361,8 +362,7 @@ def test_llm_failures_keep_the_rules_and_retry_then_fail(
         memory = svc.get(SLUG)
         assert "entity:tool:uv" in memory.meta.observations  # the spaCy part is written
         assert not memory.body.startswith(memfile.SUMMARY_HEADING)
-        while svc.enrichment_due(8) == []:
-            time.sleep(0.02)
+        wait_until(lambda: svc.enrichment_due(8), what="the backoff to pass")
         with_llm(svc, "rate_limited_429", max_retries=0)
         assert work(svc) == 1
         row = svc.governance.enrichment(SLUG)
@@ -489,8 +489,8 @@ def test_the_hook_waits_for_the_file_lock(
         assert process.stdin is not None
         process.stdin.write(json.dumps(transcript.payload()).encode())
         process.stdin.close()
-        time.sleep(1.0)
-        assert process.poll() is None  # blocked on the lock the daemon side holds
+        with pytest.raises(subprocess.TimeoutExpired):  # blocked on the lock held here
+            process.wait(timeout=1.0)
         assert "bump the version" not in path.read_text(encoding="utf-8")
         with pytest.raises(TimeoutError), memfile.memory_lock(home, SLUG, timeout_s=0.05):
             pass
@@ -544,8 +544,11 @@ def test_enrichment_waits_until_captures_settle(
     async def scenario() -> None:
         wake = asyncio.Event()
         worker = asyncio.create_task(server.enrich(None, None, tuned, wake))  # type: ignore[arg-type]
-        await asyncio.sleep(0.05)
-        assert len(rounds) == 1  # what a previous run left queued
+        deadline = time.monotonic() + 30
+        while not rounds:  # what a previous run left queued
+            assert time.monotonic() < deadline, "no first round"
+            await asyncio.sleep(0.01)
+        assert len(rounds) == 1
         for _ in range(5):  # drains keep coming, 0.1 s apart
             wake.set()
             await asyncio.sleep(0.1)

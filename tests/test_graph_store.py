@@ -18,6 +18,7 @@ from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
 from memoryd.graph.kuzu_store import SCHEMA_VERSION, KuzuGraphStore
 from memoryd.graph.store import refused_call, write_clause
 from memoryd.models import DecayState, Frontmatter, Memory, MemoryType
+from tests.waiting import wait_until
 
 from .conftest import ENGINE
 
@@ -346,8 +347,7 @@ def test_copy_checkpoints_beside_a_stream_of_reads(graph: KuzuGraphStore, tmp_pa
     for reader in readers:
         reader.start()
     try:
-        while min(reads) == 0:
-            time.sleep(0.001)
+        wait_until(lambda: min(reads) > 0, what="every reader to read once")
         (tmp_path / "copies").mkdir()
         for n in range(3):
             graph.upsert_memories([memory(f"w-{n}")])

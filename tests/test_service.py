@@ -300,14 +300,16 @@ def test_edits_wait_for_the_hooks_file_lock(
         MemoryDraft(type=MemoryType.SESSION, title="Session", body="We met.", scope_path=project)
     )
     released = threading.Event()
+    held = threading.Event()
 
     def hold(seconds: float) -> None:
         with memory_lock(svc.home, memory.slug):
+            held.set()
             released.wait(seconds)
 
     holder = threading.Thread(target=hold, args=(0.3,))
     holder.start()
-    time.sleep(0.05)
+    assert held.wait(30)
     started = time.monotonic()
     svc.update_keywords(memory.slug, tags=["kept"])
     assert time.monotonic() - started >= 0.2  # it waited for the hook
@@ -315,9 +317,10 @@ def test_edits_wait_for_the_hooks_file_lock(
     assert svc.get(memory.slug).meta.tags == ["kept"]
 
     monkeypatch.setattr(service_module, "FILE_LOCK_TIMEOUT_S", 0.2)
+    held.clear()
     holder = threading.Thread(target=hold, args=(5.0,))
     holder.start()
-    time.sleep(0.05)
+    assert held.wait(30)
     try:
         with pytest.raises(StorageError, match="cannot lock"):
             svc.archive(memory.slug)
