@@ -2,7 +2,7 @@
 
 The redactor (`memoryd.redact.gitleaks`) reads the JSON: the capture hook cannot afford the
 ~30 ms that importing `tomllib` and parsing the TOML take. The JSON holds the same rules with
-their regexes translated from Go to Python syntax; `tests/test_capture_secrets.py` checks it
+their regexes translated from Go to Python syntax; `tests/integration/test_capture_secrets.py` checks it
 is what this script makes from the shipped `gitleaks.toml`.
 
     python scripts/build_secret_rules.py                  # JSON from the shipped TOML

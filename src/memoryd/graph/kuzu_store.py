@@ -825,7 +825,8 @@ class KuzuGraphStore:
         Under the write lock no transaction is half-written; a checkpoint first writes every
         commit into the data file, so the copy needs no WAL. Replaying a WAL is not enough:
         kuzu 0.11.3 replays a WAL holding a DETACH DELETE into a graph with one MENTIONS edge
-        fewer than the live one (seen in tests/test_mcp.py's delete tools), read-only or not.
+        fewer than the live one (seen in tests/integration/test_mcp.py's delete tools),
+        read-only or not.
         New reads wait while the checkpoint runs (`CheckpointGate`). A read-only store has
         no writer to checkpoint with: its WAL (left by a writer that crashed) is copied, and
         the copy replays it as the store itself did.
