@@ -499,7 +499,7 @@ def test_review_shows_evidence_and_approves_edits_and_rejects(
     """Runs last in this module: the sessions it adds mention entities the tests above draw."""
     from selenium.webdriver.support.select import Select
 
-    from tests.test_promotions import labelled_body
+    from tests.integration.test_promotions import labelled_body
 
     project = served.daemon.home.parent / "project"
     pids: dict[str, int] = {}
@@ -542,9 +542,9 @@ def test_review_shows_evidence_and_approves_edits_and_rejects(
     second = card(REVIEWED[1])
     second.find_element(By.CLASS_NAME, "edit-open").click()
     Select(second.find_element(By.CLASS_NAME, "edit-type")).select_by_value("preference")
-    title = second.find_element(By.CLASS_NAME, "edit-title")
-    title.clear()
-    title.send_keys("前端一律用 pnpm")
+    title_box = second.find_element(By.CLASS_NAME, "edit-title")
+    title_box.clear()
+    title_box.send_keys("前端一律用 pnpm")
     second.find_element(By.CLASS_NAME, "save").click()
     assert outcome(REVIEWED[1]).startswith("approved as edited: written as ")
 

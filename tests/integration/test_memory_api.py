@@ -46,8 +46,14 @@ def _small_graph(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("cls", [MemoryService, RemoteService])
 @pytest.mark.parametrize("name", sorted(set(members()) - {"__exit__"}))
 def test_each_implementation_has_the_protocols_signature(cls: type, name: str) -> None:
-    """mypy checks this statically (both subclass MemoryAPI); this says it at run time."""
-    assert inspect.signature(getattr(cls, name)) == inspect.signature(getattr(MemoryAPI, name))
+    """mypy checks the types statically (both subclass MemoryAPI); this checks the names,
+    kinds and defaults at run time."""
+
+    def shape(fn: Any) -> list[tuple[str, Any, Any]]:
+        params = inspect.signature(fn).parameters.values()
+        return [(p.name, p.kind, p.default) for p in params]
+
+    assert shape(getattr(cls, name)) == shape(getattr(MemoryAPI, name))
 
 
 class Recorder:
@@ -112,6 +118,31 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             yield name, (type(exc).__name__, exc.message)
         else:
             yield name, "no error"
+    session = rec.record(
+        draft(
+            "Session: packaging",
+            "We decided to use uv instead of pip because it resolves faster."
+            " From now on always pin the versions in uv.lock.",
+            MemoryType.SESSION,
+        )
+    )
+    yield "analyze_session", rec.analyze_session(session.meta.slug, mode="heuristic")
+    queued = rec.list_promotions(status=None, scope=project)
+    yield "list_promotions", queued
+    if queued:
+        yield "get_promotion", rec.get_promotion(queued[0].id)
+        yield "reject", rec.reject(queued[0].id, reason="not now")
+    for name, call in (
+        ("get unknown promotion", lambda: rec.get_promotion(10**6)),
+        ("promote unknown", lambda: rec.promote(10**6)),
+        ("reject unknown", lambda: rec.reject(10**6)),
+    ):
+        try:
+            call()
+        except MemorydError as exc:
+            yield name, (type(exc).__name__, exc.message)
+        else:
+            yield name, "no error"
     yield "drain_inbox", rec.drain_inbox()  # nothing captured: 0 either way
     yield "reindex", rec.reindex()
     yield "audit_records", rec.audit_records(scope=project, limit=50)
@@ -168,6 +199,7 @@ def test_one_scenario_answers_the_same_in_process_and_through_the_daemon(
     assert answers["get missing"][0] == "NotFound"
     assert answers["long query"][0] == "InvalidInput"
     assert answers["write cypher"][0] == "PolicyDenied"
+    assert answers["promote unknown"][0] == "NotFound"
     for (step, mine), (_, theirs) in zip(embedded, remote, strict=True):
         assert mine == theirs, f"{step} differs"
 

@@ -28,9 +28,9 @@ from memoryd.service import MemoryService
 from memoryd.vault import parse
 from memoryd.wiring import open_service
 from tests.daemon_harness import running, uds_client
-from tests.test_llm import Replay
+from tests.integration.test_llm import Replay
 
-DURA = Path(__file__).parent / "data" / "dura"
+DURA = Path(__file__).parents[1] / "data" / "dura"
 cli = CliRunner()
 
 
@@ -405,7 +405,7 @@ async def test_mcp_promote_and_reject_refuse_unless_agents_may_decide(
         assert json.loads(rejected.content[0].text)["decision_reason"] == "too specific"  # type: ignore[union-attr]
         twice = await client.call_tool("promote", {"promotion_id": first.promotion_id})
         assert twice.is_error
-        assert "already decided" in twice.content[0].text
+        assert "already decided" in twice.content[0].text  # type: ignore[union-attr]
     assert {e.actor for e in service.audit_records(event_type="promote")} == {"cli"}
 
 

@@ -23,7 +23,7 @@ from memoryd.memfile import split_summary
 from memoryd.models import Dura, Memory, MemoryType
 from memoryd.vault import parse
 
-DURA = Path(__file__).parent / "data" / "dura"
+DURA = Path(__file__).parents[1] / "data" / "dura"
 
 
 def labelled() -> list[tuple[str, str, str, Memory]]:
