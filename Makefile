@@ -34,11 +34,11 @@ types: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q
-	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q tests/test_graph_store.py
+	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q tests/integration/test_graph_store.py
 
 ## make fuzz: schemathesis against a live daemon's OpenAPI (minutes)
 fuzz: $(STAMP)
-	$(BIN)/pytest -q -m slow tests/test_api_fuzz.py
+	$(BIN)/pytest -q -m slow tests/e2e/test_api_fuzz.py
 
 ## make slow: every slow test (fuzzing, 20 kill -9 cycles of a daemon under writes)
 slow: $(STAMP)

@@ -48,7 +48,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from memoryd.capture.memfile import split_summary  # noqa: E402
 from memoryd.config import CaptureSettings  # noqa: E402
 from memoryd.enrichment import content_fingerprint  # noqa: E402
 from memoryd.extraction.pipeline import Extractor  # noqa: E402
@@ -58,6 +57,7 @@ from memoryd.governance.analyze import (  # noqa: E402
     promotes,
     score_heuristic,
 )
+from memoryd.memfile import split_summary  # noqa: E402
 from memoryd.models import Memory, MemoryType  # noqa: E402
 from memoryd.vault import parse  # noqa: E402
 
@@ -272,7 +272,7 @@ def measure_decay(n: int, engine: str, root: Path) -> dict[str, Any]:
         )
         for name, when in sweeps:
             t = time.perf_counter()
-            report = svc.decay_sweep(now=when)
+            report = svc.sweep_at(when)
             rows[name] = {
                 "seconds": round(time.perf_counter() - t, 3),
                 "moved": len(report.moved),

@@ -1,8 +1,8 @@
-"""Build `src/memoryd/capture/data/gitleaks_rules.json` from gitleaks' rule set.
+"""Build `src/memoryd/redact/data/gitleaks_rules.json` from gitleaks' rule set.
 
-The redactor (`memoryd.capture.gitleaks`) reads the JSON: the capture hook cannot afford the
+The redactor (`memoryd.redact.gitleaks`) reads the JSON: the capture hook cannot afford the
 ~30 ms that importing `tomllib` and parsing the TOML take. The JSON holds the same rules with
-their regexes translated from Go to Python syntax; `tests/test_capture_secrets.py` checks it
+their regexes translated from Go to Python syntax; `tests/integration/test_capture_secrets.py` checks it
 is what this script makes from the shipped `gitleaks.toml`.
 
     python scripts/build_secret_rules.py                  # JSON from the shipped TOML
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from memoryd.capture.gitleaks import RULES_FILE, TOML_FILE, load_toml  # noqa: E402
+from memoryd.redact.gitleaks import RULES_FILE, TOML_FILE, load_toml  # noqa: E402
 
 OPENING = b"# This file has been auto-generated. Do not edit manually."
 

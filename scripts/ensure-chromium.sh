@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure Debian's chromium and chromedriver are installed for tests/test_graph_page.py.
+# Make sure Debian's chromium and chromedriver are installed for tests/e2e/test_graph_page.py.
 #
 # Installs them with apt-get when they are missing and this runs as root (CI). Otherwise it
 # only says what to run and exits 0: without them the browser tests skip, nothing fails.

@@ -1,5 +1,5 @@
 """The hand-labelled entity set of `tests/data/entities/` and its scoring, shared by
-`bench/extraction.py --quality` and `tests/test_extraction_quality.py`.
+`bench/extraction.py --quality` and `tests/unit/test_extraction_quality.py`.
 
 An entity is right when its type and its merge key (`normalise_name`, after a lexicon alias
 is mapped onto its canonical name, so "Postgres" = PostgreSQL) match a gold entity of the

@@ -1,17 +1,46 @@
-"""memoryd: local-first, graph-centred long-term memory for AI coding agents."""
+"""memoryd: local-first, graph-centred long-term memory for AI coding agents.
+
+The library API is `memoryd.open()` (a `MemoryAPI`: record, recall, edit) and, for
+notebooks, `memoryd.connect()` (read-only, as DataFrames and networkx graphs). Internal
+module paths may change; these two entry points do not. Importing memoryd does nothing
+else: both load what they need on first call.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import os
-
     from memoryd.notebook import Notebook
+    from memoryd.protocol import MemoryAPI
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "connect"]
+__all__ = ["__version__", "connect", "open"]
+
+LIBRARY_ACTOR = "python"
+"""The actor a library user's writes are audited under."""
+
+
+def open(home: str | os.PathLike[str] | None = None) -> MemoryAPI:
+    """The memories of the data dir `home` (default: MEMORYD_HOME, else the user's).
+
+    When `memoryd serve` runs for that data dir this is the daemon's client (the daemon owns
+    the graph); otherwise the stores are opened in this process, holding the data-dir lock
+    until `close()`. Either way the answer is a `memoryd.protocol.MemoryAPI`; use it as a
+    context manager:
+
+        >>> with memoryd.open() as mem:
+        ...     hits = mem.recall("why did we pick Postgres?").hits
+    """
+    from pathlib import Path
+
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import open_api
+
+    settings = load_settings(Path(home) if home is not None else None)
+    return open_api(settings, actor=LIBRARY_ACTOR)
 
 
 def connect(home: str | os.PathLike[str] | None = None, *, row_limit: int = 10_000) -> Notebook:

@@ -8,6 +8,9 @@ holds the seq and hash of the last record written, and `verify` reports a log th
 What goes into `details` is the caller's responsibility, and it must never be plaintext of a
 memory (no bodies, no titles of sensitive memories; DESIGN §7): ids, counts, hashes and states
 only. The log is plain text that sync, backups and bug reports carry around.
+
+Over 600 lines: the hash chain, its head anchor, torn-tail repair and the four-way verify share
+one file format and its invariants.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from memoryd.capture.limits import CaptureLimits
+from memoryd.capture_limits import CaptureLimits
 from memoryd.errors import ConfigError
 
 APP_NAME = "memoryd"
@@ -222,7 +222,7 @@ _CAPTURE = CaptureLimits()
 
 class CaptureSettings(BaseModel):
     """`memoryd capture` (agents' hooks). The hook reads these without pydantic-settings
-    (`memoryd.capture.limits`, same precedence and defaults) to stay within its time budget."""
+    (`memoryd.capture_limits`, same precedence and defaults) to stay within its time budget."""
 
     min_prompts: int = Field(
         default=_CAPTURE.min_prompts, ge=0, description="fewer user prompts: a trivial session"

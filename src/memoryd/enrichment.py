@@ -21,11 +21,11 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
-from memoryd.capture.memfile import split_summary
 from memoryd.errors import MemorydError
 from memoryd.governance.analyze import Candidate, SessionText, score_with_llm
 from memoryd.governance.store import EnrichmentState
 from memoryd.llm.base import LLMProvider, Usage
+from memoryd.memfile import split_summary
 from memoryd.models import Extraction, Memory, PromotionProposal
 
 logger = logging.getLogger(__name__)
@@ -97,8 +97,8 @@ def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
     Touches no store and holds no lock (the daemon runs it beside its writer). Token use and
     estimated cost are logged per memory; no text of the memory is.
     """
-    from memoryd.capture.memfile import render_summary
     from memoryd.llm.extract import extract_with_llm, summarize_session
+    from memoryd.memfile import render_summary
 
     before = llm.usage()
     refined: Extraction | None = None

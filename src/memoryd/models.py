@@ -1,6 +1,8 @@
 """Values shared by every layer: the memory frontmatter (seeds/001) and what stores return.
 
 These are plain data. Nothing here touches the disk, the graph or the index.
+
+Over 600 lines: every model the surfaces exchange lives here, so each has one definition.
 """
 
 from __future__ import annotations

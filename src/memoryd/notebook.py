@@ -35,7 +35,7 @@ from memoryd.graph.store import CypherResult, EntityContext
 from memoryd.models import DecayState, Memory, MemoryType, RecallResult
 
 if TYPE_CHECKING:
-    from memoryd.service import MemoryService
+    from memoryd.protocol import MemoryAPI
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class Notebook:
         return self._remote
 
     @contextmanager
-    def _backend(self) -> Iterator[MemoryService | RemoteService]:
+    def _backend(self) -> Iterator[MemoryAPI]:
         """The daemon, else the data dir opened read-only for the duration of the block."""
         if self._closed:
             raise StorageError("this memoryd connection is closed", hint="memoryd.connect() again")
@@ -170,7 +170,7 @@ class Notebook:
             result = backend.cypher(query, merged, limit=limit or self.row_limit)
         return _frame(result)
 
-    def _rows(self, backend: MemoryService | RemoteService, query: str, **params: Any) -> Any:
+    def _rows(self, backend: MemoryAPI, query: str, **params: Any) -> Any:
         return backend.cypher(query, params, limit=MAX_ROWS).rows
 
     # -- memories -------------------------------------------------------------------------
@@ -307,9 +307,7 @@ class Notebook:
                 self._add_memories(backend, graph, centre, list(hops))
         return graph
 
-    def _expand(
-        self, backend: MemoryService | RemoteService, centre: str, depth: int, cap: int
-    ) -> dict[str, int]:
+    def _expand(self, backend: MemoryAPI, centre: str, depth: int, cap: int) -> dict[str, int]:
         """Entity id → hop, breadth first from `centre`."""
         hops = {centre: 0}
         frontier = [centre]
@@ -343,7 +341,7 @@ class Notebook:
         return hops
 
     def _add_entities(
-        self, backend: MemoryService | RemoteService, graph: nx.MultiDiGraph, hops: dict[str, int]
+        self, backend: MemoryAPI, graph: nx.MultiDiGraph, hops: dict[str, int]
     ) -> None:
         ids = list(hops)
         for eid, name, etype, mentions, aliases, first, last, scope in self._rows(
@@ -413,7 +411,7 @@ class Notebook:
 
     def _add_memories(
         self,
-        backend: MemoryService | RemoteService,
+        backend: MemoryAPI,
         graph: nx.MultiDiGraph,
         centre: str,
         ids: list[str],

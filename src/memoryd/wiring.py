@@ -6,7 +6,6 @@ import functools
 import logging
 import os
 import shutil
-import sqlite3
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -338,15 +337,7 @@ def _read_only_service(
     with ExitStack() as undo:
         index = SearchIndex.open(home / SEARCH_DIR)
         undo.callback(index.close)
-        try:
-            conn = sqlite3.connect(
-                f"{governance_path.absolute().as_uri()}?mode=ro&immutable=1",
-                uri=True,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read {governance_path}: {exc}") from exc
-        governance = GovernanceStore(conn, governance_path)
+        governance = GovernanceStore.open_read_only(governance_path)
         undo.pop_all()
     return MemoryService(
         home=home,

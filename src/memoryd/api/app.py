@@ -14,9 +14,10 @@ from memoryd.api import errors, supersedes
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
+from memoryd.api.runner import ServiceRunner
 from memoryd.api.security import STATIC_DIR
 from memoryd.config import Settings
-from memoryd.daemon.writer import ServiceRunner
+from memoryd.models import DoctorCheck
 from memoryd.service import MemoryService
 
 DESCRIPTION = """\
@@ -70,7 +71,14 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.backend = Backend(service=service, runner=active, tcp_port=tcp_port)
+
+    def checks() -> list[DoctorCheck]:
+        from memoryd.config import load_settings
+        from memoryd.doctor import run_checks
+
+        return run_checks(settings or load_settings(service.home), service)
+
+    app.state.backend = Backend(service=service, runner=active, checks=checks, tcp_port=tcp_port)
     app.state.settings = settings
     errors.install(app)
     app.include_router(router)

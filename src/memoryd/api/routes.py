@@ -1,6 +1,6 @@
 """The `/v1` routes: each one validates, hands the call to the runner, returns a model.
 
-Reads run on the threadpool, writes on the one writer thread (see `daemon.writer`). Lists are
+Reads run on the threadpool, writes on the one writer thread (see `api.runner`). Lists are
 paginated with `limit`/`offset` and answer `next_offset` (null on the last page): each route
 asks the store for one row more than the page to know whether another page follows.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, cast
+from typing import Annotated, Any, ParamSpec, TypeVar, cast
 from urllib.parse import quote
 
 import anyio.to_thread
@@ -23,6 +23,8 @@ from fastapi import Path as PathParam
 
 from memoryd import __version__
 from memoryd.api.errors import ErrorBody
+from memoryd.api.ports import RecallReaders, ServedService
+from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.api.schemas import (
     AUDIT_MAX_PAGE,
     MAX_PAGE,
@@ -44,7 +46,6 @@ from memoryd.api.schemas import (
     RelationsClose,
     VersionInfo,
 )
-from memoryd.daemon.writer import Batcher, ServiceRunner
 from memoryd.errors import InvalidInput
 from memoryd.graph.store import (
     CypherResult,
@@ -69,10 +70,6 @@ from memoryd.models import (
     SearchHit,
     check_query,
 )
-from memoryd.service import MemoryService
-
-if TYPE_CHECKING:
-    from memoryd.daemon.readers import ReaderPool
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -82,13 +79,15 @@ T = TypeVar("T")
 class Backend:
     """What every route needs: the service, the runner that calls it, and a few facts."""
 
-    service: MemoryService
+    service: ServedService
     runner: ServiceRunner
+    checks: Callable[[], list[DoctorCheck]]
+    """`memoryd doctor`'s checks over the served stores (the daemon's own line comes first)."""
     tcp_port: int | None = None
     started: float = field(default_factory=time.monotonic)
     wake_enrichment: Callable[[], None] | None = None
     """The daemon's background enrichment, woken when captures are indexed."""
-    readers: ReaderPool | None = None
+    readers: RecallReaders | None = None
     """The daemon's recall readers (`memoryd.daemon.readers`); None: rank in this process."""
     recalls: Batcher[RecallResult] = field(init=False)
 
@@ -200,12 +199,8 @@ async def version(api: Api) -> VersionInfo:
 
 
 @router.get("/doctor", tags=["system"])
-async def doctor(api: Api, request: Request) -> list[DoctorCheck]:
+async def doctor(api: Api) -> list[DoctorCheck]:
     """The checks of `memoryd doctor`, run inside the daemon on its open stores."""
-    from memoryd.config import load_settings
-    from memoryd.doctor import run_checks
-
-    settings = request.app.state.settings or load_settings(api.service.home)
     checks = [
         DoctorCheck(
             name="daemon",
@@ -214,7 +209,7 @@ async def doctor(api: Api, request: Request) -> list[DoctorCheck]:
             f" {api.readers.ready if api.readers is not None else 0} recall readers)",
         )
     ]
-    return checks + await api.runner.read(run_checks, settings, api.service)
+    return checks + await api.runner.read(api.checks)
 
 
 @router.post("/reindex", tags=["system"])
@@ -437,7 +432,7 @@ async def recall_context(api: Api, body: ContextRequest) -> ContextReply:
     """The memories an agent hook injects (`memoryd inject`), in one round trip: the
     prompt's recall without superseded memories and session notes last, or at session start
     the scope's long-term memories, warnings and decisions first."""
-    from memoryd.capture.inject import choose
+    from memoryd.context import choose
 
     items, result = await api.rank(
         "inject_context",

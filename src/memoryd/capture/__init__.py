@@ -6,18 +6,20 @@ together), so this package is held to rules the rest of memoryd is not:
 * **Standard library only.** Building memoryd's pydantic models costs 150–300 ms of CPU at
   import on this machine, pydantic-settings another 60–250 ms, typer and rich 90–120 ms — the
   whole budget before a byte of the transcript is read. So capture renders the vault's file
-  format itself (`memfile`), reads the settings it needs itself (`limits`), and a test checks
-  both against `vault.parse`/`vault.render` and `config.load_settings`.
+  format itself (`memoryd.memfile`), reads the settings it needs itself
+  (`memoryd.capture_limits`), and a test checks both against `vault.parse`/`vault.render` and
+  `config.load_settings`. Those two and `memoryd.redact` live below the service, which uses
+  them too; this package is a surface nothing else imports.
 * **Never breaks the agent.** `hook.main` always returns 0, prints only the agent's documented
   JSON (`sources.stdout_reply`), logs to `<home>/logs/capture.log`, and keeps a redacted copy of
   any payload it could not capture in `<home>/inbox/failed/` for `memoryd capture retry`.
-* **Secrets never reach the disk.** Every text is passed through `redact` before it is written
-  anywhere: the memory, the session journal, the failed-payload copy and the log.
+* **Secrets never reach the disk.** Every text is passed through `memoryd.redact` before it is
+  written anywhere: the memory, the session journal, the failed-payload copy and the log.
 * **Never touches the graph or the index.** The memory file is written atomically, then an
-  index request is dropped into `<home>/inbox/`; `MemoryService.drain_inbox` indexes it.
+  index request is dropped into `<home>/inbox/`; `MemoryAPI.drain_inbox` indexes it.
 
-Modules: `limits` (settings), `redact` (secrets), `session` (the normalised session and what a
-tool call did), `sources` (each agent's payloads and transcript formats), `journal` (hook events
-of agents without a transcript file), `summary` (the markdown body), `memfile` (scope and the
-memory file), `hook` (the command), `fastpath` (dispatch before the CLI is imported).
+Modules: `session` (the normalised session and what a tool call did), `sources` (each agent's
+payloads and transcript formats), `journal` (hook events of agents without a transcript file),
+`summary` (the markdown body), `hook` (the command), `inject` (the inject hook), `fastpath`
+(dispatch before the CLI is imported).
 """

@@ -23,9 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NamedTuple
 
-from memoryd.capture import journal, memfile
-from memoryd.capture.limits import CaptureConfig, CaptureLimits, load_capture_config
-from memoryd.capture.redact import redact, redact_json
+from memoryd import memfile
+from memoryd.capture import journal
 from memoryd.capture.session import Session
 from memoryd.capture.sources import (
     AGENT_NAMES,
@@ -36,8 +35,10 @@ from memoryd.capture.sources import (
 )
 from memoryd.capture.summary import summarize, trivial_reason
 from memoryd.capture.transcripts import TranscriptUnreadable, read_session_file
+from memoryd.capture_limits import CaptureConfig, CaptureLimits, load_capture_config
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
 from memoryd.private import make_private_dir
+from memoryd.redact import redact, redact_json
 
 logger = logging.getLogger(__name__)
 
@@ -451,14 +452,34 @@ def retry_failed(config: CaptureConfig) -> RetryReport:
     return RetryReport(processed=processed, failing=failing)
 
 
+def index_waiting(home: Path) -> int:
+    """Index the captures waiting in the inbox (the daemon's client when one runs, else
+    in-process with their spaCy rules), so read commands have none left to report. Unlike the
+    hook this may take seconds: a user ran it."""
+    if not Inbox(home).requested_slugs():
+        return 0
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import index_captures, open_api
+    from memoryd.errors import MemorydError
+
+    try:
+        with open_api(load_settings(home)) as api:
+            return index_captures(api)
+    except MemorydError as exc:
+        logger.warning("could not index the waiting captures: %s", exc)
+        return 0
+
+
 def retry_main(args: Args, out: IO[str]) -> int:
     config = load_capture_config(args.home)
     with capture_logging(config.home):
         report = retry_failed(config)
+        indexed = index_waiting(config.home)
     total = report.processed + report.failing
     _reply(
         out,
         f"retried {total} failed capture(s): {report.processed} processed,"
-        f" {report.failing} still failing (see {config.home / LOG_DIR / LOG_FILE})",
+        f" {report.failing} still failing (see {config.home / LOG_DIR / LOG_FILE})"
+        + (f"; indexed {indexed} waiting capture(s)" if indexed else ""),
     )
     return 0 if report.failing == 0 else 1

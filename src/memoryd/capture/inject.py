@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from memoryd.context import Item, choose
 from memoryd.private import make_private_dir
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
-    from memoryd.models import RecallResult
-    from memoryd.service import MemoryService
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +41,9 @@ DEFAULT_BUDGET_TOKENS = 1500
 DEFAULT_K = 8
 MEMORY_CHARS = 700
 """At most this much of one memory's body, so one long memory cannot crowd out the others."""
-SESSION_START_LIMIT = 40
 BUDGET_ENV = "MEMORYD_INJECT_BUDGET_TOKENS"
 SOURCES = ("claude-code", "codex", "cursor", "gemini", "windsurf", "copilot", "manual")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s|\n")
-_LONG_TERM_STATES = ["alive", "dim"]
 CONTEXT_ROUTE = "/v1/recall/context"
 DAEMON_TIMEOUT_S = 5.0
 """A hook that waits longer than this has already cost the agent more than it gives."""
@@ -68,15 +65,6 @@ class HookCall:
     event: str = ""
     cwd: str | None = None
     prompt: str | None = None
-
-
-@dataclass
-class Item:
-    slug: str
-    type: str
-    title: str
-    body: str
-    created_at: str
 
 
 ITEM_FIELDS = ("slug", "type", "title", "body", "created_at")
@@ -218,83 +206,6 @@ def render(items: Sequence[Item], scope_hash: str | None, budget_tokens: int) ->
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
-_ROWS = (
-    "RETURN m.slug, m.type, m.title, m.body, m.created_at, m.decay_state, m.scope_hash,"
-    " EXISTS { MATCH (:Memory)-[s:SUPERSEDES]->(m) WHERE s.status = 'active' } AS superseded"
-)
-
-
-def _items(rows: list[list[Any]]) -> dict[str, tuple[Item, bool, str]]:
-    found = {}
-    for slug, type_, title, body, created, state, _scope, superseded in rows:
-        item = Item(str(slug), str(type_), str(title), str(body or ""), str(created or ""))
-        found[item.slug] = (item, bool(superseded), str(state))
-    return found
-
-
-def _read(
-    svc: MemoryService | RemoteService, query: str, params: dict[str, Any], limit: int
-) -> list[list[Any]]:
-    """Rows of one of inject's own queries: in process straight from the graph (a hook
-    cannot wait for the user-Cypher sandbox to start), through a daemon by its Cypher route."""
-    graph = getattr(svc, "graph", None)
-    if graph is None:
-        return svc.cypher(query, params, limit=limit).rows
-    rows: list[list[Any]] = graph.cypher(query, params, limit=limit).rows
-    return rows
-
-
-def choose(
-    svc: MemoryService | RemoteService,
-    prompt: str | None,
-    scope_hash: str | None,
-    k: int,
-    *,
-    track: bool = True,
-) -> tuple[list[Item], RecallResult | None]:
-    """The memories to inject, best first, and the recall that found them (None at session
-    start, which lists the scope's long-term memories instead of recalling).
-
-    With `track=False` the caller counts the recall itself (the daemon queues it on its
-    writer instead of writing from a reader thread).
-    """
-    if prompt:
-        from memoryd.recall.config import INJECT_MIN_SCORE
-
-        result = svc.recall(prompt, scope=scope_hash, k=k, track=track)
-        slugs = [hit.slug for hit in result.hits if hit.score >= INJECT_MIN_SCORE]
-        if not slugs:
-            return [], result
-        rows = _read(
-            svc, f"MATCH (m:Memory) WHERE m.slug IN $slugs {_ROWS}", {"slugs": slugs}, len(slugs)
-        )
-        found = _items(rows)
-        ranked = []
-        for rank, hit in enumerate(result.hits):
-            if hit.slug not in found or hit.superseded_by or hit.score < INJECT_MIN_SCORE:
-                continue
-            item, superseded, _ = found[hit.slug]
-            if superseded:
-                continue
-            ranked.append((hit.type.value == "session", rank, item))
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        return [item for _, _, item in ranked], result
-    if scope_hash is None:
-        return [], None
-    rows = _read(
-        svc,
-        "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.type <> 'session'"
-        f" AND m.decay_state IN $states {_ROWS}"
-        " ORDER BY m.recall_count DESC, m.created_at DESC LIMIT $take",
-        {"scope": scope_hash, "states": _LONG_TERM_STATES, "take": SESSION_START_LIMIT * 2},
-        SESSION_START_LIMIT * 2,
-    )
-    order = ["warning", "decision", "preference", "playbook", "fact"]
-    items = [item for item, superseded, _ in _items(rows).values() if not superseded]
-    items.sort(key=lambda i: order.index(i.type) if i.type in order else len(order))
-    return items[:SESSION_START_LIMIT], None
-
-
 # -- talking to the daemon with the standard library only -----------------------------------
 class _UnixConnection(http.client.HTTPConnection):
     """HTTP over the daemon's Unix socket: httpx and pydantic cost more to import than a
@@ -382,8 +293,8 @@ def inject_logging(home: Path) -> Iterator[None]:
 
 def context_for(args: Args, call: HookCall) -> str:
     """Ask the daemon for the memories (the fast path), else recall in-process."""
-    from memoryd.capture.limits import load_capture_config
-    from memoryd.capture.memfile import scope_of
+    from memoryd.capture_limits import load_capture_config
+    from memoryd.memfile import scope_of
 
     home = load_capture_config(args.home).home
     scope_hash = scope_of(call.cwd).scope_hash if call.cwd else None
@@ -413,7 +324,7 @@ def _read_stdin(stream: IO[Any] | None) -> str:
 
 
 def _home(args: Args) -> Path:
-    from memoryd.capture.limits import load_capture_config
+    from memoryd.capture_limits import load_capture_config
 
     return load_capture_config(args.home).home
 

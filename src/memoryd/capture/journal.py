@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.capture.redact import redact_json
 from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts
 from memoryd.private import make_private_dir
+from memoryd.redact import redact_json
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.capture.redact import redact_excerpt
 from memoryd.capture.session import as_mapping, parse_ts, text_of
 from memoryd.capture.transcripts import sniff
+from memoryd.redact import redact_excerpt
 
 SOURCES = (
     "claude-code",

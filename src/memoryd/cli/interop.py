@@ -39,7 +39,7 @@ def import_mcp_memory(
         parsed = mcp_memory.parse_jsonl(text, source=str(file))
     except MemorydError as exc:
         raise fail(exc) from exc
-    with service(home) as svc:
+    with service(home, writes=True) as svc:
         try:
             report = mcp_memory.import_graph(svc, parsed, scope_path=scope)
         except MemorydError as exc:

@@ -149,7 +149,7 @@ def entity_merge(
     as_json: JsonOpt = False,
 ) -> None:
     """Merge two entities: edges move to KEEP, DROP's name becomes an alias."""
-    merged = run(home, lambda svc: svc.merge_entities(keep, drop))
+    merged = run(home, lambda svc: svc.merge_entities(keep, drop), writes=True)
     if as_json:
         emit_json(merged)
     else:
@@ -164,7 +164,7 @@ def entity_alias(
     as_json: JsonOpt = False,
 ) -> None:
     """Add an alias so recall and extraction recognise another name."""
-    updated = run(home, lambda svc: svc.alias_entity(entity, alias))
+    updated = run(home, lambda svc: svc.alias_entity(entity, alias), writes=True)
     if as_json:
         emit_json(updated)
     else:

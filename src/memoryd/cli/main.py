@@ -3,6 +3,9 @@
 Exit codes (stable, documented in the README):
 0 ok · 1 unexpected error · 2 invalid input · 3 not found · 4 conflict · 5 policy denied ·
 6 graph locked · 7 storage error · 8 config error · 9 audit chain broken.
+
+Over 600 lines: the core commands and their one error mapping; command groups with their own
+subject live beside it (`knowledge`, `setup`, `interop`, `capture`, `agents`).
 """
 
 from __future__ import annotations
@@ -39,11 +42,10 @@ from memoryd.errors import (
 )
 from memoryd.models import DecayState, Memory, MemoryDraft, MemorySummary, MemoryType
 from memoryd.private import private_umask
-from memoryd.service import MemoryService
 from memoryd.vault import render
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
+    from memoryd.protocol import MemoryAPI
 
 EXIT_CODES: list[tuple[type[MemorydError], int]] = [
     (AuditChainBroken, 9),
@@ -87,7 +89,7 @@ LIMIT_HELP = "How many to show at most."
 """Every command that caps its output takes `--limit` (short `-k`), the API's name for it."""
 
 T = TypeVar("T")
-Service: TypeAlias = "MemoryService | RemoteService"
+Service: TypeAlias = "MemoryAPI"
 
 
 def exit_code(exc: MemorydError) -> int:
@@ -101,26 +103,34 @@ def fail(exc: MemorydError) -> typer.Exit:
 
 
 @contextmanager
-def service(home: Path | None, *, rebuild: bool = False) -> Iterator[Service]:
+def service(home: Path | None, *, rebuild: bool = False, writes: bool = False) -> Iterator[Service]:
     """The service for one command: the daemon's client when a daemon serves the data dir
     (it owns the graph), else the stores opened in-process. Every MemorydError becomes one
-    line and an exit code, the same in both modes."""
-    from memoryd.daemon.client import open_service_or_client
+    line and an exit code, the same in both modes.
+
+    A command that `writes` first indexes the captures waiting in the inbox (in-process, with
+    their spaCy rules; the LLM work is left to a daemon). A read does no hidden work: it only
+    says on stderr when captures wait, so a `get` stays fast."""
+    from memoryd.daemon.client import captures_waiting, index_captures, open_service_or_client
 
     try:
-        with open_service_or_client(load_settings(home), rebuild=rebuild) as svc:
-            if isinstance(svc, MemoryService):
-                # Embedded mode indexes queued captures and runs their spaCy extraction; a
-                # daemon drains its own, and does the LLM work embedded commands leave to it.
-                svc.drain_inbox()
-                svc.enrich_pending(use_llm=False)
+        settings = load_settings(home)
+        with open_service_or_client(settings, rebuild=rebuild) as svc:
+            if writes:
+                index_captures(svc)
+            elif waiting := captures_waiting(svc, settings.home):
+                err.print(
+                    f"{waiting} capture{'s' if waiting > 1 else ''} waiting; run memoryd serve"
+                    " or memoryd capture retry",
+                    markup=False,
+                )
             yield svc
     except MemorydError as exc:
         raise fail(exc) from exc
 
 
-def run(home: Path | None, action: Callable[[Service], T]) -> T:
-    with service(home) as svc:
+def run(home: Path | None, action: Callable[[Service], T], *, writes: bool = False) -> T:
+    with service(home, writes=writes) as svc:
         return action(svc)
 
 
@@ -292,7 +302,7 @@ def record(
         )
     except MemorydError as exc:
         raise fail(exc) from exc
-    memory = run(home, lambda svc: svc.record(draft))
+    memory = run(home, lambda svc: svc.record(draft), writes=True)
     if as_json:
         emit_json({"slug": memory.slug, "path": memory.path, "meta": memory.meta})
     else:
@@ -309,6 +319,8 @@ def get(
 
     def read(svc: Service) -> Memory:
         memory = svc.get(slug)
+        from memoryd.service import MemoryService  # only an open store counts here
+
         if isinstance(svc, MemoryService) and not svc.read_only:
             svc.count_read(slug)  # a get is a recall (the daemon counts its own)
         return memory
@@ -402,7 +414,7 @@ def reindex(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         if not as_json:
             err.print(f"warning: {message}", markup=False)
 
-    with service(home, rebuild=True) as svc:
+    with service(home, rebuild=True, writes=True) as svc:
         report = svc.reindex(warn)
     if as_json:
         emit_json(report)
@@ -548,6 +560,7 @@ def serve(
 ) -> None:
     """Run the daemon: it owns the graph and serves the HTTP API (OpenAPI at /docs)."""
     from memoryd.daemon import server
+    from memoryd.daemon.files import configure_logging
 
     tcp = False if no_tcp else None
     try:
@@ -555,7 +568,7 @@ def serve(
         if detach:
             health = server.start_detached(settings, port=port, tcp=tcp)
         else:
-            server.configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
+            configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
             server.serve(settings, port=port, tcp=tcp)
             return
     except MemorydError as exc:

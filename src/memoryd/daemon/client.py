@@ -5,6 +5,8 @@ Unix socket. It answers with the same models MemoryService returns and raises th
 MemorydError subclasses (rebuilt from the error `code`), so output and exit codes are the same
 as in embedded mode. Paths are resolved here, in the caller's working directory, because the
 daemon's working directory means nothing to the caller.
+
+Over 600 lines: one thin HTTP method per `MemoryAPI` method, which grows with the protocol.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from memoryd.graph.store import (
     RelationRow,
     SupersedeRow,
 )
+from memoryd.inbox import Inbox
 from memoryd.models import (
     AuditRecord,
     AuditVerification,
@@ -57,11 +60,11 @@ from memoryd.models import (
     SupersedeDecision,
     check_query,
 )
+from memoryd.protocol import MemoryAPI, SupersedeAction
 from memoryd.scope import resolve_scope
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
-    from memoryd.service import MemoryService
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +111,8 @@ def scope_hash_of(scope: Path | str | None) -> str | None:
     return resolve_scope(scope, with_remote=False).scope_hash
 
 
-class RemoteService:
-    """The daemon's API, shaped like MemoryService for the CLI."""
+class RemoteService(MemoryAPI):
+    """`MemoryAPI` over the daemon's Unix socket."""
 
     def __init__(self, socket: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> None:
         self.socket = socket
@@ -195,7 +198,10 @@ class RemoteService:
         result: dict[str, Any] = response.json()
         return result
 
-    # -- the MemoryService surface the CLI uses -------------------------------------------
+    # -- MemoryAPI ----------------------------------------------------------------------
+    def scope_hash_of(self, scope: Path | str | None) -> str | None:
+        return scope_hash_of(scope)
+
     def record(self, draft: MemoryDraft) -> Memory:
         return self._model(Memory, "POST", "/v1/memories", json=self._memory_body(draft))
 
@@ -393,7 +399,7 @@ class RemoteService:
         return [row for items in pages for row in items]
 
     def decide_supersede(
-        self, newer: str, older: str, action: str, *, by: str = "user"
+        self, newer: str, older: str, action: SupersedeAction, *, by: str = "user"
     ) -> SupersedeDecision:
         url = f"/v1/supersedes/{quote(newer, safe='')}/{quote(older, safe='')}/{action}"
         return self._model(SupersedeDecision, "POST", url, json={"decided_by": by})
@@ -489,6 +495,10 @@ class RemoteService:
         url = f"/v1/promotions/{promotion_id:d}/reject"
         return self._model(Promotion, "POST", url, json={"reason": reason, "agent": agent})
 
+    def drain_inbox(self) -> int:
+        data = self._request("POST", "/v1/inbox/drain")
+        return int(data["indexed"])
+
     def doctor(self) -> list[DoctorCheck]:
         data = self._request("GET", "/v1/doctor")
         return TypeAdapter(list[DoctorCheck]).validate_python(data)
@@ -563,30 +573,50 @@ def connect(home: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> Remo
     return client
 
 
-@contextmanager
-def open_service_or_client(
-    settings: Settings, *, rebuild: bool = False
-) -> Iterator[MemoryService | RemoteService]:
-    """The daemon's client when a daemon serves the data dir, else the service in-process.
+def open_api(settings: Settings, *, rebuild: bool = False, actor: str = "cli") -> MemoryAPI:
+    """The daemon's client when a daemon serves the data dir, else the service in-process;
+    the caller closes it (`memoryd.open` is this for library users).
 
     A daemon that starts while this process waits for the data-dir lock is found on the
-    second look, so a command never fails just because it raced `memoryd serve`. `rebuild`
+    second look, so opening never fails just because it raced `memoryd serve`. `rebuild`
     (reindex) opens a missing or broken graph for rebuilding (`wiring.open_service`).
     """
     from memoryd.wiring import open_service
 
     timeout_s = settings.daemon.request_timeout_s
-    remote = connect(settings.home, timeout_s=timeout_s)
-    if remote is None:
-        try:
-            embedded = open_service(settings, rebuild=rebuild)
-        except GraphLocked:
-            remote = connect(settings.home, timeout_s=timeout_s)
-            if remote is None:
-                raise
-        else:
-            with embedded:
-                yield embedded
-            return
-    with remote:
-        yield remote
+    remote = connect(settings.home, timeout_s=timeout_s, actor=actor)
+    if remote is not None:
+        return remote
+    try:
+        return open_service(settings, actor=actor, rebuild=rebuild)
+    except GraphLocked:
+        remote = connect(settings.home, timeout_s=timeout_s, actor=actor)
+        if remote is None:
+            raise
+        return remote
+
+
+def index_captures(api: MemoryAPI) -> int:
+    """Index the captures waiting in `inbox/`; how many. In process their spaCy rules run too
+    and the LLM work is left to a daemon; a daemon enriches what it indexes itself."""
+    from memoryd.service import MemoryService
+
+    indexed = api.drain_inbox()
+    if isinstance(api, MemoryService):
+        api.enrich_pending(use_llm=False)
+    return indexed
+
+
+def captures_waiting(api: MemoryAPI, home: Path) -> int:
+    """How many captures wait in `inbox/` for an in-process service to index (0 through a
+    daemon: it indexes them as they come)."""
+    if isinstance(api, RemoteService):
+        return 0
+    return len(Inbox(home).requested_slugs())
+
+
+@contextmanager
+def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iterator[MemoryAPI]:
+    """`open_api` for the duration of a block (one CLI command)."""
+    with open_api(settings, rebuild=rebuild) as api:
+        yield api

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import secrets
 from dataclasses import dataclass
@@ -20,8 +21,17 @@ PID_NAME = "memoryd.pid"
 TOKEN_NAME = "token"
 LOG_DIR = "logs"
 LOG_NAME = "daemon.log"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # AF_UNIX paths are limited to 108 bytes on Linux (104 on macOS), terminator included.
 MAX_SOCKET_PATH = 104
+
+
+def configure_logging(*, verbose: bool = False) -> None:
+    """The daemon (and its readers) log with timestamps; memoryd's own INFO lines are kept
+    by default."""
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, force=True)
+    logging.getLogger("memoryd").setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("uvicorn.error").setLevel(logging.INFO)
 
 
 @dataclass(frozen=True)

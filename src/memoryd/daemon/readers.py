@@ -298,7 +298,7 @@ class ReaderPool:
 
 def _service_call(service: MemoryService, name: str) -> Callable[..., Any]:
     if name == "inject_context":
-        from memoryd.capture.inject import choose
+        from memoryd.context import choose
 
         return lambda *args, **kwargs: choose(service, *args, **kwargs)
     return cast(Callable[..., Any], getattr(service, name))
@@ -441,7 +441,7 @@ def catch_up(service: MemoryService, have: ReaderState | None, wanted: ReaderSta
 def main(argv: Sequence[str]) -> None:
     if len(argv) != 1 or not argv[0].isdigit():
         raise SystemExit("usage: python -m memoryd.daemon.readers FD (the daemon starts readers)")
-    from memoryd.daemon.server import configure_logging
+    from memoryd.daemon.files import configure_logging
     from memoryd.native import limit_malloc_arenas
 
     limit_malloc_arenas()

@@ -30,11 +30,11 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
 from memoryd.daemon.readers import ReaderPool
-from memoryd.daemon.writer import Batcher, ServiceRunner
 from memoryd.enrichment import run_llm_stage
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
@@ -49,18 +49,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_TIMEOUT_S = 60.0
 MCP_PATH = "/mcp"
 MCP_ACTOR = "mcp"
 T = TypeVar("T")
-
-
-def configure_logging(*, verbose: bool = False) -> None:
-    """The daemon logs with timestamps; memoryd's own INFO lines are kept by default."""
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, force=True)
-    logging.getLogger("memoryd").setLevel(logging.DEBUG if verbose else logging.INFO)
-    logging.getLogger("uvicorn.error").setLevel(logging.INFO)
 
 
 def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = None) -> None:

@@ -21,6 +21,9 @@ which also keeps English words whole, so mixed text needs one pass; the pure-Pyt
 over the whole text in both languages.
 
 This module never imports spaCy; `spacy_stages` does, lazily.
+
+Over 600 lines: the stage protocol, the lexicons it loads and the merge of stage results are one
+data flow.
 """
 
 from __future__ import annotations

@@ -47,6 +47,9 @@ heuristic-v1, rule by rule (README § "DURA scoring" says the same):
 
 `refusal` is the one place that says a memory may not be scored (a sensitive scope: nothing
 of it may reach an LLM, nor the promotions table in plain text).
+
+Over 600 lines: both DURA scorers, their cue tables in two languages and the refusal rules are
+measured together on one labelled set (tests/data/dura).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ Numbered migrations, `migrations/NNN_name.sql` shipped as package data, run on o
 `PRAGMA user_version` records
 the last one applied, and each one commits or rolls back as a whole, so a crash mid-upgrade
 leaves the previous schema intact.
+
+Over 600 lines: every query on governance.db, which has one connection and one lock; one method
+per table operation.
 """
 
 from __future__ import annotations
@@ -252,6 +255,26 @@ class GovernanceStore:
         except BaseException:
             conn.close()
             raise
+        return cls(conn, path)
+
+    @classmethod
+    def open_read_only(cls, path: Path, *, immutable: bool = True) -> GovernanceStore:
+        """The database file at `path` read as it is, never migrated or written.
+
+        `immutable` (a notebook without a daemon) creates no -wal/-shm file either, and sees
+        only what is checkpointed; without it (the MCP tools, beside a daemon that writes),
+        reads see every commit.
+        """
+        path = Path(path)
+        flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+        try:
+            conn = sqlite3.connect(
+                f"{path.absolute().as_uri()}?{flags}",
+                uri=True,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
         return cls(conn, path)
 
     def close(self) -> None:

@@ -11,6 +11,9 @@ nothing. Every verdict names what made it (`rule:<name>` or `llm:<model>`).
 
 The rules work on text alone, so `bench/supersede.py` measures them on the labelled pairs
 in tests/data/supersede/ exactly as the service runs them.
+
+Over 600 lines: the English and Chinese replacement rules and their lexicon checks read
+best side by side with the tiers they feed.
 """
 
 from __future__ import annotations

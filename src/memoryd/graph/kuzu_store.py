@@ -7,6 +7,9 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
 - a stale `.wal` beside a new database file segfaults on open, so rebuilds build a whole new
   directory and swap it in;
 - hub entities make deep traversals explode, so traversals cap their fan-out.
+
+Over 600 lines: the one home of kuzu (ruff enforces it); every Cypher statement memoryd runs is
+here, one method per store operation.
 """
 
 from __future__ import annotations
@@ -853,7 +856,8 @@ class KuzuGraphStore:
         Under the write lock no transaction is half-written; a checkpoint first writes every
         commit into the data file, so the copy needs no WAL. Replaying a WAL is not enough:
         kuzu 0.11.3 replays a WAL holding a DETACH DELETE into a graph with one MENTIONS edge
-        fewer than the live one (seen in tests/test_mcp.py's delete tools), read-only or not.
+        fewer than the live one (seen in tests/integration/test_mcp.py's delete tools),
+        read-only or not.
         New reads wait while the checkpoint runs (`CheckpointGate`). A read-only store has
         no writer to checkpoint with: its WAL (left by a writer that crashed) is copied, and
         the copy replays it as the store itself did.

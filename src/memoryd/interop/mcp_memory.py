@@ -26,6 +26,9 @@ How the upstream graph maps onto memoryd (lossless for a round trip):
   exist) are not exported as entity lines.
 * Limits: observation text is trimmed and empty observations are dropped (memoryd titles
   cannot be blank); entity names are trimmed.
+
+Over 600 lines: the whole mapping between the official MCP memory server's graph and memoryd's,
+both directions, in one place.
 """
 
 from __future__ import annotations
@@ -55,10 +58,7 @@ from memoryd.models import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
-    from memoryd.service import MemoryService
-
-    GraphService = MemoryService | RemoteService
+    from memoryd.protocol import MemoryAPI as GraphService
 
 TAG = "mcp-memory"
 RELATION_TAG = "mcp-memory:relation"

@@ -32,6 +32,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd.errors import ConfigError, ExtractionFailed, RateLimited
+from memoryd.llm.pricing import Price, price_for
+from memoryd.llm.schema import portable_schema, schema_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -58,68 +60,6 @@ def api_key_hint(provider: str) -> str:
         f"set {env}{also} in the environment, or store the key in the OS keyring with "
         f"`keyring set {KEYRING_SERVICE} {keyring_username(provider)}`"
     )
-
-
-# --------------------------------------------------------------------------- pricing
-
-
-@dataclass(frozen=True)
-class Price:
-    """List price in USD per million tokens."""
-
-    input_per_mtok: float
-    output_per_mtok: float
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
-
-
-PRICES_AS_OF = "2026-03"
-"""When the table below was checked against the providers' published pricing pages."""
-
-PRICES: Mapping[str, Price] = {
-    # Anthropic, standard tier, prompts under 200k tokens, no cache or batch discount.
-    "claude-opus-4-6": Price(5.00, 25.00),
-    "claude-opus-4-5": Price(5.00, 25.00),
-    "claude-opus-4-1": Price(15.00, 75.00),
-    "claude-opus-4-0": Price(15.00, 75.00),
-    "claude-opus-4": Price(15.00, 75.00),
-    "claude-sonnet-4-6": Price(3.00, 15.00),
-    "claude-sonnet-4-5": Price(3.00, 15.00),
-    "claude-sonnet-4-0": Price(3.00, 15.00),
-    "claude-sonnet-4": Price(3.00, 15.00),
-    "claude-haiku-4-5": Price(1.00, 5.00),
-    "claude-3-5-haiku": Price(0.80, 4.00),
-    "claude-3-haiku": Price(0.25, 1.25),
-    # OpenAI, standard tier, no cached-input discount.
-    "gpt-5": Price(1.25, 10.00),
-    "gpt-5-mini": Price(0.25, 2.00),
-    "gpt-5-nano": Price(0.05, 0.40),
-    "gpt-4.1": Price(2.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40),
-    "gpt-4o": Price(2.50, 10.00),
-    "gpt-4o-mini": Price(0.15, 0.60),
-}
-"""Per-model prices used for the cost estimate; a model not listed gets cost None.
-
-A dated snapshot of a listed model (`claude-haiku-4-5-20251001`, `gpt-4o-mini-2024-07-18`)
-or its `-latest` alias is priced as the model; anything else is unknown, so a new model
-is never silently priced as an older one.
-"""
-
-_SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)")
-
-
-def price_for(model: str) -> Price | None:
-    """The list price of `model`, or None when the table does not know it."""
-    model = model.strip().lower()
-    if model in PRICES:
-        return PRICES[model]
-    for key in sorted(PRICES, key=len, reverse=True):
-        if model.startswith(key) and _SNAPSHOT_SUFFIX.fullmatch(model[len(key) :]):
-            return PRICES[key]
-    return None
 
 
 class Usage(BaseModel):
@@ -565,97 +505,6 @@ def extract_json(text: str) -> Any:
             return value
         start = stripped.find("{", start + 1)
     raise ValueError(f"the reply holds no JSON object ({problem})")
-
-
-# --------------------------------------------------------------------------- schemas
-
-_IDENTIFIER_BAD = re.compile(r"[^A-Za-z0-9_-]")
-_MOVED_TO_DESCRIPTION = (
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "pattern",
-)
-
-
-def schema_identifier(name: str) -> str:
-    """A name every API accepts for a schema or tool (`^[A-Za-z0-9_-]{1,64}$`)."""
-    return (_IDENTIFIER_BAD.sub("_", name) or "answer")[:64]
-
-
-def portable_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of `model` in the subset all three providers accept.
-
-    `$ref`s are inlined (Ollama's grammar and some OpenAI-compatible servers do not
-    follow them), every object is closed with all properties required (what OpenAI's
-    strict mode demands; pydantic still applies the defaults on our side), and
-    `title`/`default` and range/length constraints are dropped, the constraints
-    restated in the description so the model still sees them. The reply is always
-    validated against the pydantic model itself.
-    """
-    raw = model.model_json_schema()
-    defs: dict[str, Any] = raw.pop("$defs", {})
-    result = _portable(raw, defs, depth=0)
-    if not isinstance(result, dict):  # pragma: no cover - a BaseModel schema is a mapping
-        raise TypeError(f"schema of {model.__name__} is not an object")
-    return result
-
-
-def _portable(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
-    if depth > 32:
-        raise ValueError("schema nests too deeply (recursive models are not supported)")
-    if isinstance(node, list):
-        return [_portable(item, defs, depth + 1) for item in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        target = defs[str(node["$ref"]).rsplit("/", 1)[-1]]
-        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _portable(merged, defs, depth + 1)
-    out: dict[str, Any] = {}
-    constraints = [f"{key} {node[key]}" for key in _MOVED_TO_DESCRIPTION if key in node]
-    for key, value in node.items():
-        if key in ("title", "default") or key in _MOVED_TO_DESCRIPTION:
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _portable(sub, defs, depth + 1) for name, sub in value.items()}
-        else:
-            out[key] = _portable(value, defs, depth + 1)
-    if constraints:
-        note = "(" + ", ".join(constraints) + ")"
-        out["description"] = f"{out['description']} {note}" if "description" in out else note
-    if out.get("type") == "object" and "properties" in out:
-        out["required"] = list(out["properties"])
-        out["additionalProperties"] = False
-    return out
-
-
-def schema_is_closed(schema: Any) -> bool:
-    """True when every object in `schema` is closed, as OpenAI's strict mode requires.
-
-    A free-form mapping field (`dict[str, X]`) cannot be closed, so such a schema is
-    sent without `strict`.
-    """
-    if isinstance(schema, list):
-        return all(schema_is_closed(item) for item in schema)
-    if not isinstance(schema, dict):
-        return True
-    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
-        return False
-    return all(schema_is_closed(value) for value in schema.values())
-
-
-def schema_instructions(json_schema: Mapping[str, Any]) -> str:
-    """The schema spelled out for the model, where the API cannot show it the schema."""
-    return (
-        "Reply with exactly one JSON object, and nothing else, that conforms to this "
-        f"JSON Schema:\n{json.dumps(json_schema, ensure_ascii=False)}"
-    )
 
 
 # --------------------------------------------------------------------------- headers

@@ -16,14 +16,14 @@ import httpx
 
 from memoryd.llm.base import (
     GENERIC_KEY_ENV,
-    Price,
     ProviderBase,
     RawCompletion,
     json_body,
     raise_for_status,
-    schema_instructions,
     send_json,
 )
+from memoryd.llm.pricing import Price
+from memoryd.llm.schema import schema_instructions
 
 OLLAMA_BASE_URL = "http://127.0.0.1:11434"
 _FREE = Price(0.0, 0.0)

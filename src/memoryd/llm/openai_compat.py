@@ -25,10 +25,9 @@ from memoryd.llm.base import (
     error_message,
     json_body,
     raise_for_status,
-    schema_instructions,
-    schema_is_closed,
     send_json,
 )
+from memoryd.llm.schema import schema_instructions, schema_is_closed
 
 logger = logging.getLogger(__name__)
 

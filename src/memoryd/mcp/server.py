@@ -30,8 +30,7 @@ from memoryd.models import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.daemon.client import RemoteService
-    from memoryd.service import MemoryService
+    from memoryd.protocol import MemoryAPI
 
 T = TypeVar("T")
 READ = ToolAnnotations(read_only_hint=True)
@@ -69,7 +68,7 @@ class OneAtATime:
     """One call at a time: the in-process stores, or the daemon client's one connection,
     are shared by every tool call."""
 
-    def __init__(self, service: MemoryService | RemoteService) -> None:
+    def __init__(self, service: MemoryAPI) -> None:
         self._service = service
         self._lock = threading.Lock()
 
@@ -84,7 +83,7 @@ class OneAtATime:
 
 
 def create_server(  # noqa: C901 - one closure per tool
-    service: MemoryService | RemoteService,
+    service: MemoryAPI,
     *,
     home: Path | None = None,
     calls: ServiceCalls | None = None,

@@ -1,0 +1,752 @@
+"""The service's shared state and the plumbing every job uses: the stores, scopes, the
+write journal's intents, preparing and writing a batch, per-file locks, rewriting a memory
+everywhere it lives, the entity cache, and the DURA input several jobs read.
+
+The order of a write is fixed: vault file (the source of truth) → graph → search index →
+audit line. If a later step fails, the earlier ones are undone, so nothing is left
+half-written. A crash cannot undo anything, so each write first records an intent in the
+journal (`memoryd.journal`) and `recover` (`ingest`) settles the writes a crash cut short.
+
+Over 600 lines: the plumbing every job shares (the write path, locks, the entity cache, the
+DURA input); split further, the jobs would call one another instead of this core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import secrets
+import shutil
+import threading
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from memoryd.audit import AuditEvent, AuditLog
+from memoryd.config import SupersedeSettings
+from memoryd.enrichment import (
+    EnrichmentPolicy,
+    content_fingerprint,
+)
+from memoryd.errors import (
+    BrokenMemoryFile,
+    Conflict,
+    InvalidInput,
+    MemorydError,
+    NotFound,
+    PolicyDenied,
+    StorageError,
+)
+from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
+from memoryd.extraction.pipeline import Extractor, KnownEntity
+from memoryd.governance.analyze import (
+    Candidate,
+    SessionText,
+    refusal,
+)
+from memoryd.governance.decay import DecayPolicy
+from memoryd.governance.promotions import Review, ReviewPolicy
+from memoryd.governance.store import GovernanceStore, Proposed
+from memoryd.governance.stores import Stores
+from memoryd.graph.sandbox import CypherLimits, CypherSandbox
+from memoryd.graph.store import (
+    GraphStore,
+)
+from memoryd.journal import Intent, IntentItem, Journal
+from memoryd.llm.base import LLMProvider
+from memoryd.memfile import memory_lock, split_summary
+from memoryd.models import (
+    CJK,
+    DecayState,
+    Extraction,
+    Frontmatter,
+    Memory,
+    MemoryDraft,
+    MemoryType,
+    PromotionProposal,
+    ScopeInfo,
+    SearchHit,
+    check_query,
+    describe_validation,
+    entity_id,
+    to_utc,
+    utcnow,
+)
+from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
+from memoryd.redact import redact
+from memoryd.scope import resolve_scope
+from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.vault import Vault, render
+
+if TYPE_CHECKING:
+    from memoryd.models import SupersedeDecision
+    from memoryd.recall.vectors import DenseIndex
+
+logger = logging.getLogger(__name__)
+
+BULK_BATCH = 5000
+MAX_BODY_CHARS = 1_000_000
+FILE_LOCK_TIMEOUT_S = 5.0
+"""How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
+GraphFactory = Callable[[Path], GraphStore]
+SUPERSEDE_BULK_LIMIT = 2000
+"""An import of more long-term memories than this is not judged as it lands (one graph query
+per memory): a 100k-memory import would wait minutes for it."""
+CREATING_EVENTS = ("record", "capture", "adopt")
+"""The audit events that bring a memory into the stores; `audit verify` wants one for each."""
+
+
+_CJK_CHAR = re.compile(f"[{CJK}]")
+
+
+def slugify(title: str, when: datetime) -> str:
+    """`2026-05-18-use-solid-instead-of-react-3f9a1c`: date, readable words, a random tail.
+
+    Latin letters lose their accents; kana, CJK ideographs and Hangul stay as they are
+    (`2026-06-15-数据库迁移到-postgres-1c2297`): a slug should say what the memory is about."""
+    kept = "".join(
+        char
+        if _CJK_CHAR.match(char)
+        else unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode() or " "
+        for char in unicodedata.normalize("NFKC", title).lower()
+    )
+    words = re.findall(rf"[a-z0-9]+|[{CJK}]+", kept)
+    stem = "-".join(words)[:48].strip("-")
+    parts = [when.strftime("%Y-%m-%d"), stem, secrets.token_hex(3)]
+    return "-".join(p for p in parts if p)
+
+
+def search_doc(memory: Memory) -> SearchDoc:
+    meta = memory.meta
+    return SearchDoc(
+        slug=meta.slug,
+        scope_hash=meta.scope_hash,
+        type=meta.type,
+        decay_state=meta.decay_state,
+        title=meta.title,
+        body="" if memory.sensitive else memory.body,
+        tags=meta.tags,
+        triggers=meta.triggers,
+        created_at=meta.created_at,
+    )
+
+
+class ServiceCore:
+    """What every job of `MemoryService` shares (construct it with `wiring.open_service`)."""
+
+    def __init__(
+        self,
+        *,
+        home: Path,
+        vault: Vault,
+        graph: GraphStore,
+        index: SearchIndex,
+        audit: AuditLog,
+        governance: GovernanceStore,
+        graph_factory: GraphFactory,
+        actor: str = "cli",
+        on_close: Callable[[], None] | None = None,
+        extractor: Extractor | None = None,
+        llm: LLMProvider | None = None,
+        read_only: bool = False,
+        enrichment: EnrichmentPolicy | None = None,
+        cypher_limits: CypherLimits | None = None,
+        review: ReviewPolicy | None = None,
+    ) -> None:
+        self.home = home
+        self.read_only = read_only
+        self.vault = vault
+        self.graph = graph
+        self.index = index
+        self.audit = audit
+        self.governance = governance
+        self.journal = Journal(home)
+        """Intents of writes under way; `recover` settles those a crash left."""
+        self.actor = actor
+        self._graph_factory = graph_factory
+        self._on_close = on_close
+        self.extractor = extractor
+        self.llm = llm
+        self.enrichment = enrichment or EnrichmentPolicy()
+        self.vector_stage: VectorStage | None = None
+        self.vectors: DenseIndex | None = None
+        """The vector stage's store and model (`wiring.open_vectors`), when it runs."""
+        self.embeds_in_background = False
+        """Whether a worker embeds new memories (the daemon's): then reindex leaves it to it."""
+        self.vectors_absent: str | None = None
+        """Why recall runs without the vector stage (`recall.vectors`, the extra missing)."""
+        self.recall_config = RecallConfig()
+        """The recall stages that run (`DEFAULT_STAGES`) and the relevance threshold."""
+        self._matcher: EntityMatcher | None = None
+        self._recall_pending: dict[str, tuple[int, datetime]] = {}
+        """Recalls counted here but not yet in the graph: slug → (how many, last at)."""
+        self._triggers_pending: Counter[tuple[str, str | None, date]] = Counter()
+        """Trigger hits not yet in trigger_stats: (trigger, scope_hash, day) → hits."""
+        self._recall_dirty: dict[str, tuple[int, datetime, DecayState]] = {}
+        """Counts in the graph but not yet in the memory files."""
+        self._merges: dict[str, str] | None = None
+        self.entities_version = 0
+        """Bumped whenever the entities may have changed (recall readers rebuild their matcher)."""
+        self.index_epoch = 0
+        """Bumped when `index` is replaced by another SearchIndex (reindex)."""
+        self.cypher_limits = cypher_limits or CypherLimits()
+        self.supersede_settings = SupersedeSettings()
+        """Supersede judging's tiers and limits (config `[supersede]`)."""
+        self.llm_judge_inline = True
+        """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
+        must not wait on the LLM, so recorded slugs queue in `supersede_pending` and its
+        worker judges them off the writer."""
+        self.supersede_pending: list[str] = []
+        self.clock: Callable[[], datetime] = utcnow
+        """Now, for recall tracking and governance (decay, schedules): tests move it."""
+        self.decay_policy = DecayPolicy()
+        """The decay thresholds (config `[decay]`)."""
+        self._sandbox: CypherSandbox | None = None
+        self._sandbox_lock = threading.Lock()
+        self.review = Review(
+            governance,
+            review or ReviewPolicy(),
+            write=self._record_in_scope,
+            exists=self._memory_exists,
+            audit=lambda event: self.audit.append_many([event]),
+        )
+        """The promotions queue and its decisions (`governance.promotions`)."""
+
+    judge_supersedes: Callable[..., list[SupersedeDecision]]
+    """Provided by `domain.superseding.Superseding`: writes judge what they may replace."""
+
+    def _require_writable(self, action: str) -> None:
+        """Refuse a write before any store is touched: a read-only service (a notebook with
+        no daemon) must leave the data dir exactly as it found it."""
+        if self.read_only:
+            raise PolicyDenied(
+                f"cannot {action}: this memoryd service is read-only",
+                hint="start `memoryd serve` and write through it (or the CLI)",
+            )
+
+    # -- scopes ---------------------------------------------------------------------------
+    def scope_show(self, path: Path | str | None = None) -> ScopeInfo:
+        """The scope a directory belongs to (git toplevel, else the directory itself)."""
+        info = resolve_scope(path)
+        stored = self.vault.read_scope(info.scope_hash)
+        if stored is not None:
+            info.sensitive = stored.sensitive
+        return info
+
+    def _ensure_scope(self, info: ScopeInfo) -> None:
+        self.vault.write_scope(info)
+        self.graph.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
+
+    def scope_hash_of(self, scope: Path | str | None) -> str | None:
+        """A scope given as a path, or as a 12-hex scope hash already; None means all scopes."""
+        if scope is None:
+            return None
+        text = str(scope)
+        if re.fullmatch(r"[0-9a-f]{12}", text) and not Path(text).exists():
+            return text
+        return resolve_scope(scope, with_remote=False).scope_hash
+
+    def _begin_write(self, op: str, items: list[IntentItem]) -> Intent:
+        return self.journal.begin(
+            op=op, actor=self.actor, audit_seq=self.audit.last_seq(), items=items
+        )
+
+    @staticmethod
+    def _intended_event(intent: Intent, item: IntentItem, **extra: Any) -> AuditEvent:
+        return AuditEvent(
+            actor=intent.actor,
+            event_type=item.event_type,
+            scope_hash=item.scope_hash,
+            target_id=item.slug,
+            details={**item.details, **extra},
+        )
+
+    def _resync(self, slug: str, memory: Memory | None) -> None:
+        """The graph and the search index hold `memory` for `slug` (None: nothing)."""
+        if memory is None:
+            self.index.delete([slug])
+            self.graph.delete_memories([slug])
+            return
+        self.graph.upsert_memories([memory])
+        self.index.upsert([search_doc(memory)])
+
+    # -- reads ----------------------------------------------------------------------------
+    def get(self, slug: str) -> Memory:
+        """The memory with this slug, read from its vault file (the source of truth)."""
+        row = self.graph.get_memory(slug)
+        path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+        if path is None:
+            raise NotFound(f"no memory with slug {slug!r}", hint="`memoryd list` shows the slugs")
+        memory = self.vault.read(path)
+        if memory.meta.slug != slug:
+            raise BrokenMemoryFile(
+                f"{path}: its frontmatter says slug {memory.meta.slug!r}, expected {slug!r}"
+            )
+        return memory
+
+    def search(
+        self,
+        query: str,
+        *,
+        scope: Path | str | None = None,
+        types: Sequence[MemoryType] | None = None,
+        k: int = 10,
+        include_forgotten: bool = False,
+    ) -> list[SearchHit]:
+        """BM25 full text over title, body, tags and triggers (Chinese jieba-segmented)."""
+        check_query(query)
+        if k < 1:
+            raise InvalidInput(f"k must be at least 1 (got {k})")
+        scope_hash = self.scope_hash_of(scope)
+        return self.index.search(
+            query,
+            scope_hashes=[scope_hash] if scope_hash else None,
+            types=types,
+            include_forgotten=include_forgotten,
+            limit=k,
+        )
+
+    # -- recall ---------------------------------------------------------------------------
+    def forget_entities(self) -> None:
+        """Drop what is cached about entities: the next recall rebuilds it from the graph."""
+        self._matcher = None
+        self.entities_version += 1
+
+    def _entity_matcher(self) -> EntityMatcher:
+        """Built from the graph's entities once, rebuilt after writes that touch entities."""
+        matcher = self._matcher
+        if matcher is None:
+            from memoryd.extraction.linking import normalise_name
+            from memoryd.extraction.pipeline import load_lexicon, load_places
+
+            catalogue = self.graph.entity_catalogue()
+            ids = {e.id: e for e in catalogue}
+            kinds: dict[str, str] = {}
+            # The lexicon's aliases (Postgres → PostgreSQL, USA → United States) name graph
+            # entities too, and its kinds (database, city) let a query ask for a kind.
+            for entry in (*load_lexicon(), *load_places()):
+                known = ids.get(entity_id(entry.type, entry.name))
+                if known is None:
+                    continue
+                if entry.aliases:
+                    known.aliases = [*known.aliases, *entry.aliases]
+                if entry.kind:
+                    kinds[known.id] = entry.kind
+            matcher = EntityMatcher(catalogue, normalise_name, kinds)
+            self._matcher = matcher
+        return matcher
+
+    def _merged_into(self) -> dict[str, str]:
+        """dropped entity id → the id it was merged into (following chains)."""
+        merges = self._merges
+        if merges is None:
+            merges = {}
+            for rec in self.audit.read(event_type="entity_merge"):
+                drop = json.loads(rec.details).get("drop")
+                if drop and rec.target_id:
+                    merges[drop] = rec.target_id
+            for drop in list(merges):
+                seen = {drop}
+                while merges[drop] in merges and merges[drop] not in seen:
+                    seen.add(merges[drop])
+                    merges[drop] = merges[merges[drop]]
+            self._merges = merges
+        return merges
+
+    def _known_entities(self) -> list[KnownEntity]:
+        matcher = self._entity_matcher()
+        return [
+            KnownEntity(id=e.id, name=e.name, type=e.type, aliases=e.aliases)
+            for e in matcher.entities.values()
+            if e.type in ENTITY_TYPES
+        ]
+
+    def _apply_entity_event(self, item: IntentItem) -> None:
+        """Make the graph hold an entity event; nothing when it already does."""
+        target, details = item.slug, item.details
+        if self.graph.get_entity(target) is None:
+            return  # deleted, or merged away since
+        if item.event_type == "entity_alias":
+            self.graph.add_entity_aliases(target, [str(details["alias"])])
+        elif item.event_type == "entity_merge":
+            if self.graph.get_entity(str(details["drop"])) is not None:
+                self.graph.merge_entities(target, str(details["drop"]))
+        elif item.event_type == "entity_delete":
+            self.graph.delete_entity(target)
+        else:
+            raise StorageError(f"the write journal names an unknown entity event {item.event_type}")
+
+    def _edited(self, old: Memory, changes: dict[str, Any], path: Path | None) -> Memory:
+        try:
+            meta = Frontmatter.model_validate(
+                {**old.meta.model_dump(), **changes, "updated_at": utcnow()}
+            )
+        except ValueError as exc:
+            raise InvalidInput(f"invalid change to {old.slug}: {exc}") from exc
+        return Memory(meta=meta, body=old.body, path=path, sensitive=old.sensitive)
+
+    def _replace_everywhere(
+        self, old: Memory, new: Memory, *, event_type: str, details: dict[str, Any]
+    ) -> None:
+        """Write `new` over `old` in the vault, graph, index and audit log, in that order,
+        under a write intent (see `_write_batch`)."""
+        if old.path is None or new.path is None:
+            raise StorageError(f"memory {old.slug} has no file path")
+        data = render(new).encode("utf-8")
+        intent = self._begin_write(
+            "replace",
+            [
+                IntentItem(
+                    slug=new.slug,
+                    path=str(new.path),
+                    event_type=event_type,
+                    scope_hash=new.meta.scope_hash,
+                    details=details,
+                    old_path=str(old.path) if old.path != new.path else None,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                )
+            ],
+        )
+        try:
+            self.vault.write(new)
+        except MemorydError:
+            self.journal.end(intent)  # an atomic write that failed changed nothing
+            raise
+        try:
+            if new.path != old.path:
+                self.vault.remove(old.path)
+            self.graph.upsert_memories([new])
+            self.index.upsert([search_doc(new)])
+            self.audit.append_many([self._intended_event(intent, intent.items[0])])
+        except MemorydError:
+            try:
+                self.vault.write(old)
+                if new.path != old.path:
+                    self.vault.remove(new.path)
+                self.graph.upsert_memories([old])
+                self.index.upsert([search_doc(old)])
+            except MemorydError:
+                # The intent stays: the next start settles the write.
+                logger.exception("could not undo the %s of %s", event_type, old.slug)
+            else:
+                self.journal.end(intent)
+            raise
+        self.journal.end(intent)
+
+    @contextlib.contextmanager
+    def _file_lock(self, slug: str) -> Iterator[None]:
+        """The memory file's lock, shared with the capture hook, as a bounded wait."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(memory_lock(self.home, slug, timeout_s=FILE_LOCK_TIMEOUT_S))
+            except OSError as exc:  # TimeoutError included
+                raise StorageError(
+                    f"cannot lock the memory file of {slug}: {exc}",
+                    hint="another process holds it; the work is retried later",
+                ) from exc
+            yield
+
+    def governance_stores(self) -> Stores:
+        """The stores as they are now, lent to a governance module for one operation."""
+        return Stores(
+            home=self.home,
+            vault=self.vault,
+            graph=self.graph,
+            index=self.index,
+            audit=self.audit,
+            journal=self.journal,
+            actor=self.actor,
+            lock=self._file_lock,
+            search_doc=search_doc,
+        )
+
+    def _forgotten_path(self, memory: Memory) -> Path:
+        """Where `archive` moves a memory's file."""
+        from memoryd.vault import FORGOTTEN_DIR
+
+        if memory.path is None:
+            raise StorageError(f"memory {memory.slug} has no file path")
+        return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
+
+    # -- writes ---------------------------------------------------------------------------
+    def _prepare(self, draft: MemoryDraft, scope: ScopeInfo, now: datetime) -> Memory:
+        # Every path that records a memory passes here: secrets and control characters
+        # never reach the vault, the graph or the index.
+        title = redact(draft.title).strip()
+        if not title:
+            raise InvalidInput("title is empty", hint="give the memory a short title with --title")
+        body = redact(draft.body).strip()
+        if len(body) > MAX_BODY_CHARS:
+            raise InvalidInput(
+                f"body is {len(body)} characters; the limit is {MAX_BODY_CHARS}",
+                hint="split it into several memories",
+            )
+        created = to_utc(draft.created_at) if draft.created_at else now
+        ttl = draft.ttl_days if draft.ttl_days is not None else draft.type.default_ttl_days
+        try:
+            meta = Frontmatter(
+                title=title,
+                slug=draft.slug or slugify(title, created),
+                type=draft.type,
+                scope_hash=scope.scope_hash,
+                source=draft.source,
+                created_at=created,
+                updated_at=None,
+                tags=[redact(tag) for tag in draft.tags],
+                triggers=[redact(trigger) for trigger in draft.triggers],
+                category=redact(draft.category) if draft.category else draft.category,
+                ttl_days=ttl,
+                supersedes=draft.supersedes,
+                promoted_from=draft.promoted_from,
+            )
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
+        return Memory(meta=meta, body=body, sensitive=scope.sensitive)
+
+    def _check_links(self, memory: Memory) -> None:
+        for slug in (*memory.meta.supersedes, *(filter(None, [memory.meta.promoted_from]))):
+            if self.graph.get_memory(slug) is None:
+                raise NotFound(f"memory {slug} (named in supersedes/promoted_from) does not exist")
+
+    def _extract(self, memories: Sequence[Memory]) -> None:
+        """Fill observations and relations from the text (spaCy rules, then the LLM if set).
+
+        Sensitive memories are never sent to an LLM. Results land in the frontmatter, so
+        `reindex` rebuilds the same graph without extracting again.
+        """
+        if self.extractor is None or not memories:
+            return
+        known = self._known_entities()
+        for memory in memories:
+            if memory.sensitive:
+                continue
+            found = self.extractor.extract(memory.body, title=memory.meta.title, known=known)
+            if self.llm is not None:
+                from memoryd.llm.extract import extract_with_llm
+
+                try:
+                    refined = extract_with_llm(
+                        self.llm,
+                        f"{memory.meta.title}\n\n{memory.body}",
+                        known_entities=[k.name for k in known],
+                        spacy_hint=found,
+                    )
+                    found = merge_extractions(found, refined)
+                except MemorydError as exc:
+                    logger.warning("LLM extraction failed for %s: %s", memory.slug, exc)
+            apply_extraction(memory, found, self._merged_into())
+
+    def _refuse_duplicates(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
+        wanted: dict[str, set[str]] = {}
+        for memory, draft in zip(memories, drafts, strict=True):
+            if not draft.allow_duplicate and memory.body:
+                wanted.setdefault(memory.meta.scope_hash, set()).add(memory.fingerprint)
+        seen: dict[tuple[str, str], str] = {
+            (scope_hash, fp): slug
+            for scope_hash, fps in wanted.items()
+            for fp, slug in self.graph.find_fingerprints(scope_hash, sorted(fps)).items()
+        }
+        for memory, draft in zip(memories, drafts, strict=True):
+            if draft.allow_duplicate or not memory.body:
+                continue
+            key = (memory.meta.scope_hash, memory.fingerprint)
+            existing = seen.get(key)
+            if existing is not None:
+                raise Conflict(
+                    f"the same body is already stored in this scope as {existing}",
+                    hint="use `memoryd get` to read it, or pass --allow-duplicate",
+                )
+            seen[key] = memory.meta.slug
+
+    def _write_batch(self, batch: list[Memory], *, sync_each: bool) -> None:
+        """Write one batch; on failure undo what was written, newest step first.
+
+        A write intent names the batch before its first step and is removed after its audit
+        lines: a crash in between leaves it for `recover` to settle on the next start.
+        """
+        for memory in batch:
+            memory.path = self.vault.path_for(memory)
+        items = [
+            IntentItem(
+                slug=m.meta.slug,
+                path=str(m.path),
+                event_type="record",
+                scope_hash=m.meta.scope_hash,
+                details={"type": m.meta.type.value, "source": m.meta.source},
+            )
+            for m in batch
+        ]
+        intent = self._begin_write("record", items)
+        paths: list[Path] = []
+        try:
+            if sync_each:
+                for memory in batch:
+                    paths.append(self.vault.write(memory))
+            else:
+                # File creation is syscall-bound and releases the GIL: a few threads triple
+                # bulk throughput; one sync at the end makes the batch durable.
+                with ThreadPoolExecutor(max_workers=4) as pool:
+                    futures = [pool.submit(self.vault.write, m, sync=False) for m in batch]
+                    for future in futures:
+                        try:
+                            paths.append(future.result())
+                        except MemorydError:
+                            for other in futures:
+                                if other is not future and other.exception() is None:
+                                    paths.append(other.result())
+                            raise
+                self.vault.sync_all()
+            self.graph.upsert_memories(batch, new=True)
+            try:
+                self.index.upsert([search_doc(m) for m in batch])
+                self.audit.append_many([self._intended_event(intent, i) for i in items])
+            except MemorydError:
+                slugs = [m.meta.slug for m in batch]
+                self.index.delete(slugs)
+                self.graph.delete_memories(slugs)
+                raise
+        except MemorydError:
+            for path in paths:
+                self.vault.remove(path)
+            self.journal.end(intent)  # undone: nothing is left to settle
+            raise
+        self.journal.end(intent)
+        if any(m.meta.observations or m.meta.relations for m in batch):
+            # New entities are in the graph now: the next recall links queries to them.
+            self.forget_entities()
+
+    def _record_in_scope(self, draft: MemoryDraft, scope_hash: str) -> Memory:
+        """Record one memory into a scope known by its hash (a promotion's), not by a path."""
+        self._require_writable("record a memory")
+        scope = self.vault.read_scope(scope_hash)
+        if scope is None:
+            raise NotFound(
+                f"scope {scope_hash} has no scope.json in the vault",
+                hint="run `memoryd reindex`, or record the memory from its project directory",
+            )
+        memory = self._prepare(draft, scope, utcnow())
+        self._refuse_duplicates([memory], [draft])
+        self._check_links(memory)
+        self._extract([memory])
+        self._ensure_scope(scope)
+        self._write_batch([memory], sync_each=True)
+        self._judge_written([memory], use_llm=True)  # a promotion writes a long-term memory
+        return memory
+
+    def _memory_exists(self, slug: str) -> bool:
+        """In the graph and on disk: what a PROMOTED_FROM or SUPERSEDES edge can point at."""
+        row = self.graph.get_memory(slug)
+        if row is None:
+            return False
+        return bool(row.path and Path(row.path).is_file()) or self.vault.find(slug) is not None
+
+    def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> None:
+        """Judge new long-term memories against the older ones they may replace. A failure is
+        logged: the memory is written, and `memoryd supersede judge SLUG` can run it again."""
+        judged = [
+            m
+            for m in memories
+            if m.meta.type.long_term and (m.meta.observations or m.meta.relations)
+        ]
+        if len(judged) > SUPERSEDE_BULK_LIMIT:
+            logger.info(
+                "%d memories imported: too many to judge supersedes now; run"
+                " `memoryd supersede judge SLUG` for those that matter",
+                len(judged),
+            )
+            return
+        inline = use_llm and self.llm_judge_inline
+        for memory in judged:
+            try:
+                self.judge_supersedes(memory.slug, use_llm=inline)
+            except MemorydError as exc:
+                logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
+                continue
+            if use_llm and not inline and self.llm is not None:
+                self.supersede_pending.append(memory.slug)
+
+    def _dura_input(
+        self, memory: Memory, scope: ScopeInfo | None, rules: Extraction
+    ) -> tuple[SessionText | None, tuple[Candidate, ...]]:
+        """What DURA scoring reads: the session without its summary, the entities extracted
+        from it, and the scope's long-term memories that name them (supersede candidates).
+        None when `analyze.refusal` says the memory may not be scored."""
+        if refusal(memory, scope) is not None:
+            return None, ()
+        entities = tuple(dict.fromkeys(e.name for e in rules.entities))
+        session = SessionText(
+            slug=memory.slug,
+            title=memory.meta.title,
+            text=split_summary(memory.body)[1],
+            fingerprint=content_fingerprint(memory),
+            scope_hash=memory.meta.scope_hash,
+            entities=entities,
+        )
+        query = " ".join(entities[:6])
+        if not query:
+            return session, ()
+        hits = self.search(
+            query,
+            scope=memory.meta.scope_hash,
+            types=[t for t in MemoryType if t.long_term],
+            k=8,
+        )
+        return session, tuple(Candidate(h.slug, h.title) for h in hits if h.slug != memory.slug)
+
+    def _propose(self, proposal: PromotionProposal) -> tuple[int, Proposed] | None:
+        """Queue the promotion when the score reaches the threshold, after the score is in
+        the file; a `propose` audit event names it. None: below the threshold."""
+        queued = self.review.propose(proposal)
+        if queued is None:
+            return None
+        promotion_id, what = queued
+        if what != "decided":
+            self.audit.append_many(
+                [
+                    AuditEvent(
+                        actor=self.actor,
+                        event_type="propose",
+                        scope_hash=proposal.scope_hash,
+                        target_id=proposal.source_slug,
+                        details={
+                            "promotion": promotion_id,
+                            "queue": what,
+                            "mean": round(proposal.dura.mean, 3),
+                            "by": proposal.dura.by,
+                        },
+                    )
+                ]
+            )
+        return queued
+
+
+def copy_message(copy: Path, original: Path, slug: str) -> str:
+    """What to say about a second file holding a memory's slug, and what to do about it."""
+    return (
+        f"skipped {copy}: it holds slug {slug}, which {original} holds (a copied file); "
+        f"delete {copy.name}, or give it its own slug and a file name to match"
+    )
+
+
+def _swap_dir(new: Path, live: Path) -> None:
+    """Put a rebuilt directory in place of the live one (rename is atomic per step)."""
+    old = live.with_name(live.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if live.exists():
+        live.rename(old)
+    new.rename(live)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def iter_batches(items: list[Memory], size: int) -> Iterable[list[Memory]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

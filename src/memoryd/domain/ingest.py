@@ -1,0 +1,252 @@
+"""Writing memories: record (one, many, with graph facts), edit keywords, archive, and
+settle the writes a crash cut short (`recover`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memoryd.audit import AuditEvent
+from memoryd.domain.core import (
+    BULK_BATCH,
+    ServiceCore,
+    iter_batches,
+)
+from memoryd.errors import (
+    BrokenMemoryFile,
+    InvalidInput,
+    NotFound,
+    StorageError,
+)
+from memoryd.journal import IntentItem, remove_temp_files
+from memoryd.models import (
+    DecayState,
+    Memory,
+    MemoryDraft,
+    RelationRef,
+    ScopeInfo,
+    utcnow,
+)
+from memoryd.redact import redact
+from memoryd.scope import resolve_scope
+
+logger = logging.getLogger(__name__)
+
+
+class Ingest(ServiceCore):
+    """Writes of new and edited memories."""
+
+    def record(self, draft: MemoryDraft) -> Memory:
+        """Write one memory: vault file, graph, search index and audit line, all durable."""
+        return self.record_many([draft], bulk=False)[0]
+
+    def record_many(self, drafts: Sequence[MemoryDraft], *, bulk: bool = True) -> list[Memory]:
+        """The bulk path (import, benchmarks): batches graph and index writes, one fsync pass.
+
+        Duplicates (same body in the same scope) are refused unless `allow_duplicate`.
+        """
+        self._require_writable("record memories")
+        now = utcnow()
+        scopes: dict[str, ScopeInfo] = {}
+        memories: list[Memory] = []
+        for draft in drafts:
+            key = str(draft.scope_path or Path.cwd())
+            if key not in scopes:
+                scopes[key] = resolve_scope(draft.scope_path)
+            memories.append(self._prepare(draft, scopes[key], now))
+        self._refuse_duplicates(memories, drafts)
+        if not bulk:
+            for memory in memories:
+                self._check_links(memory)
+        self._extract(memories)
+        for info in {s.scope_hash: s for s in scopes.values()}.values():
+            self._ensure_scope(info)
+        written: list[Memory] = []
+        for batch in iter_batches(memories, BULK_BATCH):
+            self._write_batch(batch, sync_each=not bulk)
+            written.extend(batch)
+        self._judge_written(written, use_llm=not bulk)
+        return written
+
+    # -- graph facts (the MCP memory-server tools) ----------------------------------------
+    def record_graph_facts(
+        self,
+        draft: MemoryDraft,
+        *,
+        entity_ids: Sequence[str],
+        relations: Sequence[RelationRef] = (),
+    ) -> Memory:
+        """Record a memory that states graph facts: its frontmatter names the entities it is
+        about (`observations`) and the relations it asserts, so `reindex` rebuilds them.
+        Written and audit-logged like `record`."""
+        self._require_writable("record graph facts")
+        info = resolve_scope(draft.scope_path)
+        memory = self._prepare(draft, info, utcnow())
+        memory.meta.observations = list(dict.fromkeys(entity_ids))
+        memory.meta.relations = list(relations)
+        self._refuse_duplicates([memory], [draft])
+        self._ensure_scope(info)
+        self._write_batch([memory], sync_each=True)
+        self.forget_entities()
+        return memory
+
+    # -- edits (HTTP PATCH and DELETE) ----------------------------------------------------
+    def update_keywords(
+        self,
+        slug: str,
+        tags: Sequence[str] | None = None,
+        triggers: Sequence[str] | None = None,
+    ) -> Memory:
+        """Replace a memory's tags and/or triggers (None keeps them).
+
+        The vault file is rewritten atomically first, then the graph, the search index and the
+        audit log follow; if a later step fails the earlier ones are undone.
+        """
+        self._require_writable("update a memory")
+        if tags is None and triggers is None:
+            raise InvalidInput("nothing to update", hint="give new tags, triggers or both")
+        with self._file_lock(slug):  # the capture hook rewrites session files too
+            old = self.get(slug)
+            changes: dict[str, Any] = {}
+            if tags is not None:
+                changes["tags"] = [redact(tag) for tag in tags]
+            if triggers is not None:
+                changes["triggers"] = [redact(trigger) for trigger in triggers]
+            new = self._edited(old, changes, old.path)
+            details = {f"{field}_count": len(value) for field, value in changes.items()}
+            self._replace_everywhere(old, new, event_type="update", details=details)
+        return new
+
+    def archive(self, slug: str) -> Memory:
+        """Forget a memory but keep it: the file moves to `scopes/<hash>/forgotten/`, its
+        decay_state becomes forgotten, and search and list hide it unless asked for.
+
+        Archiving an archived memory changes nothing and returns it.
+        """
+        from memoryd.vault import FORGOTTEN_DIR
+
+        self._require_writable("archive a memory")
+        with self._file_lock(slug):
+            old = self.get(slug)
+            assert old.path is not None  # read from a file
+            target = self.vault.scope_dir(old.meta.scope_hash) / FORGOTTEN_DIR / old.path.name
+            if old.meta.decay_state is DecayState.FORGOTTEN and old.path == target:
+                return old
+            new = self._edited(old, {"decay_state": DecayState.FORGOTTEN}, target)
+            self._replace_everywhere(
+                old, new, event_type="archive", details={"from": old.meta.decay_state.value}
+            )
+        return new
+
+    # -- recovery (on start: writes a crash cut short) ------------------------------------
+    def recover(self) -> int:
+        """Settle every write a crash left unfinished; returns how many memories it settled.
+
+        Each intent left in the journal is a write that stopped somewhere between its vault
+        file and its audit line. The vault is the source of truth: a file that landed is
+        rolled forward (graph and search index brought to it, a move finished, its audit
+        event written), one that did not is rolled back (graph and index brought back to
+        what the vault holds). Each settled memory gets a `recover` audit line saying which;
+        a write found complete (only its intent was left) gets none. Safe to run twice: a
+        crash during recovery is settled by the next.
+        """
+        self._require_writable("recover unfinished writes")
+        intents = self.journal.pending()
+        if not intents:
+            return 0
+        self.audit.repair_torn_tail()
+        settled = 0
+        for intent in intents:
+            logged = {
+                (r.event_type, r.target_id) for r in self.audit.records_after(intent.audit_seq)
+            }
+            events: list[AuditEvent] = []
+            for item in intent.items:
+                if intent.op == "entity":
+                    self._apply_entity_event(item)
+                    outcome = "forward"
+                else:
+                    outcome = self._settle_item(intent.op, item)
+                done = (item.event_type, item.slug) in logged
+                if outcome == "forward" and done:
+                    continue  # complete: only the intent was left behind
+                if outcome == "forward":
+                    events.append(self._intended_event(intent, item, recovered=True))
+                if ("recover", item.slug) not in logged:
+                    events.append(
+                        AuditEvent(
+                            actor=self.actor,
+                            event_type="recover",
+                            scope_hash=item.scope_hash,
+                            target_id=item.slug,
+                            details={
+                                "op": intent.op,
+                                "event": item.event_type,
+                                "outcome": "rolled forward"
+                                if outcome == "forward"
+                                else "rolled back",
+                                "intent": intent.id,
+                            },
+                        )
+                    )
+                settled += 1
+            self.audit.append_many(events)
+            self.journal.end(intent)
+            logger.warning(
+                "settled an unfinished %s of %d memor%s left by a crash: %s",
+                intent.op,
+                len(intent.items),
+                "y" if len(intent.items) == 1 else "ies",
+                ", ".join(i.slug for i in intent.items[:5]),
+            )
+        self.forget_entities()
+        self._merges = None
+        return settled
+
+    def _settle_item(self, op: str, item: IntentItem) -> str:
+        """Bring the graph and the search index to what the vault holds for one memory of an
+        unfinished write: "forward" when the write's file landed, "back" when it did not."""
+        path = Path(item.path)
+        for written in {path, Path(item.old_path or item.path)}:
+            remove_temp_files(written)  # an atomic write killed before its rename
+        landed = self._landed(item)
+        if landed is not None:
+            if item.old_path and item.old_path != item.path:
+                self.vault.remove(Path(item.old_path))  # the move finishes
+            # A memory the decay sweep forgot is held by neither graph nor index.
+            self._resync(item.slug, None if landed.meta.forgotten_at else landed)
+            return "forward"
+        current: Memory | None = None
+        if op == "replace":
+            old = Path(item.old_path or item.path)
+            try:
+                current = self.vault.read(old)
+            except (NotFound, BrokenMemoryFile) as exc:
+                logger.warning(
+                    "%s: the file before the unfinished write is gone: %s", item.slug, exc
+                )
+        elif op == "record" and path.exists():
+            self.vault.remove(path)  # cut short before its fsync (a power cut): not a memory
+        self._resync(item.slug, current)
+        return "back"
+
+    def _landed(self, item: IntentItem) -> Memory | None:
+        """The memory as the unfinished write meant it, when its file holds that."""
+        path = Path(item.path)
+        try:
+            if item.sha256 is not None:
+                raw = path.read_bytes()
+                if hashlib.sha256(raw).hexdigest() != item.sha256:
+                    return None
+            memory = self.vault.read(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+        except (NotFound, BrokenMemoryFile) as exc:
+            logger.warning("unfinished write of %s: %s", item.slug, exc)
+            return None
+        return memory if memory.meta.slug == item.slug else None

@@ -1,0 +1,114 @@
+"""The lifecycle of memories through the service: decay, restore, merge, duplicates and
+the schedules that run them (the work is in `memoryd.governance`; these are the thin
+methods)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from memoryd.domain.recalling import Recalling
+from memoryd.errors import MemorydError
+from memoryd.governance import schedule
+from memoryd.governance.decay import DecaySweep, RestoreResult, SweepReport, restore
+from memoryd.governance.merge import DuplicatePair, MergeResult, duplicates, merge
+from memoryd.governance.schedule import JobStatus
+from memoryd.models import DecayState, to_utc
+
+logger = logging.getLogger(__name__)
+
+
+class Lifecycle(Recalling):
+    """Decay, restore, merge and the scheduled jobs (a get counts as a recall here too)."""
+
+    def count_read(self, slug: str) -> None:
+        """A get of one memory counts as a recall of it: recall_count, last_recalled_at, and a
+        dim or soft-forgotten memory comes back to alive (a search listing does not count).
+        Written through to the file at once, so the next get shows it however it is made
+        (embedded or through the daemon)."""
+        self._require_writable("count a read")
+        row = self.graph.get_memory(slug)
+        if row is None:
+            return  # forgotten by decay (only `restore` brings it back), or unknown
+        now = self.clock()
+        before = self._recall_pending.get(slug, (0, now))[0]
+        self._recall_pending[slug] = (before + 1, now)
+        counted = self._write_recall_counts([slug])
+        if row.decay_state is not DecayState.ALIVE:
+            self._reindex_search(list(counted))
+        self.flush_recall_stats([slug])
+
+    def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
+        """Move unused session memories along alive → dim → soft-forgotten → forgotten
+        (`memoryd.governance.decay`), as of now (`clock`)."""
+        return self.sweep_at(self.clock(), dry_run=dry_run)
+
+    def sweep_at(self, now: datetime, *, dry_run: bool = False) -> SweepReport:
+        """The decay sweep as of `now` (tests and the bench simulate days). Recalls counted so
+        far reach the graph and the files first, so a memory recalled a moment ago is not
+        swept."""
+        if not dry_run:
+            self._require_writable("sweep decayed memories")
+        if not self.read_only:
+            self.flush_recall_stats()
+        at = to_utc(now)
+        sweep = DecaySweep(self.governance_stores(), self.decay_policy)
+        if dry_run:
+            return sweep.run(at, dry_run=True)
+        report = schedule.recorded(self.governance, "decay-sweep", at, lambda: sweep.run(at))
+        if report.moved:
+            self.forget_entities()  # forgotten memories took their mentions with them
+        return report
+
+    def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
+        """Fold the `drop` memories into `keep` (`memoryd.governance.merge`)."""
+        self._require_writable("merge memories")
+        self.flush_recall_stats()  # the counts being summed are in the files
+        result = merge(
+            self.governance_stores(),
+            keep,
+            drop,
+            across_scopes=across_scopes,
+            now=self.clock(),
+            merge_promotions=lambda slugs, now: self.governance.merge_promotions(
+                slugs, now, into=keep, by=self.actor
+            ),
+        )
+        self.forget_entities()
+        return result
+
+    def duplicates(self, *, scope: Path | str | None = None) -> list[DuplicatePair]:
+        """Candidate pairs to merge: equal fingerprints and near-duplicates."""
+        return duplicates(self.governance_stores(), scope_hash=self.scope_hash_of(scope))
+
+    def schedule(self) -> list[JobStatus]:
+        """Each maintenance job: its calendar, last run and next run."""
+        return schedule.status(self.governance.last_runs(), self.clock())
+
+    def run_due_jobs(self, since: datetime) -> list[str]:
+        """Run the built jobs whose time came since their last run (or, never run, since
+        `since`: the daemon's start); what the daemon's scheduler calls. Returns their names;
+        a failure is recorded in governance.db and logged, and the next job still runs."""
+        self._require_writable("run scheduled jobs")
+        now, runs, ran = self.clock(), self.governance.last_runs(), []
+        for job in schedule.JOBS:
+            last = runs.get(job.name)
+            if not job.due(now, last[0] if last else None, since):
+                continue
+            try:
+                if job.name == "decay-sweep":
+                    self.decay_sweep()
+            except MemorydError as exc:
+                logger.warning("scheduled %s failed: %s", job.name, exc)
+            ran.append(job.name)
+        return ran
+
+    def restore(self, slug: str) -> RestoreResult:
+        """Bring a forgotten (or dim, soft-forgotten) memory back to alive."""
+        self._require_writable("restore a memory")
+        self.flush_recall_stats()  # a recall that revived it already is in its file
+        result = restore(self.governance_stores(), slug, self.clock())
+        self.forget_entities()
+        return result

@@ -1,0 +1,128 @@
+"""Supersede judging through the service: whether a new memory replaces older ones, and the
+human's decisions on candidates (the rules and the LLM judge live in
+`memoryd.governance.supersede`; these are the thin methods)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from memoryd.domain.core import ServiceCore
+from memoryd.errors import InvalidInput, NotFound
+from memoryd.governance import supersede
+from memoryd.graph.store import SupersedeRow
+from memoryd.models import SupersedeDecision, utcnow
+
+logger = logging.getLogger(__name__)
+
+
+class Superseding(ServiceCore):
+    """Judge supersedes and decide candidates."""
+
+    # -- supersede judging (memoryd.governance.supersede) ---------------------------------
+    @property
+    def supersede_tiers(self) -> supersede.Tiers:
+        cfg = self.supersede_settings
+        return supersede.Tiers(auto=cfg.auto_threshold, candidate=cfg.candidate_threshold)
+
+    def prepare_supersede(self, slug: str) -> supersede.SupersedeJob | None:
+        """A read: the older memories this one may replace, with the rules' verdicts; None
+        when there is nothing to judge (a sensitive memory's text never leaves its file)."""
+        memory = self.get(slug)
+        scope = self.vault.read_scope(memory.meta.scope_hash)
+        if memory.sensitive or (scope is not None and scope.sensitive):
+            return None
+        pairs = supersede.find_pairs(self.graph, memory, limit=self.supersede_settings.max_pairs)
+        if not pairs:
+            return None
+        text = supersede.pair_texts(memory.meta.title, memory.body)
+        job = supersede.SupersedeJob(slug, text, pairs, session=memory.meta.type.value == "session")
+        supersede.judge_pairs(job)
+        return job
+
+    def judge_supersedes_llm(self, job: supersede.SupersedeJob) -> None:
+        """The LLM judge on the pairs the rules left (no store is touched: the daemon runs it
+        off its writer thread)."""
+        if self.llm is None or not self.supersede_settings.use_llm:
+            return
+        limit = self.supersede_settings.max_llm_pairs
+        supersede.judge_with_llm(
+            job, self.llm, supersede.needs_llm(job, self.supersede_tiers, limit)
+        )
+        for error in job.llm_errors:  # the rules' verdicts stand; asked again next time
+            logger.warning("LLM supersede judge for %s failed on %s", job.newer, error)
+
+    def apply_supersede(self, job: supersede.SupersedeJob) -> list[SupersedeDecision]:
+        """Write the job's automatic and candidate decisions into the newer memory's file (so
+        `reindex` rebuilds its SUPERSEDES edges), then graph, index and a `supersede` audit
+        line. Pairs decided meanwhile are left as they are."""
+        self._require_writable("record supersede decisions")
+        with self._file_lock(job.newer):
+            old = self.get(job.newer)
+            decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
+            decisions = [
+                d
+                for d in supersede.new_decisions(job, self.supersede_tiers, utcnow())
+                if d.older not in decided
+            ]
+            if not decisions:
+                return []
+            new = self._edited(old, supersede.with_decisions(old, decisions), old.path)
+            details = {
+                "decisions": [
+                    {
+                        "older": d.older,
+                        "status": d.status.value,
+                        "confidence": d.confidence,
+                        "judge": d.judge,
+                    }
+                    for d in decisions
+                ]
+            }
+            self._replace_everywhere(old, new, event_type="supersede", details=details)
+        return decisions
+
+    def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
+        """Judge whether this memory replaces older ones, and record what was decided."""
+        self._require_writable("judge supersedes")
+        job = self.prepare_supersede(slug)
+        if job is None:
+            return []
+        if use_llm:
+            self.judge_supersedes_llm(job)
+        return self.apply_supersede(job)
+
+    def decide_supersede(
+        self, newer: str, older: str, action: supersede.SupersedeAction, *, by: str = "user"
+    ) -> SupersedeDecision:
+        """`undo` an active supersede, or `accept`/`reject` a candidate; audited."""
+        self._require_writable(f"{action} a supersede")
+        if by not in ("user", "digest"):
+            raise InvalidInput(f"decided_by {by!r} must be user or digest")
+        if self.graph.get_memory(older) is None and self.vault.find(older) is None:
+            raise NotFound(f"no memory with slug {older!r}", hint="`memoryd list` shows the slugs")
+        with self._file_lock(newer):
+            old = self.get(newer)
+            decision = supersede.decide(old, older, action, by=by, now=utcnow())
+            new = self._edited(old, supersede.with_decisions(old, [decision]), old.path)
+            self._replace_everywhere(
+                old,
+                new,
+                event_type=f"supersede_{action}",
+                details={"older": older, "status": decision.status.value, "decided_by": by},
+            )
+        return decision
+
+    def supersede_candidates(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        """Supersede candidates waiting for a human, most confident first."""
+        scope_hash = self.scope_hash_of(scope)
+        result = self.graph.cypher(
+            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'candidate'"
+            " AND ($scope IS NULL OR n.scope_hash = $scope)"
+            " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
+            " r.reason, r.status, r.judge ORDER BY r.confidence DESC, r.decided_at, n.slug",
+            {"scope": scope_hash},
+            limit=100_000,
+        )
+        keys = list(SupersedeRow.model_fields)  # the RETURN order above
+        return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]

@@ -1,0 +1,323 @@
+"""`MemoryAPI`: the one service interface every surface is written against.
+
+Two classes implement it: `MemoryService` (in this process, over the open stores) and the
+daemon's client `RemoteService` (over the Unix socket). Both subclass this Protocol, so mypy
+holds each of their signatures to the one written here; the CLI, the MCP server, the notebook
+client, inject's context and the HTTP routes take a `MemoryAPI` and work with either.
+`memoryd.open()` returns one. A method belongs here when both implementations offer it with
+the same meaning; what only an open store can do (draining the inbox, enrichment, flushing
+recall counts) stays on `MemoryService`.
+
+It lives in the service layer (docs/ARCHITECTURE.md): it imports only models and store row
+types, so a surface can depend on it without importing the service or the stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
+
+if TYPE_CHECKING:
+    from memoryd.governance.decay import RestoreResult, SweepReport
+    from memoryd.governance.merge import DuplicatePair, MergeResult
+    from memoryd.governance.schedule import JobStatus
+    from memoryd.graph.store import (
+        CypherResult,
+        EntityContext,
+        EntityRow,
+        RelationRow,
+        SupersedeRow,
+    )
+    from memoryd.models import (
+        AuditRecord,
+        AuditVerification,
+        DecayState,
+        DuraAnalysis,
+        EntityDeletion,
+        Memory,
+        MemoryDraft,
+        MemorySummary,
+        MemoryType,
+        Predicate,
+        Promotion,
+        PromotionStatus,
+        RecallResult,
+        ReindexReport,
+        RelationRef,
+        SearchHit,
+        SupersedeDecision,
+    )
+
+SupersedeAction = Literal["undo", "accept", "reject"]
+
+
+class MemoryAPI(Protocol):
+    """Record, read, recall and edit memories and the entity graph of one data dir."""
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Release what this handle holds (stores and lock, or the daemon connection)."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    # -- writes -------------------------------------------------------------------------
+    def record(self, draft: MemoryDraft) -> Memory:
+        """Record one memory: redacted, written to the vault, the graph and the index."""
+        ...
+
+    def record_graph_facts(
+        self,
+        draft: MemoryDraft,
+        *,
+        entity_ids: Sequence[str],
+        relations: Sequence[RelationRef] = (),
+    ) -> Memory:
+        """Record a memory that states these entities and relations (the MCP graph tools)."""
+        ...
+
+    def update_keywords(
+        self,
+        slug: str,
+        tags: Sequence[str] | None = None,
+        triggers: Sequence[str] | None = None,
+    ) -> Memory:
+        """Replace a memory's tags and/or triggers (None: keep them)."""
+        ...
+
+    def archive(self, slug: str) -> Memory:
+        """Archive, never erase: the file moves to `forgotten/` and the memory is hidden."""
+        ...
+
+    def close_relations(self, slug: str, relations: Sequence[RelationRef]) -> Memory:
+        """Close relations this memory asserts; a memory that only stated them is archived."""
+        ...
+
+    def alias_entity(self, name_or_id: str, alias: str) -> EntityRow:
+        """Teach the graph another name for an entity (audited, replayed by reindex)."""
+        ...
+
+    def merge_entities(self, keep: str, drop: str) -> EntityRow:
+        """Merge `drop` into `keep`: edges move, `drop`'s name becomes an alias."""
+        ...
+
+    def delete_entity(self, name_or_id: str) -> EntityDeletion:
+        """Delete an entity; memories naming it are rewritten without it, nothing erased."""
+        ...
+
+    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
+        """Rebuild the graph and the search index from the vault."""
+        ...
+
+    def drain_inbox(self) -> int:
+        """Index the captures waiting in `inbox/` now; how many (reads only count them)."""
+        ...
+
+    # -- memories -----------------------------------------------------------------------
+    def get(self, slug: str) -> Memory:
+        """The memory with this slug, read from its vault file."""
+        ...
+
+    def list_memories(
+        self,
+        *,
+        scope: Path | str | None = None,
+        type: MemoryType | None = None,
+        state: DecayState | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemorySummary]:
+        """Memories newest first, filtered by scope (path or hash), type and decay state."""
+        ...
+
+    def count_memories(
+        self,
+        *,
+        scope: Path | str | None = None,
+        type: MemoryType | None = None,
+        state: DecayState | None = None,
+    ) -> int:
+        """How many memories `list_memories` would list without a limit."""
+        ...
+
+    def scope_hash_of(self, scope: Path | str | None) -> str | None:
+        """A scope given as a path (the caller's), or a 12-hex hash already; None: all."""
+        ...
+
+    def supersedes_chain(self, slug: str) -> list[SupersedeRow]:
+        """Every SUPERSEDES edge reachable from this memory, in either direction."""
+        ...
+
+    # -- recall -------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        scope: Path | str | None = None,
+        types: Sequence[MemoryType] | None = None,
+        k: int = 10,
+        include_forgotten: bool = False,
+    ) -> list[SearchHit]:
+        """BM25 full text over title, body, tags and triggers."""
+        ...
+
+    def recall(
+        self,
+        query: str,
+        *,
+        scope: Path | str | None = None,
+        types: Sequence[MemoryType] | None = None,
+        k: int = 10,
+        include_forgotten: bool = False,
+        track: bool = True,
+    ) -> RecallResult:
+        """Text and entity traversal fused and adjusted; `track` counts the hits as recalls."""
+        ...
+
+    # -- the entity graph ---------------------------------------------------------------
+    def entities(
+        self, *, type: str | None = None, query: str | None = None, limit: int = 100
+    ) -> list[EntityRow]:
+        """Entities, most mentioned first, by type and/or a name or alias fragment."""
+        ...
+
+    def resolve_entity(self, name_or_id: str) -> EntityRow:
+        """An entity by id (`entity:library:React`), name or alias."""
+        ...
+
+    def entity_context(self, name_or_id: str, *, limit: int = 20) -> EntityContext:
+        """An entity, its relations and the memories about it, current first."""
+        ...
+
+    def neighbors(self, name_or_id: str, *, depth: int = 2) -> CypherResult:
+        """Entities within `depth` hops (fan-out capped per hop)."""
+        ...
+
+    def entity_supersedes(self, name_or_id: str) -> list[SupersedeRow]:
+        """The supersedes chain among the memories about an entity, oldest first."""
+        ...
+
+    def relations(
+        self,
+        *,
+        entity: str | None = None,
+        predicate: Predicate | None = None,
+        include_closed: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RelationRow]:
+        """Relations between entities and memories, newest first."""
+        ...
+
+    def cypher(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
+    ) -> CypherResult:
+        """A user's read-only Cypher, run in the sandbox (`memoryd.graph.sandbox`)."""
+        ...
+
+    # -- governance: DURA scores and the promotions queue ---------------------------------
+    def analyze_session(
+        self, slug: str, *, mode: Literal["auto", "llm", "heuristic"] = "auto"
+    ) -> DuraAnalysis:
+        """Score one session memory again and queue what it proposes for promotion."""
+        ...
+
+    def list_promotions(
+        self,
+        *,
+        status: PromotionStatus | None = "pending",
+        scope: Path | str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Promotion]:
+        """The promotions queue, newest first, with its evidence (None status: all)."""
+        ...
+
+    def get_promotion(self, promotion_id: int) -> Promotion:
+        """One promotion by id."""
+        ...
+
+    def promote(
+        self,
+        promotion_id: int,
+        *,
+        type: MemoryType | None = None,
+        title: str | None = None,
+        body: str | None = None,
+        agent: bool = False,
+    ) -> Promotion:
+        """Approve: write the long-term memory the promotion proposes (edits allowed)."""
+        ...
+
+    def reject(
+        self, promotion_id: int, *, reason: str | None = None, agent: bool = False
+    ) -> Promotion:
+        """Reject a pending promotion; the reason is kept in the queue."""
+        ...
+
+    # -- supersede judging ----------------------------------------------------------------
+    def supersede_candidates(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        """Supersede candidates waiting for a human, most confident first."""
+        ...
+
+    def decide_supersede(
+        self, newer: str, older: str, action: SupersedeAction, *, by: str = "user"
+    ) -> SupersedeDecision:
+        """`undo` an active supersede, or `accept`/`reject` a candidate; audited."""
+        ...
+
+    def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
+        """Judge whether this memory replaces older ones, and record what was decided."""
+        ...
+
+    # -- lifecycle: decay, restore, merge, schedules --------------------------------------
+    def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
+        """Move unused session memories along alive → dim → soft-forgotten → forgotten."""
+        ...
+
+    def restore(self, slug: str) -> RestoreResult:
+        """Bring a forgotten (or dim, soft-forgotten) memory back to alive."""
+        ...
+
+    def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
+        """Fold the `drop` memories into `keep`."""
+        ...
+
+    def duplicates(self, *, scope: Path | str | None = None) -> list[DuplicatePair]:
+        """Candidate pairs to merge: equal fingerprints and near-duplicates."""
+        ...
+
+    def schedule(self) -> list[JobStatus]:
+        """Each maintenance job: its calendar, last run and next run."""
+        ...
+
+    # -- audit --------------------------------------------------------------------------
+    def audit_records(
+        self,
+        *,
+        scope: Path | str | None = None,
+        since: datetime | None = None,
+        event_type: str | None = None,
+        limit: int | None = None,
+    ) -> list[AuditRecord]:
+        """Audit events oldest first; with `limit`, the newest `limit` of them."""
+        ...
+
+    def audit_verify(self) -> AuditVerification:
+        """Walk the audit hash chain; `ok` false names the first bad line."""
+        ...

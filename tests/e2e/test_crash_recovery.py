@@ -1,0 +1,352 @@
+"""kill -9 at every step of a write, then open the stores again: recovery settles the write.
+
+Each case runs the write in a child process that SIGKILLs itself at one step (right before or
+after a real store call: no code of the write is replaced). The test then opens the data dir
+as the next command would, and checks the four stores agree (vault, graph, search index,
+audit log), `doctor` is clean, `audit verify` passes and the audit log says what was settled,
+with no `reindex`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.audit import AuditLog
+from memoryd.config import Settings
+from memoryd.doctor import service_checks
+from memoryd.inbox import Inbox, IndexRequest, now_ts
+from memoryd.journal import IntentItem, Journal
+from memoryd.models import (
+    DecayState,
+    Frontmatter,
+    Memory,
+    MemoryDraft,
+    MemoryType,
+    utcnow,
+)
+from memoryd.scope import resolve_scope
+from memoryd.service import CREATING_EVENTS, MemoryService
+from memoryd.vault import Vault
+from memoryd.wiring import open_service
+from tests.conftest import ENGINE
+
+# The child: open the stores, arm one kill, run one write. Nothing of the write is replaced.
+CHILD = r"""
+import json, os, signal, sys
+from pathlib import Path
+from memoryd.config import load_settings
+from memoryd.models import MemoryDraft, MemoryType
+from memoryd.wiring import open_service
+
+args = json.loads(sys.argv[1])
+module, _, attr = args["at"].partition(":")
+cls_name, _, method = attr.partition(".")
+cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+original = getattr(cls, method)
+
+def armed(self, *a, **k):
+    if args["when"] == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    result = original(self, *a, **k)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return result
+
+settings = load_settings(
+    Path(args["home"]),
+    graph={"engine": args["engine"], "buffer_pool_mb": 64},
+    extraction={"enabled": False},
+)
+svc = open_service(settings)
+setattr(cls, method, armed)
+if args["op"] == "record":
+    svc.record(MemoryDraft(
+        type=MemoryType.DECISION, title="Use Postgres", body="We chose Postgres for billing.",
+        scope_path=args["project"],
+    ))
+elif args["op"] == "archive":
+    svc.archive(args["slug"])
+elif args["op"] == "update":
+    svc.update_keywords(args["slug"], tags=["db", "billing"])
+elif args["op"] == "capture":
+    svc.drain_inbox()
+elif args["op"] == "merge":
+    svc.merge_entities(args["keep"], args["drop"])
+sys.exit(3)  # the kill never came: the step was not reached
+"""
+
+VAULT_WRITE = "memoryd.vault:Vault.write"
+VAULT_REMOVE = "memoryd.vault:Vault.remove"
+GRAPH_WRITE = "memoryd.graph.kuzu_store:KuzuGraphStore.upsert_memories"
+INDEX_WRITE = "memoryd.search.index:SearchIndex.upsert"
+AUDIT_WRITE = "memoryd.audit:AuditLog.append_many"
+MERGE = "memoryd.graph.kuzu_store:KuzuGraphStore.merge_entities"
+
+STEPS: dict[str, tuple[str, str]] = {
+    "before the vault write": (VAULT_WRITE, "before"),
+    "after the vault write": (VAULT_WRITE, "after"),
+    "after the old file is removed": (VAULT_REMOVE, "after"),
+    "after the graph write": (GRAPH_WRITE, "after"),
+    "after the index write": (INDEX_WRITE, "after"),
+    "before the audit line": (AUDIT_WRITE, "before"),
+    "after the audit line": (AUDIT_WRITE, "after"),
+    "after the graph merge": (MERGE, "after"),
+}
+
+
+def crash(settings: Settings, project: Path, op: str, step: str, **extra: str) -> None:
+    at, when = STEPS[step]
+    args = {
+        "home": str(settings.home),
+        "engine": ENGINE,
+        "project": str(project),
+        "op": op,
+        "at": at,
+        "when": when,
+        **extra,
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(args)], env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+
+
+def assert_four_way_agreement(svc: MemoryService, settings: Settings) -> set[str]:
+    """Vault, graph, search index and audit log hold the same memories, in the same state;
+    doctor is clean and the audit log verifies. Returns the slugs."""
+    files = {(m := svc.vault.read(p)).meta.slug: m for p in svc.vault.iter_files()}
+    graph = svc.graph.memory_rows(sorted(svc.graph.memory_slugs()))
+    index = svc.index.stored(sorted(svc.index.slugs()))
+    logged = svc.audit.targets(CREATING_EVENTS)
+    assert set(files) == set(graph) == set(index) == logged
+    for slug, memory in files.items():
+        assert graph[slug].path == str(memory.path)
+        assert graph[slug].decay_state is memory.meta.decay_state
+        assert index[slug].decay_state is memory.meta.decay_state
+        assert index[slug].tags == memory.meta.tags
+    failing = [c for c in service_checks(svc, settings) if not c.ok]
+    assert failing == []
+    assert svc.audit_verify().ok
+    journal = Journal(svc.home)
+    assert journal.pending() == []
+    assert journal.path.stat().st_size == 0  # emptied once every intent was settled
+    assert not list(svc.vault.scopes_dir.glob("*/*/.*.tmp"))
+    return set(files)
+
+
+def events(settings: Settings, event_type: str) -> list[dict[str, Any]]:
+    return [
+        {"target": r.target_id, **json.loads(r.details)}
+        for r in AuditLog(settings.home / "audit").read(event_type=event_type)
+    ]
+
+
+@pytest.fixture
+def quiet(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={"extraction": settings.extraction.model_copy(update={"enabled": False})}
+    )
+
+
+# -- record ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("step", "outcome"),
+    [
+        ("before the vault write", "rolled back"),
+        ("after the vault write", "rolled forward"),
+        ("after the graph write", "rolled forward"),
+        ("after the index write", "rolled forward"),
+        ("before the audit line", "rolled forward"),
+        ("after the audit line", "complete"),
+    ],
+)
+def test_a_record_killed_at_any_step_is_settled_on_the_next_open(
+    quiet: Settings, project: Path, step: str, outcome: str
+) -> None:
+    crash(quiet, project, "record", step)
+    with open_service(quiet) as svc:
+        slugs = assert_four_way_agreement(svc, quiet)
+        assert len(slugs) == (0 if outcome == "rolled back" else 1)
+    records, recovers = events(quiet, "record"), events(quiet, "recover")
+    if outcome == "complete":
+        assert len(records) == 1
+        assert "recovered" not in records[0]
+        assert recovers == []
+        return
+    assert [r["outcome"] for r in recovers] == [outcome]
+    assert recovers[0]["op"] == "record"
+    assert recovers[0]["event"] == "record"
+    if outcome == "rolled forward":
+        assert records == [
+            {
+                "target": recovers[0]["target"],
+                "type": "decision",
+                "source": "manual",
+                "recovered": True,
+            }
+        ]
+    else:
+        assert records == []
+    # Settled once: opening again finds nothing to do.
+    with open_service(quiet) as svc:
+        assert svc.recover() == 0
+    assert len(events(quiet, "recover")) == 1
+
+
+# -- archive: the file moves to forgotten/ ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("step", "outcome"),
+    [
+        ("before the vault write", "rolled back"),
+        ("after the vault write", "rolled forward"),
+        ("after the old file is removed", "rolled forward"),
+        ("after the graph write", "rolled forward"),
+        ("after the index write", "rolled forward"),
+        ("after the audit line", "complete"),
+    ],
+)
+def test_an_archive_killed_at_any_step_is_settled_on_the_next_open(
+    quiet: Settings, project: Path, step: str, outcome: str
+) -> None:
+    with open_service(quiet) as svc:
+        slug = svc.record(
+            MemoryDraft(type=MemoryType.FACT, title="Billing", body="x", scope_path=project)
+        ).slug
+    crash(quiet, project, "archive", step, slug=slug)
+    with open_service(quiet) as svc:
+        assert assert_four_way_agreement(svc, quiet) == {slug}
+        state = svc.get(slug).meta.decay_state
+        files = list(svc.vault.scopes_dir.glob(f"*/*/{slug}.md"))
+    assert len(files) == 1  # never both the old and the moved file
+    archived = outcome != "rolled back"
+    assert (state is DecayState.FORGOTTEN) is archived
+    assert (files[0].parent.name == "forgotten") is archived
+    assert len(events(quiet, "archive")) == (1 if archived else 0)
+    recovers = events(quiet, "recover")
+    assert [r["outcome"] for r in recovers] == ([] if outcome == "complete" else [outcome])
+
+
+def test_an_update_killed_after_its_graph_write_keeps_the_new_tags(
+    quiet: Settings, project: Path
+) -> None:
+    with open_service(quiet) as svc:
+        slug = svc.record(
+            MemoryDraft(type=MemoryType.FACT, title="Tags", body="y", scope_path=project)
+        ).slug
+    crash(quiet, project, "update", "after the graph write", slug=slug)
+    with open_service(quiet) as svc:
+        assert_four_way_agreement(svc, quiet)
+        assert svc.get(slug).meta.tags == ["db", "billing"]
+    assert [e["target"] for e in events(quiet, "update")] == [slug]
+
+
+# -- capture: the hook wrote the file and an inbox request; a drain is killed --------------------
+def captured_session(home: Path, project: Path) -> str:
+    """What `memoryd capture` leaves: the session file in the vault and an inbox request."""
+    scope = resolve_scope(project)
+    meta = Frontmatter(
+        title="Session: billing",
+        slug="2026-05-18-session-billing-abc123",
+        type=MemoryType.SESSION,
+        scope_hash=scope.scope_hash,
+        source="claude-code",
+        created_at=utcnow(),
+    )
+    vault = Vault(home)
+    vault.write_scope(scope)
+    memory = Memory(meta=meta, body="We moved billing to Postgres.")
+    path = vault.write(memory)
+    Inbox(home).submit(
+        IndexRequest(
+            slug=meta.slug,
+            path=str(path),
+            scope_hash=scope.scope_hash,
+            scope_path=str(project),
+            source="claude-code",
+            ts=now_ts(),
+        )
+    )
+    return meta.slug
+
+
+@pytest.mark.parametrize(
+    ("step", "outcome"),
+    [
+        ("after the index write", "rolled forward"),
+        ("after the graph write", "rolled forward"),
+        ("before the audit line", "rolled forward"),
+        ("after the audit line", "complete"),
+    ],
+)
+def test_a_capture_drain_killed_at_any_step_is_settled_and_drains_once(
+    quiet: Settings, project: Path, step: str, outcome: str
+) -> None:
+    with open_service(quiet):
+        pass  # the stores exist, as they do once anything ran
+    slug = captured_session(quiet.home, project)
+    crash(quiet, project, "capture", step)
+    with open_service(quiet) as svc:
+        # Recovery ran first; the request it left is drained without a second line.
+        assert svc.drain_inbox() == 0
+        assert Inbox(quiet.home).pending() == []
+        assert assert_four_way_agreement(svc, quiet) == {slug}
+    captures = events(quiet, "capture")
+    assert [c["target"] for c in captures] == [slug]
+    recovers = events(quiet, "recover")
+    assert [r["outcome"] for r in recovers] == ([] if outcome == "complete" else [outcome])
+
+
+# -- entity changes: the graph first, then the audit line reindex replays ----------------------
+def test_an_entity_merge_killed_before_its_audit_line_is_rolled_forward_and_reindex_keeps_it(
+    quiet: Settings, project: Path
+) -> None:
+    react, reactjs = "entity:library:React", "entity:library:ReactJS"
+    with open_service(quiet) as svc:
+        svc.record_graph_facts(
+            MemoryDraft(
+                type=MemoryType.FACT, title="UI", body="React, ReactJS", scope_path=project
+            ),
+            entity_ids=[react, reactjs],
+        )
+        assert svc.graph.get_entity(reactjs) is not None
+    crash(quiet, project, "merge", "after the graph merge", keep=react, drop=reactjs)
+    with open_service(quiet) as svc:
+        assert_four_way_agreement(svc, quiet)
+        merges = events(quiet, "entity_merge")
+        assert merges == [{"target": react, "drop": reactjs, "recovered": True}]
+        assert [r["outcome"] for r in events(quiet, "recover")] == ["rolled forward"]
+        svc.reindex()  # the merge lives in the audit log: a rebuilt graph replays it
+        assert svc.graph.get_entity(reactjs) is None
+        assert "ReactJS" in svc.resolve_entity(react).aliases
+
+
+# -- the journal itself ------------------------------------------------------------------------
+def test_an_unsettled_intent_survives_later_writes_and_a_torn_begin_is_ignored(
+    tmp_path: Path,
+) -> None:
+    def item(slug: str) -> IntentItem:
+        return IntentItem(slug=slug, path=f"/vault/{slug}.md", event_type="record")
+
+    crashed = Journal(tmp_path).begin(op="record", actor="cli", audit_seq=4, items=[item("a")])
+    journal = Journal(tmp_path)  # the next process, before recovery could settle `a`
+    later = journal.begin(op="record", actor="cli", audit_seq=5, items=[item("b")])
+    assert journal.slugs_in_flight() == {"a", "b"}
+    journal.end(later)
+    with journal.path.open("ab") as f:
+        f.write(b'{"v": 1, "begin": "cut-short", "op": "rec')  # a power cut mid-append
+
+    (left,) = Journal(tmp_path).pending()
+    assert (left.id, left.audit_seq, left.items) == (crashed.id, 4, [item("a")])
+    after = Journal(tmp_path)  # a write after the torn line is not swallowed by it
+    crashed_again = after.begin(op="record", actor="cli", audit_seq=6, items=[item("c")])
+    assert {i.id for i in Journal(tmp_path).pending()} == {crashed.id, crashed_again.id}
+    after.end(crashed_again)
+    journal.end(left)
+    assert Journal(tmp_path).pending() == []

@@ -1,0 +1,514 @@
+"""The graph store contract. `make test` runs this file once per engine (kuzu, ladybug):
+the two cannot share a process, so the engine comes from MEMORYD_TEST_ENGINE."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
+from memoryd.graph.kuzu_store import SCHEMA_VERSION, KuzuGraphStore
+from memoryd.graph.store import refused_call, write_clause
+from memoryd.models import DecayState, Frontmatter, Memory, MemoryType
+from tests.conftest import ENGINE
+from tests.waiting import wait_until
+
+SCOPE = "0123456789ab"
+
+
+def memory(slug: str, body: str = "", **meta: object) -> Memory:
+    fields: dict[str, object] = {
+        "title": slug.replace("-", " "),
+        "slug": slug,
+        "type": "decision",
+        "scope_hash": SCOPE,
+        "source": "manual",
+        "created_at": datetime(2026, 5, 1, tzinfo=UTC),
+    }
+    fields.update(meta)
+    return Memory(meta=Frontmatter.model_validate(fields), body=body or f"body of {slug}")
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Iterator[KuzuGraphStore]:
+    store = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=128)
+    yield store
+    store.close()
+
+
+def test_schema_is_migrated_and_reopens(tmp_path: Path) -> None:
+    store = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+    assert store.schema_version() == SCHEMA_VERSION
+    store.upsert_memories([memory("a-1")])
+    store.close()
+    again = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+    assert again.schema_version() == SCHEMA_VERSION
+    assert again.count_memories() == 1
+    again.close()
+
+
+def test_upsert_writes_memory_entities_and_edges(graph: KuzuGraphStore) -> None:
+    older = memory(
+        "use-react",
+        observations=["entity:library:React"],
+        created_at=datetime(2026, 3, 1, tzinfo=UTC),
+    )
+    newer = memory(
+        "use-solid",
+        observations=["entity:library:React", "entity:library:Solid"],
+        relations=[
+            "prefers:entity:library:Solid",
+            {
+                "subject": "entity:library:Solid",
+                "predicate": "supersedes",
+                "object": "entity:library:React",
+                "confidence": 0.7,
+            },
+        ],
+        supersedes=["use-react"],
+        created_at=datetime(2026, 6, 1, tzinfo=UTC),
+    )
+    graph.upsert_memories([older])
+    graph.upsert_memories([newer])
+    react = graph.get_entity("entity:library:React")
+    assert react is not None
+    assert react.mention_count == 2
+    assert react.first_seen_at == datetime(2026, 3, 1, tzinfo=UTC)
+    assert react.last_seen_at == datetime(2026, 6, 1, tzinfo=UTC)
+    snap = graph.snapshot()
+    assert [r[:2] for r in snap["supersedes"]] == [["use-solid", "use-react"]]
+    predicates = sorted(r[2] for r in snap["relates"])
+    assert predicates == ["prefers", "supersedes"]
+    row = graph.get_memory("use-solid")
+    assert row is not None
+    assert row.type is MemoryType.DECISION
+    assert row.body == "body of use-solid"
+
+
+def test_reupsert_replaces_edges_not_duplicates(graph: KuzuGraphStore) -> None:
+    m = memory("m-1", observations=["entity:tool:Docker"], relations=["uses:entity:tool:Docker"])
+    graph.upsert_memories([m])
+    first = graph.snapshot()
+    graph.upsert_memories([m])
+    assert graph.snapshot() == first
+    changed = memory("m-1", observations=["entity:tool:Podman"])
+    graph.upsert_memories([changed])
+    docker = graph.get_entity("entity:tool:Docker")
+    assert docker is not None
+    assert docker.mention_count == 0
+    assert graph.snapshot()["relates"] == []
+
+
+def test_delete_detaches_and_updates_counts(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory("a", observations=["entity:tool:git"]), memory("b")])
+    graph.delete_memories(["a"])
+    assert graph.memory_slugs() == {"b"}
+    git = graph.get_entity("entity:tool:git")
+    assert git is not None
+    assert git.mention_count == 0
+
+
+def test_list_filters_and_pages(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories(
+        [
+            memory(
+                f"m-{i}",
+                type="fact" if i % 2 else "warning",
+                created_at=datetime(2026, 1, i + 1, tzinfo=UTC),
+            )
+            for i in range(6)
+        ]
+    )
+    facts = graph.list_memories(type=MemoryType.FACT)
+    assert [m.slug for m in facts] == ["m-5", "m-3", "m-1"]
+    assert [m.slug for m in graph.list_memories(limit=2, offset=1)] == ["m-4", "m-3"]
+    assert graph.list_memories(decay_state=DecayState.DIM) == []
+
+
+def test_fingerprint_lookup(graph: KuzuGraphStore) -> None:
+    m = memory("dup", body="same text")
+    graph.upsert_memories([m])
+    assert graph.find_by_fingerprint(SCOPE, m.fingerprint) == "dup"
+    assert graph.find_by_fingerprint("ffffffffffff", m.fingerprint) is None
+
+
+def test_sensitive_memory_body_never_reaches_graph(graph: KuzuGraphStore) -> None:
+    secret = memory("s-1", body="the vault password is hunter2")
+    secret.sensitive = True
+    graph.upsert_memories([secret])
+    row = graph.get_memory("s-1")
+    assert row is not None
+    assert row.body == ""
+    assert "hunter2" not in repr(graph.snapshot())
+
+
+def test_cypher_is_read_only(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory("x")])
+    result = graph.cypher("MATCH (m:Memory) RETURN m.slug AS slug")
+    assert result.columns == ["slug"]
+    assert result.rows == [["x"]]
+    for query in (
+        "MATCH (m) DETACH DELETE m",
+        "CREATE (m:Memory {slug: 'y'})",
+        "MATCH (m:Memory) SET m.title = 'z'",
+    ):
+        with pytest.raises(PolicyDenied, match="read-only"):
+            graph.cypher(query)
+    with pytest.raises(InvalidInput, match="invalid Cypher"):
+        graph.cypher("MATCH (m:Memory RETURN m")
+    assert graph.count_memories() == 1
+    # a keyword inside a string literal is not a write clause
+    assert graph.cypher("MATCH (m:Memory) WHERE m.title <> 'CREATE' RETURN count(m)").rows == [[1]]
+
+
+def test_cypher_row_limit(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory(f"r-{i}") for i in range(5)])
+    result = graph.cypher("MATCH (m:Memory) RETURN m.slug ORDER BY m.slug", limit=3)
+    assert len(result.rows) == 3
+    assert result.truncated
+
+
+def test_write_clause_detection() -> None:
+    assert write_clause("match (n) return n") is None
+    assert write_clause("MATCH (n) MERGE (m)") == "MERGE"
+    assert write_clause("RETURN 'DROP TABLE x'") is None
+
+
+def test_second_process_gets_graph_locked(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """Kuzu allows one read-write process: the second must get a clear, typed error."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from memoryd.errors import GraphLocked
+        from memoryd.graph.kuzu_store import KuzuGraphStore
+        try:
+            KuzuGraphStore(Path({str(tmp_path / "graph")!r}), engine={ENGINE!r})
+        except GraphLocked as exc:
+            print(exc)
+            sys.exit(3)
+        sys.exit(0)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    if ENGINE == "ladybug" and result.returncode == 0:
+        pytest.skip("this ladybug build lets a second process open beside the writer")
+    assert result.returncode == 3, result.stderr
+    assert "another memoryd process holds the graph" in result.stdout
+
+
+def test_buffer_pool_exhaustion_is_a_clear_error(tmp_path: Path) -> None:
+    store = KuzuGraphStore(tmp_path / "tiny", engine=ENGINE, buffer_pool_mb=64)
+    big = [memory(f"big-{i}", body=("lorem ipsum " * 300) + str(i)) for i in range(30_000)]
+
+    def fill() -> None:
+        for start in range(0, len(big), 10_000):
+            store.upsert_memories(big[start : start + 10_000])
+
+    with pytest.raises(StorageError) as info:
+        fill()
+    assert "buffer pool" in str(info.value)
+    assert "buffer_pool_mb" in info.value.hint
+    # the store is still usable after the failure
+    assert store.count_memories() >= 0
+    store.close()
+
+
+def test_unknown_engine_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="unknown graph engine"):
+        KuzuGraphStore(tmp_path / "g", engine="neo4j")
+
+
+def test_read_only_open_refuses_writes(tmp_path: Path) -> None:
+    writer = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+    writer.upsert_memories([memory("ro")])
+    writer.close()
+    reader = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128, read_only=True)
+    assert reader.count_memories() == 1
+    with pytest.raises(PolicyDenied):
+        reader.upsert_memories([memory("no")])
+    reader.close()
+
+
+def test_locked_error_type_is_storage_error() -> None:
+    assert issubclass(GraphLocked, StorageError)
+
+
+def test_engine_settings_and_other_procedures_are_refused(graph: KuzuGraphStore) -> None:
+    """Issue 12: `CALL checkpoint_threshold=1` and friends were accepted and persisted."""
+    before = graph.cypher("CALL current_setting('checkpoint_threshold') RETURN *").rows
+    for query in (
+        "CALL checkpoint_threshold=1",
+        "CALL threads=1",
+        "CALL home_directory='/etc'",
+        "CALL file_search_path='/etc'",
+        "CALL spill_to_disk=false",
+        "CALL timeout=0",
+        "call  THREADS = 4",
+        "CALL `threads`=1",
+        "CALL/* hidden */timeout=0",
+        "RETURN 1 /* ' */ ; CALL threads=1 // '",
+        "CALL read_csv('/etc/passwd') RETURN *",
+        "CALL clear_warnings() RETURN *",
+        "CALL project_graph('g', ['Entity'], ['RELATES']) RETURN *",
+    ):
+        with pytest.raises(PolicyDenied, match="read-only"):
+            graph.cypher(query)
+    assert graph.cypher("CALL current_setting('checkpoint_threshold') RETURN *").rows == before
+    # read-only procedures still run, and a keyword in a string or a property is no CALL
+    names = {row[0] for row in graph.cypher("CALL show_tables() RETURN name").rows}
+    assert {"Memory", "Entity"} <= names
+    assert graph.cypher("CALL table_info('Memory') RETURN count(*)").rows[0][0] > 10
+    assert graph.cypher("CALL db_version() RETURN *").rows
+    assert graph.cypher("RETURN 'CALL threads=1' AS text").rows == [["CALL threads=1"]]
+
+
+def test_cypher_text_checks() -> None:
+    assert write_clause("MATCH (n) RETURN n // then DELETE it") is None
+    assert write_clause("MATCH (n) /* MERGE */ RETURN n") is None
+    assert write_clause("MATCH (n) RETURN n.set, $create") is None
+    assert write_clause("MATCH (n) RETURN n /* ' */ DETACH DELETE n //'") == "DETACH"
+    assert write_clause("MATCH (n) RETURN n.`x` SET n.y = 1") == "SET"
+    assert refused_call("CALL show_tables() RETURN *") is None
+    assert refused_call("CALL SHOW_TABLES() RETURN *") is None
+    assert refused_call("MATCH (n) RETURN n.call") is None
+    assert refused_call("CALL threads=1") == "CALL threads=… changes an engine setting"
+    assert refused_call("CALL `threads` = 1") == "CALL threads=… changes an engine setting"
+    assert "not a read-only procedure" in (refused_call("CALL read_parquet('x') RETURN *") or "")
+    assert refused_call("CALL") is not None
+
+
+def test_one_statement_and_its_parameters(graph: KuzuGraphStore) -> None:
+    """A user's parameter mistakes are invalid input, on both engines (kuzu called an unused
+    one a storage failure, ladybug ignored it, and both read a missing one as null)."""
+    with pytest.raises(InvalidInput, match=r"parameter \$n is given but the query does not use"):
+        graph.cypher("RETURN 1", {"n": 1})
+    with pytest.raises(InvalidInput, match=r"uses \$slug but no value"):
+        graph.cypher("MATCH (m:Memory {slug: $slug}) RETURN m")
+    with pytest.raises(InvalidInput, match="one statement"):
+        graph.cypher("RETURN 1; RETURN 2")
+    assert graph.cypher("RETURN $n + 1 AS n;", {"n": 1}).rows == [[2]]
+    assert graph.cypher("RETURN '$x' AS text // $y").rows == [["$x"]]
+    with pytest.raises(InvalidInput, match="invalid Cypher"):
+        graph.cypher("RETURN $n + 1", {"n": "one"})
+
+
+def test_copy_is_private_and_holds_every_commit(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """The copy user Cypher reads (memoryd.graph.sandbox) is checkpointed and needs no WAL
+    replay (on kuzu 0.11.3 a replay lost a MENTIONS edge after test_mcp.py's delete tools)."""
+    graph.upsert_memories(
+        [
+            memory("c-1", observations=["entity:library:Kuzu", "entity:project:memoryd"]),
+            memory("c-2", observations=["entity:project:memoryd"]),
+        ]
+    )
+    graph.delete_entity("entity:library:Kuzu")
+    graph.upsert_memories([memory("c-3", observations=["entity:project:memoryd"])])
+    (tmp_path / "copies").mkdir(mode=0o700)
+    copy = graph.copy_to(tmp_path / "copies" / "1")
+    assert copy.generation == graph.generation
+    assert [p.name for p in copy.directory.iterdir()] == ["memoryd.kz"]
+    for path in [copy.directory, *copy.directory.iterdir()]:
+        assert path.stat().st_mode & 0o077 == 0, path
+    edges = "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) RETURN m.slug, e.id ORDER BY m.slug"
+    live = graph.cypher(edges).rows
+    assert len(live) == 3
+    reader = KuzuGraphStore(copy.directory, engine=ENGINE, buffer_pool_mb=64, read_only=True)
+    try:
+        assert reader.cypher(edges).rows == live
+    finally:
+        reader.close()
+    with pytest.raises(StorageError, match="cannot create"):
+        graph.copy_to(copy.directory)
+
+
+def test_copy_checkpoints_beside_a_stream_of_reads(graph: KuzuGraphStore, tmp_path: Path) -> None:
+    """The engine's checkpoint waits for a moment with no open transaction and timed out
+    after 5 s beside four threads reading in a loop (10 of 10 attempts)."""
+    graph.upsert_memories([memory(f"r-{i}") for i in range(50)])
+    stop = threading.Event()
+    reads = [0] * 4
+
+    def read(n: int) -> None:
+        while not stop.is_set():
+            assert graph.count_memories() >= 50
+            reads[n] += 1
+
+    readers = [threading.Thread(target=read, args=(n,)) for n in range(4)]
+    for reader in readers:
+        reader.start()
+    try:
+        wait_until(lambda: min(reads) > 0, what="every reader to read once")
+        (tmp_path / "copies").mkdir()
+        for n in range(3):
+            graph.upsert_memories([memory(f"w-{n}")])
+            started = time.monotonic()
+            copy = graph.copy_to(tmp_path / "copies" / str(n))
+            assert time.monotonic() - started < 2
+            assert copy.generation == graph.generation
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert min(reads) > 0
+
+
+def test_commits_past_the_checkpoint_threshold_beside_readers(tmp_path: Path) -> None:
+    """The engine's checkpoint at commit (past 16 MB of WAL) failed the COMMIT after 5 s when
+    a thread was reading, with the transaction already committed: a write reported as lost
+    that was not. Commits are followed by our own checkpoint, with reads held back."""
+    store = KuzuGraphStore(
+        tmp_path / "g", engine=ENGINE, buffer_pool_mb=64, checkpoint_bytes=64 * 1024
+    )
+    stop = threading.Event()
+    reads = [0, 0]
+
+    def read(n: int) -> None:
+        while not stop.is_set():
+            store.memory_slugs()
+            reads[n] += 1
+
+    readers = [threading.Thread(target=read, args=(n,)) for n in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        started = time.monotonic()
+        for n in range(40):
+            store.upsert_memories([memory(f"big-{n}", body="lorem ipsum " * 400 + str(n))])
+        assert time.monotonic() - started < 20
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert min(reads) > 0
+    assert store.count_memories() == 40
+    wal = tmp_path / "g" / "memoryd.kz.wal"
+    assert not wal.exists() or wal.stat().st_size < 2 * 64 * 1024  # checkpointed as it grew
+    store.close()
+
+
+def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:
+    labelled = {
+        "predicate": "mentions",
+        "subject": "entity:tool:uv",
+        "object": "entity:tool:pip",
+        "label": "inspired by",
+    }
+    graph.upsert_memories([memory("m-1", observations=["entity:tool:uv"], relations=[labelled])])
+    rows = graph.cypher("MATCH ()-[r:RELATES]->() RETURN r.predicate, r.label").rows
+    assert rows == [["mentions", "inspired by"]]
+    assert graph.snapshot()["relates"][0][-1] == "inspired by"
+    graph.delete_entity("entity:tool:uv")
+    graph.delete_entity("entity:tool:nothing")  # unknown: nothing to do
+    assert graph.get_entity("entity:tool:uv") is None
+    assert graph.snapshot()["relates"] == []
+    assert graph.get_entity("entity:tool:pip") is not None
+
+
+def test_record_recalls_adds_counts_and_revives(graph: KuzuGraphStore) -> None:
+    dim = memory("dim-one")
+    dim.meta.decay_state = DecayState.DIM
+    graph.upsert_memories([dim, memory("alive-one")])
+    at = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    counted = graph.record_recalls({"dim-one": (1, at), "alive-one": (3, at), "missing": (1, at)})
+    assert counted == {"dim-one": 1, "alive-one": 3}
+    assert graph.record_recalls({"dim-one": (2, at)}) == {"dim-one": 3}
+    row = graph.get_memory("dim-one")
+    assert row is not None
+    assert row.decay_state is DecayState.ALIVE
+    assert row.last_recalled_at == at
+
+
+def test_the_supersede_map_is_read_again_only_after_writes_that_may_change_it(
+    graph: KuzuGraphStore,
+) -> None:
+    """Every recall asks which candidates are superseded; the map costs a scan of the Memory
+    table, so a recall count, a scope or an unrelated memory must not make the next recall
+    read it again, while every write that may change an edge does."""
+    graph.upsert_memories([memory("old-a")])
+    graph.upsert_memories([memory("new-a", supersedes=["old-a"])])
+    reads: list[str] = []
+    original = graph._rows
+
+    def rows(query: str, *args: Any, **kwargs: Any) -> list[list[Any]]:  # the real read, watched
+        if "SUPERSEDES" in query:
+            reads.append(query)
+        return original(query, *args, **kwargs)
+
+    graph._rows = rows  # type: ignore[method-assign]
+    assert graph.superseded_by(["old-a", "new-a"]) == {"old-a": "new-a"}
+    at = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    graph.record_recalls({"old-a": (1, at), "new-a": (2, at)})
+    graph.set_recall("old-a", recall_count=4, last_recalled_at=at, decay_state=DecayState.ALIVE)
+    graph.upsert_scope(SCOPE, "/work/shop", False, [])
+    graph.upsert_memories([memory("other")], new=True)
+    graph.upsert_memories([memory("other", body="rewritten")])
+    assert graph.superseded_by(["old-a", "other"]) == {"old-a": "new-a"}
+    assert len(reads) == 1
+    graph.upsert_memories([memory("newer-b", supersedes=["other"])])
+    assert graph.superseded_by(["old-a", "other"]) == {"old-a": "new-a", "other": "newer-b"}
+    graph.upsert_memories([memory("new-a", body="no longer supersedes")])
+    assert graph.superseded_by(["old-a", "other"]) == {"other": "newer-b"}
+    graph.delete_memories(["newer-b"])
+    assert graph.superseded_by(["old-a", "other"]) == {}
+    assert len(reads) == 4
+
+
+def test_mentioning_and_related_answer_many_entities_capped_each(tmp_path: Path) -> None:
+    """One statement serves every entity asked; each keeps at most `max_fanout` rows, the
+    newest memories (mentioning) or the most confident relations (related) first."""
+    store = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128, max_fanout=2)
+    try:
+        store.upsert_memories(
+            [
+                memory(
+                    f"rome-{day}",
+                    observations=["entity:place:Rome"],
+                    created_at=datetime(2026, 5, day, tzinfo=UTC),
+                )
+                for day in (1, 2, 3)
+            ]
+            + [
+                memory(
+                    "paris",
+                    observations=["entity:place:Paris"],
+                    relations=[
+                        {
+                            "subject": "entity:place:Paris",
+                            "predicate": "located_at",
+                            "object": obj,
+                            "confidence": conf,
+                        }
+                        for obj, conf in (
+                            ("entity:place:France", 0.9),
+                            ("entity:place:Europe", 0.5),
+                            ("entity:place:Seine", 0.7),
+                        )
+                    ],
+                )
+            ]
+        )
+        rows = store.mentioning(["entity:place:Rome", "entity:place:Paris", "entity:place:Oslo"])
+        assert [(e.split(":")[-1], slug) for e, slug, _ in rows] == [
+            ("Rome", "rome-3"),
+            ("Rome", "rome-2"),
+            ("Paris", "paris"),
+        ]
+        other_scope = store.mentioning(["entity:place:Rome"], scope_hashes=["ffffffffffff"])
+        assert other_scope == []
+        related = store.related_entities(["entity:place:Paris", "entity:place:Rome"])
+        assert [(dst.split(":")[-1], conf) for _, dst, _, conf in related] == [
+            ("France", 0.9),
+            ("Seine", 0.7),
+        ]
+    finally:
+        store.close()

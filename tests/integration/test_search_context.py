@@ -1,0 +1,237 @@
+"""The search index's recall aids: neighbouring session turns as context, word weights taken
+within the searched scopes, and irregular word forms indexed in their base form."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memoryd.models import DecayState, MemoryType
+from memoryd.search.index import SCHEMA_VERSION, SearchDoc, SearchIndex
+from memoryd.search.sessions import CONTEXT_WINDOW
+from memoryd.service import MemoryService
+from tests.integration.test_recall_episodes import say
+
+SCOPE, OTHER = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+START = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
+CONTEXT = 0.15
+
+
+def turn(slug: str, second: float, body: str, **fields: object) -> SearchDoc:
+    values: dict[str, object] = {
+        "slug": slug,
+        "scope_hash": SCOPE,
+        "type": MemoryType.SESSION,
+        "decay_state": DecayState.ALIVE,
+        "title": slug,
+        "body": body,
+        "created_at": START + timedelta(seconds=second),
+    }
+    values.update(fields)
+    return SearchDoc.model_validate(values)
+
+
+CHAT = [
+    turn("t0", 0, "Morning! Slept badly again."),
+    turn("t1", 1, "Did you finally adopt the puppy from the shelter?"),
+    turn("t2", 2, "Yes! She is great for cuddles and companionship."),
+    turn("t3", 3, "Lovely. What did you name her?"),
+    turn("t4", 4, "Pixie, after my grandmother's cat."),
+]
+
+
+def open_index(path: Path) -> SearchIndex:
+    return SearchIndex.open(path)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[SearchIndex]:
+    with open_index(tmp_path / "search") as opened:
+        yield opened
+
+
+def found(index: SearchIndex, query: str, **kwargs: object) -> list[str]:
+    return [h.slug for h in index.search(query, limit=20, **kwargs)]  # type: ignore[arg-type]
+
+
+def matches(index: SearchIndex, queries: list[str]) -> list[set[str]]:
+    """What each query finds, body or context (scores also count rewritten documents until
+    tantivy merges them away, so they may differ where the contexts do not)."""
+    return [set(found(index, q, context_boost=CONTEXT)) for q in queries]
+
+
+def test_a_reply_is_found_by_the_turn_it_answers_only_with_context(index: SearchIndex) -> None:
+    index.upsert(CHAT)
+    # Plain search matches what a memory says itself.
+    assert found(index, "puppy shelter") == ["t1"]
+    # Recall also searches the neighbouring turns' text, well below the turn's own.
+    with_context = found(index, "puppy shelter", context_boost=CONTEXT)
+    assert with_context[0] == "t1"
+    assert set(with_context) == {"t0", "t1", "t2"}
+    hits = {h.slug: h for h in index.search("puppy", context_boost=CONTEXT)}
+    assert hits["t2"].score < hits["t1"].score
+    assert hits["t2"].matched_terms == []  # the body as written holds no query word
+
+
+def test_context_is_the_nearest_turn_on_each_side_of_the_same_scope(index: SearchIndex) -> None:
+    index.upsert(
+        [
+            *CHAT,
+            turn("far", 4 + CONTEXT_WINDOW.total_seconds() + 1, "Anyone up for tennis?"),
+            turn("elsewhere", 2.5, "A zebra in another project", scope_hash=OTHER),
+            turn("decided", 2.6, "We chose the xylophone", type=MemoryType.DECISION),
+        ]
+    )
+    # t4 is more than the window away from `far`: not neighbours.
+    assert found(index, "tennis", context_boost=CONTEXT) == ["far"]
+    # Other scopes and other types neither give nor take context.
+    assert found(index, "zebra", context_boost=CONTEXT) == ["elsewhere"]
+    assert found(index, "xylophone", context_boost=CONTEXT) == ["decided"]
+    # Only the nearest turn each side: t0 is two turns from t2.
+    assert "t0" not in found(index, "cuddles", context_boost=CONTEXT)
+    assert set(found(index, "cuddles", context_boost=CONTEXT)) == {"t1", "t2", "t3"}
+
+
+def test_writing_a_turn_updates_its_neighbours_context(index: SearchIndex) -> None:
+    index.upsert([CHAT[0], CHAT[2]])
+    assert set(found(index, "slept", context_boost=CONTEXT)) == {"t0", "t2"}
+    # t1 comes between them: t2's context is now t1 (and t0's is t1 too).
+    index.upsert([CHAT[1]])
+    assert set(found(index, "slept", context_boost=CONTEXT)) == {"t0", "t1"}
+    assert set(found(index, "cuddles", context_boost=CONTEXT)) == {"t1", "t2"}
+    # An edit of t1's text reaches its neighbours' context.
+    index.upsert([turn("t1", 1, "Did the kitten arrive?")])
+    assert set(found(index, "kitten", context_boost=CONTEXT)) == {"t0", "t1", "t2"}
+    assert found(index, "puppy", context_boost=CONTEXT) == []
+
+
+def test_a_hidden_or_deleted_turn_leaves_its_neighbours_context(index: SearchIndex) -> None:
+    index.upsert(CHAT)
+    index.upsert([CHAT[1].model_copy(update={"decay_state": DecayState.SOFT_FORGOTTEN})])
+    # The forgotten turn's words no longer find its neighbours; they are neighbours instead.
+    assert found(index, "puppy shelter", context_boost=CONTEXT) == []
+    assert set(found(index, "slept", context_boost=CONTEXT)) == {"t0", "t2"}
+    index.delete(["t3"])
+    assert set(found(index, "Pixie", context_boost=CONTEXT)) == {"t2", "t4"}
+    assert set(found(index, "name", context_boost=CONTEXT)) == set()
+
+
+def test_contexts_do_not_depend_on_the_order_turns_were_written(tmp_path: Path) -> None:
+    chat = [
+        turn(f"t{i}", i * 7 if i < 10 else 5000 + i, f"word{i} common word{i + 1} tail{i % 3}")
+        for i in range(16)
+    ]
+    queries = [f"word{i}" for i in range(17)] + ["common tail1", "tail2"]
+    with open_index(tmp_path / "at-once") as at_once:
+        at_once.upsert(chat)
+        expected = matches(at_once, queries)
+    for seed in range(3):
+        shuffled = list(chat)
+        random.Random(seed).shuffle(shuffled)
+        with open_index(tmp_path / f"one-by-one-{seed}") as one_by_one:
+            for start in range(0, len(shuffled), 1 + seed):
+                one_by_one.upsert(shuffled[start : start + 1 + seed])
+            assert matches(one_by_one, queries) == expected
+
+
+def test_turns_at_the_same_instant_are_ordered_by_slug(index: SearchIndex) -> None:
+    index.upsert([turn("b", 0, "bravo"), turn("a", 0, "alpha"), turn("c", 0, "charlie")])
+    assert set(found(index, "alpha", context_boost=CONTEXT)) == {"a", "b"}
+    assert set(found(index, "bravo", context_boost=CONTEXT)) == {"a", "b", "c"}
+    assert set(found(index, "charlie", context_boost=CONTEXT)) == {"b", "c"}
+
+
+def test_scope_idf_weighs_words_as_rare_as_they_are_in_the_scope(index: SearchIndex) -> None:
+    # "deploy" is rare in the whole index but in most of this scope's memories; "rollback"
+    # is rare here but everywhere in the other scope.
+    notes = [
+        SearchDoc(
+            slug=f"n{i}",
+            scope_hash=SCOPE,
+            type=MemoryType.FACT,
+            decay_state=DecayState.ALIVE,
+            title=f"note {i}",
+            body=f"deploy step {i}",
+            created_at=START,
+        )
+        for i in range(8)
+    ]
+    rollback = notes[0].model_copy(update={"slug": "rb", "body": "the rollback plan"})
+    elsewhere = [
+        n.model_copy(update={"slug": f"o{i}", "scope_hash": OTHER, "body": "rollback again"})
+        for i, n in enumerate(notes * 4)
+    ]
+    index.upsert([*notes, rollback, *elsewhere])
+    plain = index.search("deploy rollback", scope_hashes=[SCOPE], limit=3)
+    assert plain[0].slug != "rb"
+    scoped = index.search("deploy rollback", scope_hashes=[SCOPE], limit=3, scope_idf=True)
+    assert scoped[0].slug == "rb"
+    # Without scopes (or with all of them) the weights are BM25's own.
+    everywhere = index.search("deploy rollback", limit=3)
+    assert [h.slug for h in index.search("deploy rollback", limit=3, scope_idf=True)] == [
+        h.slug for h in everywhere
+    ]
+
+
+def test_irregular_forms_meet_their_base_form(index: SearchIndex) -> None:
+    index.upsert(
+        [
+            turn("bought", 0, "I bought a kayak and went to the lake with the children."),
+            turn("other", 100_000, "Nothing to see here."),
+        ]
+    )
+    assert found(index, "buy") == ["bought"]
+    assert found(index, "what did they go to") == ["bought"]
+    assert found(index, "child") == ["bought"]
+    hit = index.search("kayak")[0]
+    assert "bought" in hit.snippet  # shown as written
+
+
+def test_the_schema_version_counts_the_context_field() -> None:
+    assert SCHEMA_VERSION == 2
+
+
+def test_reindex_rebuilds_the_same_contexts(svc: MemoryService, project: Path) -> None:
+    lines = [
+        "We adopted a puppy from the shelter.",
+        "Great for cuddles and companionship!",
+        "What did you name her?",
+        "Pixie.",
+        "Unrelated: the deploy went fine.",
+    ]
+    for i, line in enumerate(lines):
+        say(svc, project, "Ann" if i % 2 else "Bob", line, i)
+    queries = ["puppy shelter", "name", "Pixie", "deploy"]
+
+    def recalled() -> list[list[str]]:
+        return [[h.slug for h in svc.recall(q, scope=project, track=False).hits] for q in queries]
+
+    before = recalled()
+    assert len(before[0]) >= 2  # the reply is found through its context
+    svc.reindex()
+    assert recalled() == before
+
+
+def test_same_instant_turns_written_apart_get_the_same_contexts(tmp_path: Path) -> None:
+    chat = [turn(name, 0, name) for name in ("delta", "alpha", "charlie", "bravo")]
+    queries = ["alpha", "bravo", "charlie", "delta"]
+    with open_index(tmp_path / "at-once") as at_once:
+        at_once.upsert(chat)
+        expected = matches(at_once, queries)
+    assert expected[0] == {"alpha", "bravo"}
+    with open_index(tmp_path / "apart") as apart:
+        for doc in chat:
+            apart.upsert([doc])
+        assert matches(apart, queries) == expected
+
+
+def test_a_turn_moved_in_time_leaves_its_old_neighbours(index: SearchIndex) -> None:
+    index.upsert(CHAT)
+    index.upsert([CHAT[2].model_copy(update={"created_at": START + timedelta(seconds=5)})])
+    # t1 and t3 now neighbour each other; t2 follows t4.
+    assert set(found(index, "cuddles", context_boost=CONTEXT)) == {"t2", "t4"}
+    assert set(found(index, "shelter", context_boost=CONTEXT)) == {"t0", "t1", "t3"}

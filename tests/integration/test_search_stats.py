@@ -1,0 +1,157 @@
+"""Scope statistics kept up to date write by write equal a recount of the live memories."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.models import DecayState, MemoryType
+from memoryd.recall.conversation import is_turn
+from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.stats import TurnTest
+
+SCOPES = ("aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc")
+WORDS = [
+    "redis",
+    "cache",
+    "postgres",
+    "migration",
+    "deploy",
+    "kafka",
+    "consumer",
+    "lag",
+    "pytest",
+    "flaky",
+    "fixture",
+    "nginx",
+    "proxy",
+    "timeout",
+    "数据库",
+    "迁移",
+    "部署",
+    "缓存",
+    "went",
+    "bought",
+    "children",
+]
+START = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
+TESTS: tuple[TurnTest | None, ...] = (is_turn, None)
+
+
+def random_doc(rng: random.Random, slug: str) -> SearchDoc:
+    kind = rng.choice([MemoryType.SESSION, MemoryType.SESSION, MemoryType.DECISION])
+    lines = rng.choice([1, 1, 5])  # a short turn, or a whole session (not a turn)
+    body = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(1, 12))) for _ in range(lines))
+    return SearchDoc(
+        slug=slug,
+        scope_hash=rng.choice(SCOPES),
+        type=kind,
+        decay_state=rng.choice(
+            [DecayState.ALIVE, DecayState.ALIVE, DecayState.SOFT_FORGOTTEN, DecayState.FORGOTTEN]
+        ),
+        title=" ".join(rng.choices(WORDS, k=rng.randint(0, 4))),
+        body=body,
+        # Turns minutes apart, some at the same instant, some beyond the context window.
+        created_at=START + timedelta(minutes=rng.choice([0, 5, 10, 20, 45, 90, 200])),
+    )
+
+
+def views(index: SearchIndex) -> list[object]:
+    """Every statistic recall may ask of the index, in every combination."""
+    wanted: list[list[str] | None] = [None, [SCOPES[0]], [SCOPES[1], SCOPES[2]]]
+    return [
+        index.statistics(scopes, include_forgotten=hidden, is_turn=test)
+        for scopes in wanted
+        for hidden in (False, True)
+        for test in TESTS
+    ]
+
+
+def recounted(directory: Path) -> list[object]:
+    with SearchIndex.open(directory) as fresh:
+        return views(fresh)
+
+
+def rankings(index: SearchIndex) -> list[object]:
+    return [
+        index.local_bm25(query, scope_hashes=scopes, is_turn=is_turn, context_boost=0.15, limit=20)[
+            :2
+        ]
+        for query in ("redis cache", "数据库 迁移", "flaky pytest fixture", "bought children")
+        for scopes in ([SCOPES[0]], None)
+    ]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_statistics_kept_by_writes_equal_a_recount(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    directory = tmp_path / "search"
+    live: dict[str, SearchDoc] = {}
+    with SearchIndex.open(directory) as index:
+        index.upsert([random_doc(rng, f"m{i}") for i in range(8)])
+        assert views(index) == recounted(directory)  # every scope counted, on the first ask
+        serial = 8
+        for step in range(60):
+            live = {slug: doc for slug, doc in index.stored(sorted(index.slugs())).items()}
+            action = rng.random()
+            if action < 0.4 or not live:
+                batch = [random_doc(rng, f"m{serial + i}") for i in range(rng.randint(1, 3))]
+                serial += len(batch)
+                index.upsert(batch)
+            elif action < 0.75:  # rewrites: new text, state, time or scope, or the same again
+                chosen = rng.sample(sorted(live), k=min(len(live), rng.randint(1, 3)))
+                changes: list[Callable[[SearchDoc], SearchDoc]] = [
+                    lambda d: random_doc(rng, d.slug),
+                    lambda d: d.model_copy(update={"decay_state": DecayState.SOFT_FORGOTTEN}),
+                    lambda d: d.model_copy(update={"decay_state": DecayState.ALIVE}),
+                    lambda d: d,
+                ]
+                index.upsert([rng.choice(changes)(live[slug]) for slug in chosen])
+            elif action < 0.95:
+                index.delete(rng.sample(sorted(live), k=min(len(live), rng.randint(1, 2))))
+            else:
+                index.delete(["never-written"])
+            if step % 10 == 9:
+                assert views(index) == recounted(directory), f"after step {step}"
+        kept = rankings(index)
+        assert views(index) == recounted(directory)
+    with SearchIndex.open(directory) as fresh:
+        assert rankings(fresh) == kept
+
+
+def test_a_recall_after_a_write_counts_nothing_again(tmp_path: Path) -> None:
+    """Once a scope is counted, a write changes its tallies without reading the scope."""
+    with SearchIndex.open(tmp_path / "search") as index:
+        rng = random.Random(7)
+        index.upsert([random_doc(rng, f"m{i}") for i in range(30)])
+        before = index.statistics(list(SCOPES), is_turn=is_turn)
+        counted: list[object] = []
+        original = index._stats.load
+
+        def load(*args: Any) -> None:  # the real count, watched
+            counted.append(args)
+            original(*args)
+
+        index._stats.load = load  # type: ignore[method-assign,assignment]
+        index.upsert([random_doc(rng, "extra")])
+        index.delete(["m0"])
+        after = index.statistics(list(SCOPES), is_turn=is_turn)
+        assert counted == []
+        assert after != before
+        assert after == recounted(tmp_path / "search")[0]
+
+
+def test_clear_leaves_every_scope_counted_empty(tmp_path: Path) -> None:
+    with SearchIndex.open(tmp_path / "search") as index:
+        rng = random.Random(11)
+        index.upsert([random_doc(rng, f"m{i}") for i in range(10)])
+        assert index.statistics().docs > 0
+        index.clear()
+        assert index.statistics().docs == 0
+        index.upsert([random_doc(rng, "again")])
+        assert views(index) == recounted(tmp_path / "search")

@@ -1,0 +1,197 @@
+"""The layering of docs/ARCHITECTURE.md holds: a module imports only its own layer or the
+layers below it, and the stores never import one another. Every import counts, the ones
+inside functions and under TYPE_CHECKING too: a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+SURFACES, SERVICE, DOMAIN, STORES, BASE = 5, 4, 3, 2, 1
+LAYER_NAMES = {SURFACES: "surfaces", SERVICE: "service", DOMAIN: "domain", STORES: "stores",
+               BASE: "base"}  # fmt: skip
+# The most specific prefix wins. A new module must be placed here (the test says so).
+LAYERS: dict[str, int] = {
+    # surfaces: what users and agents talk to
+    "memoryd": SURFACES,  # the package itself: `memoryd.open`, `memoryd.connect`
+    "memoryd.__main__": SURFACES,
+    "memoryd.cli": SURFACES,
+    "memoryd.api": SURFACES,
+    "memoryd.mcp": SURFACES,
+    "memoryd.interop": SURFACES,
+    "memoryd.notebook": SURFACES,
+    "memoryd.capture": SURFACES,
+    "memoryd.capture.fastpath": SURFACES,  # the `memoryd` entry point: the hook, else the CLI
+    "memoryd.setup": SURFACES,
+    "memoryd.demo": SURFACES,
+    "memoryd.daemon": SURFACES,  # the process that hosts the api and mcp surfaces
+    # service: the one MemoryAPI, in process and over the socket, and its composition
+    "memoryd.protocol": SERVICE,
+    "memoryd.service": SERVICE,
+    "memoryd.wiring": SERVICE,
+    "memoryd.doctor": SERVICE,
+    "memoryd.daemon.client": SERVICE,
+    "memoryd.context": SERVICE,  # inject's choice of memories, over any MemoryAPI
+    # domain: the jobs the service wires together
+    "memoryd.domain": DOMAIN,
+    "memoryd.recall": DOMAIN,
+    "memoryd.extraction": DOMAIN,
+    "memoryd.enrichment": DOMAIN,
+    "memoryd.llm": DOMAIN,
+    "memoryd.inbox": DOMAIN,
+    "memoryd.journal": DOMAIN,
+    "memoryd.governance": DOMAIN,
+    # stores: each owns its files and never imports another
+    "memoryd.vault": STORES,
+    "memoryd.graph": STORES,
+    "memoryd.search": STORES,
+    "memoryd.governance.store": STORES,
+    "memoryd.audit": STORES,
+    # base: values, errors, settings, and stdlib helpers the capture hook shares
+    "memoryd.models": BASE,
+    "memoryd.errors": BASE,
+    "memoryd.config": BASE,
+    "memoryd.scope": BASE,
+    "memoryd.text": BASE,
+    "memoryd.private": BASE,
+    "memoryd.native": BASE,
+    "memoryd.locking": BASE,
+    "memoryd.memfile": BASE,
+    "memoryd.capture_limits": BASE,
+    "memoryd.redact": BASE,
+    "memoryd.daemon.files": BASE,
+}
+STORES_BY_NAME = ("memoryd.vault", "memoryd.graph", "memoryd.search", "memoryd.governance.store",
+                  "memoryd.audit")  # fmt: skip
+BASE_NAMES_OF_THE_PACKAGE = {"__version__"}
+"""`from memoryd import __version__` reads a constant, not the package's entry points."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def owner(name: str, table: dict[str, int] | tuple[str, ...]) -> str | None:
+    best = None
+    for prefix in table:
+        if (name == prefix or name.startswith(prefix + ".")) and (
+            best is None or len(prefix) > len(best)
+        ):
+            best = prefix
+    return best
+
+
+def imports(module: str) -> list[tuple[int, str]]:
+    """(line, imported memoryd module) for every import in `module`."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("memoryd")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memoryd"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                if sub in MODULES:
+                    found.append((node.lineno, sub))
+                elif node.module == "memoryd" and alias.name in BASE_NAMES_OF_THE_PACKAGE:
+                    continue
+                else:
+                    found.append((node.lineno, node.module))
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [m for m in MODULES if owner(m, LAYERS) is None]
+    assert unplaced == [], "add these to LAYERS in tests/test_layers.py"
+
+
+def violations() -> list[str]:
+    found = []
+    for module in MODULES:
+        mine = LAYERS[owner(module, LAYERS) or "memoryd"]
+        my_store = owner(module, STORES_BY_NAME)
+        for line, target in imports(module):
+            theirs = LAYERS[owner(target, LAYERS) or "memoryd"]
+            where = f"{MODULES[module].relative_to(SRC)}:{line} imports {target}"
+            if theirs > mine:
+                found.append(f"{where} ({LAYER_NAMES[mine]} -> {LAYER_NAMES[theirs]})")
+            their_store = owner(target, STORES_BY_NAME)
+            if my_store and their_store and my_store != their_store:
+                found.append(f"{where} (store -> another store)")
+    return found
+
+
+def test_no_module_imports_a_higher_layer_or_another_store() -> None:
+    assert violations() == []
+
+
+@pytest.mark.parametrize(
+    ("module", "target", "broken"),
+    [
+        ("memoryd.vault", "memoryd.graph.store", "store -> another store"),
+        ("memoryd.config", "memoryd.capture.hook", "base -> surfaces"),
+        ("memoryd.service", "memoryd.api.routes", "service -> surfaces"),
+    ],
+)
+def test_the_check_catches_a_bad_import(
+    module: str, target: str, broken: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = imports
+
+    def with_one_more(name: str) -> list[tuple[int, str]]:
+        return real(name) + ([(1, target)] if name == module else [])
+
+    monkeypatch.setitem(globals(), "imports", with_one_more)
+    assert any(broken in v and target in v for v in violations())
+
+
+def unit_cycles() -> list[list[str]]:
+    """Cycles between units (the LAYERS entries: packages, or modules placed on their own)."""
+    edges: dict[str, set[str]] = {}
+    for module in MODULES:
+        mine = owner(module, LAYERS) or "memoryd"
+        for _, target in imports(module):
+            theirs = owner(target, LAYERS) or "memoryd"
+            if theirs != mine:
+                edges.setdefault(mine, set()).add(theirs)
+    cycles: list[list[str]] = []
+
+    def walk(unit: str, path: list[str]) -> None:
+        for nxt in sorted(edges.get(unit, ())):
+            if nxt == path[0]:
+                cycles.append([*path, nxt])
+            elif nxt not in path and nxt > path[0]:  # each cycle once, from its least unit
+                walk(nxt, [*path, nxt])
+
+    for start in sorted(edges):
+        walk(start, [start])
+    return cycles
+
+
+def test_no_import_cycles_between_packages() -> None:
+    assert unit_cycles() == []
+
+
+LONG_MODULE = 600
+
+
+def test_a_long_module_says_why_at_its_top() -> None:
+    """A module past ~600 lines is a smell unless its docstring gives the reason."""
+    unexplained = []
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > LONG_MODULE:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if f"Over {LONG_MODULE} lines:" not in doc:
+                unexplained.append(module)
+    assert unexplained == []
