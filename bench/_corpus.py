@@ -6,7 +6,9 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import memoryd
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.service import MemoryService
 
 TOOLS = [
     "PostgreSQL",
@@ -146,3 +148,13 @@ def queries(count: int = 200, *, seed: int = 11) -> list[str]:
                 rng.choice(["超时问题", "迁移 查询延迟", "消费者 重复", "数据处理", "连接池"])
             )
     return out
+
+
+def open_in_process(home: Path, **settings: object) -> MemoryService:
+    """`memoryd.open` for a bench that turns recall stages on and off (`recall_config`) or runs
+    enrichment itself: those need the stores in this process, not a daemon's client."""
+    api = memoryd.open(home, **settings)
+    if not isinstance(api, MemoryService):
+        api.close()
+        raise SystemExit(f"a daemon serves {home}: stop it (the bench needs the stores here)")
+    return api

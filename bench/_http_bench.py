@@ -29,11 +29,11 @@ from typing import Any
 
 import httpx
 
+import memoryd
 from _corpus import drafts, queries
 from memoryd.config import load_settings
 from memoryd.daemon.client import socket_accepts
 from memoryd.scope import resolve_scope
-from memoryd.wiring import open_service
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.daemon_harness import reader_pids  # the repository root, just added
@@ -57,13 +57,12 @@ def rss_mb(pid: int) -> float:
 
 
 def ingest(home: Path, projects: Path, n: int, extraction: bool, engine: str) -> dict[str, Any]:
-    settings = load_settings(home, graph={"engine": engine}, extraction={"enabled": extraction})
     started = time.perf_counter()
-    with open_service(settings) as svc:
+    with memoryd.open(home, graph={"engine": engine}, extraction={"enabled": extraction}) as svc:
         for start in range(0, n, INGEST_CHUNK):
             chunk = drafts(min(INGEST_CHUNK, n - start), projects, start_at=start)
             svc.record_many(chunk)
-        entities = svc.graph.cypher("MATCH (e:Entity) RETURN count(e)").rows[0][0]
+        entities = svc.cypher("MATCH (e:Entity) RETURN count(e)").rows[0][0]
     return {"ingest_s": round(time.perf_counter() - started, 1), "entities": entities}
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).parent))  # after the stdlib: bench/http.py must not shadow it
 
+import memoryd
 from _corpus import drafts, queries
-from memoryd.config import load_settings
-from memoryd.wiring import open_service
 
 
 def du(path: Path) -> int:
@@ -49,10 +48,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         root = Path(tmp)
-        settings = load_settings(
-            root / "home", graph={"engine": args.engine}, extraction={"enabled": args.extraction}
+        svc = memoryd.open(
+            root / "home",
+            graph={"engine": args.engine},
+            extraction={"enabled": args.extraction},
+            recall={"vectors": "off"},  # the optional extra has its own numbers (README)
         )
-        svc = open_service(settings)
         rss: dict[str, float] = {}
         try:
             ingest_s = 0.0

@@ -42,12 +42,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _corpus import open_in_process
 from memoryd.capture import hook
-from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import STAGES
 from memoryd.service import MemoryService
-from memoryd.wiring import open_service
 
 
 def _shared() -> Path:
@@ -334,8 +333,8 @@ def run_path(
         dirs = {p: root / "projects" / p for p in projects}
         for d in dirs.values():
             d.mkdir(parents=True)
-        settings = load_settings(home, recall={"vectors": vectors})
-        svc = open_service(settings)
+        settings = {"recall": {"vectors": vectors}}
+        svc = open_in_process(home, **settings)
         try:
             t = time.perf_counter()
             if path == "record":
@@ -343,7 +342,7 @@ def run_path(
             else:
                 svc.close()
                 load_capture_fresh(sessions, dirs, home, root / "transcripts")
-                svc = open_service(settings)
+                svc = open_in_process(home, **settings)
                 svc.drain_inbox()
                 svc.enrich_pending(use_llm=False)
             load_s = time.perf_counter() - t

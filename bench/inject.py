@@ -20,11 +20,10 @@ def main() -> None:
     home, project = tmp / "home", tmp / "project"
     project.mkdir()
     exe = [sys.executable, "-m", "memoryd"]
-    from memoryd.config import load_settings
+    import memoryd
     from memoryd.models import MemoryDraft, MemoryType
-    from memoryd.wiring import open_service
 
-    with open_service(load_settings(home)) as svc:
+    with memoryd.open(home) as svc:
         kinds = list(MemoryType)
         svc.record_many(
             [

@@ -24,12 +24,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _corpus import open_in_process
 from devmem import Okapi  # the same stdlib BM25 as the DevMemBench baseline
-from memoryd.config import load_settings
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import STAGES, RecallConfig
 from memoryd.service import MemoryService
-from memoryd.wiring import open_service
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo10.json"
 CATEGORIES = {4: "single-hop", 1: "multi-hop", 2: "temporal", 3: "open-domain"}
@@ -171,12 +170,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="memoryd-locomo-") as tmp:
         root = Path(tmp)
-        settings = load_settings(
+        svc = open_in_process(
             root / "home",
             extraction={"enabled": not args.no_extraction},
             recall={"vectors": args.vectors},
         )
-        svc = open_service(settings)
         ingest_s = 0.0
         turns = 0
         embed_s = 0.0

@@ -9,7 +9,7 @@ else: both load what they need on first call.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memoryd.notebook import Notebook
@@ -23,8 +23,12 @@ LIBRARY_ACTOR = "python"
 """The actor a library user's writes are audited under."""
 
 
-def open(home: str | os.PathLike[str] | None = None) -> MemoryAPI:
+def open(home: str | os.PathLike[str] | None = None, **settings: Any) -> MemoryAPI:
     """The memories of the data dir `home` (default: MEMORYD_HOME, else the user's).
+
+    `settings` override the config file and environment by section, as in `config.toml`:
+    `memoryd.open(home, graph={"engine": "ladybug"}, extraction={"enabled": False})`. They
+    apply to stores opened in this process; a running daemon keeps its own.
 
     When `memoryd serve` runs for that data dir this is the daemon's client (the daemon owns
     the graph); otherwise the stores are opened in this process, holding the data-dir lock
@@ -39,8 +43,8 @@ def open(home: str | os.PathLike[str] | None = None) -> MemoryAPI:
     from memoryd.config import load_settings
     from memoryd.daemon.client import open_api
 
-    settings = load_settings(Path(home) if home is not None else None)
-    return open_api(settings, actor=LIBRARY_ACTOR)
+    config = load_settings(Path(home) if home is not None else None, **settings)
+    return open_api(config, actor=LIBRARY_ACTOR)
 
 
 def connect(home: str | os.PathLike[str] | None = None, *, row_limit: int = 10_000) -> Notebook:

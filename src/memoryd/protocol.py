@@ -76,6 +76,11 @@ class MemoryAPI(Protocol):
         """Record one memory: redacted, written to the vault, the graph and the index."""
         ...
 
+    def record_many(self, drafts: Sequence[MemoryDraft], *, bulk: bool = True) -> list[Memory]:
+        """Record many memories with batched graph and index writes (imports, benchmarks);
+        `bulk`: one fsync pass for the batch."""
+        ...
+
     def record_graph_facts(
         self,
         draft: MemoryDraft,

@@ -86,6 +86,12 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     )
     yield "record_graph_facts", facts
     other = rec.record(draft("Solid is fast", "Solid renders with signals."))
+    yield (
+        "record_many",
+        rec.record_many(
+            [draft("Vite builds", "Vite builds the app."), draft("pnpm installs", "pnpm installs.")]
+        ),
+    )
     slug = first.meta.slug
     yield "get", rec.get(slug)
     if isinstance(api, MemoryService):
@@ -260,3 +266,31 @@ def test_the_readmes_library_example_runs(
     monkeypatch.chdir(project)
     exec(compile(block, "README.md", "exec"), {})
     assert "Postgres for billing" in capsys.readouterr().out
+
+
+def test_a_large_batch_goes_to_the_daemon_in_requests_that_land_whole(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`record_many` through the daemon splits into requests of `RECORD_BATCH`; a request
+    holding a bad memory records none of its memories, and the error names the problem."""
+    import memoryd.daemon.client as client
+
+    monkeypatch.setattr(client, "RECORD_BATCH", 2)
+    home = tmp_path / "home"
+
+    def draft(n: int, body: str | None = None) -> MemoryDraft:
+        text = f"Fact number {n} about the build." if body is None else body
+        return MemoryDraft(type=MemoryType.FACT, title=f"fact {n}", body=text, scope_path=project)
+
+    with running(home), memoryd.open(home) as api:
+        assert isinstance(api, RemoteService)
+        recorded = api.record_many([draft(n) for n in range(5)])
+        assert [m.meta.title for m in recorded] == [f"fact {n}" for n in range(5)]
+        assert api.count_memories(scope=project) == 5
+        # the second request holds a duplicate of fact 0's body: it lands not at all
+        batch = [draft(5), draft(6), draft(7), draft(8, "Fact number 0 about the build.")]
+        with pytest.raises(MemorydError) as caught:
+            api.record_many(batch)
+        assert "duplicate" in caught.value.message.lower() or "already" in caught.value.message
+        titles = {m.title for m in api.list_memories(scope=project, limit=100)}
+        assert titles == {f"fact {n}" for n in range(7)}

@@ -39,6 +39,7 @@ from memoryd.api.schemas import (
     Health,
     InboxDrained,
     KeywordsPatch,
+    MemoryBatch,
     MemoryCreate,
     Page,
     RecallPage,
@@ -247,6 +248,14 @@ async def create_memory(
     memory = await api.write(actor, api.service.record, _draft(body))
     response.headers["Location"] = f"/v1/memories/{quote(memory.slug, safe='')}"
     return memory
+
+
+@router.post("/memories/batch", status_code=201, tags=["memories"])
+async def create_memories(api: Api, body: MemoryBatch, actor: Actor = "api") -> list[Memory]:
+    """Record many memories in one batched write (`record_many`): all of them or, on a bad
+    one, none."""
+    drafts = [_draft(memory) for memory in body.memories]
+    return await api.write(actor, api.service.record_many, drafts, bulk=body.bulk)
 
 
 @router.post("/graph/facts", status_code=201, tags=["graph"])

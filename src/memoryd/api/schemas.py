@@ -57,6 +57,21 @@ class MemoryCreate(BaseModel):
     promoted_from: str | None = None
 
 
+MAX_BATCH_MEMORIES = 1000
+"""Memories per `POST /v1/memories/batch` request; the daemon client splits larger batches."""
+
+
+class MemoryBatch(BaseModel):
+    """Memories to record in one batched write (imports, benchmarks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memories: list[MemoryCreate] = Field(min_length=1, max_length=MAX_BATCH_MEMORIES)
+    bulk: bool = Field(
+        default=True, description="one fsync pass for the batch instead of one per memory"
+    )
+
+
 class KeywordsPatch(BaseModel):
     """New tags and/or triggers; a field left out keeps its value."""
 

@@ -11,6 +11,7 @@ Over 600 lines: one thin HTTP method per `MemoryAPI` method, which grows with th
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
@@ -71,6 +72,10 @@ logger = logging.getLogger(__name__)
 BASE_URL = "http://localhost"
 PROBE_TIMEOUT_S = 3.0
 PAGE = 1000
+RECORD_BATCH = 1000
+"""Memories per batch request (the API's `MAX_BATCH_MEMORIES`)."""
+RECORD_BATCH_BYTES = 8 * 1024 * 1024
+"""A batch request's body stays well under the daemon's 16 MiB limit."""
 AUDIT_PAGE = 10_000
 _SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
 
@@ -204,6 +209,32 @@ class RemoteService(MemoryAPI):
 
     def record(self, draft: MemoryDraft) -> Memory:
         return self._model(Memory, "POST", "/v1/memories", json=self._memory_body(draft))
+
+    def record_many(self, drafts: Sequence[MemoryDraft], *, bulk: bool = True) -> list[Memory]:
+        """In requests of at most `RECORD_BATCH` memories (and well under the daemon's body
+        limit); each request lands whole or not at all."""
+        recorded: list[Memory] = []
+        batch: list[dict[str, Any]] = []
+        size = 0
+
+        def send() -> None:
+            data = self._request(
+                "POST", "/v1/memories/batch", json={"memories": batch, "bulk": bulk}
+            )
+            recorded.extend(Memory.model_validate(item) for item in data)
+            batch.clear()
+
+        for draft in drafts:
+            body = self._memory_body(draft)
+            length = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+            if batch and (len(batch) >= RECORD_BATCH or size + length > RECORD_BATCH_BYTES):
+                send()
+                size = 0
+            batch.append(body)
+            size += length
+        if batch:
+            send()
+        return recorded
 
     def record_graph_facts(
         self,
