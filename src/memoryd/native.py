@@ -11,7 +11,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import socket
+import subprocess
 import sys
+from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -39,3 +42,24 @@ def child_environment() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("MALLOC_ARENA_MAX", str(ARENAS))
     return env
+
+
+def spawn_child(module: str) -> tuple[subprocess.Popen[bytes], Connection]:
+    """`python -m module FD` with a socket pair's end as FD (the graph-query sandbox, the
+    recall readers): the child, and this side's connection to it. OSError if it cannot
+    start; the caller names what failed."""
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=child_environment(),
+        )
+    except OSError:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return process, Connection(ours.detach())

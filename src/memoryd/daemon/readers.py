@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,7 +36,7 @@ from typing import Any, cast
 from memoryd import errors
 from memoryd.errors import MemorydError, StorageError
 from memoryd.graph.store import GraphStore
-from memoryd.native import child_environment
+from memoryd.native import spawn_child
 from memoryd.service import MemoryService
 
 logger = logging.getLogger(__name__)
@@ -104,21 +103,10 @@ class Reader:
     """One reader process and the daemon's end of its connection."""
 
     def __init__(self, home: Path, max_fanout: int) -> None:
-        ours, theirs = socket.socketpair()
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "memoryd.daemon.readers", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                env=child_environment(),
-            )
+            self.process, self.conn = spawn_child("memoryd.daemon.readers")
         except OSError as exc:
-            ours.close()
             raise StorageError(f"cannot start a recall reader: {exc}") from exc
-        finally:
-            theirs.close()
-        self.conn = Connection(ours.detach())
         self.conn.send(("hello", str(home), max_fanout))
         self._expect_ready()
 

@@ -31,7 +31,6 @@ import os
 import pickle
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,7 @@ from memoryd.graph.store import (
     GraphStore,
     check_cypher,
 )
-from memoryd.native import child_environment
+from memoryd.native import spawn_child
 
 logger = logging.getLogger(__name__)
 
@@ -269,21 +268,10 @@ class _Worker:
     """One worker process and the parent's end of its connection."""
 
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair()
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", MODULE, str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                env=child_environment(),
-            )
+            self.process, self.conn = spawn_child(MODULE)
         except OSError as exc:
-            ours.close()
             raise StorageError(f"cannot start the graph query process: {exc}") from exc
-        finally:
-            theirs.close()
-        self.conn = Connection(ours.detach())
         self.opened: Path | None = None
         try:
             self._reply(START_TIMEOUT_S, "start", None)
