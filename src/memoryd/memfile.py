@@ -337,6 +337,12 @@ def render_summary(summary: str, decisions: Iterable[str], open_problems: Iterab
     return "\n".join([*lines, SUMMARY_END])
 
 
+def lock_stripe(slug: str) -> int:
+    """Which of the `LOCK_STRIPES` lock files guards `slug`'s memory file: a bulk rewrite
+    takes each stripe once for all its files instead of once per file."""
+    return int(hashlib.sha1(slug.encode("utf-8")).hexdigest()[:8], 16) % LOCK_STRIPES
+
+
 @contextlib.contextmanager
 def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Iterator[None]:
     """Hold the lock of one memory file around a read-modify-write of it.
@@ -347,8 +353,7 @@ def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Ite
     milliseconds of a write. Without `timeout_s` it blocks (the hook's SIGALRM budget bounds
     the wait); with it, `TimeoutError` is raised when the lock stays taken that long.
     """
-    stripe = int(hashlib.sha1(slug.encode("utf-8")).hexdigest()[:8], 16) % LOCK_STRIPES
-    path = home / LOCKS_DIR / f"memory-{stripe:02d}.lock"
+    path = home / LOCKS_DIR / f"memory-{lock_stripe(slug):02d}.lock"
     make_private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:

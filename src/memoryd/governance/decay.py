@@ -36,6 +36,7 @@ from memoryd.audit import AuditEvent
 from memoryd.errors import Conflict, MemorydError, NotFound
 from memoryd.governance.stores import Stores
 from memoryd.journal import IntentItem
+from memoryd.memfile import lock_stripe
 from memoryd.models import (
     DecayState,
     Frontmatter,
@@ -322,7 +323,7 @@ class DecaySweep:
                     "to": p.move.to_state.value,
                     "idle_days": p.move.idle_days,
                 },
-                old_path=str(p.path) if target != p.path else None,
+                old_path=str(p.path) if target is not p.path else None,
                 sha256=hashlib.sha256(new).hexdigest(),
             )
             for p, target, _, new in prepared
@@ -337,15 +338,24 @@ class DecaySweep:
         )
         done: list[tuple[_Planned, IntentItem]] = []
         try:
-            # Renames are syscall-bound and release the GIL: a few threads write several times
-            # faster (as bulk ingest does); one sync at the end makes the batch durable.
+            # No file is fsynced on its own: one sync of the whole batch (files and
+            # directories) comes before the graph, index and audit log follow, and until the
+            # intent ends recovery rolls each file forward or back by its hash. Files are
+            # written by lock stripe, each stripe taken once for all its files, and the
+            # stripes by a few threads (renames are syscall-bound and release the GIL).
+            stripes: dict[int, list[int]] = {}
+            for number, (p, *_) in enumerate(prepared):
+                stripes.setdefault(lock_stripe(p.move.slug), []).append(number)
+            groups = list(stripes.values())
+            wrote = [False] * len(prepared)
             with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-                wrote = list(
-                    pool.map(
-                        lambda job: self._write(job[0], job[1], job[2], job[3], skipped),
-                        prepared,
-                    )
+                results = pool.map(
+                    lambda numbers: self._write_stripe([prepared[n] for n in numbers], skipped),
+                    groups,
                 )
+                for numbers, oks in zip(groups, results, strict=True):
+                    for number, ok in zip(numbers, oks, strict=True):
+                        wrote[number] = ok
             done = [
                 (p, item) for (p, *_), item, ok in zip(prepared, items, wrote, strict=True) if ok
             ]
@@ -358,10 +368,7 @@ class DecaySweep:
             }
             stores.graph.set_decay_states(states)
             stores.graph.delete_memories(gone)
-            docs = stores.index.stored(list(states))
-            stores.index.upsert(
-                [doc.model_copy(update={"decay_state": states[s]}) for s, doc in docs.items()]
-            )
+            stores.index.set_decay_states(states)
             stores.index.delete(gone)
             stores.audit.append_many(
                 [
@@ -384,6 +391,7 @@ class DecaySweep:
         return [p.move for p, _ in done]
 
     def _target(self, p: _Planned) -> Path:
+        """Where the file goes: `p.path` itself (the very object) unless decay forgets it."""
         if p.move.to_state is DecayState.FORGOTTEN:
             return self.stores.vault.scope_dir(p.move.scope_hash) / FORGOTTEN_DIR / p.path.name
         return p.path
@@ -421,19 +429,30 @@ class DecaySweep:
             return None
         return render(memory).encode("utf-8")
 
-    def _write(
-        self, p: _Planned, target: Path, old: bytes, new: bytes, skipped: dict[str, str]
-    ) -> bool:
-        """Write one file under its lock, only if it still holds `old`."""
-        stores = self.stores
+    def _write_stripe(
+        self, jobs: list[tuple[_Planned, Path, bytes, bytes]], skipped: dict[str, str]
+    ) -> list[bool]:
+        """Write the files of one lock stripe under one hold of its lock, each only if it
+        still holds the bytes the sweep planned from (a capture or recall got there first
+        otherwise). Whether each was written."""
         try:
-            with stores.lock(p.move.slug):
-                if p.path.read_bytes() != old:
-                    skipped[p.move.slug] = "its file changed during the sweep"
-                    return False
-                atomic_write(target, new, sync=False)
-                if target != p.path:
-                    os.unlink(p.path)
+            with self.stores.lock(jobs[0][0].move.slug):
+                return [self._write(p, target, old, new, skipped) for p, target, old, new in jobs]
+        except MemorydError as exc:  # the stripe stayed locked: none of its files is touched
+            for p, *_ in jobs:
+                skipped[p.move.slug] = str(exc)
+            return [False] * len(jobs)
+
+    @staticmethod
+    def _write(p: _Planned, target: Path, old: bytes, new: bytes, skipped: dict[str, str]) -> bool:
+        """Write one file (its stripe's lock held), only if it still holds `old`."""
+        try:
+            if p.path.read_bytes() != old:
+                skipped[p.move.slug] = "its file changed during the sweep"
+                return False
+            atomic_write(target, new, sync=False)
+            if target is not p.path:
+                os.unlink(p.path)
         except FileNotFoundError:
             skipped[p.move.slug] = f"{p.path} is gone"
             return False

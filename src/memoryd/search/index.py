@@ -398,18 +398,49 @@ class SearchIndex:
             return
         latest = {doc.slug: doc for doc in docs}
 
+        def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
+            # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
+            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
+            # deleted.
+            indexed = [slug for slug in latest if searcher.doc_freq("slug", slug)]
+            return latest, list(self._stored(searcher, indexed).values())
+
+        self._replace(f"indexing {len(latest)} document(s)", plan)
+
+    def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
+        """Move indexed memories to new decay states (slug → state; unknown slugs are
+        ignored) in one commit: what a decay sweep changes, each document read once."""
+        if not states:
+            return
+
+        def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
+            moved = self._stored(searcher, list(states))
+            latest = {
+                slug: doc.model_copy(update={"decay_state": states[slug]})
+                for slug, doc in moved.items()
+            }
+            return latest, list(moved.values())
+
+        self._replace(f"setting the decay state of {len(states)} document(s)", plan)
+
+    def _replace(
+        self,
+        action: str,
+        plan: Callable[[tantivy.Searcher], tuple[dict[str, SearchDoc], list[SearchDoc]]],
+    ) -> None:
+        """Write the documents `plan` returns (slug → new document) in place of the indexed
+        ones it returns (as they were), with the session neighbours whose context changes."""
+        written: dict[str, SearchDoc] = {}
+
         def write(writer: tantivy.IndexWriter) -> _Changed:
             # Reloading first makes the reader see every commit made so far. Everything is
             # read and segmented (jieba) before the first change, so a failure leaves nothing
             # half-added for the next commit to pick up.
             self._index.reload()
             searcher = self._index.searcher()
-            # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
-            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
-            # deleted.
-            indexed = [slug for slug in latest if searcher.doc_freq("slug", slug)]
+            latest, moved = plan(searcher)
+            written.update(latest)
             # A turn's neighbours change when it is written next to them (or moves, or hides).
-            moved = list(self._stored(searcher, indexed).values())
             view = SessionView(self, searcher, latest, gone=set(), around=moved)
             rewrite = view.neighbours_of([*latest.values(), *moved])
             with self._errors("preparing documents"):
@@ -417,16 +448,16 @@ class SearchIndex:
                     (doc.slug, _document(doc, view.context(doc)))
                     for doc in [*latest.values(), *rewrite]
                 ]
-            for slug in (*indexed, *(doc.slug for doc in rewrite)):
+            for slug in (*(doc.slug for doc in moved), *(doc.slug for doc in rewrite)):
                 writer.delete_documents_by_term("slug", slug)
             for _, document in documents:
                 writer.add_document(document)
             # The rewritten neighbours keep their title and body: only their context changed.
             return moved, list(latest.values())
 
-        self._write(f"indexing {len(latest)} document(s)", write)
+        self._write(action, write)
         with self._write_lock:
-            self.touched.update(latest)
+            self.touched.update(written)
 
     def delete(self, slugs: Sequence[str]) -> None:
         """Remove the documents of `slugs`; unknown slugs are ignored."""
