@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from memoryd.governance.decay import RestoreResult, SweepReport
     from memoryd.governance.merge import DuplicatePair, MergeResult
     from memoryd.governance.schedule import JobStatus
+    from memoryd.governance.supersede import SupersedeAction
     from memoryd.graph.store import (
         CypherResult,
         EntityContext,
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
         SearchHit,
         SupersedeDecision,
     )
-
-SupersedeAction = Literal["undo", "accept", "reject"]
 
 
 class MemoryAPI(Protocol):

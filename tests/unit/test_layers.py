@@ -112,7 +112,7 @@ def imports(module: str) -> list[tuple[int, str]]:
 
 def test_every_module_has_a_layer() -> None:
     unplaced = [m for m in MODULES if owner(m, LAYERS) is None]
-    assert unplaced == [], "add these to LAYERS in tests/test_layers.py"
+    assert unplaced == [], "add these to LAYERS in tests/unit/test_layers.py"
 
 
 def violations() -> list[str]:

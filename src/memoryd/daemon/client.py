@@ -61,11 +61,12 @@ from memoryd.models import (
     SupersedeDecision,
     check_query,
 )
-from memoryd.protocol import MemoryAPI, SupersedeAction
+from memoryd.protocol import MemoryAPI
 from memoryd.scope import resolve_scope
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
+    from memoryd.governance.supersede import SupersedeAction
 
 logger = logging.getLogger(__name__)
 
