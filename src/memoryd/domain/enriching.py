@@ -23,6 +23,7 @@ from memoryd.errors import (
 from memoryd.extraction.apply import apply_extraction, merge_extractions
 from memoryd.governance.analyze import (
     score_heuristic,
+    sensitive,
 )
 from memoryd.governance.store import EnrichmentState
 from memoryd.memfile import split_summary, with_summary
@@ -105,7 +106,7 @@ class Enriching(ServiceCore):
         except MemorydError as exc:
             return EnrichmentJob(slug, row.fingerprint, skip=exc.message, skip_state="failed")
         scope = self.vault.read_scope(memory.meta.scope_hash)
-        if memory.sensitive or (scope is not None and scope.sensitive):
+        if sensitive(memory, scope):
             # No extraction either: nothing of a sensitive memory leaves its file in plain text.
             return EnrichmentJob(slug, row.fingerprint, skip="its scope is sensitive")
         text = split_summary(memory.body)[1]

@@ -10,6 +10,7 @@ from pathlib import Path
 from memoryd.domain.core import ServiceCore
 from memoryd.errors import InvalidInput, NotFound
 from memoryd.governance import supersede
+from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import SupersedeRow
 from memoryd.models import SupersedeDecision, utcnow
 
@@ -30,7 +31,7 @@ class Superseding(ServiceCore):
         when there is nothing to judge (a sensitive memory's text never leaves its file)."""
         memory = self.get(slug)
         scope = self.vault.read_scope(memory.meta.scope_hash)
-        if memory.sensitive or (scope is not None and scope.sensitive):
+        if sensitive(memory, scope):
             return None
         pairs = supersede.find_pairs(self.graph, memory, limit=self.supersede_settings.max_pairs)
         if not pairs:

@@ -109,10 +109,16 @@ class Candidate:
     title: str
 
 
+def sensitive(memory: Memory, scope: ScopeInfo | None) -> bool:
+    """Whether `memory` is sensitive, by its own flag or its scope's: the one check that
+    keeps it from any LLM and its text out of governance.db (scoring and supersede judging)."""
+    return memory.sensitive or (scope is not None and scope.sensitive)
+
+
 def refusal(memory: Memory, scope: ScopeInfo | None) -> str | None:
-    """Why `memory` may not be scored, or None. The only check of its kind: a sensitive
-    memory never reaches an LLM, and its sentences never enter governance.db."""
-    if memory.sensitive or (scope is not None and scope.sensitive):
+    """Why `memory` may not be scored, or None: a sensitive memory never reaches an LLM, and
+    its sentences never enter governance.db."""
+    if sensitive(memory, scope):
         return "its scope is sensitive: it is never sent to an LLM nor quoted in the queue"
     if memory.meta.type is not MemoryType.SESSION:
         return f"it is a {memory.meta.type.value}: only session memories are scored"
