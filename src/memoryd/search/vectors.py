@@ -94,7 +94,7 @@ class MiniLM:
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as transformers_logging
 
-                transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                transformers_logging.disable_progress_bar()
                 import torch
 
                 # One thread: a query is a few milliseconds of small matrix products, and
