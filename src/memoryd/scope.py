@@ -13,6 +13,9 @@ from pathlib import Path
 from memoryd.errors import InvalidInput
 from memoryd.models import ScopeInfo
 
+SENSITIVE_MARKER = ".memoryd-sensitive"
+"""The file `memoryd sensitive mark` writes at a scope root; every path below it is sensitive."""
+
 
 def hash_path(path: str) -> str:
     return hashlib.sha256(path.encode("utf-8")).hexdigest()[:12]
@@ -39,6 +42,14 @@ def _git_toplevel(directory: Path) -> str | None:
         if (candidate / ".git").exists():
             return str(candidate)
     return None
+
+
+def marked_sensitive(directory: Path) -> bool:
+    """Whether `directory` or any directory above it holds the sensitive marker (a stat per
+    level, no subprocess: captures call this)."""
+    return any(
+        (candidate / SENSITIVE_MARKER).is_file() for candidate in (directory, *directory.parents)
+    )
 
 
 def normalise_remote(remote: str) -> str:
@@ -82,4 +93,5 @@ def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -
         git_toplevel=toplevel,
         git_remote=remote,
         aliases=aliases,
+        sensitive=marked_sensitive(directory),
     )
