@@ -25,6 +25,7 @@ from memoryd.domain.core import (
 from memoryd.domain.enriching import Enriching
 from memoryd.domain.entities import Entities
 from memoryd.domain.governing import Governing
+from memoryd.domain.guarding import Guarding
 from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
@@ -57,12 +58,14 @@ class MemoryService(
     Enriching,
     Governing,
     Superseding,
+    Guarding,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""
 
     def close(self) -> None:
         try:
+            self.views.drop_all()
             if self._sandbox is not None:
                 self._sandbox.close()
             try:
