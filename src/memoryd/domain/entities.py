@@ -72,9 +72,11 @@ class Entities(ServiceCore):
         mentions = self.graph.mentioning([entity.id])
         rows = self.graph.memory_rows([slug for _, slug, _ in mentions])
         superseded = self.graph.superseded_by(list(rows))
-        memories = sorted(
-            rows.values(), key=lambda r: (r.slug in superseded, -r.created_at.timestamp())
-        )[:limit]
+        # The graph holds no text of a sensitive memory; whatever it holds is not shown here.
+        shown, _ = self.gate.partition(list(rows.values()), keep_granted=False)
+        memories = sorted(shown, key=lambda r: (r.slug in superseded, -r.created_at.timestamp()))[
+            :limit
+        ]
         return EntityContext(
             entity=entity,
             relations=self.graph.neighbourhood(entity.id, depth=1).rows,

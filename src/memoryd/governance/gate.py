@@ -313,6 +313,13 @@ class Gate:
             scope_hash=scope_hash, path=self.path_of(scope_hash) or "", count=count
         )
 
+    def audit_hidden(self, hidden: Iterable[HiddenResults], surface: str) -> None:
+        """Audit what a read-only process (a recall reader) left out, from its answer."""
+        for item in hidden:
+            self._emit(
+                "read_denied", item.scope_hash, None, {"surface": surface, "count": item.count}
+            )
+
     def allowed(self, scope_hash: str, slugs: Sequence[str], surface: str) -> None:
         self._read_event("read_allowed", scope_hash, slugs, surface)
 
