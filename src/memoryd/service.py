@@ -29,6 +29,7 @@ from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
 from memoryd.domain.recalling import Recalling
+from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
@@ -57,6 +58,7 @@ class MemoryService(
     Enriching,
     Governing,
     Superseding,
+    Sensitivity,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

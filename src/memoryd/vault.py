@@ -126,6 +126,11 @@ def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
     return lines
 
 
+def file_slug(path: Path) -> str:
+    """The slug a memory file is named after (`<slug>.md` or `<slug>.md.enc`)."""
+    return path.name.removesuffix(ENCRYPTED_SUFFIX).removesuffix(".md")
+
+
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -301,8 +306,9 @@ class Vault:
         except OSError as exc:
             raise storage_error(exc, path, "removing") from exc
 
-    def iter_files(self) -> Iterator[Path]:
-        """Every plaintext memory file, in a stable order; encrypted ones are skipped."""
+    def iter_files(self, *, encrypted: bool = False) -> Iterator[Path]:
+        """Every plaintext memory file (and with `encrypted` every `.md.enc` one too), in a
+        stable order."""
         if not self.scopes_dir.is_dir():
             return
         for scope in sorted(p for p in self.scopes_dir.iterdir() if p.is_dir()):
@@ -312,8 +318,13 @@ class Vault:
                     yield from sorted(
                         p
                         for p in folder.iterdir()
-                        if p.suffix == ".md" and not p.name.startswith(".")
+                        if not p.name.startswith(".")
+                        and (p.suffix == ".md" or (encrypted and p.name.endswith(ENCRYPTED_SUFFIX)))
                     )
+
+    def iter_encrypted(self) -> Iterator[Path]:
+        """Every `.md.enc` memory file (what `doctor` checks the headers of)."""
+        return (p for p in self.iter_files(encrypted=True) if p.name.endswith(ENCRYPTED_SUFFIX))
 
     def has_memories(self) -> bool:
         """Whether any memory file (plain or encrypted) is here; stops at the first."""

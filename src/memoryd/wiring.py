@@ -177,6 +177,8 @@ def open_service(
         ),
     )
     service.supersede_settings = settings.supersede
+    service.llm_allow_sensitive = settings.llm.allow_sensitive
+    service.keys = keys
     service.decay_policy = DecayPolicy(
         dim_days=settings.decay.dim_days,
         soft_forget_days=settings.decay.soft_forget_days,

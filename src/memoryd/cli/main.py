@@ -716,3 +716,6 @@ supersede_cli.register(app)
 from memoryd.cli import maintenance  # noqa: E402
 
 maintenance.register(app)
+from memoryd.cli import sensitive as sensitive_cli  # noqa: E402
+
+sensitive_cli.register(app)
