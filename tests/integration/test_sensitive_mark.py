@@ -160,7 +160,8 @@ def test_mark_seals_every_memory_and_leaves_no_plaintext_in_any_store(
     # under the data dir is scanned, the graph's files and WAL and governance.db included.
     assert leaks(home, skip=("audit",)) == []
     mark_lines = [r for r in svc_audit(home) if r["event_type"] == "sensitive_mark"]
-    assert mark_lines and all(c.lower() not in json.dumps(mark_lines).lower() for c in CANARIES)
+    assert mark_lines
+    assert all(c.lower() not in json.dumps(mark_lines).lower() for c in CANARIES)
 
 
 def test_mark_again_resumes_and_changes_nothing_twice(
@@ -183,11 +184,15 @@ def test_writes_in_a_marked_scope_are_sealed_with_opaque_slugs(
     svc.sensitive_mark(project)
     memory = svc.record(draft(project, f"Use {CANARIES[0]}", f"on {CANARIES[1]}"))
     assert memory.sensitive
-    assert memory.path is not None and memory.path.name.endswith(".md.enc")
-    assert "-s-" in memory.slug and CANARIES[0].lower() not in memory.slug.lower()
+    assert memory.path is not None
+    assert memory.path.name.endswith(".md.enc")
+    assert "-s-" in memory.slug
+    assert CANARIES[0].lower() not in memory.slug.lower()
     assert svc.get(memory.slug).meta.title == f"Use {CANARIES[0]}"
     row = svc.graph.get_memory(memory.slug)
-    assert row is not None and row.title == "" and row.body == ""
+    assert row is not None
+    assert row.title == ""
+    assert row.body == ""
     assert svc.search(CANARIES[0]) == []
     updated = svc.update_keywords(memory.slug, tags=["ops"])
     assert updated.meta.tags == ["ops"]
@@ -205,7 +210,8 @@ def test_mark_without_a_keyring_fails_clearly_and_passphrase_mode_works(
         with pytest.raises(KeyringUnavailable) as caught:
             svc.sensitive_mark(project)
         assert "--passphrase" in caught.value.hint
-        assert memory.path is not None and memory.path.is_file()  # nothing was touched
+        assert memory.path is not None
+        assert memory.path.is_file()
         assert not (project / SENSITIVE_MARKER).exists()
         report = svc.sensitive_mark(project, passphrase="pass phrase one")
         assert report.key_mode == "passphrase"
@@ -215,7 +221,7 @@ def test_mark_without_a_keyring_fails_clearly_and_passphrase_mode_works(
         status = svc.sensitive_status()
         assert [s.key_available for s in status] == [False]
         assert PASSPHRASE_ENV in (status[0].key_problem or "")
-        with pytest.raises(MissingKey, match="import-key|passphrase"):
+        with pytest.raises(MissingKey, match=r"import-key|passphrase"):
             svc.record(draft(project, "After", "needs the key"))
     monkeypatch.setenv(PASSPHRASE_ENV, "pass phrase one")
     with open_service(settings) as svc:
