@@ -368,6 +368,25 @@ class Memory(BaseModel):
     def fingerprint(self) -> str:
         return fingerprint(self.body)
 
+    def skeleton(self) -> Memory:
+        """What the on-disk graph may hold of a sensitive memory (DESIGN §7): slug, scope,
+        type, times and decay state; no title, body, tags, triggers, mentions or relations."""
+        meta = self.meta.model_copy(
+            update={
+                "title": "",
+                "tags": [],
+                "triggers": [],
+                "category": None,
+                "observations": [],
+                "relations": [],
+                "supersedes": [],
+                "supersede_decisions": [],
+                "promoted_from": None,
+                "dura_score": None,
+            }
+        )
+        return Memory(meta=meta, body="", path=self.path, sensitive=True)
+
 
 class MemoryDraft(BaseModel):
     """What a caller gives to record a memory; the service fills in slug, scope and times."""

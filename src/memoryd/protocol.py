@@ -21,6 +21,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 if TYPE_CHECKING:
+    from memoryd.domain.sensitivity import (
+        MarkReport,
+        RotateReport,
+        SensitiveStatus,
+        UnmarkReport,
+    )
     from memoryd.governance.decay import RestoreResult, SweepReport
     from memoryd.governance.merge import DuplicatePair, MergeResult
     from memoryd.governance.schedule import JobStatus
@@ -342,4 +348,23 @@ class MemoryAPI(Protocol):
 
     def audit_verify(self) -> AuditVerification:
         """Walk the audit hash chain; `ok` false names the first bad line."""
+        ...
+
+    # -- sensitive scopes ---------------------------------------------------------------
+    def sensitive_mark(self, path: Path | str, *, passphrase: str | None = None) -> MarkReport:
+        """Mark the scope at `path` sensitive: key, marker, every memory encrypted."""
+        ...
+
+    def sensitive_unmark(self, path: Path | str, *, yes: bool = False) -> UnmarkReport:
+        """Decrypt a sensitive scope back to plaintext (needs `yes` and a grant)."""
+        ...
+
+    def sensitive_status(self) -> list[SensitiveStatus]:
+        """Every sensitive scope, its key and its files."""
+        ...
+
+    def sensitive_rotate_key(
+        self, path: Path | str, *, passphrase: str | None = None
+    ) -> RotateReport:
+        """Re-encrypt a sensitive scope under a new key."""
         ...

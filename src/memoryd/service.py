@@ -30,6 +30,7 @@ from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
 from memoryd.domain.recalling import Recalling
+from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
@@ -59,6 +60,7 @@ class MemoryService(
     Governing,
     Superseding,
     Guarding,
+    Sensitivity,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

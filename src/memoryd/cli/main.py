@@ -733,3 +733,6 @@ maintenance.register(app)
 from memoryd.cli import grants as grants_cli  # noqa: E402
 
 grants_cli.register(app)
+from memoryd.cli import sensitive as sensitive_cli  # noqa: E402
+
+sensitive_cli.register(app)

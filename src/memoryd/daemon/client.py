@@ -27,6 +27,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.daemon.files import DaemonFiles
+from memoryd.domain.sensitivity import MarkReport, RotateReport, SensitiveStatus, UnmarkReport
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
 from memoryd.governance.merge import DuplicatePair, MergeResult
@@ -389,6 +390,25 @@ class RemoteService(MemoryAPI):
     def schedule(self) -> list[JobStatus]:
         return [JobStatus.model_validate(j) for j in self._request("GET", "/v1/schedule")]
 
+    # -- sensitive scopes ---------------------------------------------------------------
+    def sensitive_mark(self, path: Path | str, *, passphrase: str | None = None) -> MarkReport:
+        body = {"path": _absolute(path), "passphrase": passphrase}
+        return self._model(MarkReport, "POST", "/v1/sensitive/mark", json=body, timeout=None)
+
+    def sensitive_unmark(self, path: Path | str, *, yes: bool = False) -> UnmarkReport:
+        body = {"path": _absolute(path), "yes": yes}
+        return self._model(UnmarkReport, "POST", "/v1/sensitive/unmark", json=body, timeout=None)
+
+    def sensitive_status(self) -> list[SensitiveStatus]:
+        return [SensitiveStatus.model_validate(s) for s in self._request("GET", "/v1/sensitive")]
+
+    def sensitive_rotate_key(
+        self, path: Path | str, *, passphrase: str | None = None
+    ) -> RotateReport:
+        body = {"path": _absolute(path), "passphrase": passphrase}
+        url = "/v1/sensitive/rotate-key"
+        return self._model(RotateReport, "POST", url, json=body, timeout=None)
+
     def archive(self, slug: str) -> Memory:
         return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")
 
@@ -686,3 +706,8 @@ def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iter
     """`open_api` for the duration of a block (one CLI command)."""
     with open_api(settings, rebuild=rebuild) as api:
         yield api
+
+
+def _absolute(path: Path | str) -> str:
+    """A path as the daemon (same machine, another working directory) must see it."""
+    return str(Path(path).expanduser().absolute())

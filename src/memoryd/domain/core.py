@@ -88,6 +88,8 @@ from memoryd.recall.granted import ScopeView, ScopeViews
 from memoryd.redact import redact
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.sensitive.files import opaque_slug
+from memoryd.sensitive.keys import KeyStore
 from memoryd.vault import Vault, render
 
 if TYPE_CHECKING:
@@ -128,15 +130,28 @@ def slugify(title: str, when: datetime) -> str:
     return "-".join(p for p in parts if p)
 
 
-def search_doc(memory: Memory) -> SearchDoc:
+def search_doc(memory: Memory, *, in_memory: bool = False) -> SearchDoc:
+    """The index document of a memory. A sensitive one is `withheld` (the on-disk index
+    removes it) with no text, unless it is for an in-memory index under a grant."""
     meta = memory.meta
+    if memory.sensitive and not in_memory:
+        return SearchDoc(
+            slug=meta.slug,
+            scope_hash=meta.scope_hash,
+            type=meta.type,
+            decay_state=meta.decay_state,
+            title="",
+            body="",
+            created_at=meta.created_at,
+            withheld=True,
+        )
     return SearchDoc(
         slug=meta.slug,
         scope_hash=meta.scope_hash,
         type=meta.type,
         decay_state=meta.decay_state,
         title=meta.title,
-        body="" if memory.sensitive else memory.body,
+        body=memory.body,
         tags=meta.tags,
         triggers=meta.triggers,
         created_at=meta.created_at,
@@ -180,6 +195,10 @@ class ServiceCore:
         self.extractor = extractor
         self.llm = llm
         self.enrichment = enrichment or EnrichmentPolicy()
+        self.keys = KeyStore(home)
+        """The sensitive scopes' keys (wiring shares the vault cipher's)."""
+        self.llm_allow_sensitive = False
+        """Config `llm.allow_sensitive`: only then may a sensitive memory reach the LLM."""
         self.vector_stage: VectorStage | None = None
         self.vectors: DenseIndex | None = None
         """The vector stage's store and model (`wiring.open_vectors`), when it runs."""
@@ -303,7 +322,8 @@ class ServiceCore:
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
-        """The memory with this slug, read from its vault file (the source of truth)."""
+        """The memory with this slug, read from its vault file (the source of truth); one of
+        a sensitive scope only under a grant (from the scope's view, audited)."""
         row = self.graph.get_memory(slug)
         path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
         if path is None:
@@ -316,6 +336,20 @@ class ServiceCore:
             if held is None:
                 raise NotFound(f"no memory with slug {slug!r} in its granted scope")
             return held.model_copy(deep=True)
+        memory = self.vault.read(path)
+        if memory.meta.slug != slug:
+            raise BrokenMemoryFile(
+                f"{path}: its frontmatter says slug {memory.meta.slug!r}, expected {slug!r}"
+            )
+        return memory
+
+    def _load(self, slug: str) -> Memory:
+        """The memory with this slug from its vault file, with no gate: for the service's own
+        work (rewrites, enrichment, judging), which never hands the text to a caller."""
+        row = self.graph.get_memory(slug)
+        path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+        if path is None:
+            raise NotFound(f"no memory with slug {slug!r}", hint="`memoryd list` shows the slugs")
         memory = self.vault.read(path)
         if memory.meta.slug != slug:
             raise BrokenMemoryFile(
@@ -539,7 +573,11 @@ class ServiceCore:
         try:
             meta = Frontmatter(
                 title=title,
-                slug=draft.slug or slugify(title, created),
+                # A sensitive scope's slugs are opaque: a chosen or a title-made slug says
+                # what the memory is about.
+                slug=opaque_slug(created)
+                if scope.sensitive
+                else draft.slug or slugify(title, created),
                 type=draft.type,
                 scope_hash=scope.scope_hash,
                 source=draft.source,
@@ -564,17 +602,17 @@ class ServiceCore:
     def _extract(self, memories: Sequence[Memory]) -> None:
         """Fill observations and relations from the text (spaCy rules, then the LLM if set).
 
-        Sensitive memories are never sent to an LLM. Results land in the frontmatter, so
-        `reindex` rebuilds the same graph without extracting again.
+        Results land in the frontmatter, so `reindex` rebuilds the same graph without
+        extracting again. A sensitive memory is extracted in memory only (its results go to
+        its encrypted file; the on-disk graph keeps a skeleton) and reaches the LLM only with
+        `llm.allow_sensitive`.
         """
         if self.extractor is None or not memories:
             return
         known = self._known_entities()
         for memory in memories:
-            if memory.sensitive:
-                continue
             found = self.extractor.extract(memory.body, title=memory.meta.title, known=known)
-            if self.llm is not None:
+            if self.llm is not None and (not memory.sensitive or self.llm_allow_sensitive):
                 from memoryd.llm.extract import extract_with_llm
 
                 try:
@@ -699,7 +737,9 @@ class ServiceCore:
         judged = [
             m
             for m in memories
-            if m.meta.type.long_term and (m.meta.observations or m.meta.relations)
+            if m.meta.type.long_term
+            and not m.sensitive  # the graph holds no entities of it to judge against
+            and (m.meta.observations or m.meta.relations)
         ]
         if len(judged) > SUPERSEDE_BULK_LIMIT:
             logger.info(

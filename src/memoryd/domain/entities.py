@@ -225,7 +225,7 @@ class Entities(ServiceCore):
         for slug in sorted({r[0] for r in rows if r[0]}):
             with self._file_lock(slug):
                 try:
-                    old = self.get(slug)
+                    old = self._load(slug)
                 except (NotFound, BrokenMemoryFile) as exc:
                     logger.warning("%s keeps no link to %s in its file: %s", slug, entity.id, exc)
                     continue
@@ -277,7 +277,7 @@ class Entities(ServiceCore):
         if not relations:
             raise InvalidInput("no relation to close", hint="name at least one relation")
         with self._file_lock(slug):  # the capture hook rewrites session files too
-            old = self.get(slug)
+            old = self._load(slug)
             merged = self._merged_into()
 
             def key(rel: RelationRef) -> tuple[str | None, str, str, str | None]:

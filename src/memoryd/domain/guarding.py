@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memoryd.domain.core import ServiceCore
-from memoryd.errors import InvalidInput, MemorydError
+from memoryd.errors import InvalidInput
 from memoryd.models import Grant, GrantDuration, Memory, MemoryType, ScopeInfo
 from memoryd.recall.granted import ScopeView
 from memoryd.scope import resolve_scope
+from memoryd.sensitive.files import decrypt_scope
 from memoryd.vault import FORGOTTEN_DIR
 
 logger = logging.getLogger(__name__)
@@ -70,22 +71,11 @@ class Guarding(ServiceCore):
 
     # -- what a view is built from --------------------------------------------------------
     def scope_plaintext(self, scope_hash: str) -> Iterator[Memory]:
-        """Every memory of a sensitive scope, as text, for its in-memory view only."""
-        folder = self.vault.scope_dir(scope_hash)
-        for sub in _SUBDIRS:
-            directory = folder / sub
-            if not directory.is_dir():
-                continue
-            for path in sorted(directory.iterdir()):
-                if path.suffix != ".md" or path.name.startswith("."):
-                    continue
-                try:
-                    memory = self.vault.read(path)
-                except MemorydError as exc:  # one broken file must not hide the scope
-                    logger.warning("left out of the granted view: %s", exc)
-                    continue
-                memory.sensitive = True
-                yield memory
+        """Every memory of a sensitive scope, decrypted, for its in-memory view only (a
+        missing key is `MissingKey`, naming `import-key`)."""
+        for memory in decrypt_scope(self.home, scope_hash, self.keys):
+            memory.sensitive = True
+            yield memory
 
     def scope_stamp(self, scope_hash: str) -> object:
         """What changes when a file of the scope is written, moved or removed (an atomic

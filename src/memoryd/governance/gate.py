@@ -275,6 +275,21 @@ class Gate:
             hint=grant_hint(path),
         )
 
+    def require_scope(self, scope_hash: str, surface: str) -> None:
+        """Allow a read of a whole sensitive scope under a grant (`unmark` decrypts it all),
+        else deny it; both audited."""
+        path = self.path_of(scope_hash)
+        if path is None:
+            return
+        if self.readable(scope_hash):
+            self._emit("read_allowed", scope_hash, None, {"surface": surface, "count": 0})
+            return
+        self._emit("read_denied", scope_hash, None, {"surface": surface, "count": 0})
+        raise PolicyDenied(
+            f"{path} is a sensitive scope: {surface} reads all of it and needs a grant",
+            hint=grant_hint(path),
+        )
+
     def partition(
         self, items: Sequence[S], *, keep_granted: bool = True
     ) -> tuple[list[S], dict[str, list[str]]]:

@@ -98,6 +98,9 @@ class SearchDoc(BaseModel):
     tags: list[str] = Field(default_factory=list)
     triggers: list[str] = Field(default_factory=list)
     created_at: datetime
+    withheld: bool = False
+    """A sensitive memory: the on-disk index holds nothing of it, so `upsert` removes its
+    slug instead of indexing it (an in-memory index under a grant indexes it as any other)."""
 
 
 _Changed = tuple[list[SearchDoc], list[SearchDoc]] | None
@@ -409,6 +412,12 @@ class SearchIndex:
         if not docs:
             return
         latest = {doc.slug: doc for doc in docs}
+        withheld = [slug for slug, doc in latest.items() if doc.withheld]
+        if withheld:
+            self.delete(withheld)
+            latest = {slug: doc for slug, doc in latest.items() if slug not in withheld}
+            if not latest:
+                return
 
         def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
             # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
