@@ -57,6 +57,9 @@ def _log_warning(message: str) -> None:
 class Maintenance(ServiceCore):
     """Rebuild, verify, and index queued captures."""
 
+    drain_sealed: Callable[[], int]
+    """Provided by `domain.sensitivity.Sensitivity`: the sensitive scopes' sealed captures."""
+
     # -- audit ----------------------------------------------------------------------------
     def audit_records(
         self,
@@ -353,6 +356,7 @@ class Maintenance(ServiceCore):
                 logger.warning("capture %s stays in the inbox: %s", request.slug, exc)
                 continue
             inbox.done(pending)
+        indexed += self.drain_sealed()
         if indexed:
             logger.info("indexed %d captured session(s) from the inbox", indexed)
         return indexed
