@@ -44,6 +44,8 @@ if TYPE_CHECKING:
         DecayState,
         DuraAnalysis,
         EntityDeletion,
+        Grant,
+        GrantDuration,
         Memory,
         MemoryDraft,
         MemorySummary,
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
         RecallResult,
         ReindexReport,
         RelationRef,
-        SearchHit,
+        SearchHits,
         SupersedeDecision,
     )
 
@@ -177,8 +179,9 @@ class MemoryAPI(Protocol):
         types: Sequence[MemoryType] | None = None,
         k: int = 10,
         include_forgotten: bool = False,
-    ) -> list[SearchHit]:
-        """BM25 full text over title, body, tags and triggers."""
+    ) -> SearchHits:
+        """BM25 full text over title, body, tags and triggers; `hidden` counts the hits left
+        out in sensitive scopes without a grant."""
         ...
 
     def recall(
@@ -192,6 +195,21 @@ class MemoryAPI(Protocol):
         track: bool = True,
     ) -> RecallResult:
         """Text and entity traversal fused and adjusted; `track` counts the hits as recalls."""
+        ...
+
+    # -- sensitive scopes: grants --------------------------------------------------------
+    def grant(
+        self, path: Path | str, duration: GrantDuration = "once", *, task: str | None = None
+    ) -> Grant:
+        """Allow reads of a sensitive scope: once (90 s), session (8 h), task (until revoked)."""
+        ...
+
+    def revoke(self, path: Path | str, *, task: str | None = None) -> list[Grant]:
+        """End a sensitive scope's grants (with `task`, only that task's); those ended."""
+        ...
+
+    def grants(self) -> list[Grant]:
+        """The grants in force now, oldest first."""
         ...
 
     # -- the entity graph ---------------------------------------------------------------

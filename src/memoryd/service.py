@@ -25,6 +25,7 @@ from memoryd.domain.core import (
 from memoryd.domain.enriching import Enriching
 from memoryd.domain.entities import Entities
 from memoryd.domain.governing import Governing
+from memoryd.domain.guarding import Guarding
 from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
@@ -58,6 +59,7 @@ class MemoryService(
     Enriching,
     Governing,
     Superseding,
+    Guarding,
     Sensitivity,
     MemoryAPI,
 ):
@@ -65,6 +67,7 @@ class MemoryService(
 
     def close(self) -> None:
         try:
+            self.views.drop_all()
             if self._sandbox is not None:
                 self._sandbox.close()
             try:

@@ -158,6 +158,12 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     yield "decay_sweep", rec.decay_sweep(dry_run=True)
     yield "duplicates", rec.duplicates(scope=project)
     yield "schedule", rec.schedule()
+    secret = project.parent / f"{project.name}-client"
+    secret.mkdir(exist_ok=True)
+    (secret / ".memoryd-sensitive").touch()
+    yield "grant", rec.grant(secret, "task", task="audit")
+    yield "grants", rec.grants()
+    yield "revoke", rec.revoke(secret, task="audit")
     twin = rec.record(draft("Solid renders fast", "Solid renders with fine-grained signals."))
     kept = rec.record(draft("Solid is quick", "Solid renders with fine-grained signals!"))
     yield "merge", rec.merge(kept.meta.slug, [twin.meta.slug])

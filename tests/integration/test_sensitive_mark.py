@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from memoryd.cli.main import app
 from memoryd.config import Settings
-from memoryd.errors import InvalidInput, KeyringUnavailable, MissingKey, NotFound
+from memoryd.errors import InvalidInput, KeyringUnavailable, MissingKey, NotFound, PolicyDenied
 from memoryd.inbox import Inbox, IndexRequest, now_ts
 from memoryd.models import MemoryDraft, PromotionProposal
 from memoryd.scope import SENSITIVE_MARKER
@@ -188,12 +188,15 @@ def test_writes_in_a_marked_scope_are_sealed_with_opaque_slugs(
     assert memory.path.name.endswith(".md.enc")
     assert "-s-" in memory.slug
     assert CANARIES[0].lower() not in memory.slug.lower()
-    assert svc.get(memory.slug).meta.title == f"Use {CANARIES[0]}"
+    with pytest.raises(PolicyDenied, match="needs a grant"):
+        svc.get(memory.slug)
     row = svc.graph.get_memory(memory.slug)
     assert row is not None
     assert row.title == ""
     assert row.body == ""
     assert svc.search(CANARIES[0]) == []
+    svc.grant(project, "once")
+    assert svc.get(memory.slug).meta.title == f"Use {CANARIES[0]}"
     updated = svc.update_keywords(memory.slug, tags=["ops"])
     assert updated.meta.tags == ["ops"]
     assert updated.path == memory.path
@@ -226,6 +229,7 @@ def test_mark_without_a_keyring_fails_clearly_and_passphrase_mode_works(
     monkeypatch.setenv(PASSPHRASE_ENV, "pass phrase one")
     with open_service(settings) as svc:
         written = svc.record(draft(project, "After", "with the key"))
+        svc.grant(project, "once")
         assert svc.get(written.slug).body == "with the key"
 
 

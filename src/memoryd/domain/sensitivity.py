@@ -221,11 +221,9 @@ class Sensitivity(ServiceCore):
                 inbox.done(pending)
 
     def _scopes_changed(self) -> None:
-        """Tell the gate (when the service has one) to read the scopes' flags afresh."""
-        gate = getattr(self, "gate", None)
-        forget = getattr(gate, "forget_scopes", None)
-        if callable(forget):
-            forget()
+        """Tell the gate to read the scopes' flags afresh, and drop views of what changed."""
+        self.gate.forget_scopes()
+        self.views.drop_all()
 
     # -- sealed captures ------------------------------------------------------------------
     def drain_sealed(self) -> int:
@@ -439,4 +437,4 @@ class Sensitivity(ServiceCore):
 
     def _require_unmark_grant(self, info: ScopeInfo) -> None:
         """Unmark reads every memory of the scope: the gate must allow it like any read."""
-        self.gate.require_scope(info.scope_hash, "unmark")  # type: ignore[attr-defined]
+        self.gate.require_scope(info.scope_hash, "unmark")

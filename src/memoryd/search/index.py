@@ -377,6 +377,18 @@ class SearchIndex:
         return cls.open(directory)
 
     @classmethod
+    def in_memory(cls, label: str) -> SearchIndex:
+        """An index that lives in RAM only and is gone when dropped: a granted sensitive
+        scope's plaintext is searched here and never reaches the disk (`label` names it in
+        errors, in place of a directory)."""
+        schema = _schema()
+        try:
+            index = tantivy.Index(schema)
+        except _TANTIVY_ERRORS as exc:
+            raise StorageError(f"cannot create an in-memory search index: {exc}") from exc
+        return cls(Path(f"<memory:{label}>"), index, schema)
+
+    @classmethod
     def _create(cls, directory: Path, schema: tantivy.Schema) -> SearchIndex:
         try:
             index = tantivy.Index(schema, path=str(directory), reuse=False)
