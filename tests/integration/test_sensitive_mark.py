@@ -286,10 +286,30 @@ def test_export_wipe_import_through_the_cli(
         assert svc.vault.read(path).body == "the plan"
 
 
-def test_unmark_needs_yes(keyed_svc: MemoryService, project: Path) -> None:
-    keyed_svc.sensitive_mark(project)
+def test_unmark_needs_yes_and_a_grant_then_decrypts_back(
+    keyed_svc: MemoryService, project: Path, home: Path, file_keyring: object
+) -> None:
+    svc = keyed_svc
+    plant(svc, project)
+    marked = svc.sensitive_mark(project)
     with pytest.raises(InvalidInput, match="plaintext"):
-        keyed_svc.sensitive_unmark(project)
+        svc.sensitive_unmark(project)
+    with pytest.raises(PolicyDenied, match="needs a grant") as denied:
+        svc.sensitive_unmark(project, yes=True)
+    assert f"memoryd grant {project}" in denied.value.hint
+    assert len(encrypted_files(home, marked.scope_hash)) == 3  # nothing touched
+    svc.grant(project, "once")
+    report = svc.sensitive_unmark(project, yes=True)
+    assert report.decrypted == 3
+    assert encrypted_files(home, marked.scope_hash) == []
+    assert len(plain_files(home, marked.scope_hash)) == 3
+    assert not (project / SENSITIVE_MARKER).exists()
+    assert not svc.scope_show(project).sensitive
+    assert svc.sensitive_status() == []
+    ring = file_keyring.get_password  # type: ignore[attr-defined]
+    assert ring("memoryd-sensitive", f"{marked.scope_hash}:{marked.key_id}") is None
+    [hit, *_] = svc.search("quuxhost")  # back in the on-disk index, readable without grant
+    assert svc.get(hit.slug).body.startswith("We deploy")
 
 
 def test_doctor_checks_every_encrypted_header_without_the_key(
