@@ -286,7 +286,53 @@ def test_export_wipe_import_through_the_cli(
         assert svc.vault.read(path).body == "the plan"
 
 
-def test_unmark_needs_yes(keyed_svc: MemoryService, project: Path) -> None:
-    keyed_svc.sensitive_mark(project)
+def test_unmark_needs_yes_and_a_grant_then_decrypts_back(
+    keyed_svc: MemoryService, project: Path, home: Path, file_keyring: object
+) -> None:
+    svc = keyed_svc
+    plant(svc, project)
+    marked = svc.sensitive_mark(project)
     with pytest.raises(InvalidInput, match="plaintext"):
-        keyed_svc.sensitive_unmark(project)
+        svc.sensitive_unmark(project)
+    with pytest.raises(PolicyDenied, match="needs a grant") as denied:
+        svc.sensitive_unmark(project, yes=True)
+    assert f"memoryd grant {project}" in denied.value.hint
+    assert len(encrypted_files(home, marked.scope_hash)) == 3  # nothing touched
+    svc.grant(project, "once")
+    report = svc.sensitive_unmark(project, yes=True)
+    assert report.decrypted == 3
+    assert encrypted_files(home, marked.scope_hash) == []
+    assert len(plain_files(home, marked.scope_hash)) == 3
+    assert not (project / SENSITIVE_MARKER).exists()
+    assert not svc.scope_show(project).sensitive
+    assert svc.sensitive_status() == []
+    ring = file_keyring.get_password  # type: ignore[attr-defined]
+    assert ring("memoryd-sensitive", f"{marked.scope_hash}:{marked.key_id}") is None
+    [hit, *_] = svc.search("quuxhost")  # back in the on-disk index, readable without grant
+    assert svc.get(hit.slug).body.startswith("We deploy")
+
+
+def test_doctor_checks_every_encrypted_header_without_the_key(
+    keyed_svc: MemoryService, project: Path, home: Path
+) -> None:
+    import keyring
+    from keyring.backends.fail import Keyring as FailKeyring
+
+    plant(keyed_svc, project)
+    marked = keyed_svc.sensitive_mark(project)
+    keyed_svc.close()
+    keyring.set_keyring(FailKeyring())  # the file_keyring fixture puts its own back
+    result = runner.invoke(app, ["doctor", "--json", "--home", str(home)])
+    checks = {c["name"]: c for c in json.loads(result.output)}
+    assert checks["encrypted files"]["ok"], checks["encrypted files"]
+    assert checks["encrypted files"]["detail"].startswith("3 encrypted files")
+    assert checks["index consistency"]["ok"], checks["index consistency"]
+    first, second, *_ = encrypted_files(home, marked.scope_hash)
+    first.write_bytes(b"MDENC\x07" + first.read_bytes()[6:])
+    second.write_bytes(second.read_bytes()[:20])
+    result = runner.invoke(app, ["doctor", "--json", "--home", str(home)])
+    assert result.exit_code == 1
+    failed = {c["name"]: c for c in json.loads(result.output) if not c["ok"]}
+    detail = failed["encrypted files"]["detail"]
+    assert f"{first}: encrypted file format version 7" in detail
+    assert f"{second}: encrypted file is truncated" in detail

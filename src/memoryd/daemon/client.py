@@ -68,6 +68,7 @@ from memoryd.models import (
 )
 from memoryd.protocol import MemoryAPI
 from memoryd.scope import resolve_scope
+from memoryd.sensitive.sealed import waiting_captures
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
@@ -698,7 +699,7 @@ def captures_waiting(api: MemoryAPI, home: Path) -> int:
     daemon: it indexes them as they come)."""
     if isinstance(api, RemoteService):
         return 0
-    return len(Inbox(home).requested_slugs())
+    return len(Inbox(home).requested_slugs()) + len(waiting_captures(home))
 
 
 @contextmanager

@@ -57,6 +57,9 @@ def _log_warning(message: str) -> None:
 class Maintenance(ServiceCore):
     """Rebuild, verify, and index queued captures."""
 
+    drain_sealed: Callable[[], int]
+    """Provided by `domain.sensitivity.Sensitivity`: the sensitive scopes' sealed captures."""
+
     # -- audit ----------------------------------------------------------------------------
     def audit_records(
         self,
@@ -303,7 +306,9 @@ class Maintenance(ServiceCore):
         graph = self.graph.memory_slugs()
         vault = self._vault_slugs(graph) if vault_slugs is None else vault_slugs
         index = self.index.slugs()
-        return vault - graph, graph - vault, index ^ graph
+        # The on-disk index holds nothing of a sensitive memory; the graph its skeleton.
+        withheld = {file_slug(p) for p in self.vault.iter_encrypted()}
+        return vault - graph, graph - vault, index ^ (graph - withheld)
 
     def _vault_slugs(self, known: set[str]) -> set[str]:
         """The slugs of the vault's memory files: a file named after a known slug holds it,
@@ -353,6 +358,7 @@ class Maintenance(ServiceCore):
                 logger.warning("capture %s stays in the inbox: %s", request.slug, exc)
                 continue
             inbox.done(pending)
+        indexed += self.drain_sealed()
         if indexed:
             logger.info("indexed %d captured session(s) from the inbox", indexed)
         return indexed

@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from memoryd.audit import AuditEvent
-from memoryd.domain.core import ServiceCore
+from memoryd.domain.core import ServiceCore, search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.inbox import Inbox
+from memoryd.journal import IntentItem
+from memoryd.memfile import compose
 from memoryd.models import Memory, ReindexReport, ScopeInfo
+from memoryd.private import make_private_dir
 from memoryd.scope import SENSITIVE_MARKER, resolve_scope
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import (
@@ -38,9 +44,10 @@ from memoryd.sensitive.files import (
     remove_seal_pair,
     reseal,
     reseal_seal_key,
+    seal_private_key,
 )
-from memoryd.sensitive.sealed import read_public_key
-from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write
+from memoryd.sensitive.sealed import SealError, open_sealed, read_public_key, waiting_captures
+from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +224,76 @@ class Sensitivity(ServiceCore):
         """Tell the gate to read the scopes' flags afresh, and drop views of what changed."""
         self.gate.forget_scopes()
         self.views.drop_all()
+
+    # -- sealed captures ------------------------------------------------------------------
+    def drain_sealed(self) -> int:
+        """Open the sessions the hook sealed for sensitive scopes (`inbox/sealed/`) and merge
+        each into its encrypted memory; returns how many were written. A box stays while
+        its scope's key is missing; one that cannot be opened moves to `inbox/failed/`."""
+        self._require_writable("index sealed captures")
+        written = 0
+        private: dict[str, bytes] = {}
+        for scope_hash, box in waiting_captures(self.home):
+            try:
+                stat = box.stat()
+                if scope_hash not in private:
+                    private[scope_hash] = seal_private_key(self.home, scope_hash, self.keys)
+                data = json.loads(
+                    open_sealed(box.read_bytes(), private[scope_hash], scope_hash, box)
+                )
+                self._merge_sealed(scope_hash, data["fields"], str(data["body"]))
+            except MissingKey as exc:
+                logger.warning("sealed captures of scope %s wait for its key: %s", scope_hash, exc)
+                private.pop(scope_hash, None)
+                continue
+            except (SealError, ValueError, KeyError, TypeError) as exc:
+                logger.warning("setting aside a sealed capture that does not open: %s", exc)
+                failed = Inbox(self.home).failed_dir / f"{scope_hash}-{box.name}"
+                make_private_dir(failed.parent)
+                os.replace(box, failed)
+                continue
+            except OSError as exc:
+                logger.warning("sealed capture %s not read: %s", box.name, exc)
+                continue
+            written += 1
+            current = box.stat() if box.exists() else None
+            if current is not None and (current.st_ino, current.st_mtime_ns) == (
+                stat.st_ino,
+                stat.st_mtime_ns,
+            ):
+                box.unlink(missing_ok=True)  # a newer capture replaced it meanwhile: it stays
+        return written
+
+    def _merge_sealed(self, scope_hash: str, fields: dict[str, Any], body: str) -> None:
+        """Write one opened session into its encrypted memory, as the hook writes a plain one
+        (`memfile.compose`), then its skeleton to the graph and a `capture` audit line."""
+        slug = str(fields["slug"])
+        if str(fields.get("scope_hash")) != scope_hash:
+            raise ValueError(f"sealed capture {slug} names another scope")
+        with self._file_lock(slug):
+            path = self.vault.find(slug)
+            existing = render(self.vault.read(path)) if path is not None else None
+            target = path or (
+                self.vault.scope_dir(scope_hash) / "sessions" / f"{slug}{ENCRYPTED_SUFFIX}"
+            )
+            memory = parse(compose(existing, fields, body), target)
+            memory.sensitive = True
+            memory.path = target
+            item = IntentItem(
+                slug=slug,
+                path=str(target),
+                event_type="capture",
+                scope_hash=scope_hash,
+                details={"type": "session", "source": memory.meta.source, "update": bool(path)},
+            )
+            intent = self._begin_write("capture", [item])
+            try:
+                self.vault.write(memory)
+                self.graph.upsert_memories([memory])
+                self.index.upsert([search_doc(memory)])
+                self.audit.append_many([self._intended_event(intent, item)])
+            finally:
+                self.journal.end(intent)
 
     # -- rotate ---------------------------------------------------------------------------
     def sensitive_rotate_key(

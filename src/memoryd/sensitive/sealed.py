@@ -35,6 +35,32 @@ HEADER_SIZE = len(MAGIC) + 1 + _PUB + _NONCE
 SEALED_SUFFIX = ".sealed"
 
 
+SEALED_DIR = "sealed"
+"""`inbox/sealed/<scope_hash>/<slug>.sealed`: sessions of sensitive scopes waiting for the
+daemon (which holds the key) to merge them into their encrypted memories."""
+
+
+def sealed_capture_path(home: Path, scope_hash: str, slug: str) -> Path:
+    return home / "inbox" / SEALED_DIR / scope_hash / f"{slug}{SEALED_SUFFIX}"
+
+
+def waiting_captures(home: Path) -> list[tuple[str, Path]]:
+    """(scope_hash, box) of every sealed capture waiting, oldest first."""
+    root = home / "inbox" / SEALED_DIR
+    found: list[tuple[float, str, Path]] = []
+    try:
+        scopes = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    for scope in scopes:
+        for box in scope.glob(f"*{SEALED_SUFFIX}"):
+            try:
+                found.append((box.stat().st_mtime, scope.name, box))
+            except OSError:
+                continue
+    return [(scope_hash, box) for _, scope_hash, box in sorted(found)]
+
+
 class SealError(Exception):
     """A sealed box that cannot be opened (named by its file); the daemon keeps it aside."""
 
