@@ -251,7 +251,8 @@ class ScopeViews:
 def plain_doc(memory: Memory) -> SearchDoc:
     """The search document of a decrypted memory: its whole text (this index is in RAM)."""
     meta = memory.meta
-    return SearchDoc(
+    # Built from a validated memory: no second validation (a view indexes thousands at once).
+    return SearchDoc.model_construct(
         slug=meta.slug,
         scope_hash=meta.scope_hash,
         type=meta.type,
