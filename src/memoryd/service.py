@@ -68,6 +68,10 @@ class MemoryService(
     def close(self) -> None:
         try:
             self.views.drop_all()
+            try:
+                self.gate.flush()
+            except MemorydError:
+                logger.exception("could not audit the last reads of sensitive scopes")
             if self._sandbox is not None:
                 self._sandbox.close()
             try:

@@ -69,6 +69,7 @@ class Maintenance(ServiceCore):
         event_type: str | None = None,
         limit: int | None = None,
     ) -> list[AuditRecord]:
+        self.gate.flush()  # the read events kept in memory belong in what is read
         return self.audit.read(
             scope_hash=self.scope_hash_of(scope), since=since, event_type=event_type, limit=limit
         )
@@ -85,6 +86,7 @@ class Maintenance(ServiceCore):
         """
         from memoryd.inbox import Inbox
 
+        self.gate.flush()
         result = self.audit.verify()
         graph = self.graph.memory_slugs()
         held = graph | self._vault_slugs(graph)

@@ -284,6 +284,7 @@ class Recalling(ServiceCore):
         Returns how many memories were updated."""
         triggers, self._triggers_pending = self._triggers_pending, Counter()
         self.governance.add_trigger_hits(triggers)
+        self.gate.flush()  # the sensitive scopes' read events, batched the same way
         return len(self._write_recall_counts(None))
 
     def _write_recall_counts(self, slugs: Sequence[str] | None) -> dict[str, int]:

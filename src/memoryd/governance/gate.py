@@ -9,6 +9,11 @@ revoke, allowed and denied read is an audit event whose details carry slugs and 
 (never a title, a body or a path: the audit log is plain text).
 
 Time comes from the service clock, so tests move it past a grant's end.
+
+Grants and revokes are audited as they happen. Read events (allowed and denied) are kept and
+appended in one batch by `flush` (the daemon's recall-count tick, every write of the gate,
+reading the audit log, closing the service; at once past `READ_EVENTS_MAX`): an fsync per
+recall would cost as much as the recall itself. A crash loses at most the last tick's.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ logger = logging.getLogger(__name__)
 GRANTS_DIR = "grants"
 _GRANTS = TypeAdapter(list[Grant])
 _TASK_MAX = 80
+READ_EVENTS_MAX = 256
+"""Read events kept before they are appended regardless of the tick."""
 
 
 class Scoped(Protocol):
@@ -121,6 +128,8 @@ class Gate:
         self._actor = actor
         self._sensitive: tuple[tuple[tuple[str, int], ...], dict[str, str]] | None = None
         self._lock = threading.Lock()
+        self._reads: list[AuditEvent] = []
+        self._reads_lock = threading.Lock()
 
     # -- scopes ---------------------------------------------------------------------------
     def sensitive_scopes(self) -> dict[str, str]:
@@ -282,9 +291,9 @@ class Gate:
         if path is None:
             return
         if self.readable(scope_hash):
-            self._emit("read_allowed", scope_hash, None, {"surface": surface, "count": 0})
+            self._keep("read_allowed", scope_hash, None, {"surface": surface, "count": 0})
             return
-        self._emit("read_denied", scope_hash, None, {"surface": surface, "count": 0})
+        self._keep("read_denied", scope_hash, None, {"surface": surface, "count": 0})
         raise PolicyDenied(
             f"{path} is a sensitive scope: {surface} reads all of it and needs a grant",
             hint=grant_hint(path),
@@ -323,7 +332,7 @@ class Gate:
 
     def whole_scope_hidden(self, scope_hash: str, count: int, surface: str) -> HiddenResults:
         """A read aimed at a sensitive scope without a grant: nothing in it was searched."""
-        self._emit("read_denied", scope_hash, None, {"surface": surface, "count": count})
+        self._keep("read_denied", scope_hash, None, {"surface": surface, "count": count})
         return HiddenResults(
             scope_hash=scope_hash, path=self.path_of(scope_hash) or "", count=count
         )
@@ -331,7 +340,7 @@ class Gate:
     def audit_hidden(self, hidden: Iterable[HiddenResults], surface: str) -> None:
         """Audit what a read-only process (a recall reader) left out, from its answer."""
         for item in hidden:
-            self._emit(
+            self._keep(
                 "read_denied", item.scope_hash, None, {"surface": surface, "count": item.count}
             )
 
@@ -344,12 +353,37 @@ class Gate:
     def _read_event(
         self, event_type: str, scope_hash: str, slugs: Sequence[str], surface: str
     ) -> None:
-        self._emit(
+        self._keep(
             event_type,
             scope_hash,
             slugs[0] if len(slugs) == 1 else None,
             {"surface": surface, "count": len(slugs), "slugs": list(slugs[:50])},
         )
+
+    def _keep(
+        self, event_type: str, scope_hash: str, target: str | None, details: dict[str, object]
+    ) -> None:
+        """A read event, appended with the next `flush`."""
+        event = AuditEvent(
+            actor=self._actor(),
+            event_type=event_type,
+            scope_hash=scope_hash,
+            target_id=target,
+            details=details,
+        )
+        with self._reads_lock:
+            self._reads.append(event)
+            full = len(self._reads) >= READ_EVENTS_MAX
+        if full:
+            self.flush()
+
+    def flush(self) -> int:
+        """Append the read events kept since the last flush; how many."""
+        with self._reads_lock:
+            events, self._reads = self._reads, []
+        if events:
+            self._emit_many(events)
+        return len(events)
 
     # -- audit ----------------------------------------------------------------------------
     def _require_audit(self, action: str) -> None:
@@ -362,6 +396,7 @@ class Gate:
     def _emit(
         self, event_type: str, scope_hash: str, target: str | None, details: dict[str, object]
     ) -> None:
+        self.flush()  # the reads before it come first in the log
         self._emit_many(
             [
                 AuditEvent(

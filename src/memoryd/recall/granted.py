@@ -19,6 +19,7 @@ from typing import Any
 
 from memoryd.graph.store import CypherResult, EntityRow
 from memoryd.models import DecayState, Memory, MemorySummary, Predicate
+from memoryd.recall import conversation
 from memoryd.recall.entities import EntityMatcher, build_matcher
 from memoryd.search.index import SearchDoc, SearchIndex
 
@@ -160,13 +161,15 @@ class ScopeView:
         self.memories = {m.slug: m for m in memories if m.meta.scope_hash == scope_hash}
         self.graph = MemoryGraph.of(self.memories.values(), max_fanout)
         self.index = SearchIndex.in_memory(scope_hash)
-        self.index.upsert(
-            [
-                plain_doc(m)
-                for m in self.memories.values()
-                if m.meta.decay_state is not DecayState.FORGOTTEN
-            ]
-        )
+        docs = [
+            plain_doc(m)
+            for m in self.memories.values()
+            if m.meta.decay_state is not DecayState.FORGOTTEN
+        ]
+        self.index.upsert(docs)
+        # The statistics recall ranks with, counted from what was just indexed: the first
+        # recall under the grant does not read 10k documents back.
+        self.index.tally(scope_hash, docs, conversation.is_turn)
         self._matcher: EntityMatcher | None = None
 
     def matcher(self) -> EntityMatcher:

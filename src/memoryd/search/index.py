@@ -843,6 +843,14 @@ class SearchIndex:
     def _analysed(self, text: str) -> Tokens:
         return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
 
+    def tally(self, scope_hash: str, docs: Iterable[SearchDoc], is_turn: TurnTest | None) -> None:
+        """Count a scope's recall statistics from `docs`, every live memory of it just
+        written, instead of reading them back on the first recall (a granted scope's
+        in-memory index is built whole, then recalled at once)."""
+        with self._stats_lock:
+            self._stats.missing([scope_hash], is_turn)  # registers the turn test
+            self._stats.load((self._entry(doc) for doc in docs), [scope_hash])
+
     def _entry(self, doc: SearchDoc) -> Entry:
         """What the scope statistics count of a memory."""
         title, body = self._tokens_of(doc.title, doc.body)
