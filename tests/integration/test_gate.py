@@ -67,7 +67,9 @@ def seed(svc: MemoryService, project: Path, other: Path) -> tuple[list[str], str
     return secret, plain
 
 
-def audit_lines(home: Path) -> list[dict[str, Any]]:
+def audit_lines(home: Path, svc: MemoryService | None = None) -> list[dict[str, Any]]:
+    if svc is not None:
+        svc.gate.flush()  # read events are appended in batches
     text = (home / "audit" / "audit.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
@@ -113,7 +115,7 @@ def test_without_a_grant_get_is_denied_and_recall_search_list_hide_the_scope(
     with pytest.raises(PolicyDenied):
         svc.update_keywords(secret[0], tags=["x"])
 
-    events = audit_lines(home)
+    events = audit_lines(home, svc)
     denied_events = [e for e in events if e["event_type"] == "read_denied"]
     assert {json.loads(e["details"])["surface"] for e in denied_events} >= {
         "get",
@@ -175,7 +177,7 @@ def test_a_grant_opens_the_scope_until_it_expires_on_the_service_clock(
     with pytest.raises(PolicyDenied):
         svc.get(secret[0])
 
-    kinds = [e["event_type"] for e in audit_lines(home)]
+    kinds = [e["event_type"] for e in audit_lines(home, svc)]
     assert {"grant", "revoke", "grant_expired", "read_allowed", "read_denied"} <= set(kinds)
     allowed = [e for e in audit_lines(home) if e["event_type"] == "read_allowed"]
     assert all(json.loads(e["details"])["count"] >= 0 for e in allowed)

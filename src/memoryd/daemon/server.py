@@ -143,8 +143,6 @@ def prepare(service: MemoryService, runner: ServiceRunner) -> None:
         logger.warning("repaired a torn audit line left by a crash")
     drain_inbox(service, runner)
     service.prepare_recall()
-    # A grant builds its scope's in-memory view at once: the first recall under it is fast.
-    service.views_eager = True
 
 
 def drain_inbox(service: MemoryService, runner: ServiceRunner) -> None:
@@ -452,8 +450,6 @@ async def _serve(
         waited = 0.0
         while True:
             await asyncio.sleep(settings.daemon.count_interval_s)
-            # Ended grants leave, and their scopes' plaintext views with them.
-            runner.write_later(service.expire_grants)
             waited += settings.daemon.count_interval_s
             if waited >= settings.daemon.flush_interval_s:
                 waited = 0.0

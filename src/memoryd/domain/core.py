@@ -258,6 +258,7 @@ class ServiceCore:
         """Build a scope's view as its grant starts (the daemon), not on first read."""
 
     granted_view: Callable[[str], ScopeView | None]
+    expire_grants: Callable[[], object]
     scope_plaintext: Callable[[str], Iterable[Memory]]
     scope_stamp: Callable[[str], object]
     """Provided by `domain.guarding.Guarding`."""

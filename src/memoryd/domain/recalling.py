@@ -241,11 +241,12 @@ class Recalling(ServiceCore):
 
         return self.vectors.catch_up(self.index, BATCH if limit is None else limit)
 
-    @staticmethod
-    def prepare_recall() -> None:
+    def prepare_recall(self) -> None:
         """Load the data every recall reads (the kinds of everyday things, `load_hyponyms`)
-        now, so the first recall a daemon or reader answers is not the slow one."""
+        now, so the first recall a daemon or reader answers is not the slow one; from now on
+        a grant builds its scope's in-memory view at once, for the same reason."""
         load_hyponyms()
+        self.views_eager = True
 
     def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:
         """Count recalls (hits, query) in memory until `flush_recall_counts`: a graph write
@@ -285,6 +286,7 @@ class Recalling(ServiceCore):
         triggers, self._triggers_pending = self._triggers_pending, Counter()
         self.governance.add_trigger_hits(triggers)
         self.gate.flush()  # the sensitive scopes' read events, batched the same way
+        self.expire_grants()  # on the daemon's tick: ended grants take their views along
         return len(self._write_recall_counts(None))
 
     def _write_recall_counts(self, slugs: Sequence[str] | None) -> dict[str, int]:
