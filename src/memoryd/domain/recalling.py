@@ -19,7 +19,7 @@ from memoryd.errors import (
     PolicyDenied,
     StorageError,
 )
-from memoryd.extraction.pipeline import load_hyponyms
+from memoryd.extraction.pipeline import load_hyponyms, load_lexicon, load_places
 from memoryd.governance.gate import grant_hint
 from memoryd.graph.sandbox import CypherSandbox
 from memoryd.graph.store import (
@@ -246,6 +246,8 @@ class Recalling(ServiceCore):
         now, so the first recall a daemon or reader answers is not the slow one; from now on
         a grant builds its scope's in-memory view at once, for the same reason."""
         load_hyponyms()
+        load_lexicon()  # and the names entity matchers are built with (the graph's, a view's)
+        load_places()
         self.views_eager = True
 
     def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:
