@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,7 @@ class Sensitivity(ServiceCore):
                 logger.warning("sealing an unparsable file as it is: %s", exc)
                 self._seal_raw(path, scope_hash)
         renamed = {m.slug: _opaque(key, m.slug, m.meta.created_at) for m in memories}
+        sealed: list[tuple[str, Memory]] = []
         for memory in memories:
             meta = memory.meta
             old_path = memory.path
@@ -197,12 +199,17 @@ class Sensitivity(ServiceCore):
             meta.slug = renamed[old_slug]
             memory.sensitive = True
             memory.path = old_path.parent / f"{meta.slug}{ENCRYPTED_SUFFIX}"
-            with self._file_lock(old_slug):
-                self.vault.write(memory, sync=False)
+            sealed.append((old_slug, memory))
+
+        def write(item: tuple[str, Memory]) -> None:
+            with self._file_lock(item[0]):
+                self.vault.write(item[1], sync=False)
+
+        # Creating files is syscall-bound and releases the GIL: a few threads (as bulk record).
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(write, sealed))
         fsync_all()  # every sealed file is on disk before any plaintext goes
-        for path in paths:
-            if path.exists():
-                self.vault.remove(path)
+        self.vault.remove_many(paths)
         return list(renamed), len(memories)
 
     def _seal_raw(self, path: Path, scope_hash: str) -> None:
@@ -315,9 +322,13 @@ class Sensitivity(ServiceCore):
         old_keys = [self.keys.get(scope_hash, bytes.fromhex(k)) for k in old_ids]
         new = self.keys.create(scope_hash, passphrase=passphrase)
         files = encrypted_files(self.home, scope_hash)
-        for file in files:
+
+        def write(file: Path) -> None:
             with self._file_lock(file.name.removesuffix(ENCRYPTED_SUFFIX)):
                 reseal(file, self.keys, new)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(write, files))
         reseal_seal_key(self.home, scope_hash, self.keys, new)
         fsync_all()
         self.keys.make_current(scope_hash, new)
@@ -411,8 +422,7 @@ class Sensitivity(ServiceCore):
             with self._file_lock(memory.slug):
                 self.vault.write(memory, sync=False)
         fsync_all()
-        for file in files:
-            self.vault.remove(file)
+        self.vault.remove_many(files)
         info.sensitive = False
         self._ensure_scope(info)
         (Path(info.path) / SENSITIVE_MARKER).unlink(missing_ok=True)
