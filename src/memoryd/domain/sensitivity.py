@@ -286,6 +286,7 @@ class Sensitivity(ServiceCore):
             memory = parse(compose(existing, fields, body), target)
             memory.sensitive = True
             memory.path = target
+            self._extract([memory])  # in memory; into the sealed file only (LLM: if allowed)
             item = IntentItem(
                 slug=slug,
                 path=str(target),
