@@ -230,6 +230,21 @@ def fact(
     return memory.slug
 
 
+def test_graph_facts_never_store_a_secret_named_as_an_entity(
+    svc: MemoryService, project: Path
+) -> None:
+    token = "ghp_R8x2Lq9VbN4tYp7KcW3mZs6HdJ1fGa0eUoQi"
+    secret_id = f"entity:concept:{token}"
+    uses = RelationRef(predicate=Predicate.USES, subject=APP, object=secret_id, label=token)
+    slug = fact(svc, project, "app uses a token", [APP, secret_id], (uses,))
+
+    memory = svc.get(slug)
+    assert token not in memory.model_dump_json()
+    rows = svc.cypher("MATCH (e:Entity) RETURN e.id, e.name").rows
+    assert rows
+    assert all(token not in str(value) for row in rows for value in row)
+
+
 def test_delete_entity_archives_its_facts_unlinks_the_rest_and_stays_deleted(
     svc: MemoryService, project: Path
 ) -> None:

@@ -81,12 +81,22 @@ class Ingest(ServiceCore):
     ) -> Memory:
         """Record a memory that states graph facts: its frontmatter names the entities it is
         about (`observations`) and the relations it asserts, so `reindex` rebuilds them.
-        Written and audit-logged like `record`."""
+        Written and audit-logged like `record`. Entity ids and relation labels come from
+        agents (MCP create_entities, imports), so they are redacted like titles and bodies."""
         self._require_writable("record graph facts")
         info = resolve_scope(draft.scope_path)
         memory = self._prepare(draft, info, utcnow())
-        memory.meta.observations = list(dict.fromkeys(entity_ids))
-        memory.meta.relations = list(relations)
+        memory.meta.observations = list(dict.fromkeys(redact(e) for e in entity_ids))
+        memory.meta.relations = [
+            relation.model_copy(
+                update={
+                    "subject": redact(relation.subject),
+                    "object": redact(relation.object),
+                    "label": None if relation.label is None else redact(relation.label),
+                }
+            )
+            for relation in relations
+        ]
         self._refuse_duplicates([memory], [draft])
         self._ensure_scope(info)
         self._write_batch([memory], sync_each=True)
