@@ -52,6 +52,9 @@ from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)
 
+_WAITING_FOR_KEY: set[str] = set()
+"""Scopes whose sealed captures wait for a missing key, already logged by this process."""
+
 MARKER_TEXT = (
     "This project's memories are encrypted at rest by memoryd and read only under a grant.\n"
     "`memoryd sensitive status` shows the scope; `memoryd sensitive unmark PATH --yes` undoes it.\n"
@@ -250,7 +253,11 @@ class Sensitivity(ServiceCore):
                 )
                 self._merge_sealed(scope_hash, data["fields"], str(data["body"]))
             except MissingKey as exc:
-                logger.warning("sealed captures of scope %s wait for its key: %s", scope_hash, exc)
+                if scope_hash not in _WAITING_FOR_KEY:  # once per process: the daemon polls
+                    _WAITING_FOR_KEY.add(scope_hash)
+                    logger.warning(
+                        "sealed captures of scope %s wait for its key: %s", scope_hash, exc
+                    )
                 private.pop(scope_hash, None)
                 continue
             except (SealError, ValueError, KeyError, TypeError) as exc:
