@@ -13,7 +13,7 @@ from memoryd.config import Settings
 from memoryd.sensitive.files import encrypted_files
 from memoryd.sensitive.sealed import waiting_captures
 from memoryd.wiring import open_service
-from tests.integration.test_capture import ClaudeTranscript, capture
+from tests.integration.test_capture import ClaudeTranscript, capture, fixture_json, needs_fixtures
 from tests.integration.test_sensitive_mark import leaks
 
 SECRET_PROMPT = "Rotate the Zorblax7731 credentials on quuxhost-4417.internal for Client Vellacorp."
@@ -110,4 +110,16 @@ def test_a_failed_payload_of_a_sensitive_scope_is_kept_sealed(
     capture(home, "claude-code", payload)
     kept = sorted((home / "inbox" / "failed").iterdir())
     assert [p.suffix for p in kept] == [".sealed"]
+    assert leaks(home) == []
+
+
+@needs_fixtures
+def test_hook_events_of_a_sensitive_scope_are_never_journaled(
+    home: Path, project: Path, marked: str, no_keyring: None
+) -> None:
+    for event in ("beforeSubmitPrompt", "afterFileEdit", "stop"):
+        payload = fixture_json(f"hooks/cursor/{event}.stdin.json", workspace_roots=[str(project)])
+        payload["prompt"] = SECRET_PROMPT
+        capture(home, "cursor", payload)
+    assert not list((home / "inbox").glob("sessions/*"))
     assert leaks(home) == []

@@ -164,6 +164,15 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     yield "grant", rec.grant(secret, "task", task="audit")
     yield "grants", rec.grants()
     yield "revoke", rec.revoke(secret, task="audit")
+    vault = project.parent / f"{project.name}-vault"
+    vault.mkdir(exist_ok=True)
+    rec.record(MemoryDraft(type=MemoryType.FACT, title="Ledger", body="ledger", scope_path=vault))
+    marked = rec.sensitive_mark(vault, passphrase="scenario words")  # keys differ: counts only
+    yield "sensitive_mark", (marked.encrypted, marked.key_mode)
+    yield "sensitive_status", [(s.encrypted, s.key_available) for s in rec.sensitive_status()]
+    yield "sensitive_rotate_key", rec.sensitive_rotate_key(vault, passphrase="new words").resealed
+    rec.grant(vault, "once")
+    yield "sensitive_unmark", rec.sensitive_unmark(vault, yes=True).decrypted
     twin = rec.record(draft("Solid renders fast", "Solid renders with fine-grained signals."))
     kept = rec.record(draft("Solid is quick", "Solid renders with fine-grained signals!"))
     yield "merge", rec.merge(kept.meta.slug, [twin.meta.slug])

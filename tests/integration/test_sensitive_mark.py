@@ -336,3 +336,22 @@ def test_doctor_checks_every_encrypted_header_without_the_key(
     detail = failed["encrypted files"]["detail"]
     assert f"{first}: encrypted file format version 7" in detail
     assert f"{second}: encrypted file is truncated" in detail
+
+
+def test_sensitive_extraction_stays_in_memory_and_skips_the_llm_unless_allowed(
+    keyed_svc: MemoryService, project: Path
+) -> None:
+    from tests.integration.test_llm import FakeProvider
+
+    svc = keyed_svc
+    svc.sensitive_mark(project)
+    fake = FakeProvider(answer={"entities": [], "relations": []})
+    svc.llm = fake
+    memory = svc.record(draft(project, "Database", "We moved the ledger to PostgreSQL."))
+    assert fake.calls == []
+    svc.grant(project, "once")
+    assert "entity:tool:PostgreSQL" in svc.get(memory.slug).meta.observations  # sealed file
+    assert svc.graph.entity_catalogue() == []  # the on-disk graph: a skeleton, no entity
+    svc.llm_allow_sensitive = True
+    svc.record(draft(project, "Cache", "We put Redis in front of the ledger."))
+    assert len(fake.calls) == 1

@@ -213,7 +213,14 @@ def load_session(
         for item in hook.events:
             item.setdefault("ts", stamp)
     has_file = hook.session_file is not None and hook.session_file.is_file()
+    # A sensitive scope's hook events are never journaled in plain text (the hook cannot
+    # seal a journal it must read back): such a session is made from the call that renders it.
+    plain = not (
+        hook.cwd and memfile.scope_is_sensitive(home, memfile.scope_of(hook.cwd).scope_hash)
+    )
     if not hook.render:
+        if not plain:
+            return None
         if not has_file and hook.events:
             sid = _session_id(hook, home, None, now)
             journal.Journal(home, hook.agent, sid).append(
@@ -227,9 +234,12 @@ def load_session(
         )
     if session is None:
         sid = _session_id(hook, home, None, now)
-        events = journal.Journal(home, hook.agent, sid)
-        events.append(hook.events, high_entropy=limits.redact_high_entropy)
-        session = journal.session_from_events(hook.agent, sid, events.read())
+        if plain:
+            events = journal.Journal(home, hook.agent, sid)
+            events.append(hook.events, high_entropy=limits.redact_high_entropy)
+            session = journal.session_from_events(hook.agent, sid, events.read())
+        else:
+            session = journal.session_from_events(hook.agent, sid, hook.events)
         if hook.file_expected and trivial_reason(session, limits):
             raise SessionFileMissing(f"session file {hook.session_file} is missing or unreadable")
     session_id = session.session_id = _session_id(hook, home, session, now)

@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,9 @@ from memoryd.sensitive.sealed import SealError, open_sealed, read_public_key, wa
 from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)
+
+_WAITING_FOR_KEY: set[str] = set()
+"""Scopes whose sealed captures wait for a missing key, already logged by this process."""
 
 MARKER_TEXT = (
     "This project's memories are encrypted at rest by memoryd and read only under a grant.\n"
@@ -173,6 +177,7 @@ class Sensitivity(ServiceCore):
                 logger.warning("sealing an unparsable file as it is: %s", exc)
                 self._seal_raw(path, scope_hash)
         renamed = {m.slug: _opaque(key, m.slug, m.meta.created_at) for m in memories}
+        sealed: list[tuple[str, Memory]] = []
         for memory in memories:
             meta = memory.meta
             old_path = memory.path
@@ -197,12 +202,17 @@ class Sensitivity(ServiceCore):
             meta.slug = renamed[old_slug]
             memory.sensitive = True
             memory.path = old_path.parent / f"{meta.slug}{ENCRYPTED_SUFFIX}"
-            with self._file_lock(old_slug):
-                self.vault.write(memory, sync=False)
+            sealed.append((old_slug, memory))
+
+        def write(item: tuple[str, Memory]) -> None:
+            with self._file_lock(item[0]):
+                self.vault.write(item[1], sync=False)
+
+        # Creating files is syscall-bound and releases the GIL: a few threads (as bulk record).
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(write, sealed))
         fsync_all()  # every sealed file is on disk before any plaintext goes
-        for path in paths:
-            if path.exists():
-                self.vault.remove(path)
+        self.vault.remove_many(paths)
         return list(renamed), len(memories)
 
     def _seal_raw(self, path: Path, scope_hash: str) -> None:
@@ -243,7 +253,11 @@ class Sensitivity(ServiceCore):
                 )
                 self._merge_sealed(scope_hash, data["fields"], str(data["body"]))
             except MissingKey as exc:
-                logger.warning("sealed captures of scope %s wait for its key: %s", scope_hash, exc)
+                if scope_hash not in _WAITING_FOR_KEY:  # once per process: the daemon polls
+                    _WAITING_FOR_KEY.add(scope_hash)
+                    logger.warning(
+                        "sealed captures of scope %s wait for its key: %s", scope_hash, exc
+                    )
                 private.pop(scope_hash, None)
                 continue
             except (SealError, ValueError, KeyError, TypeError) as exc:
@@ -279,6 +293,7 @@ class Sensitivity(ServiceCore):
             memory = parse(compose(existing, fields, body), target)
             memory.sensitive = True
             memory.path = target
+            self._extract([memory])  # in memory; into the sealed file only (LLM: if allowed)
             item = IntentItem(
                 slug=slug,
                 path=str(target),
@@ -315,9 +330,13 @@ class Sensitivity(ServiceCore):
         old_keys = [self.keys.get(scope_hash, bytes.fromhex(k)) for k in old_ids]
         new = self.keys.create(scope_hash, passphrase=passphrase)
         files = encrypted_files(self.home, scope_hash)
-        for file in files:
+
+        def write(file: Path) -> None:
             with self._file_lock(file.name.removesuffix(ENCRYPTED_SUFFIX)):
                 reseal(file, self.keys, new)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(write, files))
         reseal_seal_key(self.home, scope_hash, self.keys, new)
         fsync_all()
         self.keys.make_current(scope_hash, new)
@@ -411,8 +430,7 @@ class Sensitivity(ServiceCore):
             with self._file_lock(memory.slug):
                 self.vault.write(memory, sync=False)
         fsync_all()
-        for file in files:
-            self.vault.remove(file)
+        self.vault.remove_many(files)
         info.sensitive = False
         self._ensure_scope(info)
         (Path(info.path) / SENSITIVE_MARKER).unlink(missing_ok=True)

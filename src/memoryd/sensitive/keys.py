@@ -93,6 +93,8 @@ class KeyStore:
         self.home = home
         self.passphrase = passphrase
         self._cache: dict[tuple[str, bytes], ScopeKey] = {}
+        self._current: dict[str, tuple[tuple[int, int, int], bytes]] = {}
+        """scope → (key.json's inode, mtime, size when read, the current key id)."""
         self._lock = threading.Lock()
 
     # -- key.json -------------------------------------------------------------------------
@@ -123,11 +125,27 @@ class KeyStore:
 
     # -- reading keys ---------------------------------------------------------------------
     def current(self, scope_hash: str) -> ScopeKey:
-        """The key new files of this scope are sealed with."""
+        """The key new files of this scope are sealed with (key.json is read again only when
+        it changed: a bulk seal asks once per file)."""
+        path = self.key_file_path(scope_hash)
+        try:
+            stat = path.stat()
+            stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            stamp = None
+        with self._lock:
+            known = self._current.get(scope_hash)
+        if stamp is not None and known is not None and known[0] == stamp:
+            return self.get(scope_hash, known[1])
         keys = self.read_key_file(scope_hash)
         if keys is None or not keys.current:
             raise MissingKey(f"sensitive scope {scope_hash} has no key file ({KEY_FILE})")
-        return self.get(scope_hash, bytes.fromhex(keys.current))
+        wanted = bytes.fromhex(keys.current)
+        key = self.get(scope_hash, wanted)
+        if stamp is not None:
+            with self._lock:
+                self._current[scope_hash] = (stamp, wanted)
+        return key
 
     def get(self, scope_hash: str, wanted: bytes) -> ScopeKey:
         """The key with this id, from the cache, the keyring or the passphrase."""
