@@ -67,16 +67,17 @@ class Entities(ServiceCore):
         return found[0]
 
     def entity_context(self, name_or_id: str, *, limit: int = 20) -> EntityContext:
-        """An entity with its relations, neighbours and the memories about it, current first."""
+        """An entity with its relations, neighbours and the memories about it, current first
+        (newest first, then by slug: memories written in the same instant keep one order)."""
         entity = self.resolve_entity(name_or_id)
         mentions = self.graph.mentioning([entity.id])
         rows = self.graph.memory_rows([slug for _, slug, _ in mentions])
         superseded = self.graph.superseded_by(list(rows))
         # The graph holds no text of a sensitive memory; whatever it holds is not shown here.
         shown, _ = self.gate.partition(list(rows.values()), keep_granted=False)
-        memories = sorted(shown, key=lambda r: (r.slug in superseded, -r.created_at.timestamp()))[
-            :limit
-        ]
+        memories = sorted(
+            shown, key=lambda r: (r.slug in superseded, -r.created_at.timestamp(), r.slug)
+        )[:limit]
         return EntityContext(
             entity=entity,
             relations=self.graph.neighbourhood(entity.id, depth=1).rows,

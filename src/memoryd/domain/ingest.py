@@ -90,7 +90,7 @@ class Ingest(ServiceCore):
         memory.meta.relations = [
             relation.model_copy(
                 update={
-                    "subject": None if relation.subject is None else redact(relation.subject),
+                    "subject": relation.subject and redact(relation.subject),
                     "object": redact(relation.object),
                     "label": None if relation.label is None else redact(relation.label),
                 }
