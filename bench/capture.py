@@ -10,6 +10,10 @@ Scenarios (each `--runs` times, after `--warmup` runs):
 * `daemon`  — `new` again while a `memoryd serve` daemon holds the data dir (skipped when the
   daemon cannot be started). Capture never talks to the daemon — it drops an index request in
   `inbox/` either way — so this shows only the cost of sharing the machine with it.
+* `plain_paired` / `sensitive` — new sessions in a plain project and in a project marked
+  sensitive (passphrase mode: the hook needs no key, it seals for the scope's public key),
+  run alternately so both see the same machine load. Target: sensitive p95 within 20 ms of
+  plain_paired p95.
 
 Target: p95 <= 250 ms (Claude Code gives all SessionEnd hooks 1.5 s together).
 
@@ -239,6 +243,49 @@ def stop_daemon(env: dict[str, str]) -> None:
     subprocess.run([*memoryd_command(), "stop"], env=env, capture_output=True, check=False)
 
 
+SENSITIVE_MARGIN_MS = 20.0
+
+
+def sensitive_scenario(
+    work: Path, env: dict[str, str], transcript: Path, runs: int
+) -> dict[str, Any]:
+    """New sessions in a plain and a sensitive project, alternately (same load for both)."""
+    plain, sensitive = work / "plain-project", work / "sensitive-project"
+    for project in (plain, sensitive):
+        (project / ".git").mkdir(parents=True)
+    marked_env = {**env, "MEMORYD_SENSITIVE_PASSPHRASE": "bench passphrase"}
+    result = subprocess.run(
+        [*memoryd_command(), "sensitive", "mark", str(sensitive), "--passphrase"],
+        env=marked_env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if result.returncode != 0:
+        return {"sensitive": {"skipped": f"marking failed: {result.stderr.strip()}"}}
+    for project in (plain, sensitive):
+        run_once(env, payload(str(uuid.uuid4()), transcript, project))  # warm up
+    CPU_MS.clear()
+    samples: dict[str, list[float]] = {"plain_paired": [], "sensitive": []}
+    cpu: dict[str, list[float]] = {"plain_paired": [], "sensitive": []}
+    for _ in range(runs):
+        for name, project in (("plain_paired", plain), ("sensitive", sensitive)):
+            samples[name].append(run_once(env, payload(str(uuid.uuid4()), transcript, project)))
+            cpu[name].append(CPU_MS.pop())
+    sealed = list((Path(env["MEMORYD_HOME"]) / "inbox" / "sealed").rglob("*.sealed"))
+    if len(sealed) != runs + 1:
+        raise SystemExit(f"expected {runs + 1} sealed captures, found {len(sealed)}")
+    found: dict[str, Any] = {}
+    for name in samples:
+        CPU_MS.extend(cpu[name])
+        found[name] = stats(samples[name])
+    delta = found["sensitive"]["p95_ms"] - found["plain_paired"]["p95_ms"]
+    found["sensitive"]["p95_over_plain_ms"] = round(delta, 1)
+    found["sensitive"]["within_margin"] = delta <= SENSITIVE_MARGIN_MS
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -247,6 +294,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--size", type=int, default=TARGET_BYTES, help="transcript bytes")
     parser.add_argument("--no-daemon-scenario", action="store_true")
+    parser.add_argument("--no-sensitive-scenario", action="store_true")
     parser.add_argument("--json", type=Path, default=Path("bench/results/capture.json"))
     args = parser.parse_args()
 
@@ -293,6 +341,9 @@ def main() -> None:
             else:
                 results["daemon"] = {"skipped": "`memoryd serve --detach` did not start"}
 
+        if not args.no_sensitive_scenario:
+            results.update(sensitive_scenario(work, env, transcript, args.runs))
+
         report = {
             "benchmark": "capture",
             "what": "wall time of one `memoryd capture --source=claude-code` process",
@@ -325,6 +376,9 @@ def main() -> None:
                 print(f"{name:<10}  skipped: {row['skipped']}")
                 continue
             verdict = "ok" if row["p95_ms"] <= TARGET_P95_MS else "OVER"
+            if "p95_over_plain_ms" in row:
+                margin = "ok" if row["within_margin"] else "OVER"
+                verdict += f"; +{row['p95_over_plain_ms']:.1f} ms vs plain_paired p95 ({margin})"
             cells = ("min_ms", "p50_ms", "p95_ms", "max_ms", "cpu_p50_ms", "cpu_p95_ms")
             print(f"{name:<10}" + "".join(f"{row[c]:>9.1f}" for c in cells) + f"   {verdict}")
         print(f"load average {report['load_average']}; JSON: {args.json}")

@@ -31,6 +31,40 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A real keyring backend that needs no desktop: keyrings.alt's file backend in tmp_path.
+
+    Set in this process with `keyring.set_keyring`, and through `PYTHON_KEYRING_BACKEND` (plus
+    the tmp `XDG_DATA_HOME` it writes under) for the CLI and daemon subprocesses."""
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    previous = keyring.get_keyring()
+    ring = PlaintextKeyring()
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    ring.file_path = str(Path(os.environ["XDG_DATA_HOME"]) / "python_keyring" / "keyring_pass.cfg")
+    keyring.set_keyring(ring)
+    try:
+        yield ring
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def no_keyring() -> Iterator[None]:
+    """No usable keyring backend, as on a headless machine without one."""
+    import keyring
+    from keyring.backends.fail import Keyring as FailKeyring
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(FailKeyring())
+    try:
+        yield
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 

@@ -68,6 +68,10 @@ class LLMSettings(BaseModel):
     base_url: str | None = None
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
+    allow_sensitive: bool = Field(
+        default=False,
+        description="send memories of sensitive scopes to the LLM (never, unless set)",
+    )
 
 
 class ExtractionSettings(BaseModel):

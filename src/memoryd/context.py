@@ -35,6 +35,12 @@ _ROWS = (
     " EXISTS { MATCH (:Memory)-[s:SUPERSEDES]->(m) WHERE s.status = 'active' } AS superseded"
 )
 
+_NOT_SENSITIVE = (
+    "AND coalesce(m.sensitive, false) = false AND NOT EXISTS"
+    " { MATCH (s:Scope) WHERE s.hash = m.scope_hash AND s.sensitive = true }"
+)
+"""Inject never shows a sensitive memory (its own flag, or its scope's)."""
+
 
 def _items(rows: list[list[Any]]) -> dict[str, tuple[Item, bool, str]]:
     found = {}
@@ -72,11 +78,17 @@ def choose(
         from memoryd.recall.config import INJECT_MIN_SCORE
 
         result = svc.recall(prompt, scope=scope_hash, k=k, track=track)
+        # A sensitive memory is never injected, grant or not: an agent's context goes to
+        # an LLM (the recall already left ungranted ones out).
+        result.hits = [hit for hit in result.hits if not hit.sensitive]
         slugs = [hit.slug for hit in result.hits if hit.score >= INJECT_MIN_SCORE]
         if not slugs:
             return [], result
         rows = _read(
-            svc, f"MATCH (m:Memory) WHERE m.slug IN $slugs {_ROWS}", {"slugs": slugs}, len(slugs)
+            svc,
+            f"MATCH (m:Memory) WHERE m.slug IN $slugs {_NOT_SENSITIVE} {_ROWS}",
+            {"slugs": slugs},
+            len(slugs),
         )
         found = _items(rows)
         ranked = []
@@ -93,7 +105,7 @@ def choose(
         return [], None
     rows = _read(
         svc,
-        "MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.type <> 'session'"
+        f"MATCH (m:Memory) WHERE m.scope_hash = $scope AND m.type <> 'session' {_NOT_SENSITIVE}"
         f" AND m.decay_state IN $states {_ROWS}"
         " ORDER BY m.recall_count DESC, m.created_at DESC LIMIT $take",
         {"scope": scope_hash, "states": _LONG_TERM_STATES, "take": SESSION_START_LIMIT * 2},

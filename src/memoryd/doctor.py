@@ -157,8 +157,11 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
                 " file name to match, then run `memoryd reindex`",
             )
         )
+    sealed_check, sealed_slugs = encrypted_check(svc)
+    checks.append(sealed_check)
     only_vault, only_graph, index_diff = svc.consistency(
         {m.meta.slug for m in memories if m.meta.forgotten_at is None}  # decay's: vault only
+        | sealed_slugs
     )
     problems = []
     if only_vault:
@@ -200,6 +203,34 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
         )
     )
     return checks
+
+
+def encrypted_check(svc: MemoryService) -> tuple[DoctorCheck, set[str]]:
+    """Every `.md.enc` file's header (magic, version, length), checked without any key; and
+    the slugs of the sealed memories the graph should hold (their skeletons)."""
+    from memoryd.sensitive.envelope import read_header
+    from memoryd.vault import FORGOTTEN_DIR, file_slug
+
+    bad: list[str] = []
+    slugs: set[str] = set()
+    count = 0
+    for path in svc.vault.iter_encrypted():
+        count += 1
+        try:
+            read_header(path.read_bytes(), path)
+        except (MemorydError, OSError) as exc:
+            bad.append(str(exc))
+            continue
+        if path.parent.name != FORGOTTEN_DIR:
+            slugs.add(file_slug(path))
+    detail = f"{count} encrypted files have a valid header" if not bad else "; ".join(bad[:5])
+    check = DoctorCheck(
+        name="encrypted files",
+        ok=not bad,
+        detail=detail + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""),
+        fix="restore the damaged .md.enc files from a backup (they cannot be repaired)",
+    )
+    return check, slugs
 
 
 def dura_check(broken: list[str]) -> DoctorCheck:

@@ -8,6 +8,7 @@ store never raises a surface's error type and a surface never sees an engine's e
     ├── Conflict                 the write would collide with what is stored (duplicate body, slug)
     ├── InvalidInput             the caller's input is wrong (unknown type, empty title, bad UTF-8)
     │   └── BrokenMemoryFile     a vault file that cannot be parsed (edited by hand)
+    │       └── EncryptedFileBroken  a `.md.enc` file fails its header or authentication
     ├── PolicyDenied             governance said no (sensitive scope without a grant, write Cypher)
     │   └── QueryLimitExceeded   a graph query needed more memory, time or result than it may use
     ├── ExtractionFailed         the NLP or LLM stage failed
@@ -17,6 +18,8 @@ store never raises a surface's error type and a surface never sees an engine's e
     │   ├── ResourceExhausted    the buffer pool or the disk is full
     │   └── AuditChainBroken     the audit log does not verify
     └── ConfigError              the config file or an environment variable is wrong
+        ├── MissingKey           a sensitive scope's key is not on this machine (or wrong)
+        └── KeyringUnavailable   no usable OS keyring to keep a scope key in
 """
 
 from __future__ import annotations
@@ -103,3 +106,27 @@ class AuditChainBroken(StorageError):
 
 class ConfigError(MemorydError):
     code = "config_error"
+
+
+class EncryptedFileBroken(BrokenMemoryFile):
+    """A flipped byte, a truncated file, or a file moved to another scope or slug."""
+
+    code = "encrypted_file_broken"
+    default_hint = "restore the file from a backup (it cannot be repaired without its tag)"
+
+
+class MissingKey(ConfigError):
+    """The key a sensitive scope's files were sealed with is not available here."""
+
+    code = "missing_key"
+    default_hint = (
+        "import the key on this machine with `memoryd sensitive import-key PATH FILE` "
+        "(made by `memoryd sensitive export-key`); the encrypted files were not touched"
+    )
+
+
+class KeyringUnavailable(ConfigError):
+    code = "keyring_unavailable"
+    default_hint = (
+        "use `memoryd sensitive mark PATH --passphrase` to derive the key from a passphrase instead"
+    )

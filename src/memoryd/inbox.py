@@ -159,6 +159,13 @@ class Inbox:
         found.sort(key=lambda p: (p.mtime_ns, p.file.name))
         return found
 
+    def waiting(self) -> bool:
+        """Whether anything waits to be drained: a request, or a sealed capture of a
+        sensitive scope (`inbox/sealed/`)."""
+        from memoryd.sensitive.sealed import waiting_captures
+
+        return bool(self.pending()) or bool(waiting_captures(self.dir.parent))
+
     def requested_slugs(self) -> set[str]:
         """The slugs with a request waiting (from the file names: nothing is parsed)."""
         try:

@@ -157,6 +157,13 @@ def session_slug(agent: str, session_id: str) -> str:
     return slug
 
 
+def sealed_session_slug(public_key: bytes, agent: str, session_id: str) -> str:
+    """A sensitive scope's session slug: stable across the session's captures (so they
+    update one memory) but opaque: a hash under the scope's public key, not the session id."""
+    digest = hashlib.sha256(b"\0".join((public_key, agent.encode(), session_id.encode())))
+    return f"session-s-{digest.hexdigest()[:16]}"
+
+
 def find_session_file(home: Path, slug: str) -> Path | None:
     """The file of this session in any scope (a session may move scopes when its cwd changes)."""
     scopes = home / SCOPES_DIR

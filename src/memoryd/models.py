@@ -368,6 +368,25 @@ class Memory(BaseModel):
     def fingerprint(self) -> str:
         return fingerprint(self.body)
 
+    def skeleton(self) -> Memory:
+        """What the on-disk graph may hold of a sensitive memory (DESIGN §7): slug, scope,
+        type, times and decay state; no title, body, tags, triggers, mentions or relations."""
+        meta = self.meta.model_copy(
+            update={
+                "title": "",
+                "tags": [],
+                "triggers": [],
+                "category": None,
+                "observations": [],
+                "relations": [],
+                "supersedes": [],
+                "supersede_decisions": [],
+                "promoted_from": None,
+                "dura_score": None,
+            }
+        )
+        return Memory(meta=meta, body="", path=self.path, sensitive=True)
+
 
 class MemoryDraft(BaseModel):
     """What a caller gives to record a memory; the service fills in slug, scope and times."""
@@ -608,6 +627,25 @@ class RecallHit(BaseModel):
     """Every factor that moved the hit: each stage's contribution to the fused score (`bm25`,
     `context`, `entity`, `graph`, `kind`), then each multiplier the ranking applied (`title`,
     `length`, `asking`, `long-term`, `recency`, `dim`, `superseded`)."""
+    sensitive: bool = False
+    """Found in a granted sensitive scope: shown to the one who asked, never injected."""
+
+
+class HiddenResults(BaseModel):
+    """Results a read left out because their scope is sensitive and no grant is active."""
+
+    scope_hash: str
+    path: str
+    count: int
+    """How many results were left out (a recall aimed at the scope itself: every memory in
+    it, since none was searched)."""
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.count} result{'s' if self.count != 1 else ''} hidden in sensitive scope"
+            f" {self.path} (`memoryd grant {self.path} --duration once` to read them)"
+        )
 
 
 class RecallResult(BaseModel):
@@ -619,3 +657,39 @@ class RecallResult(BaseModel):
     """The stages that ran (`vector` only when the vector stage is installed and on)."""
     notes: list[str] = Field(default_factory=list)
     """What the recall ran without, and why (the vector stage's extra not installed)."""
+    hidden: list[HiddenResults] = Field(default_factory=list)
+    """Hits left out because their scope is sensitive and not granted (`memoryd grant`)."""
+
+
+class SearchHits(list[SearchHit]):
+    """What `search` returns: the hits, and the results it left out in sensitive scopes.
+
+    A list, so every caller that iterates or compares hits keeps working; `hidden` is the
+    field the surfaces show ("N results hidden in sensitive scope …")."""
+
+    def __init__(
+        self, hits: Iterable[SearchHit] = (), hidden: Iterable[HiddenResults] = ()
+    ) -> None:
+        super().__init__(hits)
+        self.hidden: list[HiddenResults] = list(hidden)
+
+
+GrantDuration = Literal["once", "session", "task"]
+GRANT_SECONDS: dict[str, int | None] = {"once": 90, "session": 8 * 3600, "task": None}
+"""How long each grant lasts; a task grant lasts until `memoryd revoke PATH --task NAME`."""
+
+
+class Grant(BaseModel):
+    """A time-boxed permission to read one sensitive scope (`grants/<scope>.json`)."""
+
+    scope_hash: str
+    path: str
+    duration: GrantDuration
+    task: str | None = None
+    granted_at: Timestamp
+    expires_at: Timestamp | None = None
+    """None: a task grant, active until revoked."""
+    actor: str = "cli"
+
+    def active(self, now: datetime) -> bool:
+        return self.expires_at is None or now < self.expires_at

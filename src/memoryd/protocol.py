@@ -21,6 +21,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 if TYPE_CHECKING:
+    from memoryd.domain.sensitivity import (
+        MarkReport,
+        RotateReport,
+        SensitiveStatus,
+        UnmarkReport,
+    )
     from memoryd.governance.decay import RestoreResult, SweepReport
     from memoryd.governance.merge import DuplicatePair, MergeResult
     from memoryd.governance.schedule import JobStatus
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
         DecayState,
         DuraAnalysis,
         EntityDeletion,
+        Grant,
+        GrantDuration,
         Memory,
         MemoryDraft,
         MemorySummary,
@@ -48,7 +56,7 @@ if TYPE_CHECKING:
         RecallResult,
         ReindexReport,
         RelationRef,
-        SearchHit,
+        SearchHits,
         SupersedeDecision,
     )
 
@@ -171,8 +179,9 @@ class MemoryAPI(Protocol):
         types: Sequence[MemoryType] | None = None,
         k: int = 10,
         include_forgotten: bool = False,
-    ) -> list[SearchHit]:
-        """BM25 full text over title, body, tags and triggers."""
+    ) -> SearchHits:
+        """BM25 full text over title, body, tags and triggers; `hidden` counts the hits left
+        out in sensitive scopes without a grant."""
         ...
 
     def recall(
@@ -186,6 +195,21 @@ class MemoryAPI(Protocol):
         track: bool = True,
     ) -> RecallResult:
         """Text and entity traversal fused and adjusted; `track` counts the hits as recalls."""
+        ...
+
+    # -- sensitive scopes: grants --------------------------------------------------------
+    def grant(
+        self, path: Path | str, duration: GrantDuration = "once", *, task: str | None = None
+    ) -> Grant:
+        """Allow reads of a sensitive scope: once (90 s), session (8 h), task (until revoked)."""
+        ...
+
+    def revoke(self, path: Path | str, *, task: str | None = None) -> list[Grant]:
+        """End a sensitive scope's grants (with `task`, only that task's); those ended."""
+        ...
+
+    def grants(self) -> list[Grant]:
+        """The grants in force now, oldest first."""
         ...
 
     # -- the entity graph ---------------------------------------------------------------
@@ -324,4 +348,23 @@ class MemoryAPI(Protocol):
 
     def audit_verify(self) -> AuditVerification:
         """Walk the audit hash chain; `ok` false names the first bad line."""
+        ...
+
+    # -- sensitive scopes ---------------------------------------------------------------
+    def sensitive_mark(self, path: Path | str, *, passphrase: str | None = None) -> MarkReport:
+        """Mark the scope at `path` sensitive: key, marker, every memory encrypted."""
+        ...
+
+    def sensitive_unmark(self, path: Path | str, *, yes: bool = False) -> UnmarkReport:
+        """Decrypt a sensitive scope back to plaintext (needs `yes` and a grant)."""
+        ...
+
+    def sensitive_status(self) -> list[SensitiveStatus]:
+        """Every sensitive scope, its key and its files."""
+        ...
+
+    def sensitive_rotate_key(
+        self, path: Path | str, *, passphrase: str | None = None
+    ) -> RotateReport:
+        """Re-encrypt a sensitive scope under a new key."""
         ...

@@ -25,10 +25,12 @@ from memoryd.domain.core import (
 from memoryd.domain.enriching import Enriching
 from memoryd.domain.entities import Entities
 from memoryd.domain.governing import Governing
+from memoryd.domain.guarding import Guarding
 from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
 from memoryd.domain.recalling import Recalling
+from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
@@ -57,12 +59,19 @@ class MemoryService(
     Enriching,
     Governing,
     Superseding,
+    Guarding,
+    Sensitivity,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""
 
     def close(self) -> None:
         try:
+            self.views.drop_all()
+            try:
+                self.gate.flush()
+            except MemorydError:
+                logger.exception("could not audit the last reads of sensitive scopes")
             if self._sandbox is not None:
                 self._sandbox.close()
             try:

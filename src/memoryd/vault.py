@@ -1,8 +1,9 @@
 """The vault: markdown memory files with YAML frontmatter, the source of truth.
 
 Layout (DESIGN.md §3): `scopes/<scope_hash>/<type>s/<slug>.md`, `scopes/<hash>/scope.json`,
-`scopes/<hash>/forgotten/`. Encrypted memories will be `<slug>.md.enc`; this module never
-reads their plaintext and skips them when listing plaintext files.
+`scopes/<hash>/forgotten/`. A sensitive scope's memories are `<slug>.md.enc`: the vault seals
+and opens them through the `FileCipher` it is given (`memoryd.sensitive.files.ScopeCipher`);
+without one it refuses to write them and cannot read them. `iter_files` lists plaintext only.
 Every write is atomic: temp file, fsync, rename, fsync of the directory.
 """
 
@@ -15,14 +16,21 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from pydantic import ValidationError
 
-from memoryd.errors import BrokenMemoryFile, NotFound, ResourceExhausted, StorageError
+from memoryd.errors import (
+    BrokenMemoryFile,
+    MissingKey,
+    NotFound,
+    ResourceExhausted,
+    StorageError,
+)
 from memoryd.models import Frontmatter, Memory, MemoryType, ScopeInfo
 from memoryd.private import FILE_MODE, make_private_dir
 
@@ -36,6 +44,14 @@ try:  # the C loader is ~10x faster; reindex of 100k files depends on it
     _Loader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
+
+
+class FileCipher(Protocol):
+    """Seals and opens a sensitive memory file, bound to its scope and slug."""
+
+    def seal(self, plaintext: bytes, scope_hash: str, slug: str) -> bytes: ...
+
+    def open(self, blob: bytes, scope_hash: str, slug: str, path: Path) -> bytes: ...
 
 
 def storage_error(exc: OSError, path: Path, action: str) -> StorageError:
@@ -111,6 +127,11 @@ def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
     return lines
 
 
+def file_slug(path: Path) -> str:
+    """The slug a memory file is named after (`<slug>.md` or `<slug>.md.enc`)."""
+    return path.name.removesuffix(ENCRYPTED_SUFFIX).removesuffix(".md")
+
+
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -182,9 +203,10 @@ def parse(text: str, path: Path) -> Memory:
 class Vault:
     """The markdown files under `<home>/scopes`."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, cipher: FileCipher | None = None) -> None:
         self.home = home
         self.scopes_dir = home / "scopes"
+        self.cipher = cipher
 
     # -- scopes ---------------------------------------------------------------------------
     def scope_dir(self, scope_hash: str) -> Path:
@@ -223,13 +245,21 @@ class Vault:
         return self.scope_dir(meta.scope_hash) / meta.type.dir_name / f"{meta.slug}{suffix}"
 
     def write(self, memory: Memory, *, sync: bool = True) -> Path:
-        """Write the memory file atomically and return its path."""
-        if memory.sensitive:
-            raise StorageError(
-                f"memory {memory.slug} is in a sensitive scope; it must be written encrypted",
-                hint="sensitive scopes are written through the encrypted vault",
-            )
+        """Write the memory file atomically and return its path (sealed when sensitive)."""
         path = memory.path or self.path_for(memory)
+        if memory.sensitive or path.name.endswith(ENCRYPTED_SUFFIX):
+            if self.cipher is None or not memory.sensitive:
+                raise StorageError(
+                    f"memory {memory.slug} is in a sensitive scope; it must be written encrypted",
+                    hint="open the service with the scope keys (memoryd.wiring does)",
+                )
+            if not path.name.endswith(ENCRYPTED_SUFFIX):
+                raise StorageError(f"{path}: a sensitive memory's file must end in .md.enc")
+            data = self.cipher.seal(
+                render(memory).encode("utf-8"), memory.meta.scope_hash, memory.slug
+            )
+            atomic_write(path, data, sync=sync)
+            return path
         atomic_write(path, render(memory).encode("utf-8"), sync=sync)
         return path
 
@@ -243,11 +273,20 @@ class Vault:
             ) from exc
         except OSError as exc:
             raise storage_error(exc, path, "reading") from exc
+        sealed = path.name.endswith(ENCRYPTED_SUFFIX)
+        if sealed:
+            if self.cipher is None:
+                raise MissingKey(f"{path} is encrypted and this service holds no scope keys")
+            raw = self.cipher.open(
+                raw, path.parent.parent.name, path.name.removesuffix(ENCRYPTED_SUFFIX), path
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BrokenMemoryFile(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-        return parse(text, path)
+        memory = parse(text, path)
+        memory.sensitive = sealed
+        return memory
 
     def find(self, slug: str) -> Path | None:
         """Locate a memory file by slug without the index (used when the index is suspect)."""
@@ -268,8 +307,29 @@ class Vault:
         except OSError as exc:
             raise storage_error(exc, path, "removing") from exc
 
-    def iter_files(self) -> Iterator[Path]:
-        """Every plaintext memory file, in a stable order; encrypted ones are skipped."""
+    def remove_many(self, paths: Iterable[Path]) -> None:
+        """Remove many files, then sync each directory once (a bulk move's cleanup). Unlink
+        is syscall-bound and releases the GIL: a few threads share the work."""
+        todo = list(paths)
+
+        def unlink(path: Path) -> None:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise storage_error(exc, path, "removing") from exc
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(unlink, todo))
+        folders = {path.parent for path in todo}
+        for folder in sorted(folders):
+            try:
+                fsync_dir(folder)
+            except OSError as exc:
+                raise storage_error(exc, folder, "syncing") from exc
+
+    def iter_files(self, *, encrypted: bool = False) -> Iterator[Path]:
+        """Every plaintext memory file (and with `encrypted` every `.md.enc` one too), in a
+        stable order."""
         if not self.scopes_dir.is_dir():
             return
         for scope in sorted(p for p in self.scopes_dir.iterdir() if p.is_dir()):
@@ -279,8 +339,13 @@ class Vault:
                     yield from sorted(
                         p
                         for p in folder.iterdir()
-                        if p.suffix == ".md" and not p.name.startswith(".")
+                        if not p.name.startswith(".")
+                        and (p.suffix == ".md" or (encrypted and p.name.endswith(ENCRYPTED_SUFFIX)))
                     )
+
+    def iter_encrypted(self) -> Iterator[Path]:
+        """Every `.md.enc` memory file (what `doctor` checks the headers of)."""
+        return (p for p in self.iter_files(encrypted=True) if p.name.endswith(ENCRYPTED_SUFFIX))
 
     def has_memories(self) -> bool:
         """Whether any memory file (plain or encrypted) is here; stops at the first."""

@@ -27,6 +27,8 @@ from memoryd.native import limit_malloc_arenas
 from memoryd.private import make_private_dir, tighten_shallow
 from memoryd.search.index import META_FILE as SEARCH_META_FILE
 from memoryd.search.index import SearchIndex
+from memoryd.sensitive.files import ScopeCipher
+from memoryd.sensitive.keys import KeyStore
 from memoryd.service import GraphFactory, MemoryService
 from memoryd.vault import Vault
 
@@ -140,7 +142,8 @@ def open_service(
             private_engine_files(home)
             lock.release()
 
-        vault = Vault(home)
+        keys = KeyStore(home)
+        vault = Vault(home, cipher=ScopeCipher(keys))
         factory = graph_factory(settings)
         graph = open_graph(home, vault, factory, rebuild=rebuild)
         undo.callback(graph.close)
@@ -174,6 +177,8 @@ def open_service(
         ),
     )
     service.supersede_settings = settings.supersede
+    service.llm_allow_sensitive = settings.llm.allow_sensitive
+    service.keys = keys
     service.decay_policy = DecayPolicy(
         dim_days=settings.decay.dim_days,
         soft_forget_days=settings.decay.soft_forget_days,
@@ -341,7 +346,7 @@ def _read_only_service(
         undo.pop_all()
     return MemoryService(
         home=home,
-        vault=Vault(home),
+        vault=Vault(home, cipher=ScopeCipher(KeyStore(home))),
         graph=graph,
         index=index,
         audit=AuditLog(home / AUDIT_DIR),

@@ -51,6 +51,9 @@ LAYERS: dict[str, int] = {
     "memoryd.search": STORES,
     "memoryd.governance.store": STORES,
     "memoryd.audit": STORES,
+    # the vault's encrypted files and the scope keys: built on the vault's file format, so
+    # it may use the vault (it is not one of STORES_BY_NAME), and no other store uses it
+    "memoryd.sensitive": STORES,
     # base: values, errors, settings, and stdlib helpers the capture hook shares
     "memoryd.models": BASE,
     "memoryd.errors": BASE,

@@ -10,12 +10,13 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import errors, supersedes
+from memoryd.api import errors, grants, supersedes
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
 from memoryd.api.runner import ServiceRunner
 from memoryd.api.security import STATIC_DIR
+from memoryd.api.sensitive import router as sensitive_router
 from memoryd.config import Settings
 from memoryd.models import DoctorCheck
 from memoryd.service import MemoryService
@@ -85,6 +86,8 @@ def create_app(
     app.include_router(review_router)
     app.include_router(supersedes.router)
     app.include_router(maintenance_router)
+    app.include_router(grants.router)
+    app.include_router(sensitive_router)
     install_page(app)
     return app
 

@@ -45,6 +45,7 @@ from memoryd.api.schemas import (
     RecallPage,
     RecallQuery,
     RelationsClose,
+    SearchPage,
     VersionInfo,
 )
 from memoryd.errors import InvalidInput
@@ -68,7 +69,6 @@ from memoryd.models import (
     Predicate,
     RecallResult,
     ReindexReport,
-    SearchHit,
     check_query,
 )
 
@@ -357,8 +357,9 @@ async def search(
     include_forgotten: bool = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 10,
     offset: Offset = 0,
-) -> Page[SearchHit]:
-    """BM25 full text over titles, bodies, tags and triggers."""
+) -> SearchPage:
+    """BM25 full text over titles, bodies, tags and triggers; `hidden` counts the hits left
+    out in sensitive scopes without a grant."""
     check_query(q)
     hits = await api.rank(
         "search",
@@ -369,7 +370,8 @@ async def search(
         k=offset + limit + 1,
         include_forgotten=include_forgotten,
     )
-    return page(hits[offset:], limit, offset)
+    one = page(list(hits[offset:]), limit, offset)
+    return SearchPage(**dict(one), hidden=hits.hidden)
 
 
 @router.get("/recall", tags=["recall"])
@@ -430,6 +432,7 @@ async def run_recall(api: Backend, query: RecallQuery) -> RecallPage:
         entities=result.entities,
         stages=result.stages,
         notes=result.notes,
+        hidden=result.hidden,
         limit=limit,
         offset=offset,
         next_offset=offset + limit if more else None,

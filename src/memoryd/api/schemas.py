@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from memoryd.models import MemoryType, RecallHit, RelationRef
+from memoryd.models import HiddenResults, MemoryType, RecallHit, RelationRef, SearchHit
 
 T = TypeVar("T")
 
@@ -35,6 +35,12 @@ class Page(BaseModel, Generic[T]):
     next_offset: int | None = None
     total: int | None = None
     """How many there are in all, where a list counts them (memories)."""
+
+
+class SearchPage(Page[SearchHit]):
+    """A page of search hits, and the hits left out in sensitive scopes without a grant."""
+
+    hidden: list[HiddenResults] = Field(default_factory=list)
 
 
 class MemoryCreate(BaseModel):
@@ -138,6 +144,8 @@ class RecallPage(BaseModel):
     stages: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     """What the recall ran without, and why (the vector stage not installed or off)."""
+    hidden: list[HiddenResults] = Field(default_factory=list)
+    """Hits left out because their scope is sensitive and no grant is active."""
     limit: int
     offset: int
     next_offset: int | None = None

@@ -39,6 +39,12 @@ from memoryd.capture_limits import CaptureConfig, CaptureLimits, load_capture_co
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
 from memoryd.private import make_private_dir
 from memoryd.redact import redact, redact_json
+from memoryd.sensitive.sealed import (
+    read_public_key,
+    seal_for,
+    sealed_capture_path,
+    waiting_captures,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +213,14 @@ def load_session(
         for item in hook.events:
             item.setdefault("ts", stamp)
     has_file = hook.session_file is not None and hook.session_file.is_file()
+    # A sensitive scope's hook events are never journaled in plain text (the hook cannot
+    # seal a journal it must read back): such a session is made from the call that renders it.
+    plain = not (
+        hook.cwd and memfile.scope_is_sensitive(home, memfile.scope_of(hook.cwd).scope_hash)
+    )
     if not hook.render:
+        if not plain:
+            return None
         if not has_file and hook.events:
             sid = _session_id(hook, home, None, now)
             journal.Journal(home, hook.agent, sid).append(
@@ -221,9 +234,12 @@ def load_session(
         )
     if session is None:
         sid = _session_id(hook, home, None, now)
-        events = journal.Journal(home, hook.agent, sid)
-        events.append(hook.events, high_entropy=limits.redact_high_entropy)
-        session = journal.session_from_events(hook.agent, sid, events.read())
+        if plain:
+            events = journal.Journal(home, hook.agent, sid)
+            events.append(hook.events, high_entropy=limits.redact_high_entropy)
+            session = journal.session_from_events(hook.agent, sid, events.read())
+        else:
+            session = journal.session_from_events(hook.agent, sid, hook.events)
         if hook.file_expected and trivial_reason(session, limits):
             raise SessionFileMissing(f"session file {hook.session_file} is missing or unreadable")
     session_id = session.session_id = _session_id(hook, home, session, now)
@@ -258,8 +274,15 @@ def capture(
     session, session_id = loaded
     scope = memfile.scope_of(_cwd(hook, session))
     home, limits = config.home, config.limits
+    sealed_for: bytes | None = None
     if memfile.scope_is_sensitive(home, scope.scope_hash):
-        return Outcome("skipped", reason="sensitive scope: sessions are not captured in plain text")
+        sealed_for = read_public_key(home, scope.scope_hash)
+        if sealed_for is None:
+            return Outcome(
+                "skipped",
+                reason="sensitive scope without a capture key (seal.pub): run"
+                " `memoryd sensitive mark` on it again",
+            )
     reason = trivial_reason(session, limits)
     if reason:
         return Outcome("skipped", reason=f"trivial session: {reason}")
@@ -267,7 +290,10 @@ def capture(
     summary = summarize(
         session, limits, agent_name=AGENT_NAMES[hook.agent], roots=roots, title=hook.title
     )
-    slug = memfile.session_slug(hook.agent, session_id)
+    if sealed_for is not None:
+        slug = memfile.sealed_session_slug(sealed_for, hook.agent, session_id)
+    else:
+        slug = memfile.session_slug(hook.agent, session_id)
     created = session.started_at or hook.ts or now
     fields: dict[str, Any] = {
         "title": summary.title,
@@ -286,11 +312,28 @@ def capture(
         "agent": hook.agent,
         "model": session.model,
     }
-    with journal.session_lock(home, hook.agent, session_id):
-        outcome = _write(home, scope, fields, summary.body)
+    if sealed_for is not None:
+        outcome = _seal(home, scope, sealed_for, fields, summary.body)
+    else:
+        with journal.session_lock(home, hook.agent, session_id):
+            outcome = _write(home, scope, fields, summary.body)
     with contextlib.suppress(OSError):
         journal.prune(home, limits.journal_ttl_days)
     return outcome
+
+
+def _seal(
+    home: Path, scope: memfile.ScopeRef, public: bytes, fields: dict[str, Any], body: str
+) -> Outcome:
+    """A sensitive scope's session: sealed for the scope's public key before it touches the
+    disk, into `inbox/sealed/` (one box per session: a newer capture replaces it). The hook
+    cannot read the encrypted memory, so the daemon, which holds the key, merges the box into
+    it (`MemoryService.drain_sealed`)."""
+    data = json.dumps({"version": 1, "fields": fields, "body": body}, ensure_ascii=False)
+    box = seal_for(public, data.encode("utf-8"), scope.scope_hash)
+    path = sealed_capture_path(home, scope.scope_hash, str(fields["slug"]))
+    write_atomically(path, box)
+    return Outcome("sealed", slug=str(fields["slug"]), path=path)
 
 
 def _write(home: Path, scope: memfile.ScopeRef, fields: dict[str, Any], body: str) -> Outcome:
@@ -364,6 +407,10 @@ def _keep_failed(config: CaptureConfig, args: Args, stdin_text: str, exc: BaseEx
         logger.error("capture --source=%s failed: %s", args.source, error)
     else:
         logger.error("capture --source=%s failed: %s", args.source, error, exc_info=exc)
+    sealed = _keep_failed_sealed(config.home, args, stdin_text)
+    if sealed is not None:
+        logger.info("%s", sealed)
+        return
     try:
         kept = Inbox(config.home).keep_failed(
             source=args.source,
@@ -374,6 +421,41 @@ def _keep_failed(config: CaptureConfig, args: Args, stdin_text: str, exc: BaseEx
         logger.info("kept the payload for `memoryd capture retry` in %s", kept)
     except Exception as keep_exc:
         logger.error("could not keep the failed payload: %s", keep_exc)
+
+
+def _payload_cwd(stdin_text: str, args: Args) -> str | None:
+    for text in (stdin_text, *args.positional):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("cwd"), str):
+            return str(value["cwd"])
+    return None
+
+
+def _keep_failed_sealed(home: Path, args: Args, stdin_text: str) -> str | None:
+    """A failed payload of a sensitive scope is never kept in plain text: it is sealed for
+    the scope's public key into `inbox/failed/*.sealed` (or dropped when the scope has no
+    capture key). Returns what was done, or None for a payload of a plain scope."""
+    cwd = _payload_cwd(stdin_text, args)
+    if cwd is None:
+        return None
+    scope = memfile.scope_of(cwd)
+    if not memfile.scope_is_sensitive(home, scope.scope_hash):
+        return None
+    public = read_public_key(home, scope.scope_hash)
+    if public is None:
+        return "dropped the failed payload of a sensitive scope (it has no capture key)"
+    data = json.dumps(
+        {"version": 1, "source": args.source, "args": args.positional, "stdin": stdin_text},
+        ensure_ascii=False,
+    )
+    box = seal_for(public, data.encode("utf-8"), scope.scope_hash)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    path = Inbox(home).failed_dir / f"{stamp}-{scope.scope_hash}-{os.urandom(4).hex()}.sealed"
+    write_atomically(path, box)
+    return f"kept the failed payload of a sensitive scope sealed in {path}"
 
 
 def _reply(stdout: IO[str], text: str) -> None:
@@ -456,7 +538,7 @@ def index_waiting(home: Path) -> int:
     """Index the captures waiting in the inbox (the daemon's client when one runs, else
     in-process with their spaCy rules), so read commands have none left to report. Unlike the
     hook this may take seconds: a user ran it."""
-    if not Inbox(home).requested_slugs():
+    if not Inbox(home).requested_slugs() and not waiting_captures(home):
         return 0
     from memoryd.config import load_settings
     from memoryd.daemon.client import index_captures, open_api

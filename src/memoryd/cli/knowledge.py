@@ -20,6 +20,7 @@ from memoryd.cli.main import (
     print_table,
     printable,
     run,
+    say_hidden,
 )
 from memoryd.errors import InvalidInput
 from memoryd.models import MemoryType
@@ -59,6 +60,7 @@ def recall(
         ),
     )
     result.hits = [hit for hit in result.hits if hit.score >= min_score]
+    say_hidden(result.hidden)
     if as_json:
         emit_json(result)
         return

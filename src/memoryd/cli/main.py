@@ -40,7 +40,14 @@ from memoryd.errors import (
     PolicyDenied,
     StorageError,
 )
-from memoryd.models import DecayState, Memory, MemoryDraft, MemorySummary, MemoryType
+from memoryd.models import (
+    DecayState,
+    HiddenResults,
+    Memory,
+    MemoryDraft,
+    MemorySummary,
+    MemoryType,
+)
 from memoryd.private import private_umask
 from memoryd.vault import render
 
@@ -132,6 +139,12 @@ def service(home: Path | None, *, rebuild: bool = False, writes: bool = False) -
 def run(home: Path | None, action: Callable[[Service], T], *, writes: bool = False) -> T:
     with service(home, writes=writes) as svc:
         return action(svc)
+
+
+def say_hidden(hidden: Iterable[HiddenResults]) -> None:
+    """Say what a read left out in sensitive scopes (on stderr: `--json` stays one document)."""
+    for item in hidden:
+        err.print(item.message, markup=False)
 
 
 def emit_json(value: Any) -> None:
@@ -390,8 +403,9 @@ def search(
             query, scope=scope, types=type, k=k, include_forgotten=include_forgotten
         ),
     )
+    say_hidden(hits.hidden)
     if as_json:
-        emit_json(hits)
+        emit_json(list(hits))
         return
     if not hits:
         err.print("no matches")
@@ -716,3 +730,9 @@ supersede_cli.register(app)
 from memoryd.cli import maintenance  # noqa: E402
 
 maintenance.register(app)
+from memoryd.cli import grants as grants_cli  # noqa: E402
+
+grants_cli.register(app)
+from memoryd.cli import sensitive as sensitive_cli  # noqa: E402
+
+sensitive_cli.register(app)

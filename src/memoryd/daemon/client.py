@@ -27,6 +27,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.daemon.files import DaemonFiles
+from memoryd.domain.sensitivity import MarkReport, RotateReport, SensitiveStatus, UnmarkReport
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
 from memoryd.governance.merge import DuplicatePair, MergeResult
@@ -46,6 +47,9 @@ from memoryd.models import (
     DoctorCheck,
     DuraAnalysis,
     EntityDeletion,
+    Grant,
+    GrantDuration,
+    HiddenResults,
     Memory,
     MemoryDraft,
     MemorySummary,
@@ -58,11 +62,13 @@ from memoryd.models import (
     ReindexReport,
     RelationRef,
     SearchHit,
+    SearchHits,
     SupersedeDecision,
     check_query,
 )
 from memoryd.protocol import MemoryAPI
 from memoryd.scope import resolve_scope
+from memoryd.sensitive.sealed import waiting_captures
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
@@ -115,6 +121,13 @@ def scope_hash_of(scope: Path | str | None) -> str | None:
     if _SCOPE_HASH.fullmatch(text) and not Path(text).exists():
         return text
     return resolve_scope(scope, with_remote=False).scope_hash
+
+
+def _scope_arg(path: Path | str) -> str:
+    """A scope for the daemon: an existing directory as its absolute path, else as given (a
+    scope hash the daemon's vault knows)."""
+    candidate = Path(path).expanduser()
+    return str(candidate.resolve()) if candidate.is_dir() else str(path)
 
 
 class RemoteService(MemoryAPI):
@@ -176,6 +189,7 @@ class RemoteService(MemoryAPI):
         want: int | None,
         size: int,
         start: int = 0,
+        seen: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[list[M]]:
         """Pages of a paginated list from `start` until `want` items (None: all) are read."""
         pages: list[list[M]] = []
@@ -189,6 +203,8 @@ class RemoteService(MemoryAPI):
                 items = [model.model_validate(item) for item in data["items"]]
             except (KeyError, TypeError, ValidationError) as exc:
                 raise StorageError(f"the daemon's answer to {url} is not a page") from exc
+            if seen is not None:
+                seen(data)
             pages.append(items)
             total += len(items)
             if data.get("next_offset") is None or not items:
@@ -297,7 +313,7 @@ class RemoteService(MemoryAPI):
         types: Sequence[MemoryType] | None = None,
         k: int = 10,
         include_forgotten: bool = False,
-    ) -> list[SearchHit]:
+    ) -> SearchHits:
         check_query(query)  # a URL too long for httpx would fail with its own error
         params = {
             "q": query,
@@ -305,8 +321,28 @@ class RemoteService(MemoryAPI):
             "type": list(types) if types else None,
             "include_forgotten": include_forgotten,
         }
-        pages = self._pages(SearchHit, "/v1/search", params, k, PAGE)
-        return [hit for items in pages for hit in items]
+        hidden: list[HiddenResults] = []
+
+        def first_hidden(data: dict[str, Any]) -> None:
+            if not hidden:
+                hidden.extend(HiddenResults.model_validate(h) for h in data.get("hidden", []))
+
+        pages = self._pages(SearchHit, "/v1/search", params, k, PAGE, seen=first_hidden)
+        return SearchHits((hit for items in pages for hit in items), hidden)
+
+    def grant(
+        self, path: Path | str, duration: GrantDuration = "once", *, task: str | None = None
+    ) -> Grant:
+        body = {"scope": _scope_arg(path), "duration": duration, "task": task}
+        return self._model(Grant, "POST", "/v1/grants", json=body)
+
+    def revoke(self, path: Path | str, *, task: str | None = None) -> list[Grant]:
+        params = _query({"scope": _scope_arg(path), "task": task})
+        data = self._request("DELETE", "/v1/grants", params=params)
+        return [Grant.model_validate(g) for g in data]
+
+    def grants(self) -> list[Grant]:
+        return [Grant.model_validate(g) for g in self._request("GET", "/v1/grants")]
 
     def entities(
         self, *, type: str | None = None, query: str | None = None, limit: int = 100
@@ -354,6 +390,25 @@ class RemoteService(MemoryAPI):
 
     def schedule(self) -> list[JobStatus]:
         return [JobStatus.model_validate(j) for j in self._request("GET", "/v1/schedule")]
+
+    # -- sensitive scopes ---------------------------------------------------------------
+    def sensitive_mark(self, path: Path | str, *, passphrase: str | None = None) -> MarkReport:
+        body = {"path": _absolute(path), "passphrase": passphrase}
+        return self._model(MarkReport, "POST", "/v1/sensitive/mark", json=body, timeout=None)
+
+    def sensitive_unmark(self, path: Path | str, *, yes: bool = False) -> UnmarkReport:
+        body = {"path": _absolute(path), "yes": yes}
+        return self._model(UnmarkReport, "POST", "/v1/sensitive/unmark", json=body, timeout=None)
+
+    def sensitive_status(self) -> list[SensitiveStatus]:
+        return [SensitiveStatus.model_validate(s) for s in self._request("GET", "/v1/sensitive")]
+
+    def sensitive_rotate_key(
+        self, path: Path | str, *, passphrase: str | None = None
+    ) -> RotateReport:
+        body = {"path": _absolute(path), "passphrase": passphrase}
+        url = "/v1/sensitive/rotate-key"
+        return self._model(RotateReport, "POST", url, json=body, timeout=None)
 
     def archive(self, slug: str) -> Memory:
         return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")
@@ -644,7 +699,7 @@ def captures_waiting(api: MemoryAPI, home: Path) -> int:
     daemon: it indexes them as they come)."""
     if isinstance(api, RemoteService):
         return 0
-    return len(Inbox(home).requested_slugs())
+    return len(Inbox(home).requested_slugs()) + len(waiting_captures(home))
 
 
 @contextmanager
@@ -652,3 +707,8 @@ def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iter
     """`open_api` for the duration of a block (one CLI command)."""
     with open_api(settings, rebuild=rebuild) as api:
         yield api
+
+
+def _absolute(path: Path | str) -> str:
+    """A path as the daemon (same machine, another working directory) must see it."""
+    return str(Path(path).expanduser().absolute())

@@ -36,6 +36,7 @@ from typing import Any, cast
 from memoryd import errors
 from memoryd.errors import MemorydError, StorageError
 from memoryd.graph.store import GraphStore
+from memoryd.models import HiddenResults
 from memoryd.native import spawn_child
 from memoryd.service import MemoryService
 
@@ -205,6 +206,10 @@ class ReaderPool:
         """`service.<name>(*args, **kwargs)`, in a reader when one is up."""
         if name not in SERVICE_CALLS:
             raise ValueError(f"{name} is not a reader call")
+        if self._service.gate.active():
+            # A granted scope's view lives in this process only (its plaintext is never
+            # handed to another): while a grant is in force, reads run here.
+            return _service_call(self._service, name)(*args, **kwargs)
         reader = self._take()
         if reader is None:
             return _service_call(self._service, name)(*args, **kwargs)
@@ -222,6 +227,8 @@ class ReaderPool:
             self._retire(reader)  # mid-conversation: its next message would be this call's
             raise
         self._idle.put(reader)
+        # A reader is read-only and audits nothing: what it left out is audited here.
+        self._service.gate.audit_hidden(_hidden_in(result), name)
         return result
 
     def _take(self) -> Reader | None:
@@ -282,6 +289,15 @@ class ReaderPool:
             self._alive = 0
         for reader in readers:
             reader.close()
+
+
+def _hidden_in(result: Any) -> list[HiddenResults]:
+    """The hidden results of a reader's answer: a recall, a search, or inject's (items,
+    recall) pair."""
+    if isinstance(result, tuple) and len(result) == 2:
+        result = result[1]
+    hidden = getattr(result, "hidden", None)
+    return list(hidden) if isinstance(hidden, list) else []
 
 
 def _service_call(service: MemoryService, name: str) -> Callable[..., Any]:

@@ -162,7 +162,7 @@ async def watch_inbox(
     while True:
         await asyncio.sleep(settings.daemon.inbox_poll_s)
         try:
-            if not await asyncio.to_thread(inbox.pending):
+            if not await asyncio.to_thread(inbox.waiting):
                 continue
             if await runner.write(service.drain_inbox):
                 drained.set()

@@ -54,6 +54,7 @@ from memoryd.governance.analyze import (
     refusal,
 )
 from memoryd.governance.decay import DecayPolicy
+from memoryd.governance.gate import Gate
 from memoryd.governance.promotions import Review, ReviewPolicy
 from memoryd.governance.store import GovernanceStore, Proposed
 from memoryd.governance.stores import Stores
@@ -75,16 +76,20 @@ from memoryd.models import (
     PromotionProposal,
     ScopeInfo,
     SearchHit,
+    SearchHits,
     check_query,
     describe_validation,
-    entity_id,
     to_utc,
     utcnow,
 )
 from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
+from memoryd.recall.entities import build_matcher
+from memoryd.recall.granted import ScopeView, ScopeViews
 from memoryd.redact import redact
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.sensitive.files import opaque_slug
+from memoryd.sensitive.keys import KeyStore
 from memoryd.vault import Vault, render
 
 if TYPE_CHECKING:
@@ -125,15 +130,28 @@ def slugify(title: str, when: datetime) -> str:
     return "-".join(p for p in parts if p)
 
 
-def search_doc(memory: Memory) -> SearchDoc:
+def search_doc(memory: Memory, *, in_memory: bool = False) -> SearchDoc:
+    """The index document of a memory. A sensitive one is `withheld` (the on-disk index
+    removes it) with no text, unless it is for an in-memory index under a grant."""
     meta = memory.meta
+    if memory.sensitive and not in_memory:
+        return SearchDoc(
+            slug=meta.slug,
+            scope_hash=meta.scope_hash,
+            type=meta.type,
+            decay_state=meta.decay_state,
+            title="",
+            body="",
+            created_at=meta.created_at,
+            withheld=True,
+        )
     return SearchDoc(
         slug=meta.slug,
         scope_hash=meta.scope_hash,
         type=meta.type,
         decay_state=meta.decay_state,
         title=meta.title,
-        body="" if memory.sensitive else memory.body,
+        body=memory.body,
         tags=meta.tags,
         triggers=meta.triggers,
         created_at=meta.created_at,
@@ -177,6 +195,10 @@ class ServiceCore:
         self.extractor = extractor
         self.llm = llm
         self.enrichment = enrichment or EnrichmentPolicy()
+        self.keys = KeyStore(home)
+        """The sensitive scopes' keys (wiring shares the vault cipher's)."""
+        self.llm_allow_sensitive = False
+        """Config `llm.allow_sensitive`: only then may a sensitive memory reach the LLM."""
         self.vector_stage: VectorStage | None = None
         self.vectors: DenseIndex | None = None
         """The vector stage's store and model (`wiring.open_vectors`), when it runs."""
@@ -220,6 +242,26 @@ class ServiceCore:
             audit=lambda event: self.audit.append_many([event]),
         )
         """The promotions queue and its decisions (`governance.promotions`)."""
+        self.gate = Gate(
+            home,
+            scopes=vault.scopes,
+            audit=None if read_only else (lambda events: self.audit.append_many(events)),
+            clock=lambda: self.clock(),
+            actor=lambda: self.actor,
+        )
+        """Which scopes are sensitive and granted; every read of one passes it."""
+        self.views = ScopeViews(
+            lambda h: self.scope_plaintext(h), lambda h: self.scope_stamp(h), graph.max_fanout
+        )
+        """The granted scopes' in-memory index and entity view (`domain.guarding`)."""
+        self.views_eager = False
+        """Build a scope's view as its grant starts (the daemon), not on first read."""
+
+    granted_view: Callable[[str], ScopeView | None]
+    expire_grants: Callable[[], object]
+    scope_plaintext: Callable[[str], Iterable[Memory]]
+    scope_stamp: Callable[[str], object]
+    """Provided by `domain.guarding.Guarding`."""
 
     judge_supersedes: Callable[..., list[SupersedeDecision]]
     """Provided by `domain.superseding.Superseding`: writes judge what they may replace."""
@@ -281,7 +323,30 @@ class ServiceCore:
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
-        """The memory with this slug, read from its vault file (the source of truth)."""
+        """The memory with this slug, read from its vault file (the source of truth); one of
+        a sensitive scope only under a grant (from the scope's view, audited)."""
+        row = self.graph.get_memory(slug)
+        path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+        if path is None:
+            raise NotFound(f"no memory with slug {slug!r}", hint="`memoryd list` shows the slugs")
+        scope_hash = row.scope_hash if row is not None else path.parent.parent.name
+        if self.gate.path_of(scope_hash) is not None:
+            self.gate.require(scope_hash, slug, "get")  # denied without a grant
+            view = self.granted_view(scope_hash)
+            held = view.memories.get(slug) if view is not None else None
+            if held is None:
+                raise NotFound(f"no memory with slug {slug!r} in its granted scope")
+            return held.model_copy(deep=True)
+        memory = self.vault.read(path)
+        if memory.meta.slug != slug:
+            raise BrokenMemoryFile(
+                f"{path}: its frontmatter says slug {memory.meta.slug!r}, expected {slug!r}"
+            )
+        return memory
+
+    def _load(self, slug: str) -> Memory:
+        """The memory with this slug from its vault file, with no gate: for the service's own
+        work (rewrites, enrichment, judging), which never hands the text to a caller."""
         row = self.graph.get_memory(slug)
         path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
         if path is None:
@@ -301,19 +366,49 @@ class ServiceCore:
         types: Sequence[MemoryType] | None = None,
         k: int = 10,
         include_forgotten: bool = False,
-    ) -> list[SearchHit]:
-        """BM25 full text over title, body, tags and triggers (Chinese jieba-segmented)."""
+    ) -> SearchHits:
+        """BM25 full text over title, body, tags and triggers (Chinese jieba-segmented).
+
+        A sensitive scope is searched in its in-memory view under a grant; without one its
+        hits are left out and counted in `hidden`."""
         check_query(query)
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
         scope_hash = self.scope_hash_of(scope)
-        return self.index.search(
-            query,
-            scope_hashes=[scope_hash] if scope_hash else None,
-            types=types,
-            include_forgotten=include_forgotten,
-            limit=k,
-        )
+        sensitive = self.gate.sensitive_scopes()
+
+        def run(index: SearchIndex, scope_hashes: list[str] | None, limit: int) -> list[SearchHit]:
+            return index.search(
+                query,
+                scope_hashes=scope_hashes,
+                types=types,
+                include_forgotten=include_forgotten,
+                limit=limit,
+            )
+
+        if scope_hash is not None and scope_hash in sensitive:
+            view = self.granted_view(scope_hash)
+            if view is None:
+                count = self.graph.count_memories(scope_hash=scope_hash)
+                return SearchHits([], [self.gate.whole_scope_hidden(scope_hash, count, "search")])
+            hits = run(view.index, [scope_hash], k)
+            if hits:
+                self.gate.allowed(scope_hash, [h.slug for h in hits], "search")
+            return SearchHits(hits)
+        scopes = [scope_hash] if scope_hash else None
+        hits = run(self.index, scopes, k + 20 if sensitive else k)
+        # On disk a sensitive scope holds no text: its hits come from a granted view or none.
+        hits, left = self.gate.partition(hits, keep_granted=False)
+        views = [] if scope_hash else [v for h in sensitive if (v := self.granted_view(h))]
+        for view in views:
+            found = run(view.index, [view.scope_hash], k)
+            if found:
+                self.gate.allowed(view.scope_hash, [h.slug for h in found], "search")
+            hits.extend(found)
+        if views:
+            hits.sort(key=lambda h: h.score, reverse=True)
+        denied = {h: slugs for h, slugs in left.items() if not self.gate.readable(h)}
+        return SearchHits(hits[:k], self.gate.hidden(denied, "search"))
 
     # -- recall ---------------------------------------------------------------------------
     def forget_entities(self) -> None:
@@ -325,23 +420,7 @@ class ServiceCore:
         """Built from the graph's entities once, rebuilt after writes that touch entities."""
         matcher = self._matcher
         if matcher is None:
-            from memoryd.extraction.linking import normalise_name
-            from memoryd.extraction.pipeline import load_lexicon, load_places
-
-            catalogue = self.graph.entity_catalogue()
-            ids = {e.id: e for e in catalogue}
-            kinds: dict[str, str] = {}
-            # The lexicon's aliases (Postgres → PostgreSQL, USA → United States) name graph
-            # entities too, and its kinds (database, city) let a query ask for a kind.
-            for entry in (*load_lexicon(), *load_places()):
-                known = ids.get(entity_id(entry.type, entry.name))
-                if known is None:
-                    continue
-                if entry.aliases:
-                    known.aliases = [*known.aliases, *entry.aliases]
-                if entry.kind:
-                    kinds[known.id] = entry.kind
-            matcher = EntityMatcher(catalogue, normalise_name, kinds)
+            matcher = build_matcher(self.graph.entity_catalogue())
             self._matcher = matcher
         return matcher
 
@@ -495,7 +574,11 @@ class ServiceCore:
         try:
             meta = Frontmatter(
                 title=title,
-                slug=draft.slug or slugify(title, created),
+                # A sensitive scope's slugs are opaque: a chosen or a title-made slug says
+                # what the memory is about.
+                slug=opaque_slug(created)
+                if scope.sensitive
+                else draft.slug or slugify(title, created),
                 type=draft.type,
                 scope_hash=scope.scope_hash,
                 source=draft.source,
@@ -520,17 +603,17 @@ class ServiceCore:
     def _extract(self, memories: Sequence[Memory]) -> None:
         """Fill observations and relations from the text (spaCy rules, then the LLM if set).
 
-        Sensitive memories are never sent to an LLM. Results land in the frontmatter, so
-        `reindex` rebuilds the same graph without extracting again.
+        Results land in the frontmatter, so `reindex` rebuilds the same graph without
+        extracting again. A sensitive memory is extracted in memory only (its results go to
+        its encrypted file; the on-disk graph keeps a skeleton) and reaches the LLM only with
+        `llm.allow_sensitive`.
         """
         if self.extractor is None or not memories:
             return
         known = self._known_entities()
         for memory in memories:
-            if memory.sensitive:
-                continue
             found = self.extractor.extract(memory.body, title=memory.meta.title, known=known)
-            if self.llm is not None:
+            if self.llm is not None and (not memory.sensitive or self.llm_allow_sensitive):
                 from memoryd.llm.extract import extract_with_llm
 
                 try:
@@ -655,7 +738,9 @@ class ServiceCore:
         judged = [
             m
             for m in memories
-            if m.meta.type.long_term and (m.meta.observations or m.meta.relations)
+            if m.meta.type.long_term
+            and not m.sensitive  # the graph holds no entities of it to judge against
+            and (m.meta.observations or m.meta.relations)
         ]
         if len(judged) > SUPERSEDE_BULK_LIMIT:
             logger.info(

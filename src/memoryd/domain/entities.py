@@ -73,8 +73,10 @@ class Entities(ServiceCore):
         mentions = self.graph.mentioning([entity.id])
         rows = self.graph.memory_rows([slug for _, slug, _ in mentions])
         superseded = self.graph.superseded_by(list(rows))
+        # The graph holds no text of a sensitive memory; whatever it holds is not shown here.
+        shown, _ = self.gate.partition(list(rows.values()), keep_granted=False)
         memories = sorted(
-            rows.values(), key=lambda r: (r.slug in superseded, -r.created_at.timestamp(), r.slug)
+            shown, key=lambda r: (r.slug in superseded, -r.created_at.timestamp(), r.slug)
         )[:limit]
         return EntityContext(
             entity=entity,
@@ -224,7 +226,7 @@ class Entities(ServiceCore):
         for slug in sorted({r[0] for r in rows if r[0]}):
             with self._file_lock(slug):
                 try:
-                    old = self.get(slug)
+                    old = self._load(slug)
                 except (NotFound, BrokenMemoryFile) as exc:
                     logger.warning("%s keeps no link to %s in its file: %s", slug, entity.id, exc)
                     continue
@@ -276,7 +278,7 @@ class Entities(ServiceCore):
         if not relations:
             raise InvalidInput("no relation to close", hint="name at least one relation")
         with self._file_lock(slug):  # the capture hook rewrites session files too
-            old = self.get(slug)
+            old = self._load(slug)
             merged = self._merged_into()
 
             def key(rel: RelationRef) -> tuple[str | None, str, str, str | None]:

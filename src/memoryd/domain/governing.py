@@ -58,7 +58,7 @@ class Governing(ServiceCore):
                 "--llm: no LLM is configured",
                 hint="set provider under [llm] in config.toml, or score with --heuristic",
             )
-        memory = self.get(slug)
+        memory = self._load(slug)
         if memory.meta.type is not MemoryType.SESSION:
             raise InvalidInput(
                 f"{slug} is a {memory.meta.type.value}: only session memories are scored",
@@ -102,7 +102,7 @@ class Governing(ServiceCore):
                 backoff=self.enrichment.backoff,
             )
         with self._file_lock(job.slug):
-            old = self.get(job.slug)
+            old = self._load(job.slug)
             if content_fingerprint(old) != job.fingerprint:
                 raise Conflict(
                     f"{job.slug} changed while it was scored; nothing was written",

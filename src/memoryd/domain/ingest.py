@@ -119,7 +119,9 @@ class Ingest(ServiceCore):
         if tags is None and triggers is None:
             raise InvalidInput("nothing to update", hint="give new tags, triggers or both")
         with self._file_lock(slug):  # the capture hook rewrites session files too
-            old = self.get(slug)
+            old = self._load(slug)
+            # It answers with the memory's text: a sensitive one needs a grant, as a get does.
+            self.gate.require(old.meta.scope_hash, slug, "update")
             changes: dict[str, Any] = {}
             if tags is not None:
                 changes["tags"] = [redact(tag) for tag in tags]
@@ -140,7 +142,9 @@ class Ingest(ServiceCore):
 
         self._require_writable("archive a memory")
         with self._file_lock(slug):
-            old = self.get(slug)
+            old = self._load(slug)
+            # It answers with the memory's text: a sensitive one needs a grant, as a get does.
+            self.gate.require(old.meta.scope_hash, slug, "update")
             assert old.path is not None  # read from a file
             target = self.vault.scope_dir(old.meta.scope_hash) / FORGOTTEN_DIR / old.path.name
             if old.meta.decay_state is DecayState.FORGOTTEN and old.path == target:

@@ -45,12 +45,20 @@ from memoryd.models import (
 )
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchIndex
+from memoryd.vault import FORGOTTEN_DIR, file_slug
 
 logger = logging.getLogger(__name__)
 
 
+def _log_warning(message: str) -> None:
+    logger.warning("%s", message)
+
+
 class Maintenance(ServiceCore):
     """Rebuild, verify, and index queued captures."""
+
+    drain_sealed: Callable[[], int]
+    """Provided by `domain.sensitivity.Sensitivity`: the sensitive scopes' sealed captures."""
 
     # -- audit ----------------------------------------------------------------------------
     def audit_records(
@@ -61,6 +69,7 @@ class Maintenance(ServiceCore):
         event_type: str | None = None,
         limit: int | None = None,
     ) -> list[AuditRecord]:
+        self.gate.flush()  # the read events kept in memory belong in what is read
         return self.audit.read(
             scope_hash=self.scope_hash_of(scope), since=since, event_type=event_type, limit=limit
         )
@@ -77,6 +86,7 @@ class Maintenance(ServiceCore):
         """
         from memoryd.inbox import Inbox
 
+        self.gate.flush()
         result = self.audit.verify()
         graph = self.graph.memory_slugs()
         held = graph | self._vault_slugs(graph)
@@ -108,6 +118,7 @@ class Maintenance(ServiceCore):
         warn: Callable[[str], None],
         *,
         on_copy: Callable[[Path, Path, str], None] | None = None,
+        encrypted: bool = False,
     ) -> Iterator[Memory]:
         """Every readable memory in the vault, streamed; broken files are reported, skipped.
 
@@ -115,7 +126,8 @@ class Maintenance(ServiceCore):
         the same slug (a copy: `cp a.md b.md`) is skipped and reported, to `on_copy(copy,
         original, slug)` when given, else to `warn`; the file named after the slug is the
         original wherever the copy sorts. A lone file whose name differs from its slug (a
-        renamed file) is indexed under its slug with a note.
+        renamed file) is indexed under its slug with a note. `encrypted`: the sensitive
+        scopes' files too, opened with their keys (a missing key is reported per file).
         """
         seen: dict[str, Path] = {}
 
@@ -125,7 +137,7 @@ class Maintenance(ServiceCore):
             else:
                 warn(copy_message(path, original, slug))
 
-        for path in self.vault.iter_files():
+        for path in self.vault.iter_files(encrypted=encrypted):
             try:
                 memory = self.vault.read(path)
             except MemorydError as exc:
@@ -135,7 +147,7 @@ class Maintenance(ServiceCore):
             if slug in seen:
                 copied(path, seen[slug], slug)
                 continue
-            if path.stem != slug:
+            if file_slug(path) != slug:
                 named = self.vault.find(slug)
                 if named is not None and named != path:
                     copied(path, named, slug)  # the file named after the slug comes later
@@ -149,7 +161,7 @@ class Maintenance(ServiceCore):
         self._require_writable("refill the search index")
         batch: list[Memory] = []
         count = 0
-        for memory in self.iter_vault(lambda message: logger.warning("%s", message)):
+        for memory in self.iter_vault(_log_warning, encrypted=True):
             if memory.meta.forgotten_at is not None:
                 continue  # forgotten by decay: only `restore` brings it back
             batch.append(memory)
@@ -198,7 +210,7 @@ class Maintenance(ServiceCore):
                     fresh.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
                 linked: list[Memory] = []
                 batch: list[Memory] = []
-                for memory in self.iter_vault(note):
+                for memory in self.iter_vault(note, encrypted=True):
                     if memory.meta.forgotten_at is not None:
                         continue  # forgotten by decay: only `restore` brings it back
                     indexed_scopes[memory.meta.slug] = (memory.meta.scope_hash, memory.meta.type)
@@ -296,12 +308,17 @@ class Maintenance(ServiceCore):
         graph = self.graph.memory_slugs()
         vault = self._vault_slugs(graph) if vault_slugs is None else vault_slugs
         index = self.index.slugs()
-        return vault - graph, graph - vault, index ^ graph
+        # The on-disk index holds nothing of a sensitive memory; the graph its skeleton.
+        withheld = {file_slug(p) for p in self.vault.iter_encrypted()}
+        return vault - graph, graph - vault, index ^ (graph - withheld)
 
     def _vault_slugs(self, known: set[str]) -> set[str]:
         """The slugs of the vault's memory files: a file named after a known slug holds it,
         any other is read for its frontmatter slug (copies and renamed files)."""
         slugs: set[str] = set()
+        for path in self.vault.iter_encrypted():
+            if path.parent.name != FORGOTTEN_DIR:  # sealed under its slug (the AAD binds it)
+                slugs.add(file_slug(path))
         for path in self.vault.iter_files():
             if path.stem in known:
                 slugs.add(path.stem)
@@ -343,6 +360,7 @@ class Maintenance(ServiceCore):
                 logger.warning("capture %s stays in the inbox: %s", request.slug, exc)
                 continue
             inbox.done(pending)
+        indexed += self.drain_sealed()
         if indexed:
             logger.info("indexed %d captured session(s) from the inbox", indexed)
         return indexed

@@ -16,9 +16,11 @@ from memoryd.domain.core import (
 from memoryd.errors import (
     InvalidInput,
     MemorydError,
+    PolicyDenied,
     StorageError,
 )
-from memoryd.extraction.pipeline import load_hyponyms
+from memoryd.extraction.pipeline import load_hyponyms, load_lexicon, load_places
+from memoryd.governance.gate import grant_hint
 from memoryd.graph.sandbox import CypherSandbox
 from memoryd.graph.store import (
     CypherResult,
@@ -33,6 +35,8 @@ from memoryd.models import (
     check_query,
 )
 from memoryd.recall import RecallPipeline
+from memoryd.recall.granted import ScopeView
+from memoryd.recall.pipeline import RecallOutcome
 from memoryd.search.index import SearchIndex
 
 if TYPE_CHECKING:
@@ -53,13 +57,30 @@ class Recalling(ServiceCore):
         limit: int = 100,
         offset: int = 0,
     ) -> list[MemorySummary]:
-        return self.graph.list_memories(
-            scope_hash=self.scope_hash_of(scope),
+        """Newest first. A sensitive scope is listed only under a grant (its titles come
+        from the granted view); an unfiltered list leaves ungranted sensitive scopes out."""
+        scope_hash = self.scope_hash_of(scope)
+        if scope_hash is not None:
+            self._require_granted(scope_hash)
+        rows = self.graph.list_memories(
+            scope_hash=scope_hash,
             type=type,
             decay_state=state,
             limit=limit,
             offset=offset,
         )
+        rows, _ = self.gate.partition(rows)
+        by_scope: dict[str, list[int]] = {}
+        for at, row in enumerate(rows):
+            if self.gate.path_of(row.scope_hash) is not None:
+                by_scope.setdefault(row.scope_hash, []).append(at)
+        for sensitive_hash, places in by_scope.items():
+            view = self.granted_view(sensitive_hash)
+            held = view.summaries([rows[at].slug for at in places]) if view else {}
+            for at in places:
+                rows[at] = held.get(rows[at].slug, rows[at])
+            self.gate.allowed(sensitive_hash, [rows[at].slug for at in places], "list")
+        return rows
 
     def count_memories(
         self,
@@ -69,8 +90,26 @@ class Recalling(ServiceCore):
         state: DecayState | None = None,
     ) -> int:
         """How many memories `list_memories` would list without a limit."""
-        return self.graph.count_memories(
-            scope_hash=self.scope_hash_of(scope), type=type, decay_state=state
+        scope_hash = self.scope_hash_of(scope)
+        if scope_hash is not None:
+            self._require_granted(scope_hash)
+        total = self.graph.count_memories(scope_hash=scope_hash, type=type, decay_state=state)
+        if scope_hash is None:
+            for hidden in self.gate.sensitive_scopes():
+                if not self.gate.readable(hidden):
+                    total -= self.graph.count_memories(
+                        scope_hash=hidden, type=type, decay_state=state
+                    )
+        return total
+
+    def _require_granted(self, scope_hash: str) -> None:
+        """A read aimed at a sensitive scope needs a grant (denied and audited without)."""
+        path = self.gate.path_of(scope_hash)
+        if path is None or self.gate.readable(scope_hash):
+            return
+        self.gate.denied(scope_hash, [], "list")
+        raise PolicyDenied(
+            f"{path} is a sensitive scope: listing it needs a grant", hint=grant_hint(path)
         )
 
     def entities(
@@ -128,24 +167,61 @@ class Recalling(ServiceCore):
         check_query(query)
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
-        pipeline = RecallPipeline(
-            index=self.index,
-            graph=self.graph,
-            matcher=self._entity_matcher,
-            config=self.recall_config,
-            vector_stage=self.vector_stage,
-        )
-        outcome = pipeline.run(
-            query,
-            scope_hash=self.scope_hash_of(scope),
-            types=types,
-            k=k,
-            include_forgotten=include_forgotten,
-        )
-        hits = outcome.hits
+        scope_hash = self.scope_hash_of(scope)
+        sensitive = self.gate.sensitive_scopes()
+        notes = [] if self.vectors_absent is None else [f"no vector stage: {self.vectors_absent}"]
+
+        def run(view: ScopeView | None, over: str | None) -> RecallOutcome:
+            pipeline = RecallPipeline(
+                index=self.index if view is None else view.index,
+                graph=self.graph if view is None else view.graph,
+                matcher=self._entity_matcher if view is None else view.matcher,
+                config=self.recall_config,
+                # Vectors are stored on disk: a sensitive scope has none.
+                vector_stage=self.vector_stage if view is None else None,
+            )
+            return pipeline.run(
+                query, scope_hash=over, types=types, k=k, include_forgotten=include_forgotten
+            )
+
+        if scope_hash is not None and scope_hash in sensitive:
+            view = self.granted_view(scope_hash)
+            if view is None:
+                count = self.graph.count_memories(scope_hash=scope_hash)
+                hidden = self.gate.whole_scope_hidden(scope_hash, count, "recall")
+                return RecallResult(query=query, hits=[], notes=notes, hidden=[hidden])
+            outcome = run(view, scope_hash)
+            return self._granted_result(query, outcome, notes)
+        outcome = run(None, scope_hash)
+        hits, left = self.gate.partition(outcome.hits, keep_granted=False)
+        denied = {h: slugs for h, slugs in left.items() if not self.gate.readable(h)}
         if track and hits and not self.read_only:
             self._track_recalls([(hits, query)])
-        notes = [] if self.vectors_absent is None else [f"no vector stage: {self.vectors_absent}"]
+        entities, stages = list(outcome.entities), list(outcome.stages)
+        views = [] if scope_hash else [v for h in sensitive if (v := self.granted_view(h))]
+        for view in views:
+            granted = self._granted_result(query, run(view, view.scope_hash), [])
+            hits.extend(granted.hits)
+            entities.extend(e for e in granted.entities if e not in entities)
+            stages.extend(s for s in granted.stages if s not in stages)
+        if views:
+            hits.sort(key=lambda h: h.score, reverse=True)
+        return RecallResult(
+            query=query,
+            hits=hits[:k],
+            entities=entities,
+            stages=stages,
+            notes=notes,
+            hidden=self.gate.hidden(denied, "recall"),
+        )
+
+    def _granted_result(self, query: str, outcome: RecallOutcome, notes: list[str]) -> RecallResult:
+        """A recall answered by a granted scope's view: audited as an allowed read, its hits
+        marked sensitive (inject never shows them) and not counted (the counts live in the
+        memory files, which only the encrypted writer may rewrite)."""
+        hits = [hit.model_copy(update={"sensitive": True}) for hit in outcome.hits]
+        if hits:
+            self.gate.allowed(hits[0].scope_hash, [h.slug for h in hits], "recall")
         return RecallResult(
             query=query, hits=hits, entities=outcome.entities, stages=outcome.stages, notes=notes
         )
@@ -165,11 +241,14 @@ class Recalling(ServiceCore):
 
         return self.vectors.catch_up(self.index, BATCH if limit is None else limit)
 
-    @staticmethod
-    def prepare_recall() -> None:
+    def prepare_recall(self) -> None:
         """Load the data every recall reads (the kinds of everyday things, `load_hyponyms`)
-        now, so the first recall a daemon or reader answers is not the slow one."""
+        now, so the first recall a daemon or reader answers is not the slow one; from now on
+        a grant builds its scope's in-memory view at once, for the same reason."""
         load_hyponyms()
+        load_lexicon()  # and the names entity matchers are built with (the graph's, a view's)
+        load_places()
+        self.views_eager = True
 
     def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:
         """Count recalls (hits, query) in memory until `flush_recall_counts`: a graph write
@@ -208,6 +287,8 @@ class Recalling(ServiceCore):
         Returns how many memories were updated."""
         triggers, self._triggers_pending = self._triggers_pending, Counter()
         self.governance.add_trigger_hits(triggers)
+        self.gate.flush()  # the sensitive scopes' read events, batched the same way
+        self.expire_grants()  # on the daemon's tick: ended grants take their views along
         return len(self._write_recall_counts(None))
 
     def _write_recall_counts(self, slugs: Sequence[str] | None) -> dict[str, int]:

@@ -29,7 +29,7 @@ class Superseding(ServiceCore):
     def prepare_supersede(self, slug: str) -> supersede.SupersedeJob | None:
         """A read: the older memories this one may replace, with the rules' verdicts; None
         when there is nothing to judge (a sensitive memory's text never leaves its file)."""
-        memory = self.get(slug)
+        memory = self._load(slug)
         scope = self.vault.read_scope(memory.meta.scope_hash)
         if sensitive(memory, scope):
             return None
@@ -59,7 +59,7 @@ class Superseding(ServiceCore):
         line. Pairs decided meanwhile are left as they are."""
         self._require_writable("record supersede decisions")
         with self._file_lock(job.newer):
-            old = self.get(job.newer)
+            old = self._load(job.newer)
             decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
             decisions = [
                 d
@@ -103,7 +103,7 @@ class Superseding(ServiceCore):
         if self.graph.get_memory(older) is None and self.vault.find(older) is None:
             raise NotFound(f"no memory with slug {older!r}", hint="`memoryd list` shows the slugs")
         with self._file_lock(newer):
-            old = self.get(newer)
+            old = self._load(newer)
             decision = supersede.decide(old, older, action, by=by, now=utcnow())
             new = self._edited(old, supersede.with_decisions(old, [decision]), old.path)
             self._replace_everywhere(

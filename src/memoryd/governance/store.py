@@ -322,6 +322,31 @@ class GovernanceStore:
                 raise
             conn.execute("COMMIT")
 
+    def forget_scope(self, scope_hash: str, slugs: Sequence[str]) -> int:
+        """Remove what this database holds of a scope made sensitive: its promotions (they
+        quote titles and bodies), its trigger counts (trigger words), and the enrichment rows
+        of its memories. Deleted pages are zeroed (`secure_delete`) and the WAL is emptied,
+        so no plaintext lingers in free pages. Returns the rows removed."""
+        with self._connection("forget a sensitive scope in") as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+        removed = 0
+        with self._transaction("forget a sensitive scope in") as conn:
+            removed += conn.execute(
+                "DELETE FROM promotions WHERE scope_hash = ?", (scope_hash,)
+            ).rowcount
+            removed += conn.execute(
+                "DELETE FROM trigger_stats WHERE scope_hash = ?", (scope_hash,)
+            ).rowcount
+            for start in range(0, len(slugs), 500):
+                chunk = list(slugs[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                removed += conn.execute(
+                    f"DELETE FROM enrichment WHERE slug IN ({marks})", chunk
+                ).rowcount
+        with self._connection("checkpoint") as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
+
     def schema_version(self) -> int:
         """The migration the database is at (`PRAGMA user_version`)."""
         with self._connection("read the schema version of") as conn:

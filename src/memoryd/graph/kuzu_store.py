@@ -404,6 +404,7 @@ class KuzuGraphStore:
         rebuild) skips looking for old edges to replace, which is a scan per batch."""
         if not memories:
             return
+        memories = [m.skeleton() if m.sensitive else m for m in memories]
         mems = [self._memory_params(m) for m in memories]
         slugs = [m["slug"] for m in mems]
         mentions: dict[tuple[str, str], float] = {}

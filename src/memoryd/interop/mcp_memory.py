@@ -302,7 +302,11 @@ def graph_of(
         return {"entities": [], "relations": []}
     rows = _all_rows(
         svc,
+        # A sensitive memory is never exported or shown here, grant or not: an export
+        # leaves the gate (the graph holds no text of one; this keeps it so).
         "MATCH (e:Entity) WHERE e.id IN $ids OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
+        " WHERE coalesce(m.sensitive, false) = false AND NOT EXISTS"
+        " { MATCH (s:Scope) WHERE s.hash = m.scope_hash AND s.sensitive = true }"
         " RETURN e.id, e.name, e.type, m.slug, m.title, m.body, m.tags, m.created_at,"
         " m.decay_state ORDER BY e.id, m.slug",
         {"ids": list(entity_ids)},

@@ -139,6 +139,8 @@ def create_server(  # noqa: C901 - one closure per tool
                     row.update(stages=hit.stages, matched_terms=hit.matched_terms, paths=hit.paths)
                 hits.append(row)
             out: dict[str, Any] = {"query": query, "hits": hits}
+            if result.hidden:
+                out["hidden"] = [h.message for h in result.hidden]
             if explain:
                 out["entities"] = result.entities
             return out

@@ -86,3 +86,24 @@ class EntityMatcher:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?？。！])\s+")
+
+
+def build_matcher(catalogue: Sequence[EntityRow]) -> EntityMatcher:
+    """The matcher over these entities, with the shipped lexicon's aliases (Postgres →
+    PostgreSQL, USA → United States) and kinds (database, city) for those it names: one
+    construction for the graph's entities and for a granted scope's in-memory view."""
+    from memoryd.extraction.linking import normalise_name
+    from memoryd.extraction.pipeline import load_lexicon, load_places
+    from memoryd.models import entity_id
+
+    ids = {e.id: e for e in catalogue}
+    kinds: dict[str, str] = {}
+    for entry in (*load_lexicon(), *load_places()):
+        known = ids.get(entity_id(entry.type, entry.name))
+        if known is None:
+            continue
+        if entry.aliases:
+            known.aliases = [*known.aliases, *entry.aliases]
+        if entry.kind:
+            kinds[known.id] = entry.kind
+    return EntityMatcher(list(catalogue), normalise_name, kinds)

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from memoryd.extraction.pipeline import load_hyponyms
-from memoryd.graph.store import GraphStore, MemoryRow
+from memoryd.graph.store import CypherResult, MemoryRow
 from memoryd.models import DecayState, MemoryType, RecallHit, SearchHit, utcnow
 from memoryd.recall import adjustment, conversation, entities, graph, kinds, text
 from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, VectorStage
@@ -20,6 +21,23 @@ from memoryd.recall.entities import EntityMatcher
 from memoryd.recall.explain import explain_expansion, recall_hit
 from memoryd.search.index import LocalRanking, LocalScore, SearchDoc, SearchIndex
 from memoryd.text import query_terms
+
+
+class RecallGraph(Protocol):
+    """The graph reads recall makes: the graph store's, or a granted scope's in-memory view
+    (`recall.granted.MemoryGraph`)."""
+
+    max_fanout: int
+
+    def mentioning(
+        self, entity_ids: Sequence[str], *, scope_hashes: Sequence[str] | None = None
+    ) -> list[tuple[str, str, float]]: ...
+
+    def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]: ...
+
+    def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
+
+    def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult: ...
 
 
 @dataclass
@@ -36,7 +54,7 @@ class RecallPipeline:
     """One recall over the search index and the graph (built per recall: cheap)."""
 
     index: SearchIndex
-    graph: GraphStore
+    graph: RecallGraph
     matcher: Callable[[], EntityMatcher]
     config: RecallConfig
     vector_stage: VectorStage | None = None

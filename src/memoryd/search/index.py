@@ -98,6 +98,9 @@ class SearchDoc(BaseModel):
     tags: list[str] = Field(default_factory=list)
     triggers: list[str] = Field(default_factory=list)
     created_at: datetime
+    withheld: bool = False
+    """A sensitive memory: the on-disk index holds nothing of it, so `upsert` removes its
+    slug instead of indexing it (an in-memory index under a grant indexes it as any other)."""
 
 
 _Changed = tuple[list[SearchDoc], list[SearchDoc]] | None
@@ -374,6 +377,18 @@ class SearchIndex:
         return cls.open(directory)
 
     @classmethod
+    def in_memory(cls, label: str) -> SearchIndex:
+        """An index that lives in RAM only and is gone when dropped: a granted sensitive
+        scope's plaintext is searched here and never reaches the disk (`label` names it in
+        errors, in place of a directory)."""
+        schema = _schema()
+        try:
+            index = tantivy.Index(schema)
+        except _TANTIVY_ERRORS as exc:
+            raise StorageError(f"cannot create an in-memory search index: {exc}") from exc
+        return cls(Path(f"<memory:{label}>"), index, schema)
+
+    @classmethod
     def _create(cls, directory: Path, schema: tantivy.Schema) -> SearchIndex:
         try:
             index = tantivy.Index(schema, path=str(directory), reuse=False)
@@ -397,6 +412,12 @@ class SearchIndex:
         if not docs:
             return
         latest = {doc.slug: doc for doc in docs}
+        withheld = [slug for slug, doc in latest.items() if doc.withheld]
+        if withheld:
+            self.delete(withheld)
+            latest = {slug: doc for slug, doc in latest.items() if slug not in withheld}
+            if not latest:
+                return
 
         def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
             # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
@@ -821,6 +842,14 @@ class SearchIndex:
 
     def _analysed(self, text: str) -> Tokens:
         return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
+
+    def tally(self, scope_hash: str, docs: Iterable[SearchDoc], is_turn: TurnTest | None) -> None:
+        """Count a scope's recall statistics from `docs`, every live memory of it just
+        written, instead of reading them back on the first recall (a granted scope's
+        in-memory index is built whole, then recalled at once)."""
+        with self._stats_lock:
+            self._stats.missing([scope_hash], is_turn)  # registers the turn test
+            self._stats.load((self._entry(doc) for doc in docs), [scope_hash])
 
     def _entry(self, doc: SearchDoc) -> Entry:
         """What the scope statistics count of a memory."""

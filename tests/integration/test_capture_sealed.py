@@ -1,0 +1,125 @@
+"""Capture in a sensitive scope: the hook seals the session for the scope's public key (it
+never holds the secret key), nothing plain reaches the disk or the inbox, and the drain opens
+the box with the private key and merges it into the encrypted memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memoryd.config import Settings
+from memoryd.sensitive.files import encrypted_files
+from memoryd.sensitive.sealed import waiting_captures
+from memoryd.wiring import open_service
+from tests.integration.test_capture import ClaudeTranscript, capture, fixture_json, needs_fixtures
+from tests.integration.test_sensitive_mark import leaks
+
+SECRET_PROMPT = "Rotate the Zorblax7731 credentials on quuxhost-4417.internal for Client Vellacorp."
+
+
+@pytest.fixture
+def marked(settings: Settings, project: Path, file_keyring: object) -> str:
+    with open_service(settings) as svc:
+        return svc.sensitive_mark(project).scope_hash
+
+
+def transcript(tmp_path: Path, project: Path, session_id: str = "sess-1") -> ClaudeTranscript:
+    made = ClaudeTranscript(tmp_path / f"{session_id}.jsonl", session_id, str(project))
+    made.prompt(SECRET_PROMPT)
+    made.tool("Edit", {"file_path": str(project / "src/zorblax7731.py")}, "ok")
+    made.say("Done: the Zorblax7731 credentials for Client Vellacorp are rotated.")
+    return made
+
+
+def test_the_hook_seals_without_the_key_and_the_drain_opens_it(
+    settings: Settings, home: Path, project: Path, tmp_path: Path, marked: str, no_keyring: None
+) -> None:
+    session = transcript(tmp_path, project)
+    capture(home, "claude-code", session.payload("Stop"))  # no keyring here: only seal.pub
+    [(scope_hash, box)] = waiting_captures(home)
+    assert scope_hash == marked
+    assert box.name.startswith("session-s-")
+    assert "sess-1" not in box.name
+    assert list((home / "inbox").glob("*.json")) == []  # no plain index request
+    # Everything under the data dir but the transcript's own dir is free of the canaries.
+    assert leaks(home) == []
+
+
+def test_drain_merges_boxes_into_one_encrypted_session(
+    settings: Settings, home: Path, project: Path, tmp_path: Path, marked: str
+) -> None:
+    session = transcript(tmp_path, project)
+    capture(home, "claude-code", session.payload("Stop"))
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 1
+        assert waiting_captures(home) == []
+        [path] = [p for p in encrypted_files(home, marked) if p.parent.name == "sessions"]
+        memory = svc.vault.read(path)
+        assert memory.sensitive
+        assert "Zorblax7731" in memory.body
+        row = svc.graph.get_memory(memory.slug)
+        assert row is not None
+        assert (row.title, row.body, row.type.value) == ("", "", "session")
+        assert svc.search("Zorblax7731") == []
+        captured = [r for r in svc.audit_records(event_type="capture")]
+        assert [r.target_id for r in captured] == [memory.slug]
+    session.say("Also rotated the backup keys.")
+    capture(home, "claude-code", session.payload("SessionEnd"))
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 1
+        sessions = [p for p in encrypted_files(home, marked) if p.parent.name == "sessions"]
+        assert sessions == [path]  # the same session, updated in place
+        assert "backup keys" in svc.vault.read(path).body
+    assert leaks(home) == []
+
+
+def test_a_box_waits_for_a_missing_key_and_a_broken_one_is_set_aside(
+    settings: Settings, home: Path, project: Path, tmp_path: Path, marked: str,
+    file_keyring: object,
+) -> None:  # fmt: skip
+    capture(home, "claude-code", transcript(tmp_path, project, "one").payload("Stop"))
+    [(_, box)] = waiting_captures(home)
+    key_id = json.loads((home / "scopes" / marked / "key.json").read_text())["current"]
+    secret = file_keyring.get_password("memoryd-sensitive", f"{marked}:{key_id}")  # type: ignore[attr-defined]
+    file_keyring.delete_password("memoryd-sensitive", f"{marked}:{key_id}")  # type: ignore[attr-defined]
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 0
+    assert waiting_captures(home) == [(marked, box)]  # kept, untouched
+    file_keyring.set_password("memoryd-sensitive", f"{marked}:{key_id}", secret)  # type: ignore[attr-defined]
+    blob = bytearray(box.read_bytes())
+    blob[-1] ^= 1
+    box.write_bytes(bytes(blob))
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 0
+    assert waiting_captures(home) == []
+    assert [p.name for p in (home / "inbox" / "failed").iterdir()] == [f"{marked}-{box.name}"]
+
+
+def test_a_failed_payload_of_a_sensitive_scope_is_kept_sealed(
+    home: Path, project: Path, marked: str, no_keyring: None
+) -> None:
+    payload = {
+        "session_id": "s-x",
+        "transcript_path": str(project / "missing.jsonl"),
+        "cwd": str(project),
+        "hook_event_name": "SessionEnd",
+        "prompt": SECRET_PROMPT,
+    }
+    capture(home, "claude-code", payload)
+    kept = sorted((home / "inbox" / "failed").iterdir())
+    assert [p.suffix for p in kept] == [".sealed"]
+    assert leaks(home) == []
+
+
+@needs_fixtures
+def test_hook_events_of_a_sensitive_scope_are_never_journaled(
+    home: Path, project: Path, marked: str, no_keyring: None
+) -> None:
+    for event in ("beforeSubmitPrompt", "afterFileEdit", "stop"):
+        payload = fixture_json(f"hooks/cursor/{event}.stdin.json", workspace_roots=[str(project)])
+        payload["prompt"] = SECRET_PROMPT
+        capture(home, "cursor", payload)
+    assert not list((home / "inbox").glob("sessions/*"))
+    assert leaks(home) == []

@@ -1,0 +1,185 @@
+"""Scope keys and the `.md.enc` envelope: round trips, every way a file can be wrong, and the
+keyring / passphrase / export-import paths of a key."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memoryd.errors import EncryptedFileBroken, InvalidInput, KeyringUnavailable, MissingKey
+from memoryd.sensitive import envelope, sealed
+from memoryd.sensitive.envelope import HEADER_SIZE, ScopeKey
+from memoryd.sensitive.keys import PASSPHRASE_ENV, KeyStore, make_key
+
+SCOPE = "a1b2c3d4e5f6"
+OTHER_SCOPE = "0123456789ab"
+TEXT = b"---\ntitle: client ACME-7731 ledger\nslug: x\n---\n\nbody: host vault-7731.internal\n"
+
+
+def key() -> ScopeKey:
+    return make_key(os.urandom(32))
+
+
+def test_seal_and_open_round_trip_with_a_fresh_nonce_each_time() -> None:
+    k = key()
+    one = envelope.seal(TEXT, k, SCOPE, "2026-01-01-s-aa")
+    two = envelope.seal(TEXT, k, SCOPE, "2026-01-01-s-aa")
+    assert one[: HEADER_SIZE - 12] == two[: HEADER_SIZE - 12]  # magic, version, key id
+    assert one != two  # the nonce differs
+    assert b"ACME" not in one
+    assert envelope.open_(one, k, SCOPE, "2026-01-01-s-aa") == TEXT
+    header = envelope.read_header(one, "f.md.enc")
+    assert header.version == 1
+    assert header.key_id == k.key_id
+
+
+@pytest.mark.parametrize("position", [0, 5, 6, 14, HEADER_SIZE, -1])
+def test_a_flipped_byte_anywhere_is_a_typed_error_naming_the_file(position: int) -> None:
+    k = key()
+    blob = bytearray(envelope.seal(TEXT, k, SCOPE, "s1"))
+    blob[position] ^= 0x01
+    with pytest.raises((EncryptedFileBroken, MissingKey)) as caught:
+        envelope.open_(bytes(blob), k, SCOPE, "s1", where=Path("/v/s1.md.enc"))
+    assert "/v/s1.md.enc" in str(caught.value)
+
+
+@pytest.mark.parametrize("keep", [0, 10, HEADER_SIZE, HEADER_SIZE + 15, -1])
+def test_a_truncated_file_is_a_typed_error_naming_the_file(keep: int) -> None:
+    k = key()
+    blob = envelope.seal(TEXT, k, SCOPE, "s1")
+    with pytest.raises(EncryptedFileBroken, match=r"/v/s1\.md\.enc"):
+        envelope.open_(blob[:keep], k, SCOPE, "s1", where="/v/s1.md.enc")
+
+
+def test_a_wrong_key_is_named_as_such() -> None:
+    blob = envelope.seal(TEXT, key(), SCOPE, "s1")
+    with pytest.raises(MissingKey, match=r"f\.md\.enc: sealed with key"):
+        envelope.open_(blob, key(), SCOPE, "s1", where="f.md.enc")
+
+
+def test_a_wrong_key_with_the_same_id_fails_authentication() -> None:
+    k = key()
+    forged = ScopeKey(key_id=k.key_id, secret=os.urandom(32))
+    blob = envelope.seal(TEXT, k, SCOPE, "s1")
+    with pytest.raises(EncryptedFileBroken, match="fails authentication"):
+        envelope.open_(blob, forged, SCOPE, "s1", where="f.md.enc")
+
+
+def test_aad_binds_slug_and_scope_so_swapped_files_do_not_open() -> None:
+    k = key()
+    first = envelope.seal(b"first", k, SCOPE, "slug-a")
+    second = envelope.seal(b"second", k, SCOPE, "slug-b")
+    with pytest.raises(EncryptedFileBroken, match="another slug or scope"):
+        envelope.open_(second, k, SCOPE, "slug-a", where="slug-a.md.enc")
+    with pytest.raises(EncryptedFileBroken):
+        envelope.open_(first, k, OTHER_SCOPE, "slug-a", where="slug-a.md.enc")
+    assert envelope.open_(first, k, SCOPE, "slug-a") == b"first"
+
+
+def test_an_unknown_version_says_to_upgrade() -> None:
+    k = key()
+    blob = bytearray(envelope.seal(TEXT, k, SCOPE, "s1"))
+    blob[5] = 9
+    with pytest.raises(EncryptedFileBroken, match="version 9") as caught:
+        envelope.read_header(bytes(blob), "f.md.enc")
+    assert "upgrade" in caught.value.hint
+
+
+def test_the_key_repr_never_shows_the_secret() -> None:
+    k = key()
+    assert k.secret.hex() not in repr(k)
+    assert k.key_id.hex() in repr(k)
+
+
+# -- the keystore ---------------------------------------------------------------------------
+def test_keyring_key_is_created_kept_and_read_back(tmp_path: Path, file_keyring: object) -> None:
+    store = KeyStore(tmp_path)
+    made = store.create(SCOPE)
+    again = KeyStore(tmp_path).current(SCOPE)  # a new process: from the keyring, not a cache
+    assert again == made
+    stored = (tmp_path / "scopes" / SCOPE / "key.json").read_text()
+    assert made.secret.hex() not in stored
+    assert made.key_id.hex() in stored
+
+
+def test_no_keyring_backend_fails_clearly_and_suggests_passphrase(
+    tmp_path: Path, no_keyring: None
+) -> None:
+    with pytest.raises(KeyringUnavailable) as caught:
+        KeyStore(tmp_path).create(SCOPE)
+    assert "--passphrase" in caught.value.hint
+    assert not (tmp_path / "scopes" / SCOPE / "key.json").exists()
+
+
+def test_passphrase_key_is_derived_from_the_stored_salt(
+    tmp_path: Path, no_keyring: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = KeyStore(tmp_path).create(SCOPE, passphrase="correct horse")
+    with pytest.raises(MissingKey) as caught:  # no passphrase given: missing, data untouched
+        KeyStore(tmp_path).current(SCOPE)
+    assert "import-key" in caught.value.hint
+    assert PASSPHRASE_ENV in caught.value.message
+    monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
+    assert KeyStore(tmp_path).current(SCOPE) == made
+    with pytest.raises(MissingKey, match="wrong passphrase"):
+        KeyStore(tmp_path, passphrase=lambda _scope: "wrong horse").current(SCOPE)
+
+
+def test_missing_key_names_import_key(tmp_path: Path, file_keyring: object) -> None:
+    store = KeyStore(tmp_path)
+    made = store.create(SCOPE)
+    file_keyring.delete_password("memoryd-sensitive", f"{SCOPE}:{made.key_id.hex()}")  # type: ignore[attr-defined]
+    with pytest.raises(MissingKey) as caught:
+        KeyStore(tmp_path).current(SCOPE)
+    assert "memoryd sensitive import-key" in caught.value.hint
+    assert SCOPE in caught.value.message
+
+
+def test_export_and_import_move_a_key_to_a_wiped_keyring(
+    tmp_path: Path, file_keyring: object
+) -> None:
+    store = KeyStore(tmp_path)
+    made = store.create(SCOPE)
+    exported = store.export_keys(SCOPE, "backup phrase")
+    assert made.secret.hex() not in exported.decode()
+    store.drop(SCOPE, made)  # the keyring and key.json forget it: a new machine
+    with pytest.raises(InvalidInput, match="not " + OTHER_SCOPE):
+        KeyStore(tmp_path).import_keys(OTHER_SCOPE, exported, "backup phrase")
+    with pytest.raises(MissingKey, match="passphrase does not open"):
+        KeyStore(tmp_path).import_keys(SCOPE, exported, "wrong phrase")
+    assert KeyStore(tmp_path).import_keys(SCOPE, exported, "backup phrase") == [made.key_id.hex()]
+    assert KeyStore(tmp_path).current(SCOPE) == made
+
+
+def test_a_rotated_key_keeps_the_old_one_until_dropped(
+    tmp_path: Path, file_keyring: object
+) -> None:
+    store = KeyStore(tmp_path)
+    old = store.create(SCOPE)
+    new = store.create(SCOPE)
+    assert store.current(SCOPE) == old  # a second key is not current until made so
+    store.make_current(SCOPE, new)
+    assert KeyStore(tmp_path).current(SCOPE) == new
+    assert KeyStore(tmp_path).get(SCOPE, old.key_id) == old
+    store.drop(SCOPE, old)
+    with pytest.raises(MissingKey):
+        KeyStore(tmp_path).get(SCOPE, old.key_id)
+
+
+# -- sealed captures ------------------------------------------------------------------------
+def test_a_sealed_box_opens_only_with_the_scope_private_key() -> None:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    private = X25519PrivateKey.generate()
+    public = private.public_key().public_bytes_raw()
+    box = sealed.seal_for(public, TEXT, SCOPE)
+    assert b"ACME" not in box
+    assert sealed.open_sealed(box, private.private_bytes_raw(), SCOPE, "b.sealed") == TEXT
+    with pytest.raises(sealed.SealError, match=r"b\.sealed"):
+        sealed.open_sealed(box, X25519PrivateKey.generate().private_bytes_raw(), SCOPE, "b.sealed")
+    with pytest.raises(sealed.SealError, match="another scope"):
+        sealed.open_sealed(box, private.private_bytes_raw(), OTHER_SCOPE, "b.sealed")
+    with pytest.raises(sealed.SealError, match="truncated"):
+        sealed.open_sealed(box[:40], private.private_bytes_raw(), SCOPE, "b.sealed")
