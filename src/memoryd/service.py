@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle) over
+superseding, lifecycle, reporting) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -29,6 +29,7 @@ from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
 from memoryd.domain.recalling import Recalling
+from memoryd.domain.reporting import Reporting
 from memoryd.domain.superseding import Superseding
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
@@ -52,6 +53,7 @@ class MemoryService(
     Ingest,
     Lifecycle,
     Recalling,
+    Reporting,
     Entities,
     Maintenance,
     Enriching,

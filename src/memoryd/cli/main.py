@@ -716,3 +716,6 @@ supersede_cli.register(app)
 from memoryd.cli import maintenance  # noqa: E402
 
 maintenance.register(app)
+from memoryd.cli import reports  # noqa: E402
+
+reports.register(app)
