@@ -155,6 +155,8 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             yield name, "no error"
     yield "judge_supersedes", rec.judge_supersedes(slug, use_llm=False)
     yield "supersede_candidates", rec.supersede_candidates(scope=project)
+    yield "trends", rec.trends(7, scope=project)
+    yield "supersede_report", rec.supersede_report(scope=project)
     yield "decay_sweep", rec.decay_sweep(dry_run=True)
     yield "duplicates", rec.duplicates(scope=project)
     yield "schedule", rec.schedule()
@@ -165,6 +167,8 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     for name, call in (
         ("decide unknown", lambda: rec.decide_supersede(slug, "no-such-slug", "accept")),
         ("restore unknown", lambda: rec.restore("no-such-slug")),
+        ("report unknown entity", lambda: rec.supersede_report(entity="no-such-entity")),
+        ("trends of no days", lambda: rec.trends(0)),
     ):
         try:
             call()
@@ -203,6 +207,8 @@ def normalise(steps: list[tuple[str, Any]], home: Path) -> list[tuple[str, Any]]
             data.sort(key=lambda row: (row["created_at"], row["title"]))
         if name in ("reindex", "decay_sweep"):
             data.pop("seconds")
+        if name == "supersede_report":
+            data.pop("generated_at")
 
         out.append((name, data))
     return out
@@ -230,6 +236,8 @@ def test_one_scenario_answers_the_same_in_process_and_through_the_daemon(
     assert answers["long query"][0] == "InvalidInput"
     assert answers["write cypher"][0] == "PolicyDenied"
     assert answers["promote unknown"][0] == "NotFound"
+    assert answers["report unknown entity"][0] == "NotFound"
+    assert answers["trends of no days"][0] == "InvalidInput"
     for (step, mine), (_, theirs) in zip(embedded, remote, strict=True):
         assert mine == theirs, f"{step} differs"
 

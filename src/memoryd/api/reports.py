@@ -22,7 +22,9 @@ router = APIRouter(
 @router.get("/trends")
 async def trends(
     api: Api,
-    days: Annotated[int, Query(ge=1, le=MAX_DAYS, description="the window, in days")] = 7,
+    days: Annotated[
+        int, Query(description=f"the window in days, today included (1–{MAX_DAYS})")
+    ] = 7,
     scope: ScopeQuery = None,
 ) -> Trends:
     """Over the last `days` days (today included) against the `days` before: top triggers,
