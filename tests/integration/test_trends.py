@@ -5,6 +5,7 @@ daemon's client, and at the CLI with its exit codes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -106,10 +107,10 @@ def seed(svc: MemoryService, project: Path) -> Seeded:
 
 
 @pytest.fixture
-def seeded(settings: Settings, project: Path) -> tuple[MemoryService, Seeded]:
+def seeded(settings: Settings, project: Path) -> Iterator[tuple[MemoryService, Seeded]]:
     service = open_service(settings)
     try:
-        yield service, seed(service, project)  # type: ignore[misc]
+        yield service, seed(service, project)
     finally:
         service.close()
 
