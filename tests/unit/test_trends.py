@@ -164,11 +164,25 @@ def test_a_decision_belongs_to_its_entity_else_to_the_entities_both_memories_men
         "a": {"entity:tool:x"},
         "b": {"entity:tool:y"},
     }
-    groups = group([later, judged, by_hand, unrelated], mentions)
+    # by hand, the older memory's title naming one of the shared entities: that one only
+    titled = event(
+        "vite",
+        "webpack",
+        NOW - 4 * DAY,
+        older_title="All frontends are bundled with Webpack",
+        decided_by="user",
+    )
+    mentions |= {
+        "vite": {"entity:tool:Webpack", "entity:library:React", "entity:tool:Vite"},
+        "webpack": {"entity:tool:Webpack", "entity:library:React"},
+    }
+    names = {"entity:tool:Webpack": "Webpack", REACT[0]: "React", UV[0]: "uv"}
+    groups = group([later, judged, by_hand, unrelated, titled], mentions, names)
     assert {k: [(d.newer, d.older) for d in v] for k, v in groups.items()} == {
         REACT[0]: [("solid", "react"), ("svelte", "solid")],  # oldest first
-        UV[0]: [("pnpm", "npm")],
+        UV[0]: [("pnpm", "npm")],  # the title ("Npm") names no shared entity: all shared
         None: [("b", "a")],
+        "entity:tool:Webpack": [("vite", "webpack")],
     }
 
 

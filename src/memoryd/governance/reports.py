@@ -1,15 +1,19 @@
 """The supersede report (issue 16): the chain of decisions per entity — what replaced what,
 when, who decided (auto / user / digest) and why — from the graph's SUPERSEDES edges.
 
-A decision belongs to the entity it was judged about (the edge's `entity_id`); one made by
-hand names no entity, so it belongs to every entity both memories mention, and to "no shared
-entity" when they mention none in common. The edges are the active supersedes and the
-candidates waiting for a person; rejected and undone decisions stay as history in the newer
-memory's file (its `supersede_decisions`), not in the graph, and are not listed.
+A decision belongs to the entity it was judged about (the edge's `entity_id`). One made by
+hand names no entity: it belongs to the entities both memories mention that the older memory's
+title names ("Use React for the storefront" → React, not the Tailwind both also mention), else
+to every entity both mention, else to "no shared entity".
+
+The edges are the active supersedes and the candidates waiting for a person; rejected and
+undone decisions stay as history in the newer memory's file (its `supersede_decisions`), not
+in the graph, and are not listed.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -46,6 +50,10 @@ class SupersedeReport(BaseModel):
     chains: list[EntityChain] = Field(default_factory=list)
     """Most recently decided first."""
 
+    def markdown(self) -> str:
+        """The report as markdown (`memoryd report supersedes --format md`)."""
+        return render_markdown(self)
+
 
 def supersede_report(
     graph: GraphStore,
@@ -69,14 +77,17 @@ def supersede_report(
     events = [supersede_event(row) for row in rows]
     unnamed = sorted({slug for e in events if not e.entity_id for slug in (e.newer, e.older)})
     mentions: dict[str, set[str]] = defaultdict(set)
+    mentioned: dict[str, str] = {}
     if unnamed:
-        for slug, eid in graph.cypher(
-            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE m.slug IN $slugs RETURN m.slug, e.id",
+        for slug, eid, name in graph.cypher(
+            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE m.slug IN $slugs"
+            " RETURN m.slug, e.id, e.name",
             {"slugs": unnamed},
             limit=ROW_LIMIT,
         ).rows:
             mentions[slug].add(eid)
-    groups = group(events, mentions)
+            mentioned[eid] = name
+    groups = group(events, mentions, mentioned)
     if entity_id is not None:
         groups = {k: v for k, v in groups.items() if k == entity_id}
     ids = sorted(k for k in groups if k is not None)
@@ -110,21 +121,32 @@ def supersede_report(
 
 
 def group(
-    events: Sequence[SupersedeEvent], mentions: Mapping[str, set[str]]
+    events: Sequence[SupersedeEvent],
+    mentions: Mapping[str, set[str]],
+    names: Mapping[str, str],
 ) -> dict[str | None, list[SupersedeEvent]]:
-    """Each decision under its entity (see the module docstring), oldest first."""
+    """Each decision under its entities (see the module docstring), oldest first. `mentions`:
+    slug → the entity ids it mentions; `names`: entity id → name."""
     groups: dict[str | None, list[SupersedeEvent]] = defaultdict(list)
     for event in events:
         if event.entity_id:
             keys: list[str | None] = [event.entity_id]
         else:
             shared = mentions.get(event.newer, set()) & mentions.get(event.older, set())
-            keys = list(sorted(shared)) or [None]
+            titled = {e for e in shared if _names(names.get(e, ""), event.older_title)}
+            keys = list(sorted(titled or shared)) or [None]
         for key in keys:
             groups[key].append(event)
     for decisions in groups.values():
         decisions.sort(key=lambda d: (_at(d), d.newer, d.older))
     return dict(groups)
+
+
+def _names(name: str, title: str) -> bool:
+    """Whether `title` names the entity `name` as a word of its own."""
+    if not name.strip():
+        return False
+    return re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", title.casefold()) is not None
 
 
 def _at(event: SupersedeEvent) -> datetime:
