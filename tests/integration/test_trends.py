@@ -269,6 +269,11 @@ def test_the_cli_shows_trends_and_reports_and_refuses_bad_input(
     report = json.loads(out)
     assert report["entity"] == SHOP
     assert [d["decided_by"] for d in report["chains"][0]["decisions"]] == ["user"]
+    code, again, err = cli(home, "report", "supersedes", "--entity", "shop", "--json")
+    assert code == 0, err
+    assert {k: v for k, v in json.loads(again).items() if k != "generated_at"} == {
+        k: v for k, v in report.items() if k != "generated_at"
+    }
     since = (s.now + DAY).date().isoformat()
     code, out, err = cli(home, "report", "supersedes", "--since", since)
     assert code == 0, err

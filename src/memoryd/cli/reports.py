@@ -3,6 +3,7 @@ supersede decisions per entity.
 
     memoryd trends [--days 7] [--scope P] [--json]
     memoryd report supersedes [--since DATE] [--entity NAME] [--scope P] [--format md|json]
+                              (--json: the same as --format json)
 
 Exit codes as everywhere: 2 for a bad --days or --since, 3 for an unknown --entity.
 """
@@ -121,12 +122,13 @@ def report_supersedes(
         ReportFormat, typer.Option("--format", help="md (markdown) or json.")
     ] = ReportFormat.MD,
     home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
 ) -> None:
     """The chain of supersede decisions per entity: what replaced what, when, who decided
     (auto / user / digest) and why."""
     start = parse_since(since)
     report = run(home, lambda svc: svc.supersede_report(since=start, entity=entity, scope=scope))
-    if fmt is ReportFormat.JSON:
+    if as_json or fmt is ReportFormat.JSON:
         emit_json(report)
     else:
         typer.echo(render_markdown(report), nl=False)
