@@ -117,6 +117,9 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     yield "merge_entities", rec.merge_entities(SOLID, "entity:project:app")
     yield "delete_entity", rec.delete_entity("Solid")
     yield "archive", rec.archive(other.meta.slug)
+    # before the session below: the daemon's worker enriches it (adding mentions) in its time
+    yield "trends", rec.trends(7, scope=project)
+    yield "supersede_report", rec.supersede_report(scope=project)
     for name, call in (
         ("get missing", lambda: rec.get("no-such-slug")),
         ("long query", lambda: rec.recall("word " * 20_000, k=1)),
@@ -155,8 +158,6 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             yield name, "no error"
     yield "judge_supersedes", rec.judge_supersedes(slug, use_llm=False)
     yield "supersede_candidates", rec.supersede_candidates(scope=project)
-    yield "trends", rec.trends(7, scope=project)
-    yield "supersede_report", rec.supersede_report(scope=project)
     yield "decay_sweep", rec.decay_sweep(dry_run=True)
     yield "duplicates", rec.duplicates(scope=project)
     yield "schedule", rec.schedule()
