@@ -32,7 +32,8 @@ UV = ("entity:tool:uv", "uv", "tool")
 
 
 def mention(entity: tuple[str, str, str], at: datetime) -> Mention:
-    return Mention(*entity, at=at)
+    """One memory created at `at` that mentions `entity`."""
+    return Mention(*entity, day=at.date())
 
 
 def event(newer: str, older: str, at: datetime | None, **extra: object) -> SupersedeEvent:
@@ -77,6 +78,7 @@ def test_rising_entities_compare_this_window_with_the_previous_one() -> None:
         mention(UV, w.start),  # the first instant of the window is in it
         mention(UV, w.start - timedelta(seconds=1)),  # the last of the previous one
         mention(UV, w.previous_start - DAY),  # before both windows: ignored
+        Mention(*UV, day=w.end.date(), count=5),  # after the window (a clock set back)
     ]
     t = compute(w, mentions=mentions, triggers=[], supersedes=[], recalls=[])
     assert [(e.name, e.mentions, e.previous) for e in t.rising_entities] == [

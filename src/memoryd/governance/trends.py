@@ -145,12 +145,13 @@ class Window:
 
 @dataclass(frozen=True)
 class Mention:
-    """A memory's MENTIONS edge, dated by the memory."""
+    """How many memories created on `day` (UTC) mention an entity."""
 
     entity_id: str
     name: str
     type: str
-    at: datetime
+    day: date
+    count: int = 1
 
 
 def compute(
@@ -167,14 +168,18 @@ def compute(
     before: Counter[str] = Counter()
     per_day: dict[str, Counter[date]] = defaultdict(Counter)
     names: dict[str, tuple[str, str]] = {}
+    first, end, previous_first = (
+        window.start.date(),
+        window.end.date(),
+        window.previous_start.date(),
+    )
     for m in mentions:
-        at = to_utc(m.at)
-        if window.start <= at < window.end:
-            now_counts[m.entity_id] += 1
-            per_day[m.entity_id][at.date()] += 1
+        if first <= m.day < end:
+            now_counts[m.entity_id] += m.count
+            per_day[m.entity_id][m.day] += m.count
             names[m.entity_id] = (m.name, m.type)
-        elif window.previous_start <= at < window.start:
-            before[m.entity_id] += 1
+        elif previous_first <= m.day < first:
+            before[m.entity_id] += m.count
             names.setdefault(m.entity_id, (m.name, m.type))
     rising = sorted(
         (e for e in now_counts if now_counts[e] > before[e]),
@@ -185,7 +190,7 @@ def compute(
 
     hits: Counter[str] = Counter()
     earlier: Counter[str] = Counter()
-    first, last, previous_first = window.start.date(), days[-1], window.previous_start.date()
+    last = days[-1]
     for stat in triggers:
         if first <= stat.day <= last:
             hits[stat.trigger] += stat.hits
@@ -246,11 +251,12 @@ def trends(
         "until": window.end,
         "scope": scope_hash,
     }
+    # Counted per entity and day by the engine: a year of a busy vault is millions of edges.
     mention_rows = graph.cypher(
         "MATCH (m:Memory)-[:MENTIONS]->(e:Entity)"
         " WHERE m.created_at >= $from AND m.created_at < $until"
         " AND ($scope IS NULL OR m.scope_hash = $scope)"
-        " RETURN e.id, e.name, e.type, m.created_at",
+        " RETURN e.id, e.name, e.type, CAST(m.created_at AS DATE), count(*)",
         params,
         limit=ROW_LIMIT,
     ).rows
@@ -273,7 +279,7 @@ def trends(
     ).rows
     return compute(
         window,
-        mentions=[Mention(e, name, kind, _instant(at)) for e, name, kind, at in mention_rows],
+        mentions=[Mention(e, name, kind, _day(day), n) for e, name, kind, day, n in mention_rows],
         triggers=governance.trigger_stats(
             since=window.previous_start.date(), scope_hash=scope_hash
         ),
@@ -310,6 +316,11 @@ def supersede_event(row: Sequence[Any]) -> SupersedeEvent:
         status=status or "active",
         judge=judge,
     )
+
+
+def _day(value: str | date) -> date:
+    """A DATE from a query result (`YYYY-MM-DD` text) as a date."""
+    return value if isinstance(value, date) else date.fromisoformat(value[:10])
 
 
 def _instant(value: str | datetime) -> datetime:
