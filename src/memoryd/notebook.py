@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -31,6 +32,8 @@ from memoryd.daemon.client import RemoteService, socket_accepts
 from memoryd.daemon.client import connect as connect_daemon
 from memoryd.daemon.files import DaemonFiles
 from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
+from memoryd.governance.reports import SupersedeReport
+from memoryd.governance.trends import Trends
 from memoryd.graph.store import CypherResult, EntityContext
 from memoryd.models import DecayState, Memory, MemoryType, RecallResult
 
@@ -255,6 +258,61 @@ class Notebook:
             frame.insert(1, "newer_title", frame["newer"].map(titles))
             frame.insert(3, "older_title", frame["older"].map(titles))
         return _dated(frame)
+
+    # -- trends and reports ---------------------------------------------------------------
+    def trends(self, days: int = 7, *, scope: Path | str | None = None) -> Trends:
+        """`memoryd trends`: top triggers, rising entities, recent supersedes, hot recalls and
+        mentions per day of the top entities over the last `days` days (today included)."""
+        with self._backend() as backend:
+            return backend.trends(days, scope)
+
+    def trends_df(
+        self, days: int = 7, *, scope: Path | str | None = None
+    ) -> dict[str, pd.DataFrame]:
+        """`trends` as DataFrames: one per section (`top_triggers`, `rising_entities`,
+        `recent_supersedes`, `hot_recalls`), and `mentions` with a row per day (a UTC
+        DatetimeIndex) and a column per top entity, ready to plot."""
+        result = self.trends(days, scope=scope)
+        frames = {
+            name: _dated(
+                pd.DataFrame([row.model_dump(mode="json") for row in getattr(result, name)])
+            )
+            for name in ("top_triggers", "rising_entities", "recent_supersedes", "hot_recalls")
+        }
+        index = pd.DatetimeIndex(pd.to_datetime(result.days, utc=True), name="day")
+        frames["mentions"] = pd.DataFrame(
+            {series.name: series.counts for series in result.mentions}, index=index
+        )
+        return frames
+
+    def supersede_report(
+        self,
+        *,
+        since: datetime | None = None,
+        entity: str | None = None,
+        scope: Path | str | None = None,
+    ) -> SupersedeReport:
+        """`memoryd report supersedes`: the chain of decisions per entity (`.markdown()`
+        renders it)."""
+        with self._backend() as backend:
+            return backend.supersede_report(since=since, entity=entity, scope=scope)
+
+    def supersede_report_df(
+        self,
+        *,
+        since: datetime | None = None,
+        entity: str | None = None,
+        scope: Path | str | None = None,
+    ) -> pd.DataFrame:
+        """`supersede_report` as one row per decision and entity, oldest decision first
+        within each entity (a decision filed under two entities has two rows)."""
+        report = self.supersede_report(since=since, entity=entity, scope=scope)
+        rows = [
+            {"entity": chain.name, "entity_id": chain.entity_id, **d.model_dump(mode="json")}
+            for chain in report.chains
+            for d in chain.decisions
+        ]
+        return _dated(pd.DataFrame(rows))
 
     # -- entities -------------------------------------------------------------------------
     def entities(

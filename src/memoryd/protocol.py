@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     )
     from memoryd.governance.decay import RestoreResult, SweepReport
     from memoryd.governance.merge import DuplicatePair, MergeResult
+    from memoryd.governance.reports import SupersedeReport
     from memoryd.governance.schedule import JobStatus
     from memoryd.governance.supersede import SupersedeAction
+    from memoryd.governance.trends import Trends
     from memoryd.graph.store import (
         CypherResult,
         EntityContext,
@@ -304,13 +306,37 @@ class MemoryAPI(Protocol):
         ...
 
     def decide_supersede(
-        self, newer: str, older: str, action: SupersedeAction, *, by: str = "user"
+        self,
+        newer: str,
+        older: str,
+        action: SupersedeAction,
+        *,
+        by: str = "user",
+        agent: bool = False,
     ) -> SupersedeDecision:
-        """`undo` an active supersede, or `accept`/`reject` a candidate; audited."""
+        """`undo` an active supersede, or `accept`/`reject` a candidate; audited. An `agent`
+        (MCP) may decide only when `governance.agents_decide` lets it."""
         ...
 
     def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
         """Judge whether this memory replaces older ones, and record what was decided."""
+        ...
+
+    # -- trends and reports ---------------------------------------------------------------
+    def trends(self, days: int = 7, scope: Path | str | None = None) -> Trends:
+        """Top triggers, rising entities, recent supersedes, hot recalls and mentions per day
+        of the top entities over the last `days` days (today included)."""
+        ...
+
+    def supersede_report(
+        self,
+        *,
+        since: datetime | None = None,
+        entity: str | None = None,
+        scope: Path | str | None = None,
+    ) -> SupersedeReport:
+        """The chain of supersede decisions per entity (what replaced what, when, who decided
+        and why) since `since`, about one `entity` or all."""
         ...
 
     # -- lifecycle: decay, restore, merge, schedules --------------------------------------

@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle) over
+superseding, lifecycle, reporting) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -30,6 +30,7 @@ from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
 from memoryd.domain.recalling import Recalling
+from memoryd.domain.reporting import Reporting
 from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
 from memoryd.errors import MemorydError
@@ -54,6 +55,7 @@ class MemoryService(
     Ingest,
     Lifecycle,
     Recalling,
+    Reporting,
     Entities,
     Maintenance,
     Enriching,

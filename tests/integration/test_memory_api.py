@@ -123,6 +123,9 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     yield "merge_entities", rec.merge_entities(SOLID, "entity:project:app")
     yield "delete_entity", rec.delete_entity("Solid")
     yield "archive", rec.archive(other.meta.slug)
+    # before the session below: the daemon's worker enriches it (adding mentions) in its time
+    yield "trends", rec.trends(7, scope=project)
+    yield "supersede_report", rec.supersede_report(scope=project)
     for name, call in (
         ("get missing", lambda: rec.get("no-such-slug")),
         ("long query", lambda: rec.recall("word " * 20_000, k=1)),
@@ -186,6 +189,8 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     for name, call in (
         ("decide unknown", lambda: rec.decide_supersede(slug, "no-such-slug", "accept")),
         ("restore unknown", lambda: rec.restore("no-such-slug")),
+        ("report unknown entity", lambda: rec.supersede_report(entity="no-such-entity")),
+        ("trends of no days", lambda: rec.trends(0)),
     ):
         try:
             call()
@@ -227,6 +232,8 @@ def normalise(steps: list[tuple[str, Any]], home: Path) -> list[tuple[str, Any]]
             data.sort(key=lambda row: (row["created_at"], row["title"]))
         if name in ("reindex", "decay_sweep"):
             data.pop("seconds")
+        if name == "supersede_report":
+            data.pop("generated_at")
 
         out.append((name, data))
     return out
@@ -254,6 +261,8 @@ def test_one_scenario_answers_the_same_in_process_and_through_the_daemon(
     assert answers["long query"][0] == "InvalidInput"
     assert answers["write cypher"][0] == "PolicyDenied"
     assert answers["promote unknown"][0] == "NotFound"
+    assert answers["report unknown entity"][0] == "NotFound"
+    assert answers["trends of no days"][0] == "InvalidInput"
     for (step, mine), (_, theirs) in zip(embedded, remote, strict=True):
         assert mine == theirs, f"{step} differs"
 

@@ -173,6 +173,34 @@ def test_supersedes_by_memory_and_by_entity(mem: Notebook) -> None:
         mem.supersedes()
 
 
+def test_the_supersede_report_and_trends_as_dataframes(mem: Notebook) -> None:
+    """The demo's decisions were made by hand (no entity recorded): the report files the
+    React → Solid one under React, the entity the older memory's title names."""
+    solid = slug_of(mem, SOLID)
+    report = mem.supersede_report_df(entity="React")
+    assert report[["entity", "newer", "older_title", "decided_by"]].values.tolist() == [
+        ["React", solid, REACT, "user"]
+    ]
+    assert isinstance(report.decided_at.dtype, pd.DatetimeTZDtype)
+    whole = mem.supersede_report()
+    assert "## React (library)" in whole.markdown()
+    assert whole.decisions == len(mem.cypher("MATCH ()-[r:SUPERSEDES]->() RETURN r"))
+    with pytest.raises(NotFound):
+        mem.supersede_report(entity="no-such-entity")
+    frames = mem.trends_df(366)
+    expected = mem.trends(366)
+    mentions = frames["mentions"]
+    assert list(mentions.columns) == [series.name for series in expected.mentions]
+    assert len(mentions) == 366
+    assert isinstance(mentions.index, pd.DatetimeIndex)
+    assert [int(mentions[c].sum()) for c in mentions.columns] == [
+        sum(series.counts) for series in expected.mentions
+    ]
+    rising = frames["rising_entities"]
+    assert rising.id.tolist() == [e.id for e in expected.rising_entities]
+    assert frames["hot_recalls"].empty  # a notebook never counts recalls
+
+
 def test_tables_for_browsing(mem: Notebook) -> None:
     entities = mem.entities(type="library", limit=5)
     assert set(entities.type) == {"library"}

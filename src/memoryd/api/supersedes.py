@@ -34,6 +34,10 @@ class SupersedeVerdict(BaseModel):
     """Who decides: a person at the CLI or HTTP (`user`), or one reviewing the digest."""
 
     decided_by: Literal["user", "digest"] = Field(default="user")
+    agent: bool = Field(
+        default=False,
+        description="an agent decides (MCP): refused unless governance.agents_decide is set",
+    )
 
 
 @router.get("/candidates")
@@ -53,8 +57,16 @@ async def _decide(
     action: Literal["undo", "accept", "reject"],
     body: SupersedeVerdict | None,
 ) -> SupersedeDecision:
-    by = body.decided_by if body is not None else "user"
-    return await api.write(actor, api.service.decide_supersede, newer, older, action, by=by)
+    verdict = body if body is not None else SupersedeVerdict()
+    return await api.write(
+        actor,
+        api.service.decide_supersede,
+        newer,
+        older,
+        action,
+        by=verdict.decided_by,
+        agent=verdict.agent,
+    )
 
 
 @router.post("/{newer}/{older}/undo")

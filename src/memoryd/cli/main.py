@@ -736,3 +736,6 @@ grants_cli.register(app)
 from memoryd.cli import sensitive as sensitive_cli  # noqa: E402
 
 sensitive_cli.register(app)
+from memoryd.cli import reports  # noqa: E402
+
+reports.register(app)

@@ -31,7 +31,9 @@ from memoryd.domain.sensitivity import MarkReport, RotateReport, SensitiveStatus
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
 from memoryd.governance.merge import DuplicatePair, MergeResult
+from memoryd.governance.reports import SupersedeReport
 from memoryd.governance.schedule import JobStatus
+from memoryd.governance.trends import Trends
 from memoryd.graph.store import (
     CypherResult,
     EntityContext,
@@ -65,6 +67,7 @@ from memoryd.models import (
     SearchHits,
     SupersedeDecision,
     check_query,
+    format_ts,
 )
 from memoryd.protocol import MemoryAPI
 from memoryd.scope import resolve_scope
@@ -486,10 +489,39 @@ class RemoteService(MemoryAPI):
         return [row for items in pages for row in items]
 
     def decide_supersede(
-        self, newer: str, older: str, action: SupersedeAction, *, by: str = "user"
+        self,
+        newer: str,
+        older: str,
+        action: SupersedeAction,
+        *,
+        by: str = "user",
+        agent: bool = False,
     ) -> SupersedeDecision:
         url = f"/v1/supersedes/{quote(newer, safe='')}/{quote(older, safe='')}/{action}"
-        return self._model(SupersedeDecision, "POST", url, json={"decided_by": by})
+        body = {"decided_by": by, "agent": agent}
+        return self._model(SupersedeDecision, "POST", url, json=body)
+
+    def trends(self, days: int = 7, scope: Path | str | None = None) -> Trends:
+        params: dict[str, Any] = {"days": days}
+        if scope is not None:
+            params["scope"] = scope_hash_of(scope)
+        return self._model(Trends, "GET", "/v1/trends", params=params)
+
+    def supersede_report(
+        self,
+        *,
+        since: datetime | None = None,
+        entity: str | None = None,
+        scope: Path | str | None = None,
+    ) -> SupersedeReport:
+        params: dict[str, Any] = {}
+        if since is not None:
+            params["since"] = format_ts(since)
+        if entity is not None:
+            params["entity"] = entity
+        if scope is not None:
+            params["scope"] = scope_hash_of(scope)
+        return self._model(SupersedeReport, "GET", "/v1/reports/supersedes", params=params)
 
     def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
         url = f"/v1/supersedes/{quote(slug, safe='')}/judge"

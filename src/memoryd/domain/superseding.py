@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from memoryd.domain.core import ServiceCore
-from memoryd.errors import InvalidInput, NotFound
+from memoryd.errors import InvalidInput, NotFound, PolicyDenied
 from memoryd.governance import supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import SupersedeRow
@@ -94,10 +94,24 @@ class Superseding(ServiceCore):
         return self.apply_supersede(job)
 
     def decide_supersede(
-        self, newer: str, older: str, action: supersede.SupersedeAction, *, by: str = "user"
+        self,
+        newer: str,
+        older: str,
+        action: supersede.SupersedeAction,
+        *,
+        by: str = "user",
+        agent: bool = False,
     ) -> SupersedeDecision:
-        """`undo` an active supersede, or `accept`/`reject` a candidate; audited."""
+        """`undo` an active supersede, or `accept`/`reject` a candidate; audited. An `agent`
+        (MCP) decides only when `governance.agents_decide` lets agents decide, as for
+        promotions: which memory is current is the user's call."""
         self._require_writable(f"{action} a supersede")
+        if agent and not self.review.policy.agents_decide:
+            raise PolicyDenied(
+                f"agents may not decide supersedes here ({newer} → {older} stays as it is)",
+                hint="set `agents_decide = true` under [governance] in config.toml to let"
+                f" agents decide, or decide yourself: `memoryd supersede {action} {newer} {older}`",
+            )
         if by not in ("user", "digest"):
             raise InvalidInput(f"decided_by {by!r} must be user or digest")
         if self.graph.get_memory(older) is None and self.vault.find(older) is None:

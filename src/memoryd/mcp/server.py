@@ -20,6 +20,7 @@ from mcp.types import ToolAnnotations
 
 from memoryd.errors import MemorydError
 from memoryd.interop import mcp_memory
+from memoryd.mcp.governance_tools import add_governance_tools
 from memoryd.models import (
     EntityType,
     MemoryDraft,
@@ -266,6 +267,8 @@ def create_server(  # noqa: C901 - one closure per tool
         (`governance.agents_decide`); otherwise tell the user to run `memoryd reject ID`."""
         decided = write(lambda: svc.reject(promotion_id, reason=reason, agent=True))
         return decided.model_dump(mode="json")
+
+    add_governance_tools(server, svc, read=call, write=write)
 
     # -- the official MCP memory server's tools -------------------------------------------
     def graph_of(entity_ids: list[str]) -> dict[str, Any]:

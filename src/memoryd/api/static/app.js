@@ -16,7 +16,8 @@
  * supersede candidates (judged 0.5–0.85): Accept or Reject POSTs
  * `/v1/supersedes/NEW/OLD/accept|reject` and reloads that list.
  * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
- * entity drawn last.
+ * entity drawn last. The Trends view (`#trends=1`) lives in trends.js and uses the helpers this
+ * file shares as `window.memorydPage`.
  */
 (function () {
   "use strict";
@@ -625,6 +626,9 @@
     countPending().catch(() => {}); // the badge only; a refused call is shown by health
     follow();
   }
+
+  // What trends.js (the Trends view) shares with this page.
+  window.memorydPage = { api, showError, clearError, setStatus, remember, fragment, openMemory, element, item };
 
   start();
 })();
