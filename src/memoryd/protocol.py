@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 if TYPE_CHECKING:
     from memoryd.governance.decay import RestoreResult, SweepReport
+    from memoryd.governance.digest import Digest
     from memoryd.governance.merge import DuplicatePair, MergeResult
     from memoryd.governance.schedule import JobStatus
     from memoryd.governance.supersede import SupersedeAction
@@ -308,6 +309,17 @@ class MemoryAPI(Protocol):
 
     def schedule(self) -> list[JobStatus]:
         """Each maintenance job: its calendar, last run and next run."""
+        ...
+
+    def digest(
+        self,
+        *,
+        scope: Path | str | None = None,
+        days: int | None = None,
+        limit: int | None = None,
+    ) -> Digest:
+        """The weekly review page: pending promotions with their evidence, supersede
+        candidates, duplicate pairs, memories fading within `days` (None: `[digest]` config)."""
         ...
 
     # -- audit --------------------------------------------------------------------------

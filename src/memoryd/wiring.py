@@ -174,6 +174,7 @@ def open_service(
         ),
     )
     service.supersede_settings = settings.supersede
+    service.digest_settings = settings.digest
     service.decay_policy = DecayPolicy(
         dim_days=settings.decay.dim_days,
         soft_forget_days=settings.decay.soft_forget_days,

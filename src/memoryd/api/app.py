@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import errors, supersedes
+from memoryd.api import digest, errors, supersedes
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
@@ -85,6 +85,7 @@ def create_app(
     app.include_router(review_router)
     app.include_router(supersedes.router)
     app.include_router(maintenance_router)
+    app.include_router(digest.router)
     install_page(app)
     return app
 

@@ -716,3 +716,6 @@ supersede_cli.register(app)
 from memoryd.cli import maintenance  # noqa: E402
 
 maintenance.register(app)
+from memoryd.cli import digest as digest_cli  # noqa: E402
+
+digest_cli.register(app)

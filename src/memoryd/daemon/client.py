@@ -29,6 +29,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from memoryd.daemon.files import DaemonFiles
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
+from memoryd.governance.digest import Digest
 from memoryd.governance.merge import DuplicatePair, MergeResult
 from memoryd.governance.schedule import JobStatus
 from memoryd.graph.store import (
@@ -354,6 +355,16 @@ class RemoteService(MemoryAPI):
 
     def schedule(self) -> list[JobStatus]:
         return [JobStatus.model_validate(j) for j in self._request("GET", "/v1/schedule")]
+
+    def digest(
+        self,
+        *,
+        scope: Path | str | None = None,
+        days: int | None = None,
+        limit: int | None = None,
+    ) -> Digest:
+        params = _query({"scope": scope_hash_of(scope), "days": days, "limit": limit})
+        return self._model(Digest, "GET", "/v1/digest", params=params)
 
     def archive(self, slug: str) -> Memory:
         return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")
