@@ -21,6 +21,7 @@ import shutil
 import smtplib
 import ssl
 import subprocess
+from email import policy
 from email.message import EmailMessage
 from typing import Literal
 
@@ -130,7 +131,9 @@ def smtp_password(smtp: SmtpSettings) -> str | None:
 
 
 def message(digest: Digest, smtp: SmtpSettings) -> EmailMessage:
-    mail = EmailMessage()
+    # RFC 5322 allows lines up to 998 characters; at 78 Python folds the subject right after
+    # `Subject:` and some readers show it with a leading space.
+    mail = EmailMessage(policy=policy.SMTP.clone(max_line_length=200))
     mail["Subject"] = subject(digest)
     mail["From"] = smtp.from_addr
     mail["To"] = ", ".join(smtp.to)
