@@ -64,7 +64,7 @@ def test_walk_the_queue_and_decide_with_single_keys(settings: Settings, project:
         [edge] = svc.supersedes_chain(v.candidate[1])
         assert (edge.status, edge.decided_by) == ("active", "digest")
         # the pair merged: the copy is archived into the twin, the near pair untouched
-        assert svc.get(copy).meta.merged_into == twin
+        assert svc.get(copy).meta.model_dump()["merged_into"] == twin
         assert svc.graph.get_memory(v.near_pair[1]) is not None
         after = svc.digest(scope=project)
         assert after.totals["promotions"] == 0

@@ -44,17 +44,25 @@ def digest(
     scope: ScopeOpt = None,
     days: Annotated[
         int | None,
-        typer.Option("--days", min=1, max=365, help="Fading within this many days [digest.days]."),
+        typer.Option(
+            "--days", min=1, max=365, help="Fading within this many days (config digest.days, 7)."
+        ),
     ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", "-k", min=1, max=MAX_LIMIT, help="Items per section [digest.limit]."
+            "--limit",
+            "-k",
+            min=1,
+            max=MAX_LIMIT,
+            help="Items per section (config digest.limit, 20).",
         ),
     ] = None,
     send: Annotated[
         bool,
-        typer.Option("--notify", help="Also send it: desktop notification and [digest.smtp]."),
+        typer.Option(
+            "--notify", help="Also send it: desktop notification, and e-mail per digest.smtp."
+        ),
     ] = False,
     tui: Annotated[
         bool, typer.Option("--tui", help="Walk the queue and decide with single keys.")

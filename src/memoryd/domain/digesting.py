@@ -78,7 +78,9 @@ class Digesting(ServiceCore):
             notes=[
                 f"near-duplicates are among the {compared} memories written in the last"
                 f" {days} days (equal fingerprints: all); `memoryd duplicates` compares them all"
-            ],
+            ]
+            if compared
+            else [],
             seconds=round(time.perf_counter() - started, 3),
         )
 

@@ -27,8 +27,6 @@ from memoryd.governance.stores import Stores
 from memoryd.graph.store import SupersedeRow
 from memoryd.models import DecayState, MemoryType, Promotion, Timestamp, to_utc
 
-DEFAULT_DAYS = 7
-DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
 _DAY = timedelta(days=1)
 
@@ -73,11 +71,6 @@ class Digest(BaseModel):
     trends: DigestSection | None = None
     """Filled when a trends report is attached; None: the section is omitted."""
     seconds: float = 0.0
-
-    @property
-    def waiting(self) -> int:
-        """Decisions waiting for a person (fading memories need none)."""
-        return sum(self.totals.get(k, 0) for k in ("promotions", "supersede", "duplicates"))
 
     @property
     def empty(self) -> bool:

@@ -78,7 +78,7 @@ def notify_desktop(digest: Digest) -> ChannelOutcome:
         return ChannelOutcome(
             channel="desktop",
             status="skipped",
-            note="no desktop notifier here (neither notify-send nor osascript is on PATH)",
+            note="no desktop notifier here: neither notify-send nor osascript is on PATH",
         )
     try:
         done = subprocess.run(

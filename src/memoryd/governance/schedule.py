@@ -52,6 +52,9 @@ class Job:
     on_writer: bool = True
     """Run by `MemoryService.run_due_jobs` on the writer thread; False: the job runs beside
     it and only reads (the digest waits on mail servers, never on the writer)."""
+    os_timer: bool = True
+    """`memoryd setup auto-install` also gives it an OS timer. Not the digest: setup installs
+    the daemon, which sends it; a timer beside it would mail twice."""
 
     @property
     def when(self) -> str:
@@ -141,6 +144,7 @@ JOBS: tuple[Job, ...] = (
         time(9, 0),
         weekday=0,
         on_writer=False,
+        os_timer=False,
     ),
     Job(
         "identity",
