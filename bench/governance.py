@@ -302,11 +302,12 @@ TARGET_DIGEST_S = 2.0
 
 
 def measure_digest(n: int, engine: str, root: Path, runs: int = 5) -> dict[str, Any]:
-    """The digest of an `n`-memory vault (the decay rows' corpus), 30 days after its newest
-    memory: most of it fades within the week (counted and ordered in the engine, `limit`
-    rows read). The labelled sessions scored promote are queued for review in one scope
-    beside it. Each run builds the digest (`MemoryService.digest`) and renders it as the CLI
-    does (rich) and as the e-mail does (plain text). Target: <= 2 s."""
+    """The digest of an `n`-memory vault (the decay rows' corpus) with the labelled sessions
+    scored promote queued for review in one scope beside it, at two instants: an hour after
+    its newest memory (a week of new memories compared for near-duplicates) and 30 days
+    later (most of the vault fading within the week: counted and ordered in the engine,
+    `limit` rows read). Each run builds the digest (`MemoryService.digest`) and renders it as
+    the CLI does (rich) and as the e-mail does (plain text). Target: <= 2 s."""
     import io
 
     from rich.console import Console
@@ -333,29 +334,31 @@ def measure_digest(n: int, engine: str, root: Path, runs: int = 5) -> dict[str, 
                 scope_path=review,
             )
             svc.analyze_session(svc.record(draft).slug, mode="heuristic")
-        svc.clock = lambda: newest + timedelta(days=30)
-        seconds, built = [], None
-        for _ in range(runs):
-            started = time.perf_counter()
-            built = svc.digest()
-            console = Console(file=io.StringIO(), width=120)
-            console.print(render(built))
-            text = plain_text(built)
-            seconds.append(time.perf_counter() - started)
-        assert built is not None
-        rows.update(
-            {
+        rows["graph_memories"] = svc.count_memories()
+        for name, at in (
+            ("same_week", newest + timedelta(hours=1)),  # a week of new memories compared
+            ("month_later", newest + timedelta(days=30)),  # most of the vault fading
+        ):
+            svc.clock = lambda at=at: at
+            seconds, built, text = [], None, ""
+            for _ in range(runs):
+                started = time.perf_counter()
+                built = svc.digest()
+                console = Console(file=io.StringIO(), width=120)
+                console.print(render(built))
+                text = plain_text(built)
+                seconds.append(time.perf_counter() - started)
+            assert built is not None
+            rows[name] = {
                 "runs": runs,
                 "p50_s": round(statistics.median(seconds), 3),
                 "max_s": round(max(seconds), 3),
                 "build_s": built.seconds,
                 "totals": built.totals,
                 "text_chars": len(text),
-                "target_s": TARGET_DIGEST_S,
-                "ok": max(seconds) <= TARGET_DIGEST_S,
-                "graph_memories": svc.count_memories(),
             }
-        )
+        rows["target_s"] = TARGET_DIGEST_S
+        rows["ok"] = max(rows[k]["max_s"] for k in ("same_week", "month_later")) <= TARGET_DIGEST_S
         print(f"digest: {rows}", flush=True)
     return rows
 
@@ -413,11 +416,13 @@ def main() -> None:
         )
     if "digest" in results:
         digest = results["digest"]
-        print(
-            f"digest over {digest['n']} memories ({digest['totals']}): p50 {digest['p50_s']} s"
-            f" max {digest['max_s']} s over {digest['runs']} runs, built and rendered"
-            f" (target <= {TARGET_DIGEST_S} s)"
-        )
+        for name in ("same_week", "month_later"):
+            row = digest[name]
+            print(
+                f"digest over {digest['n']} memories, {name} ({row['totals']}): p50"
+                f" {row['p50_s']} s max {row['max_s']} s over {row['runs']} runs, built and"
+                f" rendered (target <= {TARGET_DIGEST_S} s)"
+            )
     print(f"wrote {args.json}")
 
 
