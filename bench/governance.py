@@ -25,6 +25,11 @@ Each row says how many memories moved and how long the sweep took (wall clock, o
 
     .venv/bin/python bench/governance.py [--runs 200] [--json bench/results/governance.json]
     .venv/bin/python bench/governance.py --decay-n 100000   # the decay rows too (minutes)
+    .venv/bin/python bench/governance.py --digest-n 100000  # the digest row too (minutes)
+
+Digest (`measure_digest`): the decay rows' corpus, 30 days after its newest memory (most of
+it fading within the week), plus the labelled sessions queued for promotion; the digest built
+and rendered (rich and plain text) five times. Target: <= 2 s at 100k.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -241,26 +246,34 @@ def measure_dura_latency(extractor: Extractor, runs: int) -> dict[str, Any]:
 DECAY_CHUNK = 10_000
 
 
+def ingest_sessions(svc: Any, n: int, root: Path) -> tuple[datetime, float]:
+    """The 100k corpus both rows use: `n` session memories (ttl 90 days) from `_corpus`, 7
+    minutes apart, recorded in chunks. Returns the newest one's creation time and the
+    seconds it took."""
+    from _corpus import drafts
+
+    t0 = time.perf_counter()
+    newest = None
+    for start in range(0, n, DECAY_CHUNK):
+        chunk = [
+            d.model_copy(update={"type": MemoryType.SESSION, "ttl_days": 90})
+            for d in drafts(min(DECAY_CHUNK, n - start), root / "projects", start_at=start)
+        ]
+        svc.record_many(chunk)
+        newest = chunk[-1].created_at
+    assert newest is not None
+    return newest, round(time.perf_counter() - t0, 1)
+
+
 def measure_decay(n: int, engine: str, root: Path) -> dict[str, Any]:
     """Ingest `n` session memories, then time the five sweeps (see the module docstring)."""
-    from _corpus import drafts
     from memoryd.config import load_settings
     from memoryd.wiring import open_service
 
     settings = load_settings(root / "home", graph={"engine": engine}, extraction={"enabled": False})
     rows: dict[str, Any] = {"n": n, "engine": engine}
     with open_service(settings) as svc:
-        t0 = time.perf_counter()
-        newest = None
-        for start in range(0, n, DECAY_CHUNK):
-            chunk = [
-                d.model_copy(update={"type": MemoryType.SESSION, "ttl_days": 90})
-                for d in drafts(min(DECAY_CHUNK, n - start), root / "projects", start_at=start)
-            ]
-            svc.record_many(chunk)
-            newest = chunk[-1].created_at
-        rows["ingest_s"] = round(time.perf_counter() - t0, 1)
-        assert newest is not None
+        newest, rows["ingest_s"] = ingest_sessions(svc, n, root)
         oldest = newest - timedelta(minutes=7 * (n - 1))
         at = newest + timedelta(days=90)
         sweeps = (
@@ -285,6 +298,74 @@ def measure_decay(n: int, engine: str, root: Path) -> dict[str, Any]:
     return rows
 
 
+TARGET_DIGEST_S = 2.0
+
+
+def measure_digest(n: int, engine: str, root: Path, runs: int = 5) -> dict[str, Any]:
+    """The digest of an `n`-memory vault (the decay rows' corpus) with the labelled sessions
+    scored promote queued for review in one scope beside it, at two instants: an hour after
+    its newest memory (a week of new memories compared for near-duplicates) and 30 days
+    later (most of the vault fading within the week: counted and ordered in the engine,
+    `limit` rows read). Each run builds the digest (`MemoryService.digest`) and renders it as
+    the CLI does (rich) and as the e-mail does (plain text). Target: <= 2 s."""
+    import io
+
+    from rich.console import Console
+
+    from memoryd.cli.digest_view import render
+    from memoryd.config import load_settings
+    from memoryd.governance.digest import plain_text
+    from memoryd.models import MemoryDraft
+    from memoryd.wiring import open_service
+
+    settings = load_settings(root / "home", graph={"engine": engine}, extraction={"enabled": False})
+    rows: dict[str, Any] = {"n": n, "engine": engine}
+    with open_service(settings) as svc:
+        newest, rows["ingest_s"] = ingest_sessions(svc, n, root)
+        review = root / "projects" / "review"
+        review.mkdir(parents=True, exist_ok=True)
+        for _, label, _, memory in load_labelled():
+            if label != "promote":
+                continue
+            draft = MemoryDraft(
+                type=MemoryType.SESSION,
+                title=memory.meta.title,
+                body=memory.body,
+                scope_path=review,
+            )
+            svc.analyze_session(svc.record(draft).slug, mode="heuristic")
+        rows["graph_memories"] = svc.count_memories()
+        for name, at in (
+            ("same_week", newest + timedelta(hours=1)),  # a week of new memories compared
+            ("month_later", newest + timedelta(days=30)),  # most of the vault fading
+        ):
+            svc.clock = lambda at=at: at
+            seconds, cpu, built, text = [], [], None, ""
+            for _ in range(runs):
+                started, started_cpu = time.perf_counter(), time.process_time()
+                built = svc.digest()
+                console = Console(file=io.StringIO(), width=120)
+                console.print(render(built))
+                text = plain_text(built)
+                seconds.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - started_cpu)
+            assert built is not None
+            rows[name] = {
+                "runs": runs,
+                "p50_s": round(statistics.median(seconds), 3),
+                "max_s": round(max(seconds), 3),
+                "cpu_p50_s": round(statistics.median(cpu), 3),
+                "load_average_1m": round(os.getloadavg()[0], 2),
+                "build_s": built.seconds,
+                "totals": built.totals,
+                "text_chars": len(text),
+            }
+        rows["target_s"] = TARGET_DIGEST_S
+        rows["ok"] = max(rows[k]["max_s"] for k in ("same_week", "month_later")) <= TARGET_DIGEST_S
+        print(f"digest: {rows}", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -293,6 +374,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "bench/results/governance.json")
     parser.add_argument(
         "--decay-n", type=int, default=0, help="also time decay-sweep over this many memories"
+    )
+    parser.add_argument(
+        "--digest-n", type=int, default=0, help="also time the digest over this many memories"
     )
     parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug"])
     args = parser.parse_args()
@@ -305,6 +389,9 @@ def main() -> None:
     if args.decay_n:
         with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
             results["decay"] = measure_decay(args.decay_n, args.engine, Path(tmp))
+    if args.digest_n:
+        with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
+            results["digest"] = measure_digest(args.digest_n, args.engine, Path(tmp))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
     quality = results["dura_agreement"]["all"]
@@ -330,6 +417,16 @@ def main() -> None:
             f" daily {decay['daily']['seconds']} s ({decay['daily']['moved']} moved), first"
             f" {decay['first']['seconds']} s ({decay['first']['moved']} moved)"
         )
+    if "digest" in results:
+        digest = results["digest"]
+        for name in ("same_week", "month_later"):
+            row = digest[name]
+            print(
+                f"digest over {digest['n']} memories, {name} ({row['totals']}): p50"
+                f" {row['p50_s']} s max {row['max_s']} s (CPU p50 {row['cpu_p50_s']} s, load"
+                f" {row['load_average_1m']}) over {row['runs']} runs, built and rendered"
+                f" (target <= {TARGET_DIGEST_S} s)"
+            )
     print(f"wrote {args.json}")
 
 

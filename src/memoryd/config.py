@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -175,6 +175,59 @@ class ScheduleSettings(BaseModel):
     poll_s: float = Field(default=60.0, gt=0, description="how often the daemon looks for due jobs")
 
 
+class SmtpSettings(BaseModel):
+    """`[digest.smtp]`: where `memoryd digest --notify` sends its e-mail. The password is
+    never in this file: it comes from the OS keyring (service `memoryd`, user
+    `smtp:<username>@<host>`) or from the environment variable `password_env` names."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    host: str = Field(min_length=1, description="the SMTP server")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="default: 465 with ssl, else 587 (25: none)"
+    )
+    security: Literal["starttls", "ssl", "none"] = Field(
+        default="starttls", description="starttls (upgrade), ssl (TLS from the start) or none"
+    )
+    username: str | None = Field(default=None, description="log in as this user (none: no login)")
+    password_env: str | None = Field(
+        default=None, description="read the password from this environment variable"
+    )
+    from_addr: str = Field(alias="from", min_length=3, description="the sender address")
+    to: list[str] = Field(min_length=1, description="the recipients")
+    timeout_s: float = Field(default=30.0, gt=0, description="give up on the server after this")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_password(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(k in data for k in ("password", "pass", "passwd")):
+            raise ValueError(
+                "digest.smtp.password is not read from the config file: store it in the OS"
+                " keyring (`keyring set memoryd smtp:<username>@<host>`) or name an environment"
+                " variable in digest.smtp.password_env"
+            )
+        return data
+
+    @property
+    def effective_port(self) -> int:
+        if self.port is not None:
+            return self.port
+        return {"ssl": 465, "starttls": 587, "none": 25}[self.security]
+
+
+class DigestSettings(BaseModel):
+    """`memoryd digest` and its weekly notification (the daemon runs `digest --notify`)."""
+
+    days: int = Field(
+        default=7, ge=1, le=365, description="list memories that fade within this many days"
+    )
+    limit: int = Field(default=20, ge=1, le=1000, description="items shown per section")
+    desktop: bool = Field(
+        default=True, description="notify on the desktop (notify-send / osascript) when one exists"
+    )
+    smtp: SmtpSettings | None = Field(default=None, description="e-mail the digest (optional)")
+
+
 class RecallSettings(BaseModel):
     default_k: int = Field(default=10, ge=1, le=1000)
     vectors: Literal["auto", "on", "off"] = Field(
@@ -285,6 +338,7 @@ class Settings(BaseSettings):
     recall: RecallSettings = Field(default_factory=RecallSettings)
     decay: DecaySettings = Field(default_factory=DecaySettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    digest: DigestSettings = Field(default_factory=DigestSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)
 

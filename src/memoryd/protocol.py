@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         UnmarkReport,
     )
     from memoryd.governance.decay import RestoreResult, SweepReport
+    from memoryd.governance.digest import Digest
     from memoryd.governance.merge import DuplicatePair, MergeResult
     from memoryd.governance.reports import SupersedeReport
     from memoryd.governance.schedule import JobStatus
@@ -358,6 +359,17 @@ class MemoryAPI(Protocol):
 
     def schedule(self) -> list[JobStatus]:
         """Each maintenance job: its calendar, last run and next run."""
+        ...
+
+    def digest(
+        self,
+        *,
+        scope: Path | str | None = None,
+        days: int | None = None,
+        limit: int | None = None,
+    ) -> Digest:
+        """The weekly review page: pending promotions with their evidence, supersede
+        candidates, duplicate pairs, memories fading within `days` (None: `[digest]` config)."""
         ...
 
     # -- audit --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle, reporting) over
+superseding, lifecycle, reporting, digesting) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -22,6 +22,7 @@ from memoryd.domain.core import (
     search_doc,
     slugify,
 )
+from memoryd.domain.digesting import Digesting
 from memoryd.domain.enriching import Enriching
 from memoryd.domain.entities import Entities
 from memoryd.domain.governing import Governing
@@ -63,6 +64,7 @@ class MemoryService(
     Superseding,
     Guarding,
     Sensitivity,
+    Digesting,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

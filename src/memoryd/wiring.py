@@ -179,6 +179,7 @@ def open_service(
     service.supersede_settings = settings.supersede
     service.llm_allow_sensitive = settings.llm.allow_sensitive
     service.keys = keys
+    service.digest_settings = settings.digest
     service.decay_policy = DecayPolicy(
         dim_days=settings.decay.dim_days,
         soft_forget_days=settings.decay.soft_forget_days,

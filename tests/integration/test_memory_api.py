@@ -182,6 +182,7 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     yield "sensitive_rotate_key", rec.sensitive_rotate_key(vault, passphrase="new words").resealed
     rec.grant(vault, "once")
     yield "sensitive_unmark", rec.sensitive_unmark(vault, yes=True).decrypted
+    yield "digest", rec.digest(scope=project, limit=5)
     twin = rec.record(draft("Solid renders fast", "Solid renders with fine-grained signals."))
     kept = rec.record(draft("Solid is quick", "Solid renders with fine-grained signals!"))
     yield "merge", rec.merge(kept.meta.slug, [twin.meta.slug])
@@ -230,7 +231,7 @@ def normalise(steps: list[tuple[str, Any]], home: Path) -> list[tuple[str, Any]]
             ]
         if name == "list_memories":  # newest first; memories of one instant in any order
             data.sort(key=lambda row: (row["created_at"], row["title"]))
-        if name in ("reindex", "decay_sweep"):
+        if name in ("reindex", "decay_sweep", "digest"):
             data.pop("seconds")
         if name == "supersede_report":
             data.pop("generated_at")
@@ -263,6 +264,9 @@ def test_one_scenario_answers_the_same_in_process_and_through_the_daemon(
     assert answers["promote unknown"][0] == "NotFound"
     assert answers["report unknown entity"][0] == "NotFound"
     assert answers["trends of no days"][0] == "InvalidInput"
+    assert answers["digest"]["totals"]["promotions"] == len(
+        [p for p in answers["list_promotions"] if p["status"] == "pending"]
+    )
     for (step, mine), (_, theirs) in zip(embedded, remote, strict=True):
         assert mine == theirs, f"{step} differs"
 

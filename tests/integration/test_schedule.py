@@ -49,7 +49,8 @@ def test_calendar_previous_next_and_cron_forms() -> None:
     assert sweep.on_calendar == "*-*-* 03:00:00"
     assert digest.on_calendar == "Mon *-*-* 09:00:00"
     assert report.launchd == {"Hour": 4, "Minute": 0, "Day": 1}
-    assert [j.name for j in JOBS if j.built] == ["decay-sweep"]
+    assert [j.name for j in JOBS if j.built] == ["decay-sweep", "digest"]
+    assert [j.name for j in JOBS if j.built and j.on_writer] == ["decay-sweep"]
 
 
 def test_due_catches_up_once_and_never_runs_unbuilt_jobs() -> None:
@@ -62,7 +63,8 @@ def test_due_catches_up_once_and_never_runs_unbuilt_jobs() -> None:
     assert sweep.due(at("2026-03-04T10:00"), last, started, UTC)
     assert not sweep.due(at("2026-03-04T10:00"), at("2026-03-04T10:00"), started, UTC)
     assert sweep.due(at("2026-03-05T03:00"), at("2026-03-04T10:00"), started, UTC)
-    assert not digest.due(at("2027-01-01T00:00"), None, started, UTC)
+    assert digest.due(at("2026-03-09T09:00"), None, started, UTC)  # the Monday after
+    assert not job("identity").due(at("2027-01-01T00:00"), None, started, UTC)
 
 
 def test_run_due_jobs_records_runs(svc: MemoryService, project: Path, home: Path) -> None:
@@ -91,8 +93,8 @@ def test_run_due_jobs_records_runs(svc: MemoryService, project: Path, home: Path
     assert listed["decay-sweep"].last_started == now + timedelta(days=3)
     assert listed["decay-sweep"].next_run is not None
     assert listed["decay-sweep"].next_run > now + timedelta(days=3)
-    assert listed["digest"].note == NOT_BUILT
-    assert listed["digest"].last_started is None
+    assert listed["identity"].note == NOT_BUILT
+    assert listed["digest"].last_started is None  # it runs beside the writer, on its own
 
 
 def test_schedule_cli(home: Path, settings: Settings) -> None:

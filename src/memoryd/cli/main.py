@@ -739,3 +739,6 @@ sensitive_cli.register(app)
 from memoryd.cli import reports  # noqa: E402
 
 reports.register(app)
+from memoryd.cli import digest as digest_cli  # noqa: E402
+
+digest_cli.register(app)

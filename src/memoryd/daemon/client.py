@@ -30,6 +30,7 @@ from memoryd.daemon.files import DaemonFiles
 from memoryd.domain.sensitivity import MarkReport, RotateReport, SensitiveStatus, UnmarkReport
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
+from memoryd.governance.digest import Digest
 from memoryd.governance.merge import DuplicatePair, MergeResult
 from memoryd.governance.reports import SupersedeReport
 from memoryd.governance.schedule import JobStatus
@@ -412,6 +413,16 @@ class RemoteService(MemoryAPI):
         body = {"path": _absolute(path), "passphrase": passphrase}
         url = "/v1/sensitive/rotate-key"
         return self._model(RotateReport, "POST", url, json=body, timeout=None)
+
+    def digest(
+        self,
+        *,
+        scope: Path | str | None = None,
+        days: int | None = None,
+        limit: int | None = None,
+    ) -> Digest:
+        params = _query({"scope": scope_hash_of(scope), "days": days, "limit": limit})
+        return self._model(Digest, "GET", "/v1/digest", params=params)
 
     def archive(self, slug: str) -> Memory:
         return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")

@@ -14,6 +14,8 @@ one writer thread).
 Shutdown (SIGTERM or SIGINT): stop accepting, let in-flight requests finish (their writes
 are on the writer thread and complete), finish queued writes, close the stores, remove the
 socket and the pid file. A second signal stops waiting for open connections.
+
+Over 600 lines: start-up, serving and the background chores (inbox, enrichment, schedules).
 """
 
 from __future__ import annotations
@@ -465,11 +467,12 @@ async def _serve(
     started = service.clock()
 
     async def run_schedules() -> None:
-        """Due maintenance (decay-sweep daily …), on the writer, catching up missed runs."""
+        """Due maintenance, catching up missed runs: decay on the writer, the digest beside."""
         while True:
             await asyncio.sleep(settings.schedule.poll_s)
             try:
                 ran = await runner.write(service.run_due_jobs, started)
+                ran += await runner.read(service.run_digest_job, started)
             except MemorydError as exc:
                 logger.warning("scheduled jobs not run: %s", exc)
                 continue

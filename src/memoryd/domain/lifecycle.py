@@ -88,14 +88,15 @@ class Lifecycle(Recalling):
         return schedule.status(self.governance.last_runs(), self.clock())
 
     def run_due_jobs(self, since: datetime) -> list[str]:
-        """Run the built jobs whose time came since their last run (or, never run, since
-        `since`: the daemon's start); what the daemon's scheduler calls. Returns their names;
+        """Run the built writer jobs whose time came since their last run (or, never run, since
+        `since`: the daemon's start); what the daemon's scheduler calls (the digest runs
+        beside the writer: `run_digest_job`). Returns their names;
         a failure is recorded in governance.db and logged, and the next job still runs."""
         self._require_writable("run scheduled jobs")
         now, runs, ran = self.clock(), self.governance.last_runs(), []
         for job in schedule.JOBS:
             last = runs.get(job.name)
-            if not job.due(now, last[0] if last else None, since):
+            if not job.on_writer or not job.due(now, last[0] if last else None, since):
                 continue
             try:
                 if job.name == "decay-sweep":

@@ -130,14 +130,4 @@ class Superseding(ServiceCore):
 
     def supersede_candidates(self, scope: Path | str | None = None) -> list[SupersedeRow]:
         """Supersede candidates waiting for a human, most confident first."""
-        scope_hash = self.scope_hash_of(scope)
-        result = self.graph.cypher(
-            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'candidate'"
-            " AND ($scope IS NULL OR n.scope_hash = $scope)"
-            " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
-            " r.reason, r.status, r.judge ORDER BY r.confidence DESC, r.decided_at, n.slug",
-            {"scope": scope_hash},
-            limit=100_000,
-        )
-        keys = list(SupersedeRow.model_fields)  # the RETURN order above
-        return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
+        return supersede.candidates(self.graph, self.scope_hash_of(scope))

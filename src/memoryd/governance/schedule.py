@@ -9,9 +9,11 @@ scheduled time after the daemon started (a new install does not sweep on its fir
 machines without a daemon (`memoryd.setup.schedules` reads `JOBS`). Times are local wall
 clock, as cron's are.
 
-Only decay-sweep is built. The digest, the identity rewrite and the monthly report belong to
-the next governance issue: they are listed (so `memoryd schedule` shows the whole plan) as
-`built=False`, never run, and never installed.
+Built: decay-sweep (on the writer) and the weekly `digest --notify` (beside it,
+`MemoryService.run_digest_job`: it only reads, and a failed notification is retried an hour
+later). The identity rewrite and the monthly report belong to the next governance issue: they
+are listed (so `memoryd schedule` shows the whole plan) as `built=False`, never run, and never
+installed.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ class Job:
     weekday: int = 0  # weekly: 0 = Monday
     day: int = 1  # monthly: day of the month
     built: bool = True
+    on_writer: bool = True
+    """Run by `MemoryService.run_due_jobs` on the writer thread; False: the job runs beside
+    it and only reads (the digest waits on mail servers, never on the writer)."""
+    os_timer: bool = True
+    """`memoryd setup auto-install` also gives it an OS timer. Not the digest: setup installs
+    the daemon, which sends it; a timer beside it would mail twice."""
 
     @property
     def when(self) -> str:
@@ -135,7 +143,8 @@ JOBS: tuple[Job, ...] = (
         "weekly",
         time(9, 0),
         weekday=0,
-        built=False,
+        on_writer=False,
+        os_timer=False,
     ),
     Job(
         "identity",

@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any, Literal
 
 from memoryd.errors import Conflict, MemorydError, NotFound
-from memoryd.graph.store import GraphStore
+from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.llm.base import LLMProvider
 from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
 
@@ -912,3 +912,18 @@ def decide(
     return current.model_copy(
         update={"status": _ACTION_GIVES[action], "decided_by": by, "decided_at": now}
     )
+
+
+def candidates(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
+    """Supersede candidates waiting for a human (SUPERSEDES edges with status `candidate`),
+    most confident first: `memoryd supersede list` and the digest."""
+    result = graph.cypher(
+        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'candidate'"
+        " AND ($scope IS NULL OR n.scope_hash = $scope)"
+        " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
+        " r.reason, r.status, r.judge ORDER BY r.confidence DESC, r.decided_at, n.slug",
+        {"scope": scope_hash},
+        limit=100_000,
+    )
+    keys = list(SupersedeRow.model_fields)  # the RETURN order above
+    return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]

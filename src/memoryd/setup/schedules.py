@@ -55,7 +55,8 @@ JOBS: tuple[Job, ...] = (
         cron="0 * * * *",
         launchd={"Minute": 0},
     ),
-    # The governance calendar (`memoryd.governance.schedule`); jobs not built yet are left out.
+    # The governance calendar (`memoryd.governance.schedule`); jobs not built yet are left out,
+    # and so is the digest, which the daemon sends (`os_timer`).
     *(
         Job(
             job.name,
@@ -66,7 +67,7 @@ JOBS: tuple[Job, ...] = (
             launchd=job.launchd,
         )
         for job in GOVERNANCE_JOBS
-        if job.built
+        if job.built and job.os_timer
     ),
 )
 
