@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle) over
+superseding, lifecycle, profiling) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -28,6 +28,7 @@ from memoryd.domain.governing import Governing
 from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
+from memoryd.domain.profiling import Profiling
 from memoryd.domain.recalling import Recalling
 from memoryd.domain.superseding import Superseding
 from memoryd.errors import MemorydError
@@ -57,6 +58,7 @@ class MemoryService(
     Enriching,
     Governing,
     Superseding,
+    Profiling,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

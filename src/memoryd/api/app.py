@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from memoryd import __version__
 from memoryd.api import errors, supersedes
 from memoryd.api.maintenance import router as maintenance_router
+from memoryd.api.profile import router as profile_router
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
 from memoryd.api.runner import ServiceRunner
@@ -85,6 +86,7 @@ def create_app(
     app.include_router(review_router)
     app.include_router(supersedes.router)
     app.include_router(maintenance_router)
+    app.include_router(profile_router)
     install_page(app)
     return app
 

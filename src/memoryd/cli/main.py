@@ -716,3 +716,6 @@ supersede_cli.register(app)
 from memoryd.cli import maintenance  # noqa: E402
 
 maintenance.register(app)
+from memoryd.cli import profile as profile_cli  # noqa: E402
+
+profile_cli.register(app)

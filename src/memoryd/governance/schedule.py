@@ -9,9 +9,11 @@ scheduled time after the daemon started (a new install does not sweep on its fir
 machines without a daemon (`memoryd.setup.schedules` reads `JOBS`). Times are local wall
 clock, as cron's are.
 
-Only decay-sweep is built. The digest, the identity rewrite and the monthly report belong to
-the next governance issue: they are listed (so `memoryd schedule` shows the whole plan) as
-`built=False`, never run, and never installed.
+Decay-sweep, the identity rewrite and the monthly profile report are built. The digest
+belongs to the next governance issue: it is listed (so `memoryd schedule` shows the whole plan)
+as `built=False`, never run, and never installed. A job with `retry_after` that failed (the
+identity rewrite with its LLM down) is due again that long after the failure, until it
+succeeds: it does not wait a whole week or month for its next scheduled time.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class Job:
     weekday: int = 0  # weekly: 0 = Monday
     day: int = 1  # monthly: day of the month
     built: bool = True
+    retry_after: timedelta | None = None
+    """A failed run is retried this long after it (None: at the next scheduled time)."""
 
     @property
     def when(self) -> str:
@@ -118,13 +122,22 @@ class Job:
         last_run: datetime | None,
         since: datetime,
         tz: tzinfo | None = None,
+        *,
+        failed: bool = False,
     ) -> bool:
         """Whether to run now: a scheduled time passed since the last run (or, never run,
-        since `since`, when the daemon started)."""
+        since `since`, when the daemon started), or the last run `failed` at least
+        `retry_after` ago."""
         if not self.built:
             return False
+        retry = self.retry_after
+        if failed and last_run is not None and retry is not None:
+            return to_utc(now) - to_utc(last_run) >= retry or self.previous(now, tz) > last_run
         return self.previous(now, tz) > to_utc(last_run or since)
 
+
+RETRY_FAILED_AFTER = timedelta(hours=1)
+"""How long a failed identity rewrite or report waits before the next attempt."""
 
 JOBS: tuple[Job, ...] = (
     Job("decay-sweep", ("decay-sweep",), "age unused session memories", "daily", time(3, 0)),
@@ -139,21 +152,21 @@ JOBS: tuple[Job, ...] = (
     ),
     Job(
         "identity",
-        ("profile", "rewrite-identity-weekly"),
+        ("profile", "rewrite", "--scheduled"),
         "rewrite profile/identity.md",
         "weekly",
         time(2, 0),
         weekday=6,
-        built=False,
+        retry_after=RETRY_FAILED_AFTER,
     ),
     Job(
         "monthly-report",
-        ("profile", "generate-monthly-report"),
-        "profile change report of the month",
+        ("profile", "report"),
+        "profile change report of the previous month",
         "monthly",
         time(4, 0),
         day=1,
-        built=False,
+        retry_after=RETRY_FAILED_AFTER,
     ),
 )
 NOT_BUILT = "not built yet (the next governance issue)"
