@@ -49,7 +49,7 @@ def test_calendar_previous_next_and_cron_forms() -> None:
     assert sweep.on_calendar == "*-*-* 03:00:00"
     assert digest.on_calendar == "Mon *-*-* 09:00:00"
     assert report.launchd == {"Hour": 4, "Minute": 0, "Day": 1}
-    assert [j.name for j in JOBS if j.built] == ["decay-sweep"]
+    assert [j.name for j in JOBS if j.built] == ["decay-sweep", "identity", "monthly-report"]
 
 
 def test_due_catches_up_once_and_never_runs_unbuilt_jobs() -> None:
@@ -65,8 +65,18 @@ def test_due_catches_up_once_and_never_runs_unbuilt_jobs() -> None:
     assert not digest.due(at("2027-01-01T00:00"), None, started, UTC)
 
 
+def test_a_failed_job_with_retry_after_is_due_again_an_hour_later() -> None:
+    identity, sweep = job("identity"), job("decay-sweep")
+    started, failed_at = at("2026-03-01T00:00"), at("2026-03-08T02:00")
+    assert not identity.due(at("2026-03-08T02:59"), failed_at, started, UTC, failed=True)
+    assert identity.due(at("2026-03-08T03:00"), failed_at, started, UTC, failed=True)
+    assert not identity.due(at("2026-03-08T03:00"), failed_at, started, UTC)  # it succeeded
+    # a job without retry_after waits for its next scheduled time, as before
+    assert not sweep.due(at("2026-03-08T04:30"), at("2026-03-08T03:00"), started, UTC, failed=True)
+
+
 def test_run_due_jobs_records_runs(svc: MemoryService, project: Path, home: Path) -> None:
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = at("2026-03-04T12:00")  # a Wednesday: no weekly or monthly job comes due here
     svc.clock = lambda: now
     old = svc.record(
         MemoryDraft(
@@ -105,7 +115,9 @@ def test_schedule_cli(home: Path, settings: Settings) -> None:
     assert jobs["decay-sweep"]["last_outcome"].startswith("ok")
     assert jobs["decay-sweep"]["when"] == "daily 03:00"
     assert jobs["identity"]["when"] == "weekly Sun 02:00"
-    assert jobs["monthly-report"]["note"] == NOT_BUILT
+    assert jobs["monthly-report"]["note"] == ""
+    assert jobs["monthly-report"]["command"] == "memoryd profile report --scheduled"
+    assert jobs["digest"]["note"] == NOT_BUILT
     table = runner.invoke(app, ["schedule", "--home", str(home)])
     assert "not built yet" in table.stdout
     assert "daily 03:00" in table.stdout

@@ -39,6 +39,13 @@ MAX_COMPILED = 300
 """The compiled profile lists at most this many memories, the newest."""
 
 
+def _instant(value: object) -> datetime:
+    """A graph timestamp (the store answers ISO text, or a datetime) in UTC."""
+    if isinstance(value, datetime):
+        return to_utc(value)
+    return to_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+
+
 class Profiling(ServiceCore):
     """The identity profile: profile/identity.md, its versions and its monthly reports."""
 
@@ -47,10 +54,10 @@ class Profiling(ServiceCore):
         rows = self.graph.cypher(_CURRENT, {}, limit=10_000_000).rows
         found = []
         for slug, type_, created, updated, recalled in rows:
-            created_at = to_utc(created)
+            created_at = _instant(created)
             if created_at > now:
                 continue  # not written yet as of `now`
-            updated_at = to_utc(updated) if updated is not None else created_at
+            updated_at = _instant(updated) if updated is not None else created_at
             found.append((str(slug), str(type_), created_at, updated_at, int(recalled or 0)))
         found.sort(key=lambda r: (r[2], r[0]), reverse=True)
         return found
@@ -157,11 +164,11 @@ class Profiling(ServiceCore):
         self.profile_llm(job)
         if job.error is not None:
             cls = type(job.error) if type(job.error) in _LLM_ERRORS else ExtractionFailed
+            why = f"{job.error.hint}; " if job.error.hint else ""
             raise cls(
                 f"the identity profile was not rewritten: {job.error.message}",
-                hint=job.error.hint
-                or "the previous version stays; retry later, or run"
-                " `memoryd profile rewrite --compiled`",
+                hint=f"{why}the previous version stays (the weekly job retries within the hour);"
+                " `memoryd profile rewrite --compiled` writes one without the LLM",
             )
         latest = self.governance.latest_profile_version()
         if job.rewrite is not None:
@@ -346,10 +353,10 @@ class Profiling(ServiceCore):
 
         events = []
         for newer, older, decided, by in rows:
-            if decided is None or not start <= to_utc(decided) < end:
+            if decided is None or not start <= _instant(decided) < end:
                 continue
             events.append(
-                SupersedeEvent(to_utc(decided), title(str(newer)), title(str(older)), str(by))
+                SupersedeEvent(_instant(decided), title(str(newer)), title(str(older)), str(by))
             )
         return events
 

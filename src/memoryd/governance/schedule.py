@@ -161,7 +161,7 @@ JOBS: tuple[Job, ...] = (
     ),
     Job(
         "monthly-report",
-        ("profile", "report"),
+        ("profile", "report", "--scheduled"),
         "profile change report of the previous month",
         "monthly",
         time(4, 0),
