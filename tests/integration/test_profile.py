@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memoryd.capture_limits import InjectLimits, load_capture_config
 from memoryd.cli.main import app
-from memoryd.config import Settings
+from memoryd.config import InjectSettings, Settings, load_settings
 from memoryd.errors import ExtractionFailed, InvalidInput, NotFound
 from memoryd.governance.profile import IDENTITY_FILE, REPORTS_DIR
 from memoryd.llm.anthropic_provider import AnthropicProvider
@@ -478,3 +479,25 @@ def test_inject_identity_section_is_off_by_default_and_fits_the_budget(
     # a prompt recalls; the identity is for the start of a session only
     prompt = {"hook_event_name": "UserPromptSubmit", "cwd": str(project), "prompt": "rule 3"}
     assert "memoryd identity" not in _run(home, "claude-code", prompt)
+
+
+def test_inject_settings_agree_with_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook reads `[inject]` without pydantic; both readers give the same answer."""
+    assert (
+        InjectSettings().model_dump()
+        == InjectLimits()._asdict()
+        == {
+            "identity": False,
+            "identity_tokens": 300,
+        }
+    )
+    config = tmp_path / "config.toml"
+    config.write_text("[inject]\nidentity = true\nidentity_tokens = 120\n")
+    monkeypatch.setenv("MEMORYD_CONFIG", str(config))
+    monkeypatch.setenv("MEMORYD_HOME", str(tmp_path / "h"))
+    assert load_capture_config().inject == InjectLimits(identity=True, identity_tokens=120)
+    assert load_settings().inject == InjectSettings(identity=True, identity_tokens=120)
+    monkeypatch.setenv("MEMORYD_INJECT__IDENTITY_TOKENS", "10")  # below 50: the hook ignores it
+    fast = load_capture_config()
+    assert fast.inject.identity_tokens == 300
+    assert fast.problems == ("ignored setting: inject.identity_tokens: 10 is below 50",)

@@ -250,7 +250,7 @@ class Profiling(ServiceCore):
     def profile_show(self, version: int | None = None) -> ProfileVersion:
         """The current version of identity.md, or version `version`."""
         if version is not None:
-            found = self.governance.profile_version(version)
+            found = self.governance.profile_version(profile.check_version(version))
             if found is None:
                 raise profile.unknown_version(version)
             return found
@@ -263,7 +263,7 @@ class Profiling(ServiceCore):
         """The versions, newest first."""
         if limit < 1:
             raise InvalidInput(f"limit must be at least 1 (got {limit})")
-        return self.governance.profile_versions(limit=limit)
+        return self.governance.profile_versions(limit=min(limit, profile.MAX_VERSION))
 
     def profile_diff(self, from_version: int, to_version: int) -> ProfileDiff:
         """A unified diff from one version to another (either order)."""

@@ -60,7 +60,9 @@ LLM_RECALLED_LIMIT = 20
 LLM_BODY_CHARS = 800
 FIRST_WINDOW = timedelta(days=7)
 """The window of a first LLM rewrite when no memory is older (the weekly period)."""
-MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+MONTH = re.compile(r"^([0-9]{4})-([0-9]{2})$")
+MAX_VERSION = 2**62
+"""Larger version numbers cannot exist (SQLite's integers): unknown, not an overflow."""
 Trigger = Literal["weekly_cron", "manual", "rollback"]
 
 
@@ -260,6 +262,13 @@ def no_profile_yet() -> NotFound:
     )
 
 
+def check_version(number: int) -> int:
+    """`number` when it could name a version; NotFound (like any unknown one) when not."""
+    if not 1 <= number <= MAX_VERSION:
+        raise unknown_version(number)
+    return number
+
+
 def unknown_version(number: int) -> NotFound:
     return NotFound(
         f"no profile version {number}", hint="`memoryd profile history` lists the versions"
@@ -272,7 +281,7 @@ def unknown_version(number: int) -> NotFound:
 def parse_month(text: str) -> tuple[datetime, datetime]:
     """`YYYY-MM` → its first instant and the first instant of the next month (UTC)."""
     match = MONTH.match(text.strip())
-    if match is None or not 1 <= int(match[2]) <= 12:
+    if match is None or not 1 <= int(match[2]) <= 12 or not 1 <= int(match[1]) <= 9998:
         raise InvalidInput(f"month {text!r} is not YYYY-MM", hint="give a month such as 2026-03")
     start = datetime(int(match[1]), int(match[2]), 1, tzinfo=UTC)
     return start, _next_month(start)
