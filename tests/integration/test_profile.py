@@ -6,19 +6,24 @@ vault, Kuzu, tantivy and governance.db in tmp dirs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import subprocess
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
+from memoryd.api.runner import ServiceRunner
 from memoryd.capture_limits import InjectLimits, load_capture_config
 from memoryd.cli.main import app
 from memoryd.config import InjectSettings, Settings, load_settings
+from memoryd.daemon.scheduler import run_due
 from memoryd.errors import ExtractionFailed, InvalidInput, NotFound
 from memoryd.governance.profile import IDENTITY_FILE, REPORTS_DIR
 from memoryd.llm.anthropic_provider import AnthropicProvider
@@ -501,3 +506,43 @@ def test_inject_settings_agree_with_config(tmp_path: Path, monkeypatch: pytest.M
     fast = load_capture_config()
     assert fast.inject.identity_tokens == 300
     assert fast.problems == ("ignored setting: inject.identity_tokens: 10 is below 50",)
+
+
+def test_the_daemons_scheduler_asks_the_llm_off_the_writer(
+    service: MemoryService, project: Path, secret: Path
+) -> None:
+    replay = Replay("anthropic", "rewrite_identity_week1", "server_error_500")
+    threads: list[str] = []
+
+    def network(request: httpx.Request) -> httpx.Response:
+        threads.append(threading.current_thread().name)
+        return replay.transport.handle_request(request)
+
+    week_zero(service, project, secret)
+    provider = AnthropicProvider(
+        api_key="sk-ant-test",
+        model="claude-haiku-4-5",
+        timeout_s=5.0,
+        max_retries=0,
+        transport=httpx.MockTransport(network),
+        sleep=lambda _s: None,
+    )
+    service.llm = provider
+    runner = ServiceRunner()
+    try:
+        service.clock = lambda: at("2026-03-01T02:00")
+        assert asyncio.run(run_due(service, runner, SINCE)) == ["decay-sweep", "identity"]
+        assert service.profile_show().written_by == "llm:anthropic/claude-haiku-4-5"
+        assert len(threads) == 1
+        assert not threads[0].startswith("memoryd-writer")  # agents' writes never wait on it
+        service.clock = lambda: at("2026-03-08T02:00")
+        ran = asyncio.run(run_due(service, runner, SINCE))
+        assert ran == ["decay-sweep", "identity", "monthly-report"]  # a failure stops nothing
+        runs = service.governance.last_runs()
+        assert runs["identity"][2].startswith("error: the identity profile was not rewritten")
+        assert runs["monthly-report"][2].startswith("ok")
+        assert [v.version for v in service.profile_history()] == [1]
+    finally:
+        runner.close()
+        service.llm = None
+        provider.close()
