@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
 
 from memoryd.domain.core import ServiceCore
 from memoryd.errors import ConfigError, ExtractionFailed, InvalidInput, MemorydError, RateLimited
@@ -22,21 +24,22 @@ from memoryd.governance.profile import (
     SupersedeEvent,
 )
 from memoryd.governance.store import ProfileChangeReport, ProfileVersion
-from memoryd.models import ScopeInfo, to_utc
+from memoryd.models import Memory, ScopeInfo, to_utc
 
 logger = logging.getLogger(__name__)
 
 _CURRENT = (
     "MATCH (m:Memory) WHERE m.type <> 'session' AND m.decay_state IN ['alive', 'dim']"
     " AND NOT EXISTS { MATCH (:Memory)-[s:SUPERSEDES]->(m) WHERE s.status = 'active' }"
-    " RETURN m.slug, m.type, m.created_at, m.updated_at, m.recall_count"
+    " RETURN m.slug, m.type, m.created_at, m.updated_at, m.recall_count, m.path"
 )
 """Every current long-term memory: not superseded, not forgotten (decay never dims long-term
 memories, but a restored one may be dim). Filtered by time in Python: the simulated clock of
 the tests and `created_at` of imported memories both count."""
 _LLM_ERRORS = (ExtractionFailed, RateLimited, ConfigError)
 MAX_COMPILED = 300
-"""The compiled profile lists at most this many memories, the newest."""
+"""The compiled profile lists at most this many memories, the newest (its entities count all
+of them)."""
 
 
 def _instant(value: object) -> datetime:
@@ -46,43 +49,69 @@ def _instant(value: object) -> datetime:
     return to_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
 
 
+class Row(NamedTuple):
+    """One current long-term memory as the graph lists it."""
+
+    slug: str
+    type: str
+    created_at: datetime
+    updated_at: datetime
+    recall_count: int
+    path: str | None
+
+
+def _most_recalled(row: Row) -> tuple[int, str]:
+    return (-row.recall_count, row.slug)
+
+
 class Profiling(ServiceCore):
     """The identity profile: profile/identity.md, its versions and its monthly reports."""
 
     # -- collecting -----------------------------------------------------------------------
-    def _current_rows(self, now: datetime) -> list[tuple[str, str, datetime, datetime, int]]:
+    def _current_rows(self, now: datetime) -> list[Row]:
+        """The current long-term memories as of `now`, newest first."""
         rows = self.graph.cypher(_CURRENT, {}, limit=10_000_000).rows
         found = []
-        for slug, type_, created, updated, recalled in rows:
+        for slug, type_, created, updated, recalled, path in rows:
             created_at = _instant(created)
             if created_at > now:
                 continue  # not written yet as of `now`
             updated_at = _instant(updated) if updated is not None else created_at
-            found.append((str(slug), str(type_), created_at, updated_at, int(recalled or 0)))
-        found.sort(key=lambda r: (r[2], r[0]), reverse=True)
+            found.append(
+                Row(str(slug), str(type_), created_at, updated_at, int(recalled or 0), path)
+            )
+        found.sort(key=lambda r: (r.created_at, r.slug), reverse=True)
         return found
 
-    def _sources(self, slugs: list[str]) -> list[Source]:
+    def _read_source(self, row: Row) -> Memory | None:
+        """The memory of `row` from its file (the path the graph holds: one graph query per
+        memory would cost more than the whole rewrite), or None when it cannot be read."""
+        try:
+            memory = self.vault.read(Path(row.path)) if row.path else self.get(row.slug)
+        except MemorydError as exc:
+            logger.warning("identity profile: %s left out: %s", row.slug, exc.message)
+            return None
+        return memory if memory.meta.slug == row.slug else None
+
+    def _sources(self, rows: list[Row]) -> list[Source]:
         """The memories as profile sources, read from their files; a sensitive one (by its
         own flag or its scope's: `governance.analyze.sensitive`) is left out."""
-        if not slugs:
+        if not rows:
             return []
         mentions: dict[str, list[tuple[str, str, str]]] = {}
-        rows = self.graph.cypher(
+        found = self.graph.cypher(
             "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE m.slug IN $slugs"
             " RETURN m.slug, e.id, e.type, e.name ORDER BY e.id",
-            {"slugs": slugs},
+            {"slugs": [r.slug for r in rows]},
             limit=10_000_000,
         ).rows
-        for slug, entity, kind, name in rows:
+        for slug, entity, kind, name in found:
             mentions.setdefault(str(slug), []).append((str(entity), str(kind), str(name)))
         scopes: dict[str, ScopeInfo | None] = {}
         sources = []
-        for slug in slugs:
-            try:
-                memory = self.get(slug)
-            except MemorydError as exc:
-                logger.warning("identity profile: %s left out: %s", slug, exc.message)
+        for row in rows:
+            memory = self._read_source(row)
+            if memory is None:
                 continue
             scope_hash = memory.meta.scope_hash
             if scope_hash not in scopes:
@@ -91,14 +120,14 @@ class Profiling(ServiceCore):
                 continue
             sources.append(
                 Source(
-                    slug=slug,
+                    slug=row.slug,
                     type=memory.meta.type.value,
                     title=memory.meta.title,
                     body=memory.body,
                     scope_hash=scope_hash,
                     created_at=to_utc(memory.meta.created_at),
                     recall_count=memory.meta.recall_count,
-                    entities=tuple(mentions.get(slug, ())),
+                    entities=tuple(mentions.get(row.slug, ())),
                 )
             )
         return sources
@@ -111,17 +140,19 @@ class Profiling(ServiceCore):
         rows = self._current_rows(now)
         latest = self.governance.latest_profile_version()
         use_llm = self.llm is not None and not compiled
+        stance = self._sources([r for r in rows if r.type in PROFILE_TYPES])
+        entities = sorted({e for s in stance for e, _, _ in s.entities})
         if not use_llm:
-            wanted = [r[0] for r in rows if r[1] in PROFILE_TYPES][:MAX_COMPILED]
-            sources = self._sources(wanted)
+            sources = stance[:MAX_COMPILED]
             start = min((s.created_at for s in sources), default=None)
             by = COMPILED
         else:
             since = latest.window_end if latest is not None else None
-            recent = [r[0] for r in rows if since is None or max(r[2], r[3]) > since]
+            recent = [r for r in rows if since is None or max(r.created_at, r.updated_at) > since]
             recent = recent[: profile.LLM_WINDOW_LIMIT]
-            recalled = sorted((r for r in rows if r[4] > 0), key=lambda r: (-r[4], r[0]))
-            extra = [r[0] for r in recalled if r[0] not in recent][: profile.LLM_RECALLED_LIMIT]
+            taken = {r.slug for r in recent}
+            recalled = sorted((r for r in rows if r.recall_count > 0), key=_most_recalled)
+            extra = [r for r in recalled if r.slug not in taken][: profile.LLM_RECALLED_LIMIT]
             sources = self._sources(recent + extra)
             first = min((s.created_at for s in sources), default=now - profile.FIRST_WINDOW)
             start = since or first
@@ -135,6 +166,7 @@ class Profiling(ServiceCore):
             sources=sources,
             current=current,
             window=(start, now),
+            entities=entities,
             scheduled=scheduled,
         )
 
@@ -142,12 +174,6 @@ class Profiling(ServiceCore):
         """The LLM's rewrite (no store is touched: the daemon runs it off its writer)."""
         if job.use_llm and self.llm is not None and job.rewrite is None and job.error is None:
             profile.ask_llm(self.llm, job)
-
-    def _profile_entities(self, now: datetime) -> list[str]:
-        """The entities the current non-sensitive preferences and decisions are about: what
-        the monthly report counts as added to or dropped from the profile."""
-        wanted = [r[0] for r in self._current_rows(now) if r[1] in PROFILE_TYPES]
-        return sorted({e for s in self._sources(wanted) for e, _, _ in s.entities})
 
     # -- writing --------------------------------------------------------------------------
     def apply_profile(self, job: ProfileJob) -> ProfileRewrite:
@@ -185,7 +211,7 @@ class Profiling(ServiceCore):
             summary=summary,
             window=job.window,
             sources=[s.slug for s in job.sources],
-            entities=self._profile_entities(job.started),
+            entities=job.entities,
             now=job.started,
         )
 

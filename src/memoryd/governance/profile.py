@@ -99,6 +99,9 @@ class ProfileJob:
     sources: list[Source]
     current: str
     window: tuple[datetime | None, datetime]
+    entities: list[str] = field(default_factory=list)
+    """What the current non-sensitive preferences and decisions are about: what the monthly
+    report counts as added to or dropped from the profile."""
     rewrite: IdentityRewrite | None = None
     error: MemorydError | None = None
     scheduled: bool = False
