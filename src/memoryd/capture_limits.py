@@ -1,7 +1,8 @@
 """The capture settings, read without pydantic-settings (see the package docstring for why).
 
-The same settings are declared for the rest of memoryd as `config.CaptureSettings`, whose
-defaults come from `CaptureLimits` below; the precedence is the same as `config.load_settings`
+The same settings are declared for the rest of memoryd as `config.CaptureSettings` (and
+`config.InjectSettings` for inject's `[inject]` table), whose defaults come from
+`CaptureLimits` and `InjectLimits` below; the precedence is the same as `config.load_settings`
 (defaults < `config.toml` < `MEMORYD_*` environment < an explicit `--home`), reading the
 `[capture]` table and `MEMORYD_CAPTURE__<FIELD>` (or a JSON `MEMORYD_CAPTURE`). A value that
 does not parse is logged and replaced by its default: a hook must not fail on a config typo.
@@ -49,8 +50,18 @@ MINIMUMS = {
     "max_transcript_bytes": 65536,
     "budget_ms": 0,
     "journal_ttl_days": 1,
+    "identity_tokens": 50,
 }
 """The lower bounds `config.CaptureSettings` validates (a test keeps both equal)."""
+
+
+class InjectLimits(NamedTuple):
+    """What `memoryd inject` adds besides memories (`[inject]`, `config.InjectSettings`)."""
+
+    identity: bool = False
+    """Start a session's context with a short identity section (profile/identity.md)."""
+    identity_tokens: int = 300
+    """At most this many tokens of it (and never more than a third of the budget)."""
 
 
 class CaptureConfig(NamedTuple):
@@ -58,6 +69,7 @@ class CaptureConfig(NamedTuple):
     limits: CaptureLimits = CaptureLimits()
     problems: tuple[str, ...] = ()
     """Settings that were ignored, to be logged once logging is set up."""
+    inject: InjectLimits = InjectLimits()
 
 
 def default_home() -> Path:
@@ -86,7 +98,7 @@ def _env(name: str) -> str | None:
     return None
 
 
-def _coerce(name: str, raw: Any, default: Any) -> Any:
+def _coerce(name: str, raw: Any, default: Any, section: str = "capture") -> Any:
     if isinstance(default, bool):
         if isinstance(raw, bool):
             return raw
@@ -95,12 +107,12 @@ def _coerce(name: str, raw: Any, default: Any) -> Any:
             return True
         if text in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"capture.{name}: {raw!r} is not a boolean")
+        raise ValueError(f"{section}.{name}: {raw!r} is not a boolean")
     if isinstance(raw, bool):
-        raise ValueError(f"capture.{name}: {raw!r} is not a number")
+        raise ValueError(f"{section}.{name}: {raw!r} is not a number")
     value = int(raw)
     if value < MINIMUMS.get(name, 0):
-        raise ValueError(f"capture.{name}: {value} is below {MINIMUMS.get(name, 0)}")
+        raise ValueError(f"{section}.{name}: {value} is below {MINIMUMS.get(name, 0)}")
     return value
 
 
@@ -117,36 +129,47 @@ def _read_toml(path: Path, problems: list[str]) -> dict[str, Any]:
         return {}
 
 
-def load_capture_config(home: Path | str | None = None) -> CaptureConfig:
-    """The data dir and the capture limits; never raises."""
-    problems: list[str] = []
-    toml = _read_toml(config_file_in_use(), problems)
-    section = toml.get("capture")
-    toml_capture: dict[str, Any] = section if isinstance(section, dict) else {}
-    env_capture: dict[str, Any] = {}
-    blob = _env("MEMORYD_CAPTURE")
+def _section(
+    toml: dict[str, Any], section: str, defaults: dict[str, Any], problems: list[str]
+) -> dict[str, Any]:
+    """The set values of one table: `MEMORYD_<SECTION>__<FIELD>`, else a JSON
+    `MEMORYD_<SECTION>`, else the TOML table (a bad one is noted and skipped)."""
+    table = toml.get(section)
+    from_toml: dict[str, Any] = table if isinstance(table, dict) else {}
+    from_env: dict[str, Any] = {}
+    blob = _env(f"MEMORYD_{section.upper()}")
     if blob:
         try:
             decoded = json.loads(blob)
             if isinstance(decoded, dict):
-                env_capture.update(decoded)
+                from_env.update(decoded)
         except ValueError:
-            problems.append("ignored MEMORYD_CAPTURE: not a JSON object")
+            problems.append(f"ignored MEMORYD_{section.upper()}: not a JSON object")
     values: dict[str, Any] = {}
-    for name, default in CaptureLimits._field_defaults.items():
-        raw = _env(f"MEMORYD_CAPTURE__{name}")
+    for name, default in defaults.items():
+        raw = _env(f"MEMORYD_{section.upper()}__{name}")
         if raw is None:
-            raw = env_capture.get(name, toml_capture.get(name))
+            raw = from_env.get(name, from_toml.get(name))
         if raw is None:
             continue
         try:
-            values[name] = _coerce(name, raw, default)
+            values[name] = _coerce(name, raw, default, section)
         except (TypeError, ValueError) as exc:
             problems.append(f"ignored setting: {exc}")
+    return values
+
+
+def load_capture_config(home: Path | str | None = None) -> CaptureConfig:
+    """The data dir, the capture limits and inject's settings; never raises."""
+    problems: list[str] = []
+    toml = _read_toml(config_file_in_use(), problems)
+    capture = _section(toml, "capture", CaptureLimits._field_defaults, problems)
+    inject = _section(toml, "inject", InjectLimits._field_defaults, problems)
     if home is None:
         home = _env("MEMORYD_HOME") or toml.get("home") or default_home()
     return CaptureConfig(
         home=Path(str(home)).expanduser().absolute(),
-        limits=CaptureLimits(**values),
+        limits=CaptureLimits(**capture),
         problems=tuple(problems),
+        inject=InjectLimits(**inject),
     )

@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from memoryd.capture_limits import CaptureLimits
+from memoryd.capture_limits import CaptureLimits, InjectLimits
 from memoryd.errors import ConfigError
 
 APP_NAME = "memoryd"
@@ -316,6 +316,23 @@ class CaptureSettings(BaseModel):
     )
 
 
+_INJECT = InjectLimits()
+
+
+class InjectSettings(BaseModel):
+    """`memoryd inject` (agents' hooks), read without pydantic-settings like `[capture]`."""
+
+    identity: bool = Field(
+        default=_INJECT.identity,
+        description="start a session's context with a short section of profile/identity.md",
+    )
+    identity_tokens: int = Field(
+        default=_INJECT.identity_tokens,
+        ge=50,
+        description="at most this many tokens of identity (never over a third of the budget)",
+    )
+
+
 class Settings(BaseSettings):
     """Every setting memoryd has; the field descriptions are the documentation."""
 
@@ -341,6 +358,7 @@ class Settings(BaseSettings):
     digest: DigestSettings = Field(default_factory=DigestSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)
+    inject: InjectSettings = Field(default_factory=InjectSettings)
 
     _config_file: Path | None = None
 

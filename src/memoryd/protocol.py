@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     from memoryd.governance.decay import RestoreResult, SweepReport
     from memoryd.governance.digest import Digest
     from memoryd.governance.merge import DuplicatePair, MergeResult
+    from memoryd.governance.profile import ProfileDiff, ProfileReport, ProfileRewrite
     from memoryd.governance.reports import SupersedeReport
     from memoryd.governance.schedule import JobStatus
+    from memoryd.governance.store import ProfileChangeReport, ProfileVersion
     from memoryd.governance.supersede import SupersedeAction
     from memoryd.governance.trends import Trends
     from memoryd.graph.store import (
@@ -370,6 +372,35 @@ class MemoryAPI(Protocol):
     ) -> Digest:
         """The weekly review page: pending promotions with their evidence, supersede
         candidates, duplicate pairs, memories fading within `days` (None: `[digest]` config)."""
+
+    # -- the identity profile -----------------------------------------------------------
+    def profile_rewrite(self, *, compiled: bool = False, scheduled: bool = False) -> ProfileRewrite:
+        """Rewrite profile/identity.md (the LLM when configured unless `compiled`); identical
+        content writes no version. `scheduled`: as the weekly job, its run recorded."""
+        ...
+
+    def profile_show(self, version: int | None = None) -> ProfileVersion:
+        """The current identity version, or version `version` (NotFound when unknown)."""
+        ...
+
+    def profile_history(self, *, limit: int = 50) -> list[ProfileVersion]:
+        """The identity versions, newest first."""
+        ...
+
+    def profile_diff(self, from_version: int, to_version: int) -> ProfileDiff:
+        """A unified diff between two identity versions."""
+        ...
+
+    def profile_rollback(self, version: int) -> ProfileRewrite:
+        """Make an older version's text current again, as a new version."""
+        ...
+
+    def profile_report(self, month: str | None = None, *, scheduled: bool = False) -> ProfileReport:
+        """Write the change report of `month` (YYYY-MM, default the previous month)."""
+        ...
+
+    def profile_reports(self) -> list[ProfileChangeReport]:
+        """The monthly change reports written so far, newest month first."""
         ...
 
     # -- audit --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle, reporting, digesting) over
+superseding, lifecycle, reporting, digesting, profiling) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -30,6 +30,7 @@ from memoryd.domain.guarding import Guarding
 from memoryd.domain.ingest import Ingest
 from memoryd.domain.lifecycle import Lifecycle
 from memoryd.domain.maintenance import Maintenance
+from memoryd.domain.profiling import Profiling
 from memoryd.domain.recalling import Recalling
 from memoryd.domain.reporting import Reporting
 from memoryd.domain.sensitivity import Sensitivity
@@ -65,6 +66,7 @@ class MemoryService(
     Guarding,
     Sensitivity,
     Digesting,
+    Profiling,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

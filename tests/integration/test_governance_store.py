@@ -69,8 +69,9 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "005_enrichment.sql",
         "006_promotion_review.sql",
         "007_schedule_runs.sql",
+        "008_profile.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 7
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 8
 
 
 def test_open_creates_all_tables_with_the_seed_columns(
@@ -112,6 +113,9 @@ def test_open_creates_all_tables_with_the_seed_columns(
         "sources_count",
         "sources_window_start",
         "sources_window_end",
+        "written_by",
+        "sources",
+        "entities",
     ]
     assert _columns(db_path, "profile_change_reports") == [
         "id",

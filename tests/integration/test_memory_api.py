@@ -69,6 +69,17 @@ class Recorder:
         return method
 
 
+def failures(*calls: tuple[str, Callable[[], Any]]) -> Iterator[tuple[str, Any]]:
+    """Each call's error as (step, (error class, message)), or "no error"."""
+    for name, call in calls:
+        try:
+            call()
+        except MemorydError as exc:
+            yield name, (type(exc).__name__, exc.message)
+        else:
+            yield name, "no error"
+
+
 def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     """Every protocol method once or more, errors included, as (step, answer)."""
     rec: Any = Recorder(api)
@@ -199,6 +210,21 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             yield name, (type(exc).__name__, exc.message)
         else:
             yield name, "no error"
+    yield "profile_rewrite", rec.profile_rewrite()
+    yield "profile_rewrite unchanged", rec.profile_rewrite(compiled=True)
+    yield "profile_show", rec.profile_show()
+    yield "profile_history", rec.profile_history(limit=5)
+    yield "profile_diff", rec.profile_diff(1, 1)
+    yield "profile_rollback", rec.profile_rollback(1)  # the same text: no new version
+    yield "profile_report", rec.profile_report()  # last month: nothing in it
+    yield "profile_reports", rec.profile_reports()
+    yield from failures(
+        ("profile unknown version", lambda: rec.profile_show(99)),
+        ("profile diff unknown", lambda: rec.profile_diff(1, 99)),
+        ("profile rollback unknown", lambda: rec.profile_rollback(99)),
+        ("profile malformed month", lambda: rec.profile_report("2026-13")),
+        ("profile future month", lambda: rec.profile_report("2999-01")),
+    )
     yield "drain_inbox", rec.drain_inbox()  # nothing captured: 0 either way
     yield "reindex", rec.reindex()
     yield "audit_records", rec.audit_records(scope=project, limit=50)
@@ -267,6 +293,10 @@ def test_one_scenario_answers_the_same_in_process_and_through_the_daemon(
     assert answers["digest"]["totals"]["promotions"] == len(
         [p for p in answers["list_promotions"] if p["status"] == "pending"]
     )
+    assert answers["profile unknown version"][0] == "NotFound"
+    assert answers["profile malformed month"][0] == "InvalidInput"
+    assert answers["profile future month"][0] == "NotFound"
+    assert answers["profile_rewrite unchanged"]["written"] is False
     for (step, mine), (_, theirs) in zip(embedded, remote, strict=True):
         assert mine == theirs, f"{step} differs"
 

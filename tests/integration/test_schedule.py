@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 
 from memoryd.cli.main import app
 from memoryd.config import Settings
-from memoryd.governance.schedule import JOBS, NOT_BUILT, job
+from memoryd.governance.schedule import JOBS, job
 from memoryd.governance.store import GovernanceStore
 from memoryd.models import DecayState, MemoryDraft
 from memoryd.service import MemoryService
@@ -49,8 +50,13 @@ def test_calendar_previous_next_and_cron_forms() -> None:
     assert sweep.on_calendar == "*-*-* 03:00:00"
     assert digest.on_calendar == "Mon *-*-* 09:00:00"
     assert report.launchd == {"Hour": 4, "Minute": 0, "Day": 1}
-    assert [j.name for j in JOBS if j.built] == ["decay-sweep", "digest"]
-    assert [j.name for j in JOBS if j.built and j.on_writer] == ["decay-sweep"]
+    assert [j.name for j in JOBS if j.built] == [
+        "decay-sweep",
+        "digest",
+        "identity",
+        "monthly-report",
+    ]
+    assert [j.name for j in JOBS if j.built and not j.on_writer] == ["digest"]
 
 
 def test_due_catches_up_once_and_never_runs_unbuilt_jobs() -> None:
@@ -64,11 +70,23 @@ def test_due_catches_up_once_and_never_runs_unbuilt_jobs() -> None:
     assert not sweep.due(at("2026-03-04T10:00"), at("2026-03-04T10:00"), started, UTC)
     assert sweep.due(at("2026-03-05T03:00"), at("2026-03-04T10:00"), started, UTC)
     assert digest.due(at("2026-03-09T09:00"), None, started, UTC)  # the Monday after
-    assert not job("identity").due(at("2027-01-01T00:00"), None, started, UTC)
+    assert job("identity").due(at("2027-01-01T00:00"), None, started, UTC)
+    unbuilt = replace(job("identity"), built=False)
+    assert not unbuilt.due(at("2027-01-01T00:00"), None, started, UTC)
+
+
+def test_a_failed_job_with_retry_after_is_due_again_an_hour_later() -> None:
+    identity, sweep = job("identity"), job("decay-sweep")
+    started, failed_at = at("2026-03-01T00:00"), at("2026-03-08T02:00")
+    assert not identity.due(at("2026-03-08T02:59"), failed_at, started, UTC, failed=True)
+    assert identity.due(at("2026-03-08T03:00"), failed_at, started, UTC, failed=True)
+    assert not identity.due(at("2026-03-08T03:00"), failed_at, started, UTC)  # it succeeded
+    # a job without retry_after waits for its next scheduled time, as before
+    assert not sweep.due(at("2026-03-08T04:30"), at("2026-03-08T03:00"), started, UTC, failed=True)
 
 
 def test_run_due_jobs_records_runs(svc: MemoryService, project: Path, home: Path) -> None:
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = at("2026-03-04T12:00")  # a Wednesday: no weekly or monthly job comes due here
     svc.clock = lambda: now
     old = svc.record(
         MemoryDraft(
@@ -93,8 +111,7 @@ def test_run_due_jobs_records_runs(svc: MemoryService, project: Path, home: Path
     assert listed["decay-sweep"].last_started == now + timedelta(days=3)
     assert listed["decay-sweep"].next_run is not None
     assert listed["decay-sweep"].next_run > now + timedelta(days=3)
-    assert listed["identity"].note == NOT_BUILT
-    assert listed["digest"].last_started is None  # it runs beside the writer, on its own
+    assert listed["identity"].note == ""
 
 
 def test_schedule_cli(home: Path, settings: Settings) -> None:
@@ -107,9 +124,12 @@ def test_schedule_cli(home: Path, settings: Settings) -> None:
     assert jobs["decay-sweep"]["last_outcome"].startswith("ok")
     assert jobs["decay-sweep"]["when"] == "daily 03:00"
     assert jobs["identity"]["when"] == "weekly Sun 02:00"
-    assert jobs["monthly-report"]["note"] == NOT_BUILT
+    assert jobs["monthly-report"]["note"] == ""
+    assert jobs["monthly-report"]["command"] == "memoryd profile report --scheduled"
+    assert jobs["digest"]["note"] == ""
+    assert jobs["digest"]["command"] == "memoryd digest --notify"
     table = runner.invoke(app, ["schedule", "--home", str(home)])
-    assert "not built yet" in table.stdout
+    assert "not built yet" not in table.stdout
     assert "daily 03:00" in table.stdout
 
 

@@ -695,6 +695,8 @@ def test_systemd_install_is_exact_and_idempotent(tmp_path: Path, home: Path) -> 
         "memoryd.service",
         "memoryd-maintenance.timer",
         "memoryd-decay-sweep.timer",
+        "memoryd-identity.timer",
+        "memoryd-monthly-report.timer",
     ]
     assert fake.commands() == [["systemctl", "--user", "daemon-reload"], enable]
 
@@ -716,6 +718,8 @@ def test_systemd_install_is_exact_and_idempotent(tmp_path: Path, home: Path) -> 
             "memoryd.service",
             "memoryd-maintenance.timer",
             "memoryd-decay-sweep.timer",
+            "memoryd-identity.timer",
+            "memoryd-monthly-report.timer",
         ],
         ["systemctl", "--user", "daemon-reload"],
     ]
@@ -764,10 +768,15 @@ def test_launchd_install_and_uninstall(tmp_path: Path, home: Path) -> None:
     decay = plistlib.loads((agent_dir / "dev.memoryd.decay-sweep.plist").read_bytes())
     assert decay["ProgramArguments"] == [EXE, "decay-sweep"]
     assert decay["StartCalendarInterval"] == {"Hour": 3, "Minute": 0}
+    identity = plistlib.loads((agent_dir / "dev.memoryd.identity.plist").read_bytes())
+    assert identity["ProgramArguments"] == [EXE, "profile", "rewrite", "--scheduled"]
+    assert identity["StartCalendarInterval"] == {"Hour": 2, "Minute": 0, "Weekday": 0}
+    report = plistlib.loads((agent_dir / "dev.memoryd.monthly-report.plist").read_bytes())
+    assert report["ProgramArguments"] == [EXE, "profile", "report", "--scheduled"]
+    assert report["StartCalendarInterval"] == {"Hour": 4, "Minute": 0, "Day": 1}
+    jobs = ("serve", "maintenance", "decay-sweep", "identity", "monthly-report")
     assert fake.commands() == [
-        ["launchctl", "load", "-w", str(agent_dir / "dev.memoryd.serve.plist")],
-        ["launchctl", "load", "-w", str(agent_dir / "dev.memoryd.maintenance.plist")],
-        ["launchctl", "load", "-w", str(agent_dir / "dev.memoryd.decay-sweep.plist")],
+        ["launchctl", "load", "-w", str(agent_dir / f"dev.memoryd.{job}.plist")] for job in jobs
     ]
     fake.calls.clear()
     assert not schedules.plan_schedules(mac, [EXE], home=home).changed
@@ -776,9 +785,7 @@ def test_launchd_install_and_uninstall(tmp_path: Path, home: Path) -> None:
 
     schedules.apply_schedules(schedules.plan_schedules(mac, [EXE], uninstall=True), mac, home)
     assert fake.commands() == [
-        ["launchctl", "unload", "-w", str(agent_dir / "dev.memoryd.serve.plist")],
-        ["launchctl", "unload", "-w", str(agent_dir / "dev.memoryd.maintenance.plist")],
-        ["launchctl", "unload", "-w", str(agent_dir / "dev.memoryd.decay-sweep.plist")],
+        ["launchctl", "unload", "-w", str(agent_dir / f"dev.memoryd.{job}.plist")] for job in jobs
     ]
     assert list(agent_dir.iterdir()) == []
 
@@ -787,6 +794,8 @@ CRON_BLOCK = f"""# >>> memoryd schedules (managed by `memoryd setup auto-install
 @reboot {EXE} serve --no-tcp >/dev/null 2>&1
 0 * * * * {EXE} capture retry >/dev/null 2>&1
 0 3 * * * {EXE} decay-sweep >/dev/null 2>&1
+0 2 * * 0 {EXE} profile rewrite --scheduled >/dev/null 2>&1
+0 4 1 * * {EXE} profile report --scheduled >/dev/null 2>&1
 # <<< memoryd schedules <<<
 """
 
@@ -838,7 +847,7 @@ def test_auto_install_cli_dry_run_and_json(
     assert code == 0
     report = json.loads(out)
     assert report["backend"] == "systemd"
-    assert [f["status"] for f in report["files"]] == ["created"] * 5
+    assert [f["status"] for f in report["files"]] == ["created"] * 9
     assert report["commands"][-1] == {
         "argv": [
             "systemctl",
@@ -848,6 +857,8 @@ def test_auto_install_cli_dry_run_and_json(
             "memoryd.service",
             "memoryd-maintenance.timer",
             "memoryd-decay-sweep.timer",
+            "memoryd-identity.timer",
+            "memoryd-monthly-report.timer",
         ],
         "returncode": 0,
     }

@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from memoryd import __version__
 from memoryd.api import digest, errors, grants, supersedes
 from memoryd.api.maintenance import router as maintenance_router
+from memoryd.api.profile import router as profile_router
 from memoryd.api.reports import router as reports_router
 from memoryd.api.review import router as review_router
 from memoryd.api.routes import Backend, router
@@ -91,6 +92,7 @@ def create_app(
     app.include_router(sensitive_router)
     app.include_router(reports_router)
     app.include_router(digest.router)
+    app.include_router(profile_router)
     install_page(app)
     return app
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from memoryd.audit import AuditLog
     from memoryd.errors import MemorydError
     from memoryd.governance.analyze import AnalysisJob, AnalysisMode
+    from memoryd.governance.profile import ProfileJob, ProfileRewrite
     from memoryd.governance.supersede import SupersedeJob
     from memoryd.graph.store import GraphStore
     from memoryd.llm.base import LLMProvider
@@ -54,6 +55,18 @@ class ServedService(MemoryAPI, Protocol):
 
     def apply_supersede(self, job: SupersedeJob) -> list[SupersedeDecision]:
         """Write the job's decisions (a write)."""
+        ...
+
+    def prepare_profile(self, *, compiled: bool = False, scheduled: bool = False) -> ProfileJob:
+        """Collect what an identity rewrite rests on (a read)."""
+        ...
+
+    def profile_llm(self, job: ProfileJob) -> None:
+        """The LLM's identity rewrite (touches no store)."""
+        ...
+
+    def apply_profile(self, job: ProfileJob) -> ProfileRewrite:
+        """Write the identity version (a write)."""
         ...
 
     def count_recalls(self, results: Sequence[RecallResult]) -> None:

@@ -4,7 +4,10 @@ The hook reads the agent's payload on stdin (cwd → scope, the prompt when ther
 recalls the memories that matter for that scope and prompt, and prints them as the agent's
 documented `additionalContext` reply (FORMATS.md §3.3, §4.1, §5). Long-term, current (not
 superseded) memories come first; each line names the slug it came from; the whole text stays
-within a token budget (about 4 characters a token), cut at sentence boundaries.
+within a token budget (about 4 characters a token), cut at sentence boundaries. With
+`[inject] identity = true` a session starts with a short identity section first (the top of
+profile/identity.md, at most `identity_tokens` and a third of the budget); it is off by
+default.
 
 Like `memoryd capture` it never breaks the agent: it always exits 0, prints nothing but the
 documented JSON (or nothing), and logs what went wrong to `<home>/logs/inject.log`. It runs
@@ -45,6 +48,10 @@ BUDGET_ENV = "MEMORYD_INJECT_BUDGET_TOKENS"
 SOURCES = ("claude-code", "codex", "cursor", "gemini", "windsurf", "copilot", "manual")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s|\n")
 CONTEXT_ROUTE = "/v1/recall/context"
+IDENTITY_FILE = Path("profile") / "identity.md"
+"""`governance.profile.IDENTITY_FILE` (the hook cannot afford to import that module)."""
+IDENTITY_SHARE = 3
+"""The identity section never takes more than a third of the budget."""
 DAEMON_TIMEOUT_S = 5.0
 """A hook that waits longer than this has already cost the agent more than it gives."""
 
@@ -182,9 +189,38 @@ def cut_at_sentence(text: str, limit: int) -> str:
     return (head[:space] if space > limit // 3 else head[: limit - 1]).rstrip() + "…"
 
 
-def render(items: Sequence[Item], scope_hash: str | None, budget_tokens: int) -> str:
-    """The context text: a header, then one entry per memory, within the budget."""
-    budget = budget_tokens * CHARS_PER_TOKEN
+def identity_section(home: Path, tokens: int) -> str:
+    """The top of profile/identity.md in at most `tokens` (whole lines, the title and the
+    compiled label left out), or "" when there is no identity."""
+    try:
+        text = (home / IDENTITY_FILE).read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    header = "memoryd identity (profile/identity.md):"
+    room = tokens * CHARS_PER_TOKEN - len(header) - 1
+    kept: list[str] = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if not line or line.startswith("# ") or (line.startswith("_") and line.endswith("_")):
+            continue
+        if len(line) + 1 > room:
+            if all(k.startswith("#") for k in kept) and room > 40:
+                kept.append(cut_at_sentence(line, room - 1))  # at least one statement
+            break
+        kept.append(line)
+        room -= len(line) + 1
+    kept = [line for line in kept if line]
+    while kept and kept[-1].startswith("#"):
+        kept.pop()  # a heading with nothing under it
+    return "\n".join([header, *kept]) if kept else ""
+
+
+def render(
+    items: Sequence[Item], scope_hash: str | None, budget_tokens: int, identity: str = ""
+) -> str:
+    """The context text: the identity section when given, a header, then one entry per
+    memory, all within the budget."""
+    budget = budget_tokens * CHARS_PER_TOKEN - (len(identity) + 1 if identity else 0)
     header = f"memoryd recall (scope {scope_hash}):" if scope_hash else "memoryd recall:"
     lines = [header]
     used = len(header)
@@ -203,7 +239,8 @@ def render(items: Sequence[Item], scope_hash: str | None, budget_tokens: int) ->
             entry = lead
         lines.append(entry)
         used += len(entry) + 1
-    return "\n".join(lines) if len(lines) > 1 else ""
+    recalled = "\n".join(lines) if len(lines) > 1 else ""
+    return "\n".join(part for part in (identity, recalled) if part)
 
 
 # -- talking to the daemon with the standard library only -----------------------------------
@@ -296,13 +333,18 @@ def context_for(args: Args, call: HookCall) -> str:
     from memoryd.capture_limits import load_capture_config
     from memoryd.memfile import scope_of
 
-    home = load_capture_config(args.home).home
+    config = load_capture_config(args.home)
+    home = config.home
     scope_hash = scope_of(call.cwd).scope_hash if call.cwd else None
+    identity = ""
+    if config.inject.identity and not call.prompt:  # once, at the start of a session
+        share = min(config.inject.identity_tokens, args.budget_tokens // IDENTITY_SHARE)
+        identity = identity_section(home, share)
     try:
         items = items_from_daemon(home, call.prompt, scope_hash, args.k, DAEMON_TIMEOUT_S)
     except NoDaemon:
         items = _items_in_process(home, call.prompt, scope_hash, args.k)
-    return render(items, scope_hash, args.budget_tokens)
+    return render(items, scope_hash, args.budget_tokens, identity)
 
 
 def _items_in_process(home: Path, prompt: str | None, scope_hash: str | None, k: int) -> list[Item]:

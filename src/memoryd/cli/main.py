@@ -742,3 +742,6 @@ reports.register(app)
 from memoryd.cli import digest as digest_cli  # noqa: E402
 
 digest_cli.register(app)
+from memoryd.cli import profile as profile_cli  # noqa: E402
+
+profile_cli.register(app)

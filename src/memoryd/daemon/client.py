@@ -32,8 +32,10 @@ from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
 from memoryd.governance.digest import Digest
 from memoryd.governance.merge import DuplicatePair, MergeResult
+from memoryd.governance.profile import ProfileDiff, ProfileReport, ProfileRewrite
 from memoryd.governance.reports import SupersedeReport
 from memoryd.governance.schedule import JobStatus
+from memoryd.governance.store import ProfileChangeReport, ProfileVersion
 from memoryd.governance.trends import Trends
 from memoryd.graph.store import (
     CypherResult,
@@ -423,6 +425,34 @@ class RemoteService(MemoryAPI):
     ) -> Digest:
         params = _query({"scope": scope_hash_of(scope), "days": days, "limit": limit})
         return self._model(Digest, "GET", "/v1/digest", params=params)
+
+    def profile_rewrite(self, *, compiled: bool = False, scheduled: bool = False) -> ProfileRewrite:
+        body = {"compiled": compiled, "scheduled": scheduled}
+        return self._model(ProfileRewrite, "POST", "/v1/profile", json=body)
+
+    def profile_show(self, version: int | None = None) -> ProfileVersion:
+        params = {} if version is None else {"version": version}
+        return self._model(ProfileVersion, "GET", "/v1/profile", params=params)
+
+    def profile_history(self, *, limit: int = 50) -> list[ProfileVersion]:
+        data = self._request("GET", "/v1/profile/versions", params={"limit": limit})
+        return [ProfileVersion.model_validate(v) for v in data]
+
+    def profile_diff(self, from_version: int, to_version: int) -> ProfileDiff:
+        params = {"from_version": from_version, "to_version": to_version}
+        return self._model(ProfileDiff, "GET", "/v1/profile/diff", params=params)
+
+    def profile_rollback(self, version: int) -> ProfileRewrite:
+        body = {"version": version}
+        return self._model(ProfileRewrite, "POST", "/v1/profile/rollback", json=body)
+
+    def profile_report(self, month: str | None = None, *, scheduled: bool = False) -> ProfileReport:
+        body = {"month": month, "scheduled": scheduled}
+        return self._model(ProfileReport, "POST", "/v1/profile/reports", json=body)
+
+    def profile_reports(self) -> list[ProfileChangeReport]:
+        data = self._request("GET", "/v1/profile/reports")
+        return [ProfileChangeReport.model_validate(r) for r in data]
 
     def archive(self, slug: str) -> Memory:
         return self._model(Memory, "DELETE", f"/v1/memories/{quote(slug, safe='')}")

@@ -14,8 +14,6 @@ one writer thread).
 Shutdown (SIGTERM or SIGINT): stop accepting, let in-flight requests finish (their writes
 are on the writer thread and complete), finish queued writes, close the stores, remove the
 socket and the pid file. A second signal stops waiting for open connections.
-
-Over 600 lines: start-up, serving and the background chores (inbox, enrichment, schedules).
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
 from memoryd.daemon.readers import ReaderPool
+from memoryd.daemon.scheduler import run_schedules
 from memoryd.enrichment import run_llm_stage
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
@@ -466,21 +465,12 @@ async def _serve(
         loop.add_signal_handler(signum, stop, signum)
     started = service.clock()
 
-    async def run_schedules() -> None:
-        """Due maintenance, catching up missed runs: decay on the writer, the digest beside."""
-        while True:
-            await asyncio.sleep(settings.schedule.poll_s)
-            try:
-                ran = await runner.write(service.run_due_jobs, started)
-                ran += await runner.read(service.run_digest_job, started)
-            except MemorydError as exc:
-                logger.warning("scheduled jobs not run: %s", exc)
-                continue
-            if ran:
-                logger.info("ran scheduled %s", ", ".join(ran))
-
     chores = [
-        *([asyncio.create_task(run_schedules())] if settings.schedule.enabled else []),
+        *(
+            [asyncio.create_task(run_schedules(service, runner, settings, started))]
+            if settings.schedule.enabled
+            else []
+        ),
         asyncio.create_task(flush_recall_stats()),
         asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
         asyncio.create_task(enrich(service, runner, settings, enrich_wake)),

@@ -265,6 +265,11 @@ class ServiceCore:
 
     judge_supersedes: Callable[..., list[SupersedeDecision]]
     """Provided by `domain.superseding.Superseding`: writes judge what they may replace."""
+    profile_rewrite: Callable[..., Any]
+    profile_report: Callable[..., Any]
+    """Provided by `domain.profiling.Profiling`: the weekly and monthly profile jobs."""
+    send_scheduled_digest: Callable[[], None]
+    """Provided by `domain.digesting.Digesting`: the weekly digest job."""
 
     def _require_writable(self, action: str) -> None:
         """Refuse a write before any store is touched: a read-only service (a notebook with

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from memoryd.config import DigestSettings
@@ -19,9 +19,6 @@ from memoryd.governance.notify import NotifyReport, notify
 
 logger = logging.getLogger(__name__)
 
-RETRY_AFTER = timedelta(hours=1)
-"""A scheduled digest whose notification failed is tried again this long after, not a week
-later (the SMTP server was down, the laptop offline)."""
 _PROMOTIONS_READ = 10_000
 
 
@@ -94,18 +91,13 @@ class Digesting(ServiceCore):
         built = self.digest()
         return built, notify(built, self.digest_settings)
 
-    def run_digest_job(self, since: datetime) -> list[str]:
-        """The weekly `digest --notify`, when due (see `schedule.Job.due`), or again
-        `RETRY_AFTER` a run whose notification failed. The run and its outcome are recorded in
-        governance.db (`memoryd schedule` shows it); a failure is logged, never raised: the daemon
-        goes on. Returns ["digest"] when it ran, as `run_due_jobs` names its jobs."""
+    def send_scheduled_digest(self) -> None:
+        """The weekly `digest --notify` as the scheduler runs it (`Lifecycle.run_job`; the
+        daemon beside its writer). The run and its outcome are recorded in governance.db
+        (`memoryd schedule` shows it; a failed one is retried `schedule.RETRY_FAILED_AFTER`
+        later); a failure is logged, never raised: the daemon goes on."""
         job = schedule.job("digest")
         now = self.clock()
-        last = self.governance.last_runs().get(job.name)
-        failed = last is not None and last[2].startswith("error")
-        retry = failed and last is not None and now - last[0] >= RETRY_AFTER
-        if not (job.due(now, last[0] if last else None, since) or retry):
-            return []
         began = time.monotonic()
         try:
             _, report = self.send_digest()
@@ -117,4 +109,3 @@ class Digesting(ServiceCore):
             outcome = f"error: {failures}" if failures else f"ok: {report.summary()}"
         finished = now + timedelta(seconds=time.monotonic() - began)
         self.governance.record_run(job.name, now, finished, outcome)
-        return [job.name]

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memoryd.domain.recalling import Recalling
-from memoryd.errors import MemorydError
+from memoryd.errors import InvalidInput, MemorydError
 from memoryd.governance import schedule
 from memoryd.governance.decay import DecaySweep, RestoreResult, SweepReport, restore
 from memoryd.governance.merge import DuplicatePair, MergeResult, duplicates, merge
@@ -87,23 +87,46 @@ class Lifecycle(Recalling):
         """Each maintenance job: its calendar, last run and next run."""
         return schedule.status(self.governance.last_runs(), self.clock())
 
-    def run_due_jobs(self, since: datetime) -> list[str]:
-        """Run the built writer jobs whose time came since their last run (or, never run, since
-        `since`: the daemon's start); what the daemon's scheduler calls (the digest runs
-        beside the writer: `run_digest_job`). Returns their names;
-        a failure is recorded in governance.db and logged, and the next job still runs."""
-        self._require_writable("run scheduled jobs")
-        now, runs, ran = self.clock(), self.governance.last_runs(), []
+    def due_jobs(self, since: datetime) -> list[str]:
+        """The built jobs whose time came since their last run (or, never run, since
+        `since`: the daemon's start), and the failed ones whose retry time came."""
+        now, runs = self.clock(), self.governance.last_runs()
+        due = []
         for job in schedule.JOBS:
             last = runs.get(job.name)
-            if not job.on_writer or not job.due(now, last[0] if last else None, since):
-                continue
+            failed = last is not None and last[2].startswith("error")
+            if job.due(now, last[0] if last else None, since, failed=failed):
+                due.append(job.name)
+        return due
+
+    def run_job(self, name: str) -> None:
+        """Run one scheduled job now, as scheduled (its run is recorded). The daemon's
+        scheduler runs the digest beside the writer and the identity's LLM call off it."""
+        self._require_writable(f"run the scheduled {name}")
+        if name == "decay-sweep":
+            self.decay_sweep()
+        elif name == "identity":
+            self.profile_rewrite(scheduled=True)
+        elif name == "monthly-report":
+            self.profile_report(scheduled=True)
+        elif name == "digest":
+            self.send_scheduled_digest()
+        else:
+            schedule.job(name)  # NotFound for a name that is no job
+            raise InvalidInput(f"the scheduled job {name} is {schedule.NOT_BUILT}")
+
+    def run_due_jobs(self, since: datetime) -> list[str]:
+        """Run the due jobs (`due_jobs`); what an embedded scheduler calls (the daemon runs
+        the identity job's LLM call off its writer instead). Returns their names; a failure
+        is recorded in governance.db and logged, and the next job still runs."""
+        self._require_writable("run scheduled jobs")
+        ran = []
+        for name in self.due_jobs(since):
             try:
-                if job.name == "decay-sweep":
-                    self.decay_sweep()
+                self.run_job(name)
             except MemorydError as exc:
-                logger.warning("scheduled %s failed: %s", job.name, exc)
-            ran.append(job.name)
+                logger.warning("scheduled %s failed: %s", name, exc)
+            ran.append(name)
         return ran
 
     def restore(self, slug: str) -> RestoreResult:

@@ -12,7 +12,7 @@ from memoryd.errors import InvalidInput, NotFound, PolicyDenied
 from memoryd.governance import supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import SupersedeRow
-from memoryd.models import SupersedeDecision, utcnow
+from memoryd.models import SupersedeDecision
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Superseding(ServiceCore):
             decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
             decisions = [
                 d
-                for d in supersede.new_decisions(job, self.supersede_tiers, utcnow())
+                for d in supersede.new_decisions(job, self.supersede_tiers, self.clock())
                 if d.older not in decided
             ]
             if not decisions:
@@ -118,7 +118,7 @@ class Superseding(ServiceCore):
             raise NotFound(f"no memory with slug {older!r}", hint="`memoryd list` shows the slugs")
         with self._file_lock(newer):
             old = self._load(newer)
-            decision = supersede.decide(old, older, action, by=by, now=utcnow())
+            decision = supersede.decide(old, older, action, by=by, now=self.clock())
             new = self._edited(old, supersede.with_decisions(old, [decision]), old.path)
             self._replace_everywhere(
                 old,

@@ -9,11 +9,11 @@ scheduled time after the daemon started (a new install does not sweep on its fir
 machines without a daemon (`memoryd.setup.schedules` reads `JOBS`). Times are local wall
 clock, as cron's are.
 
-Built: decay-sweep (on the writer) and the weekly `digest --notify` (beside it,
-`MemoryService.run_digest_job`: it only reads, and a failed notification is retried an hour
-later). The identity rewrite and the monthly report belong to the next governance issue: they
-are listed (so `memoryd schedule` shows the whole plan) as `built=False`, never run, and never
-installed.
+Built: decay-sweep, the weekly `digest --notify`, the identity rewrite and the monthly
+profile report. The daemon runs the digest beside its writer (it only reads, and waits on mail
+servers) and the identity's LLM call off it. A job with `retry_after` that failed (the LLM or
+the mail server down) is due again that long after the failure, until it succeeds: it does not
+wait a whole week or month for its next scheduled time.
 """
 
 from __future__ import annotations
@@ -50,11 +50,13 @@ class Job:
     day: int = 1  # monthly: day of the month
     built: bool = True
     on_writer: bool = True
-    """Run by `MemoryService.run_due_jobs` on the writer thread; False: the job runs beside
-    it and only reads (the digest waits on mail servers, never on the writer)."""
+    """The daemon runs it on the writer thread; False: beside it, as a read (the digest
+    waits on mail servers, never on the writer)."""
     os_timer: bool = True
     """`memoryd setup auto-install` also gives it an OS timer. Not the digest: setup installs
     the daemon, which sends it; a timer beside it would mail twice."""
+    retry_after: timedelta | None = None
+    """A failed run is retried this long after it (None: at the next scheduled time)."""
 
     @property
     def when(self) -> str:
@@ -126,13 +128,22 @@ class Job:
         last_run: datetime | None,
         since: datetime,
         tz: tzinfo | None = None,
+        *,
+        failed: bool = False,
     ) -> bool:
         """Whether to run now: a scheduled time passed since the last run (or, never run,
-        since `since`, when the daemon started)."""
+        since `since`, when the daemon started), or the last run `failed` at least
+        `retry_after` ago."""
         if not self.built:
             return False
+        retry = self.retry_after
+        if failed and last_run is not None and retry is not None:
+            return to_utc(now) - to_utc(last_run) >= retry or self.previous(now, tz) > last_run
         return self.previous(now, tz) > to_utc(last_run or since)
 
+
+RETRY_FAILED_AFTER = timedelta(hours=1)
+"""How long a failed digest, identity rewrite or report waits before the next attempt."""
 
 JOBS: tuple[Job, ...] = (
     Job("decay-sweep", ("decay-sweep",), "age unused session memories", "daily", time(3, 0)),
@@ -145,24 +156,25 @@ JOBS: tuple[Job, ...] = (
         weekday=0,
         on_writer=False,
         os_timer=False,
+        retry_after=RETRY_FAILED_AFTER,
     ),
     Job(
         "identity",
-        ("profile", "rewrite-identity-weekly"),
+        ("profile", "rewrite", "--scheduled"),
         "rewrite profile/identity.md",
         "weekly",
         time(2, 0),
         weekday=6,
-        built=False,
+        retry_after=RETRY_FAILED_AFTER,
     ),
     Job(
         "monthly-report",
-        ("profile", "generate-monthly-report"),
-        "profile change report of the month",
+        ("profile", "report", "--scheduled"),
+        "profile change report of the previous month",
         "monthly",
         time(4, 0),
         day=1,
-        built=False,
+        retry_after=RETRY_FAILED_AFTER,
     ),
 )
 NOT_BUILT = "not built yet (the next governance issue)"
