@@ -36,7 +36,7 @@ from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
 from memoryd.daemon.readers import ReaderPool
 from memoryd.enrichment import run_llm_stage
-from memoryd.errors import GraphLocked, MemorydError, StorageError
+from memoryd.errors import GraphLocked, MemorydError, NotFound, StorageError
 from memoryd.inbox import Inbox
 from memoryd.models import RecallResult
 from memoryd.native import child_environment
@@ -201,9 +201,7 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     writing the result is a writer job, which checks the content did not change meanwhile.
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
-    settled = 0
-    while service.supersede_pending:  # recorded memories: the rules ran, the LLM's turn
-        await judge_supersedes(service, runner, service.supersede_pending.pop(0))
+    settled = await judge_round(service, runner, limit)  # recorded: the rules ran, the LLM next
     for slug in await runner.read(service.enrichment_due, limit):
         try:
             job = await runner.read(service.prepare_enrichment, slug)
@@ -218,7 +216,7 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             continue
         settled += 1
         if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
-            await judge_supersedes(service, runner, slug)
+            settled += await judge_round(service, runner, limit)  # its judging was queued
     return settled
 
 
@@ -257,21 +255,33 @@ async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
         logger.warning("embedding paused: %s", exc)
 
 
-async def judge_supersedes(service: MemoryService, runner: ServiceRunner, slug: str) -> None:
-    """The LLM's part of supersede judging for an enriched session (the rules ran when it
-    was written): pairs as a read, the LLM on a plain thread, the decisions as a write.
-    A failure is logged; the session stays enriched."""
-    if service.llm is None or not service.supersede_settings.use_llm:
-        return
-    try:
-        job = await runner.read(service.prepare_supersede, slug)
-        if job is None:
-            return
-        await asyncio.to_thread(service.judge_supersedes_llm, job)
-        if job.verdicts:
-            await runner.write(service.apply_supersede, job)
-    except MemorydError as exc:
-        logger.warning("supersede judging of %s failed: %s", slug, exc)
+async def judge_round(service: MemoryService, runner: ServiceRunner, limit: int) -> int:
+    """The LLM's part of supersede judging for up to `limit` queued memories (governance.db's
+    `judge_queue`: recorded long-term memories and enriched sessions, whose rules ran when
+    they were written): pairs as a read, the LLM on a plain thread, the decisions and the
+    queue row as writes. An LLM failure leaves the memory queued with backoff; a queue
+    survives a restart. Returns how many were settled."""
+    settled = 0
+    for row in await runner.read(service.judges_due, limit):
+        errors: list[str] = []
+        try:
+            job = await runner.read(service.prepare_supersede, row.slug)
+            if job is not None:
+                await asyncio.to_thread(service.judge_supersedes_llm, job)
+                if job.verdicts:
+                    await runner.write(service.apply_supersede, job)
+                errors = job.llm_errors
+        except NotFound:
+            pass  # deleted or forgotten meanwhile: nothing is left to judge
+        except MemorydError as exc:
+            errors = [exc.message]  # waits, like an LLM failure
+        try:
+            await runner.write(service.settle_judge, row, errors)
+        except MemorydError as exc:
+            logger.warning("supersede judging of %s stays queued: %s", row.slug, exc)
+            continue
+        settled += 1
+    return settled
 
 
 def bind_unix(path: Path) -> socket.socket:

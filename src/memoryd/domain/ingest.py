@@ -68,6 +68,7 @@ class Ingest(ServiceCore):
         for batch in iter_batches(memories, BULK_BATCH):
             self._write_batch(batch, sync_each=not bulk)
             written.extend(batch)
+        self._queue_sessions(written)
         self._judge_written(written, use_llm=not bulk)
         return written
 
