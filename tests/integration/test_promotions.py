@@ -424,7 +424,9 @@ def test_review_errors_are_typed(service: MemoryService, project: Path) -> None:
 def test_http_promotions_routes(tmp_path: Path, project: Path) -> None:
     home = tmp_path / "daemon-home"
     title, body = labelled_body("en-18-api-pagination-decision.md")
-    with running(home) as daemon, uds_client(daemon.home) as http:
+    # The worker would score the recorded sessions too (another test's): not during this one.
+    quiet = {"MEMORYD_ENRICHMENT__INTERVAL_S": "3600"}
+    with running(home, env=quiet) as daemon, uds_client(daemon.home) as http:
         made = http.post(
             "/v1/memories",
             json={"type": "session", "title": title, "body": body, "scope": str(project)},
@@ -528,7 +530,10 @@ def test_an_import_too_big_to_score_is_not_queued(
     monkeypatch.setattr(core, "ENRICH_BULK_LIMIT", 2)
     drafts = [
         MemoryDraft(
-            type=MemoryType.SESSION, title=f"Session {n}", body=f"Ran pytest {n}.", scope_path=project
+            type=MemoryType.SESSION,
+            title=f"Session {n}",
+            body=f"Ran pytest {n}.",
+            scope_path=project,
         )
         for n in range(3)
     ]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import subprocess
@@ -15,8 +16,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from memoryd.api.runner import ServiceRunner
 from memoryd.cli.main import app
 from memoryd.config import Settings
+from memoryd.daemon.judging import judge_round
 from memoryd.doctor import service_checks
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede import (
@@ -460,6 +463,7 @@ def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
             draft(project, "Test runs", "Run pytest with -x only in CI.", "preference", 2)
         )
         replay, _ = with_llm(svc, *ENRICHED, "supersede_partial")
+        svc.llm_judge_inline = False  # as `memoryd serve` sets it: the worker's queue judges
         assert svc.drain_inbox() == 1
         assert work(svc) == 1
         session = svc.get(SLUG)
@@ -526,7 +530,7 @@ def test_the_daemon_records_without_waiting_for_the_llm_and_its_worker_judges_la
         svc._judge_written([svc.get(newer.slug)], use_llm=True)
         assert [r.slug for r in svc.judges_due(8)] == [newer.slug]
         assert claude.requests == []  # the writer did not wait on the LLM
-        assert work(svc) == 1  # the worker's round: no session to enrich, one memory judged
+        assert work(svc) == 0  # the worker's round: no session to enrich, one memory judged
     finally:
         svc.llm = None
         provider.close()
@@ -589,6 +593,15 @@ def test_memories_written_in_the_same_second_are_judged_once_one_way(
     assert svc.graph.superseded_by([newer.slug]) == {}
 
 
+def judge(svc: MemoryService, limit: int = 8) -> int:
+    """One round of the daemon's judge worker, on a real writer thread; how many it settled."""
+    runner = ServiceRunner()
+    try:
+        return asyncio.run(judge_round(svc, runner, limit))
+    finally:
+        runner.close()
+
+
 def test_the_judge_queue_survives_a_daemon_restart_and_retries_with_backoff_when_the_llm_is_down(
     settings: Settings, project: Path
 ) -> None:
@@ -621,7 +634,7 @@ def test_the_judge_queue_survives_a_daemon_restart_and_retries_with_backoff_when
             assert [r.slug for r in svc.judges_due(8)] == [older.slug, newer.slug]
             assert down.requests == []  # the writer did not wait on the LLM
             # The older has nothing to replace (done); the newer's LLM call fails (backoff).
-            assert work(svc) == 2
+            assert judge(svc) == 2
             assert len(down.requests) == 1
         finally:
             svc.llm.close()
@@ -642,11 +655,12 @@ def test_the_judge_queue_survives_a_daemon_restart_and_retries_with_backoff_when
         svc.llm_judge_inline = False
         svc.llm = claude(up)
         try:
-            assert work(svc) == 0  # still backing off: the LLM is not asked
+            assert judge(svc) == 0  # still backing off: the LLM is not asked
             assert up.requests == []
             later = row.next_attempt_at + timedelta(seconds=1)
             svc.clock = lambda: later
-            assert work(svc) == 1
+            assert work(svc) == 0  # the enrichment worker's round judges what is due
+            assert up.requests != []
         finally:
             svc.llm.close()
             svc.llm = None
@@ -655,7 +669,7 @@ def test_the_judge_queue_survives_a_daemon_restart_and_retries_with_backoff_when
         assert (decision.older, decision.status) == (older.slug, SupersedeStatus.CANDIDATE)
         assert decision.judge == "llm:anthropic/claude-haiku-4-5"
         assert svc.judge_counts() == {"pending": 0, "done": 2, "failed": 0}
-        assert work(svc) == 0  # judged once
+        assert judge(svc) == 0  # judged once
 
 
 def test_a_judge_the_llm_keeps_failing_ends_failed_and_doctor_names_it(
@@ -690,9 +704,9 @@ def test_a_judge_the_llm_keeps_failing_ends_failed_and_doctor_names_it(
         )
         try:
             svc._judge_written([svc.get(older.slug), svc.get(newer.slug)], use_llm=True)
-            assert work(svc) == 2  # the older: nothing to replace; the newer: refused
-            assert work(svc) == 1
-            assert work(svc) == 0  # failed: not retried
+            assert judge(svc) == 2  # the older: nothing to replace; the newer: refused
+            assert judge(svc) == 1
+            assert judge(svc) == 0  # failed: not retried
             row = svc.governance.judge_job(newer.slug)
             assert row is not None
             assert (row.state, row.attempts) == ("failed", 2)

@@ -34,9 +34,10 @@ from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
+from memoryd.daemon.judging import judge_round
 from memoryd.daemon.readers import ReaderPool
 from memoryd.enrichment import run_llm_stage
-from memoryd.errors import GraphLocked, MemorydError, NotFound, StorageError
+from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
 from memoryd.models import RecallResult
 from memoryd.native import child_environment
@@ -201,7 +202,8 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     writing the result is a writer job, which checks the content did not change meanwhile.
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
-    settled = await judge_round(service, runner, limit)  # recorded: the rules ran, the LLM next
+    settled = 0
+    await judge_round(service, runner, limit)  # recorded memories: the rules ran, the LLM next
     for slug in await runner.read(service.enrichment_due, limit):
         try:
             job = await runner.read(service.prepare_enrichment, slug)
@@ -216,7 +218,7 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             continue
         settled += 1
         if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
-            settled += await judge_round(service, runner, limit)  # its judging was queued
+            await judge_round(service, runner, limit)  # apply_enrichment queued its judging
     return settled
 
 
@@ -253,35 +255,6 @@ async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
                 return
     except MemorydError as exc:
         logger.warning("embedding paused: %s", exc)
-
-
-async def judge_round(service: MemoryService, runner: ServiceRunner, limit: int) -> int:
-    """The LLM's part of supersede judging for up to `limit` queued memories (governance.db's
-    `judge_queue`: recorded long-term memories and enriched sessions, whose rules ran when
-    they were written): pairs as a read, the LLM on a plain thread, the decisions and the
-    queue row as writes. An LLM failure leaves the memory queued with backoff; a queue
-    survives a restart. Returns how many were settled."""
-    settled = 0
-    for row in await runner.read(service.judges_due, limit):
-        errors: list[str] = []
-        try:
-            job = await runner.read(service.prepare_supersede, row.slug)
-            if job is not None:
-                await asyncio.to_thread(service.judge_supersedes_llm, job)
-                if job.verdicts:
-                    await runner.write(service.apply_supersede, job)
-                errors = job.llm_errors
-        except NotFound:
-            pass  # deleted or forgotten meanwhile: nothing is left to judge
-        except MemorydError as exc:
-            errors = [exc.message]  # waits, like an LLM failure
-        try:
-            await runner.write(service.settle_judge, row, errors)
-        except MemorydError as exc:
-            logger.warning("supersede judging of %s stays queued: %s", row.slug, exc)
-            continue
-        settled += 1
-    return settled
 
 
 def bind_unix(path: Path) -> socket.socket:

@@ -273,14 +273,17 @@ class ServiceCore:
             details={**item.details, **extra},
         )
 
-    def _resync(self, slug: str, memory: Memory | None) -> None:
-        """The graph and the search index hold `memory` for `slug` (None: nothing)."""
-        if memory is None:
-            self.index.delete([slug])
-            self.graph.delete_memories([slug])
-            return
-        self.graph.upsert_memories([memory])
-        self.index.upsert([search_doc(memory)])
+    def _resync_many(self, memories: dict[str, Memory | None]) -> None:
+        """The graph and the search index hold each memory for its slug (None: nothing), in
+        one write of each store: recovery settles a whole intent at once."""
+        gone = [slug for slug, memory in memories.items() if memory is None]
+        kept = [memory for memory in memories.values() if memory is not None]
+        if gone:
+            self.index.delete(gone)
+            self.graph.delete_memories(gone)
+        if kept:
+            self.graph.upsert_memories(kept)
+            self.index.upsert([search_doc(memory) for memory in kept])
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:

@@ -1,11 +1,11 @@
 """governance.db: the small relational state memoryd keeps beside the vault and the graph.
 
 SQLite (stdlib `sqlite3`) holds only promotions, trigger_stats, profile_versions and
-profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions and the runs
-of scheduled maintenance jobs and the supersede judge queue: work state, not memory content, so `reindex` needs none of it.
-Numbered migrations, `migrations/NNN_name.sql` shipped as package data, run on open;
-`PRAGMA user_version` records
-the last one applied, and each one commits or rolls back as a whole, so a crash mid-upgrade
+profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions, the
+supersede judge queue and the runs of scheduled maintenance jobs: work state, not memory
+content, so `reindex` needs none of it. Numbered migrations, `migrations/NNN_name.sql`
+shipped as package data, run on open; `PRAGMA user_version` records the last one applied,
+and each one commits or rolls back as a whole, so a crash mid-upgrade
 leaves the previous schema intact.
 
 Over 600 lines: every query on governance.db, which has one connection and one lock; one method

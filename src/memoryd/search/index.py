@@ -407,21 +407,44 @@ class SearchIndex:
 
         self._replace(f"indexing {len(latest)} document(s)", plan)
 
-    def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
-        """Move indexed memories to new decay states (slug → state; unknown slugs are
-        ignored) in one commit: what a decay sweep changes, each document read once."""
-        if not states:
+    def set_decay_states(self, states: Mapping[str, DecayState], gone: Sequence[str] = ()) -> None:
+        """Move indexed memories to new decay states (slug → state) and delete the `gone`
+        ones (unknown slugs are ignored), in one commit: what a whole decay sweep changes.
+        Each document is read once, and the session view looks up neighbours among those
+        already read, so a sweep that moves most of a vault reads it about once."""
+        gone = _values(gone)
+        if not states and not gone:
             return
+        removed = set(gone)
 
-        def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
-            moved = self._stored(searcher, list(states))
+        def write(writer: tantivy.IndexWriter) -> _Changed:
+            self._index.reload()
+            searcher = self._index.searcher()
+            found = self._stored_with_addresses(searcher, [*states, *gone])
+            moved = [doc for doc, _ in found.values()]
             latest = {
                 slug: doc.model_copy(update={"decay_state": states[slug]})
-                for slug, doc in moved.items()
+                for slug, (doc, _) in found.items()
+                if slug in states and slug not in removed
             }
-            return latest, list(moved.values())
+            read = {(a.segment_ord, a.doc): doc for doc, a in found.values()}
+            view = SessionView(self, searcher, latest, gone=removed, around=moved, read=read)
+            rewrite = view.neighbours_of(moved)
+            with self._errors("preparing documents"):
+                documents = [
+                    _document(doc, view.context(doc)) for doc in [*latest.values(), *rewrite]
+                ]
+            for slug in (*found, *(doc.slug for doc in rewrite)):
+                writer.delete_documents_by_term("slug", slug)
+            for document in documents:
+                writer.add_document(document)
+            # The rewritten neighbours keep their title and body: only their context changed.
+            return moved, list(latest.values())
 
-        self._replace(f"setting the decay state of {len(states)} document(s)", plan)
+        self._write(f"moving {len(states)} and deleting {len(gone)} decayed document(s)", write)
+        with self._write_lock:
+            self.touched.update(states)
+            self.touched.update(gone)
 
     def _replace(
         self,
@@ -911,6 +934,20 @@ class SearchIndex:
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
             doc = _stored_doc(searcher.doc(address))
             found[doc.slug] = doc
+        return found
+
+    def _stored_with_addresses(
+        self, searcher: tantivy.Searcher, slugs: Sequence[str]
+    ) -> dict[str, tuple[SearchDoc, tantivy.DocAddress]]:
+        """As `_stored`, with where each document is (a session view's reads start there)."""
+        wanted = list(dict.fromkeys(slugs))
+        if not wanted:
+            return {}
+        by_slug = tantivy.Query.term_set_query(self._schema, "slug", wanted)
+        found = {}
+        for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
+            doc = _stored_doc(searcher.doc(address))
+            found[doc.slug] = (doc, address)
         return found
 
     def doc_at(self, searcher: tantivy.Searcher, address: tantivy.DocAddress) -> SearchDoc:

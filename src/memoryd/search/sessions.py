@@ -55,6 +55,7 @@ class SessionView:
         writing: Mapping[str, SearchDoc],
         gone: set[str],
         around: Sequence[SearchDoc] = (),
+        read: Mapping[tuple[int, int], SearchDoc] | None = None,
     ) -> None:
         self._index = index
         self._searcher = searcher
@@ -75,7 +76,8 @@ class SessionView:
                 self._focus.setdefault(doc.scope_hash, []).append(to_utc(doc.created_at))
         self._indexed: dict[str, tuple[list[tuple[int, tantivy.DocAddress]], list[int]]] = {}
         self._span: dict[str, tuple[datetime, datetime]] = {}
-        self._read: dict[tuple[int, int], SearchDoc] = {}
+        self._read: dict[tuple[int, int], SearchDoc] = dict(read or {})
+        """Indexed documents by address (segment, doc), as read: `read` seeds it."""
         self._cache: dict[tuple[str, datetime, str, bool], SearchDoc | None] = {}
 
     def context(self, doc: SearchDoc) -> str:
