@@ -14,6 +14,7 @@ engine answers is here; session-neighbour upkeep lives in `search.sessions`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -133,7 +134,18 @@ def _analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def _document(doc: SearchDoc, context: str = "") -> tantivy.Document:
+def _document(
+    doc: SearchDoc, context: str | Sequence[str] = "", cut: Callable[[str], str] = segment
+) -> tantivy.Document:
+    """The tantivy document of `doc`. `context` may come as the bodies it joins by newlines
+    and `cut` may remember segmentations: a body is then segmented once however many of its
+    neighbours' contexts hold it (the same text either way: segmentation never crosses a
+    newline)."""
+    if not isinstance(context, str):
+        context = "\n".join(cut(part) for part in context)
+        cut_context: Callable[[str], str] = str
+    else:
+        cut_context = cut
     document = tantivy.Document()
     document.add_text("slug", doc.slug)
     document.add_text("scope_hash", doc.scope_hash)
@@ -146,10 +158,10 @@ def _document(doc: SearchDoc, context: str = "") -> tantivy.Document:
         ("triggers", doc.triggers),
     ):
         for value in values:
-            document.add_text(field, _base_forms(segment(value)))
+            document.add_text(field, _base_forms(cut(value)))
             document.add_bytes(f"{field}_stored", value.encode("utf-8"))
     if context:
-        document.add_text(CONTEXT_FIELD, _base_forms(segment(context)))
+        document.add_text(CONTEXT_FIELD, _base_forms(cut_context(context)))
     document.add_date("created_at", to_utc(doc.created_at))
     return document
 
@@ -430,9 +442,11 @@ class SearchIndex:
             read = {(a.segment_ord, a.doc): doc for doc, a in found.values()}
             view = SessionView(self, searcher, latest, gone=removed, around=moved, read=read)
             rewrite = view.neighbours_of(moved)
+            cut = functools.lru_cache(maxsize=None)(segment)  # each body cut once
             with self._errors("preparing documents"):
                 documents = [
-                    _document(doc, view.context(doc)) for doc in [*latest.values(), *rewrite]
+                    _document(doc, view.context_parts(doc), cut)
+                    for doc in [*latest.values(), *rewrite]
                 ]
             for slug in (*found, *(doc.slug for doc in rewrite)):
                 writer.delete_documents_by_term("slug", slug)

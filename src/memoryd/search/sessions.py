@@ -82,10 +82,14 @@ class SessionView:
 
     def context(self, doc: SearchDoc) -> str:
         """The text `doc` is indexed with as its context ("" but for session memories)."""
+        return "\n".join(self.context_parts(doc))
+
+    def context_parts(self, doc: SearchDoc) -> list[str]:
+        """The bodies `context` joins by newlines (a bulk write segments each body once)."""
         if doc.type is not CONTEXT_TYPE:
-            return ""
+            return []
         near = [self.nearest(doc, backwards=side) for side in (True, False)]
-        return "\n".join(n.body for n in near if n is not None and n.body)
+        return [n.body for n in near if n is not None and n.body]
 
     def neighbours_of(self, docs: Sequence[SearchDoc]) -> list[SearchDoc]:
         """The indexed turns (not being written) whose context holds where `docs` stand."""
