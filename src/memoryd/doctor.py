@@ -190,6 +190,17 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
             " again when it is captured again",
         )
     )
+    judges = svc.judge_counts()
+    checks.append(
+        DoctorCheck(
+            name="supersede judging",
+            ok=not judges["failed"],
+            detail=f"memories owed the LLM judge: {judges['pending']} pending,"
+            f" {judges['done']} done, {judges['failed']} failed",
+            fix="check the llm settings and the daemon log; `memoryd supersede judge SLUG`"
+            " judges a memory again",
+        )
+    )
     checks.append(vectors_check(svc, settings.recall.vectors))
     verification = svc.audit_verify()
     checks.append(

@@ -24,6 +24,7 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -200,10 +201,26 @@ class Journal:
         return begun, ended
 
 
-def remove_temp_files(path: Path) -> None:
-    """The temp files an atomic write of `path` leaves when it is killed before its rename."""
-    try:
-        for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-            tmp.unlink(missing_ok=True)
-    except OSError as exc:
-        raise StorageError(f"cannot remove temp files beside {path}: {exc}") from exc
+def remove_temp_files(paths: Sequence[Path]) -> None:
+    """The temp files atomic writes of `paths` leave when killed before their rename: each
+    directory is listed once, however many of its files a write touched."""
+    names: dict[Path, set[str]] = {}
+    for path in paths:
+        names.setdefault(path.parent, set()).add(path.name)
+    for directory, wanted in names.items():
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    name = entry.name
+                    # `.<name>.<pid>.<token>.tmp`, as `vault.atomic_write` names them
+                    if (
+                        name.startswith(".")
+                        and name.endswith(".tmp")
+                        and name[1:].rsplit(".", 3)[0] in wanted
+                    ):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(entry.path)
+        except FileNotFoundError:
+            continue  # no directory, no temp files
+        except OSError as exc:
+            raise StorageError(f"cannot remove temp files in {directory}: {exc}") from exc

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,11 @@ elif args["op"] == "capture":
     svc.drain_inbox()
 elif args["op"] == "merge":
     svc.merge_entities(args["keep"], args["drop"])
+elif args["op"] == "sweep":
+    from datetime import datetime
+    import memoryd.governance.decay as decay
+    decay.SWEEP_BATCH = 2  # several write intents open at once
+    svc.sweep_at(datetime.fromisoformat(args["now"]))
 sys.exit(3)  # the kill never came: the step was not reached
 """
 
@@ -87,6 +93,9 @@ GRAPH_WRITE = "memoryd.graph.kuzu_store:KuzuGraphStore.upsert_memories"
 INDEX_WRITE = "memoryd.search.index:SearchIndex.upsert"
 AUDIT_WRITE = "memoryd.audit:AuditLog.append_many"
 MERGE = "memoryd.graph.kuzu_store:KuzuGraphStore.merge_entities"
+BEGIN = "memoryd.journal:Journal.begin"
+GRAPH_DECAY = "memoryd.graph.kuzu_store:KuzuGraphStore.set_decay_states"
+INDEX_DECAY = "memoryd.search.index:SearchIndex.set_decay_states"
 
 STEPS: dict[str, tuple[str, str]] = {
     "before the vault write": (VAULT_WRITE, "before"),
@@ -97,6 +106,9 @@ STEPS: dict[str, tuple[str, str]] = {
     "before the audit line": (AUDIT_WRITE, "before"),
     "after the audit line": (AUDIT_WRITE, "after"),
     "after the graph merge": (MERGE, "after"),
+    "after the first intent": (BEGIN, "after"),
+    "before the graph's decay states": (GRAPH_DECAY, "before"),
+    "after the index's decay states": (INDEX_DECAY, "after"),
 }
 
 
@@ -350,3 +362,85 @@ def test_an_unsettled_intent_survives_later_writes_and_a_torn_begin_is_ignored(
     after.end(crashed_again)
     journal.end(left)
     assert Journal(tmp_path).pending() == []
+
+
+# -- a decay sweep: files batch by batch, then graph, index and audit once --------------------
+def assert_swept_stores_agree(svc: MemoryService, settings: Settings) -> dict[str, Memory]:
+    """Each memory has one file; graph and index hold every memory decay has not forgotten,
+    in its file's state, and none it forgot (those sit in forgotten/); doctor is clean, the
+    audit log verifies and no intent or temp file is left. Returns the files' memories."""
+    paths = list(svc.vault.iter_files())
+    files = {(m := svc.vault.read(p)).meta.slug: m for p in paths}
+    assert len(files) == len(paths)  # never a memory in two files
+    kept = {slug for slug, m in files.items() if m.meta.forgotten_at is None}
+    graph = svc.graph.memory_rows(sorted(svc.graph.memory_slugs()))
+    index = svc.index.stored(sorted(svc.index.slugs()))
+    assert set(graph) == set(index) == kept
+    for slug in kept:
+        assert graph[slug].decay_state is files[slug].meta.decay_state
+        assert index[slug].decay_state is files[slug].meta.decay_state
+    for slug in set(files) - kept:
+        assert files[slug].meta.decay_state is DecayState.FORGOTTEN
+        path = files[slug].path
+        assert path is not None
+        assert path.parent.name == "forgotten"
+    assert [c for c in service_checks(svc, settings) if not c.ok] == []
+    assert svc.audit_verify().ok
+    assert Journal(svc.home).pending() == []
+    assert not list(svc.vault.scopes_dir.glob("*/*/.*.tmp"))
+    return files
+
+
+@pytest.mark.parametrize(
+    ("step", "outcome"),
+    [
+        ("after the first intent", "rolled back"),
+        ("before the graph's decay states", "rolled forward"),
+        ("after the index's decay states", "rolled forward"),
+        ("before the audit line", "rolled forward"),
+        ("after the audit line", "complete"),
+    ],
+)
+def test_a_decay_sweep_killed_at_any_step_is_settled_and_the_next_sweep_finishes_it(
+    quiet: Settings, project: Path, step: str, outcome: str
+) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    ages = {"a": 95, "b": 100, "c": 125, "d": 250, "e": 300}  # idle days at the sweep
+    expected = {"a": DecayState.DIM, "b": DecayState.DIM, "c": DecayState.SOFT_FORGOTTEN}
+    expected |= {"d": DecayState.FORGOTTEN, "e": DecayState.FORGOTTEN}
+    now = start + timedelta(days=400)
+    with open_service(quiet) as svc:
+        slugs = {
+            name: svc.record(
+                MemoryDraft(
+                    type=MemoryType.SESSION,
+                    title=f"Session {name}",
+                    body=f"Notes of session {name} about the nginx reload.",
+                    scope_path=project,
+                    created_at=now - timedelta(days=idle),
+                )
+            ).slug
+            for name, idle in ages.items()
+        }
+    crash(quiet, project, "sweep", step, now=now.isoformat())
+    with open_service(quiet) as svc:
+        files = assert_swept_stores_agree(svc, quiet)
+        states = {name: files[slug].meta.decay_state for name, slug in slugs.items()}
+        moved = {name for name, state in states.items() if state is not DecayState.ALIVE}
+        if outcome == "rolled back":  # killed before the first file: nothing moved
+            assert moved == set()
+        else:
+            assert states == expected
+        decays = {e["target"] for e in events(quiet, "decay")}
+        assert decays == {slugs[name] for name in moved}
+        recovers = events(quiet, "recover")
+        settled = {r["outcome"] for r in recovers}
+        assert settled == (set() if outcome == "complete" else {outcome})
+        if outcome == "rolled forward":
+            assert {r["target"] for r in recovers} == set(decays)
+        # The next sweep (tomorrow's daily job) moves what is left; nothing twice.
+        report = svc.sweep_at(now)
+        assert {m.slug for m in report.moved} == {slugs[n] for n in set(expected) - moved}
+        files = assert_swept_stores_agree(svc, quiet)
+        assert {name: files[slug].meta.decay_state for name, slug in slugs.items()} == expected
+    assert len(events(quiet, "decay")) == len(expected)

@@ -22,6 +22,7 @@ TABLES = {
     "profile_versions",
     "profile_change_reports",
     "enrichment",
+    "judge_queue",
 }
 
 
@@ -70,8 +71,9 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "006_promotion_review.sql",
         "007_schedule_runs.sql",
         "008_profile.sql",
+        "009_judge_queue.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 8
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 9
 
 
 def test_open_creates_all_tables_with_the_seed_columns(

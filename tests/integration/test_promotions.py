@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.doctor import service_checks
+from memoryd.enrichment import content_fingerprint
 from memoryd.errors import Conflict, NotFound, PolicyDenied, RateLimited
 from memoryd.governance.promotions import ReviewPolicy, promoted_slug
 from memoryd.llm.anthropic_provider import AnthropicProvider
@@ -422,7 +424,9 @@ def test_review_errors_are_typed(service: MemoryService, project: Path) -> None:
 def test_http_promotions_routes(tmp_path: Path, project: Path) -> None:
     home = tmp_path / "daemon-home"
     title, body = labelled_body("en-18-api-pagination-decision.md")
-    with running(home) as daemon, uds_client(daemon.home) as http:
+    # The worker would score the recorded sessions too (another test's): not during this one.
+    quiet = {"MEMORYD_ENRICHMENT__INTERVAL_S": "3600"}
+    with running(home, env=quiet) as daemon, uds_client(daemon.home) as http:
         made = http.post(
             "/v1/memories",
             json={"type": "session", "title": title, "body": body, "scope": str(project)},
@@ -484,3 +488,81 @@ def test_the_worker_scores_once_per_content(service: MemoryService, project: Pat
     assert queued == "same"
     assert len(service.audit_records(event_type="propose")) == 1
     assert service.enrichment_due(8) == []
+
+
+# -- session memories recorded by hand are scored like captured ones ------------------------------
+def test_a_session_recorded_by_hand_is_queued_once_and_scored_by_the_worker(
+    service: MemoryService, project: Path
+) -> None:
+    slug = session(service, project, "en-04-pin-kuzu.md")
+    decision = service.record(
+        MemoryDraft(
+            type=MemoryType.DECISION,
+            title="Kuzu pinned",
+            body="We pin kuzu to 0.11.3 because 0.11.2 segfaults on reopen.",
+            scope_path=project,
+        )
+    )
+    row = service.governance.enrichment(slug)
+    assert row is not None
+    assert (row.state, row.fingerprint) == ("pending", content_fingerprint(service.get(slug)))
+    assert service.governance.enrichment(decision.slug) is None  # long-term: not a session
+    assert service.enrichment_due(8) == [slug]
+
+    assert service.enrich_pending(use_llm=False) == 1  # what an embedded write command runs
+    scored = service.get(slug).meta.dura_score
+    assert scored is not None
+    assert scored.by == "heuristic-v1"
+    [promotion] = service.list_promotions()
+    assert promotion.source_slug == slug
+    # Edits that keep the content (tags) do not queue it again: scored once per content.
+    service.update_keywords(slug, tags=["kuzu"])
+    assert service.enrichment_due(8) == []
+    assert service.enrich_pending(use_llm=False) == 0
+    assert len(service.audit_records(event_type="propose")) == 1
+
+
+def test_an_import_too_big_to_score_is_not_queued(
+    service: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memoryd.domain.core as core
+
+    monkeypatch.setattr(core, "ENRICH_BULK_LIMIT", 2)
+    drafts = [
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title=f"Session {n}",
+            body=f"Ran pytest {n}.",
+            scope_path=project,
+        )
+        for n in range(3)
+    ]
+    assert len(service.record_many(drafts)) == 3
+    assert service.enrichment_due(8) == []
+    assert service.enrichment_counts() == {"pending": 0, "done": 0, "failed": 0}
+
+
+def test_a_daemon_scores_a_session_recorded_through_it(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORYD_ENRICHMENT__INTERVAL_S", "0.3")
+    monkeypatch.setenv("MEMORYD_GRAPH__BUFFER_POOL_MB", "128")
+    title, body = labelled_body("en-04-pin-kuzu.md")
+    with running(home) as daemon, uds_client(home) as http:
+        created = http.post(
+            "/v1/memories",
+            json={"type": "session", "title": title, "body": body, "scope": str(project)},
+        )
+        assert created.status_code == 201, created.text
+        slug = created.json()["meta"]["slug"]
+        deadline = time.monotonic() + 60
+        while not http.get("/v1/promotions").json()["items"]:
+            assert time.monotonic() < deadline, "the daemon's worker never scored the session"
+            time.sleep(0.1)
+        [promotion] = http.get("/v1/promotions").json()["items"]
+        assert promotion["source_slug"] == slug
+        meta = http.get(f"/v1/memories/{slug}").json()["meta"]
+        assert meta["dura_score"]["by"] == "heuristic-v1"
+        checks = {c["name"]: c for c in http.get("/v1/doctor").json()}
+        assert "0 pending, 1 done, 0 failed" in checks["enrichment"]["detail"]
+        assert daemon.stop() == 0

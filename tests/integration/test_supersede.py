@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from memoryd.api.runner import ServiceRunner
 from memoryd.cli.main import app
 from memoryd.config import Settings
+from memoryd.daemon.judging import judge_round
+from memoryd.doctor import service_checks
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede import (
     Pair,
@@ -45,7 +49,7 @@ from tests.integration.test_enrichment import (  # noqa: F401  (fixtures)
     work,
 )
 from tests.integration.test_enrichment import OK as ENRICHED
-from tests.integration.test_llm import Replay
+from tests.integration.test_llm import CONNECT_ERROR, Replay
 
 PAIRS = Path(__file__).parents[1] / "data" / "supersede" / "pairs.yaml"
 
@@ -459,6 +463,7 @@ def test_an_enriched_session_is_judged_by_the_rules_then_the_llm_off_the_writer(
             draft(project, "Test runs", "Run pytest with -x only in CI.", "preference", 2)
         )
         replay, _ = with_llm(svc, *ENRICHED, "supersede_partial")
+        svc.llm_judge_inline = False  # as `memoryd serve` sets it: the worker's queue judges
         assert svc.drain_inbox() == 1
         assert work(svc) == 1
         session = svc.get(SLUG)
@@ -519,17 +524,17 @@ def test_the_daemon_records_without_waiting_for_the_llm_and_its_worker_judges_la
                 2,
             )
         )
-        assert svc.supersede_pending == []  # no LLM configured when it was recorded
+        assert svc.governance.judge_job(newer.slug) is None  # no LLM when it was recorded
         # With one, the record path (whose LLM extraction is another test's) queues it:
         svc.llm = provider
         svc._judge_written([svc.get(newer.slug)], use_llm=True)
-        assert svc.supersede_pending == [newer.slug]
+        assert [r.slug for r in svc.judges_due(8)] == [newer.slug]
         assert claude.requests == []  # the writer did not wait on the LLM
         assert work(svc) == 0  # the worker's round: no session to enrich, one memory judged
     finally:
         svc.llm = None
         provider.close()
-    assert svc.supersede_pending == []
+    assert svc.judge_counts() == {"pending": 0, "done": 1, "failed": 0}
     (decision,) = svc.get(newer.slug).meta.supersede_decisions
     assert (decision.older, decision.status) == (older.slug, SupersedeStatus.CANDIDATE)
     assert len(claude.requests) == 1
@@ -586,3 +591,132 @@ def test_memories_written_in_the_same_second_are_judged_once_one_way(
     assert svc.graph.superseded_by([older.slug]) == {older.slug: newer.slug}
     assert svc.judge_supersedes(older.slug) == []  # never the other way round as well
     assert svc.graph.superseded_by([newer.slug]) == {}
+
+
+def judge(svc: MemoryService, limit: int = 8) -> int:
+    """One round of the daemon's judge worker, on a real writer thread; how many it settled."""
+    runner = ServiceRunner()
+    try:
+        return asyncio.run(judge_round(svc, runner, limit))
+    finally:
+        runner.close()
+
+
+def test_the_judge_queue_survives_a_daemon_restart_and_retries_with_backoff_when_the_llm_is_down(
+    settings: Settings, project: Path
+) -> None:
+    """The daemon's worker (`enrich_round` on a real writer thread) against Claude's network
+    replayed: refused connections, then a restart, then the recorded judgement."""
+
+    def claude(replay: Replay) -> AnthropicProvider:
+        return AnthropicProvider(
+            api_key="sk-ant-test",
+            model="claude-haiku-4-5",
+            timeout_s=5.0,
+            max_retries=0,
+            transport=replay.transport,
+            sleep=lambda _s: None,
+            rng=random.Random(7),
+        )
+
+    admin = "New admin UI forms are written in Svelte; Angular stays for the legacy pages."
+    down = Replay("anthropic", CONNECT_ERROR)
+    with open_service(settings) as svc:
+        svc.llm_judge_inline = False  # as `memoryd serve` sets it
+        older = svc.record(
+            draft(project, "Admin UI", "The admin UI is built with Angular.", "decision", 1)
+        )
+        newer = svc.record(draft(project, "Admin forms", admin, "decision", 2))
+        # With an LLM, the record path (whose LLM extraction is another test's) queues them:
+        svc.llm = claude(down)
+        try:
+            svc._judge_written([svc.get(older.slug), svc.get(newer.slug)], use_llm=True)
+            assert [r.slug for r in svc.judges_due(8)] == [older.slug, newer.slug]
+            assert down.requests == []  # the writer did not wait on the LLM
+            # The older has nothing to replace (done); the newer's LLM call fails (backoff).
+            assert judge(svc) == 2
+            assert len(down.requests) == 1
+        finally:
+            svc.llm.close()
+            svc.llm = None
+        row = svc.governance.judge_job(newer.slug)
+        assert row is not None
+        assert (row.state, row.attempts) == ("pending", 1)
+        assert row.last_error is not None
+        assert older.slug in row.last_error
+        waited = (row.next_attempt_at - svc.clock()).total_seconds()
+        assert svc.enrichment.backoff_s - 5 <= waited <= svc.enrichment.backoff_s
+        assert svc.get(newer.slug).meta.supersede_decisions == []
+        checks = {c.name: c for c in service_checks(svc, settings)}
+        assert "1 pending, 1 done, 0 failed" in checks["supersede judging"].detail
+
+    up = Replay("anthropic", "supersede_partial")
+    with open_service(settings) as svc:  # the daemon, restarted
+        svc.llm_judge_inline = False
+        svc.llm = claude(up)
+        try:
+            assert judge(svc) == 0  # still backing off: the LLM is not asked
+            assert up.requests == []
+            later = row.next_attempt_at + timedelta(seconds=1)
+            svc.clock = lambda: later
+            assert work(svc) == 0  # the enrichment worker's round judges what is due
+            assert up.requests != []
+        finally:
+            svc.llm.close()
+            svc.llm = None
+        assert len(up.requests) == 1
+        (decision,) = svc.get(newer.slug).meta.supersede_decisions
+        assert (decision.older, decision.status) == (older.slug, SupersedeStatus.CANDIDATE)
+        assert decision.judge == "llm:anthropic/claude-haiku-4-5"
+        assert svc.judge_counts() == {"pending": 0, "done": 2, "failed": 0}
+        assert judge(svc) == 0  # judged once
+
+
+def test_a_judge_the_llm_keeps_failing_ends_failed_and_doctor_names_it(
+    settings: Settings, project: Path
+) -> None:
+    from memoryd.enrichment import EnrichmentPolicy
+
+    down = Replay("anthropic", CONNECT_ERROR, CONNECT_ERROR)
+    with open_service(settings) as svc:
+        svc.llm_judge_inline = False
+        svc.enrichment = EnrichmentPolicy(max_attempts=2, backoff_s=0.0)
+        older = svc.record(
+            draft(project, "Admin UI", "The admin UI is built with Angular.", "decision", 1)
+        )
+        newer = svc.record(
+            draft(
+                project,
+                "Admin forms",
+                "New admin UI forms are written in Svelte; Angular stays for the legacy pages.",
+                "decision",
+                2,
+            )
+        )
+        svc.llm = AnthropicProvider(
+            api_key="sk-ant-test",
+            model="claude-haiku-4-5",
+            timeout_s=5.0,
+            max_retries=0,
+            transport=down.transport,
+            sleep=lambda _s: None,
+            rng=random.Random(7),
+        )
+        try:
+            svc._judge_written([svc.get(older.slug), svc.get(newer.slug)], use_llm=True)
+            assert judge(svc) == 2  # the older: nothing to replace; the newer: refused
+            assert judge(svc) == 1
+            assert judge(svc) == 0  # failed: not retried
+            row = svc.governance.judge_job(newer.slug)
+            assert row is not None
+            assert (row.state, row.attempts) == ("failed", 2)
+            checks = {c.name: c for c in service_checks(svc, settings)}
+            assert not checks["supersede judging"].ok
+            assert "0 pending, 1 done, 1 failed" in checks["supersede judging"].detail
+            svc._judge_written([svc.get(newer.slug)], use_llm=True)  # written again: anew
+            again = svc.governance.judge_job(newer.slug)
+            assert again is not None
+            assert (again.state, again.attempts) == ("pending", 0)
+        finally:
+            svc.llm.close()
+            svc.llm = None

@@ -34,6 +34,7 @@ from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.config import Settings
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
+from memoryd.daemon.judging import judge_round
 from memoryd.daemon.readers import ReaderPool
 from memoryd.daemon.scheduler import run_schedules
 from memoryd.enrichment import run_llm_stage
@@ -203,8 +204,7 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
     settled = 0
-    while service.supersede_pending:  # recorded memories: the rules ran, the LLM's turn
-        await judge_supersedes(service, runner, service.supersede_pending.pop(0))
+    await judge_round(service, runner, limit)  # recorded memories: the rules ran, the LLM next
     for slug in await runner.read(service.enrichment_due, limit):
         try:
             job = await runner.read(service.prepare_enrichment, slug)
@@ -219,7 +219,7 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
             continue
         settled += 1
         if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
-            await judge_supersedes(service, runner, slug)
+            await judge_round(service, runner, limit)  # apply_enrichment queued its judging
     return settled
 
 
@@ -256,23 +256,6 @@ async def embed_rounds(service: MemoryService, runner: ServiceRunner) -> None:
                 return
     except MemorydError as exc:
         logger.warning("embedding paused: %s", exc)
-
-
-async def judge_supersedes(service: MemoryService, runner: ServiceRunner, slug: str) -> None:
-    """The LLM's part of supersede judging for an enriched session (the rules ran when it
-    was written): pairs as a read, the LLM on a plain thread, the decisions as a write.
-    A failure is logged; the session stays enriched."""
-    if service.llm is None or not service.supersede_settings.use_llm:
-        return
-    try:
-        job = await runner.read(service.prepare_supersede, slug)
-        if job is None:
-            return
-        await asyncio.to_thread(service.judge_supersedes_llm, job)
-        if job.verdicts:
-            await runner.write(service.apply_supersede, job)
-    except MemorydError as exc:
-        logger.warning("supersede judging of %s failed: %s", slug, exc)
 
 
 def bind_unix(path: Path) -> socket.socket:

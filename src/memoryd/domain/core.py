@@ -106,6 +106,10 @@ GraphFactory = Callable[[Path], GraphStore]
 SUPERSEDE_BULK_LIMIT = 2000
 """An import of more long-term memories than this is not judged as it lands (one graph query
 per memory): a 100k-memory import would wait minutes for it."""
+ENRICH_BULK_LIMIT = 2000
+"""An import of more session memories than this is not queued for DURA scoring as it lands
+(each would be read, scored and rewritten by the next command or the daemon); `memoryd
+analyze-session SLUG` scores the ones that matter."""
 CREATING_EVENTS = ("record", "capture", "adopt")
 """The audit events that bring a memory into the stores; `audit verify` wants one for each."""
 
@@ -225,9 +229,8 @@ class ServiceCore:
         """Supersede judging's tiers and limits (config `[supersede]`)."""
         self.llm_judge_inline = True
         """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
-        must not wait on the LLM, so recorded slugs queue in `supersede_pending` and its
-        worker judges them off the writer."""
-        self.supersede_pending: list[str] = []
+        must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
+        `judge_queue` and its worker judges them off the writer, after a restart too."""
         self.clock: Callable[[], datetime] = utcnow
         """Now, for recall tracking and governance (decay, schedules): tests move it."""
         self.decay_policy = DecayPolicy()
@@ -317,14 +320,17 @@ class ServiceCore:
             details={**item.details, **extra},
         )
 
-    def _resync(self, slug: str, memory: Memory | None) -> None:
-        """The graph and the search index hold `memory` for `slug` (None: nothing)."""
-        if memory is None:
-            self.index.delete([slug])
-            self.graph.delete_memories([slug])
-            return
-        self.graph.upsert_memories([memory])
-        self.index.upsert([search_doc(memory)])
+    def _resync_many(self, memories: dict[str, Memory | None]) -> None:
+        """The graph and the search index hold each memory for its slug (None: nothing), in
+        one write of each store: recovery settles a whole intent at once."""
+        gone = [slug for slug, memory in memories.items() if memory is None]
+        kept = [memory for memory in memories.values() if memory is not None]
+        if gone:
+            self.index.delete(gone)
+            self.graph.delete_memories(gone)
+        if kept:
+            self.graph.upsert_memories(kept)
+            self.index.upsert([search_doc(memory) for memory in kept])
 
     # -- reads ----------------------------------------------------------------------------
     def get(self, slug: str) -> Memory:
@@ -525,6 +531,8 @@ class ServiceCore:
                 self.journal.end(intent)
             raise
         self.journal.end(intent)
+        if content_fingerprint(new) != content_fingerprint(old):
+            self._queue_sessions([new])  # an edited session is scored again, once
 
     @contextlib.contextmanager
     def _file_lock(self, slug: str) -> Iterator[None]:
@@ -737,6 +745,27 @@ class ServiceCore:
             return False
         return bool(row.path and Path(row.path).is_file()) or self.vault.find(slug) is not None
 
+    def _queue_sessions(self, memories: Sequence[Memory]) -> None:
+        """Session memories recorded by hand (`memoryd record --type session`, MCP
+        `remember`) or edited are scored on DURA like captured ones: queued for the
+        enrichment worker once per content (`enqueue_enrichments` keeps a content it has)."""
+        sessions = [m for m in memories if m.meta.type is MemoryType.SESSION]
+        if len(sessions) > ENRICH_BULK_LIMIT:
+            logger.info(
+                "%d session memories imported: too many to score now; run"
+                " `memoryd analyze-session SLUG` for those that matter",
+                len(sessions),
+            )
+            return
+        if not sessions:
+            return
+        try:
+            self.governance.enqueue_enrichments(
+                [(m.slug, content_fingerprint(m)) for m in sessions], utcnow()
+            )
+        except MemorydError as exc:  # the memory is written; `analyze-session` scores it
+            logger.warning("session memories not queued for DURA scoring: %s", exc)
+
     def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> None:
         """Judge new long-term memories against the older ones they may replace. A failure is
         logged: the memory is written, and `memoryd supersede judge SLUG` can run it again."""
@@ -762,7 +791,7 @@ class ServiceCore:
                 logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
                 continue
             if use_llm and not inline and self.llm is not None:
-                self.supersede_pending.append(memory.slug)
+                self.governance.queue_judges([memory.slug], self.clock())
 
     def _dura_input(
         self, memory: Memory, scope: ScopeInfo | None, rules: Extraction

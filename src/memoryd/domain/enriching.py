@@ -61,7 +61,12 @@ class Enriching(ServiceCore):
                 if job.use_llm and self.llm is not None:
                     result = run_llm_stage(self.llm, job)
                 state = self.apply_enrichment(job, result)
-                if job.use_llm and job.skip is None and state not in ("requeued", "gone"):
+                if (
+                    self.llm_judge_inline
+                    and job.use_llm
+                    and job.skip is None
+                    and state not in ("requeued", "gone")
+                ):
                     try:  # the LLM's part: the rules ran as it was written
                         self.judge_supersedes(slug)
                     except MemorydError as exc:
@@ -166,6 +171,9 @@ class Enriching(ServiceCore):
             self.judge_supersedes(job.slug, use_llm=False)
         except MemorydError as exc:
             logger.warning("supersede judging of %s failed: %s", job.slug, exc)
+        if result is not None and not self.llm_judge_inline:
+            # The LLM read this session: its judge's turn, through the durable queue.
+            self.governance.queue_judges([job.slug], now)
         if result is None:
             # The LLM stage did not run: done, unless a provider is configured (the daemon
             # runs it later; embedded commands only run the rules).

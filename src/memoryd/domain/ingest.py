@@ -3,6 +3,7 @@ settle the writes a crash cut short (`recover`)."""
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -68,6 +69,7 @@ class Ingest(ServiceCore):
         for batch in iter_batches(memories, BULK_BATCH):
             self._write_batch(batch, sync_each=not bulk)
             written.extend(batch)
+        self._queue_sessions(written)
         self._judge_written(written, use_llm=not bulk)
         return written
 
@@ -173,17 +175,26 @@ class Ingest(ServiceCore):
             return 0
         self.audit.repair_torn_tail()
         settled = 0
+        # The audit log after the oldest intent is read once (a decay sweep leaves dozens of
+        # intents begun at the same seq), then only what each settled intent appends.
+        records = self.audit.records_after(min(i.audit_seq for i in intents))
+        seqs = [r.seq for r in records]
         for intent in intents:
             logged = {
-                (r.event_type, r.target_id) for r in self.audit.records_after(intent.audit_seq)
+                (r.event_type, r.target_id)
+                for r in records[bisect.bisect_right(seqs, intent.audit_seq) :]
             }
             events: list[AuditEvent] = []
+            remove_temp_files(
+                [Path(p) for item in intent.items for p in {item.path, item.old_path} if p]
+            )
+            resync: dict[str, Memory | None] = {}
             for item in intent.items:
                 if intent.op == "entity":
                     self._apply_entity_event(item)
                     outcome = "forward"
                 else:
-                    outcome = self._settle_item(intent.op, item)
+                    outcome, resync[item.slug] = self._settle_item(intent.op, item)
                 done = (item.event_type, item.slug) in logged
                 if outcome == "forward" and done:
                     continue  # complete: only the intent was left behind
@@ -207,7 +218,11 @@ class Ingest(ServiceCore):
                         )
                     )
                 settled += 1
+            self._resync_many(resync)
             self.audit.append_many(events)
+            appended = self.audit.records_after(seqs[-1] if seqs else intent.audit_seq)
+            records.extend(appended)
+            seqs.extend(r.seq for r in appended)
             self.journal.end(intent)
             logger.warning(
                 "settled an unfinished %s of %d memor%s left by a crash: %s",
@@ -220,19 +235,17 @@ class Ingest(ServiceCore):
         self._merges = None
         return settled
 
-    def _settle_item(self, op: str, item: IntentItem) -> str:
-        """Bring the graph and the search index to what the vault holds for one memory of an
-        unfinished write: "forward" when the write's file landed, "back" when it did not."""
+    def _settle_item(self, op: str, item: IntentItem) -> tuple[str, Memory | None]:
+        """What the graph and the search index must hold for one memory of an unfinished
+        write (the caller writes it, for the whole intent at once): "forward" when the
+        write's file landed, "back" when it did not. Its temp files are gone already."""
         path = Path(item.path)
-        for written in {path, Path(item.old_path or item.path)}:
-            remove_temp_files(written)  # an atomic write killed before its rename
         landed = self._landed(item)
         if landed is not None:
             if item.old_path and item.old_path != item.path:
                 self.vault.remove(Path(item.old_path))  # the move finishes
             # A memory the decay sweep forgot is held by neither graph nor index.
-            self._resync(item.slug, None if landed.meta.forgotten_at else landed)
-            return "forward"
+            return "forward", None if landed.meta.forgotten_at else landed
         current: Memory | None = None
         if op == "replace":
             old = Path(item.old_path or item.path)
@@ -244,8 +257,7 @@ class Ingest(ServiceCore):
                 )
         elif op == "record" and path.exists():
             self.vault.remove(path)  # cut short before its fsync (a power cut): not a memory
-        self._resync(item.slug, current)
-        return "back"
+        return "back", current
 
     def _landed(self, item: IntentItem) -> Memory | None:
         """The memory as the unfinished write meant it, when its file holds that."""

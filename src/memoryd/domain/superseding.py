@@ -5,12 +5,14 @@ human's decisions on candidates (the rules and the LLM judge live in
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from pathlib import Path
 
 from memoryd.domain.core import ServiceCore
 from memoryd.errors import InvalidInput, NotFound, PolicyDenied
 from memoryd.governance import supersede
 from memoryd.governance.analyze import sensitive
+from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.store import SupersedeRow
 from memoryd.models import SupersedeDecision
 
@@ -92,6 +94,49 @@ class Superseding(ServiceCore):
         if use_llm:
             self.judge_supersedes_llm(job)
         return self.apply_supersede(job)
+
+    # -- the judge queue (the daemon's worker: the LLM's part, durable, with backoff) ------
+    def judges_due(self, limit: int) -> list[JudgeRow]:
+        """The memories whose LLM judging is owed and due now (a read); none while no LLM
+        judge is configured (they wait for one)."""
+        if self.llm is None or not self.supersede_settings.use_llm:
+            return []
+        return self.governance.due_judges(self.clock(), limit)
+
+    def settle_judge(self, row: JudgeRow, errors: list[str]) -> str:
+        """Record how a queued judge job ended (a write): `done`, or, after `errors` (the LLM
+        failed on a pair, or the memory could not be read), `retry` after the enrichment
+        queue's backoff and `failed` after its last attempt. A memory queued again meanwhile
+        keeps its new queueing."""
+        self._require_writable("settle supersede judging")
+        now = self.clock()
+        state: EnrichmentState = "done"
+        attempts, wait, error = row.attempts, 0.0, None
+        if errors:
+            attempts += 1
+            state = "failed" if attempts >= self.enrichment.max_attempts else "pending"
+            wait = self.enrichment.backoff(attempts)
+            error = "; ".join(errors)[:2000]
+            logger.warning(
+                "LLM supersede judge of %s failed (attempt %d of %d)%s",
+                row.slug,
+                attempts,
+                self.enrichment.max_attempts,
+                "" if state == "failed" else f"; retried in {wait:.0f} s",
+            )
+        self.governance.settle_judge(
+            row,
+            state=state,
+            attempts=attempts,
+            last_error=error,
+            next_attempt_at=now + timedelta(seconds=wait),
+            now=now,
+        )
+        return "retry" if state == "pending" else state
+
+    def judge_counts(self) -> dict[EnrichmentState, int]:
+        """Queued judge jobs by state: pending, done, failed (for `doctor`)."""
+        return self.governance.judge_counts()
 
     def decide_supersede(
         self,

@@ -1,11 +1,11 @@
 """governance.db: the small relational state memoryd keeps beside the vault and the graph.
 
 SQLite (stdlib `sqlite3`) holds only promotions, trigger_stats, profile_versions and
-profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions and the runs
-of scheduled maintenance jobs: work state, not memory content, so `reindex` needs none of it.
-Numbered migrations, `migrations/NNN_name.sql` shipped as package data, run on open;
-`PRAGMA user_version` records
-the last one applied, and each one commits or rolls back as a whole, so a crash mid-upgrade
+profile_change_reports (DESIGN §3), plus the enrichment queue of captured sessions, the
+supersede judge queue and the runs of scheduled maintenance jobs: work state, not memory
+content, so `reindex` needs none of it. Numbered migrations, `migrations/NNN_name.sql`
+shipped as package data, run on open; `PRAGMA user_version` records the last one applied,
+and each one commits or rolls back as a whole, so a crash mid-upgrade
 leaves the previous schema intact.
 
 Over 600 lines: every query on governance.db, which has one connection and one lock; one method
@@ -39,7 +39,7 @@ from memoryd.private import FILE_MODE, make_private_dir
 
 logger = logging.getLogger(__name__)
 
-LATEST_VERSION = 8
+LATEST_VERSION = 9
 """The schema version this code creates and understands: the number of the last migration."""
 
 GLOBAL_SCOPE = "_global"
@@ -95,6 +95,22 @@ class EnrichmentRow(BaseModel):
     enqueued_at: datetime
     updated_at: datetime
 
+
+class JudgeRow(BaseModel):
+    """One memory waiting for the LLM's part of supersede judging (`judge_queue`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slug: str
+    state: EnrichmentState
+    queued: int
+    """How often it was queued: a job settles only the queueing it was prepared from."""
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime
+
+
+_JUDGE_COLUMNS = "slug, state, queued, attempts, last_error, next_attempt_at"
 
 _ENRICHMENT_COLUMNS = (
     "slug, fingerprint, state, rules_done, attempts, last_error, next_attempt_at, enqueued_at,"
@@ -461,6 +477,28 @@ class GovernanceStore:
             )
         return "new" if row is None else "changed"
 
+    def enqueue_enrichments(self, items: Sequence[tuple[str, str]], now: datetime) -> int:
+        """Queue many (slug, fingerprint) contents in one transaction (memories recorded by
+        hand); as `enqueue_enrichment`, a content already queued, enriched or failed is left
+        alone. Returns how many rows it queued or started over."""
+        stamp = _instant(now)
+        rows = [(slug, fingerprint, stamp, stamp, stamp) for slug, fingerprint in items]
+        if not rows:
+            return 0
+        with self._transaction("queue enrichment in") as conn:
+            cursor = conn.executemany(
+                "INSERT INTO enrichment (slug, fingerprint, state, rules_done, attempts,"
+                " last_error, next_attempt_at, enqueued_at, updated_at)"
+                " VALUES (?, ?, 'pending', 0, 0, NULL, ?, ?, ?)"
+                " ON CONFLICT (slug) DO UPDATE SET fingerprint = excluded.fingerprint,"
+                " state = 'pending', rules_done = 0, attempts = 0, last_error = NULL,"
+                " next_attempt_at = excluded.next_attempt_at,"
+                " enqueued_at = excluded.enqueued_at, updated_at = excluded.updated_at"
+                " WHERE enrichment.fingerprint <> excluded.fingerprint",
+                rows,
+            )
+            return max(0, cursor.rowcount)
+
     def due_enrichments(
         self, now: datetime, limit: int, *, rules_only: bool = False
     ) -> list[EnrichmentRow]:
@@ -652,6 +690,82 @@ class GovernanceStore:
             )
             for p, g, c, v, s, a, d in rows
         ]
+
+    # -- the supersede judge queue -----------------------------------------------------------
+    def queue_judges(self, slugs: Sequence[str], now: datetime) -> None:
+        """Queue memories for the LLM's part of supersede judging (the daemon's worker does
+        it). A memory queued again starts over: pending, no attempts, due now."""
+        stamp = _instant(now)
+        rows = [(slug, stamp, stamp, stamp) for slug in dict.fromkeys(slugs)]
+        if not rows:
+            return
+        with self._transaction("queue supersede judging in") as conn:
+            conn.executemany(
+                "INSERT INTO judge_queue (slug, state, queued, attempts, last_error,"
+                " next_attempt_at, enqueued_at, updated_at) VALUES (?, 'pending', 1, 0, NULL,"
+                " ?, ?, ?) ON CONFLICT (slug) DO UPDATE SET state = 'pending',"
+                " queued = queued + 1, attempts = 0, last_error = NULL,"
+                " next_attempt_at = excluded.next_attempt_at,"
+                " enqueued_at = excluded.enqueued_at, updated_at = excluded.updated_at",
+                rows,
+            )
+
+    def due_judges(self, now: datetime, limit: int) -> list[JudgeRow]:
+        """Pending judge jobs whose backoff is over, longest waiting first."""
+        with self._connection("read the judge queue of") as conn:
+            rows = conn.execute(
+                f"SELECT {_JUDGE_COLUMNS} FROM judge_queue"
+                " WHERE state = 'pending' AND next_attempt_at <= ?"
+                " ORDER BY next_attempt_at, enqueued_at, slug LIMIT ?",
+                (_instant(now), limit),
+            ).fetchall()
+        return [_judge_row(row) for row in rows]
+
+    def judge_job(self, slug: str) -> JudgeRow | None:
+        """The judge queue row of one memory, or None when it was never queued."""
+        with self._connection("read the judge queue of") as conn:
+            row = conn.execute(
+                f"SELECT {_JUDGE_COLUMNS} FROM judge_queue WHERE slug = ?", (slug,)
+            ).fetchone()
+        return None if row is None else _judge_row(row)
+
+    def settle_judge(
+        self,
+        row: JudgeRow,
+        *,
+        state: EnrichmentState,
+        attempts: int,
+        last_error: str | None,
+        next_attempt_at: datetime,
+        now: datetime,
+    ) -> bool:
+        """Record how a judge attempt ended, only if the memory was not queued again since
+        `row` was read (then its new queueing is judged next). Whether it was recorded."""
+        with self._transaction("record supersede judging in") as conn:
+            cursor = conn.execute(
+                "UPDATE judge_queue SET state = ?, attempts = ?, last_error = ?,"
+                " next_attempt_at = ?, updated_at = ? WHERE slug = ? AND queued = ?",
+                (
+                    state,
+                    attempts,
+                    last_error,
+                    _instant(next_attempt_at),
+                    _instant(now),
+                    row.slug,
+                    row.queued,
+                ),
+            )
+            return cursor.rowcount > 0
+
+    def judge_counts(self) -> dict[EnrichmentState, int]:
+        """Judge jobs by state: pending, done, failed (for `doctor`)."""
+        counts: dict[EnrichmentState, int] = {"pending": 0, "done": 0, "failed": 0}
+        with self._connection("read the judge queue of") as conn:
+            for state, count in conn.execute(
+                "SELECT state, count(*) FROM judge_queue GROUP BY state"
+            ):
+                counts[state] = int(count)
+        return counts
 
     # -- the promotions queue ----------------------------------------------------------------
     def propose_promotion(self, proposal: PromotionProposal, now: datetime) -> tuple[int, Proposed]:
@@ -927,6 +1041,11 @@ def _enrichment_row(row: tuple[object, ...]) -> EnrichmentRow:
     data = dict(zip(keys, row, strict=True))
     data["rules_done"] = bool(data["rules_done"])
     return EnrichmentRow.model_validate(data)
+
+
+def _judge_row(row: tuple[object, ...]) -> JudgeRow:
+    keys = [key.strip() for key in _JUDGE_COLUMNS.split(",")]
+    return JudgeRow.model_validate(dict(zip(keys, row, strict=True)))
 
 
 def _day(value: date) -> str:

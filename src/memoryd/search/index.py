@@ -14,6 +14,7 @@ engine answers is here; session-neighbour upkeep lives in `search.sessions`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -136,7 +137,18 @@ def _analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def _document(doc: SearchDoc, context: str = "") -> tantivy.Document:
+def _document(
+    doc: SearchDoc, context: str | Sequence[str] = "", cut: Callable[[str], str] = segment
+) -> tantivy.Document:
+    """The tantivy document of `doc`. `context` may come as the bodies it joins by newlines
+    and `cut` may remember segmentations: a body is then segmented once however many of its
+    neighbours' contexts hold it (the same text either way: segmentation never crosses a
+    newline)."""
+    if not isinstance(context, str):
+        context = "\n".join(cut(part) for part in context)
+        cut_context: Callable[[str], str] = str
+    else:
+        cut_context = cut
     document = tantivy.Document()
     document.add_text("slug", doc.slug)
     document.add_text("scope_hash", doc.scope_hash)
@@ -149,10 +161,10 @@ def _document(doc: SearchDoc, context: str = "") -> tantivy.Document:
         ("triggers", doc.triggers),
     ):
         for value in values:
-            document.add_text(field, _base_forms(segment(value)))
+            document.add_text(field, _base_forms(cut(value)))
             document.add_bytes(f"{field}_stored", value.encode("utf-8"))
     if context:
-        document.add_text(CONTEXT_FIELD, _base_forms(segment(context)))
+        document.add_text(CONTEXT_FIELD, _base_forms(cut_context(context)))
     document.add_date("created_at", to_utc(doc.created_at))
     return document
 
@@ -428,21 +440,46 @@ class SearchIndex:
 
         self._replace(f"indexing {len(latest)} document(s)", plan)
 
-    def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
-        """Move indexed memories to new decay states (slug → state; unknown slugs are
-        ignored) in one commit: what a decay sweep changes, each document read once."""
-        if not states:
+    def set_decay_states(self, states: Mapping[str, DecayState], gone: Sequence[str] = ()) -> None:
+        """Move indexed memories to new decay states (slug → state) and delete the `gone`
+        ones (unknown slugs are ignored), in one commit: what a whole decay sweep changes.
+        Each document is read once, and the session view looks up neighbours among those
+        already read, so a sweep that moves most of a vault reads it about once."""
+        gone = _values(gone)
+        if not states and not gone:
             return
+        removed = set(gone)
 
-        def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
-            moved = self._stored(searcher, list(states))
+        def write(writer: tantivy.IndexWriter) -> _Changed:
+            self._index.reload()
+            searcher = self._index.searcher()
+            found = self._stored_with_addresses(searcher, [*states, *gone])
+            moved = [doc for doc, _ in found.values()]
             latest = {
                 slug: doc.model_copy(update={"decay_state": states[slug]})
-                for slug, doc in moved.items()
+                for slug, (doc, _) in found.items()
+                if slug in states and slug not in removed
             }
-            return latest, list(moved.values())
+            read = {(a.segment_ord, a.doc): doc for doc, a in found.values()}
+            view = SessionView(self, searcher, latest, gone=removed, around=moved, read=read)
+            rewrite = view.neighbours_of(moved)
+            cut = functools.lru_cache(maxsize=None)(segment)  # each body cut once
+            with self._errors("preparing documents"):
+                documents = [
+                    _document(doc, view.context_parts(doc), cut)
+                    for doc in [*latest.values(), *rewrite]
+                ]
+            for slug in (*found, *(doc.slug for doc in rewrite)):
+                writer.delete_documents_by_term("slug", slug)
+            for document in documents:
+                writer.add_document(document)
+            # The rewritten neighbours keep their title and body: only their context changed.
+            return moved, list(latest.values())
 
-        self._replace(f"setting the decay state of {len(states)} document(s)", plan)
+        self._write(f"moving {len(states)} and deleting {len(gone)} decayed document(s)", write)
+        with self._write_lock:
+            self.touched.update(states)
+            self.touched.update(gone)
 
     def _replace(
         self,
@@ -940,6 +977,20 @@ class SearchIndex:
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
             doc = _stored_doc(searcher.doc(address))
             found[doc.slug] = doc
+        return found
+
+    def _stored_with_addresses(
+        self, searcher: tantivy.Searcher, slugs: Sequence[str]
+    ) -> dict[str, tuple[SearchDoc, tantivy.DocAddress]]:
+        """As `_stored`, with where each document is (a session view's reads start there)."""
+        wanted = list(dict.fromkeys(slugs))
+        if not wanted:
+            return {}
+        by_slug = tantivy.Query.term_set_query(self._schema, "slug", wanted)
+        found = {}
+        for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
+            doc = _stored_doc(searcher.doc(address))
+            found[doc.slug] = (doc, address)
         return found
 
     def doc_at(self, searcher: tantivy.Searcher, address: tantivy.DocAddress) -> SearchDoc:

@@ -55,6 +55,7 @@ class SessionView:
         writing: Mapping[str, SearchDoc],
         gone: set[str],
         around: Sequence[SearchDoc] = (),
+        read: Mapping[tuple[int, int], SearchDoc] | None = None,
     ) -> None:
         self._index = index
         self._searcher = searcher
@@ -75,15 +76,20 @@ class SessionView:
                 self._focus.setdefault(doc.scope_hash, []).append(to_utc(doc.created_at))
         self._indexed: dict[str, tuple[list[tuple[int, tantivy.DocAddress]], list[int]]] = {}
         self._span: dict[str, tuple[datetime, datetime]] = {}
-        self._read: dict[tuple[int, int], SearchDoc] = {}
+        self._read: dict[tuple[int, int], SearchDoc] = dict(read or {})
+        """Indexed documents by address (segment, doc), as read: `read` seeds it."""
         self._cache: dict[tuple[str, datetime, str, bool], SearchDoc | None] = {}
 
     def context(self, doc: SearchDoc) -> str:
         """The text `doc` is indexed with as its context ("" but for session memories)."""
+        return "\n".join(self.context_parts(doc))
+
+    def context_parts(self, doc: SearchDoc) -> list[str]:
+        """The bodies `context` joins by newlines (a bulk write segments each body once)."""
         if doc.type is not CONTEXT_TYPE:
-            return ""
+            return []
         near = [self.nearest(doc, backwards=side) for side in (True, False)]
-        return "\n".join(n.body for n in near if n is not None and n.body)
+        return [n.body for n in near if n is not None and n.body]
 
     def neighbours_of(self, docs: Sequence[SearchDoc]) -> list[SearchDoc]:
         """The indexed turns (not being written) whose context holds where `docs` stand."""
