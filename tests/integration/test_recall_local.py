@@ -10,7 +10,7 @@ import pytest
 
 from memoryd.models import DecayState, MemoryDraft, MemoryType
 from memoryd.recall import Candidate, MemoryFacts, RecallConfig
-from memoryd.recall.adjustment import RECENCY_BONUS, adjust, current_first
+from memoryd.recall.adjustment import RECENCY_BONUS, adjust, asks_for_current, current_first
 from memoryd.recall.conversation import is_turn
 from memoryd.recall.entities import named_words
 from memoryd.recall.fusion import evidence_fusion
@@ -373,3 +373,41 @@ def test_recency_counts_from_the_newest_candidate_not_the_clock() -> None:
     assert first[0][2]["recency"] == pytest.approx(1 + RECENCY_BONUS)
     assert first[1][2]["recency"] == pytest.approx(1 + RECENCY_BONUS / 2)  # one half-life
     assert ranked() == first
+
+
+def test_a_question_about_the_final_state_asks_what_is_current() -> None:
+    assert asks_for_current("What is the final status of the dashboard?")
+    assert asks_for_current("What is pending as of the last session?")
+    assert not asks_for_current("When was Redis added?")
+
+
+def test_a_sessions_opening_prompt_names_only_its_words_share_of_the_query(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """A whole session's title is its opening prompt, naming entities in passing: holding
+    one name the query holds does not make it name the whole query."""
+    project = tmp_path / "p"
+    project.mkdir()
+    drafts = [
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title="Set up pytest fixtures with Redis",
+            body="user: set up pytest fixtures\nassistant: conftest.py starts a Redis test "
+            "container for the cart tests.\nuser: and the database?\nassistant: a "
+            "PostgreSQL container per session, migrated once.",
+            scope_path=project,
+        ),
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title="Rate limiting",
+            body="user: add rate limiting\nassistant: slowapi keeps its counters in Redis, "
+            "shared by every worker.\nuser: which limits?\nassistant: 100 requests a "
+            "minute, 10 on the login route.",
+            scope_path=project,
+        ),
+    ]
+    svc.record_many(drafts)
+    hits = svc.recall("How do the rate limiting workers use Redis?", scope=project, k=5).hits
+    factors = {h.title: h.factors for h in hits}
+    assert factors["Set up pytest fixtures with Redis"].get("title", 1.0) < 1.5
+    assert hits[0].title == "Rate limiting"

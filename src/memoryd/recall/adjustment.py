@@ -70,15 +70,16 @@ CURRENT_COVER = 0.5
 """How much of the query weight the older memory holds the newer must hold too (by the words'
 scope-local shares) to be about the same thing."""
 _PRESENT = re.compile(
-    r"\b(?:current|currently|now|still|latest|anymore|nowadays|presently|today)\b"
+    r"\b(?:current|currently|now|still|latest|last|final|anymore|nowadays|presently|today)\b"
     r"|现在|目前|当前|最新|仍然|还在",
     re.IGNORECASE,
 )
 
 
 def asks_for_current(query: str) -> bool:
-    """Whether a question asks how things stand now ("What ORM do we currently use?", "Does
-    the alembic/ directory still exist?"), not how they were or when they changed."""
+    """Whether a question asks how things stand now or last stood ("What ORM do we currently
+    use?", "Does the alembic/ directory still exist?", "the final status", "as of the last
+    session"), not how they were or when they changed."""
     return _PRESENT.search(query) is not None
 
 
