@@ -315,6 +315,8 @@ class SearchIndex:
         self._counts: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._tokens_kept = 0
         """(title, body) → their tokens, for `local_bm25`."""
+        self._name_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
+        """A scope's names → their tokens (`_implied`)."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
@@ -805,10 +807,15 @@ class SearchIndex:
         if scope_names is None:
             return implied
         for scope in scopes:
-            for name in scope_names(scope):
-                for token in dict.fromkeys(self.analyse(name)):
-                    if token not in self._stops and scope not in implied.get(token, ()):
-                        implied.setdefault(token, []).append(scope)
+            names = tuple(scope_names(scope))
+            tokens = self._name_tokens.get(names)
+            if tokens is None:
+                analysed = (t for name in names for t in self.analyse(name))
+                tokens = self._name_tokens[names] = tuple(
+                    t for t in dict.fromkeys(analysed) if t not in self._stops
+                )
+            for token in tokens:
+                implied.setdefault(token, []).append(scope)
         return implied
 
     def statistics(
