@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from memoryd.errors import InvalidInput
 from memoryd.models import ScopeInfo
@@ -64,6 +64,16 @@ def normalise_remote(remote: str) -> str:
         user_host, _, path = remote.partition(":")
         remote = f"{user_host.split('@', 1)[-1]}/{path}"
     return remote.rstrip("/").lower()
+
+
+def project_names(info: ScopeInfo) -> list[str]:
+    """The names a project goes by: its directory's and its remote repository's
+    (`~/src/shop-api` with remote `github.com/acme/shop.git` → shop-api, shop)."""
+    names = [PurePath(info.path).name]
+    for alias in info.aliases:
+        if alias.startswith("remote:"):
+            names.append(alias.rstrip("/").rsplit("/", 1)[-1])
+    return [name for name in dict.fromkeys(names) if name]
 
 
 def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -> ScopeInfo:

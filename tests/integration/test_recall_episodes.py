@@ -69,9 +69,10 @@ def test_near_in_time_gives_the_nearest_turns_on_each_side(index: SearchIndex) -
 
 def test_titles_naming_matches_query_words_as_stemmed(index: SearchIndex) -> None:
     titles = {"a": "Caroline (D1:3)", "b": "Melanie (D1:4)", "c": "Deploying the API"}
-    assert index.titles_naming("What did Caroline paint?", titles, names=["Caroline"]) == {"a": 1.0}
-    assert index.titles_naming("how do we deploy", titles) == {"c": 1.0}
-    assert index.titles_naming("what is it", titles) == {}
+    named = index.titles_naming("What did Caroline paint?", titles, weights={}, names=["Caroline"])
+    assert named == {"a": 1.0}
+    assert index.titles_naming("how do we deploy", titles, weights={}) == {"c": 1.0}
+    assert index.titles_naming("what is it", titles, weights={}) == {}
 
 
 def test_a_title_names_its_share_of_the_query(index: SearchIndex) -> None:
@@ -81,15 +82,18 @@ def test_a_title_names_its_share_of_the_query(index: SearchIndex) -> None:
         + [turn("db", 9, title="storage", body="PostgreSQL holds the databases")]
     )
     titles = {"pnpm": "Use pnpm, never npm", "pg": "Put PgBouncer in front of PostgreSQL"}
-    shares = index.titles_naming("which databases do we use", titles)
+    query = "which databases do we use"
+    weights = index.local_bm25(query, scope_hashes=[SCOPE]).shares
+    shares = index.titles_naming(query, titles, weights=weights)
     assert set(shares) == {"pnpm"}
     assert 0 < shares["pnpm"] < 0.4  # "use" is in 6 of 7 bodies, "databases" in one
-    named = index.titles_naming("which databases do we use", titles, names=["PostgreSQL"])
+    named = index.titles_naming(query, titles, weights=weights, names=["PostgreSQL"])
     assert named["pg"] == 1.0
     assert named["pnpm"] < 0.4
     # a capitalised stop word ("I") names nothing
     mine = {"tabs": "I prefer tabs", "other": "Spaces in YAML"}
-    assert set(index.titles_naming("what did I say about spaces", mine, names=["I"])) == {"other"}
+    said = index.titles_naming("what did I say about spaces", mine, weights={}, names=["I"])
+    assert set(said) == {"other"}
 
 
 def test_named_words_are_capitalised_but_not_sentence_openers() -> None:

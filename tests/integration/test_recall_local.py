@@ -10,7 +10,7 @@ import pytest
 
 from memoryd.models import DecayState, MemoryDraft, MemoryType
 from memoryd.recall import Candidate, MemoryFacts, RecallConfig
-from memoryd.recall.adjustment import current_first
+from memoryd.recall.adjustment import RECENCY_BONUS, adjust, asks_for_current, current_first
 from memoryd.recall.conversation import is_turn
 from memoryd.recall.entities import named_words
 from memoryd.recall.fusion import evidence_fusion
@@ -280,3 +280,134 @@ def test_current_first_puts_the_newer_of_near_tied_memories_first() -> None:
     far[1].matched = new.matched
     current_first(far, facts, shares)
     assert [c.slug for c in far] == ["old", "new"]  # not near-tied: the better stays first
+
+
+def test_a_titles_share_of_the_query_ignores_other_projects(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """The title factor weighs the query's words by the searched scope's statistics: words
+    another project repeats in every memory never change what a title names here."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    load(
+        svc,
+        a,
+        [
+            ("Redis catalogue", "We keep the product catalogue in a cache for ten minutes."),
+            ("Deploy order", "Each deploy runs the schema migrations first."),
+            ("Checkout", "Stripe webhooks confirm the checkout."),
+        ],
+    )
+    query = "redis catalogue deploy"
+
+    def ranked() -> list[tuple[str, float, dict[str, float]]]:
+        hits = svc.recall(query, scope=a, k=10, track=False).hits
+        return [(h.slug, h.score, h.factors) for h in hits]
+
+    before = ranked()
+    assert sum("title" in factors for _, _, factors in before) == 2
+    load(svc, b, [(f"Other {i}", f"redis redis catalogue catalogue, note {i}") for i in range(12)])
+    assert ranked() == before
+
+
+def test_the_projects_own_name_weighs_nothing_inside_it(svc: MemoryService, tmp_path: Path) -> None:
+    """Every memory of a scope is about its project, said or not: a question naming the
+    project asks about the rest of its words."""
+    project = tmp_path / "shop-api"
+    project.mkdir()
+    setup, orm, _ = load(
+        svc,
+        project,
+        [
+            ("Kick-off", "We start the shop-api today: the shop-api repo, shop-api docker files."),
+            ("Models", "The ORM is Tortoise; every model lives in app/models."),
+            ("Cart", "Carts are kept in Redis hashes for seven days."),
+        ],
+    )
+    hits = svc.recall("What ORM does the shop-api use?", scope=project, k=10, track=False).hits
+    assert hits[0].slug == orm
+    weak = {h.slug: h.score for h in hits}.get(setup, 0.0)
+    assert weak < 0.05  # the kick-off holds only the project's name: next to nothing
+    # Across scopes the name still tells projects apart.
+    other = tmp_path / "blog"
+    other.mkdir()
+    load(svc, other, [("Shop link", "The blog links to the shop-api docs.")])
+    everywhere = svc.recall("shop-api docker", k=10, track=False).hits
+    assert everywhere[0].slug == setup
+
+
+def test_time_words_say_when_not_what(svc: MemoryService, tmp_path: Path) -> None:
+    """ "currently", "still", "original" say when the asked state holds: a memory repeating
+    them is no more about the question's subject."""
+    project = tmp_path / "p"
+    project.mkdir()
+    _, orm = load(
+        svc,
+        project,
+        [
+            ("Sprint", "Currently we are still on the current sprint; currently nothing ships."),
+            ("Models", "We use Tortoise as the ORM for the models."),
+        ],
+    )
+    hits = svc.recall("Which ORM do we currently use?", scope=project, k=10, track=False).hits
+    assert [h.slug for h in hits] == [orm]
+    assert "currently" not in hits[0].matched_terms
+
+
+def test_recency_counts_from_the_newest_candidate_not_the_clock() -> None:
+    """The same data ranks the same whenever it is asked: a memory's age is counted back
+    from the newest candidate, so the newest gets the full recency factor."""
+    when = datetime(2020, 1, 1, tzinfo=UTC)
+    facts = {
+        "old": MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, when),
+        "new": MemoryFacts(MemoryType.SESSION, DecayState.ALIVE, when + timedelta(days=180)),
+    }
+
+    def ranked() -> list[tuple[str, float, dict[str, float]]]:
+        pool = {"old": Candidate("old", score=1.0), "new": Candidate("new", score=1.0)}
+        return [(c.slug, c.score, dict(c.factors)) for c in adjust(pool, facts, {})]
+
+    first = ranked()
+    assert [slug for slug, _, _ in first] == ["new", "old"]
+    assert first[0][2]["recency"] == pytest.approx(1 + RECENCY_BONUS)
+    assert first[1][2]["recency"] == pytest.approx(1 + RECENCY_BONUS / 2)  # one half-life
+    assert ranked() == first
+
+
+def test_a_question_about_the_final_state_asks_what_is_current() -> None:
+    assert asks_for_current("What is the final status of the dashboard?")
+    assert asks_for_current("What is pending as of the last session?")
+    assert not asks_for_current("When was Redis added?")
+
+
+def test_a_sessions_opening_prompt_names_only_its_words_share_of_the_query(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """A whole session's title is its opening prompt, naming entities in passing: holding
+    one name the query holds does not make it name the whole query."""
+    project = tmp_path / "p"
+    project.mkdir()
+    drafts = [
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title="Set up pytest fixtures with Redis",
+            body="user: set up pytest fixtures\nassistant: conftest.py starts a Redis test "
+            "container for the cart tests.\nuser: and the database?\nassistant: a "
+            "PostgreSQL container per session, migrated once.",
+            scope_path=project,
+        ),
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title="Rate limiting",
+            body="user: add rate limiting\nassistant: slowapi keeps its counters in Redis, "
+            "shared by every worker.\nuser: which limits?\nassistant: 100 requests a "
+            "minute, 10 on the login route.",
+            scope_path=project,
+        ),
+    ]
+    svc.record_many(drafts)
+    hits = svc.recall("How do the rate limiting workers use Redis?", scope=project, k=5).hits
+    factors = {h.title: h.factors for h in hits}
+    assert factors["Set up pytest fixtures with Redis"].get("title", 1.0) < 1.5
+    assert hits[0].title == "Rate limiting"

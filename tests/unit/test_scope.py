@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memoryd.scope import SENSITIVE_MARKER, resolve_scope
+from memoryd.models import ScopeInfo
+from memoryd.scope import SENSITIVE_MARKER, project_names, resolve_scope
 
 
 def test_a_marked_root_makes_its_scope_and_sub_directories_sensitive(tmp_path: Path) -> None:
@@ -22,3 +23,14 @@ def test_a_marked_root_makes_its_scope_and_sub_directories_sensitive(tmp_path: P
     assert below.sensitive is True
     assert below.scope_hash == root.scope_hash
     assert resolve_scope(other, with_remote=False).sensitive is False
+
+
+def test_a_project_goes_by_its_directorys_and_its_repositorys_names() -> None:
+    info = ScopeInfo(
+        scope_hash="0" * 12,
+        path="/home/dev/src/shop-api",
+        aliases=["remote:github.com/acme/shop"],
+    )
+    assert project_names(info) == ["shop-api", "shop"]
+    same = ScopeInfo(scope_hash="0" * 12, path="/w/shop", aliases=["remote:github.com/acme/shop"])
+    assert project_names(same) == ["shop"]

@@ -237,6 +237,8 @@ class ServiceCore:
         """The decay thresholds (config `[decay]`)."""
         self._sandbox: CypherSandbox | None = None
         self._sandbox_lock = threading.Lock()
+        self._scope_names: dict[str, tuple[str, ...]] = {}
+        """scope hash → the names its project goes by (`Recalling.scope_names`)."""
         self.review = Review(
             governance,
             review or ReviewPolicy(),

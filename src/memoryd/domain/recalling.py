@@ -37,6 +37,7 @@ from memoryd.models import (
 from memoryd.recall import RecallPipeline
 from memoryd.recall.granted import ScopeView
 from memoryd.recall.pipeline import RecallOutcome
+from memoryd.scope import project_names
 from memoryd.search.index import SearchIndex
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ class Recalling(ServiceCore):
                 config=self.recall_config,
                 # Vectors are stored on disk: a sensitive scope has none.
                 vector_stage=self.vector_stage if view is None else None,
+                scope_names=self.scope_names,
             )
             return pipeline.run(
                 query, scope_hash=over, types=types, k=k, include_forgotten=include_forgotten
@@ -225,6 +227,18 @@ class Recalling(ServiceCore):
         return RecallResult(
             query=query, hits=hits, entities=outcome.entities, stages=outcome.stages, notes=notes
         )
+
+    def scope_names(self, scope_hash: str) -> tuple[str, ...]:
+        """The names a scope's project goes by (`scope.project_names`): every memory there is
+        about them, so recall weighs them as held by all (`SearchIndex.local_bm25`). A scope's
+        path never changes under its hash, so they are read from its scope.json once."""
+        names = self._scope_names.get(scope_hash)
+        if names is None:
+            info = self.vault.read_scope(scope_hash)
+            names = () if info is None else tuple(project_names(info))
+            if info is not None:
+                self._scope_names[scope_hash] = names
+        return names
 
     def attach_vectors(self, dense: DenseIndex) -> None:
         """Run the vector stage over `dense` (`wiring.open_vectors`)."""

@@ -25,13 +25,17 @@ def adjust(
     candidates: dict[str, Candidate],
     facts: Mapping[str, MemoryFacts],
     superseded_by: Mapping[str, str],
-    now: datetime,
+    now: datetime | None = None,
 ) -> list[Candidate]:
     """Apply the ranking rules of DESIGN.md §6 and return candidates best first.
 
     Long-term types and recent memories are favoured, dim ones slightly demoted, and a
-    superseded memory always ranks below its successor.
+    superseded memory always ranks below its successor. A memory's age is counted back from
+    `now`, by default from the newest candidate rather than the wall clock: the same data
+    ranks the same whenever it is asked (and "recent" means recent in that project's life).
     """
+    if now is None:
+        now = max((facts[slug].created_at for slug in candidates), default=None)
     for slug, cand in candidates.items():
         info = facts[slug]
         if cand.shape is not None:
@@ -42,7 +46,8 @@ def adjust(
         if info.decay_state is DecayState.DIM:
             cand.scale("dim", DIM_PENALTY)
             cand.demotion *= DIM_PENALTY
-        age_days = max((now - info.created_at).total_seconds() / 86400, 0.0)
+        age = 0.0 if now is None else (now - info.created_at).total_seconds()
+        age_days = max(age / 86400, 0.0)
         cand.scale("recency", 1 + RECENCY_BONUS * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS))
     for older, newer in superseded_by.items():
         if older not in candidates:
@@ -65,15 +70,16 @@ CURRENT_COVER = 0.5
 """How much of the query weight the older memory holds the newer must hold too (by the words'
 scope-local shares) to be about the same thing."""
 _PRESENT = re.compile(
-    r"\b(?:current|currently|now|still|latest|anymore|nowadays|presently|today)\b"
+    r"\b(?:current|currently|now|still|latest|last|final|anymore|nowadays|presently|today)\b"
     r"|现在|目前|当前|最新|仍然|还在",
     re.IGNORECASE,
 )
 
 
 def asks_for_current(query: str) -> bool:
-    """Whether a question asks how things stand now ("What ORM do we currently use?", "Does
-    the alembic/ directory still exist?"), not how they were or when they changed."""
+    """Whether a question asks how things stand now or last stood ("What ORM do we currently
+    use?", "Does the alembic/ directory still exist?", "the final status", "as of the last
+    session"), not how they were or when they changed."""
     return _PRESENT.search(query) is not None
 
 

@@ -22,9 +22,11 @@ prompt. A score is the idf-weighted, saturated share of the query a memory holds
 much the query names (`text.query_confidence`): a memory holding once each word of a query
 that names two rare things scores about 0.2, one holding half of it about 0.1. Measured on
 DevMemBench at 0.12 (silent on abstention questions / injects on answerable ones): record
-0.48 / 0.94, capture 0.52 / 0.91 (at 0.2 before the query's weight calibrated the score:
-0.56 / 0.93 and 0.56 / 0.85). Abstention AUC rose more than these shares show (record 0.80
-→ 0.88, capture 0.74 → 0.79): the threshold favours injecting for answerable questions."""
+0.60 / 0.91, capture 0.68 / 0.93, abstention AUC 0.91 / 0.93, since a project's own name no
+longer counts as query content (before: 0.48 / 0.94 and 0.52 / 0.91, AUC 0.87 / 0.89). On
+text evidence alone no threshold reaches silent 0.8 with injects 0.9 on the record path
+(0.13: 0.76 / 0.89; capture 0.80 / 0.91): the threshold favours injecting for answerable
+questions."""
 
 
 @dataclass(frozen=True)

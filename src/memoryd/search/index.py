@@ -224,7 +224,13 @@ _STOPWORD_TEXT = """
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself yourselves
     ever also would've i'm it's don't didn't"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_TIME_WORD_TEXT = """
+    current currently still latest anymore nowadays presently original originally initially
+    previously formerly"""
+"""Words that say when the state asked about holds ("what ORM do we currently use", "the
+original ORM"), not what it is: a memory saying "currently" is no more about the ORM. Recall
+orders by time itself (`recall.adjustment.current_first`)."""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_TIME_WORD_TEXT.split())
 
 # The stemmer leaves irregular forms alone ("bought" never meets "buy"): a question asks in the
 # base form ("what did she buy") what a memory tells in the past ("I bought"). Each entry (ended
@@ -324,6 +330,8 @@ class SearchIndex:
         self._counts: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._tokens_kept = 0
         """(title, body) → their tokens, for `local_bm25`."""
+        self._name_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
+        """A scope's names → their tokens (`_implied`)."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
@@ -750,6 +758,7 @@ class SearchIndex:
         expansion: Mapping[str, float] | None = None,
         context_boost: float = 0.0,
         is_turn: Callable[[MemoryType, str], bool] | None = None,
+        scope_names: Callable[[str], Sequence[str]] | None = None,
     ) -> LocalRanking:
         """Okapi BM25 (k1 1.2, b 0.75) over each memory's title and body, with statistics
         taken over the searched scopes' live, visible memories only, best first.
@@ -761,6 +770,12 @@ class SearchIndex:
         of the scopes, so the same data always ranks the same. Each score comes with its
         share of the most the query could score there (`LocalScore.relevance`), and the
         ranking with each query word's share of that most (`LocalRanking.shares`).
+
+        `scope_names` gives a scope's own names (its directory, its repository): what every
+        memory of the scope is about, said or not. Their words count as held by every memory
+        of that scope, so inside it they weigh next to nothing ("what ORM does ecommerce-api
+        use", asked in ecommerce-api, asks "what ORM"), and across scopes they weigh as
+        rare as that scope's memories are.
         """
         self._require_open()
         scopes = None if scope_hashes is None else _values(scope_hashes)
@@ -786,10 +801,14 @@ class SearchIndex:
             with self._stats_lock:
                 stats = self._tallied(scopes, include_forgotten, is_turn)
                 docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
+                implied = self._implied(stats.scopes, scope_names)
                 idf: dict[str, float] = {}
                 ceiling: dict[str, float] = {}
                 for token in weights:
                     here = stats.df(token)
+                    for scope in implied.get(token, ()):
+                        in_scope, holding = stats.scope_counts(scope, token)
+                        here += in_scope - holding
                     idf[token] = _bm25_idf(max(docs, here), here)
                     # For the relevance: a word the scope never holds weighs as one held once
                     # (in a small scope an absent word would otherwise outweigh the rest).
@@ -837,6 +856,25 @@ class SearchIndex:
         held_docs = {hit.slug: _stored_doc(documents[hit.slug]) for hit in kept}
         once = _bm25_idf(max(docs, 1), 1)
         return LocalRanking(kept, shares, held_docs, most / once if once > 0 else 0.0)
+
+    def _implied(
+        self, scopes: Sequence[str], scope_names: Callable[[str], Sequence[str]] | None
+    ) -> dict[str, list[str]]:
+        """token → the scopes among `scopes` whose own names hold it (`local_bm25`)."""
+        implied: dict[str, list[str]] = {}
+        if scope_names is None:
+            return implied
+        for scope in scopes:
+            names = tuple(scope_names(scope))
+            tokens = self._name_tokens.get(names)
+            if tokens is None:
+                analysed = (t for name in names for t in self.analyse(name))
+                tokens = self._name_tokens[names] = tuple(
+                    t for t in dict.fromkeys(analysed) if t not in self._stops
+                )
+            for token in tokens:
+                implied.setdefault(token, []).append(scope)
+        return implied
 
     def statistics(
         self,
@@ -1034,6 +1072,7 @@ class SearchIndex:
         query: str,
         titles: Mapping[str, str],
         *,
+        weights: Mapping[str, float],
         names: Sequence[str] = (),
     ) -> dict[str, float]:
         """The keys of `titles` whose title names what the query asks about, each with how much
@@ -1041,10 +1080,11 @@ class SearchIndex:
 
         A title holding one of `names` (the people and things the query names, whole) names
         all of it. A title holding only some of the query's content words (stemmed as the
-        index stems them) names their share of the query's weight, each word weighing as rare
-        as it is in the index (BM25's idf, from counts the index keeps, so no search is run):
-        "Use pnpm" names little of "which databases do we use", "Deploying the API" all of
-        "how do we deploy"."""
+        index stems them) names their share of the query's weight, each word weighing as
+        `weights` say: the searched scopes' own statistics (`LocalRanking.shares`), so another
+        project's memories never change what a title names here (each word alike when none
+        is weighed). "Use pnpm" names little of
+        "which databases do we use", "Deploying the API" all of "how do we deploy"."""
         self._require_open()
         with self._errors("analysing the query"):
             wanted = list(_Query(query, self._analyzer, self._stops).tokens)
@@ -1055,31 +1095,19 @@ class SearchIndex:
             ]
             if not wanted and not phrases:
                 return {}
+            if sum(weights.get(t, 0.0) for t in wanted) <= 0:
+                weights = dict.fromkeys(wanted, 1.0)  # nothing weighed: each word alike
+            total = sum(weights.get(t, 0.0) for t in wanted)
             shares: dict[str, float] = {}
-            weights: dict[str, float] | None = None
             for key, title in titles.items():
                 held = set(self._analyzer.analyze(_base_forms(segment(title))))
                 if any(tokens <= held for tokens in phrases):
                     shares[key] = 1.0
                     continue
                 matched = held.intersection(wanted)
-                if not matched:
-                    continue
-                if weights is None:
-                    weights = self._idf(wanted)
-                total = sum(weights.values())
-                shares[key] = sum(weights[t] for t in matched) / total if total else 1.0
+                if matched and total > 0:
+                    shares[key] = sum(weights.get(t, 0.0) for t in matched) / total
             return shares
-
-    def _idf(self, tokens: Sequence[str]) -> dict[str, float]:
-        """token → BM25's inverse document frequency over the bodies of the whole index; a
-        token no body holds weighs as one held once."""
-        searcher = self._index.searcher()
-        docs = max(int(searcher.num_docs), 1)
-        return {
-            token: _bm25_idf(docs, max(int(searcher.doc_freq("body", token)), 1))
-            for token in dict.fromkeys(tokens)
-        }
 
     def near_in_time(
         self,

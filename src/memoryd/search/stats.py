@@ -149,6 +149,10 @@ class StatsView(NamedTuple):
     df: Callable[[str], int]
     context: Callable[[str, str], tuple[Tokens, ...]]
     """(slug, scope) → the tokens of that turn's context."""
+    scopes: tuple[str, ...] = ()
+    """The searched scopes that hold memories."""
+    scope_counts: Callable[[str, str], tuple[int, int]] = lambda scope, token: (0, 0)
+    """(scope, token) → how many memories that scope holds, and how many hold the token."""
 
 
 class Snapshot(NamedTuple):
@@ -257,6 +261,16 @@ class ScopeStatistics:
         def df(token: str) -> int:
             return sum(c.df.get(token, 0) for c in counts)
 
+        by_scope = {
+            scope: [tally.visible, tally.hidden] if include_hidden else [tally.visible]
+            for scope, tally in self._scopes.items()
+            if scopes is None or scope in scopes
+        }
+
+        def scope_counts(scope: str, token: str) -> tuple[int, int]:
+            held = by_scope.get(scope, [])
+            return sum(c.docs for c in held), sum(c.df.get(token, 0) for c in held)
+
         def context(slug: str, scope: str) -> tuple[Tokens, ...]:
             line = lines.get(scope)
             return () if line is None else line.context(slug)
@@ -268,6 +282,8 @@ class ScopeStatistics:
             contexts / max(turns, 1),
             df,
             context,
+            tuple(sorted(s for s, held in by_scope.items() if any(c.docs for c in held))),
+            scope_counts,
         )
 
     def snapshot(
