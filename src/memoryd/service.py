@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle, reporting, digesting) over
+superseding, lifecycle, reporting, digesting, syncing) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -34,6 +34,7 @@ from memoryd.domain.recalling import Recalling
 from memoryd.domain.reporting import Reporting
 from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
+from memoryd.domain.syncing import Syncing
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
 
@@ -65,6 +66,7 @@ class MemoryService(
     Guarding,
     Sensitivity,
     Digesting,
+    Syncing,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

@@ -742,3 +742,6 @@ reports.register(app)
 from memoryd.cli import digest as digest_cli  # noqa: E402
 
 digest_cli.register(app)
+from memoryd.cli import sync as sync_cli  # noqa: E402
+
+sync_cli.register(app)

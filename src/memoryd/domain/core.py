@@ -106,8 +106,9 @@ GraphFactory = Callable[[Path], GraphStore]
 SUPERSEDE_BULK_LIMIT = 2000
 """An import of more long-term memories than this is not judged as it lands (one graph query
 per memory): a 100k-memory import would wait minutes for it."""
-CREATING_EVENTS = ("record", "capture", "adopt")
-"""The audit events that bring a memory into the stores; `audit verify` wants one for each."""
+CREATING_EVENTS = ("record", "capture", "adopt", "import")
+"""The audit events that bring a memory into the stores (`import`: a sync import wrote it);
+`audit verify` wants one for each."""
 
 
 _CJK_CHAR = re.compile(f"[{CJK}]")
