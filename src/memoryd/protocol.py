@@ -413,6 +413,7 @@ class MemoryAPI(Protocol):
         self, path: Path | str, *, passphrase: str | None = None
     ) -> RotateReport:
         """Re-encrypt a sensitive scope under a new key."""
+
     # -- sync (memories.json) -------------------------------------------------------------
     def sync_export(
         self,

@@ -603,3 +603,22 @@ def test_a_differing_identity_snapshot_waits_as_a_conflict(tmp_path: Path, proje
         assert (b.home / "profile" / "identity.md").read_text() == "# Identity A\n"
         assert b.sync_conflicts() == []
         assert b.sync_import(out).identity_snapshot == "same"
+
+
+def test_memories_of_a_marked_sensitive_scope_are_not_exported(
+    tmp_path: Path, project: Path, other_project: Path
+) -> None:
+    """The sensitive scopes of issue 17 (encrypted files): left out, counted, no plaintext."""
+    out = tmp_path / "memories.json"
+    secret = "Vellacorp runs on quuxhost-4417"
+    with opened(tmp_path / "a") as a:
+        a.sensitive_mark(project)
+        a.record(draft(project, "Deploy billing", secret))
+        a.record(draft(other_project, "Docs deploy", "The docs deploy on Fridays."))
+        report = a.sync_export(out, include_audit_chain=True)
+    text = out.read_text()
+    assert report.memories == 1
+    assert report.omitted_sensitive == 1
+    assert "Vellacorp" not in text
+    assert "quuxhost" not in text
+    assert v5_import(json.loads(text))["imported"] == 1

@@ -55,7 +55,7 @@ from memoryd.sync.models import (
     SkippedMemory,
     SyncDiff,
 )
-from memoryd.vault import FORGOTTEN_DIR, atomic_write, parse, render
+from memoryd.vault import ENCRYPTED_SUFFIX, FORGOTTEN_DIR, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +190,12 @@ class Syncing(ServiceCore):
             audit_chain=audit_chain,
         )
         size, sha = document.write_document(out, parts)
+        # Encrypted memory files (`.md.enc`) are never read here: they are left out too.
+        omitted += sum(
+            1
+            for p in self.vault.scopes_dir.glob(f"*/*/*{ENCRYPTED_SUFFIX}")
+            if wanted is None or p.parent.parent.name == wanted
+        )
         collect.drop_stale_chunks()
         if not self.read_only:
             base_store.save(collect.base)
