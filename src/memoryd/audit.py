@@ -23,7 +23,15 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -245,6 +253,19 @@ def _chains_onto(obj: Mapping[str, Any], anchor: _Anchor) -> bool:
         and obj["prev_hash"] == anchor.this_hash
         and chain_hash(anchor.this_hash, _body(obj)) == obj["this_hash"]
     )
+
+
+def check_chain(records: Iterable[Any]) -> tuple[int, str] | None:
+    """Check a chain carried elsewhere (a sync export's `audit_chain`): None when every
+    record links onto the one before, from the genesis hash; else (index, what is wrong)."""
+    anchor = _GENESIS
+    for index, obj in enumerate(records):
+        raw = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+        checked = AuditLog._check_line(raw, index + 1, anchor, None)
+        if isinstance(checked, str):
+            return index, checked.split(": ", 1)[-1]
+        anchor = checked
+    return None
 
 
 def _tail_segments(fd: int, size: int, want: int) -> list[tuple[int, bytes]]:

@@ -14,7 +14,7 @@ types, so a surface can depend on it without importing the service or the stores
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +63,14 @@ if TYPE_CHECKING:
         RelationRef,
         SearchHits,
         SupersedeDecision,
+    )
+    from memoryd.sync.models import (
+        ConflictEntry,
+        ConflictStrategy,
+        ExportReport,
+        ImportReport,
+        ResolveResult,
+        SyncDiff,
     )
 
 
@@ -436,4 +444,46 @@ class MemoryAPI(Protocol):
         self, path: Path | str, *, passphrase: str | None = None
     ) -> RotateReport:
         """Re-encrypt a sensitive scope under a new key."""
+
+    # -- sync (memories.json) -------------------------------------------------------------
+    def sync_export(
+        self,
+        out: Path,
+        *,
+        scope: Path | str | None = None,
+        include_audit_chain: bool = False,
+        include_embeddings: bool = False,
+        chunk_size_mb: float = 5.0,
+    ) -> ExportReport:
+        """Write memories.json (deterministic; sensitive memories never in it)."""
+        ...
+
+    def sync_import(
+        self,
+        source: Path,
+        *,
+        conflict: ConflictStrategy = "merge",
+        dry_run: bool = False,
+        map_scope: Mapping[str, str] | None = None,
+        scope: Path | str | None = None,
+    ) -> ImportReport:
+        """Import memories.json (or an mcp-memory-service export); idempotent."""
+        ...
+
+    def sync_diff(
+        self,
+        source: Path,
+        *,
+        map_scope: Mapping[str, str] | None = None,
+        scope: Path | str | None = None,
+    ) -> SyncDiff:
+        """The file against this data dir: added, removed, changed (with fields)."""
+        ...
+
+    def sync_conflicts(self) -> list[ConflictEntry]:
+        """Body conflicts an import left in `_conflicts/`."""
+        ...
+
+    def sync_resolve(self, slug: str, take: str) -> ResolveResult:
+        """Close a conflict: `local`, `remote`, or the path of a file holding the body."""
         ...

@@ -2,7 +2,7 @@
 
 It is the only place that coordinates more than one store. The work is done by one class per
 job in `memoryd.domain` (ingest, recalling, entities, maintenance, enriching, governing,
-superseding, lifecycle, reporting, digesting, profiling) over
+superseding, lifecycle, reporting, digesting, profiling, syncing) over
 the shared state of `domain.core`; this module composes them into the `MemoryAPI`
 implementation and owns its lifecycle. Construct it with `wiring.open_service`.
 """
@@ -35,6 +35,7 @@ from memoryd.domain.recalling import Recalling
 from memoryd.domain.reporting import Reporting
 from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
+from memoryd.domain.syncing import Syncing
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
 
@@ -67,6 +68,7 @@ class MemoryService(
     Sensitivity,
     Digesting,
     Profiling,
+    Syncing,
     MemoryAPI,
 ):
     """Record, read, search and rebuild memories. Construct it with `wiring.open_service`."""

@@ -225,6 +225,16 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
         ("profile malformed month", lambda: rec.profile_report("2026-13")),
         ("profile future month", lambda: rec.profile_report("2999-01")),
     )
+    exported = project.parent / "memories.json"
+    report = rec.sync_export(exported, include_audit_chain=True)
+    yield "sync_export", report.model_copy(update={"sha256": "", "bytes": 0})
+    yield "sync_diff", rec.sync_diff(exported)
+    yield "sync_import", rec.sync_import(exported, dry_run=True)
+    yield "sync_conflicts", rec.sync_conflicts()
+    try:
+        rec.sync_resolve("no-such-memory", "local")
+    except MemorydError as exc:
+        yield "sync_resolve", (type(exc).__name__, exc.message)
     yield "drain_inbox", rec.drain_inbox()  # nothing captured: 0 either way
     yield "reindex", rec.reindex()
     yield "audit_records", rec.audit_records(scope=project, limit=50)

@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "memoryd.inbox": DOMAIN,
     "memoryd.journal": DOMAIN,
     "memoryd.governance": DOMAIN,
+    "memoryd.sync": DOMAIN,
     # stores: each owns its files and never imports another
     "memoryd.vault": STORES,
     "memoryd.graph": STORES,

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import digest, errors, grants, supersedes
+from memoryd.api import digest, errors, grants, supersedes, sync
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.profile import router as profile_router
 from memoryd.api.reports import router as reports_router
@@ -93,6 +93,7 @@ def create_app(
     app.include_router(reports_router)
     app.include_router(digest.router)
     app.include_router(profile_router)
+    app.include_router(sync.router)
     install_page(app)
     return app
 

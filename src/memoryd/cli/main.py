@@ -745,3 +745,6 @@ digest_cli.register(app)
 from memoryd.cli import profile as profile_cli  # noqa: E402
 
 profile_cli.register(app)
+from memoryd.cli import sync as sync_cli  # noqa: E402
+
+sync_cli.register(app)

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -75,6 +75,14 @@ from memoryd.models import (
 from memoryd.protocol import MemoryAPI
 from memoryd.scope import resolve_scope
 from memoryd.sensitive.sealed import waiting_captures
+from memoryd.sync.models import (
+    ConflictEntry,
+    ConflictStrategy,
+    ExportReport,
+    ImportReport,
+    ResolveResult,
+    SyncDiff,
+)
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
@@ -662,6 +670,75 @@ class RemoteService(MemoryAPI):
     def doctor(self) -> list[DoctorCheck]:
         data = self._request("GET", "/v1/doctor")
         return TypeAdapter(list[DoctorCheck]).validate_python(data)
+
+    # -- sync: paths are resolved here, the daemon runs on this machine -------------------
+    def sync_export(
+        self,
+        out: Path,
+        *,
+        scope: Path | str | None = None,
+        include_audit_chain: bool = False,
+        include_embeddings: bool = False,
+        chunk_size_mb: float = 5.0,
+    ) -> ExportReport:
+        body = {
+            "out": str(Path(out).resolve()),
+            "scope": scope_hash_of(scope),
+            "include_audit_chain": include_audit_chain,
+            "include_embeddings": include_embeddings,
+            "chunk_size_mb": chunk_size_mb,
+        }
+        return self._model(ExportReport, "POST", "/v1/sync/export", json=body)
+
+    def sync_import(
+        self,
+        source: Path,
+        *,
+        conflict: ConflictStrategy = "merge",
+        dry_run: bool = False,
+        map_scope: Mapping[str, str] | None = None,
+        scope: Path | str | None = None,
+    ) -> ImportReport:
+        body = {
+            "source": str(Path(source).resolve()),
+            "conflict": conflict,
+            "dry_run": dry_run,
+            "map_scope": _map_scope(map_scope),
+            "scope": str(Path(scope or Path.cwd()).resolve()),
+        }
+        return self._model(ImportReport, "POST", "/v1/sync/import", json=body)
+
+    def sync_diff(
+        self,
+        source: Path,
+        *,
+        map_scope: Mapping[str, str] | None = None,
+        scope: Path | str | None = None,
+    ) -> SyncDiff:
+        body = {
+            "source": str(Path(source).resolve()),
+            "map_scope": _map_scope(map_scope),
+            "scope": str(Path(scope or Path.cwd()).resolve()),
+        }
+        return self._model(SyncDiff, "POST", "/v1/sync/diff", json=body)
+
+    def sync_conflicts(self) -> list[ConflictEntry]:
+        return [ConflictEntry.model_validate(c) for c in self._request("GET", "/v1/sync/conflicts")]
+
+    def sync_resolve(self, slug: str, take: str) -> ResolveResult:
+        if take not in ("local", "remote"):
+            take = str(Path(take).resolve())
+        url = f"/v1/sync/conflicts/{quote(slug, safe='')}/resolve"
+        return self._model(ResolveResult, "POST", url, json={"take": take})
+
+
+def _map_scope(map_scope: Mapping[str, str] | None) -> dict[str, str]:
+    """`--map-scope` targets given as paths are the caller's: made absolute here."""
+    out = {}
+    for old, new in (map_scope or {}).items():
+        is_hash = _SCOPE_HASH.fullmatch(new) and not Path(new).exists()
+        out[old] = new if is_hash else str(Path(new).resolve())
+    return out
 
 
 def _entity(name_or_id: str) -> str:

@@ -110,8 +110,9 @@ ENRICH_BULK_LIMIT = 2000
 """An import of more session memories than this is not queued for DURA scoring as it lands
 (each would be read, scored and rewritten by the next command or the daemon); `memoryd
 analyze-session SLUG` scores the ones that matter."""
-CREATING_EVENTS = ("record", "capture", "adopt")
-"""The audit events that bring a memory into the stores; `audit verify` wants one for each."""
+CREATING_EVENTS = ("record", "capture", "adopt", "import")
+"""The audit events that bring a memory into the stores (`import`: a sync import wrote it);
+`audit verify` wants one for each."""
 
 
 _CJK_CHAR = re.compile(f"[{CJK}]")

@@ -1,0 +1,233 @@
+"""`memoryd sync …`: memories.json between devices, and to and from mcp-memory-service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, print_table, service
+from memoryd.errors import InvalidInput
+from memoryd.sync.models import ConflictStrategy, ImportReport
+
+sync_app = typer.Typer(
+    help="Sync memories between machines through one memories.json file.", no_args_is_help=True
+)
+
+FromOpt = Annotated[Path, typer.Option("--from", help="The memories.json to read.")]
+MapScopeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--map-scope",
+        help="OLD=NEW: put the file's scope OLD (hash) into the local scope NEW (hash or path).",
+    ),
+]
+ScopeForForeign = Annotated[
+    str | None,
+    typer.Option(
+        "--scope",
+        help="Project path for memories that carry no scope (mcp-memory-service's); default: here.",
+    ),
+]
+
+
+def _map_scope(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or []:
+        old, sep, new = value.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise fail(
+                InvalidInput(
+                    f"--map-scope {value!r} is not OLD=NEW",
+                    hint="e.g. --map-scope 1a2b3c4d5e6f=~/src/project",
+                )
+            )
+        out[old.strip()] = new.strip()
+    return out
+
+
+@sync_app.command("export")
+def export(
+    out: Annotated[Path, typer.Option("--out", help="The memories.json to write.")],
+    scope: Annotated[
+        str | None, typer.Option("--scope", help="Only this scope (a path or a 12-hex hash).")
+    ] = None,
+    include_audit_chain: Annotated[
+        bool, typer.Option("--include-audit-chain", help="Carry the audit log, verifiable.")
+    ] = False,
+    include_embeddings: Annotated[
+        bool, typer.Option("--include-embeddings", help="Add each memory's stored embedding.")
+    ] = False,
+    chunk_size_mb: Annotated[
+        float,
+        typer.Option("--chunk-size-mb", help="Bodies above this go to FILE.chunks/<sha>.bin."),
+    ] = 5.0,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write every memory (or one scope's) to one file: the same state gives the same bytes.
+    Sensitive memories are never written."""
+    with service(home, writes=True) as svc:
+        report = svc.sync_export(
+            out,
+            scope=scope,
+            include_audit_chain=include_audit_chain,
+            include_embeddings=include_embeddings,
+            chunk_size_mb=chunk_size_mb,
+        )
+    if as_json:
+        emit_json(report)
+        return
+    typer.echo(
+        f"exported {report.memories} memories, {report.entities} entities,"
+        f" {report.relations} relations, {report.supersedes} supersedes edges"
+        f"{f', {report.audit_lines} audit lines' if report.audit_lines else ''}"
+        f" to {report.path} ({report.bytes} bytes, sha256 {report.sha256[:12]})"
+    )
+    if report.chunks:
+        typer.echo(f"{len(report.chunks)} large bodies in {Path(report.chunks[0]).parent}")
+    if report.omitted_sensitive:
+        typer.echo(
+            f"left out {report.omitted_sensitive} sensitive memories (never exported in plaintext)",
+            err=True,
+        )
+
+
+def _describe(report: ImportReport) -> None:
+    verb = "would " if report.dry_run else ""
+    for m in report.scope_mappings:
+        where = f" ({m.remote_path} → {m.local_path})" if m.remote_path else ""
+        typer.echo(f"scope {m.remote} → {m.local} [{m.how}]{where}")
+    for slug in report.added:
+        typer.echo(f"{verb}add {slug}")
+    for change in report.updated:
+        fields = ", ".join(f"{f.field}={f.took}" for f in change.fields)
+        typer.echo(f"{verb}update {change.slug}: {fields}")
+    for c in report.conflicts:
+        typer.echo(f"{verb}keep local {c.slug}: body changed on both sides, remote in {c.path}")
+    for s in report.skipped:
+        typer.echo(f"{verb}skip {s.slug}: {s.reason}")
+    for merged in report.entities_merged:
+        typer.echo(f"{verb}merge entity {merged}")
+    for alias in report.aliases_added:
+        typer.echo(f"{verb}alias {alias}")
+    if report.identity_snapshot in ("written", "conflict"):
+        typer.echo(f"identity snapshot: {verb}{report.identity_snapshot}")
+    typer.echo(
+        f"{'dry run: ' if report.dry_run else ''}{len(report.added)} added,"
+        f" {len(report.updated)} updated, {report.unchanged} unchanged,"
+        f" {len(report.conflicts)} conflicts, {len(report.skipped)} skipped,"
+        f" {report.audit_events_imported} audit events from {report.source_machine}"
+    )
+
+
+@sync_app.command("import")
+def import_(
+    source: FromOpt,
+    conflict: Annotated[
+        str,
+        typer.Option(
+            "--conflict", help="merge (newer wins per field) | prefer-local | prefer-remote."
+        ),
+    ] = "merge",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what the import would do; write nothing.")
+    ] = False,
+    map_scope: MapScopeOpt = None,
+    scope: ScopeForForeign = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import a memories.json (memoryd's, or mcp-memory-service's). The whole file is checked
+    first: a bad file (exit 2) names the position and writes nothing. Idempotent."""
+    if conflict not in ("merge", "prefer-local", "prefer-remote"):
+        raise fail(
+            InvalidInput(
+                f"--conflict {conflict!r} is unknown", hint="merge, prefer-local or prefer-remote"
+            )
+        )
+    strategy: ConflictStrategy = conflict  # type: ignore[assignment]
+    mapping = _map_scope(map_scope)
+    with service(home, writes=not dry_run) as svc:
+        report = svc.sync_import(
+            source,
+            conflict=strategy,
+            dry_run=dry_run,
+            map_scope=mapping,
+            scope=Path(scope).resolve() if scope else Path.cwd(),
+        )
+    if as_json:
+        emit_json(report)
+    else:
+        _describe(report)
+
+
+@sync_app.command("diff-with-remote")
+def diff_with_remote(
+    source: FromOpt,
+    map_scope: MapScopeOpt = None,
+    scope: ScopeForForeign = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Memories the file adds, those it lacks (in the scopes it covers), and those that differ,
+    with the fields that differ."""
+    mapping = _map_scope(map_scope)
+    with service(home) as svc:
+        diff = svc.sync_diff(
+            source, map_scope=mapping, scope=Path(scope).resolve() if scope else Path.cwd()
+        )
+    if as_json:
+        emit_json(diff)
+        return
+    for slug in diff.added:
+        typer.echo(f"+ {slug}")
+    for slug in diff.removed:
+        typer.echo(f"- {slug}")
+    for changed in diff.changed:
+        typer.echo(f"~ {changed.slug}: {', '.join(changed.fields)}")
+    typer.echo(
+        f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed",
+        err=True,
+    )
+
+
+@sync_app.command("conflicts")
+def conflicts(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Memories whose body both sides changed: the remote version waits in _conflicts/."""
+    with service(home) as svc:
+        rows = svc.sync_conflicts()
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no open sync conflicts")
+        return
+    print_table(
+        ["slug", "source", "file"], [[c.slug, c.source, c.path] for c in rows], wrap=("file",)
+    )
+
+
+@sync_app.command("resolve")
+def resolve(
+    slug: Annotated[str, typer.Argument(help="The memory's slug (or `identity`).")],
+    take: Annotated[
+        str, typer.Option("--take", help="local | remote | FILE holding the merged body.")
+    ],
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Close a conflict by keeping the local body, taking the remote one, or a file's."""
+    if take not in ("local", "remote"):
+        take = str(Path(take).resolve())
+    with service(home, writes=True) as svc:
+        result = svc.sync_resolve(slug, take)
+    if as_json:
+        emit_json(result)
+    else:
+        typer.echo(f"resolved {result.slug}: took {result.took}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sync_app, name="sync")

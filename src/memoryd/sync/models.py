@@ -1,0 +1,114 @@
+"""What the sync commands report: plain data the CLI, the HTTP API and the daemon's client
+exchange (`memoryd sync export|import|diff-with-remote|conflicts|resolve`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memoryd.models import Timestamp
+
+ConflictStrategy = Literal["merge", "prefer-local", "prefer-remote"]
+MappedBy = Literal["same hash", "git remote", "--map-scope", "new", "--scope"]
+
+
+class ExportReport(BaseModel):
+    """What `sync export` wrote."""
+
+    path: str
+    sha256: str
+    bytes: int
+    memories: int
+    entities: int
+    relations: int
+    supersedes: int
+    audit_lines: int
+    chunks: list[str] = Field(default_factory=list)
+    """The chunk files written beside the export (`FILE.chunks/<sha>.bin`)."""
+    omitted_sensitive: int = 0
+    """Memories left out because they are sensitive: no plaintext of them leaves memoryd."""
+    identity_snapshot: bool = False
+
+
+class ScopeMapping(BaseModel):
+    """Which local scope a scope of the file lands in, and why."""
+
+    remote: str
+    local: str
+    how: MappedBy
+    remote_path: str | None = None
+    local_path: str | None = None
+
+
+class FieldChange(BaseModel):
+    """One field of one memory that an import changes, and which side it came from."""
+
+    field: str
+    took: Literal["local", "remote", "union", "max", "conflict"]
+
+
+class MemoryChange(BaseModel):
+    slug: str
+    fields: list[FieldChange]
+
+
+class SkippedMemory(BaseModel):
+    slug: str
+    reason: str
+
+
+class ConflictEntry(BaseModel):
+    """A body both sides changed: the local memory stays, the remote one waits in
+    `_conflicts/<slug>.<source>.md` until `sync resolve`."""
+
+    slug: str
+    source: str
+    path: str
+    local_updated_at: Timestamp | None = None
+    remote_updated_at: Timestamp | None = None
+
+
+class ImportReport(BaseModel):
+    """What `sync import` did, or, with `dry_run`, exactly what it would do."""
+
+    source_machine: str
+    exporter_version: str
+    remote_chain_head: str | None = None
+    strategy: ConflictStrategy
+    dry_run: bool
+    scope_mappings: list[ScopeMapping] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+    updated: list[MemoryChange] = Field(default_factory=list)
+    unchanged: int = 0
+    conflicts: list[ConflictEntry] = Field(default_factory=list)
+    skipped: list[SkippedMemory] = Field(default_factory=list)
+    aliases_added: list[str] = Field(default_factory=list)
+    """`entity id = alias` for each alias taught to the local graph."""
+    entities_merged: list[str] = Field(default_factory=list)
+    """`kept id <- dropped id` for each merge the remote made that this graph had not."""
+    audit_events_imported: int = 0
+    identity_snapshot: Literal["absent", "same", "written", "conflict"] = "absent"
+
+
+class ChangedMemory(BaseModel):
+    slug: str
+    fields: list[str]
+
+
+class SyncDiff(BaseModel):
+    """`sync diff-with-remote`: the remote file against this data dir."""
+
+    added: list[str] = Field(default_factory=list)
+    """In the file, not here."""
+    removed: list[str] = Field(default_factory=list)
+    """Here (in the scopes the file covers), not in the file."""
+    changed: list[ChangedMemory] = Field(default_factory=list)
+    scope_mappings: list[ScopeMapping] = Field(default_factory=list)
+
+
+class ResolveResult(BaseModel):
+    slug: str
+    took: str
+    removed: list[str] = Field(default_factory=list)
+    """The conflict files closed."""
