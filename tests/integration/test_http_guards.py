@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from memoryd.api.security import MAX_BODY_BYTES
 from memoryd.cli.main import app
-from tests.daemon_harness import Daemon, free_port, running, tcp_client
+from tests.daemon_harness import Daemon, free_port, running, tcp_client, uds_client
 
 MIB = 1024 * 1024
 UPLOAD_BYTES = 160 * MIB  # ten times the limit
@@ -128,6 +128,27 @@ def test_other_authorization_values_are_refused(daemon: Daemon, value: str) -> N
         )
     assert response.status_code == 401, value
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_sync_routes_name_files_and_are_served_on_the_socket_only(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A TCP client holding the token still cannot make the daemon write or read a path it
+    chooses; the CLI, on the socket, can."""
+    target = tmp_path / "stolen.json"
+    assert daemon.port is not None
+    with tcp_client(daemon.port, daemon.token()) as http:
+        refused = http.post("/v1/sync/export", json={"out": str(target)})
+        read = http.post("/v1/sync/diff", json={"source": "/etc/passwd"})
+    for response in (refused, read):
+        assert response.status_code == 403, response.text
+        assert response.json()["error"]["code"] == "policy_denied"
+        assert "Unix socket only" in response.json()["error"]["message"]
+    assert not target.exists()
+    with uds_client(daemon.home) as local:
+        exported = local.post("/v1/sync/export", json={"out": str(target)})
+    assert exported.status_code == 200, exported.text
+    assert target.is_file()
 
 
 def test_token_json_gives_the_token_the_daemon_accepts(daemon: Daemon) -> None:

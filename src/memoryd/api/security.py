@@ -29,6 +29,10 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
 STATIC_DIR = Path(__file__).with_name("static")
 PAGE_METHODS = frozenset({"GET", "HEAD"})
+SOCKET_ONLY = ("/v1/sync/",)
+"""Routes that name files on the daemon's machine (memories.json, conflict files): they are
+served on the Unix socket only, so a TCP client cannot make the daemon read or write a path
+it chooses. The CLI talks to the socket, so `memoryd sync` works unchanged."""
 
 
 def host_allowed(host: str | None) -> bool:
@@ -62,11 +66,18 @@ class LocalOnly:
     (except GETs of the graph page's files, which carry no data)."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None = None, public: frozenset[str] | None = None
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None = None,
+        public: frozenset[str] | None = None,
+        refused: tuple[str, ...] = (),
     ) -> None:
         self.app = app
         self._token = token.encode() if token else None
         self._public = page_paths() if public is None else public
+        self._refused = refused
+        """Path prefixes this listener does not serve (TCP: `SOCKET_ONLY`)."""
 
     def _authorized(self, authorization: bytes | None) -> bool:
         """`Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 11.1)
@@ -117,6 +128,16 @@ class LocalOnly:
                     extra=[(b"www-authenticate", b"Bearer")],
                 )
                 return
+        if str(scope.get("path", "")).startswith(self._refused):
+            await _refuse(
+                send,
+                403,
+                "policy_denied",
+                f"{scope.get('path')} names files on the daemon's machine and is served on the"
+                " Unix socket only",
+                "run the memoryd command on the daemon's machine (it uses the socket)",
+            )
+            return
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return

@@ -385,7 +385,7 @@ async def _serve(
     import uvicorn
 
     from memoryd.api.app import create_app
-    from memoryd.api.security import LocalOnly
+    from memoryd.api.security import SOCKET_ONLY, LocalOnly
 
     class Server(uvicorn.Server):
         """uvicorn without its own signal handling: the daemon stops both servers at once."""
@@ -399,7 +399,7 @@ async def _serve(
     readers = ReaderPool(service, readers_wanted) if readers_wanted else None
     app.state.backend.readers = readers
     mcp_sessions = mount_mcp(app, service, runner, readers)
-    guarded = [LocalOnly(app), LocalOnly(app, token=token)]
+    guarded = [LocalOnly(app), LocalOnly(app, token=token, refused=SOCKET_ONLY)]
     servers = [
         Server(
             uvicorn.Config(
