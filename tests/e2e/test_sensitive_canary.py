@@ -4,10 +4,12 @@ Unique canaries are planted in a sensitive scope (title, body, tags, triggers, a
 and a hostname the extraction links as entities, a file path, a captured transcript), then
 everything runs: record before and after marking, capture with the daemon down (the inbox)
 and up, enrichment, recall and search with and without a grant, get, list, reindex, decay,
-export, a daemon killed with -9 and restarted. Then every byte under the data dir (vault,
-graph files and WAL, the index, governance.db, audit log, daemon.log, inbox/failed) and the
+export (mcp-memory and memories.json), the digest, a daemon killed with -9 and restarted.
+Then every byte under the data dir (vault, graph files and WAL, the index, governance.db,
+audit log, daemon.log, inbox/failed) and the
 temp dir memoryd's processes used is searched for each canary in UTF-8 (any case), UTF-16
-and base64: zero hits. The digest is not built yet (docs/ARCHITECTURE.md), so it is not run.
+and base64: zero hits. The digest is rendered and checked too, and `sync export` writes its
+memories.json into the scanned temp dir.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typer.testing import CliRunner
 from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import PolicyDenied
+from memoryd.governance.digest import plain_text
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.scope import resolve_scope
 from memoryd.sensitive.sealed import waiting_captures
@@ -149,6 +152,11 @@ def test_no_canary_survives_anywhere(
         start = svc.clock()
         svc.clock = lambda: start + timedelta(days=400)
         svc.decay_sweep()
+        # -- the digest and a memories.json export: nothing of the scope in either --------
+        digest = svc.digest()
+        shown = f"{plain_text(digest)}\n{digest.model_dump_json()}".lower()
+        assert [c for c in CANARIES if c.lower() in shown] == []
+        svc.sync_export(private_tmp / "memories.json", include_audit_chain=True)
     exported = runner.invoke(
         app, ["export", "mcp-memory", "--output", str(private_tmp / "graph.jsonl"),
               "--home", str(home)],
