@@ -301,4 +301,4 @@ def test_the_daemon_gives_the_same_answers_and_can_count(home_copy: Path) -> Non
             assert client.cypher(query).n.iloc[0] == counted
         # the daemon is gone: the same client falls back to reading the data dir itself
         assert client.mode == "embedded"
-        assert client.cypher(query).n.iloc[0] == 3
+        assert client.cypher(query).n.iloc[0] == counted  # and kept in the data dir
