@@ -9,9 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
+from memoryd.config import Settings
 from memoryd.errors import InvalidInput, NotFound, PolicyDenied
 from memoryd.models import DecayState, MemoryDraft
 from memoryd.service import MemoryService
+from memoryd.wiring import open_service
 
 
 def rec(svc: MemoryService, project: Path, title: str, body: str, **kw: object) -> str:
@@ -123,6 +125,28 @@ def test_recall_is_counted_and_saved_to_the_file(svc: MemoryService, project: Pa
     svc.recall("redis", track=False)
     assert svc.flush_recall_stats() == 0
     assert svc.graph.get_memory(slug).recall_count == 2  # type: ignore[union-attr]
+
+
+def test_recalls_counted_before_an_edit_survive_it_and_a_restart(
+    svc: MemoryService, project: Path, settings: Settings
+) -> None:
+    """The daemon counts recalls in the graph and writes the files later; an edit in between
+    (enrichment, DURA scoring, a tag change) rewrites the memory from its file and must not
+    put the file's older count back into the graph (seen as 2 of 3 counts after a stop)."""
+    slug = rec(svc, project, "Cache TTL", "Redis cache entries expire after ten minutes.")
+    svc.recall("redis cache")
+    svc.flush_recall_counts()  # in the graph now, not yet in the file
+    svc.recall("redis ttl")  # counted in memory only
+    svc.update_keywords(slug, tags=["cache"])
+    row = svc.graph.get_memory(slug)
+    assert row is not None
+    assert row.recall_count == 2
+    assert svc.get(slug).meta.recall_count == 2  # the edit wrote them into the file
+    svc.recall("redis expiry")
+    svc.close()
+    with open_service(settings) as again:
+        assert again.graph.get_memory(slug).recall_count == 3  # type: ignore[union-attr]
+        assert again.get(slug).meta.recall_count == 3
 
 
 def test_reindex_reproduces_recall(svc: MemoryService, project: Path) -> None:

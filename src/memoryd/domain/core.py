@@ -487,6 +487,28 @@ class ServiceCore:
             raise InvalidInput(f"invalid change to {old.slug}: {exc}") from exc
         return Memory(meta=meta, body=old.body, path=path, sensitive=old.sensitive)
 
+    def _carry_recalls(self, old: Memory, new: Memory) -> bool:
+        """Give `new` the recalls counted since `old`'s file was written: the daemon counts
+        them in memory and in the graph and writes the files later, so a rewrite from the
+        file (an edit, enrichment, DURA scoring) would otherwise put the file's older count
+        back into the graph and lose them. True when `new` took counts the file lacked."""
+        slug = new.slug
+        pending = self._recall_pending.pop(slug, None)
+        if pending is not None:
+            for counted, total in self.graph.record_recalls({slug: pending}).items():
+                self._recall_dirty[counted] = (total, pending[1], DecayState.ALIVE)
+        dirty = self._recall_dirty.get(slug)
+        if dirty is None:
+            return False
+        count, at, state = dirty
+        meta = new.meta
+        meta.recall_count = max(meta.recall_count, count)
+        if meta.last_recalled_at is None or meta.last_recalled_at < at:
+            meta.last_recalled_at = at
+        if meta.decay_state == old.meta.decay_state:  # the edit itself did not set one
+            meta.decay_state = state
+        return True
+
     def _replace_everywhere(
         self, old: Memory, new: Memory, *, event_type: str, details: dict[str, Any]
     ) -> None:
@@ -494,6 +516,7 @@ class ServiceCore:
         under a write intent (see `_write_batch`)."""
         if old.path is None or new.path is None:
             raise StorageError(f"memory {old.slug} has no file path")
+        counted = self._carry_recalls(old, new)
         data = render(new).encode("utf-8")
         intent = self._begin_write(
             "replace",
@@ -520,8 +543,11 @@ class ServiceCore:
             self.graph.upsert_memories([new])
             self.index.upsert([search_doc(new)])
             self.audit.append_many([self._intended_event(intent, intent.items[0])])
+            if counted:  # the file holds them now
+                self._recall_dirty.pop(new.slug, None)
         except MemorydError:
             try:
+                self._carry_recalls(old, old)  # the graph keeps the counts it held
                 self.vault.write(old)
                 if new.path != old.path:
                     self.vault.remove(new.path)
