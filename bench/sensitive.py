@@ -137,15 +137,19 @@ def measure_grant(bench: Bench) -> dict[str, Any]:
     asked = queries(300)
     with bench.service() as svc:
         svc.prepare_recall()  # as the daemon: a grant builds the scope's view at once
-        started = time.perf_counter()
+        load = os.getloadavg()[0]
+        started, cpu = time.perf_counter(), time.process_time()
         svc.grant(bench.project, "session")
         first = svc.recall(asked[0], scope=bench.project, k=10, track=False)
         grant_s = time.perf_counter() - started
+        grant_cpu_s = time.process_time() - cpu
         times, found = timed(svc, bench.project, asked[1:])
         svc.revoke(bench.project)
     p95 = percentile(times, 0.95)
     return {
         "grant_to_first_recall_s": round(grant_s, 3),
+        "grant_to_first_recall_cpu_s": round(grant_cpu_s, 3),
+        "load_average_1m": round(load, 2),
         "first_hits": len(first.hits),
         "recalls_with_hits": found,
         "recall_p50_ms": round(percentile(times, 0.5), 2),

@@ -84,12 +84,14 @@ from memoryd.models import (
 )
 from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
 from memoryd.recall.entities import build_matcher
-from memoryd.recall.granted import ScopeView, ScopeViews
+from memoryd.recall.granted import Held, ScopeView, ScopeViews
 from memoryd.redact import redact
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import opaque_slug
 from memoryd.sensitive.keys import KeyStore
+from memoryd.sensitive.snapshot import Fingerprint
 from memoryd.vault import Vault, render
 
 if TYPE_CHECKING:
@@ -257,7 +259,10 @@ class ServiceCore:
         )
         """Which scopes are sensitive and granted; every read of one passes it."""
         self.views = ScopeViews(
-            lambda h: self.scope_plaintext(h), lambda h: self.scope_stamp(h), graph.max_fanout
+            lambda h, view: self.scope_held(h, view),
+            lambda h: self.scope_stamp(h),
+            graph.max_fanout,
+            save=lambda view: self.save_view(view),
         )
         """The granted scopes' in-memory index and entity view (`domain.guarding`)."""
         self.views_eager = False
@@ -265,8 +270,11 @@ class ServiceCore:
 
     granted_view: Callable[[str], ScopeView | None]
     expire_grants: Callable[[], object]
-    scope_plaintext: Callable[[str], Iterable[Memory]]
+    scope_held: Callable[[str, ScopeView | None], tuple[list[Held], bool] | None]
     scope_stamp: Callable[[str], object]
+    save_view: Callable[[ScopeView], None]
+    save_sealed: Callable[[str, Sequence[tuple[Memory, Fingerprint]]], None]
+    rekey_snapshot: Callable[[str, Sequence[tuple[Path, bytes, Fingerprint]], ScopeKey], None]
     """Provided by `domain.guarding.Guarding`."""
 
     judge_supersedes: Callable[..., list[SupersedeDecision]]

@@ -48,6 +48,7 @@ from memoryd.sensitive.files import (
     seal_private_key,
 )
 from memoryd.sensitive.sealed import SealError, open_sealed, read_public_key, waiting_captures
+from memoryd.sensitive.snapshot import Fingerprint, remove_snapshot
 from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,8 @@ class Sensitivity(ServiceCore):
         marker = Path(info.path) / SENSITIVE_MARKER
         if not marker.is_file():
             atomic_write(marker, MARKER_TEXT.encode("utf-8"))
-        old_slugs, encrypted = self._seal_plain_files(scope_hash, key)
+        old_slugs, sealed = self._seal_plain_files(scope_hash, key)
+        encrypted = len(sealed)
         self._drop_inbox_requests(scope_hash)
         scrubbed = self.governance.forget_scope(scope_hash, old_slugs)
         self.audit.append_many(
@@ -151,6 +153,7 @@ class Sensitivity(ServiceCore):
         )
         self.reindex()  # graph and index afresh: no page of either keeps the old text
         self._scopes_changed()
+        self.save_sealed(scope_hash, sealed)  # so the first grant decrypts one file
         modes = self._key_modes(scope_hash)
         return MarkReport(
             scope_hash=scope_hash,
@@ -163,9 +166,12 @@ class Sensitivity(ServiceCore):
             seconds=round(time.perf_counter() - started, 3),
         )
 
-    def _seal_plain_files(self, scope_hash: str, key: ScopeKey) -> tuple[list[str], int]:
+    def _seal_plain_files(
+        self, scope_hash: str, key: ScopeKey
+    ) -> tuple[list[str], list[tuple[Memory, Fingerprint]]]:
         """Every plaintext memory of the scope, sealed under an opaque slug; links between
-        them follow the rename. Returns the old slugs and how many were sealed."""
+        them follow the rename. Returns the old slugs and the sealed memories with their
+        files' fingerprints (for the scope's view snapshot)."""
         paths = plain_files(self.home, scope_hash)
         memories: list[Memory] = []
         for path in paths:
@@ -204,16 +210,18 @@ class Sensitivity(ServiceCore):
             memory.path = old_path.parent / f"{meta.slug}{ENCRYPTED_SUFFIX}"
             sealed.append((old_slug, memory))
 
-        def write(item: tuple[str, Memory]) -> None:
+        def write(item: tuple[str, Memory]) -> tuple[Memory, Fingerprint]:
             with self._file_lock(item[0]):
-                self.vault.write(item[1], sync=False)
+                # The new name is opaque and new: nothing else writes it before this stat.
+                written = self.vault.write(item[1], sync=False)
+                return item[1], Fingerprint.of(os.stat(written))
 
         # Creating files is syscall-bound and releases the GIL: a few threads (as bulk record).
         with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(write, sealed))
+            done = list(pool.map(write, sealed))
         fsync_all()  # every sealed file is on disk before any plaintext goes
         self.vault.remove_many(paths)
-        return list(renamed), len(memories)
+        return list(renamed), done
 
     def _seal_raw(self, path: Path, scope_hash: str) -> None:
         from memoryd.sensitive.envelope import seal
@@ -331,14 +339,17 @@ class Sensitivity(ServiceCore):
         new = self.keys.create(scope_hash, passphrase=passphrase)
         files = encrypted_files(self.home, scope_hash)
 
-        def write(file: Path) -> None:
+        def write(file: Path) -> tuple[Path, bytes, Fingerprint]:
             with self._file_lock(file.name.removesuffix(ENCRYPTED_SUFFIX)):
-                reseal(file, self.keys, new)
+                plaintext = reseal(file, self.keys, new)
+                return file, hashlib.sha256(plaintext).digest(), Fingerprint.of(os.stat(file))
 
         with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(write, files))
+            resealed = list(pool.map(write, files))
         reseal_seal_key(self.home, scope_hash, self.keys, new)
         fsync_all()
+        # The snapshot follows its files to the new key (while the old one still opens it).
+        self.rekey_snapshot(scope_hash, resealed, new)
         self.keys.make_current(scope_hash, new)
         for old in old_keys:
             self.keys.drop(scope_hash, old)
@@ -431,6 +442,8 @@ class Sensitivity(ServiceCore):
                 self.vault.write(memory, sync=False)
         fsync_all()
         self.vault.remove_many(files)
+        self.views.drop(scope_hash, save=False)
+        remove_snapshot(self.home, scope_hash)
         info.sensitive = False
         self._ensure_scope(info)
         (Path(info.path) / SENSITIVE_MARKER).unlink(missing_ok=True)

@@ -2,26 +2,42 @@
 
 On disk a sensitive scope's memories are encrypted files and skeleton graph nodes (slug,
 scope, type, times, decay state); the search index holds nothing of them. While a grant is
-active the service decrypts the scope once into a `ScopeView`: an in-memory tantivy index
+active the service decrypts the scope into a `ScopeView`: an in-memory tantivy index
 (`SearchIndex.in_memory`) and `MemoryGraph`, the entity reads recall makes, answered from the
 memories' own observations and relations exactly as the graph store derives them. Recall in
-the scope runs the same `RecallPipeline` over these; the view is dropped when the grant ends,
-and nothing of it is ever written.
+the scope runs the same `RecallPipeline` over these; the view is dropped when the grant ends.
+
+Each memory of a view is `Held`: what its index document and entity view need, and its file's
+plaintext, parsed into a `Memory` only when one is read (`get`, `list`). The held memories,
+with the tokens the statistics counted, are what the scope's snapshot keeps
+(`encode_snapshot`; sealed by `sensitive.snapshot`), so the next grant decrypts one file
+instead of every memory file, and parses no YAML.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
 
+import orjson
+
+from memoryd import __version__
 from memoryd.graph.store import CypherResult, EntityRow
-from memoryd.models import DecayState, Memory, MemorySummary, Predicate
+from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 from memoryd.recall import conversation
 from memoryd.recall.entities import EntityMatcher, build_matcher
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.index import SearchDoc, SearchIndex, analysis_version
+from memoryd.search.stats import Tokens
+from memoryd.vault import parse
+
+FileStamp = tuple[int, int, int, int]
+"""What a memory file's inode said when it was read (`sensitive.snapshot.Fingerprint`)."""
 
 MAX_FANOUT = 64
 """As the graph store's default: neighbours followed per node in a traversal."""
@@ -32,6 +48,119 @@ def _entity_parts(eid: str) -> tuple[str, str]:
     _, _, rest = eid.partition(":")
     etype, _, name = rest.partition(":")
     return etype or "concept", name or eid
+
+
+class Facts(NamedTuple):
+    """What the entity view needs of one memory (`facts_of`)."""
+
+    slug: str
+    scope_hash: str
+    created_at: datetime
+    forgotten: bool
+    supersedes: tuple[str, ...]
+    observations: tuple[str, ...]
+    relations: tuple[tuple[str | None, str, str, float, bool], ...]
+    """(subject or None for the memory itself, object, predicate, confidence, closed)."""
+
+
+def facts_of(memory: Memory) -> Facts:
+    meta = memory.meta
+    return Facts(
+        meta.slug,
+        meta.scope_hash,
+        meta.created_at,
+        meta.decay_state is DecayState.FORGOTTEN,
+        tuple(meta.supersedes),
+        tuple(meta.observations),
+        tuple(
+            (r.subject, r.object, r.predicate.value, r.confidence, r.superseded_at is not None)
+            for r in meta.relations
+        ),
+    )
+
+
+class Held:
+    """One memory of a view: its index document and entity facts, and its file's plaintext,
+    parsed into a `Memory` the first time one is read."""
+
+    __slots__ = ("_memory", "cut", "doc", "facts", "file", "folder", "head", "stamp", "tokens")
+
+    def __init__(
+        self,
+        *,
+        file: str,
+        folder: Path,
+        stamp: FileStamp,
+        head: str,
+        cut: bool,
+        doc: SearchDoc,
+        facts: Facts,
+        tokens: tuple[Tokens, Tokens] | None = None,
+        memory: Memory | None = None,
+    ) -> None:
+        self.file = file
+        """`<type dir>/<name>` in the scope's folder (`folder`)."""
+        self.folder = folder
+        self.stamp = stamp
+        self.head = head
+        self.cut = cut
+        """`head` is the file's plaintext up to its body (the document's) and a newline;
+        else the whole of it (`text`)."""
+        self.doc = doc
+        self.facts = facts
+        self.tokens = tokens
+        """The title's and body's tokens as the statistics count them, when known."""
+        self._memory = memory
+
+    @classmethod
+    def of(cls, memory: Memory, *, file: str, folder: Path, stamp: FileStamp, text: str) -> Held:
+        """A memory just decrypted from `text`, the plaintext of its file."""
+        memory.sensitive = True
+        # `parse` takes the body from the end of the file, less one newline on each side.
+        cut = text.endswith(memory.body + "\n")
+        return cls(
+            file=file,
+            folder=folder,
+            stamp=stamp,
+            head=text[: -len(memory.body) - 1] if cut else text,
+            cut=cut,
+            doc=plain_doc(memory),
+            facts=facts_of(memory),
+            memory=memory,
+        )
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.file
+
+    @property
+    def text(self) -> str:
+        """The file's plaintext, as it was decrypted."""
+        return f"{self.head}{self.doc.body}\n" if self.cut else self.head
+
+    def memory(self) -> Memory:
+        """The memory, parsed from its plaintext as the vault parses its file."""
+        if self._memory is None:
+            memory = parse(self.text, self.path)
+            memory.sensitive = True
+            self._memory = memory
+        return self._memory
+
+
+class HeldMemories(Mapping[str, Memory]):
+    """A view's memories by slug, each parsed when it is first read."""
+
+    def __init__(self, held: dict[str, Held]) -> None:
+        self._held = held
+
+    def __getitem__(self, slug: str) -> Memory:
+        return self._held[slug].memory()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 @dataclass
@@ -48,38 +177,35 @@ class MemoryGraph:
     _entities: dict[str, EntityRow] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, memories: Iterable[Memory], max_fanout: int = MAX_FANOUT) -> MemoryGraph:
+    def of(cls, held: Iterable[Facts], max_fanout: int = MAX_FANOUT) -> MemoryGraph:
         graph = cls(max_fanout=max_fanout)
         mentions: dict[tuple[str, str], tuple[Any, float]] = {}
         relations: dict[tuple[str, str, str], float] = {}
         counts: Counter[str] = Counter()
-        for memory in memories:
-            meta = memory.meta
-            if meta.decay_state is DecayState.FORGOTTEN:
+        for facts in held:
+            if facts.forgotten:
                 continue
-            for older in meta.supersedes:
-                graph._supersedes.setdefault(older, meta.slug)
-            for eid in meta.observations:
-                graph._entity(eid, meta.scope_hash)
-                mentions[(eid, meta.slug)] = (meta.created_at, 1.0)
-            for rel in meta.relations:
-                subject = rel.subject or meta.slug
-                for end in (subject, rel.object):
+            slug = facts.slug
+            for older in facts.supersedes:
+                graph._supersedes.setdefault(older, slug)
+            for eid in facts.observations:
+                graph._entity(eid, facts.scope_hash)
+                mentions[(eid, slug)] = (facts.created_at, 1.0)
+            for subject_or_none, obj, predicate, confidence, closed in facts.relations:
+                subject = subject_or_none or slug
+                for end in (subject, obj):
                     if end.startswith("entity:"):
-                        graph._entity(end, meta.scope_hash)
-                if rel.superseded_at is not None:
+                        graph._entity(end, facts.scope_hash)
+                if closed:
                     continue
-                if rel.predicate is Predicate.MENTIONS and subject == meta.slug:
-                    if rel.object.startswith("entity:"):
-                        prior = mentions.get((rel.object, meta.slug), (None, 0.0))[1]
-                        mentions[(rel.object, meta.slug)] = (
-                            meta.created_at,
-                            max(prior, rel.confidence),
-                        )
+                if predicate == Predicate.MENTIONS and subject == slug:
+                    if obj.startswith("entity:"):
+                        prior = mentions.get((obj, slug), (None, 0.0))[1]
+                        mentions[(obj, slug)] = (facts.created_at, max(prior, confidence))
                     continue
-                if subject.startswith("entity:") and rel.object.startswith("entity:"):
-                    key = (subject, rel.object, rel.predicate.value)
-                    relations[key] = max(relations.get(key, 0.0), rel.confidence)
+                if subject.startswith("entity:") and obj.startswith("entity:"):
+                    key = (subject, obj, predicate)
+                    relations[key] = max(relations.get(key, 0.0), confidence)
         for (eid, slug), (created_at, conf) in mentions.items():
             graph._mentions.setdefault(eid, []).append((created_at, slug, conf))
             counts[eid] += 1
@@ -150,25 +276,36 @@ class ScopeView:
     def __init__(
         self,
         scope_hash: str,
-        memories: Iterable[Memory],
+        held: Iterable[Held],
         *,
         stamp: object,
         max_fanout: int = MAX_FANOUT,
+        saved: bool = False,
     ) -> None:
         self.scope_hash = scope_hash
         self.stamp = stamp
-        """What the scope's files looked like when the view was built (`ScopeViews`)."""
-        self.memories = {m.slug: m for m in memories if m.meta.scope_hash == scope_hash}
-        self.graph = MemoryGraph.of(self.memories.values(), max_fanout)
+        """What the scope's folders looked like when the view was built (`ScopeViews`)."""
+        self.saved = saved
+        """The scope's snapshot holds exactly this view (nothing to write when it goes)."""
+        self.held = {h.file: h for h in held}
+        """Type dir/file name → the memory read from that file."""
+        self._by_slug = {
+            h.doc.slug: h for h in self.held.values() if h.doc.scope_hash == scope_hash
+        }
+        self.memories: Mapping[str, Memory] = HeldMemories(self._by_slug)
+        self.graph = MemoryGraph.of((h.facts for h in self._by_slug.values()), max_fanout)
         self.index = SearchIndex.in_memory(scope_hash)
         docs = [
-            plain_doc(m)
-            for m in self.memories.values()
-            if m.meta.decay_state is not DecayState.FORGOTTEN
+            h.doc for h in self._by_slug.values() if h.doc.decay_state is not DecayState.FORGOTTEN
         ]
         self.index.upsert(docs)
-        # The statistics recall ranks with, counted from what was just indexed: the first
-        # recall under the grant does not read 10k documents back.
+        # The statistics recall ranks with, counted from what was just indexed (with the
+        # tokens the snapshot kept): the first recall under the grant reads nothing back.
+        self.index.learn_tokens(
+            (h.doc.title, h.doc.body, *h.tokens)
+            for h in self._by_slug.values()
+            if h.tokens is not None
+        )
         self.index.tally(scope_hash, docs, conversation.is_turn)
         self._matcher: EntityMatcher | None = None
 
@@ -179,42 +316,56 @@ class ScopeView:
 
     def summaries(self, slugs: Sequence[str] | None = None) -> dict[str, MemorySummary]:
         """The `list` rows of these memories (None: all), with their titles."""
-        wanted = self.memories if slugs is None else {s: self.memories[s] for s in slugs
-                                                      if s in self.memories}  # fmt: skip
-        return {
-            slug: MemorySummary(
+        held = self._by_slug
+        wanted = list(held) if slugs is None else [slug for slug in slugs if slug in held]
+        rows: dict[str, MemorySummary] = {}
+        for slug in wanted:
+            meta = held[slug].memory().meta
+            rows[slug] = MemorySummary(
                 slug=slug,
-                type=m.meta.type,
-                title=m.meta.title,
-                scope_hash=m.meta.scope_hash,
-                source=m.meta.source,
-                created_at=m.meta.created_at,
-                updated_at=m.meta.updated_at,
-                decay_state=m.meta.decay_state,
-                tags=m.meta.tags,
-                recall_count=m.meta.recall_count,
+                type=meta.type,
+                title=meta.title,
+                scope_hash=meta.scope_hash,
+                source=meta.source,
+                created_at=meta.created_at,
+                updated_at=meta.updated_at,
+                decay_state=meta.decay_state,
+                tags=meta.tags,
+                recall_count=meta.recall_count,
             )
-            for slug, m in wanted.items()
-        }
+        return rows
+
+    def snapshot(self) -> bytes:
+        """This view as the scope's snapshot holds it (`encode_snapshot`)."""
+        return encode_snapshot(self.scope_hash, self.held.values(), self.index)
 
     def close(self) -> None:
         self.index.close()
-        self.memories.clear()
+        self.held = {}
+        self._by_slug.clear()
+
+
+Load = Callable[[str, "ScopeView | None"], "tuple[list[Held], bool] | None"]
+"""(scope, the view held now) → the scope's memories now, and whether they are what the
+snapshot holds; None when they are exactly the held view's (nothing changed)."""
 
 
 class ScopeViews:
     """The views of the granted scopes this process holds: built on first need (the daemon
-    builds one as the grant starts), rebuilt when the scope's files changed, dropped when
-    the grant ends."""
+    builds one as the grant starts), brought up to date when the scope's files changed (only
+    the changed files are read again), dropped when the grant ends; a view the snapshot does
+    not hold yet is saved as it goes."""
 
     def __init__(
         self,
-        load: Callable[[str], Iterable[Memory]],
+        load: Load,
         stamp: Callable[[str], object],
         max_fanout: int = MAX_FANOUT,
+        save: Callable[[ScopeView], None] | None = None,
     ) -> None:
         self._load = load
         self._stamp = stamp
+        self._save = save
         self.max_fanout = max_fanout
         self._views: dict[str, ScopeView] = {}
         self._lock = threading.Lock()
@@ -225,8 +376,13 @@ class ScopeViews:
             view = self._views.get(scope_hash)
             if view is not None and view.stamp == stamp:
                 return view
+            loaded = self._load(scope_hash, view)
+            if loaded is None and view is not None:
+                view.stamp = stamp  # a folder changed, no memory file did
+                return view
+            held, saved = loaded if loaded is not None else ([], False)
             fresh = ScopeView(
-                scope_hash, self._load(scope_hash), stamp=stamp, max_fanout=self.max_fanout
+                scope_hash, held, stamp=stamp, max_fanout=self.max_fanout, saved=saved
             )
             self._views[scope_hash] = fresh
         if view is not None:
@@ -237,12 +393,15 @@ class ScopeViews:
         with self._lock:
             return sorted(self._views)
 
-    def drop(self, scope_hash: str) -> bool:
-        """Forget a scope's view (its grant ended); whether one was held."""
+    def drop(self, scope_hash: str, *, save: bool = True) -> bool:
+        """Forget a scope's view (its grant ended), saving it first when the snapshot is
+        behind it (not with `save=False`: the scope is being unmarked); whether one was held."""
         with self._lock:
             view = self._views.pop(scope_hash, None)
         if view is None:
             return False
+        if save and not view.saved and self._save is not None:
+            self._save(view)
         view.close()
         return True
 
@@ -266,3 +425,120 @@ def plain_doc(memory: Memory) -> SearchDoc:
         triggers=meta.triggers,
         created_at=meta.created_at,
     )
+
+
+# -- the snapshot ---------------------------------------------------------------------------
+SNAPSHOT_FORMAT = 1
+"""Bump when what a `Held` derives from its memory (`plain_doc`, `facts_of`) changes: a
+snapshot of another format (or written by another memoryd version) is not used."""
+
+
+def encode_snapshot(scope_hash: str, held: Iterable[Held], index: SearchIndex) -> bytes:
+    """The payload of a scope's snapshot: each held memory with its file's fingerprint, its
+    plaintext, what its document and facts hold, and its tokens (from `index`)."""
+    entries: list[list[Any]] = []
+    vocabulary: dict[str, int] = {}
+    number = vocabulary.setdefault
+    for h in held:
+        doc, facts = h.doc, h.facts
+        title_tokens, body_tokens = h.tokens or index.tokens(doc.title, doc.body)
+        entries.append(
+            [
+                h.file,
+                list(h.stamp),
+                h.head,
+                h.cut,
+                doc.slug,
+                doc.scope_hash,
+                doc.type.value,
+                doc.decay_state.value,
+                doc.title,
+                doc.body,
+                doc.tags,
+                doc.triggers,
+                doc.created_at.isoformat(),
+                facts.forgotten,
+                facts.supersedes,
+                facts.observations,
+                facts.relations,
+                [number(t, len(vocabulary)) for t in title_tokens],
+                [number(t, len(vocabulary)) for t in body_tokens],
+            ]
+        )
+    return orjson.dumps(
+        {
+            "format": SNAPSHOT_FORMAT,
+            "memoryd": __version__,
+            "scope_hash": scope_hash,
+            "analysis": analysis_version(),
+            "vocabulary": list(vocabulary),
+            "entries": entries,
+        }
+    )
+
+
+class SnapshotUnusable(ValueError):
+    """A snapshot that opened but cannot be used: another format, scope or shape."""
+
+
+def decode_snapshot(payload: bytes, scope_hash: str, folder: Path) -> dict[str, Held]:
+    """The held memories of a snapshot payload, by file (`folder`: the scope's folder).
+    Raises `SnapshotUnusable` for one that is not this format's or not this scope's."""
+    try:
+        data = orjson.loads(payload)
+        if not isinstance(data, dict):
+            raise SnapshotUnusable("the snapshot is not a mapping")
+        if data.get("format") != SNAPSHOT_FORMAT or data.get("memoryd") != __version__:
+            raise SnapshotUnusable(
+                f"the snapshot has format {data.get('format')} of memoryd"
+                f" {data.get('memoryd')}; this one reads {SNAPSHOT_FORMAT} of {__version__}"
+            )
+        if data.get("scope_hash") != scope_hash:
+            raise SnapshotUnusable("the snapshot is another scope's")
+        # Tokens are numbers in the vocabulary (each word stored and interned once).
+        vocabulary = list(map(sys.intern, data["vocabulary"]))
+        word = vocabulary.__getitem__
+        with_tokens = data.get("analysis") == analysis_version()
+        held: dict[str, Held] = {}
+        for entry in data["entries"]:
+            (file, stamp, head, cut, slug, scope, kind, state, title, body, tags, triggers,
+             created, forgotten, supersedes, observations, relations, title_ids,
+             body_ids) = entry  # fmt: skip
+            created_at = datetime.fromisoformat(created)
+            doc = SearchDoc.model_construct(
+                slug=slug,
+                scope_hash=scope,
+                type=MemoryType(kind),
+                decay_state=DecayState(state),
+                title=title,
+                body=body,
+                tags=tags,
+                triggers=triggers,
+                created_at=created_at,
+            )
+            facts = Facts(
+                slug,
+                scope,
+                created_at,
+                bool(forgotten),
+                tuple(supersedes),
+                tuple(observations),
+                tuple((s, o, p, float(c), bool(x)) for s, o, p, c, x in relations),
+            )
+            held[file] = Held(
+                file=file,
+                folder=folder,
+                stamp=(stamp[0], stamp[1], stamp[2], stamp[3]),
+                head=head,
+                cut=bool(cut),
+                doc=doc,
+                facts=facts,
+                tokens=(tuple(map(word, title_ids)), tuple(map(word, body_ids)))
+                if with_tokens
+                else None,
+            )
+        return held
+    except SnapshotUnusable:
+        raise
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise SnapshotUnusable(f"the snapshot's contents are malformed ({exc})") from exc

@@ -15,6 +15,7 @@ engine answers is here; session-neighbour upkeep lives in `search.sessions`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -918,6 +919,22 @@ class SearchIndex:
     def _analysed(self, text: str) -> Tokens:
         return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
 
+    def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
+        """A title's and body's tokens as the statistics count them (`analysis_version`
+        names the analysis that made them)."""
+        return self._tokens_of(title, body)
+
+    def learn_tokens(self, known: Iterable[tuple[str, str, Tokens, Tokens]]) -> None:
+        """Take (title, body, their tokens) analysed earlier under this `analysis_version`,
+        so counting them does not analyse them again (a granted scope's snapshot keeps them)."""
+        for title, body, title_tokens, body_tokens in known:
+            key = (title, body)
+            size = len(title_tokens) + len(body_tokens)
+            if key in self._counts or self._tokens_kept + size > _TOKENS_KEPT:
+                continue
+            self._counts[key] = (title_tokens, body_tokens)
+            self._tokens_kept += size
+
     def tally(self, scope_hash: str, docs: Iterable[SearchDoc], is_turn: TurnTest | None) -> None:
         """Count a scope's recall statistics from `docs`, every live memory of it just
         written, instead of reading them back on the first recall (a granted scope's
@@ -1442,6 +1459,29 @@ class LocalRanking(NamedTuple):
     def share(self, tokens: Iterable[str]) -> float:
         """How much of the query these tokens carry, 0 to 1."""
         return min(1.0, sum(self.shares.get(t, 0.0) for t in set(tokens)))
+
+
+_ANALYSIS_PROBE = (
+    "Children bought running-shoes; she wrote naïve résumés on Größe ABC_def 42x "
+    "supercalifragilisticexpialidociousandlongerstill"
+)
+
+
+@functools.cache
+def analysis_version() -> str:
+    """A name for how text is analysed into tokens here: the schema version, the tantivy and
+    jieba versions, the irregular forms, and the tokens of a probe. Tokens kept from another
+    analysis (a snapshot written by another version) are analysed again."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [str(SCHEMA_VERSION), _IRREGULAR_TEXT]
+    for package in ("tantivy", "jieba"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            parts.append(f"{package} -")
+    parts.append(" ".join(_analyzer().analyze(_base_forms(segment(_ANALYSIS_PROBE)))))
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
 def _bm25_idf(docs: int, with_term: int) -> float:

@@ -102,13 +102,14 @@ def decrypt_scope(home: Path, scope_hash: str, keys: KeyStore) -> Iterator[Memor
 
 def reseal(
     path: Path, keys: KeyStore, new_key: ScopeKey, scope_hash: str = "", slug: str = ""
-) -> None:
-    """Seal one encrypted file again under `new_key` (rotation), atomically. A memory file's
-    scope and slug come from its path."""
+) -> bytes:
+    """Seal one encrypted file again under `new_key` (rotation), atomically; the plaintext
+    it holds. A memory file's scope and slug come from its path."""
     scope_hash = scope_hash or path.parent.parent.name
     slug = slug or slug_of(path)
     plaintext = ScopeCipher(keys).open(path.read_bytes(), scope_hash, slug, path)
     atomic_write(path, envelope.seal(plaintext, new_key, scope_hash, slug), sync=False)
+    return plaintext
 
 
 # -- the capture key pair ---------------------------------------------------------------
