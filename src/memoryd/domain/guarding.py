@@ -133,10 +133,8 @@ class Guarding(ServiceCore):
             if payload is None:
                 return {}
             return decode_snapshot(payload, scope_hash, self.vault.scope_dir(scope_hash))
-        except EncryptedFileBroken as exc:
+        except (EncryptedFileBroken, MissingKey) as exc:  # damaged, or sealed by another key
             logger.warning("rebuilding the view snapshot: %s", exc.message)
-        except MissingKey as exc:
-            logger.info("rebuilding the view snapshot: %s", exc.message)
         except SnapshotUnusable as exc:
             logger.warning("rebuilding the view snapshot of scope %s: %s", scope_hash, exc.args[0])
         return {}
