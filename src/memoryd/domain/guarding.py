@@ -215,6 +215,8 @@ class Guarding(ServiceCore):
     def save_view(self, view: ScopeView) -> None:
         """Seal `view` as its scope's snapshot, so the next grant reads one file (a failure
         is logged: the snapshot is only a cache)."""
+        if self.read_only:
+            return  # a reader process never writes the data dir
         try:
             if not self.keys.has_keys(view.scope_hash):
                 return

@@ -477,6 +477,10 @@ def encode_snapshot(scope_hash: str, held: Iterable[Held], index: SearchIndex) -
     )
 
 
+_TYPES = {t.value: t for t in MemoryType}
+_STATES = {s.value: s for s in DecayState}
+
+
 class SnapshotUnusable(ValueError):
     """A snapshot that opened but cannot be used: another format, scope or shape."""
 
@@ -508,8 +512,8 @@ def decode_snapshot(payload: bytes, scope_hash: str, folder: Path) -> dict[str, 
             doc = SearchDoc.model_construct(
                 slug=slug,
                 scope_hash=scope,
-                type=MemoryType(kind),
-                decay_state=DecayState(state),
+                type=_TYPES[kind],
+                decay_state=_STATES[state],
                 title=title,
                 body=body,
                 tags=tags,
