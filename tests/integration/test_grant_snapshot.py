@@ -17,6 +17,7 @@ import pytest
 
 from memoryd.config import Settings
 from memoryd.models import MemoryDraft, MemoryType, Predicate, RelationRef
+from memoryd.recall import conversation
 from memoryd.recall.granted import Held, ScopeView, decode_snapshot, encode_snapshot
 from memoryd.search.index import SearchIndex
 from memoryd.sensitive.files import encrypted_files
@@ -120,7 +121,9 @@ def test_edits_additions_and_removals_show_under_a_grant_and_between_grants(
 ) -> None:
     svc, scope_hash = marked
     svc.grant(project, "session")
-    slugs = sorted(svc.granted_view(scope_hash).memories)  # type: ignore[union-attr]
+    held_view = svc.granted_view(scope_hash)
+    assert held_view is not None
+    slugs = sorted(held_view.memories)
     caplog.clear()
 
     # Under the grant: each write reaches the view, and only the written file is read.
@@ -138,6 +141,20 @@ def test_edits_additions_and_removals_show_under_a_grant_and_between_grants(
     assert [h.slug for h in svc.search("wombat", scope=project)] == [added.slug]
     svc.archive(slugs[1])
     assert slugs[1] not in {h.slug for h in svc.search(f"{SECRET} ledger", scope=project, k=50)}
+    # The held view took each write in place, and counts as a view built afresh does.
+    view = svc.granted_view(scope_hash)
+    assert view is not None
+    assert view is held_view
+    fresh = ScopeView(scope_hash, view.held.values(), stamp=None)
+    for hidden in (False, True):
+        assert view.index.statistics(
+            [scope_hash], include_forgotten=hidden, is_turn=conversation.is_turn
+        ) == fresh.index.statistics(
+            [scope_hash], include_forgotten=hidden, is_turn=conversation.is_turn
+        )
+    assert view.index.slugs() == fresh.index.slugs()
+    assert view.graph.entity_catalogue() == fresh.graph.entity_catalogue()
+    fresh.close()
     svc.revoke(project)
 
     # Between grants: a file edited by another writer, one removed, and one brought back

@@ -16,6 +16,7 @@ instead of every memory file, and parses no YAML.
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections import Counter
@@ -28,6 +29,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from memoryd import __version__
+from memoryd.errors import StorageError
 from memoryd.graph.store import CypherResult, EntityRow
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 from memoryd.recall import conversation
@@ -39,6 +41,10 @@ from memoryd.vault import parse
 FileStamp = tuple[int, int, int, int]
 """What a memory file's inode said when it was read (`sensitive.snapshot.Fingerprint`)."""
 
+logger = logging.getLogger(__name__)
+
+_REFRESH_AT_MOST = 256
+"""A held view takes up to this many changed memories (or a quarter of it) in place."""
 MAX_FANOUT = 64
 """As the graph store's default: neighbours followed per node in a traversal."""
 
@@ -335,6 +341,33 @@ class ScopeView:
             )
         return rows
 
+    def refresh(self, held: Iterable[Held], stamp: object) -> bool:
+        """Bring the view to `held` in place, writing only the memories that changed to its
+        index (the statistics follow each write, as on disk); False, changing nothing, when
+        so many changed that building a new view costs less."""
+        files = {h.file: h for h in held}
+        by_slug = {h.doc.slug: h for h in files.values() if h.doc.scope_hash == self.scope_hash}
+        old = self._by_slug
+        changed = [h for slug, h in by_slug.items() if old.get(slug) is not h]
+        removed = [slug for slug in old if slug not in by_slug]
+        if len(changed) + len(removed) > max(_REFRESH_AT_MOST, len(by_slug) // 4):
+            return False
+        hidden = DecayState.FORGOTTEN
+        gone = removed + [h.doc.slug for h in changed if h.doc.decay_state is hidden]
+        try:
+            self.index.delete(gone)
+            self.index.upsert([h.doc for h in changed if h.doc.decay_state is not hidden])
+        except StorageError as exc:
+            logger.warning("rebuilding the view of scope %s: %s", self.scope_hash, exc.message)
+            return False
+        graph = MemoryGraph.of((h.facts for h in by_slug.values()), self.graph.max_fanout)
+        if graph._entities.keys() != self.graph._entities.keys():
+            self._matcher = None
+        self.held, self._by_slug, self.graph = files, by_slug, graph
+        self.memories = HeldMemories(by_slug)
+        self.stamp, self.saved = stamp, False
+        return True
+
     def snapshot(self) -> bytes:
         """This view as the scope's snapshot holds it (`encode_snapshot`)."""
         return encode_snapshot(self.scope_hash, self.held.values(), self.index)
@@ -371,6 +404,7 @@ class ScopeViews:
         self._lock = threading.Lock()
 
     def get(self, scope_hash: str) -> ScopeView:
+        """The scope's view as its files are now."""
         stamp = self._stamp(scope_hash)
         with self._lock:
             view = self._views.get(scope_hash)
@@ -381,6 +415,8 @@ class ScopeViews:
                 view.stamp = stamp  # a folder changed, no memory file did
                 return view
             held, saved = loaded if loaded is not None else ([], False)
+            if view is not None and view.refresh(held, stamp):
+                return view
             fresh = ScopeView(
                 scope_hash, held, stamp=stamp, max_fanout=self.max_fanout, saved=saved
             )
