@@ -13,15 +13,22 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from memoryd.config import Settings
 from memoryd.models import MemoryDraft, MemoryType, Predicate, RelationRef
 from memoryd.recall import conversation
-from memoryd.recall.granted import Held, ScopeView, decode_snapshot, encode_snapshot
+from memoryd.recall.granted import (
+    SNAPSHOT_FORMAT,
+    Held,
+    ScopeView,
+    decode_snapshot,
+    encode_snapshot,
+)
 from memoryd.search.index import SearchIndex
 from memoryd.sensitive.files import encrypted_files
-from memoryd.sensitive.snapshot import SNAPSHOT_FILE, open_snapshot, scan
+from memoryd.sensitive.snapshot import SNAPSHOT_FILE, open_snapshot, scan, seal_snapshot
 from memoryd.service import MemoryService
 from memoryd.vault import parse, render
 from memoryd.wiring import open_service
@@ -323,4 +330,23 @@ def test_a_view_needs_no_snapshot_to_be_right_when_the_folder_is_copied_elsewher
     caplog.clear()
     svc.grant(project, "session")
     assert view_state(svc, project) == expected
+    assert decrypted(caplog) == [f"scope {scope_hash}: {N} of {N} memory files decrypted"]
+
+
+def test_a_snapshot_of_another_format_is_rebuilt_without_a_warning(
+    marked: tuple[MemoryService, str], project: Path, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upgrade that changes what a snapshot holds: expected, so rebuilt quietly."""
+    svc, scope_hash = marked
+    svc.grant(project, "session")
+    expected = view_state(svc, project)
+    svc.revoke(project)
+    payload = orjson.loads(open_snapshot(home, scope_hash, svc.keys) or b"{}")
+    payload["format"] = SNAPSHOT_FORMAT + 1
+    seal_snapshot(home, scope_hash, svc.keys.current(scope_hash), orjson.dumps(payload))
+    caplog.clear()
+    svc.grant(project, "session")
+    assert view_state(svc, project) == expected
+    assert warnings(caplog) == []
+    assert any("rebuilding the view snapshot" in r.getMessage() for r in caplog.records)
     assert decrypted(caplog) == [f"scope {scope_hash}: {N} of {N} memory files decrypted"]

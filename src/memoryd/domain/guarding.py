@@ -28,6 +28,7 @@ from memoryd.models import Grant, GrantDuration, Memory, MemoryType, ScopeInfo
 from memoryd.recall.granted import (
     Held,
     ScopeView,
+    SnapshotOutdated,
     SnapshotUnusable,
     decode_snapshot,
     encode_snapshot,
@@ -135,6 +136,8 @@ class Guarding(ServiceCore):
             return decode_snapshot(payload, scope_hash, self.vault.scope_dir(scope_hash))
         except (EncryptedFileBroken, MissingKey) as exc:  # damaged, or sealed by another key
             logger.warning("rebuilding the view snapshot: %s", exc.message)
+        except SnapshotOutdated as exc:  # an upgrade: expected once
+            logger.info("rebuilding the view snapshot of scope %s: %s", scope_hash, exc.args[0])
         except SnapshotUnusable as exc:
             logger.warning("rebuilding the view snapshot of scope %s: %s", scope_hash, exc.args[0])
         return {}

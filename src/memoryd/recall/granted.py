@@ -518,7 +518,11 @@ _STATES = {s.value: s for s in DecayState}
 
 
 class SnapshotUnusable(ValueError):
-    """A snapshot that opened but cannot be used: another format, scope or shape."""
+    """A snapshot that opened but cannot be used: another scope's, or malformed."""
+
+
+class SnapshotOutdated(SnapshotUnusable):
+    """A snapshot written by another format or memoryd version (an upgrade): rebuilt."""
 
 
 def decode_snapshot(payload: bytes, scope_hash: str, folder: Path) -> dict[str, Held]:
@@ -529,7 +533,7 @@ def decode_snapshot(payload: bytes, scope_hash: str, folder: Path) -> dict[str, 
         if not isinstance(data, dict):
             raise SnapshotUnusable("the snapshot is not a mapping")
         if data.get("format") != SNAPSHOT_FORMAT or data.get("memoryd") != __version__:
-            raise SnapshotUnusable(
+            raise SnapshotOutdated(
                 f"the snapshot has format {data.get('format')} of memoryd"
                 f" {data.get('memoryd')}; this one reads {SNAPSHOT_FORMAT} of {__version__}"
             )
