@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memoryd.audit import AuditEvent
+from memoryd.capture.journal import SealedJournal, SealedPlan, assemble_sealed, decode_events
 from memoryd.domain.core import ServiceCore, search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.inbox import Inbox
@@ -251,7 +252,17 @@ class Sensitivity(ServiceCore):
                 data = json.loads(
                     open_sealed(box.read_bytes(), private[scope_hash], scope_hash, box)
                 )
-                self._merge_sealed(scope_hash, data["fields"], str(data["body"]))
+                fields, body = data["fields"], str(data["body"])
+                if data.get("journal") is not None:
+                    assembled = self._assemble_journal(
+                        scope_hash, private[scope_hash], data["journal"], fields
+                    )
+                    if isinstance(assembled, str):
+                        logger.info("sealed session %s not kept: %s", fields["slug"], assembled)
+                        box.unlink(missing_ok=True)
+                        continue
+                    fields, body = assembled or (fields, body)
+                self._merge_sealed(scope_hash, fields, body)
             except MissingKey as exc:
                 if scope_hash not in _WAITING_FOR_KEY:  # once per process: the daemon polls
                     _WAITING_FOR_KEY.add(scope_hash)
@@ -277,6 +288,23 @@ class Sensitivity(ServiceCore):
             ):
                 box.unlink(missing_ok=True)  # a newer capture replaced it meanwhile: it stays
         return written
+
+    def _assemble_journal(
+        self, scope_hash: str, private: bytes, raw_plan: Any, fields: dict[str, Any]
+    ) -> tuple[dict[str, Any], str] | str | None:
+        """A journaled session made whole from its sealed journal: the fields and body, why
+        it is trivial, or None when the journal holds nothing (the box alone says it all)."""
+        plan = SealedPlan.from_json(raw_plan)
+        sealed = SealedJournal(self.home, plan.journal)
+        events: list[dict[str, Any]] = []
+        for number, box in enumerate(sealed.boxes(), start=1):
+            try:
+                events += decode_events(open_sealed(box, private, scope_hash, sealed.path))
+            except (SealError, ValueError) as exc:  # names the file, never its content
+                logger.warning("skipped box %d of a sealed journal: %s", number, exc)
+        if not events:
+            return None
+        return assemble_sealed(plan, events, fields)
 
     def _merge_sealed(self, scope_hash: str, fields: dict[str, Any], body: str) -> None:
         """Write one opened session into its encrypted memory, as the hook writes a plain one
