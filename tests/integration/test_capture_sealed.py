@@ -225,3 +225,55 @@ def test_a_sensitive_scope_without_a_capture_key_journals_nothing(
         capture(home, "cursor", payload)
     assert [p.name for p in (home / "inbox").glob("sessions/*") if p.name != ".pruned"] == []
     assert leaks(home) == []
+
+
+def test_a_session_that_goes_on_after_mark_updates_its_one_memory(
+    settings: Settings, home: Path, project: Path, tmp_path: Path, file_keyring: object
+) -> None:
+    session = transcript(tmp_path, project, "sess-across")
+    capture(home, "claude-code", session.payload("Stop"))  # before the mark: plain
+    with open_service(settings) as svc:
+        svc.drain_inbox()
+        scope_hash = svc.sensitive_mark(project).scope_hash
+    session.say("After the mark: rotated the backup keys as well.")
+    capture(home, "claude-code", session.payload("SessionEnd"))
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 1
+        [path] = [p for p in encrypted_files(home, scope_hash) if p.parent.name == "sessions"]
+        body = svc.vault.read(path).body
+        skeletons = [m for m in svc.graph.list_memories() if m.type.value == "session"]
+    assert "Zorblax7731" in body  # from before the mark
+    assert "backup keys as well" in body  # from after it
+    assert [m.slug for m in skeletons] == [path.name.removesuffix(".md.enc")]
+    assert leaks(home) == []
+
+
+@needs_fixtures
+@pytest.mark.parametrize("first_turn", ["captured", "trivial"])
+def test_a_journaled_session_that_goes_on_after_mark_keeps_its_early_events(
+    settings: Settings, home: Path, project: Path, file_keyring: object, first_turn: str
+) -> None:
+    first, edit, shell, stop = renamed(cursor_calls(project, SECRET_PROMPT), "-across")
+    before, after = (
+        ([first, edit], [shell]) if first_turn == "captured" else ([first], [edit, shell])
+    )
+    for payload in (*before, stop):  # one turn before the mark: a plain journal
+        capture(home, "cursor", payload)
+    sessions = home / "inbox" / "sessions"
+    assert len(list(sessions.glob("cursor-*.jsonl"))) == 1
+    with open_service(settings) as svc:
+        svc.drain_inbox()
+        scope_hash = svc.sensitive_mark(project).scope_hash
+    if first_turn == "captured":  # its memory names the session: the mark seals its journal
+        assert list(sessions.glob("*.jsonl")) == []
+    for payload in (*after, stop):  # the session goes on in the sensitive scope
+        capture(home, "cursor", payload)
+    assert list(sessions.glob("*.jsonl")) == []  # else the hook sealed it on the next call
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 1
+        [path] = [p for p in encrypted_files(home, scope_hash) if p.parent.name == "sessions"]
+        body = svc.vault.read(path).body
+    assert SECRET_PROMPT in body  # asked before the mark
+    assert "`src/main.ts` (edited)" in body
+    assert "`npm test`" in body  # run after it
+    assert leaks(home) == []

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -139,6 +139,21 @@ class SealedJournal:
                 if line.strip():
                     found.append(base64.b64decode(line, validate=True))
         return found
+
+
+def seal_plain_journal(home: Path, key: str, seal: Callable[[bytes], bytes]) -> bool:
+    """Move a session's plain journal into its sealed journal (its scope became sensitive):
+    its events become one box made by `seal`, then the plain file goes. Whether one was there."""
+    sealed = SealedJournal(home, key)
+    try:
+        raw = sealed.plain_path.read_bytes()
+    except FileNotFoundError:
+        return False
+    earlier = parse_events(raw)
+    if earlier:
+        sealed.append(seal(encode_events(earlier)))
+    sealed.plain_path.unlink(missing_ok=True)
+    return True
 
 
 def encode_events(records: list[dict[str, Any]]) -> bytes:

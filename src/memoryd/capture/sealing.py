@@ -14,7 +14,6 @@ Stdlib at import, like the rest of the package: `cryptography` loads only when a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -69,11 +68,7 @@ def journal_events(
     session's sealed journal. A plain journal the session kept before its scope was marked is
     sealed into it first and removed, so no plaintext of it stays behind."""
     sealed = journal.SealedJournal(home, key)
-    with contextlib.suppress(FileNotFoundError):
-        earlier = journal.parse_events(sealed.plain_path.read_bytes())
-        if earlier:
-            sealed.append(seal_for(public, journal.encode_events(earlier), scope_hash))
-        sealed.plain_path.unlink()
+    journal.seal_plain_journal(home, key, lambda data: seal_for(public, data, scope_hash))
     if events:
         records = journal.prepared(events, high_entropy=limits.redact_high_entropy)
         data = journal.encode_events(records)

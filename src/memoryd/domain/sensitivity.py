@@ -5,10 +5,13 @@ Marking writes the marker at the scope root, makes the key (keyring, or scrypt f
 passphrase), the capture key pair and `scope.json` first, so from then on the hook seals and
 every write encrypts; then each plaintext file becomes `<opaque slug>.md.enc` (the slug is
 derived from the old one with the scope key, so a mark cut short and run again makes the same
-names), the plaintext is removed, and the graph and the search index are rebuilt from the vault,
-where the scope is only skeletons (`Memory.skeleton`): nothing of the old content survives in
-a free page or a WAL. governance.db forgets the scope's promotions, trigger counts and
-enrichment rows (zeroing their pages).
+names; a captured session takes the slug its next sealed capture computes from the session
+id and the scope's public key, so a session that goes on after the mark updates the same
+memory, and its plain hook-event journal is sealed too), the plaintext is removed, and the
+graph and the search index are rebuilt from the vault, where the scope is only skeletons
+(`Memory.skeleton`): nothing of the old content survives in a free page or a WAL.
+governance.db forgets the scope's promotions, trigger counts and enrichment rows (zeroing
+their pages).
 """
 
 from __future__ import annotations
@@ -28,13 +31,20 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memoryd.audit import AuditEvent
-from memoryd.capture.journal import SealedJournal, SealedPlan, assemble_sealed, decode_events
+from memoryd.capture.journal import (
+    SealedJournal,
+    SealedPlan,
+    assemble_sealed,
+    decode_events,
+    journal_key,
+    seal_plain_journal,
+)
 from memoryd.domain.core import ServiceCore, search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.inbox import Inbox
 from memoryd.journal import IntentItem
-from memoryd.memfile import compose
-from memoryd.models import Memory, ReindexReport, ScopeInfo
+from memoryd.memfile import compose, sealed_session_slug
+from memoryd.models import Memory, MemoryType, ReindexReport, ScopeInfo
 from memoryd.private import make_private_dir
 from memoryd.scope import SENSITIVE_MARKER, resolve_scope
 from memoryd.sensitive.envelope import ScopeKey
@@ -48,7 +58,13 @@ from memoryd.sensitive.files import (
     reseal_seal_key,
     seal_private_key,
 )
-from memoryd.sensitive.sealed import SealError, open_sealed, read_public_key, waiting_captures
+from memoryd.sensitive.sealed import (
+    SealError,
+    open_sealed,
+    read_public_key,
+    seal_for,
+    waiting_captures,
+)
 from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)
@@ -177,7 +193,10 @@ class Sensitivity(ServiceCore):
                 # as it is below, under its own name, and `doctor` reports it.
                 logger.warning("sealing an unparsable file as it is: %s", exc)
                 self._seal_raw(path, scope_hash)
-        renamed = {m.slug: _opaque(key, m.slug, m.meta.created_at) for m in memories}
+        public = read_public_key(self.home, scope_hash)
+        renamed = {m.slug: self._sensitive_slug(key, public, m) for m in memories}
+        if public is not None:
+            self._seal_plain_journals(scope_hash, public, memories)
         sealed: list[tuple[str, Memory]] = []
         for memory in memories:
             meta = memory.meta
@@ -215,6 +234,37 @@ class Sensitivity(ServiceCore):
         fsync_all()  # every sealed file is on disk before any plaintext goes
         self.vault.remove_many(paths)
         return list(renamed), len(memories)
+
+    @staticmethod
+    def _sensitive_slug(key: ScopeKey, public: bytes | None, memory: Memory) -> str:
+        """A captured session takes the slug its next capture will seal under (from the
+        session id and the scope's public key: as opaque), so a session that goes on after
+        the mark updates this memory; every other memory an opaque keyed slug."""
+        extra = memory.meta.model_extra or {}
+        agent, session_id = extra.get("agent"), extra.get("session_id")
+        if (
+            public is not None
+            and memory.meta.type is MemoryType.SESSION
+            and isinstance(agent, str)
+            and isinstance(session_id, str)
+            and agent
+            and session_id
+        ):
+            return sealed_session_slug(public, agent, session_id)
+        return _opaque(key, memory.slug, memory.meta.created_at)
+
+    def _seal_plain_journals(self, scope_hash: str, public: bytes, memories: list[Memory]) -> None:
+        """The hook-event journals of the scope's sessions, sealed for its public key: the
+        session's next capture reads on from there, and no plain journal of it stays."""
+        for memory in memories:
+            extra = memory.meta.model_extra or {}
+            agent, session_id = extra.get("agent"), extra.get("session_id")
+            if isinstance(agent, str) and isinstance(session_id, str):
+                seal_plain_journal(
+                    self.home,
+                    journal_key(agent, session_id),
+                    lambda data: seal_for(public, data, scope_hash),
+                )
 
     def _seal_raw(self, path: Path, scope_hash: str) -> None:
         from memoryd.sensitive.envelope import seal
