@@ -519,6 +519,43 @@ def retry_failed(config: CaptureConfig) -> RetryReport:
     return RetryReport(processed=processed, failing=failing)
 
 
+def replayer(config: CaptureConfig) -> sealing.Replay:
+    """A kept payload captured again, without the hook's budget (a user or the daemon asked)."""
+
+    def replay(source: str, stdin_text: str, arg: str | None) -> str:
+        outcome = capture(source, stdin_text, arg, config)
+        return f"{outcome.status} {outcome.slug or ''}".strip()
+
+    return replay
+
+
+def retry_sealed_and_index(config: CaptureConfig) -> tuple[sealing.SealedRetry, int]:
+    """Replay the sealed failed payloads where the scope keys are (the daemon when one
+    serves this home, else the service in this process), then index what waits."""
+    home = config.home
+    waiting = sealing.failed_boxes(home)
+    if not waiting:
+        return sealing.SealedRetry(0, 0, []), index_waiting(home)
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import RemoteService, index_captures, open_api
+    from memoryd.errors import MemorydError
+    from memoryd.service import MemoryService
+
+    try:
+        with open_api(load_settings(home)) as api:
+            if isinstance(api, RemoteService):
+                got = api.retry_sealed_captures()
+                done = sealing.SealedRetry(got.processed, got.failing, got.errors)
+            else:
+                assert isinstance(api, MemoryService)  # open_api returns one or the other
+                done = sealing.replay_failed(home, api.open_failed_capture, replayer(config))
+            return done, index_captures(api)
+    except MemorydError as exc:
+        error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        logger.warning("could not replay the sealed failed captures: %s", error)
+        return sealing.SealedRetry(0, len(waiting), [error]), 0
+
+
 def index_waiting(home: Path) -> int:
     """Index the captures waiting in the inbox (the daemon's client when one runs, else
     in-process with their spaCy rules), so read commands have none left to report. Unlike the
@@ -541,12 +578,14 @@ def retry_main(args: Args, out: IO[str]) -> int:
     config = load_capture_config(args.home)
     with capture_logging(config.home):
         report = retry_failed(config)
-        indexed = index_waiting(config.home)
-    total = report.processed + report.failing
+        sealed, indexed = retry_sealed_and_index(config)
+    processed = report.processed + sealed.processed
+    failing = report.failing + sealed.failing
     _reply(
         out,
-        f"retried {total} failed capture(s): {report.processed} processed,"
-        f" {report.failing} still failing (see {config.home / LOG_DIR / LOG_FILE})"
-        + (f"; indexed {indexed} waiting capture(s)" if indexed else ""),
+        f"retried {processed + failing} failed capture(s): {processed} processed,"
+        f" {failing} still failing (see {config.home / LOG_DIR / LOG_FILE})"
+        + (f"; indexed {indexed} waiting capture(s)" if indexed else "")
+        + "".join(f"\n  {error}" for error in sealed.errors),
     )
-    return 0 if report.failing == 0 else 1
+    return 0 if failing == 0 else 1

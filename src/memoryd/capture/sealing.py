@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,14 +25,15 @@ from memoryd.capture import journal
 from memoryd.capture_limits import CaptureLimits
 from memoryd.inbox import Inbox, write_atomically
 from memoryd.redact import redact
-from memoryd.sensitive.sealed import read_public_key, seal_for, sealed_capture_path
+from memoryd.sensitive.sealed import (
+    failed_payload_path,
+    failed_scope,
+    read_public_key,
+    seal_for,
+    sealed_capture_path,
+)
 
 logger = logging.getLogger(__name__)
-
-FAILED_PAYLOAD = re.compile(r"^\d{8}T\d{6}-(?P<scope>[0-9a-f]{12})-[0-9a-f]{8}\.sealed$")
-"""A sealed failed payload's name: when, the scope it is sealed for, a random tail."""
-SET_ASIDE_BOX = re.compile(r"^(?P<scope>[0-9a-f]{12})-(?P<slug>[^/]+)\.sealed$")
-"""A sealed session the drain set aside (`Sensitivity.drain_sealed`): scope, then its name."""
 
 
 class SealedScope(NamedTuple):
@@ -126,8 +124,7 @@ def keep_failed(home: Path, source: str, positional: list[str], stdin_text: str)
         ensure_ascii=False,
     )
     box = seal_for(public, data.encode("utf-8"), scope.scope_hash)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    path = Inbox(home).failed_dir / f"{stamp}-{scope.scope_hash}-{os.urandom(4).hex()}.sealed"
+    path = failed_payload_path(home, scope.scope_hash)
     write_atomically(path, box)
     return f"kept the failed payload of a sensitive scope sealed in {path}"
 
@@ -139,17 +136,6 @@ def failed_boxes(home: Path) -> list[Path]:
         return sorted(Inbox(home).failed_dir.glob("*.sealed"))
     except OSError:
         return []
-
-
-def scope_of_failed(path: Path) -> str:
-    """The scope a file of `inbox/failed/*.sealed` is sealed for, from its name."""
-    for pattern in (FAILED_PAYLOAD, SET_ASIDE_BOX):
-        found = pattern.match(path.name)
-        if found:
-            return found["scope"]
-    raise ValueError(
-        f"{path}: not a sealed capture memoryd kept (the name says no scope); move it away"
-    )
 
 
 class SealedRetry(NamedTuple):
@@ -197,11 +183,10 @@ def replay_failed(home: Path, opener: Opener, replay: Replay) -> SealedRetry:
 
 def _requeue(home: Path, path: Path, data: dict[str, Any]) -> str:
     """A set-aside session box that opens now: back to `inbox/sealed/` for the drain."""
-    found = SET_ASIDE_BOX.match(path.name)
     fields = data.get("fields")
-    if found is None or not isinstance(fields, dict) or not isinstance(fields.get("slug"), str):
+    if not isinstance(fields, dict) or not isinstance(fields.get("slug"), str):
         raise ValueError(f"{path}: a sealed session without its slug")
-    target = sealed_capture_path(home, found["scope"], fields["slug"])
+    target = sealed_capture_path(home, failed_scope(path), fields["slug"])
     if target.exists():
         return "a newer capture of the session waits already"
     write_atomically(target, path.read_bytes())

@@ -60,6 +60,7 @@ from memoryd.sensitive.files import (
 )
 from memoryd.sensitive.sealed import (
     SealError,
+    failed_scope,
     open_sealed,
     read_public_key,
     seal_for,
@@ -101,6 +102,14 @@ class UnmarkReport(BaseModel):
     scope_hash: str
     path: str
     decrypted: int
+
+
+class SealedRetryReport(BaseModel):
+    """`memoryd capture retry` of the sealed payloads kept in `inbox/failed/`."""
+
+    processed: int
+    failing: int
+    errors: list[str] = Field(description="one line per file still failing: its name and why")
 
 
 class SensitiveStatus(BaseModel):
@@ -338,6 +347,19 @@ class Sensitivity(ServiceCore):
             ):
                 box.unlink(missing_ok=True)  # a newer capture replaced it meanwhile: it stays
         return written
+
+    def open_failed_capture(self, path: Path) -> bytes:
+        """The plaintext of a sealed file of `inbox/failed/` (a payload the hook could not
+        capture, or a session box the drain set aside), opened with its scope's capture key:
+        only here, where the key is, never in the hook. `MissingKey` (naming `import-key`)
+        when this machine lacks it; `SealError` when the file does not open."""
+        failed_dir = Inbox(self.home).failed_dir
+        if path.parent.resolve() != failed_dir.resolve():
+            raise InvalidInput(f"{path} is not in {failed_dir}", hint="memoryd capture retry")
+        scope_hash = failed_scope(path)
+        return open_sealed(
+            path.read_bytes(), seal_private_key(self.home, scope_hash, self.keys), scope_hash, path
+        )
 
     def _assemble_journal(
         self, scope_hash: str, private: bytes, raw_plan: Any, fields: dict[str, Any]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import base64
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 SEAL_PUB = "seal.pub"
@@ -59,6 +61,26 @@ def waiting_captures(home: Path) -> list[tuple[str, Path]]:
             except OSError:
                 continue
     return [(scope_hash, box) for _, scope_hash, box in sorted(found)]
+
+
+FAILED_PAYLOAD = re.compile(r"^\d{8}T\d{6}-(?P<scope>[0-9a-f]{12})-[0-9a-f]{8}\.sealed$")
+"""`inbox/failed/<when>-<scope>-<random>.sealed`: a payload the hook could not capture."""
+SET_ASIDE_BOX = re.compile(r"^(?P<scope>[0-9a-f]{12})-(?P<name>[^/]+\.sealed)$")
+"""`inbox/failed/<scope>-<slug>.sealed`: a sealed session the drain could not merge."""
+
+
+def failed_payload_path(home: Path, scope_hash: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return home / "inbox" / "failed" / f"{stamp}-{scope_hash}-{os.urandom(4).hex()}.sealed"
+
+
+def failed_scope(path: Path) -> str:
+    """The scope a sealed file of `inbox/failed/` is sealed for, from its name."""
+    for pattern in (FAILED_PAYLOAD, SET_ASIDE_BOX):
+        found = pattern.match(path.name)
+        if found:
+            return found["scope"]
+    raise SealError(f"{path}: not a sealed capture memoryd kept (its name says no scope)")
 
 
 class SealError(Exception):
