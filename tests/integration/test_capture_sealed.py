@@ -4,6 +4,7 @@ the box with the private key and merges it into the encrypted memory."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from memoryd.capture.hook import main as capture_main
 from memoryd.config import Settings
 from memoryd.sensitive.files import encrypted_files
 from memoryd.sensitive.sealed import waiting_captures
@@ -199,8 +201,13 @@ def test_a_journaled_agent_in_a_sensitive_scope_journals_sealed_and_makes_the_sa
         capture(home, agent, payload)
     [plain] = list((home / "scopes").glob("*/sessions/*.md"))
     expected = parse(plain.read_text(encoding="utf-8"), plain)
-    for payload in renamed(JOURNALED[agent](project, SECRET_PROMPT), "-s"):
+    plain_journals = set((home / "inbox" / "sessions").glob("*.jsonl"))
+    *events, last = renamed(JOURNALED[agent](project, SECRET_PROMPT), "-s")
+    for payload in events:
         capture(home, agent, payload)
+    # Not even for a moment in plain text (a Windsurf edit names no cwd: its file scopes it).
+    assert set((home / "inbox" / "sessions").glob("*.jsonl")) == plain_journals
+    capture(home, agent, last)
     journals = sorted(p.name for p in (home / "inbox" / "sessions").glob("*.sealed"))
     assert len(journals) == 1  # every call of the session went into its sealed journal
     assert leaks(home) == []
@@ -242,9 +249,11 @@ def test_a_session_that_goes_on_after_mark_updates_its_one_memory(
         [path] = [p for p in encrypted_files(home, scope_hash) if p.parent.name == "sessions"]
         body = svc.vault.read(path).body
         skeletons = [m for m in svc.graph.list_memories() if m.type.value == "session"]
+        verified = svc.audit_verify()
     assert "Zorblax7731" in body  # from before the mark
     assert "backup keys as well" in body  # from after it
     assert [m.slug for m in skeletons] == [path.name.removesuffix(".md.enc")]
+    assert verified.ok, verified.problem  # the renamed memory has its creating line
     assert leaks(home) == []
 
 
@@ -276,4 +285,24 @@ def test_a_journaled_session_that_goes_on_after_mark_keeps_its_early_events(
     assert SECRET_PROMPT in body  # asked before the mark
     assert "`src/main.ts` (edited)" in body
     assert "`npm test`" in body  # run after it
+    assert leaks(home) == []
+
+
+@needs_fixtures
+def test_a_sealed_journal_that_cannot_be_written_never_breaks_the_agent(
+    settings: Settings, home: Path, project: Path, marked: str
+) -> None:
+    first = renamed(cursor_calls(project, SECRET_PROMPT), "-blocked")[0]
+    sessions = home / "inbox" / "sessions"
+    sessions.parent.mkdir(parents=True, exist_ok=True)
+    sessions.write_text("not a directory")  # the journal cannot be written
+    assert capture(home, "cursor", first) == '{"continue": true}\n'  # the agent's reply, exit 0
+    [kept] = (home / "inbox" / "failed").iterdir()
+    assert kept.suffix == ".sealed"  # the payload waits for retry, sealed
+    assert leaks(home) == []
+    sessions.unlink()
+    out = io.StringIO()
+    assert capture_main(["retry", f"--home={home}"], stdout=out) == 0, out.getvalue()
+    assert not kept.exists()
+    assert [p.suffix for p in sessions.iterdir() if p.suffix != ".lock"] == [".sealed"]
     assert leaks(home) == []

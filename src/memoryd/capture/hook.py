@@ -231,7 +231,7 @@ def load_session(
         for item in hook.events:
             item.setdefault("ts", stamp)
     has_file = hook.session_file is not None and hook.session_file.is_file()
-    sealed = sealing.sealed_scope(home, hook.cwd)
+    sealed = sealing.sealed_scope(home, sealing.call_cwd(hook))
     if not hook.render:
         if not has_file and hook.events:
             _journal(hook, config, _session_id(hook, home, None, now), sealed)

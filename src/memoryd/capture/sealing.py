@@ -14,6 +14,7 @@ Stdlib at import, like the rest of the package: `cryptography` loads only when a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple
 
 from memoryd import memfile
 from memoryd.capture import journal
+from memoryd.capture.sources import HookInput, parse_input
 from memoryd.capture_limits import CaptureLimits
 from memoryd.inbox import Inbox, write_atomically
 from memoryd.redact import redact
@@ -42,6 +44,15 @@ class SealedScope(NamedTuple):
     scope_hash: str
     public: bytes | None
     """Its capture public key; None when it has none (nothing of it can be kept)."""
+
+
+def call_cwd(hook: HookInput) -> str | None:
+    """The directory that scopes one hook call: the payload's, else the git toplevel of a
+    file its events touched (as `capture` scopes the session: a Windsurf edit names no cwd)."""
+    if hook.cwd:
+        return hook.cwd
+    calls = journal.session_from_events(hook.agent, "", hook.events).tools
+    return memfile.scope_for_files(path for call in calls for path, _ in call.files())
 
 
 def sealed_scope(home: Path, cwd: str | None) -> SealedScope | None:
@@ -95,8 +106,14 @@ def seal_session(
     return path
 
 
-def payload_cwd(texts: list[str]) -> str | None:
-    for text in texts:
+def payload_cwd(source: str, positional: list[str], stdin_text: str) -> str | None:
+    """The scoping directory of a payload that could not be captured: as the capture reads
+    it when it parses, else any `cwd` in its JSON."""
+    with contextlib.suppress(Exception):  # the payload may be what failed
+        cwd = call_cwd(parse_input(source, stdin_text, positional[-1] if positional else None))
+        if cwd:
+            return cwd
+    for text in (stdin_text, *positional):
         try:
             value = json.loads(text)
         except ValueError:
@@ -110,7 +127,7 @@ def keep_failed(home: Path, source: str, positional: list[str], stdin_text: str)
     """A failed payload of a sensitive scope is never kept in plain text: it is sealed for
     the scope's public key into `inbox/failed/*.sealed` (or dropped when the scope has no
     capture key). Returns what was done, or None for a payload of a plain scope."""
-    cwd = payload_cwd([stdin_text, *positional])
+    cwd = payload_cwd(source, positional, stdin_text)
     if cwd is None:
         return None
     scope = memfile.scope_of(cwd)
