@@ -306,3 +306,16 @@ def test_a_sealed_journal_that_cannot_be_written_never_breaks_the_agent(
     assert not kept.exists()
     assert [p.suffix for p in sessions.iterdir() if p.suffix != ".lock"] == [".sealed"]
     assert leaks(home) == []
+
+
+@needs_fixtures
+def test_a_trivial_journaled_session_is_judged_whole_by_the_drain(
+    settings: Settings, home: Path, project: Path, marked: str
+) -> None:
+    *_, stop = renamed(cursor_calls(project, SECRET_PROMPT), "-trivial")
+    capture(home, "cursor", stop)  # a turn with nothing in it: the hook cannot tell
+    assert len(waiting_captures(home)) == 1
+    with open_service(settings) as svc:
+        assert svc.drain_inbox() == 0  # judged with the whole journal: trivial, not kept
+    assert waiting_captures(home) == []
+    assert [p for p in encrypted_files(home, marked) if p.parent.name == "sessions"] == []

@@ -134,6 +134,17 @@ def _opaque(key: ScopeKey, old_slug: str, created: datetime) -> str:
     return f"{created.strftime('%Y-%m-%d')}-s-{digest}"
 
 
+def _forget_box(box: Path, read: os.stat_result) -> None:
+    """Remove a sealed capture that was handled, unless a newer capture replaced it meanwhile
+    (then it stays for the next drain)."""
+    try:
+        current = box.stat()
+    except FileNotFoundError:
+        return
+    if (current.st_ino, current.st_mtime_ns) == (read.st_ino, read.st_mtime_ns):
+        box.unlink(missing_ok=True)
+
+
 class Sensitivity(ServiceCore):
     """`memoryd sensitive mark|unmark|status|rotate-key`."""
 
@@ -318,9 +329,9 @@ class Sensitivity(ServiceCore):
                     )
                     if isinstance(assembled, str):
                         logger.info("sealed session %s not kept: %s", fields["slug"], assembled)
-                        box.unlink(missing_ok=True)
+                        _forget_box(box, stat)
                         continue
-                    fields, body = assembled or (fields, body)
+                    fields, body = assembled
                 self._merge_sealed(scope_hash, fields, body)
             except MissingKey as exc:
                 if scope_hash not in _WAITING_FOR_KEY:  # once per process: the daemon polls
@@ -340,12 +351,7 @@ class Sensitivity(ServiceCore):
                 logger.warning("sealed capture %s not read: %s", box.name, exc)
                 continue
             written += 1
-            current = box.stat() if box.exists() else None
-            if current is not None and (current.st_ino, current.st_mtime_ns) == (
-                stat.st_ino,
-                stat.st_mtime_ns,
-            ):
-                box.unlink(missing_ok=True)  # a newer capture replaced it meanwhile: it stays
+            _forget_box(box, stat)
         return written
 
     def open_failed_capture(self, path: Path) -> bytes:
@@ -363,9 +369,11 @@ class Sensitivity(ServiceCore):
 
     def _assemble_journal(
         self, scope_hash: str, private: bytes, raw_plan: Any, fields: dict[str, Any]
-    ) -> tuple[dict[str, Any], str] | str | None:
-        """A journaled session made whole from its sealed journal: the fields and body, why
-        it is trivial, or None when the journal holds nothing (the box alone says it all)."""
+    ) -> tuple[dict[str, Any], str] | str:
+        """A journaled session made whole from its sealed journal: the fields and body, or
+        why it is trivial. The rendering call's events are in the journal too (the hook
+        appends them before it seals the box), so an unreadable journal makes a trivial
+        session, which leaves the memory as it was rather than overwriting it."""
         plan = SealedPlan.from_json(raw_plan)
         sealed = SealedJournal(self.home, plan.journal)
         events: list[dict[str, Any]] = []
@@ -374,8 +382,6 @@ class Sensitivity(ServiceCore):
                 events += decode_events(open_sealed(box, private, scope_hash, sealed.path))
             except (SealError, ValueError) as exc:  # names the file, never its content
                 logger.warning("skipped box %d of a sealed journal: %s", number, exc)
-        if not events:
-            return None
         return assemble_sealed(plan, events, fields)
 
     def _merge_sealed(self, scope_hash: str, fields: dict[str, Any], body: str) -> None:
