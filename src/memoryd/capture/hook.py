@@ -199,15 +199,19 @@ def _session_id(hook: HookInput, home: Path, session: Session | None, now: datet
 
 
 def _journal(
-    hook: HookInput, config: CaptureConfig, sid: str, sealed: sealing.SealedScope | None
+    hook: HookInput,
+    config: CaptureConfig,
+    sid: str,
+    scope_hash: str | None,
+    sealed: sealing.SealedScope | None,
 ) -> bool:
-    """Journal the call's events: in plain text in a plain scope, sealed in a sensitive one
-    (never in plain text: without a capture key nothing is kept). Whether they were kept
-    sealed."""
+    """Journal the call's events: in plain text in a plain scope (each naming the scope, so
+    marking it later finds the journal), sealed in a sensitive one (never in plain text:
+    without a capture key nothing is kept). Whether they were kept sealed."""
     limits = config.limits
     if sealed is None:
         journal.Journal(config.home, hook.agent, sid).append(
-            hook.events, high_entropy=limits.redact_high_entropy
+            hook.events, high_entropy=limits.redact_high_entropy, scope=scope_hash
         )
         return False
     if sealed.public is None:
@@ -231,10 +235,12 @@ def load_session(
         for item in hook.events:
             item.setdefault("ts", stamp)
     has_file = hook.session_file is not None and hook.session_file.is_file()
-    sealed = sealing.sealed_scope(home, sealing.call_cwd(hook))
+    cwd = sealing.call_cwd(hook)
+    scope_hash = memfile.scope_of(cwd).scope_hash if cwd else None
+    sealed = sealing.sealed_scope(home, scope_hash)
     if not hook.render:
         if not has_file and hook.events:
-            _journal(hook, config, _session_id(hook, home, None, now), sealed)
+            _journal(hook, config, _session_id(hook, home, None, now), scope_hash, sealed)
         return None
     session = _file_session(hook, limits) if has_file else None
     if session is None and hook.agent == "manual":  # one call says it all: nothing to collect
@@ -245,7 +251,7 @@ def load_session(
         sid = _session_id(hook, home, None, now)
         if sealed is None:
             events = journal.Journal(home, hook.agent, sid)
-            events.append(hook.events, high_entropy=limits.redact_high_entropy)
+            events.append(hook.events, high_entropy=limits.redact_high_entropy, scope=scope_hash)
             session = journal.session_from_events(hook.agent, sid, events.read())
             if hook.file_expected and trivial_reason(session, limits):
                 raise SessionFileMissing(
@@ -259,7 +265,7 @@ def load_session(
                 raise SessionFileMissing(
                     f"session file {hook.session_file} is missing or unreadable"
                 )
-            hook.journaled = _journal(hook, config, sid, sealed)
+            hook.journaled = _journal(hook, config, sid, scope_hash, sealed)
     session_id = session.session_id = _session_id(hook, home, session, now)
     if hook.final:
         session.final = hook.final  # Stop's last_assistant_message: newer than the transcript

@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 SESSIONS_DIR = ("inbox", "sessions")
 _PRUNE_MARK = ".pruned"
 SEALED_JOURNAL_SUFFIX = ".sealed"
+SCOPE_KEY = "scope"
+"""The key under which a plain journal's events name their scope hash."""
 PLAIN_JOURNAL_SUFFIX = ".jsonl"
 
 
@@ -95,13 +97,18 @@ class Journal:
     def __init__(self, home: Path, agent: str, session_id: str) -> None:
         self.path = sessions_dir(home) / f"{_key(agent, session_id)}{PLAIN_JOURNAL_SUFFIX}"
 
-    def append(self, events: list[dict[str, Any]], *, high_entropy: bool = True) -> None:
+    def append(
+        self, events: list[dict[str, Any]], *, high_entropy: bool = True, scope: str | None = None
+    ) -> None:
+        """Append the events, redacted; each names `scope` (its hash), so marking that scope
+        sensitive finds and seals this journal even before the session has a memory."""
         if not events:
             return
-        lines = [
-            json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-            for record in prepared(events, high_entropy=high_entropy)
-        ]
+        records = prepared(events, high_entropy=high_entropy)
+        if scope:
+            for record in records:
+                record[SCOPE_KEY] = scope
+        lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
         _append(self.path, ("\n".join(lines) + "\n").encode("utf-8", "replace"))
 
     def read(self) -> list[dict[str, Any]]:
@@ -154,6 +161,20 @@ def seal_plain_journal(home: Path, key: str, seal: Callable[[bytes], bytes]) -> 
         sealed.append(seal(encode_events(earlier)))
     sealed.plain_path.unlink(missing_ok=True)
     return True
+
+
+def plain_journals_of(home: Path, scope_hash: str) -> list[str]:
+    """The keys of the plain journals whose events name `scope_hash` (marking it seals them)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(sessions_dir(home)):
+            if not entry.name.endswith(PLAIN_JOURNAL_SUFFIX):
+                continue
+            with contextlib.suppress(OSError):
+                events = parse_events(Path(entry.path).read_bytes())
+                if any(item.get(SCOPE_KEY) == scope_hash for item in events):
+                    found.append(entry.name.removesuffix(PLAIN_JOURNAL_SUFFIX))
+    return sorted(found)
 
 
 def encode_events(records: list[dict[str, Any]]) -> bytes:

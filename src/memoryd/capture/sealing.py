@@ -55,12 +55,9 @@ def call_cwd(hook: HookInput) -> str | None:
     return memfile.scope_for_files(path for call in calls for path, _ in call.files())
 
 
-def sealed_scope(home: Path, cwd: str | None) -> SealedScope | None:
-    """The sensitive scope of `cwd`, or None for a plain scope (or no cwd)."""
-    if not cwd:
-        return None
-    scope_hash = memfile.scope_of(cwd).scope_hash
-    if not memfile.scope_is_sensitive(home, scope_hash):
+def sealed_scope(home: Path, scope_hash: str | None) -> SealedScope | None:
+    """The sensitive scope `scope_hash` names, or None for a plain scope (or none)."""
+    if scope_hash is None or not memfile.scope_is_sensitive(home, scope_hash):
         return None
     return SealedScope(scope_hash, read_public_key(home, scope_hash))
 

@@ -37,6 +37,7 @@ from memoryd.capture.journal import (
     assemble_sealed,
     decode_events,
     journal_key,
+    plain_journals_of,
     seal_plain_journal,
 )
 from memoryd.domain.core import ServiceCore, search_doc
@@ -274,17 +275,17 @@ class Sensitivity(ServiceCore):
         return _opaque(key, memory.slug, memory.meta.created_at)
 
     def _seal_plain_journals(self, scope_hash: str, public: bytes, memories: list[Memory]) -> None:
-        """The hook-event journals of the scope's sessions, sealed for its public key: the
-        session's next capture reads on from there, and no plain journal of it stays."""
+        """The hook-event journals of the scope's sessions (those its memories name, and
+        those whose events name the scope), sealed for its public key: a session's next
+        capture reads on from there, and no plain journal of the scope stays."""
+        keys = set(plain_journals_of(self.home, scope_hash))
         for memory in memories:
             extra = memory.meta.model_extra or {}
             agent, session_id = extra.get("agent"), extra.get("session_id")
             if isinstance(agent, str) and isinstance(session_id, str):
-                seal_plain_journal(
-                    self.home,
-                    journal_key(agent, session_id),
-                    lambda data: seal_for(public, data, scope_hash),
-                )
+                keys.add(journal_key(agent, session_id))
+        for key in sorted(keys):
+            seal_plain_journal(self.home, key, lambda data: seal_for(public, data, scope_hash))
 
     def _seal_raw(self, path: Path, scope_hash: str) -> None:
         from memoryd.sensitive.envelope import seal
