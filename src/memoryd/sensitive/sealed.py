@@ -20,10 +20,13 @@ scope pays nothing for it (measured in `bench/capture.py`).
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 SEAL_PUB = "seal.pub"
 SEAL_KEY = "seal.key.enc"
@@ -101,28 +104,50 @@ def read_public_key(home: Path, scope_hash: str) -> bytes | None:
 
 
 def _box_key(shared: bytes, ephemeral: bytes, recipient: bytes, scope_hash: str) -> bytes:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    """HKDF-SHA256 (RFC 5869) to one 32-byte block, in the stdlib: the same bytes as
+    `cryptography`'s HKDF (a test checks it) without importing its KDF modules in the hook."""
+    salt = ephemeral + recipient
+    info = b"memoryd sealed capture v1\0" + scope_hash.encode("ascii")
+    prk = hmac.new(salt, shared, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
-    return HKDF(
-        algorithm=hashes.SHA256(),
-        length=32,
-        salt=ephemeral + recipient,
-        info=b"memoryd sealed capture v1\0" + scope_hash.encode("ascii"),
-    ).derive(shared)
+
+def _x25519() -> Any:
+    """The X25519 functions (`generate_key`, `from_public_bytes`, `from_private_bytes`).
+
+    `X25519PrivateKey.generate()` and `from_public_bytes()` import the whole OpenSSL backend
+    (RSA, EC, cipher modes) only to ask whether X25519 is supported: about 7 ms of CPU in
+    every sealed hook call (bench/capture.py). They then call these Rust functions, which
+    return the same key objects; the public API is the fallback should they move."""
+    try:
+        from cryptography.hazmat.bindings._rust import openssl as rust_openssl
+
+        functions = rust_openssl.x25519
+        for name in ("generate_key", "from_public_bytes", "from_private_bytes"):
+            getattr(functions, name)
+        return functions
+    except (ImportError, AttributeError):
+        from cryptography.hazmat.primitives.asymmetric.x25519 import (
+            X25519PrivateKey,
+            X25519PublicKey,
+        )
+
+        class _Public:
+            generate_key = staticmethod(X25519PrivateKey.generate)
+            from_public_bytes = staticmethod(X25519PublicKey.from_public_bytes)
+            from_private_bytes = staticmethod(X25519PrivateKey.from_private_bytes)
+
+        return _Public
 
 
 def seal_for(public: bytes, plaintext: bytes, scope_hash: str) -> bytes:
     """A sealed box of `plaintext` that only the scope's private key opens."""
-    from cryptography.hazmat.primitives.asymmetric.x25519 import (
-        X25519PrivateKey,
-        X25519PublicKey,
-    )
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    ephemeral = X25519PrivateKey.generate()
-    ephemeral_pub = ephemeral.public_key().public_bytes_raw()
-    shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(public))
+    x25519 = _x25519()
+    ephemeral = x25519.generate_key()
+    ephemeral_pub: bytes = ephemeral.public_key().public_bytes_raw()
+    shared: bytes = ephemeral.exchange(x25519.from_public_bytes(public))
     header = MAGIC + bytes([VERSION]) + ephemeral_pub + os.urandom(_NONCE)
     key = _box_key(shared, ephemeral_pub, public, scope_hash)
     return header + AESGCM(key).encrypt(header[-_NONCE:], plaintext, header)
