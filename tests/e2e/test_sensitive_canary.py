@@ -4,7 +4,9 @@ Unique canaries are planted in a sensitive scope (title, body, tags, triggers, a
 and a hostname the extraction links as entities, a file path, a captured transcript), then
 everything runs: record before and after marking, capture with the daemon down (the inbox)
 and up, enrichment, recall and search with and without a grant, get, list, reindex, decay,
-export (mcp-memory and memories.json), the digest, a daemon killed with -9 and restarted.
+export (mcp-memory and memories.json), the digest, a daemon killed with -9 and restarted; an
+agent that journals hook events (Cursor) with a session that starts before the mark and goes on
+after it, and a failed capture kept sealed and replayed by `memoryd capture retry`.
 Then every byte under the data dir (vault, graph files and WAL, the index, governance.db,
 audit log, daemon.log, inbox/failed) and the
 temp dir memoryd's processes used is searched for each canary in UTF-8 (any case), UTF-16
@@ -15,6 +17,7 @@ memories.json into the scanned temp dir.
 from __future__ import annotations
 
 import base64
+import io
 import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
@@ -23,6 +26,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memoryd.capture.hook import main as capture_main
 from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import PolicyDenied
@@ -94,6 +98,23 @@ def transcript(agent_dir: Path, project: Path, session_id: str) -> ClaudeTranscr
     return made
 
 
+def cursor(project: Path, event: str, **fields: object) -> dict[str, object]:
+    """A Cursor hook call (the shapes of interop/FORMATS.md) in one conversation."""
+    return {
+        "conversation_id": "canary-conversation",
+        "generation_id": "g-1",
+        "workspace_roots": [str(project)],
+        "hook_event_name": event,
+        **fields,
+    }
+
+
+def retry(home: Path) -> str:
+    out = io.StringIO()
+    assert capture_main(["retry", f"--home={home}"], stdout=out) == 0, out.getvalue()
+    return out.getvalue()
+
+
 @pytest.fixture
 def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The temp dir memoryd uses here and in the daemon (TMPDIR): scanned at the end."""
@@ -115,6 +136,10 @@ def test_no_canary_survives_anywhere(
 ) -> None:
     agent_dir = tmp_path / "agent"  # the agent's own transcripts: not memoryd's to scan
     agent_dir.mkdir()
+    # -- a Cursor session's first turn, before the mark: a plain journal and memory ---------
+    capture(home, "cursor", cursor(project, "beforeSubmitPrompt", prompt=f"{SAID} asks: {BODY}"))
+    capture(home, "cursor", cursor(project, "afterFileEdit", file_path=str(project / FILE)))
+    capture(home, "cursor", cursor(project, "stop", status="completed"))
     # -- embedded: record, mark, record sealed, capture with no daemon, drain, enrich --------
     with open_service(settings) as svc:
         # Plaintext first, marking must scrub it. Its title stays canary-free: a slug made
@@ -131,8 +156,20 @@ def test_no_canary_survives_anywhere(
         slugs = [svc.record(secret_draft(project, n)).slug for n in (1, 2)]
     capture(home, "claude-code", transcript(agent_dir, project, "down").payload("Stop"))
     assert waiting_captures(home)  # sealed in the inbox, no daemon to hand it to
+    # The Cursor session goes on after the mark: its events are journaled sealed.
+    capture(home, "cursor", cursor(project, "beforeSubmitPrompt", prompt=f"{CLIENT} on {HOST}"))
+    capture(home, "cursor", cursor(project, "stop", status="completed"))
+    # A capture that fails (its transcript is not there yet) is kept sealed, then replayed.
+    late = transcript(agent_dir, project, "late")
+    kept = late.path.read_bytes()
+    late.path.unlink()
+    capture(home, "claude-code", late.payload("Stop"))
+    assert [p.suffix for p in (home / "inbox" / "failed").iterdir()] == [".sealed"]
+    late.path.write_bytes(kept)
+    assert "1 processed, 0 still failing" in retry(home)  # in process: replayed and drained
+    assert list((home / "inbox" / "failed").iterdir()) == []
     with open_service(settings) as svc:
-        assert svc.drain_inbox() == 1
+        assert svc.drain_inbox() == 0  # the retry drained them all
         svc.enrich_pending(use_llm=False)
         # -- recall, search, get, list without and with a grant ----------------------------
         without = svc.recall(f"{CLIENT} invoices on {HOST}", scope=project)

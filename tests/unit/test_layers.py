@@ -68,6 +68,11 @@ LAYERS: dict[str, int] = {
     "memoryd.capture_limits": BASE,
     "memoryd.redact": BASE,
     "memoryd.daemon.files": BASE,
+    # a session, its hook-event journal and its summary: stdlib, shared by the hook and the
+    # service, which assembles a sensitive scope's session from its sealed journal
+    "memoryd.capture.session": BASE,
+    "memoryd.capture.summary": BASE,
+    "memoryd.capture.journal": BASE,
 }
 STORES_BY_NAME = ("memoryd.vault", "memoryd.graph", "memoryd.search", "memoryd.governance.store",
                   "memoryd.audit")  # fmt: skip

@@ -183,3 +183,47 @@ def test_a_sealed_box_opens_only_with_the_scope_private_key() -> None:
         sealed.open_sealed(box, private.private_bytes_raw(), OTHER_SCOPE, "b.sealed")
     with pytest.raises(sealed.SealError, match="truncated"):
         sealed.open_sealed(box[:40], private.private_bytes_raw(), SCOPE, "b.sealed")
+
+
+def test_the_stdlib_hkdf_of_sealed_boxes_is_cryptographys() -> None:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    for n in range(20):
+        shared, ephemeral, recipient = bytes([n]) * 32, bytes([n + 1]) * 32, bytes([n + 2]) * 32
+        expected = HKDF(
+            algorithm=hashes.SHA256(),
+            length=32,
+            salt=ephemeral + recipient,
+            info=b"memoryd sealed capture v1\0" + SCOPE.encode("ascii"),
+        ).derive(shared)
+        assert sealed._box_key(shared, ephemeral, recipient, SCOPE) == expected
+
+
+def test_a_box_sealed_through_the_public_x25519_api_opens() -> None:
+    """Boxes already on disk were made with `X25519PrivateKey.generate()` and
+    `cryptography`'s HKDF: they still open."""
+    import os
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric.x25519 import (
+        X25519PrivateKey,
+        X25519PublicKey,
+    )
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    private = X25519PrivateKey.generate()
+    public = private.public_key().public_bytes_raw()
+    ephemeral = X25519PrivateKey.generate()
+    ephemeral_pub = ephemeral.public_key().public_bytes_raw()
+    shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(public))
+    header = sealed.MAGIC + bytes([sealed.VERSION]) + ephemeral_pub + os.urandom(12)
+    key = HKDF(
+        algorithm=hashes.SHA256(),
+        length=32,
+        salt=ephemeral_pub + public,
+        info=b"memoryd sealed capture v1\0" + SCOPE.encode("ascii"),
+    ).derive(shared)
+    box = header + AESGCM(key).encrypt(header[-12:], TEXT, header)
+    assert sealed.open_sealed(box, private.private_bytes_raw(), SCOPE, "old.sealed") == TEXT

@@ -41,6 +41,10 @@ class ServedService(MemoryAPI, Protocol):
     llm: LLMProvider | None
     """The configured LLM (DURA scoring runs it off the writer thread)."""
 
+    def open_failed_capture(self, path: Path) -> bytes:
+        """The plaintext of a sealed payload kept in `inbox/failed/` (the key stays here)."""
+        ...
+
     def count_read(self, slug: str) -> None:
         """Count a get of one memory as a recall of it (a write)."""
         ...

@@ -9,8 +9,18 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from memoryd.api.ports import ServedService
 from memoryd.api.routes import ERRORS, Actor, Api
-from memoryd.domain.sensitivity import MarkReport, RotateReport, SensitiveStatus, UnmarkReport
+from memoryd.capture.hook import replayer
+from memoryd.capture.sealing import replay_failed
+from memoryd.capture_limits import load_capture_config
+from memoryd.domain.sensitivity import (
+    MarkReport,
+    RotateReport,
+    SealedRetryReport,
+    SensitiveStatus,
+    UnmarkReport,
+)
 
 router = APIRouter(
     prefix="/v1/sensitive",
@@ -57,3 +67,19 @@ async def sensitive_status(api: Api) -> list[SensitiveStatus]:
     """Every sensitive scope: its key and whether this machine has it, its files."""
     found: list[SensitiveStatus] = await api.runner.read(api.service.sensitive_status)
     return found
+
+
+def _replay_sealed(service: ServedService) -> SealedRetryReport:
+    config = load_capture_config(str(service.home))
+    done = replay_failed(service.home, service.open_failed_capture, replayer(config))
+    return SealedRetryReport(processed=done.processed, failing=done.failing, errors=done.errors)
+
+
+@router.post("/retry-captures")
+async def retry_sealed_captures(api: Api) -> SealedRetryReport:
+    """Replay the sealed payloads a capture kept in `inbox/failed/` (`memoryd capture retry`):
+    they are opened here, where the scope key is, and captured again (sealed, as the hook
+    does); a file that still fails stays, and `errors` says why (a missing key names
+    `memoryd sensitive import-key`)."""
+    report: SealedRetryReport = await api.runner.read(_replay_sealed, api.service)
+    return report

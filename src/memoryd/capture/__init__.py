@@ -9,7 +9,7 @@ together), so this package is held to rules the rest of memoryd is not:
   format itself (`memoryd.memfile`), reads the settings it needs itself
   (`memoryd.capture_limits`), and a test checks both against `vault.parse`/`vault.render` and
   `config.load_settings`. Those two and `memoryd.redact` live below the service, which uses
-  them too; this package is a surface nothing else imports.
+  them too.
 * **Never breaks the agent.** `hook.main` always returns 0, prints only the agent's documented
   JSON (`sources.stdout_reply`), logs to `<home>/logs/capture.log`, and keeps a redacted copy of
   any payload it could not capture in `<home>/inbox/failed/` for `memoryd capture retry`.
@@ -20,6 +20,9 @@ together), so this package is held to rules the rest of memoryd is not:
 
 Modules: `session` (the normalised session and what a tool call did), `sources` (each agent's
 payloads and transcript formats), `journal` (hook events of agents without a transcript file),
-`summary` (the markdown body), `hook` (the command), `inject` (the inject hook), `fastpath`
-(dispatch before the CLI is imported).
+`summary` (the markdown body), `hook` (the command), `sealing` (what a sensitive scope's hook
+keeps: sealed for the scope's public key), `inject` (the inject hook), `fastpath` (dispatch
+before the CLI is imported). `session`, `journal` and `summary` sit below the service (the
+service assembles a sensitive scope's journaled session from its sealed journal); the rest
+is a surface nothing else imports (the daemon's retry route excepted).
 """

@@ -24,7 +24,7 @@ from types import FrameType
 from typing import IO, Any, NamedTuple
 
 from memoryd import memfile
-from memoryd.capture import journal
+from memoryd.capture import journal, sealing
 from memoryd.capture.session import Session
 from memoryd.capture.sources import (
     AGENT_NAMES,
@@ -39,12 +39,7 @@ from memoryd.capture_limits import CaptureConfig, CaptureLimits, load_capture_co
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
 from memoryd.private import make_private_dir
 from memoryd.redact import redact, redact_json
-from memoryd.sensitive.sealed import (
-    read_public_key,
-    seal_for,
-    sealed_capture_path,
-    waiting_captures,
-)
+from memoryd.sensitive.sealed import read_public_key, waiting_captures
 
 logger = logging.getLogger(__name__)
 
@@ -203,29 +198,49 @@ def _session_id(hook: HookInput, home: Path, session: Session | None, now: datet
     return str(found)
 
 
+def _journal(
+    hook: HookInput,
+    config: CaptureConfig,
+    sid: str,
+    scope_hash: str | None,
+    sealed: sealing.SealedScope | None,
+) -> bool:
+    """Journal the call's events: in plain text in a plain scope (each naming the scope, so
+    marking it later finds the journal), sealed in a sensitive one (never in plain text:
+    without a capture key nothing is kept). Whether they were kept sealed."""
+    limits = config.limits
+    if sealed is None:
+        journal.Journal(config.home, hook.agent, sid).append(
+            hook.events, high_entropy=limits.redact_high_entropy, scope=scope_hash
+        )
+        return False
+    if sealed.public is None:
+        return False
+    key = journal.journal_key(hook.agent, sid)
+    sealing.journal_events(config.home, sealed.scope_hash, sealed.public, key, hook.events, limits)
+    return True
+
+
 def load_session(
     hook: HookInput, config: CaptureConfig, now: datetime
 ) -> tuple[Session, str] | None:
-    """The session to summarise and its id, or None when this event is only journaled."""
+    """The session to summarise and its id, or None when this event is only journaled.
+
+    In a sensitive scope the events are journaled sealed (`journal.SealedJournal`); the
+    hook cannot read them back, so the session it returns holds only this call's events and
+    the service assembles the whole one (`capture` marks the box with a `SealedPlan`)."""
     limits, home = config.limits, config.home
     if hook.ts is not None:
         stamp = memfile.format_ts(hook.ts)
         for item in hook.events:
             item.setdefault("ts", stamp)
     has_file = hook.session_file is not None and hook.session_file.is_file()
-    # A sensitive scope's hook events are never journaled in plain text (the hook cannot
-    # seal a journal it must read back): such a session is made from the call that renders it.
-    plain = not (
-        hook.cwd and memfile.scope_is_sensitive(home, memfile.scope_of(hook.cwd).scope_hash)
-    )
+    cwd = sealing.call_cwd(hook)
+    scope_hash = memfile.scope_of(cwd).scope_hash if cwd else None
+    sealed = sealing.sealed_scope(home, scope_hash)
     if not hook.render:
-        if not plain:
-            return None
         if not has_file and hook.events:
-            sid = _session_id(hook, home, None, now)
-            journal.Journal(home, hook.agent, sid).append(
-                hook.events, high_entropy=limits.redact_high_entropy
-            )
+            _journal(hook, config, _session_id(hook, home, None, now), scope_hash, sealed)
         return None
     session = _file_session(hook, limits) if has_file else None
     if session is None and hook.agent == "manual":  # one call says it all: nothing to collect
@@ -234,14 +249,23 @@ def load_session(
         )
     if session is None:
         sid = _session_id(hook, home, None, now)
-        if plain:
+        if sealed is None:
             events = journal.Journal(home, hook.agent, sid)
-            events.append(hook.events, high_entropy=limits.redact_high_entropy)
+            events.append(hook.events, high_entropy=limits.redact_high_entropy, scope=scope_hash)
             session = journal.session_from_events(hook.agent, sid, events.read())
+            if hook.file_expected and trivial_reason(session, limits):
+                raise SessionFileMissing(
+                    f"session file {hook.session_file} is missing or unreadable"
+                )
         else:
+            journaled_before = journal.SealedJournal(home, journal.journal_key(hook.agent, sid))
+            earlier = journaled_before.path.exists()
             session = journal.session_from_events(hook.agent, sid, hook.events)
-        if hook.file_expected and trivial_reason(session, limits):
-            raise SessionFileMissing(f"session file {hook.session_file} is missing or unreadable")
+            if hook.file_expected and not earlier and trivial_reason(session, limits):
+                raise SessionFileMissing(
+                    f"session file {hook.session_file} is missing or unreadable"
+                )
+            hook.journaled = _journal(hook, config, sid, scope_hash, sealed)
     session_id = session.session_id = _session_id(hook, home, session, now)
     if hook.final:
         session.final = hook.final  # Stop's last_assistant_message: newer than the transcript
@@ -284,12 +308,26 @@ def capture(
                 " `memoryd sensitive mark` on it again",
             )
     reason = trivial_reason(session, limits)
-    if reason:
+    if reason and not hook.journaled:  # a sealed journal is judged whole, where it is read
         return Outcome("skipped", reason=f"trivial session: {reason}")
     roots = [scope.path, *([session.cwd] if session.cwd else [])]
     summary = summarize(
         session, limits, agent_name=AGENT_NAMES[hook.agent], roots=roots, title=hook.title
     )
+    plan: journal.SealedPlan | None = None
+    if hook.journaled:
+        plan = journal.SealedPlan(
+            journal=journal.journal_key(hook.agent, session_id),
+            agent=hook.agent,
+            session_id=session_id,
+            agent_name=AGENT_NAMES[hook.agent],
+            roots=roots,
+            title=hook.title,
+            final=hook.final,
+            model=session.model,
+            ts=memfile.format_ts(hook.ts or now),
+            limits=limits._asdict(),
+        )
     if sealed_for is not None:
         slug = memfile.sealed_session_slug(sealed_for, hook.agent, session_id)
     else:
@@ -313,27 +351,15 @@ def capture(
         "model": session.model,
     }
     if sealed_for is not None:
-        outcome = _seal(home, scope, sealed_for, fields, summary.body)
+        slug = str(fields["slug"])
+        kept = sealing.seal_session(home, scope.scope_hash, sealed_for, fields, summary.body, plan)
+        outcome = Outcome("sealed", slug=slug, path=kept)
     else:
         with journal.session_lock(home, hook.agent, session_id):
             outcome = _write(home, scope, fields, summary.body)
     with contextlib.suppress(OSError):
         journal.prune(home, limits.journal_ttl_days)
     return outcome
-
-
-def _seal(
-    home: Path, scope: memfile.ScopeRef, public: bytes, fields: dict[str, Any], body: str
-) -> Outcome:
-    """A sensitive scope's session: sealed for the scope's public key before it touches the
-    disk, into `inbox/sealed/` (one box per session: a newer capture replaces it). The hook
-    cannot read the encrypted memory, so the daemon, which holds the key, merges the box into
-    it (`MemoryService.drain_sealed`)."""
-    data = json.dumps({"version": 1, "fields": fields, "body": body}, ensure_ascii=False)
-    box = seal_for(public, data.encode("utf-8"), scope.scope_hash)
-    path = sealed_capture_path(home, scope.scope_hash, str(fields["slug"]))
-    write_atomically(path, box)
-    return Outcome("sealed", slug=str(fields["slug"]), path=path)
 
 
 def _write(home: Path, scope: memfile.ScopeRef, fields: dict[str, Any], body: str) -> Outcome:
@@ -407,7 +433,7 @@ def _keep_failed(config: CaptureConfig, args: Args, stdin_text: str, exc: BaseEx
         logger.error("capture --source=%s failed: %s", args.source, error)
     else:
         logger.error("capture --source=%s failed: %s", args.source, error, exc_info=exc)
-    sealed = _keep_failed_sealed(config.home, args, stdin_text)
+    sealed = sealing.keep_failed(config.home, args.source, args.positional, stdin_text)
     if sealed is not None:
         logger.info("%s", sealed)
         return
@@ -421,41 +447,6 @@ def _keep_failed(config: CaptureConfig, args: Args, stdin_text: str, exc: BaseEx
         logger.info("kept the payload for `memoryd capture retry` in %s", kept)
     except Exception as keep_exc:
         logger.error("could not keep the failed payload: %s", keep_exc)
-
-
-def _payload_cwd(stdin_text: str, args: Args) -> str | None:
-    for text in (stdin_text, *args.positional):
-        try:
-            value = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and isinstance(value.get("cwd"), str):
-            return str(value["cwd"])
-    return None
-
-
-def _keep_failed_sealed(home: Path, args: Args, stdin_text: str) -> str | None:
-    """A failed payload of a sensitive scope is never kept in plain text: it is sealed for
-    the scope's public key into `inbox/failed/*.sealed` (or dropped when the scope has no
-    capture key). Returns what was done, or None for a payload of a plain scope."""
-    cwd = _payload_cwd(stdin_text, args)
-    if cwd is None:
-        return None
-    scope = memfile.scope_of(cwd)
-    if not memfile.scope_is_sensitive(home, scope.scope_hash):
-        return None
-    public = read_public_key(home, scope.scope_hash)
-    if public is None:
-        return "dropped the failed payload of a sensitive scope (it has no capture key)"
-    data = json.dumps(
-        {"version": 1, "source": args.source, "args": args.positional, "stdin": stdin_text},
-        ensure_ascii=False,
-    )
-    box = seal_for(public, data.encode("utf-8"), scope.scope_hash)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    path = Inbox(home).failed_dir / f"{stamp}-{scope.scope_hash}-{os.urandom(4).hex()}.sealed"
-    write_atomically(path, box)
-    return f"kept the failed payload of a sensitive scope sealed in {path}"
 
 
 def _reply(stdout: IO[str], text: str) -> None:
@@ -534,6 +525,43 @@ def retry_failed(config: CaptureConfig) -> RetryReport:
     return RetryReport(processed=processed, failing=failing)
 
 
+def replayer(config: CaptureConfig) -> sealing.Replay:
+    """A kept payload captured again, without the hook's budget (a user or the daemon asked)."""
+
+    def replay(source: str, stdin_text: str, arg: str | None) -> str:
+        outcome = capture(source, stdin_text, arg, config)
+        return f"{outcome.status} {outcome.slug or ''}".strip()
+
+    return replay
+
+
+def retry_sealed_and_index(config: CaptureConfig) -> tuple[sealing.SealedRetry, int]:
+    """Replay the sealed failed payloads where the scope keys are (the daemon when one
+    serves this home, else the service in this process), then index what waits."""
+    home = config.home
+    waiting = sealing.failed_boxes(home)
+    if not waiting:
+        return sealing.SealedRetry(0, 0, []), index_waiting(home)
+    from memoryd.config import load_settings
+    from memoryd.daemon.client import RemoteService, index_captures, open_api
+    from memoryd.errors import MemorydError
+    from memoryd.service import MemoryService
+
+    try:
+        with open_api(load_settings(home)) as api:
+            if isinstance(api, RemoteService):
+                got = api.retry_sealed_captures()
+                done = sealing.SealedRetry(got.processed, got.failing, got.errors)
+            else:
+                assert isinstance(api, MemoryService)  # open_api returns one or the other
+                done = sealing.replay_failed(home, api.open_failed_capture, replayer(config))
+            return done, index_captures(api)
+    except MemorydError as exc:
+        error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        logger.warning("could not replay the sealed failed captures: %s", error)
+        return sealing.SealedRetry(0, len(waiting), [error]), 0
+
+
 def index_waiting(home: Path) -> int:
     """Index the captures waiting in the inbox (the daemon's client when one runs, else
     in-process with their spaCy rules), so read commands have none left to report. Unlike the
@@ -556,12 +584,14 @@ def retry_main(args: Args, out: IO[str]) -> int:
     config = load_capture_config(args.home)
     with capture_logging(config.home):
         report = retry_failed(config)
-        indexed = index_waiting(config.home)
-    total = report.processed + report.failing
+        sealed, indexed = retry_sealed_and_index(config)
+    processed = report.processed + sealed.processed
+    failing = report.failing + sealed.failing
     _reply(
         out,
-        f"retried {total} failed capture(s): {report.processed} processed,"
-        f" {report.failing} still failing (see {config.home / LOG_DIR / LOG_FILE})"
-        + (f"; indexed {indexed} waiting capture(s)" if indexed else ""),
+        f"retried {processed + failing} failed capture(s): {processed} processed,"
+        f" {failing} still failing (see {config.home / LOG_DIR / LOG_FILE})"
+        + (f"; indexed {indexed} waiting capture(s)" if indexed else "")
+        + "".join(f"\n  {error}" for error in sealed.errors),
     )
-    return 0 if report.failing == 0 else 1
+    return 0 if failing == 0 else 1

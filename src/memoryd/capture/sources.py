@@ -87,6 +87,7 @@ class HookInput:
         "file_expected",
         "file_format",
         "final",
+        "journaled",
         "model",
         "render",
         "session_file",
@@ -112,6 +113,9 @@ class HookInput:
         self.model: str | None = None
         self.ts: datetime | None = None
         self.title: str | None = None
+        self.journaled = False
+        """Set by the hook: this session's events are in a sealed journal (sensitive scope),
+        so whoever holds the scope's key assembles the session from it."""
 
 
 def _load_json(text: str) -> dict[str, Any]:

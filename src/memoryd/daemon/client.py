@@ -27,7 +27,13 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.daemon.files import DaemonFiles
-from memoryd.domain.sensitivity import MarkReport, RotateReport, SensitiveStatus, UnmarkReport
+from memoryd.domain.sensitivity import (
+    MarkReport,
+    RotateReport,
+    SealedRetryReport,
+    SensitiveStatus,
+    UnmarkReport,
+)
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.governance.decay import RestoreResult, SweepReport
 from memoryd.governance.digest import Digest
@@ -666,6 +672,11 @@ class RemoteService(MemoryAPI):
     def drain_inbox(self) -> int:
         data = self._request("POST", "/v1/inbox/drain")
         return int(data["indexed"])
+
+    def retry_sealed_captures(self) -> SealedRetryReport:
+        """The daemon replays the sealed failed payloads: it holds the scope keys."""
+        data = self._request("POST", "/v1/sensitive/retry-captures")
+        return SealedRetryReport.model_validate(data)
 
     def doctor(self) -> list[DoctorCheck]:
         data = self._request("GET", "/v1/doctor")

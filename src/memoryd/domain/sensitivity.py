@@ -5,10 +5,13 @@ Marking writes the marker at the scope root, makes the key (keyring, or scrypt f
 passphrase), the capture key pair and `scope.json` first, so from then on the hook seals and
 every write encrypts; then each plaintext file becomes `<opaque slug>.md.enc` (the slug is
 derived from the old one with the scope key, so a mark cut short and run again makes the same
-names), the plaintext is removed, and the graph and the search index are rebuilt from the vault,
-where the scope is only skeletons (`Memory.skeleton`): nothing of the old content survives in
-a free page or a WAL. governance.db forgets the scope's promotions, trigger counts and
-enrichment rows (zeroing their pages).
+names; a captured session takes the slug its next sealed capture computes from the session
+id and the scope's public key, so a session that goes on after the mark updates the same
+memory, and its plain hook-event journal is sealed too), the plaintext is removed, and the
+graph and the search index are rebuilt from the vault, where the scope is only skeletons
+(`Memory.skeleton`): nothing of the old content survives in a free page or a WAL.
+governance.db forgets the scope's promotions, trigger counts and enrichment rows (zeroing
+their pages).
 """
 
 from __future__ import annotations
@@ -28,12 +31,21 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memoryd.audit import AuditEvent
+from memoryd.capture.journal import (
+    SealedJournal,
+    SealedPlan,
+    assemble_sealed,
+    decode_events,
+    journal_key,
+    plain_journals_of,
+    seal_plain_journal,
+)
 from memoryd.domain.core import ServiceCore, search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.inbox import Inbox
 from memoryd.journal import IntentItem
-from memoryd.memfile import compose
-from memoryd.models import Memory, ReindexReport, ScopeInfo
+from memoryd.memfile import compose, sealed_session_slug
+from memoryd.models import Memory, MemoryType, ReindexReport, ScopeInfo
 from memoryd.private import make_private_dir
 from memoryd.scope import SENSITIVE_MARKER, resolve_scope
 from memoryd.sensitive.envelope import ScopeKey
@@ -47,7 +59,14 @@ from memoryd.sensitive.files import (
     reseal_seal_key,
     seal_private_key,
 )
-from memoryd.sensitive.sealed import SealError, open_sealed, read_public_key, waiting_captures
+from memoryd.sensitive.sealed import (
+    SealError,
+    failed_scope,
+    open_sealed,
+    read_public_key,
+    seal_for,
+    waiting_captures,
+)
 from memoryd.sensitive.snapshot import Fingerprint, remove_snapshot
 from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
@@ -87,6 +106,14 @@ class UnmarkReport(BaseModel):
     decrypted: int
 
 
+class SealedRetryReport(BaseModel):
+    """`memoryd capture retry` of the sealed payloads kept in `inbox/failed/`."""
+
+    processed: int
+    failing: int
+    errors: list[str] = Field(description="one line per file still failing: its name and why")
+
+
 class SensitiveStatus(BaseModel):
     """One sensitive scope as this machine sees it."""
 
@@ -107,6 +134,17 @@ def _opaque(key: ScopeKey, old_slug: str, created: datetime) -> str:
     (says nothing without the key; the same on a second run, so a mark resumes)."""
     digest = hmac.new(key.secret, old_slug.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
     return f"{created.strftime('%Y-%m-%d')}-s-{digest}"
+
+
+def _forget_box(box: Path, read: os.stat_result) -> None:
+    """Remove a sealed capture that was handled, unless a newer capture replaced it meanwhile
+    (then it stays for the next drain)."""
+    try:
+        current = box.stat()
+    except FileNotFoundError:
+        return
+    if (current.st_ino, current.st_mtime_ns) == (read.st_ino, read.st_mtime_ns):
+        box.unlink(missing_ok=True)
 
 
 class Sensitivity(ServiceCore):
@@ -182,7 +220,10 @@ class Sensitivity(ServiceCore):
                 # as it is below, under its own name, and `doctor` reports it.
                 logger.warning("sealing an unparsable file as it is: %s", exc)
                 self._seal_raw(path, scope_hash)
-        renamed = {m.slug: _opaque(key, m.slug, m.meta.created_at) for m in memories}
+        public = read_public_key(self.home, scope_hash)
+        renamed = {m.slug: self._sensitive_slug(key, public, m) for m in memories}
+        if public is not None:
+            self._seal_plain_journals(scope_hash, public, memories)
         sealed: list[tuple[str, Memory]] = []
         for memory in memories:
             meta = memory.meta
@@ -223,6 +264,37 @@ class Sensitivity(ServiceCore):
         self.vault.remove_many(paths)
         return list(renamed), done
 
+    @staticmethod
+    def _sensitive_slug(key: ScopeKey, public: bytes | None, memory: Memory) -> str:
+        """A captured session takes the slug its next capture will seal under (from the
+        session id and the scope's public key: as opaque), so a session that goes on after
+        the mark updates this memory; every other memory an opaque keyed slug."""
+        extra = memory.meta.model_extra or {}
+        agent, session_id = extra.get("agent"), extra.get("session_id")
+        if (
+            public is not None
+            and memory.meta.type is MemoryType.SESSION
+            and isinstance(agent, str)
+            and isinstance(session_id, str)
+            and agent
+            and session_id
+        ):
+            return sealed_session_slug(public, agent, session_id)
+        return _opaque(key, memory.slug, memory.meta.created_at)
+
+    def _seal_plain_journals(self, scope_hash: str, public: bytes, memories: list[Memory]) -> None:
+        """The hook-event journals of the scope's sessions (those its memories name, and
+        those whose events name the scope), sealed for its public key: a session's next
+        capture reads on from there, and no plain journal of the scope stays."""
+        keys = set(plain_journals_of(self.home, scope_hash))
+        for memory in memories:
+            extra = memory.meta.model_extra or {}
+            agent, session_id = extra.get("agent"), extra.get("session_id")
+            if isinstance(agent, str) and isinstance(session_id, str):
+                keys.add(journal_key(agent, session_id))
+        for key in sorted(keys):
+            seal_plain_journal(self.home, key, lambda data: seal_for(public, data, scope_hash))
+
     def _seal_raw(self, path: Path, scope_hash: str) -> None:
         from memoryd.sensitive.envelope import seal
 
@@ -259,7 +331,17 @@ class Sensitivity(ServiceCore):
                 data = json.loads(
                     open_sealed(box.read_bytes(), private[scope_hash], scope_hash, box)
                 )
-                self._merge_sealed(scope_hash, data["fields"], str(data["body"]))
+                fields, body = data["fields"], str(data["body"])
+                if data.get("journal") is not None:
+                    assembled = self._assemble_journal(
+                        scope_hash, private[scope_hash], data["journal"], fields
+                    )
+                    if isinstance(assembled, str):
+                        logger.info("sealed session %s not kept: %s", fields["slug"], assembled)
+                        _forget_box(box, stat)
+                        continue
+                    fields, body = assembled
+                self._merge_sealed(scope_hash, fields, body)
             except MissingKey as exc:
                 if scope_hash not in _WAITING_FOR_KEY:  # once per process: the daemon polls
                     _WAITING_FOR_KEY.add(scope_hash)
@@ -278,13 +360,38 @@ class Sensitivity(ServiceCore):
                 logger.warning("sealed capture %s not read: %s", box.name, exc)
                 continue
             written += 1
-            current = box.stat() if box.exists() else None
-            if current is not None and (current.st_ino, current.st_mtime_ns) == (
-                stat.st_ino,
-                stat.st_mtime_ns,
-            ):
-                box.unlink(missing_ok=True)  # a newer capture replaced it meanwhile: it stays
+            _forget_box(box, stat)
         return written
+
+    def open_failed_capture(self, path: Path) -> bytes:
+        """The plaintext of a sealed file of `inbox/failed/` (a payload the hook could not
+        capture, or a session box the drain set aside), opened with its scope's capture key:
+        only here, where the key is, never in the hook. `MissingKey` (naming `import-key`)
+        when this machine lacks it; `SealError` when the file does not open."""
+        failed_dir = Inbox(self.home).failed_dir
+        if path.parent.resolve() != failed_dir.resolve():
+            raise InvalidInput(f"{path} is not in {failed_dir}", hint="memoryd capture retry")
+        scope_hash = failed_scope(path)
+        return open_sealed(
+            path.read_bytes(), seal_private_key(self.home, scope_hash, self.keys), scope_hash, path
+        )
+
+    def _assemble_journal(
+        self, scope_hash: str, private: bytes, raw_plan: Any, fields: dict[str, Any]
+    ) -> tuple[dict[str, Any], str] | str:
+        """A journaled session made whole from its sealed journal: the fields and body, or
+        why it is trivial. The rendering call's events are in the journal too (the hook
+        appends them before it seals the box), so an unreadable journal makes a trivial
+        session, which leaves the memory as it was rather than overwriting it."""
+        plan = SealedPlan.from_json(raw_plan)
+        sealed = SealedJournal(self.home, plan.journal)
+        events: list[dict[str, Any]] = []
+        for number, box in enumerate(sealed.boxes(), start=1):
+            try:
+                events += decode_events(open_sealed(box, private, scope_hash, sealed.path))
+            except (SealError, ValueError) as exc:  # names the file, never its content
+                logger.warning("skipped box %d of a sealed journal: %s", number, exc)
+        return assemble_sealed(plan, events, fields)
 
     def _merge_sealed(self, scope_hash: str, fields: dict[str, Any], body: str) -> None:
         """Write one opened session into its encrypted memory, as the hook writes a plain one

@@ -20,8 +20,13 @@ scope pays nothing for it (measured in `bench/capture.py`).
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 SEAL_PUB = "seal.pub"
 SEAL_KEY = "seal.key.enc"
@@ -61,6 +66,26 @@ def waiting_captures(home: Path) -> list[tuple[str, Path]]:
     return [(scope_hash, box) for _, scope_hash, box in sorted(found)]
 
 
+FAILED_PAYLOAD = re.compile(r"^\d{8}T\d{6}-(?P<scope>[0-9a-f]{12})-[0-9a-f]{8}\.sealed$")
+"""`inbox/failed/<when>-<scope>-<random>.sealed`: a payload the hook could not capture."""
+SET_ASIDE_BOX = re.compile(r"^(?P<scope>[0-9a-f]{12})-(?P<name>[^/]+\.sealed)$")
+"""`inbox/failed/<scope>-<slug>.sealed`: a sealed session the drain could not merge."""
+
+
+def failed_payload_path(home: Path, scope_hash: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return home / "inbox" / "failed" / f"{stamp}-{scope_hash}-{os.urandom(4).hex()}.sealed"
+
+
+def failed_scope(path: Path) -> str:
+    """The scope a sealed file of `inbox/failed/` is sealed for, from its name."""
+    for pattern in (FAILED_PAYLOAD, SET_ASIDE_BOX):
+        found = pattern.match(path.name)
+        if found:
+            return found["scope"]
+    raise SealError(f"{path}: not a sealed capture memoryd kept (its name says no scope)")
+
+
 class SealError(Exception):
     """A sealed box that cannot be opened (named by its file); the daemon keeps it aside."""
 
@@ -79,28 +104,50 @@ def read_public_key(home: Path, scope_hash: str) -> bytes | None:
 
 
 def _box_key(shared: bytes, ephemeral: bytes, recipient: bytes, scope_hash: str) -> bytes:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    """HKDF-SHA256 (RFC 5869) to one 32-byte block, in the stdlib: the same bytes as
+    `cryptography`'s HKDF (a test checks it) without importing its KDF modules in the hook."""
+    salt = ephemeral + recipient
+    info = b"memoryd sealed capture v1\0" + scope_hash.encode("ascii")
+    prk = hmac.new(salt, shared, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
-    return HKDF(
-        algorithm=hashes.SHA256(),
-        length=32,
-        salt=ephemeral + recipient,
-        info=b"memoryd sealed capture v1\0" + scope_hash.encode("ascii"),
-    ).derive(shared)
+
+def _x25519() -> Any:
+    """The X25519 functions (`generate_key`, `from_public_bytes`, `from_private_bytes`).
+
+    `X25519PrivateKey.generate()` and `from_public_bytes()` import the whole OpenSSL backend
+    (RSA, EC, cipher modes) only to ask whether X25519 is supported: about 7 ms of CPU in
+    every sealed hook call (bench/capture.py). They then call these Rust functions, which
+    return the same key objects; the public API is the fallback should they move."""
+    try:
+        from cryptography.hazmat.bindings._rust import openssl as rust_openssl
+
+        functions = rust_openssl.x25519
+        for name in ("generate_key", "from_public_bytes", "from_private_bytes"):
+            getattr(functions, name)
+        return functions
+    except (ImportError, AttributeError):
+        from cryptography.hazmat.primitives.asymmetric.x25519 import (
+            X25519PrivateKey,
+            X25519PublicKey,
+        )
+
+        class _Public:
+            generate_key = staticmethod(X25519PrivateKey.generate)
+            from_public_bytes = staticmethod(X25519PublicKey.from_public_bytes)
+            from_private_bytes = staticmethod(X25519PrivateKey.from_private_bytes)
+
+        return _Public
 
 
 def seal_for(public: bytes, plaintext: bytes, scope_hash: str) -> bytes:
     """A sealed box of `plaintext` that only the scope's private key opens."""
-    from cryptography.hazmat.primitives.asymmetric.x25519 import (
-        X25519PrivateKey,
-        X25519PublicKey,
-    )
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    ephemeral = X25519PrivateKey.generate()
-    ephemeral_pub = ephemeral.public_key().public_bytes_raw()
-    shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(public))
+    x25519 = _x25519()
+    ephemeral = x25519.generate_key()
+    ephemeral_pub: bytes = ephemeral.public_key().public_bytes_raw()
+    shared: bytes = ephemeral.exchange(x25519.from_public_bytes(public))
     header = MAGIC + bytes([VERSION]) + ephemeral_pub + os.urandom(_NONCE)
     key = _box_key(shared, ephemeral_pub, public, scope_hash)
     return header + AESGCM(key).encrypt(header[-_NONCE:], plaintext, header)
