@@ -39,7 +39,8 @@ def sealed_export(tmp_path: Path, project: Path, other: Path) -> tuple[Path, dic
         slugs = [a.record(secret_draft(project, n)).slug for n in (1, 2)]
         left = a.sync_export(out)  # no passphrase: left out, and why
         assert (left.omitted_sensitive, left.encrypted) == (2, 0)
-        assert left.omitted_reason is not None and "passphrase" in left.omitted_reason
+        assert left.omitted_reason is not None
+        assert "passphrase" in left.omitted_reason
         refused = tmp_path / "refused.json"
         with pytest.raises(PolicyDenied, match="grant"):  # the scope key needs a grant
             a.sync_export(refused, passphrase=PASSPHRASE)
@@ -84,7 +85,8 @@ def test_a_sealed_round_trip_leaves_no_plaintext(
         assert dry.model_copy(update={"dry_run": False}) == real
         assert real.encrypted == 2
         assert len(real.scopes_marked) == 1  # B's scope made sensitive, a key made here
-        assert set(memories) < set(real.added) and len(real.added) == 3
+        assert set(memories) < set(real.added)
+        assert len(real.added) == 3
         with pytest.raises(PolicyDenied):
             b.get(next(iter(memories)))  # sensitive on B too: read under a grant only
         b.grant(project, "session")
@@ -141,6 +143,20 @@ def test_a_wrong_passphrase_or_a_changed_blob_exits_2_naming_it(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert '"encrypted": 2' in result.output
+
+    home_a = str(tmp_path / "a")
+    again = tmp_path / "again.json"
+    result = runner.invoke(  # export: --encrypt asks twice (A's grant is still in force)
+        app, ["sync", "export", "--out", str(again), "--encrypt", "--home", home_a],
+        input=f"{PASSPHRASE}\n{PASSPHRASE}\n",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "sealed 2 sensitive memories" in result.output
+    assert len(json.loads(again.read_text())["encryption"]["memories"]) == 2
+    result = runner.invoke(app, ["sync", "export", "--out", str(again), "--home", home_a])
+    assert result.exit_code == 0, result.output
+    assert "left out 2 sensitive memories: no passphrase given" in result.output
+    assert "encryption" not in json.loads(again.read_text())
 
 
 def test_a_sensitive_local_scope_without_its_key_names_import_key(
