@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from typer.testing import CliRunner
@@ -30,7 +31,15 @@ def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def sealed_export(tmp_path: Path, project: Path, other: Path) -> tuple[Path, dict[str, object]]:
+class Exported(NamedTuple):
+    out: Path
+    memories: dict[str, tuple[dict[str, Any], str]]
+    """slug → (frontmatter, body) of each sensitive memory, as A holds it."""
+    recall: list[str]
+    query: str
+
+
+def sealed_export(tmp_path: Path, project: Path, other: Path) -> Exported:
     """Home A: a plain scope and a marked one with two secret memories, exported sealed."""
     out = tmp_path / "sync" / "memories.json"
     with opened(tmp_path / "a") as a:
@@ -49,24 +58,22 @@ def sealed_export(tmp_path: Path, project: Path, other: Path) -> tuple[Path, dic
         report = a.sync_export(out, passphrase=PASSPHRASE, include_audit_chain=True)
         assert (report.encrypted, report.omitted_sensitive, report.memories) == (2, 0, 1)
         query = f"{CLIENT} invoices on {HOST}"
-        want = {
-            "memories": {s: (a.get(s).meta.to_yaml_dict(), a.get(s).body) for s in slugs},
-            "recall": [h.slug for h in a.recall(query, scope=project, track=False).hits],
-            "query": query,
-        }
-    return out, want
+        return Exported(
+            out,
+            {s: (a.get(s).meta.to_yaml_dict(), a.get(s).body) for s in slugs},
+            [h.slug for h in a.recall(query, scope=project, track=False).hits],
+            query,
+        )
 
 
 def test_a_sealed_round_trip_leaves_no_plaintext(
     tmp_path: Path, project: Path, other_project: Path, file_keyring: object
 ) -> None:
-    out, want = sealed_export(tmp_path, project, other_project)
+    out, memories, recall, query = sealed_export(tmp_path, project, other_project)
     data = json.loads(out.read_text(encoding="utf-8"))
     block = data["encryption"]
     assert block["mode"] == "passphrase"
     assert {"salt", "n", "r", "p"} <= set(block["kdf"])
-    memories = want["memories"]
-    assert isinstance(memories, dict)
     assert sorted(m["id"] for m in block["memories"]) == sorted(memories)
     assert data["export_metadata"]["encrypted_memories"] == 2
     # mcp-memory-service's importer sees the plain memory only: no sensitive one at all.
@@ -92,8 +99,7 @@ def test_a_sealed_round_trip_leaves_no_plaintext(
         b.grant(project, "session")
         got = {s: (b.get(s).meta.to_yaml_dict(), b.get(s).body) for s in memories}
         assert got == memories
-        query = str(want["query"])
-        assert [h.slug for h in b.recall(query, scope=project, track=False).hits] == want["recall"]
+        assert [h.slug for h in b.recall(query, scope=project, track=False).hits] == recall
         again = b.sync_import(out, passphrase=PASSPHRASE)  # idempotent
         assert (again.added, again.updated, again.conflicts) == ([], [], [])
         assert b.audit_verify().ok
@@ -106,7 +112,7 @@ def test_a_sealed_round_trip_leaves_no_plaintext(
 def test_a_wrong_passphrase_or_a_changed_blob_exits_2_naming_it(
     tmp_path: Path, project: Path, other_project: Path, file_keyring: object
 ) -> None:
-    out, _ = sealed_export(tmp_path, project, other_project)
+    out = sealed_export(tmp_path, project, other_project).out
     home_c = tmp_path / "c"
     wrong = tmp_path / "wrong.txt"
     wrong.write_text("not the passphrase\n")
@@ -164,7 +170,7 @@ def test_a_sensitive_local_scope_without_its_key_names_import_key(
 ) -> None:
     import keyring
 
-    out, _ = sealed_export(tmp_path, project, other_project)
+    out = sealed_export(tmp_path, project, other_project).out
     home_d = tmp_path / "d"
     with opened(home_d) as d:
         marked = d.sensitive_mark(project)
@@ -181,7 +187,7 @@ def test_a_sensitive_local_scope_without_its_key_names_import_key(
 def test_sealed_memories_do_not_land_in_a_plaintext_scope(
     tmp_path: Path, project: Path, other_project: Path, file_keyring: object
 ) -> None:
-    out, _ = sealed_export(tmp_path, project, other_project)
+    out = sealed_export(tmp_path, project, other_project).out
     remote = json.loads(out.read_text())["encryption"]["memories"][0]["scope"]
     home_e = tmp_path / "e"
     with opened(home_e) as e:

@@ -9,7 +9,6 @@ import typer
 
 from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, print_table, service
 from memoryd.errors import InvalidInput
-from memoryd.sync.document import sealed_count
 from memoryd.sync.models import ConflictStrategy, ImportReport
 
 sync_app = typer.Typer(
@@ -208,6 +207,8 @@ def import_(
             )
         )
     strategy: ConflictStrategy = conflict  # type: ignore[assignment]
+    from memoryd.sync.document import sealed_count  # the file format: only when importing
+
     mapping = _map_scope(map_scope)
     sealed = sealed_count(source)
     prompt = f"Passphrase of the {sealed} sealed memories in {source.name}" if sealed else None

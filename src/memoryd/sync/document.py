@@ -7,7 +7,8 @@ stays readable by mcp-memory-service's importer (v5.0.1 … v10.x, FORMATS.md §
 memory has non-empty `content`, a bare-hex `content_hash` of `content.strip().lower()`,
 numeric `created_at`/`updated_at`, a `metadata` object and a `tags` list, never null;
 memoryd's own fields ride beside them (and, what must survive a trip through that tool, in
-`metadata.memoryd`). Sensitive memories are never written (`governance.analyze.sensitive`).
+`metadata.memoryd`). A sensitive memory is never in `memories[]`: only sealed, in the
+`encryption` block (`sync.cipher`), or not at all.
 
 Over 600 lines: the whole file format, both directions, with the error for every way a file
 can be wrong, in one place.
