@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,7 +22,7 @@ from memoryd.cli.main import app
 from memoryd.errors import InvalidInput, MissingKey, PolicyDenied
 from memoryd.sensitive.keys import KEYRING_SERVICE
 from tests.e2e.test_sensitive_canary import CLIENT, HOST, leaks, secret_draft
-from tests.integration.test_sync import draft, opened, v5_import
+from tests.integration.test_sync import draft, edit, opened, v5_import
 
 runner = CliRunner()
 PASSPHRASE = "correct horse battery staple"
@@ -197,3 +198,43 @@ def test_sealed_memories_do_not_land_in_a_plaintext_scope(
             e.sync_import(out, passphrase=PASSPHRASE, map_scope={remote: str(other_project)})
         assert "memoryd sensitive mark" in caught.value.hint
         assert files_under(home_e / "scopes") == before
+
+
+def test_a_sealed_memory_both_sides_changed_waits_sealed_in_conflicts(
+    tmp_path: Path,
+    project: Path,
+    other_project: Path,
+    file_keyring: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The body of a sensitive memory changed on both machines: the remote one waits in
+    `_conflicts/` sealed under the local scope key (no plaintext there), `sync conflicts`
+    lists it, and resolving it (under a grant) takes it."""
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    out, memories, _, _ = sealed_export(tmp_path, project, other_project)
+    slug = sorted(memories)[0]
+    home_b, b_file = tmp_path / "b", tmp_path / "b.json"
+    monkeypatch.setenv("HOSTNAME", "device-b")
+    with opened(home_b) as b:
+        b.sync_import(out, passphrase=PASSPHRASE)
+        b.grant(project, "session")
+        edit(b, slug, t0 + timedelta(hours=1), body=f"B moved the {CLIENT} invoices.")
+        b.sync_export(b_file, passphrase=PASSPHRASE)
+    monkeypatch.setenv("HOSTNAME", "device-a")
+    with opened(tmp_path / "a") as a:
+        edit(a, slug, t0 + timedelta(hours=2), body=f"A moved the {CLIENT} invoices.")
+        report = a.sync_import(b_file, passphrase=PASSPHRASE)
+        assert [c.slug for c in report.conflicts] == [slug]
+        [waiting] = a.sync_conflicts()
+        assert (waiting.slug, waiting.source) == (slug, "device-b")
+        assert waiting.path.endswith(".md.enc")
+        assert leaks(tmp_path / "a" / "_conflicts") == []
+        again = a.sync_import(b_file, passphrase=PASSPHRASE)  # the same conflict, once
+        assert (again.updated, len(a.sync_conflicts())) == ([], 1)
+        a.revoke(project)
+        with pytest.raises(PolicyDenied):
+            a.sync_resolve(slug, "remote")  # reading the sealed version needs a grant
+        a.grant(project, "once")
+        a.sync_resolve(slug, "remote")
+        assert a.get(slug).body == f"B moved the {CLIENT} invoices."
+        assert a.sync_conflicts() == []
