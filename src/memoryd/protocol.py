@@ -454,8 +454,10 @@ class MemoryAPI(Protocol):
         include_audit_chain: bool = False,
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
+        passphrase: str | None = None,
     ) -> ExportReport:
-        """Write memories.json (deterministic; sensitive memories never in it)."""
+        """Write memories.json (deterministic); a sensitive memory only sealed with
+        `passphrase` under a grant, else left out and counted."""
         ...
 
     def sync_import(
@@ -466,8 +468,10 @@ class MemoryAPI(Protocol):
         dry_run: bool = False,
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
+        passphrase: str | None = None,
     ) -> ImportReport:
-        """Import memories.json (or an mcp-memory-service export); idempotent."""
+        """Import memories.json (or an mcp-memory-service export); idempotent. Sealed
+        memories open with `passphrase` and are sealed again under the local scope key."""
         ...
 
     def sync_diff(

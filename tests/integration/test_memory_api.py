@@ -192,6 +192,10 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
     yield "sensitive_status", [(s.encrypted, s.key_available) for s in rec.sensitive_status()]
     yield "sensitive_rotate_key", rec.sensitive_rotate_key(vault, passphrase="new words").resealed
     rec.grant(vault, "once")
+    sealed = project.parent / "sealed.json"
+    report = rec.sync_export(sealed, scope=vault, passphrase="sync words")
+    yield "sync_export sealed", (report.encrypted, report.memories, report.omitted_sensitive)
+    yield "sync_import sealed", rec.sync_import(sealed, dry_run=True, passphrase="sync words")
     yield "sensitive_unmark", rec.sensitive_unmark(vault, yes=True).decrypted
     yield "digest", rec.digest(scope=project, limit=5)
     twin = rec.record(draft("Solid renders fast", "Solid renders with fine-grained signals."))

@@ -17,12 +17,14 @@ from typer.testing import CliRunner
 from memoryd.cli.main import app
 from memoryd.config import load_settings
 from memoryd.models import Memory, MemoryDraft, MemoryType
+from memoryd.search.vectors import unavailable
 from memoryd.service import MemoryService
 from memoryd.sync.document import content_hash
 from memoryd.wiring import open_service
 from tests.conftest import ENGINE
 
 runner = CliRunner()
+NO_VECTORS = unavailable()
 FIXTURES = Path("/work/shared/interop/fixtures")
 V5_ONTOLOGY = {
     "observation", "decision", "learning", "error", "pattern", "planning", "ceremony",
@@ -622,3 +624,114 @@ def test_memories_of_a_marked_sensitive_scope_are_not_exported(
     assert "Vellacorp" not in text
     assert "quuxhost" not in text
     assert v5_import(json.loads(text))["imported"] == 1
+
+
+def test_an_open_conflict_travels_so_the_other_side_keeps_its_body(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's body conflict is open (B's version in A's `_conflicts/`); A's next export names
+    B's body as disputed, so B, whose body did not change since its export, keeps it and
+    opens the conflict too, instead of silently taking A's."""
+    a_file, b_file = tmp_path / "a.json", tmp_path / "b.json"
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    monkeypatch.setenv("HOSTNAME", "device-a")
+    with opened(tmp_path / "a") as a:
+        slug = a.record(draft(project, "Cache policy", "Cache for one hour.")).slug
+        a.sync_export(a_file)
+    monkeypatch.setenv("HOSTNAME", "device-b")
+    with opened(tmp_path / "b") as b:
+        b.sync_import(a_file)
+        edit(b, slug, t0 + timedelta(hours=1), body="B: cache for a day.")
+        b.sync_export(b_file)
+    monkeypatch.setenv("HOSTNAME", "device-a")
+    with opened(tmp_path / "a") as a:
+        edit(a, slug, t0 + timedelta(hours=2), body="A: cache for ten minutes.")
+        assert [c.slug for c in a.sync_import(b_file).conflicts] == [slug]
+        a.sync_export(a_file)  # A's body, and B's named as disputed
+    carried = json.loads(a_file.read_text())["memories"][0]["open_conflicts"]
+    assert carried == [
+        {
+            "source": "device-b",
+            "body_sha256": hashlib.sha256(b"B: cache for a day.").hexdigest(),
+        }
+    ]
+    monkeypatch.setenv("HOSTNAME", "device-b")
+    with opened(tmp_path / "b") as b:
+        report = b.sync_import(a_file)
+        assert b.get(slug).body == "B: cache for a day."  # not silently replaced
+        assert [c.slug for c in report.conflicts] == [slug]
+        [open_] = b.sync_conflicts()
+        assert open_.source == "device-a"
+        assert "A: cache for ten minutes." in Path(open_.path).read_text()
+        assert b.sync_import(a_file).updated == []  # idempotent: the same conflict, once
+        assert len(b.sync_conflicts()) == 1
+        b.sync_export(b_file)
+    monkeypatch.setenv("HOSTNAME", "device-a")
+    with opened(tmp_path / "a") as a:
+        a.sync_import(b_file)  # B's export disputes A's body: A keeps it, one conflict
+        assert a.get(slug).body == "A: cache for ten minutes."
+        assert len(a.sync_conflicts()) == 1
+        a.sync_resolve(slug, "remote")  # A's person takes B's body
+        a.sync_export(a_file)
+    monkeypatch.setenv("HOSTNAME", "device-b")
+    with opened(tmp_path / "b") as b:
+        b.sync_import(a_file)
+        assert b.get(slug).body == "B: cache for a day."  # both agree now
+        b.sync_resolve(slug, "local")
+        assert b.sync_conflicts() == []
+
+
+@pytest.mark.skipif(
+    NO_VECTORS is not None, reason=f"the vector extra is not installed: {NO_VECTORS}"
+)
+def test_include_embeddings_carries_the_vectors_not_recomputed(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--include-embeddings` carries every passage vector exactly, with the model and the
+    text they were made from; an import keeps those that fit (same model, same text), so the
+    embedding worker has nothing to redo, and leaves the rest to it."""
+    import numpy as np
+
+    monkeypatch.setenv("MEMORYD_RECALL__VECTORS", "on")
+    out = tmp_path / "memories.json"
+    with opened(tmp_path / "a") as a:
+        assert a.vectors is not None
+        slugs = [
+            a.record(draft(project, "Cache policy", "Cache API answers for one hour.")).slug,
+            a.record(draft(project, "Queue", "The queue retries three times. " * 150)).slug,
+            a.record(draft(project, "数据库", "数据库每晚两点备份。", type=MemoryType.FACT)).slug,
+        ]
+        assert a.embed_pending(None) is not None
+        want = {s: a.vectors.store.vectors(s) for s in slugs}
+        several = want[slugs[1]]
+        assert several is not None
+        assert len(several) > 1  # several passages: all of them travel
+        a.sync_export(out, include_embeddings=True)
+    data = json.loads(out.read_text())
+    assert data["export_metadata"]["include_embeddings"] is True
+    for item in data["memories"]:
+        assert len(item["embedding"]) == 384  # mcp-memory-service's field: the first passage
+        assert item["embeddings"]["model"] == "all-MiniLM-L6-v2"
+    with opened(tmp_path / "b") as b:
+        assert b.vectors is not None
+        report = b.sync_import(out)
+        assert (report.embeddings_carried, report.embeddings_to_compute) == (3, 0)
+        for slug in slugs:
+            got = b.vectors.store.vectors(slug)
+            assert got is not None
+            assert np.array_equal(
+                got, np.asarray(want[slug])
+            )  # bit for bit: carried, not recomputed
+        pending = b.embed_pending(None)
+        assert pending is not None
+        assert pending.embedded == 0  # the worker finds nothing to redo
+    # A vector made from other text (the fingerprint says so) is left to be made here.
+    data["memories"][0]["embeddings"]["fingerprint"] = "0" * 40
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(data), encoding="utf-8")
+    with opened(tmp_path / "c") as c:
+        report = c.sync_import(changed)
+        assert (report.embeddings_carried, report.embeddings_to_compute) == (2, 1)
+        pending = c.embed_pending(None)
+        assert pending is not None
+        assert pending.embedded == 1

@@ -1,7 +1,9 @@
 """The `/v1/sync` routes: memories.json export, import, diff, and the conflicts an import left.
 
 Files are named by absolute paths on the daemon's machine (the CLI resolves them where it
-runs). Export and import run on the writer thread like every other write: an import writes
+runs). A passphrase (sealing or opening sensitive memories) travels only over the daemon's
+own socket, like every sync route (`api.security.SOCKET_ONLY`), and is never logged.
+Export and import run on the writer thread like every other write: an import writes
 memories, and an export flushes recall counts into the files it reads and records the sync
 base; a diff and the conflicts list are reads.
 """
@@ -45,6 +47,9 @@ class ExportRequest(BaseModel):
     include_audit_chain: bool = False
     include_embeddings: bool = False
     chunk_size_mb: float = Field(default=5.0, gt=0)
+    passphrase: str | None = Field(
+        default=None, min_length=1, repr=False, description="seals the sensitive memories"
+    )
 
     _out = field_validator("out")(_absolute)
 
@@ -56,6 +61,9 @@ class ImportRequest(BaseModel):
     map_scope: dict[str, str] = Field(default_factory=dict)
     scope: str | None = Field(
         default=None, description="absolute project path for memories that carry no scope"
+    )
+    passphrase: str | None = Field(
+        default=None, min_length=1, repr=False, description="opens the sealed memories"
     )
 
     _source = field_validator("source")(_absolute)
@@ -85,6 +93,7 @@ async def sync_export(api: Api, body: ExportRequest, actor: Actor = "api") -> Ex
         include_audit_chain=body.include_audit_chain,
         include_embeddings=body.include_embeddings,
         chunk_size_mb=body.chunk_size_mb,
+        passphrase=body.passphrase,
     )
 
 
@@ -99,6 +108,7 @@ async def sync_import(api: Api, body: ImportRequest, actor: Actor = "api") -> Im
         dry_run=body.dry_run,
         map_scope=body.map_scope,
         scope=body.scope,
+        passphrase=body.passphrase,
     )
 
 

@@ -32,6 +32,39 @@ ScopeForForeign = Annotated[
 ]
 
 
+PassphraseFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--passphrase-file",
+        help="Read the sync passphrase from the first line of this file (never give it as an"
+        " option: it would stay in the shell history).",
+    ),
+]
+
+
+def _passphrase(file: Path | None, prompt: str | None, *, confirm: bool) -> str | None:
+    """The sync passphrase: the first line of `file`, else asked on the terminal (hidden)
+    when `prompt` is given, else None."""
+    if file is not None:
+        try:
+            text = file.expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise fail(InvalidInput(f"cannot read the passphrase file {file}: {exc}")) from exc
+        phrase = text.splitlines()[0] if text.strip() else ""
+        if not phrase:
+            raise fail(InvalidInput(f"the passphrase file {file} is empty"))
+        return phrase
+    if prompt is None:
+        return None
+    try:
+        value: str = typer.prompt(prompt, hide_input=True, confirmation_prompt=confirm)
+    except typer.Abort:
+        raise fail(
+            InvalidInput("no passphrase given", hint="type it, or use --passphrase-file FILE")
+        ) from None
+    return value
+
+
 def _map_scope(values: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for value in values or []:
@@ -63,11 +96,23 @@ def export(
         float,
         typer.Option("--chunk-size-mb", help="Bodies above this go to FILE.chunks/<sha>.bin."),
     ] = 5.0,
+    encrypt: Annotated[
+        bool,
+        typer.Option(
+            "--encrypt",
+            help="Seal the sensitive memories with a passphrase (asked for) into the file's"
+            " `encryption` block; needs a grant on their scopes.",
+        ),
+    ] = False,
+    passphrase_file: PassphraseFileOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write every memory (or one scope's) to one file: the same state gives the same bytes.
-    Sensitive memories are never written."""
+    A sensitive memory is never written in plaintext: with --encrypt or --passphrase-file it
+    is sealed (mcp-memory-service never sees it), else it is left out."""
+    prompt = "Passphrase to seal the sensitive memories with" if encrypt else None
+    phrase = _passphrase(passphrase_file, prompt, confirm=True)
     with service(home, writes=True) as svc:
         report = svc.sync_export(
             out,
@@ -75,6 +120,7 @@ def export(
             include_audit_chain=include_audit_chain,
             include_embeddings=include_embeddings,
             chunk_size_mb=chunk_size_mb,
+            passphrase=phrase,
         )
     if as_json:
         emit_json(report)
@@ -87,9 +133,11 @@ def export(
     )
     if report.chunks:
         typer.echo(f"{len(report.chunks)} large bodies in {Path(report.chunks[0]).parent}")
+    if report.encrypted:
+        typer.echo(f"sealed {report.encrypted} sensitive memories with the passphrase")
     if report.omitted_sensitive:
         typer.echo(
-            f"left out {report.omitted_sensitive} sensitive memories (never exported in plaintext)",
+            f"left out {report.omitted_sensitive} sensitive memories: {report.omitted_reason}",
             err=True,
         )
 
@@ -108,6 +156,15 @@ def _describe(report: ImportReport) -> None:
         typer.echo(f"{verb}keep local {c.slug}: body changed on both sides, remote in {c.path}")
     for s in report.skipped:
         typer.echo(f"{verb}skip {s.slug}: {s.reason}")
+    for scope_hash in report.scopes_marked:
+        typer.echo(f"{verb}mark scope {scope_hash} sensitive (a new key here)")
+    if report.encrypted:
+        typer.echo(f"{report.encrypted} sealed memories opened, sealed again under local keys")
+    if report.embeddings_carried or report.embeddings_to_compute:
+        typer.echo(
+            f"embeddings: {report.embeddings_carried} {verb}kept as carried,"
+            f" {report.embeddings_to_compute} left to compute here"
+        )
     for merged in report.entities_merged:
         typer.echo(f"{verb}merge entity {merged}")
     for alias in report.aliases_added:
@@ -136,11 +193,13 @@ def import_(
     ] = False,
     map_scope: MapScopeOpt = None,
     scope: ScopeForForeign = None,
+    passphrase_file: PassphraseFileOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import a memories.json (memoryd's, or mcp-memory-service's). The whole file is checked
-    first: a bad file (exit 2) names the position and writes nothing. Idempotent."""
+    first: a bad file (exit 2) names the position and writes nothing. Idempotent. Sealed
+    sensitive memories need the passphrase they were exported with (asked for)."""
     if conflict not in ("merge", "prefer-local", "prefer-remote"):
         raise fail(
             InvalidInput(
@@ -148,7 +207,12 @@ def import_(
             )
         )
     strategy: ConflictStrategy = conflict  # type: ignore[assignment]
+    from memoryd.sync.document import sealed_count  # the file format: only when importing
+
     mapping = _map_scope(map_scope)
+    sealed = sealed_count(source)
+    prompt = f"Passphrase of the {sealed} sealed memories in {source.name}" if sealed else None
+    phrase = _passphrase(passphrase_file, prompt, confirm=False)
     with service(home, writes=not dry_run) as svc:
         report = svc.sync_import(
             source,
@@ -156,6 +220,7 @@ def import_(
             dry_run=dry_run,
             map_scope=mapping,
             scope=Path(scope).resolve() if scope else Path.cwd(),
+            passphrase=phrase,
         )
     if as_json:
         emit_json(report)

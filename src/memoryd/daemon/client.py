@@ -691,8 +691,10 @@ class RemoteService(MemoryAPI):
         include_audit_chain: bool = False,
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
+        passphrase: str | None = None,
     ) -> ExportReport:
         body = {
+            "passphrase": passphrase,
             "out": str(Path(out).resolve()),
             "scope": scope_hash_of(scope),
             "include_audit_chain": include_audit_chain,
@@ -709,8 +711,10 @@ class RemoteService(MemoryAPI):
         dry_run: bool = False,
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
+        passphrase: str | None = None,
     ) -> ImportReport:
         body = {
+            "passphrase": passphrase,
             "source": str(Path(source).resolve()),
             "conflict": conflict,
             "dry_run": dry_run,

@@ -14,6 +14,8 @@ scope mapping and the local index of memories; split, each would rebuild them.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import logging
 import platform
@@ -24,9 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from memoryd.audit import AuditEvent
 from memoryd.domain.core import BULK_BATCH, ServiceCore, search_doc
-from memoryd.errors import InvalidInput, MemorydError, NotFound
+from memoryd.domain.sensitivity import MARKER_TEXT
+from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import EntityRow
 from memoryd.journal import IntentItem
@@ -36,8 +42,19 @@ from memoryd.models import (
     ScopeInfo,
 )
 from memoryd.redact import redact
-from memoryd.scope import resolve_scope
-from memoryd.sync import document
+from memoryd.scope import SENSITIVE_MARKER, resolve_scope
+from memoryd.search.vectors import fingerprint as vector_fingerprint
+from memoryd.sensitive import envelope
+from memoryd.sensitive.files import (
+    ScopeCipher,
+    create_seal_pair,
+    decrypt_scope,
+    encrypted_files,
+    plain_files,
+    slug_of,
+)
+from memoryd.sensitive.sealed import read_public_key
+from memoryd.sync import cipher, document
 from memoryd.sync.base import SyncBase
 from memoryd.sync.document import ExportParts, RemoteDocument, RemoteMemory
 from memoryd.sync.export import Collector
@@ -56,6 +73,11 @@ from memoryd.sync.models import (
     SyncDiff,
 )
 from memoryd.vault import ENCRYPTED_SUFFIX, FORGOTTEN_DIR, atomic_write, parse, render
+
+NO_PASSPHRASE = (
+    "no passphrase given: a sensitive memory leaves only sealed with one"
+    " (`sync export --encrypt` asks for it, or --passphrase-file)"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +116,13 @@ class _Plan:
     """The remote audit lines to append as `import` events (built batch by batch)."""
     mapping: dict[str, ScopeInfo] = field(default_factory=dict)
     base: dict[str, str] = field(default_factory=dict)
+    sealed_adds: list[Memory] = field(default_factory=list)
+    """Sensitive memories of the file (opened with the passphrase) to seal under the local
+    scope key."""
+    mark: list[ScopeInfo] = field(default_factory=list)
+    """Local scopes to make sensitive (a key made here) before sealed memories land in them."""
+    vectors: list[tuple[str, str, str, Any]] = field(default_factory=list)
+    """Carried vectors to store as they are: (slug, scope, fingerprint, matrix)."""
 
 
 class Syncing(ServiceCore):
@@ -116,9 +145,14 @@ class Syncing(ServiceCore):
         include_audit_chain: bool = False,
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
+        passphrase: str | None = None,
     ) -> ExportReport:
         """Write this data dir (or one scope) to `out`; the same state gives the same bytes.
-        Sensitive memories are left out whole: no plaintext of them is ever exported."""
+
+        A sensitive memory's plaintext is never exported: with `passphrase` (and a grant on
+        its scope, as for any read of it) it is sealed into the `encryption` block
+        (`sync.cipher`), which alone differs between exports; without one it is left out,
+        and the report counts it and says why."""
         if chunk_size_mb <= 0:
             raise InvalidInput(f"--chunk-size-mb must be above 0 (got {chunk_size_mb})")
         if include_embeddings and self.vectors is None:
@@ -141,9 +175,11 @@ class Syncing(ServiceCore):
             machine=document.machine_name(),
             chunk_bytes=int(chunk_size_mb * 1024 * 1024),
             base=base_store.load(),
-            embedding=self._embedding if include_embeddings else None,
+            embedding=self._embeddings() if include_embeddings else None,
+            conflicts=self._open_conflicts(),
         )
-        omitted = 0
+        sealer = cipher.Sealer(passphrase) if passphrase else None
+        omitted = self._seal_sensitive(sealer, collect, scopes, wanted)
 
         def memories() -> Iterator[dict[str, Any]]:
             nonlocal omitted
@@ -151,7 +187,12 @@ class Syncing(ServiceCore):
                 if wanted is not None and memory.meta.scope_hash != wanted:
                     continue
                 if sensitive(memory, scopes.get(memory.meta.scope_hash)):
-                    omitted += 1  # no plaintext of a sensitive memory leaves memoryd
+                    # No plaintext of a sensitive memory leaves memoryd: sealed, or left out.
+                    if sealer is None:
+                        omitted += 1
+                    else:
+                        sealer.add(memory)
+                        collect.base[memory.slug] = SyncBase.pack(digests(memory))
                     continue
                 yield collect.item(memory)
 
@@ -188,14 +229,9 @@ class Syncing(ServiceCore):
             identity_snapshot=identity,
             large_file_manifest=collect.manifest,
             audit_chain=audit_chain,
+            encryption=sealer.block if sealer is not None else None,
         )
         size, sha = document.write_document(out, parts)
-        # Encrypted memory files (`.md.enc`) are never read here: they are left out too.
-        omitted += sum(
-            1
-            for p in self.vault.scopes_dir.glob(f"*/*/*{ENCRYPTED_SUFFIX}")
-            if wanted is None or p.parent.parent.name == wanted
-        )
         collect.drop_stale_chunks()
         if not self.read_only:
             base_store.save(collect.base)
@@ -210,8 +246,65 @@ class Syncing(ServiceCore):
             audit_lines=len(audit_chain or []),
             chunks=sorted(set(collect.chunks)),
             omitted_sensitive=omitted,
+            omitted_reason=(
+                (NO_PASSPHRASE if sealer is None else "unreadable encrypted files (see the log)")
+                if omitted
+                else None
+            ),
+            encrypted=len(sealer.sealed) if sealer is not None else 0,
             identity_snapshot=identity is not None,
         )
+
+    def _seal_sensitive(
+        self,
+        sealer: cipher.Sealer | None,
+        collect: Collector,
+        scopes: Mapping[str, ScopeInfo],
+        wanted: str | None,
+    ) -> int:
+        """Seal the encrypted files of the exported scopes (each read under its grant, with
+        its key, before anything is written); without a sealer count them, as left out.
+        Returns how many were left out."""
+        sealed_scopes = {
+            h: encrypted_files(self.home, h)
+            for h in sorted(scopes)
+            if wanted is None or h == wanted
+        }
+        flagged = [h for h in sealed_scopes if scopes[h].sensitive or sealed_scopes[h]]
+        if sealer is None:
+            return sum(len(files) for files in sealed_scopes.values())
+        for scope_hash in flagged:
+            self.gate.require_scope(scope_hash, "sync export")  # PolicyDenied without a grant
+        left = 0
+        for scope_hash in flagged:
+            files = sealed_scopes[scope_hash]
+            opened = 0
+            for memory in decrypt_scope(self.home, scope_hash, self.keys):
+                sealer.add(memory)
+                collect.base[memory.slug] = SyncBase.pack(digests(memory))
+                opened += 1
+            left += len(files) - opened  # unreadable files, logged by name
+        return left
+
+    def _open_conflicts(self) -> dict[str, list[dict[str, str]]]:
+        """slug → the bodies this side holds in `_conflicts/` against it: an export names
+        them, so the other side does not take this body over one it still disputes."""
+        folder = self.home / CONFLICTS_DIR
+        found: dict[str, list[dict[str, str]]] = {}
+        if not folder.is_dir():
+            return found
+        for path in sorted(folder.glob("*.md")):
+            if path.name.startswith("identity."):
+                continue
+            try:
+                remote = parse(path.read_text(encoding="utf-8"), path)
+            except (OSError, MemorydError) as exc:
+                logger.warning("unreadable conflict file %s: %s", path, exc)
+                continue
+            sha = hashlib.sha256(remote.body.encode("utf-8")).hexdigest()
+            source = path.name[len(remote.slug) + 1 : -3]
+            found.setdefault(remote.slug, []).append({"source": source, "body_sha256": sha})
+        return found
 
     def _identity_snapshot(self) -> dict[str, Any] | None:
         """profile/identity.md, when the profile has been written."""
@@ -225,12 +318,27 @@ class Syncing(ServiceCore):
             "content": text,
         }
 
-    def _embedding(self, slug: str) -> list[float] | None:
+    def _embeddings(self) -> Callable[[str], tuple[list[float], dict[str, Any]] | None]:
+        """A memory's stored vectors: its first passage's as mcp-memory-service's
+        `embedding`, and all of them exactly (float32, base64) with the model and the
+        fingerprint of the text they were made from, so an import can keep them."""
         assert self.vectors is not None
-        matrix = self.vectors.store.vectors(slug)
-        if matrix is None or len(matrix) == 0:
-            return None
-        return [round(float(v), 6) for v in matrix[0]]
+        store = self.vectors.store
+        prints = store.fingerprints()
+
+        def get(slug: str) -> tuple[list[float], dict[str, Any]] | None:
+            matrix = store.vectors(slug)
+            if matrix is None or len(matrix) == 0 or slug not in prints:
+                return None
+            carried = {
+                "model": store.model,
+                "dim": store.dim,
+                "fingerprint": prints[slug],
+                "f32": base64.b64encode(matrix.astype("<f4").tobytes()).decode("ascii"),
+            }
+            return [round(float(v), 6) for v in matrix[0]], carried
+
+        return get
 
     # -- import -----------------------------------------------------------------------------
     def sync_import(
@@ -241,10 +349,14 @@ class Syncing(ServiceCore):
         dry_run: bool = False,
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
+        passphrase: str | None = None,
     ) -> ImportReport:
         """Import a memories.json file. Everything is checked and planned before the first
         write; `dry_run` returns that plan, which is exactly what a real import does.
-        Importing the same file twice changes nothing the second time."""
+        Importing the same file twice changes nothing the second time.
+
+        The file's sealed (sensitive) memories open only with `passphrase`, all of them
+        before anything is written, and are sealed again under the local scope's key."""
         if conflict not in STRATEGIES:
             raise InvalidInput(
                 f"unknown conflict strategy {conflict!r}",
@@ -254,18 +366,52 @@ class Syncing(ServiceCore):
             self._require_writable("import memories")
         doc = document.load(Path(source))
         try:
-            plan = self._plan(doc, conflict, dry_run, map_scope or {}, scope)
+            sealed = self._open_sealed(doc, passphrase)
+            plan = self._plan(doc, conflict, dry_run, map_scope or {}, scope, sealed)
             if not dry_run:
                 self._apply(plan, doc)
         finally:
             doc.close()
         return plan.report
 
+    def _open_sealed(self, doc: RemoteDocument, passphrase: str | None) -> list[Memory]:
+        """Every sealed memory of the file, opened (a wrong passphrase or a changed blob
+        names the entry; nothing is written)."""
+        block = doc.encryption
+        if block is None or not block.memories:
+            return []
+        if not passphrase:
+            raise InvalidInput(
+                f"{doc.path} holds {len(block.memories)} sealed sensitive memories: they open"
+                " only with the passphrase they were exported with; nothing was imported",
+                hint="give it with --passphrase-file FILE, or at the prompt",
+            )
+        key = cipher.key_for(block, passphrase)
+        plain = {m.slug: m.index for m in doc.memories}
+        seen: set[str] = set()
+        opened = []
+        for item in block.memories:
+            where = f"encryption.memories[{item.index}]"
+            if item.slug in plain or item.slug in seen:
+                raise document.bad(
+                    doc.path, f"{where}.id", f"slug {item.slug} is in the file twice"
+                )
+            seen.add(item.slug)
+            try:
+                opened.append(cipher.open_memory(item, key))
+            except cipher.BadBlock as exc:
+                raise document.bad(doc.path, exc.where, exc.problem, hint=exc.hint) from exc
+        return opened
+
     def _scope_mappings(
-        self, doc: RemoteDocument, map_scope: Mapping[str, str], scope: Path | str | None
+        self,
+        doc: RemoteDocument,
+        map_scope: Mapping[str, str],
+        scope: Path | str | None,
+        sealed: Sequence[Memory] = (),
     ) -> tuple[dict[str, ScopeInfo], list[ScopeMapping], list[ScopeInfo]]:
         """remote scope hash → the local scope it lands in; every mapping is reported."""
-        used = sorted({m.scope_hash for m in doc.memories})
+        used = sorted({m.scope_hash for m in doc.memories} | {m.meta.scope_hash for m in sealed})
         unknown = sorted(set(map_scope) - set(used) - set(doc.scopes))
         if unknown:
             raise InvalidInput(
@@ -364,8 +510,9 @@ class Syncing(ServiceCore):
         dry_run: bool,
         map_scope: Mapping[str, str],
         scope: Path | str | None,
+        sealed: Sequence[Memory] = (),
     ) -> _Plan:
-        mapping, mappings, create = self._scope_mappings(doc, map_scope, scope)
+        mapping, mappings, create = self._scope_mappings(doc, map_scope, scope, sealed)
         report = ImportReport(
             source_machine=doc.source_machine,
             exporter_version=doc.exporter_version,
@@ -378,16 +525,18 @@ class Syncing(ServiceCore):
         local = self._local()
         base_packed = SyncBase(self.home).load()
         plan.base = dict(base_packed)
+        held = self._sealed_targets(plan, sealed, mapping)
+        marking = {info.scope_hash for info in plan.mark}
         taken: set[str] = set()
         for item in doc.memories:
             target = mapping[item.scope_hash]
             slug = item.slug
-            if target.sensitive:
+            if target.sensitive or target.scope_hash in marking:
                 report.skipped.append(
                     SkippedMemory(
                         slug=slug,
-                        reason=f"local scope {target.scope_hash} is sensitive: plaintext is not"
-                        " imported into it until encrypted sync lands",
+                        reason=f"local scope {target.scope_hash} is sensitive, and this memory"
+                        " came in plaintext: export it from a sensitive scope (sealed)",
                     )
                 )
                 continue
@@ -401,34 +550,128 @@ class Syncing(ServiceCore):
                 taken.add(slug)
                 plan.adds.append((item, target))
                 report.added.append(slug)
+                if doc.include_embeddings:
+                    self._plan_vectors(plan, doc, item, self._remote_memory(doc, item, target))
                 continue
             taken.add(found)
-            self._plan_update(
-                plan, doc, local, found, self._remote_memory(doc, item, target), strategy
+            kept = self._plan_update(
+                plan,
+                doc,
+                self.vault.read(local.by_slug[found]),
+                self._remote_memory(doc, item, target),
+                strategy,
+                conflicts=item.conflicts,
             )
+            if doc.include_embeddings:
+                self._plan_vectors(plan, doc, item, kept)
+        for memory in sealed:
+            memory.meta.scope_hash = mapping[memory.meta.scope_hash].scope_hash
+            slug = memory.slug
+            if slug in local.by_slug or slug in taken:
+                report.skipped.append(
+                    SkippedMemory(slug=slug, reason="a plaintext memory here has this slug")
+                )
+                continue
+            taken.add(slug)
+            if slug in held:
+                self._plan_update(plan, doc, self.vault.read(held[slug]), memory, strategy)
+            else:
+                plan.sealed_adds.append(memory)
+                report.added.append(slug)
         self._plan_entities(doc, plan)
         self._plan_identity(doc, plan)
         self._plan_audit(doc, plan, mapping)
         return plan
 
+    def _sealed_targets(
+        self, plan: _Plan, sealed: Sequence[Memory], mapping: Mapping[str, ScopeInfo]
+    ) -> dict[str, Path]:
+        """Check that every local scope the sealed memories go to can seal them: sensitive
+        with its key here, or empty (then this import marks it); returns the encrypted files
+        those scopes hold already, by slug."""
+        targets = {
+            mapping[m.meta.scope_hash].scope_hash: mapping[m.meta.scope_hash] for m in sealed
+        }
+        held: dict[str, Path] = {}
+        for scope_hash, info in sorted(targets.items()):
+            stored = self.vault.read_scope(scope_hash)
+            if (stored is not None and stored.sensitive) or self.keys.has_keys(scope_hash):
+                try:
+                    self.keys.current(scope_hash)
+                except MissingKey as exc:
+                    raise MissingKey(
+                        f"the file's sealed memories go to the sensitive scope {info.path}"
+                        f" ({scope_hash}), whose key is not on this machine ({exc.message});"
+                        " nothing was imported",
+                        hint=f"memoryd sensitive import-key {info.path} FILE (made by"
+                        " `memoryd sensitive export-key` where the key is), then import again",
+                    ) from exc
+            else:
+                plain = plain_files(self.home, scope_hash)
+                if plain:
+                    raise InvalidInput(
+                        f"the file's sealed memories go to scope {info.path} ({scope_hash}),"
+                        f" which holds {len(plain)} plaintext memories here; nothing was"
+                        " imported",
+                        hint=f"mark it sensitive first (memoryd sensitive mark {info.path}),"
+                        " or --map-scope it elsewhere",
+                    )
+                plan.mark.append(info)
+                plan.report.scopes_marked.append(scope_hash)
+            held.update((slug_of(p), p) for p in encrypted_files(self.home, scope_hash))
+        plan.report.encrypted = len(sealed)
+        return held
+
+    def _plan_vectors(
+        self, plan: _Plan, doc: RemoteDocument, item: RemoteMemory, memory: Memory
+    ) -> None:
+        """Keep a memory's carried vectors when they fit what this side will index of it:
+        the same model, made from the same text (else the embedding worker makes them)."""
+        carried = item.embeddings(doc)
+        if carried is None or memory.sensitive or memory.meta.forgotten_at is not None:
+            return
+        store = self.vectors.store if self.vectors is not None else None
+        indexed = search_doc(memory)
+        matrix = _carried_matrix(carried, store.dim if store is not None else 0)
+        if (
+            store is None
+            or matrix is None
+            or carried.get("model") != store.model
+            or carried.get("fingerprint")
+            != vector_fingerprint(indexed.title, indexed.body, store.model)
+        ):
+            plan.report.embeddings_to_compute += 1
+            return
+        plan.vectors.append(
+            (memory.slug, memory.meta.scope_hash, str(carried["fingerprint"]), matrix)
+        )
+        plan.report.embeddings_carried += 1
+
     def _plan_update(
         self,
         plan: _Plan,
         doc: RemoteDocument,
-        local: _Local,
-        slug: str,
+        found: Memory,
         remote: Memory,
         strategy: ConflictStrategy,
-    ) -> None:
+        *,
+        conflicts: Sequence[str] = (),
+    ) -> Memory:
         """Merge a memory both sides hold; a body both changed under `merge` waits in
-        `_conflicts/`."""
+        `_conflicts/`. So does one the other side still disputes: its export names the bodies
+        it holds open conflicts with, and when this side's body is one of them, this side
+        keeps it. Returns the memory this side will hold."""
         report = plan.report
-        found = self.vault.read(local.by_slug[slug])
+        slug = found.slug
         remote = _as_slug(remote, slug)
-        merged = merge(found, remote, SyncBase.unpack(plan.base.get(slug)), strategy)
+        disputed = _sha(found.body) in conflicts
+        merged = merge(
+            found, remote, SyncBase.unpack(plan.base.get(slug)), strategy, open_conflict=disputed
+        )
         plan.base[slug] = SyncBase.pack(merged.base)
         if merged.body_conflict:
-            path = self.home / CONFLICTS_DIR / f"{slug}.{doc.source_machine}.md"
+            suffix = ENCRYPTED_SUFFIX if found.sensitive else ".md"
+            path = self.home / CONFLICTS_DIR / f"{slug}.{doc.source_machine}{suffix}"
             text = render(remote)
             report.conflicts.append(
                 ConflictEntry(
@@ -439,7 +682,7 @@ class Syncing(ServiceCore):
                     remote_updated_at=remote.meta.updated_at or remote.meta.created_at,
                 )
             )
-            if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+            if self._conflict_text(path, found) != text:
                 plan.conflict_files.append((path, text))
         real = [c for c in merged.changes if c.took != "conflict"]
         if real:
@@ -447,6 +690,47 @@ class Syncing(ServiceCore):
             report.updated.append(MemoryChange(slug=slug, fields=real))
         else:
             report.unchanged += 1
+        return merged.memory
+
+    def _conflict_text(self, path: Path, local: Memory) -> str | None:
+        """What a conflict file holds (a sealed one, of a sensitive memory, opened with its
+        scope key), None when there is none."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not path.name.endswith(ENCRYPTED_SUFFIX):
+            return data.decode("utf-8", errors="replace")
+        stem = path.name.removesuffix(ENCRYPTED_SUFFIX)
+        try:
+            opened = ScopeCipher(self.keys).open(data, local.meta.scope_hash, stem, path)
+        except MemorydError:
+            return None
+        return opened.decode("utf-8", errors="replace")
+
+    def _conflict_body(self, path: Path, slug: str) -> str:
+        """The body of a conflict file (a sealed one opened with its scope key: its memory
+        was read under a grant by then)."""
+        if not path.name.endswith(ENCRYPTED_SUFFIX):
+            return parse(_read(path), path).body
+        row = self.graph.get_memory(slug)
+        if row is None:
+            raise NotFound(f"no memory with slug {slug!r}", hint="`memoryd sync conflicts`")
+        scope_hash = row.scope_hash
+        self.gate.require(scope_hash, slug, "sync resolve")  # denied without a grant
+        stem = path.name.removesuffix(ENCRYPTED_SUFFIX)
+        opened = ScopeCipher(self.keys).open(path.read_bytes(), scope_hash, stem, path)
+        return parse(opened.decode("utf-8"), path).body
+
+    def _write_conflict(self, path: Path, text: str) -> None:
+        """A remote version in `_conflicts/`: sealed under the scope key for a sensitive
+        memory (its plaintext never lands on disk), as markdown otherwise."""
+        data = text.encode("utf-8")
+        if path.name.endswith(ENCRYPTED_SUFFIX):
+            scope_hash = parse(text, path).meta.scope_hash
+            stem = path.name.removesuffix(ENCRYPTED_SUFFIX)
+            data = envelope.seal(data, self.keys.current(scope_hash), scope_hash, stem)
+        atomic_write(path, data)
 
     def _plan_entities(self, doc: RemoteDocument, plan: _Plan) -> None:
         """Merges the remote made that this graph has not, then aliases it lacks. An entity
@@ -517,12 +801,13 @@ class Syncing(ServiceCore):
     # -- applying the plan -----------------------------------------------------------------
     def _path_of(self, memory: Memory) -> Path:
         if memory.meta.decay_state is DecayState.FORGOTTEN:
-            return (
-                self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / f"{memory.slug}.md"
-            )
+            name = f"{memory.slug}{ENCRYPTED_SUFFIX if memory.sensitive else '.md'}"
+            return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / name
         return self.vault.path_for(memory)
 
     def _apply(self, plan: _Plan, doc: RemoteDocument) -> None:
+        for info in plan.mark:
+            self._mark_for_import(info)  # first: a keyring that cannot keep a key stops here
         for info in plan.scopes:
             self._ensure_scope(info)
         details = {"kind": "memory", "source": doc.source_machine, "remote_head": doc.chain_head}
@@ -538,7 +823,9 @@ class Syncing(ServiceCore):
                 if merged.meta.forgotten_at is not None:
                     self._resync_many({merged.slug: None})  # forgotten by decay: the vault only
         for path, text in plan.conflict_files:
-            atomic_write(path, text.encode("utf-8"))
+            self._write_conflict(path, text)
+        if plan.vectors and self.vectors is not None:
+            self.vectors.store.put_many(plan.vectors)  # carried: the worker has nothing to redo
         if plan.adds or plan.updates:
             self.forget_entities()
         for keep, drop in plan.merges:
@@ -554,6 +841,37 @@ class Syncing(ServiceCore):
             chunk = plan.audit[start : start + BULK_BATCH]
             self.audit.append_many([self._remote_event(doc, plan, rec) for rec in chunk])
         SyncBase(self.home).save(plan.base)
+
+    def _mark_for_import(self, info: ScopeInfo) -> None:
+        """Make an empty (or new) local scope sensitive so sealed memories can land in it: its
+        key (OS keyring), its capture key pair, `scope.json` and the marker, as `sensitive
+        mark` makes them (there is no plaintext here to encrypt)."""
+        scope_hash = info.scope_hash
+        key = (
+            self.keys.current(scope_hash)
+            if self.keys.has_keys(scope_hash)
+            else self.keys.create(scope_hash)
+        )
+        if read_public_key(self.home, scope_hash) is None:
+            create_seal_pair(self.home, scope_hash, key)
+        info.sensitive = True
+        self._ensure_scope(info)
+        root = Path(info.path)
+        if root.is_dir() and not (root / SENSITIVE_MARKER).is_file():
+            atomic_write(root / SENSITIVE_MARKER, MARKER_TEXT.encode("utf-8"))
+        self.audit.append_many(
+            [
+                AuditEvent(
+                    actor=self.actor,
+                    event_type="sensitive_mark",
+                    scope_hash=scope_hash,
+                    target_id=scope_hash,
+                    details={"encrypted": 0, "key": key.key_id.hex(), "by": "sync import"},
+                )
+            ]
+        )
+        self.gate.forget_scopes()
+        self.views.drop(scope_hash)
 
     def _remote_event(self, doc: RemoteDocument, plan: _Plan, rec: dict[str, Any]) -> AuditEvent:
         """One remote audit line as an `import` event that names the remote chain head."""
@@ -592,6 +910,12 @@ class Syncing(ServiceCore):
             self._add_batch(batch, details)
         for start in range(0, len(linked), BULK_BATCH):
             self.graph.link_memories(linked[start : start + BULK_BATCH])
+        for start in range(0, len(plan.sealed_adds), BULK_BATCH):
+            # Sealed again under the local key; the graph keeps skeletons, the index nothing.
+            sealed = plan.sealed_adds[start : start + BULK_BATCH]
+            for memory in sealed:
+                plan.base[memory.slug] = SyncBase.pack(digests(memory))
+            self._add_batch(sealed, details)
 
     def _add_batch(self, batch: list[Memory], details: dict[str, Any]) -> None:
         """Write imported memories as they are (slug, times, state): vault, graph, index,
@@ -685,6 +1009,18 @@ class Syncing(ServiceCore):
         if not folder.is_dir():
             return []
         out: list[ConflictEntry] = []
+        for path in sorted(folder.glob(f"*{ENCRYPTED_SUFFIX}")):
+            # A sensitive memory's: listed by name (slug.source), never opened to be listed.
+            slug, _, source = path.name.removesuffix(ENCRYPTED_SUFFIX).partition(".")
+            row = self.graph.get_memory(slug)
+            out.append(
+                ConflictEntry(
+                    slug=slug,
+                    source=source or "?",
+                    path=str(path),
+                    local_updated_at=(row.updated_at or row.created_at) if row else None,
+                )
+            )
         for path in sorted(folder.glob("*.md")):
             if path.name.startswith("identity."):
                 out.append(ConflictEntry(slug="identity", source=path.name[9:-3], path=str(path)))
@@ -737,7 +1073,7 @@ class Syncing(ServiceCore):
         elif take == "remote":
             if len(paths) > 1:
                 raise InvalidInput(_several(slug, paths))
-            body = parse(_read(paths[0]), paths[0]).body
+            body = self._conflict_body(paths[0], slug)
         else:
             text = _read(Path(take))
             body = parse(text, Path(take)).body if text.startswith("---") else text.strip()
@@ -766,6 +1102,21 @@ class Syncing(ServiceCore):
         for path in paths:
             path.unlink(missing_ok=True)
         return ResolveResult(slug=slug, took=_took(take), removed=[str(p) for p in paths])
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _carried_matrix(carried: dict[str, Any], dim: int) -> npt.NDArray[np.float32] | None:
+    """The carried passage vectors (float32, base64), None when they are not `dim` wide."""
+    try:
+        raw = base64.b64decode(str(carried.get("f32", "")).encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        return None
+    if dim <= 0 or carried.get("dim") != dim or not raw or len(raw) % (4 * dim):
+        return None
+    return np.frombuffer(raw, dtype="<f4").reshape(-1, dim).astype(np.float32)
 
 
 def _as_slug(memory: Memory, slug: str) -> Memory:

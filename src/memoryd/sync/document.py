@@ -7,7 +7,8 @@ stays readable by mcp-memory-service's importer (v5.0.1 … v10.x, FORMATS.md §
 memory has non-empty `content`, a bare-hex `content_hash` of `content.strip().lower()`,
 numeric `created_at`/`updated_at`, a `metadata` object and a `tags` list, never null;
 memoryd's own fields ride beside them (and, what must survive a trip through that tool, in
-`metadata.memoryd`). Sensitive memories are never written (`governance.analyze.sensitive`).
+`metadata.memoryd`). A sensitive memory is never in `memories[]`: only sealed, in the
+`encryption` block (`sync.cipher`), or not at all.
 
 Over 600 lines: the whole file format, both directions, with the error for every way a file
 can be wrong, in one place.
@@ -41,6 +42,7 @@ from memoryd.models import (
     ScopeInfo,
     describe_validation,
 )
+from memoryd.sync.cipher import BadBlock, Encryption, read_block
 
 FORMAT = 1
 EXPORTER_VERSION = f"memoryd-{FORMAT}"
@@ -117,6 +119,9 @@ class ExportParts:
     identity_snapshot: dict[str, Any] | None
     large_file_manifest: list[dict[str, Any]]
     audit_chain: list[dict[str, Any]] | None
+    encryption: Callable[[], dict[str, Any] | None] | None = None
+    """The sealed sensitive memories' block (`sync.cipher`), asked for once `memories[]`
+    has been streamed (the plain ones' stream seals those of flagged scopes on the way)."""
 
 
 def write_document(out: Path, parts: ExportParts) -> tuple[int, str]:
@@ -134,6 +139,9 @@ def write_document(out: Path, parts: ExportParts) -> tuple[int, str]:
         ) as scratch:
             count = _put_array(scratch.write, "memories", parts.memories)
             parts.metadata["total_memories"] = count
+            encryption = parts.encryption() if parts.encryption is not None else None
+            sealed = len(encryption["memories"]) if encryption is not None else 0
+            parts.metadata["encrypted_memories"] = sealed
             scratch.seek(0)
             with tmp.open("w", encoding="utf-8", newline="\n") as fh:
 
@@ -161,6 +169,8 @@ def write_document(out: Path, parts: ExportParts) -> tuple[int, str]:
                 _put_array(put, "large_file_manifest", parts.large_file_manifest)
                 if parts.audit_chain is not None:
                     _put_array(put, "audit_chain", parts.audit_chain)
+                if encryption is not None:
+                    put(f',\n  "encryption": {_line(encryption)}')
                 put("\n}\n")
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -182,7 +192,13 @@ def _put_array(put: Callable[[str], Any], name: str, items: Iterable[dict[str, A
 
 
 def memory_item(
-    memory: Memory, *, machine: str, body_in_file: str, embedding: list[float] | None = None
+    memory: Memory,
+    *,
+    machine: str,
+    body_in_file: str,
+    embedding: list[float] | None = None,
+    embeddings: dict[str, Any] | None = None,
+    open_conflicts: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """One `memories[]` entry: mcp-memory-service's fields, then memoryd's."""
     meta = memory.meta
@@ -228,6 +244,10 @@ def memory_item(
             "decay_state": meta.decay_state.value,
         }
     )
+    if embeddings is not None:
+        item["embeddings"] = embeddings
+    if open_conflicts:
+        item["open_conflicts"] = open_conflicts
     return item
 
 
@@ -255,6 +275,19 @@ class RemoteMemory:
     """(offset, length) of its JSON in the file."""
     chunk: str | None = None
     """The body from its chunk file, when it was too large for the file."""
+    conflicts: tuple[str, ...] = ()
+    """sha256 of each body the exporting side holds in `_conflicts/` against this one (a
+    conflict open there): a side whose body is one of them keeps it and opens the conflict
+    too, rather than taking this body as if it were newer."""
+    embeddings_: dict[str, Any] | None = None
+    """The carried vectors, when the file was parsed whole (else read again from `span`)."""
+
+    def embeddings(self, doc: RemoteDocument) -> dict[str, Any] | None:
+        """The memory's `embeddings` (model, fingerprint, float32 passage vectors)."""
+        if self.span is None:
+            return self.embeddings_
+        found = json.loads(doc.read(*self.span)).get("embeddings")
+        return found if isinstance(found, dict) else None
 
     def open(self, doc: RemoteDocument) -> tuple[Frontmatter, str]:
         """The memory's frontmatter (a fresh object each time it is parsed) and body."""
@@ -283,6 +316,10 @@ class RemoteDocument:
     """The entity ids the file's memories name."""
     handle: BinaryIO | None = None
     """The file, open while its memories are read again (`close`)."""
+    encryption: Encryption | None = None
+    """The sealed sensitive memories (`sync.cipher`), opened only with the passphrase."""
+    include_embeddings: bool = False
+    """The exporter carried each memory's vectors."""
 
     def read(self, offset: int, length: int) -> bytes:
         if self.handle is None:
@@ -460,6 +497,24 @@ class _KnownLines:
         return None if start is None else start + index
 
 
+def sealed_count(path: Path) -> int:
+    """How many sealed memories a memories.json says it holds (its header's
+    `encrypted_memories`), read without loading the file: whether to ask for the passphrase.
+    0 when the file cannot tell (the import then says what it needs)."""
+    header: list[bytes] = []
+    try:
+        with path.open("rb") as fh:
+            for line in fh:
+                if line.startswith(b'  "memories": [') or len(header) > 64:
+                    break
+                header.append(line)
+        data = json.loads(b"".join(header).rstrip().rstrip(b",") + b"\n}")
+        count = data["export_metadata"].get("encrypted_memories", 0)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 0
+    return count if isinstance(count, int) and not isinstance(count, bool) else 0
+
+
 def load(path: Path) -> RemoteDocument:
     """Read and check the whole file (and its chunk files) before anything is written. The
     document keeps the file open to read its memories again: `close` it."""
@@ -491,6 +546,7 @@ def _load(path: Path) -> RemoteDocument:
         memoryd=mine,
         chain_head=head.get("hash") if isinstance(head, dict) else None,
         memories=[],
+        include_embeddings=mine and meta.get("include_embeddings") is True,
     )
     try:
         _read_memories(doc, data, lines, mine)
@@ -524,6 +580,8 @@ def _read_memories(
                 )
             if span is not None and not memory.foreign:
                 memory.span, memory.meta_, memory.body_ = span, None, None
+            elif isinstance(item.get("embeddings"), dict):
+                memory.embeddings_ = item["embeddings"]
         slug = memory.slug
         if slug in seen:
             raise bad(
@@ -536,6 +594,11 @@ def _read_memories(
         doc.memories.append(memory)
     if mine:
         _memoryd_sections(doc, data, lines)
+        if data.get("encryption") is not None:
+            try:
+                doc.encryption = read_block(data["encryption"])
+            except BadBlock as exc:
+                raise bad(path, exc.where, exc.problem, hint=exc.hint) from exc
 
 
 def _item_json(path: Path, where: str, raw: bytes, line: int | None) -> Any:
@@ -627,7 +690,26 @@ def _memory(
         meta_=fm,
         body_=body,
         chunk=chunk,
+        conflicts=_open_conflicts(path, where, item.get("open_conflicts"), line),
     )
+
+
+def _open_conflicts(path: Path, where: str, value: Any, line: Line) -> tuple[str, ...]:
+    """The bodies (sha256) the exporting side holds open conflicts with for this memory."""
+    if value is None:
+        return ()
+    found = []
+    for i, entry in enumerate(value if isinstance(value, list) else [None]):
+        sha = entry.get("body_sha256") if isinstance(entry, dict) else None
+        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise bad(
+                path,
+                f"{where}.open_conflicts[{i}]",
+                "must be an object with body_sha256 (64 hex digits)",
+                line,
+            )
+        found.append(sha)
+    return tuple(found)
 
 
 def _front(item: dict[str, Any]) -> dict[str, Any]:

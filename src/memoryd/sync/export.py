@@ -36,7 +36,10 @@ class Collector:
     machine: str
     chunk_bytes: int
     base: dict[str, str]
-    embedding: Callable[[str], list[float] | None] | None = None
+    embedding: Callable[[str], tuple[list[float], dict[str, Any]] | None] | None = None
+    """slug → its first passage vector (v5's `embedding`) and all its vectors, exactly."""
+    conflicts: Mapping[str, list[dict[str, str]]] = field(default_factory=dict)
+    """slug → the bodies this side holds open conflicts with (`_conflicts/`)."""
     memories: int = 0
     entities: int = 0
     referenced: set[str] = field(default_factory=set)
@@ -51,9 +54,14 @@ class Collector:
         self.memories += 1
         self.base[meta.slug] = SyncBase.pack(digests(memory))
         in_file, pointer = self._body(memory)
-        embedding = self.embedding(meta.slug) if self.embedding is not None else None
+        vectors = self.embedding(meta.slug) if self.embedding is not None else None
         item = document.memory_item(
-            memory, machine=self.machine, body_in_file=in_file, embedding=embedding
+            memory,
+            machine=self.machine,
+            body_in_file=in_file,
+            embedding=vectors[0] if vectors is not None else None,
+            embeddings=vectors[1] if vectors is not None else None,
+            open_conflicts=self.conflicts.get(meta.slug),
         )
         if pointer is not None:
             item["large_file_pointer"] = pointer

@@ -106,8 +106,13 @@ def merge(
     remote: Memory,
     base: Mapping[str, str] | None,
     strategy: ConflictStrategy,
+    *,
+    open_conflict: bool = False,
 ) -> Merged:
-    """The memory this side holds after importing `remote` over `local` (same slug)."""
+    """The memory this side holds after importing `remote` over `local` (same slug).
+
+    `open_conflict`: the remote side holds this side's body in an open conflict of its own
+    (`_conflicts/`), so the bodies differ on both sides whatever the base says."""
     base = base or {}
     values: dict[str, Any] = {}
     out = Merged(memory=local)
@@ -127,9 +132,11 @@ def merge(
     body = local.body
     if local.body != remote.body:
         body_side = _side(local.body, remote.body, base.get(BODY), both)
-        both_changed = _changed(local.body, base.get(BODY)) and _changed(
-            remote.body, base.get(BODY)
+        both_changed = open_conflict or (
+            _changed(local.body, base.get(BODY)) and _changed(remote.body, base.get(BODY))
         )
+        if open_conflict:
+            body_side = both
         if both_changed and strategy == "merge":
             out.body_conflict = True
             out.changes.append(FieldChange(field=BODY, took="conflict"))

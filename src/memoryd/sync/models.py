@@ -27,7 +27,11 @@ class ExportReport(BaseModel):
     chunks: list[str] = Field(default_factory=list)
     """The chunk files written beside the export (`FILE.chunks/<sha>.bin`)."""
     omitted_sensitive: int = 0
-    """Memories left out because they are sensitive: no plaintext of them leaves memoryd."""
+    """Sensitive memories left out: no plaintext of them leaves memoryd."""
+    omitted_reason: str | None = None
+    """Why they were left out (no passphrase given, or files that do not open)."""
+    encrypted: int = 0
+    """Sensitive memories sealed into the `encryption` block (passphrase mode)."""
     identity_snapshot: bool = False
 
 
@@ -89,6 +93,16 @@ class ImportReport(BaseModel):
     """`kept id <- dropped id` for each merge the remote made that this graph had not."""
     audit_events_imported: int = 0
     identity_snapshot: Literal["absent", "same", "written", "conflict"] = "absent"
+    encrypted: int = 0
+    """Sealed (sensitive) memories of the file, opened with the passphrase and sealed again
+    under the local scope key."""
+    scopes_marked: list[str] = Field(default_factory=list)
+    """Local scopes this import made sensitive (a key made here) to receive sealed memories."""
+    embeddings_carried: int = 0
+    """Memories whose carried vectors were stored as they are (same model, same text)."""
+    embeddings_to_compute: int = 0
+    """Memories whose carried vectors do not fit here (another model, or the text merged
+    differently): the embedding worker makes theirs."""
 
 
 class ChangedMemory(BaseModel):
