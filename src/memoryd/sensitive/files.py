@@ -10,18 +10,22 @@ of a sensitive memory is the domain's decision (`domain/sensitivity.py`).
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from memoryd.errors import MissingKey
-from memoryd.models import MemoryType
+from memoryd.errors import BrokenMemoryFile, MissingKey
+from memoryd.models import Memory, MemoryType
 from memoryd.sensitive import envelope
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.keys import KeyStore
 from memoryd.sensitive.sealed import SEAL_KEY, SEAL_KEY_SLUG, SEAL_PUB, open_sealed
-from memoryd.vault import ENCRYPTED_SUFFIX, FORGOTTEN_DIR, atomic_write
+from memoryd.vault import ENCRYPTED_SUFFIX, FORGOTTEN_DIR, Vault, atomic_write
+
+logger = logging.getLogger(__name__)
 
 MEMORY_DIRS = (*sorted(t.dir_name for t in MemoryType), FORGOTTEN_DIR)
 
@@ -80,6 +84,21 @@ def plain_files(home: Path, scope_hash: str) -> list[Path]:
                 p for p in folder.iterdir() if p.suffix == ".md" and not p.name.startswith(".")
             )
     return found
+
+
+def decrypt_scope(home: Path, scope_hash: str, keys: KeyStore) -> Iterator[Memory]:
+    """The scope's memories in plaintext, in memory only (the gate's view under a grant).
+
+    A file that fails to open is logged (its name, never its content) and skipped; a key that
+    is missing raises `MissingKey`, since then no file of the scope can be read."""
+    vault = Vault(home, cipher=ScopeCipher(keys))
+    for path in encrypted_files(home, scope_hash):
+        try:
+            yield vault.read(path)
+        except MissingKey:
+            raise
+        except BrokenMemoryFile as exc:
+            logger.warning("skipped an unreadable sensitive file: %s", exc.message)
 
 
 def reseal(
