@@ -51,17 +51,16 @@ def mcp(
     from memoryd.config import load_settings
     from memoryd.daemon.client import connect
     from memoryd.mcp.server import create_server
-    from memoryd.wiring import open_service
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
     try:
         settings = load_settings(home)
         remote = None if embedded else connect(settings.home, actor=MCP_ACTOR)
         if remote is None and not embedded:
-            from memoryd.daemon import server as daemon
+            from memoryd.daemon.control import start_detached
 
             try:
-                daemon.start_detached(settings, port=None, tcp=None)
+                start_detached(settings, port=None, tcp=None)
                 remote = connect(settings.home, actor=MCP_ACTOR)
             except MemorydError as exc:
                 logger.warning("could not start the daemon (%s); running in-process", exc)
@@ -69,6 +68,8 @@ def mcp(
             with remote:
                 create_server(remote, home=settings.home).run()
             return
+        from memoryd.wiring import open_service
+
         with open_service(settings) as svc:
             svc.actor = MCP_ACTOR
             svc.drain_inbox()

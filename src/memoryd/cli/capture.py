@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 
-from memoryd.capture.hook import main as capture_main
 from memoryd.capture.sources import SOURCES
 
 HELP = "\n\n".join(
@@ -51,6 +50,8 @@ def capture_command(
         ),
     ] = None,
 ) -> None:
+    from memoryd.capture.hook import main as capture_main
+
     argv = [f"--source={source}"]
     if home is not None:
         argv.append(f"--home={home}")

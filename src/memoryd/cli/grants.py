@@ -12,12 +12,15 @@ recall and search say how many results they left out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, err, print_table, run
-from memoryd.models import Grant, GrantDuration
+from memoryd.models import GrantDuration
+
+if TYPE_CHECKING:
+    from memoryd.models import Grant
 
 PathArg = Annotated[
     str, typer.Argument(help="The sensitive project's directory (or its 12-hex scope hash).")

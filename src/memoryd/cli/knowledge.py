@@ -24,7 +24,11 @@ from memoryd.cli.main import (
 )
 from memoryd.errors import InvalidInput
 from memoryd.models import MemoryType
-from memoryd.recall.config import INJECT_MIN_SCORE
+
+INJECT_MIN_SCORE = 0.12
+"""`memoryd.recall.config.INJECT_MIN_SCORE`, for the help text: importing the recall package
+loads the search index and the extraction pipeline, which `--help` should not wait for
+(tests/unit/test_cli_startup.py holds the two equal)."""
 
 entity_app = typer.Typer(help="Entities of the knowledge graph.", no_args_is_help=True)
 graph_app = typer.Typer(help="Read-only access to the graph.", no_args_is_help=True)

@@ -21,14 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 import typer
-from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from memoryd import __version__
 from memoryd.cli.capture import capture_command
-from memoryd.config import load_settings
 from memoryd.errors import (
     AuditChainBroken,
     ConfigError,
@@ -40,18 +36,14 @@ from memoryd.errors import (
     PolicyDenied,
     StorageError,
 )
-from memoryd.models import (
-    DecayState,
-    HiddenResults,
-    Memory,
-    MemoryDraft,
-    MemorySummary,
-    MemoryType,
-)
+from memoryd.models import DecayState, MemoryType
 from memoryd.private import private_umask
-from memoryd.vault import render
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
+    from memoryd.config import Settings
+    from memoryd.models import HiddenResults, Memory, MemorySummary
     from memoryd.protocol import MemoryAPI
 
 EXIT_CODES: list[tuple[type[MemorydError], int]] = [
@@ -97,6 +89,14 @@ LIMIT_HELP = "How many to show at most."
 
 T = TypeVar("T")
 Service: TypeAlias = "MemoryAPI"
+
+
+def load_settings(home: Path | None) -> Settings:
+    """`memoryd.config.load_settings`, imported when a command runs: pydantic-settings is
+    start-up time that `--help` and the commands which need no settings should not pay."""
+    from memoryd.config import load_settings as load
+
+    return load(home)
 
 
 def exit_code(exc: MemorydError) -> int:
@@ -148,6 +148,8 @@ def say_hidden(hidden: Iterable[HiddenResults]) -> None:
 
 
 def emit_json(value: Any) -> None:
+    from pydantic import BaseModel
+
     def default(obj: Any) -> Any:
         if isinstance(obj, BaseModel):
             return obj.model_dump(mode="json")
@@ -180,6 +182,9 @@ def print_table(
     """A table whose cells are never cut: only the `wrap` columns (titles) wrap, and when
     the other columns (slugs, ids) do not fit the terminal the table grows past it rather
     than truncate a slug someone wants to copy. Cells are text, never rich markup."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(*headers)
     cells = [[c if isinstance(c, Text) else Text(printable(c)) for c in row] for row in rows]
     for row in cells:
@@ -300,6 +305,8 @@ def record(
 ) -> None:
     """Write a memory into the vault and index it. Prints its slug. The body must not be
     empty, whatever the type."""
+    from memoryd.models import MemoryDraft
+
     try:
         draft = MemoryDraft(
             type=type,
@@ -331,7 +338,11 @@ def get(
     """Print a memory: its frontmatter and body."""
 
     def read(svc: Service) -> Memory:
+        from memoryd.daemon.client import RemoteService
+
         memory = svc.get(slug)
+        if isinstance(svc, RemoteService):
+            return memory  # the daemon counts its own
         from memoryd.service import MemoryService  # only an open store counts here
 
         if isinstance(svc, MemoryService) and not svc.read_only:
@@ -342,6 +353,8 @@ def get(
     if as_json:
         emit_json({"meta": memory.meta, "body": memory.body, "path": memory.path})
     else:
+        from memoryd.vault import render
+
         typer.echo(printable(render(memory)), nl=False)
 
 
@@ -573,15 +586,17 @@ def serve(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the daemon: it owns the graph and serves the HTTP API (OpenAPI at /docs)."""
-    from memoryd.daemon import server
+    from memoryd.daemon import control
     from memoryd.daemon.files import configure_logging
 
     tcp = False if no_tcp else None
     try:
         settings = load_settings(home)
         if detach:
-            health = server.start_detached(settings, port=port, tcp=tcp)
+            health = control.start_detached(settings, port=port, tcp=tcp)
         else:
+            from memoryd.daemon import server  # this process becomes the daemon
+
             configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
             server.serve(settings, port=port, tcp=tcp)
             return
@@ -605,11 +620,11 @@ def describe_daemon(health: dict[str, Any], home: Path) -> str:
 @app.command()
 def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Is a daemon serving the data dir? Exits 1 when none is."""
-    from memoryd.daemon import server
+    from memoryd.daemon import control
 
     try:
         settings = load_settings(home)
-        health = server.status(settings.home)
+        health = control.status(settings.home)
     except MemorydError as exc:
         raise fail(exc) from exc
     if as_json:
@@ -625,11 +640,11 @@ def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
 @app.command()
 def stop(home: HomeOpt = None) -> None:
     """Stop the daemon: in-flight writes finish and the stores close cleanly."""
-    from memoryd.daemon import server
+    from memoryd.daemon import control
 
     try:
         settings = load_settings(home)
-        pid = server.stop(settings.home)
+        pid = control.stop(settings.home)
     except MemorydError as exc:
         raise fail(exc) from exc
     if pid is None:
@@ -672,12 +687,12 @@ def ui(
     import webbrowser
     from urllib.parse import quote
 
-    from memoryd.daemon import server
+    from memoryd.daemon import control
     from memoryd.daemon.files import DaemonFiles
 
     try:
         settings = load_settings(home)
-        health = server.status(settings.home)
+        health = control.status(settings.home)
         if health is None:
             raise NotFound(
                 f"no memoryd daemon serves {settings.home}",

@@ -14,12 +14,14 @@ has not begun.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, out, print_table, printable, run
-from memoryd.governance.profile import ProfileRewrite
+
+if TYPE_CHECKING:
+    from memoryd.governance.profile import ProfileRewrite
 
 profile_app = typer.Typer(
     help="The identity profile (profile/identity.md): rewrite, history, diff, rollback, reports.",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sized
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,9 +26,10 @@ from memoryd.cli.main import (
     print_table,
     run,
 )
-from memoryd.governance.reports import render_markdown
-from memoryd.governance.trends import Trends
 from memoryd.models import format_ts
+
+if TYPE_CHECKING:
+    from memoryd.governance.trends import Trends
 
 report_app = typer.Typer(help="Reports over the memory's history.", no_args_is_help=True)
 
@@ -131,6 +132,8 @@ def report_supersedes(
     if as_json or fmt is ReportFormat.JSON:
         emit_json(report)
     else:
+        from memoryd.governance.reports import render_markdown
+
         typer.echo(render_markdown(report), nl=False)
 
 

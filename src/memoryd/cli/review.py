@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.text import Text
@@ -23,8 +23,11 @@ from memoryd.cli.main import (
     utf8_option,
 )
 from memoryd.errors import InvalidInput, MemorydError
-from memoryd.governance.analyze import AnalysisMode
-from memoryd.models import MemoryType, Promotion
+from memoryd.models import MemoryType
+
+if TYPE_CHECKING:
+    from memoryd.governance.analyze import AnalysisMode
+    from memoryd.models import Promotion
 
 StatusOpt = Literal["pending", "approved", "rejected", "merged", "all"]
 

@@ -10,16 +10,30 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, out, print_table, run
-from memoryd.config import load_settings
+from memoryd.cli.main import (
+    HomeOpt,
+    JsonOpt,
+    emit_json,
+    fail,
+    load_settings,
+    out,
+    print_table,
+    run,
+)
 from memoryd.errors import InvalidInput, MemorydError
 from memoryd.scope import resolve_scope
-from memoryd.sensitive.keys import PASSPHRASE_ENV, KeyStore
-from memoryd.vault import atomic_write
+
+if TYPE_CHECKING:
+    from memoryd.sensitive.keys import KeyStore
+
+PASSPHRASE_ENV = "MEMORYD_SENSITIVE_PASSPHRASE"
+"""`memoryd.sensitive.keys.PASSPHRASE_ENV`, written out: the key store imports cryptography,
+which the CLI loads only for a command that needs it (tests/unit/test_cli_startup.py holds
+the two equal)."""
 
 sensitive_app = typer.Typer(
     help="Sensitive scopes: encrypted at rest, read only under a grant.", no_args_is_help=True
@@ -126,6 +140,8 @@ def rotate_key(path: PathArg, passphrase: PassphraseOpt = False, home: HomeOpt =
 
 
 def _keys(home: Path | None) -> tuple[KeyStore, Path]:
+    from memoryd.sensitive.keys import KeyStore
+
     settings = load_settings(home)
     return KeyStore(settings.home), settings.home
 
@@ -140,6 +156,8 @@ def export_key(path: PathArg,
         scope_hash = resolve_scope(path, with_remote=False).scope_hash
         keys.current(scope_hash)  # fail before asking when the key is not here
         phrase = ask_passphrase("Passphrase to wrap the key with", confirm=True)
+        from memoryd.vault import atomic_write
+
         atomic_write(file.expanduser(), keys.export_keys(scope_hash, phrase))
     except MemorydError as exc:
         raise fail(exc) from exc

@@ -12,12 +12,14 @@ decision is not in the state the action needs (deciding twice).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from memoryd.cli.main import HomeOpt, JsonOpt, ScopeOpt, emit_json, print_table, run
-from memoryd.models import SupersedeDecision
+
+if TYPE_CHECKING:
+    from memoryd.models import SupersedeDecision
 
 supersede_app = typer.Typer(
     help="Supersede judging: review candidates, accept, reject or undo decisions.",

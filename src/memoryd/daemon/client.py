@@ -27,18 +27,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.daemon.files import DaemonFiles
-from memoryd.domain.sensitivity import (
-    MarkReport,
-    RotateReport,
-    SealedRetryReport,
-    SensitiveStatus,
-    UnmarkReport,
-)
 from memoryd.errors import GraphLocked, MemorydError, StorageError
-from memoryd.governance.decay import RestoreResult, SweepReport
-from memoryd.governance.digest import Digest
-from memoryd.governance.merge import DuplicatePair, MergeResult
-from memoryd.governance.profile import ProfileDiff, ProfileReport, ProfileRewrite
 from memoryd.governance.reports import SupersedeReport
 from memoryd.governance.schedule import JobStatus
 from memoryd.governance.store import ProfileChangeReport, ProfileVersion
@@ -92,6 +81,17 @@ from memoryd.sync.models import (
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
+    from memoryd.domain.sensitivity import (
+        MarkReport,
+        RotateReport,
+        SealedRetryReport,
+        SensitiveStatus,
+        UnmarkReport,
+    )
+    from memoryd.governance.decay import RestoreResult, SweepReport
+    from memoryd.governance.digest import Digest
+    from memoryd.governance.merge import DuplicatePair, MergeResult
+    from memoryd.governance.profile import ProfileDiff, ProfileReport, ProfileRewrite
     from memoryd.governance.supersede import SupersedeAction
 
 logger = logging.getLogger(__name__)
@@ -392,18 +392,26 @@ class RemoteService(MemoryAPI):
         return self._model(Memory, "PATCH", f"/v1/memories/{quote(slug, safe='')}", json=body)
 
     def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
+        from memoryd.governance.decay import SweepReport
+
         body = {"dry_run": dry_run}
         return self._model(SweepReport, "POST", "/v1/decay/sweep", json=body)
 
     def restore(self, slug: str) -> RestoreResult:
+        from memoryd.governance.decay import RestoreResult
+
         url = f"/v1/memories/{quote(slug, safe='')}/restore"
         return self._model(RestoreResult, "POST", url)
 
     def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
+        from memoryd.governance.merge import MergeResult
+
         body = {"keep": keep, "drop": list(drop), "across_scopes": across_scopes}
         return self._model(MergeResult, "POST", "/v1/merge", json=body)
 
     def duplicates(self, *, scope: Path | str | None = None) -> list[DuplicatePair]:
+        from memoryd.governance.merge import DuplicatePair
+
         params = {"scope": scope_hash_of(scope)} if scope is not None else {}
         data = self._request("GET", "/v1/duplicates", params=params)
         return [DuplicatePair.model_validate(d) for d in data]
@@ -413,19 +421,27 @@ class RemoteService(MemoryAPI):
 
     # -- sensitive scopes ---------------------------------------------------------------
     def sensitive_mark(self, path: Path | str, *, passphrase: str | None = None) -> MarkReport:
+        from memoryd.domain.sensitivity import MarkReport
+
         body = {"path": _absolute(path), "passphrase": passphrase}
         return self._model(MarkReport, "POST", "/v1/sensitive/mark", json=body, timeout=None)
 
     def sensitive_unmark(self, path: Path | str, *, yes: bool = False) -> UnmarkReport:
+        from memoryd.domain.sensitivity import UnmarkReport
+
         body = {"path": _absolute(path), "yes": yes}
         return self._model(UnmarkReport, "POST", "/v1/sensitive/unmark", json=body, timeout=None)
 
     def sensitive_status(self) -> list[SensitiveStatus]:
+        from memoryd.domain.sensitivity import SensitiveStatus
+
         return [SensitiveStatus.model_validate(s) for s in self._request("GET", "/v1/sensitive")]
 
     def sensitive_rotate_key(
         self, path: Path | str, *, passphrase: str | None = None
     ) -> RotateReport:
+        from memoryd.domain.sensitivity import RotateReport
+
         body = {"path": _absolute(path), "passphrase": passphrase}
         url = "/v1/sensitive/rotate-key"
         return self._model(RotateReport, "POST", url, json=body, timeout=None)
@@ -437,10 +453,14 @@ class RemoteService(MemoryAPI):
         days: int | None = None,
         limit: int | None = None,
     ) -> Digest:
+        from memoryd.governance.digest import Digest
+
         params = _query({"scope": scope_hash_of(scope), "days": days, "limit": limit})
         return self._model(Digest, "GET", "/v1/digest", params=params)
 
     def profile_rewrite(self, *, compiled: bool = False, scheduled: bool = False) -> ProfileRewrite:
+        from memoryd.governance.profile import ProfileRewrite
+
         body = {"compiled": compiled, "scheduled": scheduled}
         return self._model(ProfileRewrite, "POST", "/v1/profile", json=body)
 
@@ -453,14 +473,20 @@ class RemoteService(MemoryAPI):
         return [ProfileVersion.model_validate(v) for v in data]
 
     def profile_diff(self, from_version: int, to_version: int) -> ProfileDiff:
+        from memoryd.governance.profile import ProfileDiff
+
         params = {"from_version": from_version, "to_version": to_version}
         return self._model(ProfileDiff, "GET", "/v1/profile/diff", params=params)
 
     def profile_rollback(self, version: int) -> ProfileRewrite:
+        from memoryd.governance.profile import ProfileRewrite
+
         body = {"version": version}
         return self._model(ProfileRewrite, "POST", "/v1/profile/rollback", json=body)
 
     def profile_report(self, month: str | None = None, *, scheduled: bool = False) -> ProfileReport:
+        from memoryd.governance.profile import ProfileReport
+
         body = {"month": month, "scheduled": scheduled}
         return self._model(ProfileReport, "POST", "/v1/profile/reports", json=body)
 
@@ -675,6 +701,8 @@ class RemoteService(MemoryAPI):
 
     def retry_sealed_captures(self) -> SealedRetryReport:
         """The daemon replays the sealed failed payloads: it holds the scope keys."""
+        from memoryd.domain.sensitivity import SealedRetryReport
+
         data = self._request("POST", "/v1/sensitive/retry-captures")
         return SealedRetryReport.model_validate(data)
 
@@ -833,12 +861,12 @@ def open_api(settings: Settings, *, rebuild: bool = False, actor: str = "cli") -
     second look, so opening never fails just because it raced `memoryd serve`. `rebuild`
     (reindex) opens a missing or broken graph for rebuilding (`wiring.open_service`).
     """
-    from memoryd.wiring import open_service
-
     timeout_s = settings.daemon.request_timeout_s
     remote = connect(settings.home, timeout_s=timeout_s, actor=actor)
     if remote is not None:
         return remote
+    from memoryd.wiring import open_service  # the stores: only when no daemon answers
+
     try:
         return open_service(settings, actor=actor, rebuild=rebuild)
     except GraphLocked:
@@ -851,9 +879,11 @@ def open_api(settings: Settings, *, rebuild: bool = False, actor: str = "cli") -
 def index_captures(api: MemoryAPI) -> int:
     """Index the captures waiting in `inbox/`; how many. In process their spaCy rules run too
     and the LLM work is left to a daemon; a daemon enriches what it indexes itself."""
+    indexed = api.drain_inbox()
+    if isinstance(api, RemoteService):
+        return indexed  # (and the service's modules stay unloaded in a daemon's client)
     from memoryd.service import MemoryService
 
-    indexed = api.drain_inbox()
     if isinstance(api, MemoryService):
         api.enrich_pending(use_llm=False)
     return indexed

@@ -24,25 +24,22 @@ import logging
 import os
 import signal
 import socket
-import sys
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryd.api.runner import Batcher, ServiceRunner
 from memoryd.config import Settings
-from memoryd.daemon.client import connect
-from memoryd.daemon.files import DaemonFiles, pid_alive
+from memoryd.daemon.control import refuse_second_daemon
+from memoryd.daemon.files import DaemonFiles
 from memoryd.daemon.judging import judge_round
 from memoryd.daemon.readers import ReaderPool
 from memoryd.daemon.scheduler import run_schedules
 from memoryd.enrichment import run_llm_stage
-from memoryd.errors import GraphLocked, MemorydError, StorageError
+from memoryd.errors import MemorydError, StorageError
 from memoryd.inbox import Inbox
 from memoryd.models import RecallResult
-from memoryd.native import child_environment
-from memoryd.private import make_private_dir, private_umask
+from memoryd.private import private_umask
 from memoryd.service import MemoryService
 
 if TYPE_CHECKING:
@@ -51,7 +48,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STOP_TIMEOUT_S = 60.0
 MCP_PATH = "/mcp"
 MCP_ACTOR = "mcp"
 T = TypeVar("T")
@@ -121,21 +117,6 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         asyncio.run(main)
     else:
         uvloop.run(main)
-
-
-def refuse_second_daemon(files: DaemonFiles) -> None:
-    """Fail fast with the pid when a daemon already answers (the lock would only wait)."""
-    try:
-        client = connect(files.home, timeout_s=5.0)
-    except StorageError:
-        client = None  # it does not answer: the data-dir lock decides below
-    if client is not None:
-        with client:
-            pid = client.health().get("pid")
-        raise GraphLocked(
-            f"a memoryd daemon (pid {pid}) already serves {files.home}",
-            hint="`memoryd status` shows it; `memoryd stop` stops it",
-        )
 
 
 def prepare(service: MemoryService, runner: ServiceRunner) -> None:
@@ -474,103 +455,3 @@ async def _serve(
             await asyncio.to_thread(readers.close)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-
-
-# -- detach, status, stop -----------------------------------------------------------------
-def start_detached(settings: Settings, *, port: int | None, tcp: bool | None) -> dict[str, Any]:
-    """Start `memoryd serve` in its own session, logging to <home>/logs/daemon.log, and
-    return its health once the socket answers."""
-    from memoryd.wiring import ensure_home
-
-    files = DaemonFiles(settings.home)
-    ensure_home(settings.home)
-    refuse_second_daemon(files)
-    make_private_dir(files.log.parent)
-    command = [sys.executable, "-m", "memoryd", "serve", "--home", str(settings.home)]
-    if port is not None:
-        command += ["--port", str(port)]
-    if tcp is False:
-        command.append("--no-tcp")
-    # posix_spawn, not Popen: the daemon outlives this process, and a Popen object of a
-    # running child complains when it is collected.
-    log_fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        pid = os.posix_spawn(
-            sys.executable,
-            command,
-            child_environment(),
-            setsid=True,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, log_fd, 1),
-                (os.POSIX_SPAWN_DUP2, log_fd, 2),
-            ],
-        )
-    finally:
-        os.close(log_fd)
-    deadline = time.monotonic() + settings.daemon.start_timeout_s
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            raise StorageError(
-                f"the daemon exited with code {os.waitstatus_to_exitcode(status)} while"
-                f" starting: {_log_tail(files.log)}",
-                hint=f"see {files.log}",
-            )
-        try:
-            client = connect(settings.home, timeout_s=5.0)
-        except MemorydError:
-            client = None
-        if client is not None:
-            with client:
-                health = client.health()
-            if health.get("pid") == pid:
-                return health
-        time.sleep(0.1)
-    raise StorageError(
-        f"the daemon (pid {pid}) did not answer within {settings.daemon.start_timeout_s}s",
-        hint=f"see {files.log}",
-    )
-
-
-def status(home: Path) -> dict[str, Any] | None:
-    """The running daemon's health, or None."""
-    client = connect(home, timeout_s=5.0)
-    if client is None:
-        return None
-    with client:
-        health = client.health()
-    health["socket"] = str(DaemonFiles(home).socket)
-    return health
-
-
-def stop(home: Path, *, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
-    """SIGTERM the daemon serving `home` and wait until it has closed its stores.
-
-    The pid comes from the daemon itself (its /v1/health), never from the pid file alone,
-    so a recycled pid is never signalled. Returns the pid stopped, or None if none ran.
-    """
-    health = status(home)
-    if health is None:
-        return None
-    pid = int(health["pid"])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    files = DaemonFiles(home)
-    while time.monotonic() < deadline:
-        # The daemon removes its socket and pid file only after closing the stores.
-        if not pid_alive(pid) or (files.read_pid() != pid and not files.socket.exists()):
-            return pid
-        time.sleep(0.05)
-    raise StorageError(
-        f"the daemon (pid {pid}) did not stop within {timeout_s:.0f}s",
-        hint="it may be finishing a long write (reindex); wait, or `kill -9` it",
-    )
-
-
-def _log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return " | ".join(line for line in text.strip().splitlines()[-lines:])
