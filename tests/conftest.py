@@ -11,23 +11,29 @@ import pytest
 
 from memoryd.config import Settings, load_settings
 from memoryd.extraction.pipeline import Extractor
+from tests.pins import ENGINE, PINNED_ENV
 
-ENGINE = os.environ.get("MEMORYD_TEST_ENGINE", "kuzu")
+__all__ = ["ENGINE", "isolate_environment"]
+
+
+def isolate_environment(patch: pytest.MonkeyPatch, root: Path) -> None:
+    """No memoryd setting from the developer's shell or config file, no data dir of theirs,
+    and the suite's pinned settings (`tests.pins`). A module-scoped fixture calls it itself:
+    the autouse fixture below is function-scoped and runs after module fixtures."""
+    for key in list(os.environ):
+        if key.startswith("MEMORYD_") and key != "MEMORYD_TEST_ENGINE":
+            patch.delenv(key)
+    patch.setenv("MEMORYD_CONFIG", str(root / "no-config.toml"))
+    for key, value in PINNED_ENV.items():
+        patch.setenv(key, value)
+    patch.setenv("XDG_DATA_HOME", str(root / "xdg-data"))
+    patch.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
 
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test may read the developer's config or write into their data dir."""
-    for key in list(os.environ):
-        if key.startswith("MEMORYD_") and key != "MEMORYD_TEST_ENGINE":
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("MEMORYD_CONFIG", str(tmp_path / "no-config.toml"))
-    monkeypatch.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
-    # Recall ranks the same whether or not the vector extra is installed; the vector stage's
-    # own tests (test_vectors.py) turn it on.
-    monkeypatch.setenv("MEMORYD_RECALL__VECTORS", "off")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    isolate_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture

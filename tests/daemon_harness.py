@@ -21,6 +21,7 @@ import httpx
 
 from memoryd.daemon.client import socket_accepts
 from memoryd.private import make_private_dir
+from tests.pins import PINNED_ENV
 
 START_TIMEOUT_S = 60.0
 
@@ -61,7 +62,11 @@ def reader_pids(daemon_pid: int) -> list[int]:
 
 @dataclass
 class Daemon:
-    """`python -m memoryd serve` in a subprocess, logging to <home>/logs/test-daemon.log."""
+    """`python -m memoryd serve` in a subprocess, logging to <home>/logs/test-daemon.log.
+
+    Its environment is this process's over the suite's pins (`tests.pins`), so a daemon a
+    module-scoped fixture starts (before conftest's per-test isolation) ranks as the stores
+    a test opens in process do; `env` overrides both."""
 
     home: Path
     port: int | None = None
@@ -85,7 +90,7 @@ class Daemon:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**PINNED_ENV, **os.environ, **self.env},
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -6,7 +6,6 @@ chromium-driver`, which `scripts/ensure-chromium.sh` runs in CI); without them t
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
-from tests.conftest import ENGINE
+from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, free_port, running, uds_client
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -96,15 +95,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     project = root / "project"
     project.mkdir()
     with pytest.MonkeyPatch.context() as env:
-        # the function-scoped isolation in conftest runs too late for a module's daemon
-        for key in list(os.environ):
-            if key.startswith("MEMORYD_") and key != "MEMORYD_TEST_ENGINE":
-                env.delenv(key)
-        env.setenv("MEMORYD_CONFIG", str(root / "no-config.toml"))
-        env.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
+        # conftest's isolation is function-scoped and runs after module fixtures: redo it.
+        isolate_environment(env, root)
         env.setenv("MEMORYD_GRAPH__BUFFER_POOL_MB", "128")
-        env.setenv("XDG_DATA_HOME", str(root / "xdg-data"))
-        env.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
         with running(root / "home", free_port()) as daemon:
             slugs = {}
             with uds_client(daemon.home) as http:

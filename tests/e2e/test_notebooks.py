@@ -6,14 +6,13 @@ jupyter_client runs it with sys.executable), so the notebooks import this checko
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from memoryd.notebook import demo_home
-from tests.conftest import ENGINE
+from tests.conftest import isolate_environment
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 120
@@ -25,13 +24,7 @@ def demo_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("notebooks")
     with pytest.MonkeyPatch.context() as patch:
         # conftest's isolation is function-scoped and runs after module fixtures: redo it.
-        for key in list(os.environ):
-            if key.startswith("MEMORYD_"):
-                patch.delenv(key)
-        patch.setenv("MEMORYD_CONFIG", str(root / "no-config.toml"))
-        patch.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
-        patch.setenv("XDG_DATA_HOME", str(root / "xdg-data"))
-        patch.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
+        isolate_environment(patch, root)
         return demo_home(root / "home")
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import memoryd
+from tests.pins import PINNED_ENV
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SKIPPED = {
@@ -97,6 +98,7 @@ def test_the_readme_commands_run_as_written(tmp_path: Path) -> None:
     source = str(Path(memoryd.__file__).resolve().parents[1])
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+        **PINNED_ENV,  # a fresh install has no vector extra: results as on one
         "HOME": str(home),
         "MEMORYD_HOME": str(home / "memoryd-data"),
         "MEMORYD_CONFIG": str(home / "no-config.toml"),

@@ -207,6 +207,20 @@ def test_sigterm_finishes_in_flight_writes(home: Path, project: Path) -> None:
         assert svc.audit_verify().ok
 
 
+def test_a_test_daemon_keeps_the_suites_pins_outside_the_isolation(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module-scoped fixture starts its daemon before conftest isolates each test: the
+    harness still gives it `tests.pins`, so it ranks as the in-process stores do whether or
+    not the vector extra is installed (it would run `recall.vectors = auto` otherwise)."""
+    monkeypatch.delenv("MEMORYD_RECALL__VECTORS")
+    with running(home), uds_client(home) as http:
+        checks = {check["name"]: check for check in http.get("/v1/doctor").json()}
+    assert (
+        checks["vectors"]["detail"] == "recall runs without the vector stage: recall.vectors is off"
+    )
+
+
 def test_detach_status_stop(home: Path) -> None:
     port = free_port()
     code, out, err = cli(home, "serve", "--detach", "--port", str(port))

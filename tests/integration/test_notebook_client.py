@@ -3,7 +3,6 @@ open, and the embedded path neither writes nor holds anything between calls."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from memoryd.errors import GraphLocked, InvalidInput, NotFound, PolicyDenied, St
 from memoryd.models import MemoryDraft, MemoryType, RecallResult
 from memoryd.notebook import Notebook, demo_home
 from memoryd.wiring import open_service
-from tests.conftest import ENGINE
+from tests.conftest import isolate_environment
 from tests.daemon_harness import running
 
 SOLID = "Switch the storefront from React to Solid"
@@ -34,13 +33,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("notebook-client")
     with pytest.MonkeyPatch.context() as patch:
         # conftest's isolation is function-scoped and runs after module fixtures: redo it.
-        for key in list(os.environ):
-            if key.startswith("MEMORYD_"):
-                patch.delenv(key)
-        patch.setenv("MEMORYD_CONFIG", str(root / "no-config.toml"))
-        patch.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
-        patch.setenv("XDG_DATA_HOME", str(root / "xdg-data"))
-        patch.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
+        isolate_environment(patch, root)
         return demo_home(root / "home")
 
 

@@ -9,7 +9,6 @@ browser test is in tests/e2e/test_graph_page.py.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from memoryd.config import load_settings
 from memoryd.mcp.server import create_server
 from memoryd.models import MemoryDraft, MemoryType, RelationRef
 from memoryd.wiring import open_service
-from tests.conftest import ENGINE
+from tests.conftest import isolate_environment
 from tests.daemon_harness import running, uds_client
 
 QUILL = "entity:project:Quill"
@@ -46,14 +45,8 @@ def chain_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     project.mkdir()
     with pytest.MonkeyPatch.context() as env:
         # conftest's isolation is function-scoped and runs after module fixtures: redo it.
-        for key in list(os.environ):
-            if key.startswith("MEMORYD_") and key != "MEMORYD_TEST_ENGINE":
-                env.delenv(key)
-        env.setenv("MEMORYD_CONFIG", str(root / "no-config.toml"))
-        env.setenv("MEMORYD_GRAPH__ENGINE", ENGINE)
+        isolate_environment(env, root)
         env.setenv("MEMORYD_GRAPH__BUFFER_POOL_MB", "128")
-        env.setenv("XDG_DATA_HOME", str(root / "xdg-data"))
-        env.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
         home = root / "home"
         with open_service(load_settings(home)) as svc:
             for n, (subject, predicate, obj) in enumerate(sorted(CHAIN)):

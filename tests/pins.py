@@ -1,0 +1,21 @@
+"""The settings the suite runs memoryd with, wherever memoryd runs: in the test process, in
+the CLI subprocesses, in the README's shell and in test daemons (`tests.daemon_harness`).
+
+Results must not depend on what is installed on the machine running the suite: the vector
+extra is installed on some (a developer's venv) and not on others (CI).
+"""
+
+from __future__ import annotations
+
+import os
+
+ENGINE = os.environ.get("MEMORYD_TEST_ENGINE", "kuzu")
+"""The graph engine under test (`MEMORYD_TEST_ENGINE=ladybug` runs the suite on the fork)."""
+
+PINNED_ENV = {
+    "MEMORYD_GRAPH__ENGINE": ENGINE,
+    # Recall ranks the same whether or not the vector extra is installed; the vector stage's
+    # own tests (test_vectors.py) turn it on.
+    "MEMORYD_RECALL__VECTORS": "off",
+}
+"""Environment every memoryd the suite starts gets, unless a test sets the key itself."""
