@@ -5,6 +5,7 @@ inside functions and under TYPE_CHECKING too: a lazy import is still a dependenc
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,12 @@ def owner(name: str, table: dict[str, int] | tuple[str, ...]) -> str | None:
 
 def imports(module: str) -> list[tuple[int, str]]:
     """(line, imported memoryd module) for every import in `module`."""
+    return list(_imports_of(module))
+
+
+@functools.cache
+def _imports_of(module: str) -> tuple[tuple[int, str], ...]:
+    """Each module is parsed once per run: every check here walks all of them."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -116,7 +123,7 @@ def imports(module: str) -> list[tuple[int, str]]:
                     continue
                 else:
                     found.append((node.lineno, node.module))
-    return found
+    return tuple(found)
 
 
 def test_every_module_has_a_layer() -> None:
