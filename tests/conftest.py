@@ -140,3 +140,16 @@ def extractor() -> Extractor:
     x = Extractor()
     x.warm_up()
     return x
+
+
+@pytest.fixture(scope="session")
+def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped demo vault (`memoryd.notebook.demo_home`), loaded once for the run (it
+    takes seconds) and shared by the tests that only read it: the notebook client and the
+    notebooks. A test that writes works on a copy (`test_notebook_client.home_copy`)."""
+    from memoryd.notebook import demo_home
+
+    root = tmp_path_factory.mktemp("shared-demo")
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_environment(patch, root)
+        return demo_home(root / "home")

@@ -11,21 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.notebook import demo_home
-from tests.conftest import isolate_environment
-
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 120
 
 
-@pytest.fixture(scope="module")
-def demo_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One demo data dir for all notebooks: they only read it."""
-    root = tmp_path_factory.mktemp("notebooks")
-    with pytest.MonkeyPatch.context() as patch:
-        # conftest's isolation is function-scoped and runs after module fixtures: redo it.
-        isolate_environment(patch, root)
-        return demo_home(root / "home")
+@pytest.fixture
+def demo_vault(shared_demo: Path) -> Path:
+    """The demo data dir, loaded once for the run: notebooks only read it."""
+    return shared_demo
 
 
 def test_notebooks_exist() -> None:

@@ -18,23 +18,18 @@ import memoryd
 from memoryd.config import load_settings
 from memoryd.errors import GraphLocked, InvalidInput, NotFound, PolicyDenied, StorageError
 from memoryd.models import MemoryDraft, MemoryType, RecallResult
-from memoryd.notebook import Notebook, demo_home
+from memoryd.notebook import Notebook
 from memoryd.wiring import open_service
-from tests.conftest import isolate_environment
 from tests.daemon_harness import running
 
 SOLID = "Switch the storefront from React to Solid"
 REACT = "Use React for the storefront"
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo vault, loaded once; tests that write use a copy (`home_copy`)."""
-    root = tmp_path_factory.mktemp("notebook-client")
-    with pytest.MonkeyPatch.context() as patch:
-        # conftest's isolation is function-scoped and runs after module fixtures: redo it.
-        isolate_environment(patch, root)
-        return demo_home(root / "home")
+@pytest.fixture
+def demo(shared_demo: Path) -> Path:
+    """The demo vault, loaded once for the run; tests that write use a copy (`home_copy`)."""
+    return shared_demo
 
 
 @pytest.fixture

@@ -75,26 +75,25 @@ def test_help_needs_no_settings_and_no_http_client() -> None:
     assert {"pydantic_settings", "httpx", "rich.table", "memoryd.config"}.isdisjoint(loaded)
 
 
-def test_every_command_builds_and_has_help() -> None:
+def test_every_command_builds() -> None:
     """A name an option's annotation uses must be imported at module level: typer resolves
-    every command's annotations when the CLI starts, so a name moved into a function by
-    mistake fails here, for every command at once."""
-    paths: list[list[str]] = []
+    every command's annotations when it builds the CLI (at every start), so a name moved into
+    a function by mistake fails here, for every command at once."""
+    from memoryd.cli import knowledge  # after cli.main, which registers it
 
-    def walk(command: object, prefix: list[str]) -> None:
-        paths.append(prefix)
+    commands: list[str] = []
+
+    def walk(command: object, prefix: str) -> None:
+        commands.append(prefix)
         for name, sub in getattr(command, "commands", {}).items():
-            walk(sub, [*prefix, name])
+            walk(sub, f"{prefix} {name}")
 
-    walk(typer.main.get_command(app), [])
-    assert len(paths) > 60
-    runner = CliRunner()
-    failed = {
-        " ".join(path): repr(result.exception) or result.output[-200:]
-        for path in paths
-        if (result := runner.invoke(app, [*path, "--help"])).exit_code != 0
-    }
-    assert failed == {}
+    walk(typer.main.get_command(app), "memoryd")
+    assert len(commands) > 60
+    assert "memoryd recall" in commands
+    result = CliRunner().invoke(app, ["recall", "--help"])
+    assert result.exit_code == 0
+    assert str(knowledge.INJECT_MIN_SCORE) in result.output
 
 
 def test_the_constants_the_cli_writes_out_match_their_sources() -> None:
