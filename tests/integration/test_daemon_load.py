@@ -89,7 +89,9 @@ def test_eight_clients_mixed_writes_and_reads(tmp_path: Path, project: Path) -> 
             assert sorted(r["target_id"] for r in audit["items"]) == sorted(slugs)
             verify = http.get("/v1/audit/verify").json()
             assert verify["ok"], verify
-            assert verify["lines"] == len(slugs)
+            # The daemon's enrichment and DURA workers may audit their own rewrites meanwhile;
+            # the record lines above are exactly the acknowledged writes.
+            assert verify["lines"] >= len(slugs)
             hits = http.get("/v1/search", params={"q": "client", "limit": 1000}).json()["items"]
             assert len(hits) == len(slugs)
 
