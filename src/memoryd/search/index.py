@@ -3,13 +3,15 @@
 The index is derived data (DESIGN §4): the vault and the graph are the record and `memoryd
 reindex` rebuilds this from them. Text is indexed with tantivy's `en_stem` analyzer after Chinese
 has been segmented by `memoryd.text.segment` and irregular word forms put in their base form
-(`_base_forms`). Queries go through the same steps in Python and are built from term queries,
-never through tantivy's query parser, so no user text can be a syntax error and stemming is the
-same on both sides. Each session memory is also indexed with its neighbouring turns' text (the
-`context` field, kept up to date as turns are written and deleted), which recall searches.
+(`search.words.base_forms`). Queries go through the same steps in Python and are built from
+term queries, never through tantivy's query parser, so no user text can be a syntax error and
+stemming is the same on both sides. Each session memory is also indexed with its neighbouring
+turns' text (the `context` field, kept up to date as turns are written and deleted), which
+recall searches.
 
 Over 600 lines: the one home of tantivy (ruff enforces it), so every query and statistic the
-engine answers is here; session-neighbour upkeep lives in `search.sessions`.
+engine answers is here; session-neighbour upkeep lives in `search.sessions`, the word tables
+in `search.words`, the scope statistics in `search.stats`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from memoryd.search.stats import (
     Tokens,
     TurnTest,
 )
+from memoryd.search.words import IRREGULAR_TEXT, STOPWORDS, base_forms
 from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
@@ -162,10 +165,10 @@ def _document(
         ("triggers", doc.triggers),
     ):
         for value in values:
-            document.add_text(field, _base_forms(cut(value)))
+            document.add_text(field, base_forms(cut(value)))
             document.add_bytes(f"{field}_stored", value.encode("utf-8"))
     if context:
-        document.add_text(CONTEXT_FIELD, _base_forms(cut_context(context)))
+        document.add_text(CONTEXT_FIELD, base_forms(cut_context(context)))
     document.add_date("created_at", to_utc(doc.created_at))
     return document
 
@@ -214,72 +217,6 @@ def _write_meta(directory: Path) -> None:
     os.replace(tmp, path)
 
 
-# Function words carry no topic: a question's "when did … the …" must not outvote its nouns.
-# Only dropped from queries (documents keep them), and only when content words remain.
-_STOPWORD_TEXT = """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    ever also would've i'm it's don't didn't"""
-_TIME_WORD_TEXT = """
-    current currently still latest anymore nowadays presently original originally initially
-    previously formerly"""
-"""Words that say when the state asked about holds ("what ORM do we currently use", "the
-original ORM"), not what it is: a memory saying "currently" is no more about the ORM. Recall
-orders by time itself (`recall.adjustment.current_first`)."""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_TIME_WORD_TEXT.split())
-
-# The stemmer leaves irregular forms alone ("bought" never meets "buy"): a question asks in the
-# base form ("what did she buy") what a memory tells in the past ("I bought"). Each entry (ended
-# by "|" or the line's end): the base form, then the forms that map to it. Forms that are also
-# common other words ("left", "rose", "ground", "bit", "lay", "led") are left out.
-_IRREGULAR_TEXT = """
-    arise arose arisen | awake awoke awoken | beat beaten | become became | begin began begun
-    bend bent | bite bitten | bleed bled | blow blew blown | break broke broken
-    breed bred | bring brought | build built | burn burnt | buy bought | catch caught
-    choose chose chosen | cling clung | come came | creep crept | deal dealt | dig dug
-    dive dove | draw drew drawn | dream dreamt | drink drank drunk | drive drove driven
-    eat ate eaten | fall fell fallen | feel felt | fight fought | find found | flee fled
-    fly flew flown | forbid forbade forbidden | forget forgot forgotten | forgive forgave forgiven
-    freeze froze frozen | get got gotten | give gave given | go went gone | grow grew grown
-    hang hung | hear heard | hide hid hidden | hold held | keep kept | kneel knelt
-    know knew known | lean leant | leap leapt | learn learnt | lend lent | lose lost
-    make made | mean meant | meet met | mistake mistook mistaken | overcome overcame
-    pay paid | ride rode ridden | ring rang rung | rise risen | run ran | say said
-    see saw seen | seek sought | sell sold | send sent | shake shook shaken | shine shone
-    shrink shrank shrunk | sing sang sung | sink sank sunk | sit sat | sleep slept | slide slid
-    speak spoke spoken | spend spent | spin spun | spring sprang sprung | stand stood
-    steal stole stolen | stick stuck | sting stung | strike struck | strive strove striven
-    swear swore sworn | sweep swept | swim swam swum | swing swung | take took taken
-    teach taught | tear tore torn | tell told | think thought | throw threw thrown
-    understand understood | undertake undertook undertaken | wake woke woken | wear wore worn
-    weave wove woven | weep wept | win won | withdraw withdrew withdrawn | write wrote written
-    child children | man men | woman women | foot feet | tooth teeth | mouse mice
-"""
-_IRREGULAR = {
-    form: forms.split()[0]
-    for forms in re.split(r"[|\n]", _IRREGULAR_TEXT)
-    if forms.strip()
-    for form in forms.split()[1:]
-}
-_WORD_SPLIT = re.compile(r"(\w+)")
-_PUNCTUATION_TO_SPACE = str.maketrans({c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"})
-
-
-def _base_forms(text: str) -> str:
-    """`text` with irregular verb forms and plurals put in their base form, for indexing and
-    querying alike (what is shown is the text as written)."""
-    if _IRREGULAR.keys().isdisjoint(text.lower().translate(_PUNCTUATION_TO_SPACE).split()):
-        return text
-    parts = _WORD_SPLIT.split(text)  # words at the odd places
-    parts[1::2] = [_IRREGULAR.get(word.lower(), word) for word in parts[1::2]]
-    return "".join(parts)
-
-
 class _Query:
     """A user query, analysed once: the tokens it searches and the terms it explains with."""
 
@@ -287,7 +224,7 @@ class _Query:
         self, text: str, analyzer: tantivy.TextAnalyzer, stops: frozenset[str] = frozenset()
     ) -> None:
         text = text[:_MAX_QUERY_CHARS]
-        tokens: list[str] = list(dict.fromkeys(analyzer.analyze(_base_forms(segment(text)))))
+        tokens: list[str] = list(dict.fromkeys(analyzer.analyze(base_forms(segment(text)))))
         content = [t for t in tokens if t not in stops]
         self.tokens = (content or tokens)[:_MAX_QUERY_TOKENS]
         self.terms = query_terms(text)
@@ -314,7 +251,7 @@ class SearchIndex:
         self._index = index
         self._schema = schema
         self._analyzer = _analyzer()
-        self._stops = frozenset(t for word in _STOPWORDS for t in self._analyzer.analyze(word))
+        self._stops = frozenset(t for word in STOPWORDS for t in self._analyzer.analyze(word))
         self._write_lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
@@ -894,7 +831,7 @@ class SearchIndex:
 
     def analyse(self, text: str) -> list[str]:
         """`text`'s tokens as the index analyses queries and documents."""
-        return list(self._analyzer.analyze(_base_forms(segment(text))))
+        return list(self._analyzer.analyze(base_forms(segment(text))))
 
     def _fields_tokens(self, document: tantivy.Document) -> tuple[Tokens, Tokens]:
         """A memory's title and body tokens as the index analyses them (`_tokens_of`)."""
@@ -917,7 +854,7 @@ class SearchIndex:
         return known
 
     def _analysed(self, text: str) -> Tokens:
-        return tuple(sys.intern(t) for t in self._analyzer.analyze(_base_forms(segment(text))))
+        return tuple(sys.intern(t) for t in self._analyzer.analyze(base_forms(segment(text))))
 
     def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the statistics count them (`analysis_version`
@@ -1107,7 +1044,7 @@ class SearchIndex:
             wanted = list(_Query(query, self._analyzer, self._stops).tokens)
             phrases = [
                 tokens - self._stops
-                for tokens in (set(self._analyzer.analyze(_base_forms(segment(n)))) for n in names)
+                for tokens in (set(self._analyzer.analyze(base_forms(segment(n)))) for n in names)
                 if tokens - self._stops
             ]
             if not wanted and not phrases:
@@ -1117,7 +1054,7 @@ class SearchIndex:
             total = sum(weights.get(t, 0.0) for t in wanted)
             shares: dict[str, float] = {}
             for key, title in titles.items():
-                held = set(self._analyzer.analyze(_base_forms(segment(title))))
+                held = set(self._analyzer.analyze(base_forms(segment(title))))
                 if any(tokens <= held for tokens in phrases):
                     shares[key] = 1.0
                     continue
@@ -1193,11 +1130,11 @@ class SearchIndex:
     def words_held(self, text: str, words: Iterable[str]) -> list[str]:
         """The `words` that `text` holds, as the index analyses both ("surfed" holds "surf")."""
         with self._errors("analysing text"):
-            held = set(self._analyzer.analyze(_base_forms(segment(text))))
+            held = set(self._analyzer.analyze(base_forms(segment(text))))
             return [
                 word
                 for word in words
-                if (tokens := self._analyzer.analyze(_base_forms(word))) and set(tokens) <= held
+                if (tokens := self._analyzer.analyze(base_forms(word))) and set(tokens) <= held
             ]
 
     def _expansion(
@@ -1207,7 +1144,7 @@ class SearchIndex:
         word's weight: the rarest first, at most `_MAX_EXPANSION_TOKENS`."""
         found: dict[str, tuple[int, float]] = {}
         for word, weight in words.items():
-            for token in self._analyzer.analyze(_base_forms(word)):
+            for token in self._analyzer.analyze(base_forms(word)):
                 if token in query or token in self._stops or token in found:
                     continue
                 held = int(searcher.doc_freq("body", token))
@@ -1474,13 +1411,13 @@ def analysis_version() -> str:
     analysis (a snapshot written by another version) are analysed again."""
     from importlib.metadata import PackageNotFoundError, version
 
-    parts = [str(SCHEMA_VERSION), _IRREGULAR_TEXT]
+    parts = [str(SCHEMA_VERSION), IRREGULAR_TEXT]
     for package in ("tantivy", "jieba"):
         try:
             parts.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             parts.append(f"{package} -")
-    parts.append(" ".join(_analyzer().analyze(_base_forms(segment(_ANALYSIS_PROBE)))))
+    parts.append(" ".join(_analyzer().analyze(base_forms(segment(_ANALYSIS_PROBE)))))
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
