@@ -500,6 +500,17 @@ def test_static_evidence_reorders_but_leaves_the_calibrated_score_to_the_text() 
     again.at("meant").add("vector", 0.70)
     again.fuse(["bm25", "vector"], MINILM)
     assert again["meant"].relevance == pytest.approx(0.28 + dense_evidence(0.70, MINILM))
+    # A conversation turn is too short for an average of its words' rows to mean much: the
+    # static evidence is fenced from it (MiniLM's is not).
+    from memoryd.recall import TurnShape
+
+    turns = CandidatePool()
+    turns.at("turn").add("bm25", 0.28)
+    turns.at("turn").add("vector", 0.70)
+    turns["turn"].shape = TurnShape(words=12, asks=False)
+    assert turns.fuse(["bm25", "vector"], STATIC)["turn"] == pytest.approx(0.28)
+    assert "vector" not in turns["turn"].factors
+    assert turns.fuse(["bm25", "vector"], MINILM)["turn"] > 0.28
     # Each embedder has its own floor: a static cosine of 0.4 is noise, a MiniLM one is not.
     assert dense_relevance(0.4, STATIC) == 0.0 < dense_relevance(0.4, MINILM)
 
