@@ -602,3 +602,46 @@ def test_the_static_stage_ranks_a_paraphrase_first_and_inline(
         plain = svc.recall("how do people authenticate", scope=project, k=2, track=False)
         assert plain.hits[0].slug != login  # the text stage alone ranks the other first
         assert {h.slug: h.score for h in plain.hits} == {h.slug: h.score for h in without.hits}
+
+
+@needs_model
+def test_the_daemons_readers_rank_with_the_static_table_the_writer_keeps(
+    home: Path, project: Path
+) -> None:
+    """Readers open the table read-only (they never distil it) and rank with it."""
+    from memoryd.search.vectors import STATIC_TABLE, save_table
+    from tests.daemon_harness import running, uds_client
+
+    save_table(home / VECTORS_DIR / STATIC_TABLE, synonym_table(["authenticate", "sign in"]))
+    env = {
+        "MEMORYD_RECALL__VECTORS": "on",
+        "MEMORYD_RECALL__VECTOR_MODEL": "static",
+        "MEMORYD_ENRICHMENT__SETTLE_S": "0.2",
+        "MEMORYD_DAEMON__RECALL_READERS": "1",
+    }
+    with running(home, env=env), uds_client(home, timeout=60) as http:
+        bodies = [
+            ("Login", "Users sign in with OAuth through GitHub; people log in once."),
+            ("People", "People review the deploys on Fridays; people like the CI."),
+        ]
+        slugs = [
+            http.post(
+                "/v1/memories",
+                json={"type": "decision", "title": t, "body": b, "scope": str(project)},
+            ).json()["meta"]["slug"]
+            for t, b in bodies
+        ]
+
+        def check() -> dict[str, object]:
+            return next(c for c in http.get("/v1/doctor").json() if c["name"] == "vectors")
+
+        deadline = time.monotonic() + 60
+        while not check()["ok"]:
+            assert time.monotonic() < deadline, check()
+            time.sleep(0.2)
+        found = http.get(
+            "/v1/recall", params={"q": "how do people authenticate", "scope": str(project)}
+        ).json()
+        assert "vector" in found["stages"]
+        assert found["hits"][0]["slug"] == slugs[0]
+        assert "vector" in found["hits"][0]["factors"]
