@@ -290,9 +290,12 @@ class _ScopeMatrix:
     matrix: Matrix
     positions: dict[str, int] = field(default_factory=dict)
     """slug → its index in `slugs`."""
+    ends: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    """Row where each memory's passages end (one past its last)."""
 
     def __post_init__(self) -> None:
         self.positions = {slug: i for i, slug in enumerate(self.slugs)}
+        self.ends = np.append(self.starts[1:], len(self.matrix)).astype(np.intp)
 
 
 @dataclass(frozen=True)
@@ -459,10 +462,10 @@ class VectorIndex:
         at = sorted(held.positions[s] for s in set(slugs) if s in held.positions)
         if not at:
             return {}
-        ends = [*held.starts[1:], len(held.matrix)]
-        rows = np.concatenate([np.arange(held.starts[i], ends[i]) for i in at])
+        starts, ends = held.starts[at], held.ends[at]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
         cosines = held.matrix[rows] @ np.asarray(query, dtype=np.float32).ravel()
-        counts = [int(ends[i] - held.starts[i]) for i in at]
+        counts = ends - starts
         firsts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp)
         best = np.maximum.reduceat(cosines, firsts)
         return {held.slugs[i]: float(b) for i, b in zip(at, best, strict=True)}
