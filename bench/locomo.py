@@ -162,8 +162,8 @@ def main() -> None:
     )
     parser.add_argument(
         "--vector-model",
-        choices=("static", "minilm"),
-        default="static",
+        choices=("minilm", "static"),
+        default="minilm",
         help="recall.vector_model: the static table distilled from MiniLM, or MiniLM itself",
     )
     args = parser.parse_args()

@@ -202,7 +202,7 @@ def open_service(
     return service
 
 
-def open_vectors(service: MemoryService, mode: str, model: str = "static") -> None:
+def open_vectors(service: MemoryService, mode: str, model: str = "minilm") -> None:
     """Give `service` the vector stage when `recall.vectors` allows it and the extra is
     installed; otherwise say why it runs without (`doctor`, `recall --explain`). The model
     loads on the first embedding, not here."""

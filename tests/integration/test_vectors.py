@@ -576,12 +576,12 @@ def test_a_reader_without_the_table_skips_the_stage_and_never_distils(tmp_path: 
 def test_the_static_stage_ranks_a_paraphrase_first_and_inline(
     settings: Settings, project: Path
 ) -> None:
-    """The default embedder: the memory that says it in other words goes first among the text
-    hits; its calibrated score is still the text's."""
+    """The memory that says it in other words goes first among the text hits; its calibrated
+    score is still the text's."""
     from memoryd.search.vectors import STATIC_MODEL_NAME, StaticMiniLM
 
     table = synonym_table(["authenticate", "sign in with OAuth"])
-    assert Settings().recall.vector_model == "static"
+    assert Settings().recall.vector_model == "minilm"  # static is asked for
     with open_service(static_settings(settings, table)) as svc:
         assert svc.vectors is not None
         assert isinstance(svc.vectors.embedder, StaticMiniLM)

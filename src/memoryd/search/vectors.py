@@ -133,7 +133,8 @@ class StaticMiniLM:
     `directory` (made on first use, by the background worker or `reindex`, in about a minute
     of CPU; then loaded in milliseconds), so a recall embeds its query without torch.
 
-    Measured on DevMemBench as recall evidence (bench/devmem.py --vectors on): MRR record
+    Measured on DevMemBench as recall evidence (bench/devmem.py --vectors on --vector-model
+    static): MRR record
     0.890 → 0.920, capture 0.914 → 0.931; alone it ranks well below BM25 (MRR 0.75)."""
 
     name = STATIC_MODEL_NAME
