@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+import shutil
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import memoryd
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.search.vectors import STATIC_TABLE, VECTORS_DIR
 from memoryd.service import MemoryService
 
 TOOLS = [
@@ -150,11 +153,29 @@ def queries(count: int = 200, *, seed: int = 11) -> list[str]:
     return out
 
 
+STATIC_CACHE = Path(tempfile.gettempdir()) / "memoryd-bench" / STATIC_TABLE
+"""The static embedding table, distilled once per machine for the benches (a minute of CPU
+that every fresh bench home would otherwise spend again; it is the same derived data)."""
+
+
 def open_in_process(home: Path, **settings: object) -> MemoryService:
     """`memoryd.open` for a bench that turns recall stages on and off (`recall_config`) or runs
-    enrichment itself: those need the stores in this process, not a daemon's client."""
+    enrichment itself: those need the stores in this process, not a daemon's client. A home
+    with the vector stage on starts with the machine's distilled static table, if any."""
+    table = home / VECTORS_DIR / STATIC_TABLE
+    if STATIC_CACHE.is_file() and not table.exists():
+        table.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(STATIC_CACHE, table)
     api = memoryd.open(home, **settings)
     if not isinstance(api, MemoryService):
         api.close()
         raise SystemExit(f"a daemon serves {home}: stop it (the bench needs the stores here)")
     return api
+
+
+def keep_static_table(home: Path) -> None:
+    """Keep the table a bench home distilled for the next bench run (`STATIC_CACHE`)."""
+    table = home / VECTORS_DIR / STATIC_TABLE
+    if table.is_file() and not STATIC_CACHE.exists():
+        STATIC_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(table, STATIC_CACHE)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).parent))  # after the stdlib: bench/http.py must not shadow it
 
-import memoryd
-from _corpus import drafts, queries
+from _corpus import drafts, keep_static_table, open_in_process, queries
 
 
 def du(path: Path) -> int:
@@ -43,16 +42,25 @@ def main() -> None:
     parser.add_argument(
         "--extraction", action="store_true", help="run entity extraction on ingest (off: the spine)"
     )
+    parser.add_argument(
+        "--vectors",
+        choices=("off", "static", "minilm"),
+        default="off",
+        help="the optional vector stage, embedded after ingest (the daemon's worker's job)",
+    )
     args = parser.parse_args()
     out_path = args.json or Path(__file__).parent / "results" / f"core-{args.n}.json"
 
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         root = Path(tmp)
-        svc = memoryd.open(
+        vectors = {"vectors": "off"}  # the optional extra has its own numbers (README)
+        if args.vectors != "off":
+            vectors = {"vectors": "on", "vector_model": args.vectors}
+        svc = open_in_process(
             root / "home",
             graph={"engine": args.engine},
             extraction={"enabled": args.extraction},
-            recall={"vectors": "off"},  # the optional extra has its own numbers (README)
+            recall=vectors,
         )
         rss: dict[str, float] = {}
         try:
@@ -63,6 +71,13 @@ def main() -> None:
                 svc.record_many(chunk)
                 ingest_s += time.perf_counter() - t0
             rss["after_ingest"] = peak_mb()
+            embed_cpu_s = None
+            if svc.vectors is not None:
+                svc.vectors.embedder.encode(["warm up"])
+                keep_static_table(svc.home)
+                c = time.process_time()
+                svc.embed_pending(limit=args.n + 100)
+                embed_cpu_s = round(time.process_time() - c, 2)
 
             scope_paths = [root / "projects" / f"project-{i:02d}" for i in range(20)]
             latencies = []
@@ -109,6 +124,8 @@ def main() -> None:
         result = {
             "n": args.n,
             "engine": args.engine,
+            "vectors": args.vectors,
+            "embed_cpu_s": embed_cpu_s,
             "extraction": args.extraction,
             "ingest_s": round(ingest_s, 2),
             "ingest_per_s": round(args.n / ingest_s, 1),

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _corpus import open_in_process
+from _corpus import keep_static_table, open_in_process
 from devmem import Okapi  # the same stdlib BM25 as the DevMemBench baseline
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import STAGES, RecallConfig
@@ -140,6 +140,7 @@ def warm_up(svc: MemoryService) -> None:
     """Load the vector stage's model now (once per process), not in the first recall."""
     if svc.vectors is not None:
         svc.vectors.embedder.encode(["warm up"])
+        keep_static_table(svc.home)
 
 
 def main() -> None:
@@ -159,6 +160,12 @@ def main() -> None:
         help="recall.vectors (default off: the default install has no vector stage; on needs"
         " `pip install 'memoryd[vectors]'`)",
     )
+    parser.add_argument(
+        "--vector-model",
+        choices=("minilm", "static"),
+        default="minilm",
+        help="recall.vector_model: the static table distilled from MiniLM, or MiniLM itself",
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"LoCoMo data not found at {args.data}: skipping (pass --data PATH)")
@@ -173,7 +180,7 @@ def main() -> None:
         svc = open_in_process(
             root / "home",
             extraction={"enabled": not args.no_extraction},
-            recall={"vectors": args.vectors},
+            recall={"vectors": args.vectors, "vector_model": args.vector_model},
         )
         ingest_s = 0.0
         turns = 0

@@ -236,6 +236,13 @@ class RecallSettings(BaseModel):
         " 'memoryd[vectors]'`): auto runs it when the extra is installed, on also makes"
         " `doctor` fail while it is not, off never runs it",
     )
+    vector_model: Literal["minilm", "static"] = Field(
+        default="minilm",
+        description="the vector stage's embedder: minilm (the transformer itself, about 10 ms"
+        " of CPU a query; its vectors are what mcp-memory-service's `embedding` field holds)"
+        " or static (a table distilled once from it: a query in well under a millisecond,"
+        " a little less recall on DevMemBench, fenced from conversation turns)",
+    )
 
 
 class DaemonSettings(BaseModel):

@@ -197,12 +197,12 @@ def open_service(
     except BaseException:
         service.close()
         raise
-    open_vectors(service, settings.recall.vectors)
+    open_vectors(service, settings.recall.vectors, settings.recall.vector_model)
     private_engine_files(home)
     return service
 
 
-def open_vectors(service: MemoryService, mode: str) -> None:
+def open_vectors(service: MemoryService, mode: str, model: str = "minilm") -> None:
     """Give `service` the vector stage when `recall.vectors` allows it and the extra is
     installed; otherwise say why it runs without (`doctor`, `recall --explain`). The model
     loads on the first embedding, not here."""
@@ -216,9 +216,13 @@ def open_vectors(service: MemoryService, mode: str) -> None:
         service.vectors_absent = reason
         return
     from memoryd.recall.vectors import DenseIndex
-    from memoryd.search.vectors import MiniLM, VectorIndex
+    from memoryd.search.vectors import Embedder, MiniLM, StaticMiniLM, VectorIndex
 
-    embedder = MiniLM()
+    embedder: Embedder = (
+        MiniLM()
+        if model == "minilm"
+        else StaticMiniLM(service.home / VECTORS_DIR, build=not service.read_only)
+    )
     try:
         store = VectorIndex.open(
             service.home / VECTORS_DIR,
@@ -298,7 +302,7 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
         graph.close()
         raise
     service.cypher_limits = cypher_limits(settings)
-    open_vectors(service, settings.recall.vectors)
+    open_vectors(service, settings.recall.vectors, settings.recall.vector_model)
     return service
 
 
@@ -312,7 +316,8 @@ def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
 
     service = _read_only_service(home, graph, no_graph, actor="daemon")
     # A reader ranks as its daemon does: the daemon's environment and config file are its.
-    open_vectors(service, load_settings(home).recall.vectors)
+    recall = load_settings(home).recall
+    open_vectors(service, recall.vectors, recall.vector_model)
     return service
 
 

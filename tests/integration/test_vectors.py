@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -99,6 +100,22 @@ def test_a_memory_scores_by_its_best_passage_within_the_scopes_asked(tmp_path: P
     assert found[1][1] == pytest.approx(0.0, abs=1e-6)
     everywhere = vectors.search(query, scope_hashes=None, limit=1)
     assert everywhere == [("elsewhere", pytest.approx(1.0, abs=1e-6))]
+
+
+def test_nearness_weighs_only_the_candidates_asked_by_their_best_passage(tmp_path: Path) -> None:
+    vectors = store(tmp_path)
+    vectors.put("near", "s1", "f1", np.stack([unit(0, 1, 0, 0), unit(1, 0.1, 0, 0)]))
+    vectors.put("far", "s1", "f2", np.stack([unit(0, 0, 1, 0)]))
+    vectors.put("other", "s1", "f3", np.stack([unit(1, 0, 0, 0)]))
+    vectors.put("elsewhere", "s2", "f4", np.stack([unit(1, 0, 0, 0)]))
+    query = unit(1, 0, 0, 0)
+    near = vectors.nearness(query, ["far", "near", "elsewhere", "unknown"], scope_hashes=["s1"])
+    assert set(near) == {"near", "far"}  # not asked, another scope, never embedded: absent
+    assert near["near"] == pytest.approx(float(unit(1, 0.1, 0, 0) @ query), abs=1e-6)
+    assert near["far"] == pytest.approx(0.0, abs=1e-6)
+    # The same cosines the whole-scope search finds.
+    assert dict(vectors.search(query, scope_hashes=["s1"], limit=10))["near"] == near["near"]
+    assert vectors.nearness(query, [], scope_hashes=["s1"]) == {}
 
 
 def test_the_store_keeps_vectors_across_opens_and_forgets_deleted_ones(tmp_path: Path) -> None:
@@ -215,10 +232,11 @@ def test_fusion_adds_the_calibrated_cosine_not_a_rank() -> None:
 
 
 # -- wiring, doctor, explain ---------------------------------------------------------------------
-def vector_settings(settings: Settings, mode: str) -> Settings:
-    return settings.model_copy(
-        update={"recall": settings.recall.model_copy(update={"vectors": mode})}
-    )
+def vector_settings(settings: Settings, mode: str, model: str = "minilm") -> Settings:
+    """`recall.vectors = mode` with `model` (the transformer unless told: the static table
+    takes a minute to distil, so its tests give it a small table of their own)."""
+    update = {"vectors": mode, "vector_model": model}
+    return settings.model_copy(update={"recall": settings.recall.model_copy(update=update)})
 
 
 def test_off_means_no_stage_and_doctor_says_so(settings: Settings, project: Path) -> None:
@@ -354,6 +372,7 @@ def test_the_daemon_embeds_in_the_background_and_its_readers_rank_with_vectors(
 
     env = {
         "MEMORYD_RECALL__VECTORS": "on",
+        "MEMORYD_RECALL__VECTOR_MODEL": "minilm",
         "MEMORYD_ENRICHMENT__SETTLE_S": "0.2",
         "MEMORYD_DAEMON__RECALL_READERS": "1",
     }
@@ -424,3 +443,205 @@ def test_recall_explain_and_doctor_say_the_stage_is_off(home: Path, project: Pat
     checks = {c["name"]: c for c in json.loads(doctor.stdout)}
     assert checks["vectors"]["ok"]
     assert "recall.vectors is off" in checks["vectors"]["detail"]
+
+
+# -- the static table (distilled from MiniLM; the tests give it a small table of their own) ------
+def word_pieces(text: str) -> list[int]:
+    from tokenizers import Tokenizer
+
+    from memoryd.search.vectors import model_dir
+
+    tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    tokenizer.no_padding()
+    return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def synonym_table(groups: list[str]) -> np.ndarray:
+    """A table where the word pieces of each text in `groups` share one direction, every other
+    piece small noise: like a distilled table, where related words lie close and frequent
+    pieces weigh little (SIF)."""
+    from memoryd.search.vectors import STATIC_DIM
+
+    rng = np.random.default_rng(7)
+    table = (rng.standard_normal((30_522, STATIC_DIM)) * 0.01).astype(np.float32)
+    for text in groups:
+        table[word_pieces(text)] = 1.0 / np.sqrt(STATIC_DIM)
+    return table
+
+
+def static_settings(settings: Settings, table: np.ndarray | None) -> Settings:
+    from memoryd.search.vectors import STATIC_TABLE, save_table
+
+    if table is not None:
+        save_table(settings.home / VECTORS_DIR / STATIC_TABLE, table)
+    return vector_settings(settings, "on", "static")
+
+
+def test_static_evidence_reorders_but_leaves_the_calibrated_score_to_the_text() -> None:
+    """The static table's cosine alone barely tells answerable questions from unanswerable
+    ones (DevMemBench AUC 0.74): it moves a memory up among the text hits, while the score
+    `inject` thresholds stays what the text says."""
+    from memoryd.recall.vectors import MINILM, STATIC
+
+    pool = CandidatePool()
+    pool.at("worded").add("bm25", 0.30)
+    pool.at("meant").add("bm25", 0.28)
+    pool.at("meant").add("vector", 0.70)
+    pool.at("unworded").add("vector", 0.75)
+    fused = pool.fuse(["bm25", "vector"], STATIC)
+    assert fused["meant"] > fused["worded"]
+    assert fused["meant"] == pytest.approx(0.28 + dense_evidence(0.70, STATIC))
+    assert pool["meant"].relevance == pytest.approx(0.28)
+    assert pool["unworded"].relevance == 0.0
+    assert pool["meant"].factors["vector"] == pytest.approx(dense_evidence(0.70, STATIC), abs=1e-4)
+    # MiniLM's cosine is evidence of relevance too: it counts in the calibrated score.
+    again = CandidatePool()
+    again.at("meant").add("bm25", 0.28)
+    again.at("meant").add("vector", 0.70)
+    again.fuse(["bm25", "vector"], MINILM)
+    assert again["meant"].relevance == pytest.approx(0.28 + dense_evidence(0.70, MINILM))
+    # A conversation turn is too short for an average of its words' rows to mean much: the
+    # static evidence is fenced from it (MiniLM's is not).
+    from memoryd.recall import TurnShape
+
+    turns = CandidatePool()
+    turns.at("turn").add("bm25", 0.28)
+    turns.at("turn").add("vector", 0.70)
+    turns["turn"].shape = TurnShape(words=12, asks=False)
+    assert turns.fuse(["bm25", "vector"], STATIC)["turn"] == pytest.approx(0.28)
+    assert "vector" not in turns["turn"].factors
+    assert turns.fuse(["bm25", "vector"], MINILM)["turn"] > 0.28
+    # Each embedder has its own floor: a static cosine of 0.4 is noise, a MiniLM one is not.
+    assert dense_relevance(0.4, STATIC) == 0.0 < dense_relevance(0.4, MINILM)
+
+
+@needs_model
+def test_distilling_gives_each_word_piece_a_row_weighted_by_its_frequency() -> None:
+    """model2vec's recipe on the first pieces of MiniLM's vocabulary: unused and special
+    pieces stay zero, every other piece has a row, frequent (early) pieces weigh less, and
+    the same weights give the same table."""
+    from memoryd.search.vectors import distill_table, model_dir
+
+    table = distill_table(model_dir(), dim=8, vocabulary=1_200)
+    assert table.shape == (1_200, 8)
+    assert table.dtype == np.float32
+    norms = np.linalg.norm(table, axis=1)
+    assert norms[0] == 0.0  # [PAD]
+    assert norms[1] == 0.0  # [unused0]
+    assert norms[101] == 0.0  # [CLS]
+    used = np.flatnonzero(norms)
+    assert len(used) > 150
+    # SIF under Zipf's law: the first used pieces are taken as the most frequent.
+    assert norms[used[:20]].mean() < norms[used[-20:]].mean()
+    np.testing.assert_array_equal(table, distill_table(model_dir(), dim=8, vocabulary=1_200))
+
+
+@needs_model
+def test_a_static_query_is_the_mean_of_its_word_pieces(tmp_path: Path) -> None:
+    from memoryd.search.vectors import STATIC_TABLE, StaticMiniLM, save_table
+
+    table = synonym_table(["authenticate", "sign in"])
+    save_table(tmp_path / STATIC_TABLE, table)
+    embedder = StaticMiniLM(tmp_path, build=False)
+    assert embedder.ready()
+    vectors = embedder.encode(["authenticate", "sign in", "deploys on Fridays", ""])
+    assert vectors.shape == (4, embedder.dim)
+    np.testing.assert_allclose(np.linalg.norm(vectors[:3], axis=1), 1.0, rtol=1e-5)
+    assert float(vectors[0] @ vectors[1]) > 0.99
+    assert abs(float(vectors[0] @ vectors[2])) < 0.3
+    assert not vectors[3].any()  # nothing to average: no direction
+    pieces = word_pieces("deploys on Fridays")
+    expected_row = table[pieces].mean(axis=0)
+    np.testing.assert_allclose(vectors[2], expected_row / np.linalg.norm(expected_row), atol=1e-6)
+
+
+@needs_model
+def test_a_reader_without_the_table_skips_the_stage_and_never_distils(tmp_path: Path) -> None:
+    from memoryd.recall.vectors import DenseStage
+    from memoryd.search.vectors import STATIC_DIM, STATIC_MODEL_NAME, StaticMiniLM
+
+    vectors = VectorIndex.open(tmp_path / VECTORS_DIR, model=STATIC_MODEL_NAME, dim=STATIC_DIM)
+    vectors.put("a", "here", "fa", np.full((1, STATIC_DIM), 1 / 16, dtype=np.float32))
+    embedder = StaticMiniLM(tmp_path / "tables", build=False)
+    stage = DenseStage(vectors, embedder)
+    assert stage.search("anything", scope_hashes=["here"], limit=5) == []
+    assert stage.rescore("anything", ["a"], scope_hashes=["here"]) == []
+    assert not embedder.ready()
+    with pytest.raises(StorageError, match="no static embedding table"):
+        embedder.encode(["anything"])
+    assert not (tmp_path / "tables").exists()
+
+
+@needs_model
+def test_the_static_stage_ranks_a_paraphrase_first_and_inline(
+    settings: Settings, project: Path
+) -> None:
+    """The memory that says it in other words goes first among the text hits; its calibrated
+    score is still the text's."""
+    from memoryd.search.vectors import STATIC_MODEL_NAME, StaticMiniLM
+
+    table = synonym_table(["authenticate", "sign in with OAuth"])
+    assert Settings().recall.vector_model == "minilm"  # static is asked for
+    with open_service(static_settings(settings, table)) as svc:
+        assert svc.vectors is not None
+        assert isinstance(svc.vectors.embedder, StaticMiniLM)
+        assert svc.vectors.store.model == STATIC_MODEL_NAME
+        assert svc.vector_stage is not None
+        assert svc.vector_stage.cheap
+        login = record(
+            svc, project, "Login", "Users sign in with OAuth through GitHub; people log in once."
+        )
+        record(svc, project, "People", "People review the deploys on Fridays; people like the CI.")
+        assert embed_round(svc).embedded == 2
+        without = svc.recall("how do people authenticate", scope=project, k=2, track=False)
+        assert "vector" in without.stages
+        assert without.hits[0].slug == login
+        assert "vector" in without.hits[0].factors
+        text_only = svc.recall_config
+        svc.recall_config = replace(text_only, stages=text_only.stages - {"vector"})
+        plain = svc.recall("how do people authenticate", scope=project, k=2, track=False)
+        assert plain.hits[0].slug != login  # the text stage alone ranks the other first
+        assert {h.slug: h.score for h in plain.hits} == {h.slug: h.score for h in without.hits}
+
+
+@needs_model
+def test_the_daemons_readers_rank_with_the_static_table_the_writer_keeps(
+    home: Path, project: Path
+) -> None:
+    """Readers open the table read-only (they never distil it) and rank with it."""
+    from memoryd.search.vectors import STATIC_TABLE, save_table
+    from tests.daemon_harness import running, uds_client
+
+    save_table(home / VECTORS_DIR / STATIC_TABLE, synonym_table(["authenticate", "sign in"]))
+    env = {
+        "MEMORYD_RECALL__VECTORS": "on",
+        "MEMORYD_RECALL__VECTOR_MODEL": "static",
+        "MEMORYD_ENRICHMENT__SETTLE_S": "0.2",
+        "MEMORYD_DAEMON__RECALL_READERS": "1",
+    }
+    with running(home, env=env), uds_client(home, timeout=60) as http:
+        bodies = [
+            ("Login", "Users sign in with OAuth through GitHub; people log in once."),
+            ("People", "People review the deploys on Fridays; people like the CI."),
+        ]
+        slugs = [
+            http.post(
+                "/v1/memories",
+                json={"type": "decision", "title": t, "body": b, "scope": str(project)},
+            ).json()["meta"]["slug"]
+            for t, b in bodies
+        ]
+
+        def check() -> dict[str, object]:
+            return next(c for c in http.get("/v1/doctor").json() if c["name"] == "vectors")
+
+        deadline = time.monotonic() + 60
+        while not check()["ok"]:
+            assert time.monotonic() < deadline, check()
+            time.sleep(0.2)
+        found = http.get(
+            "/v1/recall", params={"q": "how do people authenticate", "scope": str(project)}
+        ).json()
+        assert "vector" in found["stages"]
+        assert found["hits"][0]["slug"] == slugs[0]
+        assert "vector" in found["hits"][0]["factors"]

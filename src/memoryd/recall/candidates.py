@@ -10,11 +10,38 @@ from typing import Protocol
 from memoryd.models import DecayState, MemoryType
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """How an embedder's best-passage cosine counts as evidence (`dense_relevance`)."""
+
+    floor: float
+    """A question's cosine with a passage that does not answer it is mostly below this: no
+    evidence (the median of such cosines)."""
+    full: float
+    """A cosine from here on is as strong as dense evidence gets."""
+    in_relevance: bool
+    """Whether the evidence also counts in the calibrated score (`RecallHit.score`, what
+    `inject` thresholds), or only reorders hits."""
+    turns: bool = True
+    """Whether it counts for a conversation turn (`conversation.is_turn`), or only for
+    memories long enough that an average of their words is stable."""
+
+
 class VectorStage(Protocol):
     """An optional embedding index; recall runs without one."""
 
+    @property
+    def calibration(self) -> Calibration: ...
+
+    @property
+    def cheap(self) -> bool: ...
+
     def search(
         self, query: str, *, scope_hashes: Sequence[str] | None, limit: int
+    ) -> list[tuple[str, float]]: ...
+
+    def rescore(
+        self, query: str, slugs: Sequence[str], *, scope_hashes: Sequence[str] | None
     ) -> list[tuple[str, float]]: ...
 
 
@@ -89,11 +116,11 @@ class CandidatePool(dict[str, Candidate]):
     def has_stage(self, stage: str) -> bool:
         return any(stage in c.stage_scores for c in self.values())
 
-    def fuse(self, stages: Sequence[str]) -> dict[str, float]:
+    def fuse(self, stages: Sequence[str], dense: Calibration | None = None) -> dict[str, float]:
         """The text score with the graph stages' bounded evidence (`evidence_fusion`)."""
         from memoryd.recall.fusion import evidence_fusion
 
-        return evidence_fusion(self, stages)
+        return evidence_fusion(self, stages, dense)
 
 
 @dataclass(frozen=True)

