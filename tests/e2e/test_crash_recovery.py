@@ -158,7 +158,7 @@ def assert_four_way_agreement(svc: MemoryService, settings: Settings) -> set[str
 def events(settings: Settings, event_type: str) -> list[dict[str, Any]]:
     """The audit events of a type, one per memory: a sweep's batched `decay` event lists its
     moves (slug, from, to, idle days) and counts as one event per move."""
-    found = []
+    found: list[dict[str, Any]] = []
     for r in AuditLog(settings.home / "audit").read(event_type=event_type):
         details = json.loads(r.details)
         if r.target_id is None and "moves" in details:

@@ -190,7 +190,8 @@ def test_a_sweep_writes_no_memory_file_and_reindex_reproduces_its_states(
         slugs["gone"]: "forgotten",
     }
     gone = svc.vault.find(slugs["gone"])
-    assert gone is not None and gone.parent.name == "forgotten"
+    assert gone is not None
+    assert gone.parent.name == "forgotten"
     assert gone.read_bytes() == before["gone"]  # renamed, not rewritten
     states = {name: state_of(svc, slug) for name, slug in slugs.items()}
     assert states == {"dim": D, "soft": S, "gone": F}
@@ -206,9 +207,12 @@ def test_a_recall_after_the_sweep_revives_without_touching_the_ledger(
     a get writes a new one, so the memory is alive again, and stays so after a reindex."""
     slug = rec(svc, project, "Dim session", "Tuned the pgbouncer pool sizes.")
     assert [m.to_state for m in svc.sweep_at(day(95)).moved] == [D]
-    svc.clock = lambda: day(96)  # type: ignore[misc]
+    ledger = svc.vault.decay_ledger_path(svc.get(slug).meta.scope_hash)
+    lines = ledger.read_bytes()
+    svc.clock = lambda: day(96)
     svc.count_read(slug)
     assert state_of(svc, slug) is A
+    assert ledger.read_bytes() == lines
     svc.reindex()
     assert state_of(svc, slug) is A
     assert [m.to_state for m in svc.sweep_at(day(96 + 95)).moved] == [D]
@@ -226,7 +230,8 @@ def test_audit_verify_names_a_decay_move_the_log_lost(svc: MemoryService, projec
     ledger.write_text(ledger.read_text() + forged)
     verified = svc.audit_verify()
     assert not verified.ok
-    assert verified.problem is not None and "no decay event" in verified.problem
+    assert verified.problem is not None
+    assert "no decay event" in verified.problem
     assert verified.missing == [other]
 
 
