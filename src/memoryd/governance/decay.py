@@ -179,79 +179,58 @@ class RestoreResult(BaseModel):
 
 
 # -- planning ---------------------------------------------------------------------------------
-_CANDIDATES = (
-    "MATCH (m:Memory) WHERE m.type = 'session' AND m.ttl_days IS NOT NULL AND ("
-    " (m.decay_state = 'alive' AND coalesce(m.last_recalled_at, m.created_at) <= $alive)"
-    " OR (m.decay_state = 'dim' AND coalesce(m.last_recalled_at, m.created_at) <= $dim)"
-    " OR (m.decay_state = 'soft-forgotten'"
-    " AND coalesce(m.last_recalled_at, m.created_at) <= $soft))"
-    " RETURN m.slug, m.scope_hash, m.title, m.ttl_days, m.decay_state, m.created_at,"
-    " m.last_recalled_at, m.sensitive, m.path"
-)
 _FALLBACK_TTL = (
     "MATCH (m:Memory) WHERE m.type = 'session' AND m.decay_state <> 'forgotten'"
     " RETURN min(m.ttl_days), count(m)"
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Planned:
     move: DecayMove
     path: str
-    sensitive: bool
     last_recalled_at: datetime | None
 
 
 def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Planned], int]:
-    """The moves due at `now`, from the graph (no file is read), and how many rows it read."""
+    """The moves due at `now`, from the graph (no file is read), and how many rows it read.
+    The graph returns only the rows the shortest ttl may move; each row's state is then a
+    comparison of its idle time with its ttl's thresholds, worked out once per ttl."""
     shortest, count = stores.graph.cypher(_FALLBACK_TTL, limit=1).rows[0]
     if not count or shortest is None:
         return [], 0
     shortest = min(int(shortest), policy.dim_days)  # a session without ttl_days uses dim_days
     alive, dim, soft = policy.soonest(shortest)
     now = to_utc(now)
-    rows = stores.graph.cypher(
-        _CANDIDATES,
-        {"alive": now - alive, "dim": now - dim, "soft": now - soft},
-        limit=100_000_000,
-    ).rows
+    rows = stores.graph.decay_candidates(now - alive, now - dim, now - soft)
+    limits: dict[int, tuple[timedelta, timedelta, timedelta]] = {}
+    states = (DecayState.DIM, DecayState.SOFT_FORGOTTEN, DecayState.FORGOTTEN)
     planned: list[_Planned] = []
-    for slug, scope_hash, title, ttl, state, created, recalled, sensitive, path in rows:
-        current = DecayState(state)
-        recalled, created = _when(recalled), _when(created)
-        reference = recalled or created
-        if reference is None:
+    for slug, scope_hash, title, ttl, state, since, recalled, path in rows:
+        if since is None:
             continue
-        target = next_state(MemoryType.SESSION, ttl, current, reference, now, policy)
-        if target is None:
+        bounds = limits.get(ttl)
+        if bounds is None:
+            bounds = limits[ttl] = policy.soonest(ttl)
+        idle = now - since
+        reached = 3 if idle >= bounds[2] else 2 if idle >= bounds[1] else 1
+        current = _ORDER[DecayState(state)]
+        if idle < bounds[0] or reached <= current:
             continue
-        idle = (now - to_utc(reference)) // DAY
         move = DecayMove.model_construct(  # typed already: a sweep may plan 100k moves
             slug=slug,
             scope_hash=scope_hash,
             title=title,
-            from_state=current,
-            to_state=target,
-            idle_days=idle,
+            from_state=DecayState(state),
+            to_state=states[reached - 1],
+            idle_days=idle // DAY,
         )
-        planned.append(_Planned(move, path or "", bool(sensitive), recalled))
+        planned.append(_Planned(move, path or "", recalled))
     planned.sort(key=lambda p: (p.move.scope_hash, p.move.slug))
     return planned, len(rows)
 
 
 # -- the sweep ----------------------------------------------------------------------------------
-def _when(value: object) -> datetime | None:
-    """A timestamp as a graph query returns it (a datetime, or ISO text)."""
-    if isinstance(value, datetime):
-        return to_utc(value)
-    if isinstance(value, str) and value:
-        try:
-            return to_utc(datetime.fromisoformat(value))
-        except ValueError:
-            return None
-    return None
-
-
 def decay_moves(records: list[AuditRecord]) -> set[tuple[str, str]]:
     """(slug, to-state) of every move the `decay` audit events name: a sweep's batched
     events list theirs in `moves`, a move settled by recovery is an event of its own."""
@@ -346,7 +325,8 @@ class DecaySweep:
         then the forgotten files renamed. Returns the intent and the moves made."""
         stores = self.stores
         at = format_ts(now)
-        targets = [self._target(p) for p in batch]
+        forgotten: dict[str, str] = {}
+        targets = [self._target(p, forgotten) for p in batch]
         items = [
             IntentItem(
                 slug=p.move.slug,
@@ -382,12 +362,18 @@ class DecaySweep:
         ]
         return intent, moved
 
-    def _target(self, p: _Planned) -> str:
-        """Where the file goes: its path, unless decay forgets it (then `forgotten/`)."""
-        if p.move.to_state is DecayState.FORGOTTEN:
-            scope_dir = self.stores.vault.scope_dir(p.move.scope_hash)
-            return os.path.join(scope_dir, FORGOTTEN_DIR, os.path.basename(p.path))
-        return p.path
+    def _target(self, p: _Planned, forgotten: dict[str, str]) -> str:
+        """Where the file goes: its path, unless decay forgets it (then `forgotten/`, whose
+        path `forgotten` keeps per scope)."""
+        if p.move.to_state is not DecayState.FORGOTTEN:
+            return p.path
+        scope_hash = p.move.scope_hash
+        folder = forgotten.get(scope_hash)
+        if folder is None:
+            folder = forgotten[scope_hash] = os.path.join(
+                self.stores.vault.scope_dir(scope_hash), FORGOTTEN_DIR, ""
+            )
+        return folder + p.path.rpartition("/")[2]
 
     def _rename(self, renames: list[tuple[_Planned, str]], skipped: dict[str, str]) -> set[str]:
         """Move the forgotten files into `forgotten/` by lock stripe (each stripe taken once
