@@ -421,8 +421,9 @@ class Vault:
         self._ledgers[scope_hash] = (key, entries, lines)
         return entries, lines
 
-    def append_decay(self, scope_hash: str, lines: Sequence[str], *, sync: bool = True) -> None:
-        """Append moves to the scope's ledger (`decay_line`), in one write and one fsync."""
+    def append_decay(self, scope_hash: str, lines: Sequence[str], *, sync: bool = True) -> int:
+        """Append moves to the scope's ledger (`decay_line`), in one write and one fsync;
+        returns the bytes appended."""
         path = self.decay_ledger_path(scope_hash)
         data = "".join(lines).encode("utf-8")
         try:
@@ -441,10 +442,22 @@ class Vault:
                 fsync_dir(path.parent)
         except OSError as exc:
             raise storage_error(exc, path, "appending to") from exc
+        return len(data)
 
-    def compact_decay(self, scope_hash: str) -> bool:
+    def compact_decay(self, scope_hash: str, appended: int = 0) -> bool:
         """Rewrite the scope's ledger with one line per memory (its last move) once most of
-        its lines are superseded; whether it did. Only the decay sweep writes the ledger."""
+        its lines are superseded; whether it did. Only the decay sweep writes the ledger.
+        `appended`: the bytes the caller just appended, one line per memory; when they are
+        half the file or more, at most half its lines can be superseded, and the file is
+        not even read."""
+        path = self.decay_ledger_path(scope_hash)
+        try:
+            if path.stat().st_size <= 2 * appended:
+                return False
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise storage_error(exc, path, "reading") from exc
         entries, lines = self._ledger(scope_hash)
         if lines <= 2 * len(entries) + 1000:
             return False

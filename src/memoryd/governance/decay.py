@@ -271,9 +271,11 @@ class DecaySweep:
         search index and audit log once for the whole sweep; then the intents end."""
         stores = self.stores
         batches: list[tuple[Intent, list[_Planned]]] = []
+        appended: dict[str, int] = {}
         try:
             for start in range(0, len(todo), SWEEP_BATCH):
-                batches.append(self._write_batch(todo[start : start + SWEEP_BATCH], now, skipped))
+                batch = todo[start : start + SWEEP_BATCH]
+                batches.append(self._write_batch(batch, now, skipped, appended))
             done = [p for _, moved in batches for p in moved]
             gone = [p.move.slug for p in done if p.move.to_state is DecayState.FORGOTTEN]
             states = {
@@ -294,8 +296,8 @@ class DecaySweep:
             raise
         for intent, _ in batches:
             stores.journal.end(intent)
-        for scope_hash in sorted({p.move.scope_hash for p in done}):
-            stores.vault.compact_decay(scope_hash)
+        for scope_hash, size in sorted(appended.items()):
+            stores.vault.compact_decay(scope_hash, size)
         return [p.move for p in done]
 
     def _events(self, moved: list[_Planned], now: datetime) -> list[AuditEvent]:
@@ -318,11 +320,16 @@ class DecaySweep:
         ]
 
     def _write_batch(
-        self, batch: list[_Planned], now: datetime, skipped: dict[str, str]
+        self,
+        batch: list[_Planned],
+        now: datetime,
+        skipped: dict[str, str],
+        appended: dict[str, int],
     ) -> tuple[Intent, list[_Planned]]:
         """One batch under a write intent (left open: the caller ends it once the graph,
         index and audit log hold the sweep): the ledger lines of each scope in one append,
-        then the forgotten files renamed. Returns the intent and the moves made."""
+        then the forgotten files renamed (`appended` counts the ledger bytes per scope).
+        Returns the intent and the moves made."""
         stores = self.stores
         at = format_ts(now)
         forgotten: dict[str, str] = {}
@@ -352,7 +359,9 @@ class DecaySweep:
                 decay_line(p.move.slug, p.move.from_state, p.move.to_state, now, p.last_recalled_at)
             )
         for scope_hash, scope_lines in lines.items():
-            stores.vault.append_decay(scope_hash, scope_lines)
+            appended[scope_hash] = appended.get(scope_hash, 0) + stores.vault.append_decay(
+                scope_hash, scope_lines
+            )
         renames = [(p, t) for p, t in zip(batch, targets, strict=True) if t != p.path]
         renamed = self._rename(renames, skipped)
         moved = [
