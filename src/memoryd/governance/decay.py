@@ -39,6 +39,10 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   name: rolled forward when its ledger line landed (a rename left undone is finished),
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
+Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
+cores, load 7): 17 s CPU, down from 78 s: the search index is 7.7 s of it (re-adding the
+24.7k documents whose state changed, with their neighbours' contexts, and deleting 75k),
+the renames 2.1, the graph's deletions 2.0, planning 1.7, the journal 0.8.
 """
 
 from __future__ import annotations
