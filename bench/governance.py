@@ -21,7 +21,8 @@ Decay (`measure_decay`): a vault of `--decay-n` session memories created 7 minut
   of them runs right after the mass write;
 * `daily`: one day later: the memories that crossed a threshold that day (the daily job,
   <= 10 s target at 100k).
-Each row says how many memories moved and how long the sweep took (wall clock, one process).
+Each row says how many memories moved and how long the sweep took: wall clock and CPU time
+of the process (the machine may be shared), with the load average when it ended.
 
     .venv/bin/python bench/governance.py [--runs 200] [--json bench/results/governance.json]
     .venv/bin/python bench/governance.py --decay-n 100000   # the decay rows too (minutes)
@@ -284,10 +285,12 @@ def measure_decay(n: int, engine: str, root: Path) -> dict[str, Any]:
             ("daily", at + timedelta(days=1)),
         )
         for name, when in sweeps:
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             report = svc.sweep_at(when)
             rows[name] = {
                 "seconds": round(time.perf_counter() - t, 3),
+                "cpu_seconds": round(time.process_time() - cpu, 3),
+                "load_average_1m": round(os.getloadavg()[0], 2),
                 "moved": len(report.moved),
                 "checked": report.checked,
                 "counts": report.counts,
@@ -413,9 +416,12 @@ def main() -> None:
     if "decay" in results:
         decay = results["decay"]
         print(
-            f"decay-sweep over {decay['n']} memories: nothing due {decay['idle']['seconds']} s,"
-            f" daily {decay['daily']['seconds']} s ({decay['daily']['moved']} moved), first"
-            f" {decay['first']['seconds']} s ({decay['first']['moved']} moved)"
+            f"decay-sweep over {decay['n']} memories (wall s / CPU s): nothing due"
+            f" {decay['idle']['seconds']} / {decay['idle']['cpu_seconds']}, daily"
+            f" {decay['daily']['seconds']} / {decay['daily']['cpu_seconds']}"
+            f" ({decay['daily']['moved']} moved), first {decay['first']['seconds']} /"
+            f" {decay['first']['cpu_seconds']} ({decay['first']['moved']} moved, load"
+            f" {decay['first']['load_average_1m']})"
         )
     if "digest" in results:
         digest = results["digest"]

@@ -5,6 +5,20 @@ Layout (DESIGN.md §3): `scopes/<scope_hash>/<type>s/<slug>.md`, `scopes/<hash>/
 and opens them through the `FileCipher` it is given (`memoryd.sensitive.files.ScopeCipher`);
 without one it refuses to write them and cannot read them. `iter_files` lists plaintext only.
 Every write is atomic: temp file, fsync, rename, fsync of the directory.
+
+Decay state lives in the vault in two places besides a file's own frontmatter, so a decay
+sweep never rewrites a memory file (`memoryd.governance.decay` says why):
+* `scopes/<hash>/forgotten/` is authoritative: a file the sweep moved there with a plain
+  rename (its frontmatter still says where it was) reads as forgotten, `forgotten_at` the
+  sweep's time;
+* `scopes/<hash>/decay.jsonl`, the scope's decay ledger, append-only (compacted to one line
+  per memory): `{"slug", "from", "to", "at", "basis"}` per move. A line holds while the
+  file's `last_recalled_at` is still its `basis` (a recall, a get or a restore writes a new
+  one, and so revives the memory without touching the ledger) and only moves a state
+  forward. A forget whose rename never happened (a crash between the two) reads as the
+  line's `from`. It holds slugs, states and times only: a sensitive scope's slugs are
+  opaque, so the sweep moves its memories without the scope key.
+`Vault.read` applies both, so every reader (reindex, get, export, restore) sees the state.
 """
 
 from __future__ import annotations
@@ -16,8 +30,10 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,13 +47,15 @@ from memoryd.errors import (
     ResourceExhausted,
     StorageError,
 )
-from memoryd.models import Frontmatter, Memory, MemoryType, ScopeInfo
+from memoryd.models import DecayState, Frontmatter, Memory, MemoryType, ScopeInfo, format_ts
 from memoryd.private import FILE_MODE, make_private_dir
 
 logger = logging.getLogger(__name__)
 
 ENCRYPTED_SUFFIX = ".md.enc"
 FORGOTTEN_DIR = "forgotten"
+DECAY_LEDGER = "decay.jsonl"
+_RANK = {state: rank for rank, state in enumerate(DecayState)}
 _TYPE_DIRS = {t.dir_name for t in MemoryType}
 
 try:  # the C loader is ~10x faster; reindex of 100k files depends on it
@@ -163,6 +181,11 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         raise storage_error(exc, path, "writing") from exc
 
 
+def _ends_in_newline(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, 1, size - 1) == b"\n"
+
+
 def render(memory: Memory) -> str:
     """Frontmatter, a blank line, the body: what a person expects to open in an editor."""
     header = "\n".join(_emit(memory.meta.to_yaml_dict()))
@@ -200,6 +223,82 @@ def parse(text: str, path: Path) -> Memory:
     return Memory(meta=meta, body=body, path=path)
 
 
+@dataclass(frozen=True, slots=True)
+class DecayEntry:
+    """The last decay move the ledger holds for one memory."""
+
+    from_state: DecayState
+    to_state: DecayState
+    at: str
+    """When the sweep moved it (ISO, UTC)."""
+    basis: str | None
+    """The memory's `last_recalled_at` then (None: never recalled): the line holds only
+    while the file still says so."""
+
+
+def decay_line(
+    slug: str, from_state: DecayState, to_state: DecayState, at: datetime, basis: datetime | None
+) -> str:
+    """One ledger line (with its newline): a JSON object, written by hand since a sweep
+    writes 100k of them (the states are enum values and the times ISO: nothing to escape)."""
+    based = "null" if basis is None else f'"{format_ts(basis)}"'
+    return (
+        f'{{"slug":{json.dumps(slug, ensure_ascii=False)},"from":"{from_state.value}",'
+        f'"to":"{to_state.value}","at":"{format_ts(at)}","basis":{based}}}\n'
+    )
+
+
+def _read_ledger(path: Path) -> tuple[dict[str, DecayEntry], int]:
+    """slug → its last entry, and how many lines the ledger has. A torn last line (a crash
+    while appending: its write never finished, so its move did not happen) is skipped."""
+    entries: dict[str, DecayEntry] = {}
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return entries, 0
+    except OSError as exc:
+        raise storage_error(exc, path, "reading") from exc
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            entry = DecayEntry(
+                DecayState(obj["from"]), DecayState(obj["to"]), str(obj["at"]), obj["basis"]
+            )
+            entries[str(obj["slug"])] = entry
+        except (ValueError, KeyError, TypeError):
+            if number < len(lines) - 1:  # not the torn tail: someone edited the ledger
+                logger.warning("%s line %d is not a decay move; ignored", path, number)
+    return entries, len(lines) - 1
+
+
+def _settle_decay(memory: Memory, entry: DecayEntry | None, in_forgotten: bool) -> None:
+    """`memory` (just parsed from its file) in the decay state its ledger line and its
+    folder give it (see the module docstring)."""
+    meta = memory.meta
+    if in_forgotten and meta.decay_state is not DecayState.FORGOTTEN:
+        # Moved there by a sweep with a plain rename (`archive` writes `forgotten` itself).
+        meta.decay_state = DecayState.FORGOTTEN
+        if meta.forgotten_at is None and entry is not None:
+            forgot = entry.to_state is DecayState.FORGOTTEN
+            meta.forgotten_at = datetime.fromisoformat(entry.at) if forgot else meta.updated_at
+        elif meta.forgotten_at is None:
+            meta.forgotten_at = meta.updated_at  # its ledger line is lost: the folder says it
+        return
+    if entry is None:
+        return
+    recalled = meta.last_recalled_at
+    if entry.basis != (None if recalled is None else format_ts(recalled)):
+        return  # used since the sweep: revived
+    state = entry.to_state
+    if state is DecayState.FORGOTTEN and not in_forgotten:
+        state = entry.from_state  # the rename never happened
+    if _RANK[state] > _RANK[meta.decay_state]:
+        meta.decay_state = state
+
+
 class Vault:
     """The markdown files under `<home>/scopes`."""
 
@@ -207,6 +306,7 @@ class Vault:
         self.home = home
         self.scopes_dir = home / "scopes"
         self.cipher = cipher
+        self._ledgers: dict[str, tuple[tuple[int, int, int], dict[str, DecayEntry], int]] = {}
 
     # -- scopes ---------------------------------------------------------------------------
     def scope_dir(self, scope_hash: str) -> Path:
@@ -286,7 +386,93 @@ class Vault:
             raise BrokenMemoryFile(f"{path}: not UTF-8 text (byte {exc.start})") from exc
         memory = parse(text, path)
         memory.sensitive = sealed
+        entry = self.decay_ledger(memory.meta.scope_hash).get(memory.meta.slug)
+        _settle_decay(memory, entry, path.parent.name == FORGOTTEN_DIR)
         return memory
+
+    # -- the decay ledger -----------------------------------------------------------------
+    def decay_ledger_path(self, scope_hash: str) -> Path:
+        return self.scope_dir(scope_hash) / DECAY_LEDGER
+
+    def ledger_scopes(self) -> list[str]:
+        """The scopes that have a decay ledger."""
+        if not self.scopes_dir.is_dir():
+            return []
+        return sorted(p.parent.name for p in self.scopes_dir.glob(f"*/{DECAY_LEDGER}"))
+
+    def decay_ledger(self, scope_hash: str) -> dict[str, DecayEntry]:
+        """slug → the last decay move of it in the scope's ledger (read once per change of
+        the file: a reindex reads it once)."""
+        return self._ledger(scope_hash)[0]
+
+    def _ledger(self, scope_hash: str) -> tuple[dict[str, DecayEntry], int]:
+        path = self.decay_ledger_path(scope_hash)
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            return {}, 0
+        except OSError as exc:
+            raise storage_error(exc, path, "reading") from exc
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        cached = self._ledgers.get(scope_hash)
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        entries, lines = _read_ledger(path)
+        self._ledgers[scope_hash] = (key, entries, lines)
+        return entries, lines
+
+    def append_decay(self, scope_hash: str, lines: Sequence[str], *, sync: bool = True) -> int:
+        """Append moves to the scope's ledger (`decay_line`), in one write and one fsync;
+        returns the bytes appended."""
+        path = self.decay_ledger_path(scope_hash)
+        data = "".join(lines).encode("utf-8")
+        try:
+            make_private_dir(path.parent)
+            created = not path.exists()
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+            try:
+                if os.fstat(fd).st_size and not _ends_in_newline(fd):
+                    data = b"\n" + data  # after a torn line: that line stays torn alone
+                os.write(fd, data)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created and sync:
+                fsync_dir(path.parent)
+        except OSError as exc:
+            raise storage_error(exc, path, "appending to") from exc
+        return len(data)
+
+    def compact_decay(self, scope_hash: str, appended: int = 0) -> bool:
+        """Rewrite the scope's ledger with one line per memory (its last move) once most of
+        its lines are superseded; whether it did. Only the decay sweep writes the ledger.
+        `appended`: the bytes the caller just appended, one line per memory; when they are
+        half the file or more, at most half its lines can be superseded, and the file is
+        not even read."""
+        path = self.decay_ledger_path(scope_hash)
+        try:
+            if path.stat().st_size <= 2 * appended:
+                return False
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise storage_error(exc, path, "reading") from exc
+        entries, lines = self._ledger(scope_hash)
+        if lines <= 2 * len(entries) + 1000:
+            return False
+        data = "".join(
+            decay_line(
+                slug,
+                e.from_state,
+                e.to_state,
+                datetime.fromisoformat(e.at),
+                None if e.basis is None else datetime.fromisoformat(e.basis),
+            )
+            for slug, e in entries.items()
+        )
+        atomic_write(self.decay_ledger_path(scope_hash), data.encode("utf-8"))
+        return True
 
     def find(self, slug: str) -> Path | None:
         """Locate a memory file by slug without the index (used when the index is suspect)."""

@@ -96,6 +96,7 @@ MERGE = "memoryd.graph.kuzu_store:KuzuGraphStore.merge_entities"
 BEGIN = "memoryd.journal:Journal.begin"
 GRAPH_DECAY = "memoryd.graph.kuzu_store:KuzuGraphStore.set_decay_states"
 INDEX_DECAY = "memoryd.search.index:SearchIndex.set_decay_states"
+DECAY_RENAME = "memoryd.governance.decay:DecaySweep._rename_stripe"
 
 STEPS: dict[str, tuple[str, str]] = {
     "before the vault write": (VAULT_WRITE, "before"),
@@ -109,6 +110,7 @@ STEPS: dict[str, tuple[str, str]] = {
     "after the first intent": (BEGIN, "after"),
     "before the graph's decay states": (GRAPH_DECAY, "before"),
     "after the index's decay states": (INDEX_DECAY, "after"),
+    "between the ledger lines and the renames": (DECAY_RENAME, "before"),
 }
 
 
@@ -154,10 +156,16 @@ def assert_four_way_agreement(svc: MemoryService, settings: Settings) -> set[str
 
 
 def events(settings: Settings, event_type: str) -> list[dict[str, Any]]:
-    return [
-        {"target": r.target_id, **json.loads(r.details)}
-        for r in AuditLog(settings.home / "audit").read(event_type=event_type)
-    ]
+    """The audit events of a type, one per memory: a sweep's batched `decay` event lists its
+    moves (slug, from, to, idle days) and counts as one event per move."""
+    found: list[dict[str, Any]] = []
+    for r in AuditLog(settings.home / "audit").read(event_type=event_type):
+        details = json.loads(r.details)
+        if r.target_id is None and "moves" in details:
+            found.extend({"target": m[0], "from": m[1], "to": m[2]} for m in details["moves"])
+        else:
+            found.append({"target": r.target_id, **details})
+    return found
 
 
 @pytest.fixture
@@ -395,6 +403,7 @@ def assert_swept_stores_agree(svc: MemoryService, settings: Settings) -> dict[st
     ("step", "outcome"),
     [
         ("after the first intent", "rolled back"),
+        ("between the ledger lines and the renames", "rolled forward"),
         ("before the graph's decay states", "rolled forward"),
         ("after the index's decay states", "rolled forward"),
         ("before the audit line", "rolled forward"),
@@ -427,8 +436,14 @@ def test_a_decay_sweep_killed_at_any_step_is_settled_and_the_next_sweep_finishes
         files = assert_swept_stores_agree(svc, quiet)
         states = {name: files[slug].meta.decay_state for name, slug in slugs.items()}
         moved = {name for name, state in states.items() if state is not DecayState.ALIVE}
-        if outcome == "rolled back":  # killed before the first file: nothing moved
+        if outcome == "rolled back":  # killed before the first ledger line: nothing moved
             assert moved == set()
+        elif step == "between the ledger lines and the renames":
+            # Batches of two, oldest slug first: e and d had their ledger lines, their
+            # renames into forgotten/ were not made (recovery makes them); the other
+            # batches never began.
+            assert moved == {"d", "e"}
+            assert {name: states[name] for name in moved} == {n: expected[n] for n in moved}
         else:
             assert states == expected
         decays = {e["target"] for e in events(quiet, "decay")}

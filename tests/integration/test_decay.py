@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import Conflict, NotFound
-from memoryd.governance.decay import DecayPolicy, DecaySweep, edit_state, next_state
+from memoryd.governance.decay import DecayPolicy, DecaySweep, decay_moves, next_state
 from memoryd.models import DecayState, Memory, MemoryDraft, MemoryType
 from memoryd.service import MemoryService
 from memoryd.vault import parse
@@ -78,17 +78,6 @@ def test_policy_and_state_machine() -> None:
         assert next_state(long_term, 1, A, T0, day(4000), policy) is None
 
 
-def test_edit_state_changes_only_its_lines() -> None:
-    text = "---\ntitle: x\ndecay_state: alive\nrecall_count: 0\n---\n\ndecay_state: body\n"
-    edited = edit_state(text, D, {"forgotten_at": '"2026-01-01T00:00:00Z"'})
-    assert edited == (
-        "---\ntitle: x\ndecay_state: dim\nrecall_count: 0\n"
-        'forgotten_at: "2026-01-01T00:00:00Z"\n---\n\ndecay_state: body\n'
-    )
-    assert edit_state("no frontmatter", D, {}) is None
-    assert edit_state("---\ntitle: x\n---\n", D, {}) is None  # no decay_state line
-
-
 def test_four_hundred_days(svc: MemoryService, project: Path) -> None:
     plain = rec(svc, project, "Plain session", "We tuned the flaky checkout retry loop.")
     quick = rec(svc, project, "Quick session", "Short lived scratch notes on vite.", ttl_days=10)
@@ -141,9 +130,11 @@ def test_four_hundred_days(svc: MemoryService, project: Path) -> None:
         assert report.skipped == {}
     assert seen == expected
     # every sweep move is in the audit log, and the forgotten memories' files are where it says
-    decays = svc.audit_records(event_type="decay")
+    decays = [
+        m for r in svc.audit_records(event_type="decay") for m in json.loads(r.details)["moves"]
+    ]
     assert len(decays) == swept
-    assert {json.loads(r.details)["to"] for r in decays} == {"dim", "soft-forgotten", "forgotten"}
+    assert {to for _, _, to, _ in decays} == {"dim", "soft-forgotten", "forgotten"}
     restores = svc.audit_records(event_type="restore")
     assert [(r.target_id, json.loads(r.details)["from"]) for r in restores] == [(back, "forgotten")]
     # reindex rebuilds what the sweep left: the forgotten stay out, the rest keep their states
@@ -163,16 +154,85 @@ def test_restore_errors(svc: MemoryService, project: Path) -> None:
         svc.restore(slug)
 
 
-def test_sweep_skips_a_file_changed_behind_its_back(svc: MemoryService, project: Path) -> None:
-    slug = rec(svc, project, "Edited session", "Notes on the redis eviction policy.")
-    path = svc.get(slug).path
-    assert path is not None
-    text = path.read_text()
-    path.write_text(text.replace("decay_state: alive", "decay_state: dim"))  # a hand edit
-    report = svc.sweep_at(day(100))
-    assert report.moved == []
-    assert slug in report.skipped
-    assert "changed" in report.skipped[slug]
+def test_a_sweep_writes_no_memory_file_and_reindex_reproduces_its_states(
+    svc: MemoryService, project: Path
+) -> None:
+    """Dim and soft-forgotten are lines in the scope's decay ledger, forgotten a plain rename
+    into forgotten/: no memory file is rewritten, and a reindex from the vault alone gives
+    every memory the state the sweep left it in."""
+    ages = {"dim": 100, "soft": 130, "gone": 300}
+    slugs = {
+        name: rec(
+            svc,
+            project,
+            f"Session {name}",
+            f"Notes {name} on the haproxy config.",
+            created_at=day(0) - timedelta(days=age),
+        )
+        for name, age in ages.items()
+    }
+    paths = {name: svc.vault.find(slug) for name, slug in slugs.items()}
+    before = {name: path.read_bytes() for name, path in paths.items() if path is not None}
+    report = svc.sweep_at(day(0))
+    assert {m.slug: m.to_state for m in report.moved} == {
+        slugs["dim"]: D,
+        slugs["soft"]: S,
+        slugs["gone"]: F,
+    }
+    for name in ("dim", "soft"):
+        assert paths[name] == svc.vault.find(slugs[name])
+        assert svc.vault.find(slugs[name]).read_bytes() == before[name]  # type: ignore[union-attr]
+    ledger = svc.vault.decay_ledger_path(svc.get(slugs["dim"]).meta.scope_hash)
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert {line["slug"]: line["to"] for line in lines} == {
+        slugs["dim"]: "dim",
+        slugs["soft"]: "soft-forgotten",
+        slugs["gone"]: "forgotten",
+    }
+    gone = svc.vault.find(slugs["gone"])
+    assert gone is not None
+    assert gone.parent.name == "forgotten"
+    assert gone.read_bytes() == before["gone"]  # renamed, not rewritten
+    states = {name: state_of(svc, slug) for name, slug in slugs.items()}
+    assert states == {"dim": D, "soft": S, "gone": F}
+    svc.reindex()
+    assert {name: state_of(svc, slug) for name, slug in slugs.items()} == states
+    assert svc.audit_verify().ok
+
+
+def test_a_recall_after_the_sweep_revives_without_touching_the_ledger(
+    svc: MemoryService, project: Path
+) -> None:
+    """A ledger line holds while the file's last_recalled_at is the one it was decided on:
+    a get writes a new one, so the memory is alive again, and stays so after a reindex."""
+    slug = rec(svc, project, "Dim session", "Tuned the pgbouncer pool sizes.")
+    assert [m.to_state for m in svc.sweep_at(day(95)).moved] == [D]
+    ledger = svc.vault.decay_ledger_path(svc.get(slug).meta.scope_hash)
+    lines = ledger.read_bytes()
+    svc.clock = lambda: day(96)
+    svc.count_read(slug)
+    assert state_of(svc, slug) is A
+    assert ledger.read_bytes() == lines
+    svc.reindex()
+    assert state_of(svc, slug) is A
+    assert [m.to_state for m in svc.sweep_at(day(96 + 95)).moved] == [D]
+    assert state_of(svc, slug) is D
+
+
+def test_audit_verify_names_a_decay_move_the_log_lost(svc: MemoryService, project: Path) -> None:
+    """The ledger and the log are tied: a ledger line no decay event names fails verify."""
+    slug = rec(svc, project, "Dim session", "Tuned the pgbouncer pool sizes.")
+    other = rec(svc, project, "Another", "Wrote the grafana alert rules.", created_at=day(50))
+    svc.sweep_at(day(95))
+    scope_hash = svc.get(slug).meta.scope_hash
+    ledger = svc.vault.decay_ledger_path(scope_hash)
+    forged = ledger.read_text().replace(slug, other)  # a move no sweep made, or logged
+    ledger.write_text(ledger.read_text() + forged)
+    verified = svc.audit_verify()
+    assert not verified.ok
+    assert verified.problem is not None
+    assert "no decay event" in verified.problem
+    assert verified.missing == [other]
 
 
 def test_dry_run_changes_nothing(svc: MemoryService, project: Path) -> None:
@@ -209,7 +269,10 @@ def test_crash_mid_sweep_is_settled_on_open(settings: Settings, project: Path) -
         assert state_of(svc, dims) is D
         assert state_of(svc, gone) is F
         assert svc.audit_verify().ok
-        assert {r.target_id for r in svc.audit_records(event_type="decay")} == {dims, gone}
+        assert {slug for slug, _ in decay_moves(svc.audit_records(event_type="decay"))} == {
+            dims,
+            gone,
+        }
 
 
 def _aged(svc: MemoryService, slug: str) -> Memory:

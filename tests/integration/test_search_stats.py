@@ -155,3 +155,31 @@ def test_clear_leaves_every_scope_counted_empty(tmp_path: Path) -> None:
         assert index.statistics().docs == 0
         index.upsert([random_doc(rng, "again")])
         assert views(index) == recounted(tmp_path / "search")
+
+
+def test_a_decay_sweeps_deletions_keep_the_statistics_true(tmp_path: Path) -> None:
+    """A sweep deletes most of a vault: in a scope whose statistics are not counted yet the
+    deleted documents' text is not even decoded, in a counted one their words are
+    subtracted; either way the next recall's statistics are those of a fresh count and of
+    an index built with only what the sweep left."""
+    directory = tmp_path / "search"
+    with SearchIndex.open(directory) as index:
+        rng = random.Random(11)
+        docs = [random_doc(rng, f"m{i}") for i in range(60)]
+        index.upsert(docs)
+        index.statistics([SCOPES[0]], is_turn=is_turn)  # one scope counted, the others not
+        gone = [d.slug for d in docs[::2]]
+        states = {d.slug: DecayState.SOFT_FORGOTTEN for d in docs[1::4]}
+        index.set_decay_states(states, gone)
+        assert views(index) == recounted(directory)
+        assert index.slugs() == {d.slug for d in docs} - set(gone)
+        rebuilt = tmp_path / "rebuilt"
+        with SearchIndex.open(rebuilt) as fresh:
+            fresh.upsert(
+                [
+                    d.model_copy(update={"decay_state": states.get(d.slug, d.decay_state)})
+                    for d in docs
+                    if d.slug not in gone
+                ]
+            )
+            assert views(fresh) == views(index)

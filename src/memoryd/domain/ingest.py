@@ -19,9 +19,11 @@ from memoryd.domain.core import (
 from memoryd.errors import (
     BrokenMemoryFile,
     InvalidInput,
+    MissingKey,
     NotFound,
     StorageError,
 )
+from memoryd.governance.decay import decay_moves
 from memoryd.journal import IntentItem, remove_temp_files
 from memoryd.models import (
     DecayState,
@@ -33,6 +35,7 @@ from memoryd.models import (
 )
 from memoryd.redact import redact
 from memoryd.scope import resolve_scope
+from memoryd.vault import fsync_dir, storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -180,10 +183,10 @@ class Ingest(ServiceCore):
         records = self.audit.records_after(min(i.audit_seq for i in intents))
         seqs = [r.seq for r in records]
         for intent in intents:
-            logged = {
-                (r.event_type, r.target_id)
-                for r in records[bisect.bisect_right(seqs, intent.audit_seq) :]
-            }
+            after = records[bisect.bisect_right(seqs, intent.audit_seq) :]
+            logged = {(r.event_type, r.target_id) for r in after}
+            # A sweep's `decay` events list their moves (`memoryd.governance.decay`).
+            logged |= {("decay", slug) for slug, _ in decay_moves(after)}
             events: list[AuditEvent] = []
             remove_temp_files(
                 [Path(p) for item in intent.items for p in {item.path, item.old_path} if p]
@@ -193,6 +196,8 @@ class Ingest(ServiceCore):
                 if intent.op == "entity":
                     self._apply_entity_event(item)
                     outcome = "forward"
+                elif intent.op == "decay":
+                    outcome = self._settle_decay(item, resync)
                 else:
                     outcome, resync[item.slug] = self._settle_item(intent.op, item)
                 done = (item.event_type, item.slug) in logged
@@ -258,6 +263,44 @@ class Ingest(ServiceCore):
         elif op == "record" and path.exists():
             self.vault.remove(path)  # cut short before its fsync (a power cut): not a memory
         return "back", current
+
+    def _settle_decay(self, item: IntentItem, resync: dict[str, Memory | None]) -> str:
+        """One memory of an unfinished decay sweep: "forward" when its ledger line landed
+        (a rename it did not reach is finished), "back" when it did not (the sweep wrote
+        nothing else of it). Graph and index are brought to what the vault then says; a
+        sensitive memory whose key is not here gets its state in the graph directly (its
+        skeleton holds nothing else the sweep changes, and the index nothing of it)."""
+        entry = self.vault.decay_ledger(item.scope_hash or "").get(item.slug)
+        landed = (
+            entry is not None
+            and entry.to_state.value == item.details.get("to")
+            and entry.at == item.details.get("at")
+        )
+        path = Path(item.path)
+        old = Path(item.old_path) if item.old_path else path
+        if landed and old != path and old.exists() and not path.exists():
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                old.rename(path)
+                fsync_dir(path.parent)
+                fsync_dir(old.parent)
+            except OSError as exc:
+                raise storage_error(exc, path, "moving") from exc
+        where = path if path.exists() else old
+        try:
+            memory = self.vault.read(where)
+        except MissingKey:
+            state = DecayState(item.details["to"] if landed else item.details["from"])
+            if state is DecayState.FORGOTTEN:
+                resync[item.slug] = None
+            else:
+                self.graph.set_decay_states({item.slug: state})
+            return "forward" if landed else "back"
+        except (NotFound, BrokenMemoryFile) as exc:
+            logger.warning("unfinished decay of %s: %s", item.slug, exc)
+            return "forward" if landed else "back"
+        resync[item.slug] = None if memory.meta.forgotten_at is not None else memory
+        return "forward" if landed else "back"
 
     def _landed(self, item: IntentItem) -> Memory | None:
         """The memory as the unfinished write meant it, when its file holds that."""

@@ -29,7 +29,7 @@ from memoryd.errors import (
     MemorydError,
     NotFound,
 )
-from memoryd.governance.decay import restore
+from memoryd.governance.decay import decay_moves, restore
 from memoryd.graph.store import (
     GraphStore,
 )
@@ -48,6 +48,14 @@ from memoryd.search.index import SearchIndex
 from memoryd.vault import FORGOTTEN_DIR, file_slug
 
 logger = logging.getLogger(__name__)
+
+
+def _count(items: list[str], one: str, many: str) -> str:
+    return f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
+
+
+def _shown(items: list[str]) -> str:
+    return ", ".join(items[:10]) + (f" and {len(items) - 10} more" if len(items) > 10 else "")
 
 
 def _log_warning(message: str) -> None:
@@ -93,23 +101,45 @@ class Maintenance(ServiceCore):
         on_the_way = Inbox(self.home).requested_slugs() | self.journal.slugs_in_flight()
         logged = self.audit.targets(CREATING_EVENTS)
         missing = sorted(held - logged - on_the_way)
-        if not missing:
+        unaudited = self._unaudited_decay(on_the_way)
+        if not missing and not unaudited:
             return result
-        shown = ", ".join(missing[:10]) + (
-            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-        )
-        gap = (
-            f"{len(missing)} memor{'y' if len(missing) == 1 else 'ies'} in the vault or graph "
-            f"{'has' if len(missing) == 1 else 'have'} no record or capture line in the audit "
-            f"log: {shown} (lines were deleted, or the log was replaced; restore audit/ from a "
-            "backup, or run `memoryd reindex` to adopt memory files written by hand)"
-        )
+        gaps = [] if result.problem is None else [result.problem]
+        if missing:
+            gaps.append(
+                _count(
+                    missing,
+                    "memory in the vault or graph has",
+                    "memories in the vault or graph have",
+                )
+                + f" no record or capture line in the audit log: {_shown(missing)} (lines were"
+                " deleted, or the log was replaced; restore audit/ from a backup, or run"
+                " `memoryd reindex` to adopt memory files written by hand)"
+            )
+        if unaudited:
+            gaps.append(
+                _count(unaudited, "decay move in the vault has", "decay moves in the vault have")
+                + f" no decay event in the audit log: {_shown(unaudited)} (lines were deleted, or"
+                " the log was replaced; restore audit/ from a backup)"
+            )
         return result.model_copy(
-            update={
-                "ok": False,
-                "problem": gap if result.problem is None else f"{result.problem}; {gap}",
-                "missing": missing,
-            }
+            update={"ok": False, "problem": "; ".join(gaps), "missing": missing + unaudited}
+        )
+
+    def _unaudited_decay(self, on_the_way: set[str]) -> list[str]:
+        """The memories whose decay state a ledger line sets (`scopes/<hash>/decay.jsonl`)
+        that no `decay` audit event names with that move: a sweep logs each batch's moves
+        in one event, so this is what ties the ledger to the log."""
+        moved = {
+            (slug, entry.to_state.value)
+            for scope_hash in self.vault.ledger_scopes()
+            for slug, entry in self.vault.decay_ledger(scope_hash).items()
+            if slug not in on_the_way
+        }
+        if not moved:
+            return []
+        return sorted(
+            {slug for slug, _ in moved - decay_moves(self.audit.read(event_type="decay"))}
         )
 
     # -- rebuild --------------------------------------------------------------------------

@@ -653,6 +653,22 @@ class KuzuGraphStore:
                 {"rows": rows},
             )
 
+    def decay_candidates(self, alive: datetime, dim: datetime, soft: datetime) -> list[list[Any]]:
+        """The session memories a decay sweep may move: alive ones idle since `alive` or
+        earlier, dim ones since `dim`, soft-forgotten ones since `soft`. Rows of slug,
+        scope_hash, title, ttl_days, decay_state, idle since (last recall, else creation),
+        last_recalled_at, path: one scan, no conversion beyond UTC (a sweep may read 100k)."""
+        return self._rows(
+            "MATCH (m:Memory) WHERE m.type = 'session' AND m.ttl_days IS NOT NULL"
+            " WITH m, coalesce(m.last_recalled_at, m.created_at) AS since"
+            " WHERE (m.decay_state = 'alive' AND since <= $alive)"
+            " OR (m.decay_state = 'dim' AND since <= $dim)"
+            " OR (m.decay_state = 'soft-forgotten' AND since <= $soft)"
+            " RETURN m.slug, m.scope_hash, m.title, m.ttl_days, m.decay_state, since,"
+            " m.last_recalled_at, m.path",
+            {"alive": alive, "dim": dim, "soft": soft},
+        )
+
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
             conn.execute(

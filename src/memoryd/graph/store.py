@@ -329,6 +329,9 @@ class GraphStore(Protocol):
     def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
         """Set the decay state of each memory (slug → state); its edges stay."""
 
+    def decay_candidates(self, alive: datetime, dim: datetime, soft: datetime) -> list[list[Any]]:
+        """The session memories a decay sweep may move (idle since these instants)."""
+
     def get_memory(self, slug: str) -> MemoryRow | None: ...
 
     def list_memories(

@@ -25,7 +25,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -188,6 +188,21 @@ def _stored_doc(document: tantivy.Document) -> SearchDoc:
     )
 
 
+def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> SearchDoc:
+    """A document being deleted, without its text (`_stored_with_addresses`)."""
+    return SearchDoc.model_construct(
+        slug=slug,
+        scope_hash=scope_hash,
+        type=MemoryType(_stored(document, "type")),
+        decay_state=DecayState(_stored(document, "decay_state")),
+        title="",
+        body="",
+        tags=[],
+        triggers=[],
+        created_at=to_utc(_stored(document, "created_at")),
+    )
+
+
 def _check_meta(directory: Path) -> None:
     """Refuse an index written with another schema version, or by something else."""
     path = directory / META_FILE
@@ -257,6 +272,8 @@ class SearchIndex:
         self._closed = False
         self.generation = 0
         self.touched: set[str] = set()
+        self._lightened: set[str] = set()
+        """The documents of the write under way read without their text (`_light_doc`)."""
         """Slugs written or deleted since `take_touched` (derived stores catch up on them)."""
         """Commits made through this object: a reader process behind it must `refresh`."""
         self._stats = ScopeStatistics(CONTEXT_WINDOW)
@@ -399,7 +416,8 @@ class SearchIndex:
         def write(writer: tantivy.IndexWriter) -> _Changed:
             self._index.reload()
             searcher = self._index.searcher()
-            found = self._stored_with_addresses(searcher, [*states, *gone])
+            self._lightened = set()
+            found = self._stored_with_addresses(searcher, [*states, *gone], light=removed)
             moved = [doc for doc, _ in found.values()]
             latest = {
                 slug: doc.model_copy(update={"decay_state": states[slug]})
@@ -560,6 +578,12 @@ class SearchIndex:
         try:
             # Documents of scopes counted since `_entries_for_stats` (so before this commit).
             late: list[list[Entry]] = []
+            lightened, self._lightened = self._lightened, set()
+            if any(d.slug in lightened and self._stats.wants(d.scope_hash) for d in changed[0]):
+                # A scope counted since `_entries_for_stats` lost documents read without
+                # their text (`_light_doc`): its words cannot be subtracted; count afresh.
+                self._stats.forget()
+                return
             for docs, early in zip(changed, (removed, added), strict=True):
                 seen = {entry.slug for entry in early}
                 late.append(
@@ -972,16 +996,31 @@ class SearchIndex:
         return found
 
     def _stored_with_addresses(
-        self, searcher: tantivy.Searcher, slugs: Sequence[str]
+        self,
+        searcher: tantivy.Searcher,
+        slugs: Sequence[str],
+        light: Collection[str] = (),
     ) -> dict[str, tuple[SearchDoc, tantivy.DocAddress]]:
-        """As `_stored`, with where each document is (a session view's reads start there)."""
+        """As `_stored`, with where each document is (a session view's reads start there).
+
+        The `light` slugs are being deleted: in a scope whose statistics are not tallied
+        their text is not decoded (`_light_doc`), since nothing reads it: a session view
+        hides them and only tallied statistics subtract a deleted document's words (a
+        decay sweep deletes 75k documents of a 100k vault)."""
         wanted = list(dict.fromkeys(slugs))
         if not wanted:
             return {}
         by_slug = tantivy.Query.term_set_query(self._schema, "slug", wanted)
         found = {}
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
-            doc = _stored_doc(searcher.doc(address))
+            document = searcher.doc(address)
+            slug = str(_stored(document, "slug"))
+            scope_hash = str(_stored(document, "scope_hash"))
+            if slug in light and not self._stats.wants(scope_hash):
+                doc = _light_doc(document, slug, scope_hash)
+                self._lightened.add(slug)
+            else:
+                doc = _stored_doc(document)
             found[doc.slug] = (doc, address)
         return found
 
