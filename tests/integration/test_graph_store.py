@@ -512,3 +512,24 @@ def test_mentioning_and_related_answer_many_entities_capped_each(tmp_path: Path)
         ]
     finally:
         store.close()
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_repeated_statements_do_not_grow_the_heap(graph: KuzuGraphStore) -> None:
+    """kuzu 0.11.3 keeps what a connection prepared, parameter values too, until it closes:
+    30 writes and 100 reads of 5,000 slugs each grew the process by about 190 MB before
+    the store replaced its connections (a 100k import held 800 MB of it)."""
+    slugs = [f"2026-05-01-no-such-memory-{i}" for i in range(5000)]
+    graph.delete_memories(slugs)
+    graph.find_fingerprints(SCOPE, slugs)
+    before = _rss_mb()
+    for _ in range(30):
+        graph.delete_memories(slugs)
+    for _ in range(100):
+        graph.find_fingerprints(SCOPE, slugs)
+    assert _rss_mb() - before < 40
