@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -105,6 +106,34 @@ MIGRATIONS: list[list[str]] = [
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+COPY_ROWS = 64
+"""A write of at least this many new memories (or mentions) goes in by COPY; fewer by UNWIND,
+which needs no pyarrow import (a single `memoryd record` stays quick)."""
+_MEMORY_COPY = (
+    ("slug", "string"),
+    ("type", "string"),
+    ("scope_hash", "string"),
+    ("title", "string"),
+    ("body", "string"),
+    ("source", "string"),
+    ("created_at", "timestamp"),
+    ("updated_at", "timestamp"),
+    ("ttl_days", "int64"),
+    ("decay_state", "string"),
+    ("recall_count", "int64"),
+    ("last_recalled_at", "timestamp"),
+    ("fingerprint", "string"),
+    ("category", "string"),
+    ("tags", "string[]"),
+    ("triggers", "string[]"),
+    ("dura", "string"),
+    ("sensitive", "bool"),
+    ("promoted_from", "string"),
+    ("path", "string"),
+)
+"""The Memory columns `_memory_params` fills, with their Arrow types (`_copy`)."""
+_SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
 
 _MEMORY_COLUMNS = (
     "slug, type, scope_hash, title, body, source, created_at, updated_at, ttl_days,"
@@ -204,6 +233,54 @@ def _utc(value: Any) -> Any:
     if isinstance(value, datetime) and value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value
+
+
+def _write_mentions(conn: Any, mentions: Mapping[tuple[str, str], float], *, new: bool) -> None:
+    """MENTIONS edges, (memory slug, entity id) → confidence. Both ends exist (the memories
+    were just written, the entities merged), so COPY, which fails on a missing end, can
+    take the edges of new memories."""
+    if new and len(mentions) >= COPY_ROWS:
+        _copy(
+            conn,
+            "MENTIONS",
+            [
+                ("from", "string", [s for s, _ in mentions]),
+                ("to", "string", [e for _, e in mentions]),
+                ("confidence", "double", list(mentions.values())),
+            ],
+            named=False,
+        )
+    else:
+        conn.execute(
+            "UNWIND $rows AS r"
+            " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
+            " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
+            " MATCH (e:Entity {id: id})"
+            " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
+            {"rows": [{"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()]},
+        )
+
+
+def _copy(
+    conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]], *, named: bool = True
+) -> None:
+    """COPY rows into `table` from an Arrow table built column by column (name, type, values).
+    `named`: the columns are named in the statement (a node table); a rel table takes its
+    two ends, then its properties, in order. Arrow, not pandas: COPY from pandas with null
+    strings corrupts memory (DESIGN.md §4)."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "double": pa.float64(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "string[]": pa.list_(pa.string()),
+    }
+    rows = pa.table({name: pa.array(values, types[kind]) for name, kind, values in columns})
+    listed = f" ({', '.join(name for name, _, _ in columns)})" if named else ""
+    conn.execute(f"COPY {table}{listed} FROM $rows", {"rows": rows})
 
 
 def _values_in(params: Mapping[str, Any] | None) -> int:
@@ -508,23 +585,7 @@ class KuzuGraphStore:
                     "MATCH ()-[r:RELATES]->() WHERE r.source_memory IN $slugs DELETE r",
                     {"slugs": slugs},
                 )
-            conn.execute(
-                # Kuzu infers a parameter column's type from its values (an all-null column
-                # is STRING), so every nullable typed column is cast explicitly.
-                f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
-                " SET m.type = r.type,"
-                " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
-                " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
-                " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
-                " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
-                " m.recall_count = CAST(r.recall_count AS INT64),"
-                " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
-                " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
-                " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
-                " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
-                " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
-                {"rows": mems},
-            )
+            self._write_memories(conn, mems, new=new)
             if entity_rows:
                 conn.execute(
                     "UNWIND $rows AS r MERGE (e:Entity {id: r.id}) ON CREATE SET e.name = r.name,"
@@ -533,18 +594,7 @@ class KuzuGraphStore:
                     {"rows": list(entity_rows.values())},
                 )
             if mentions:
-                conn.execute(
-                    "UNWIND $rows AS r"
-                    " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
-                    " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
-                    " MATCH (e:Entity {id: id})"
-                    " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
-                    {
-                        "rows": [
-                            {"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()
-                        ]
-                    },
-                )
+                _write_mentions(conn, mentions, new=new)
             for (s_kind, o_kind), rows in relates.items():
                 s_label = "Entity" if s_kind == "entity" else "Memory"
                 o_label = "Entity" if o_kind == "entity" else "Memory"
@@ -568,6 +618,45 @@ class KuzuGraphStore:
             if link_memories and self._link(conn, memories):
                 self._supersede_writes += 1
             self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
+
+    def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
+        if new and len(mems) >= COPY_ROWS:
+            self._copy_memories(conn, mems)
+            return
+        conn.execute(
+            # Kuzu infers a parameter column's type from its values (an all-null column
+            # is STRING), so every nullable typed column is cast explicitly.
+            f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
+            " SET m.type = r.type,"
+            " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
+            " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
+            " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
+            " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
+            " m.recall_count = CAST(r.recall_count AS INT64),"
+            " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
+            " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
+            " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
+            " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
+            " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
+            {"rows": mems},
+        )
+
+    def _copy_memories(self, conn: Any, mems: list[dict[str, Any]]) -> None:
+        """New memories by COPY from an Arrow table: converting a list parameter row by row
+        cost the engine more than everything else in a bulk write (100k memories: 16 s of
+        CPU by UNWIND, 2 s by COPY). COPY does not look for the slugs already stored
+        (kuzu 0.11.3 stores a second node under the same primary key), so this does."""
+        slugs = [m["slug"] for m in mems]
+        taken = {row[0] for row in self._collect(conn, _SLUGS_STORED, {"slugs": slugs})}
+        taken.update(slug for slug, n in Counter(slugs).items() if n > 1)
+        if taken:
+            raise StorageError(
+                f"graph at {self.path}: memory {min(taken)} is already stored",
+                hint="a new memory needs a slug of its own",
+            )
+        _copy(
+            conn, "Memory", [(name, kind, [m[name] for m in mems]) for name, kind in _MEMORY_COPY]
+        )
 
     def link_memories(self, memories: Sequence[Memory]) -> None:
         if memories:
