@@ -108,7 +108,7 @@ MIGRATIONS: list[list[str]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COPY_ROWS = 64
-"""A write of at least this many new memories (or mentions) goes in by COPY; fewer by UNWIND,
+"""A write of at least this many new memories goes in by COPY; fewer by UNWIND,
 which needs no pyarrow import (a single `memoryd record` stays quick)."""
 _MEMORY_COPY = (
     ("slug", "string"),
@@ -235,39 +235,10 @@ def _utc(value: Any) -> Any:
     return value
 
 
-def _write_mentions(conn: Any, mentions: Mapping[tuple[str, str], float], *, new: bool) -> None:
-    """MENTIONS edges, (memory slug, entity id) → confidence. Both ends exist (the memories
-    were just written, the entities merged), so COPY, which fails on a missing end, can
-    take the edges of new memories."""
-    if new and len(mentions) >= COPY_ROWS:
-        _copy(
-            conn,
-            "MENTIONS",
-            [
-                ("from", "string", [s for s, _ in mentions]),
-                ("to", "string", [e for _, e in mentions]),
-                ("confidence", "double", list(mentions.values())),
-            ],
-            named=False,
-        )
-    else:
-        conn.execute(
-            "UNWIND $rows AS r"
-            " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
-            " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
-            " MATCH (e:Entity {id: id})"
-            " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
-            {"rows": [{"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()]},
-        )
-
-
-def _copy(
-    conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]], *, named: bool = True
-) -> None:
-    """COPY rows into `table` from an Arrow table built column by column (name, type, values).
-    `named`: the columns are named in the statement (a node table); a rel table takes its
-    two ends, then its properties, in order. Arrow, not pandas: COPY from pandas with null
-    strings corrupts memory (DESIGN.md §4)."""
+def _copy(conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]]) -> None:
+    """COPY rows into the node `table` from an Arrow table built column by column (name, type,
+    values). Arrow, not pandas: COPY from pandas with null strings corrupts memory (DESIGN.md
+    §4)."""
     import pyarrow as pa
 
     types = {
@@ -279,8 +250,8 @@ def _copy(
         "string[]": pa.list_(pa.string()),
     }
     rows = pa.table({name: pa.array(values, types[kind]) for name, kind, values in columns})
-    listed = f" ({', '.join(name for name, _, _ in columns)})" if named else ""
-    conn.execute(f"COPY {table}{listed} FROM $rows", {"rows": rows})
+    listed = ", ".join(name for name, _, _ in columns)
+    conn.execute(f"COPY {table} ({listed}) FROM $rows", {"rows": rows})
 
 
 def _values_in(params: Mapping[str, Any] | None) -> int:
@@ -594,7 +565,21 @@ class KuzuGraphStore:
                     {"rows": list(entity_rows.values())},
                 )
             if mentions:
-                _write_mentions(conn, mentions, new=new)
+                # Not by COPY: an entity's mention count, read back from the edges in this
+                # transaction, came out wrong after a COPY of them (kuzu 0.11.3; the demo
+                # vault's `pandas` counted 4 of its 2 edges, `SQL` 0 of 1).
+                conn.execute(
+                    "UNWIND $rows AS r"
+                    " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
+                    " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
+                    " MATCH (e:Entity {id: id})"
+                    " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
+                    {
+                        "rows": [
+                            {"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()
+                        ]
+                    },
+                )
             for (s_kind, o_kind), rows in relates.items():
                 s_label = "Entity" if s_kind == "entity" else "Memory"
                 o_label = "Entity" if o_kind == "entity" else "Memory"
