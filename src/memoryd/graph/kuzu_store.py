@@ -6,7 +6,11 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
 - the buffer pool defaults to 80% of RAM, so it is capped;
 - a stale `.wal` beside a new database file segfaults on open, so rebuilds build a whole new
   directory and swap it in;
-- hub entities make deep traversals explode, so traversals cap their fan-out.
+- hub entities make deep traversals explode, so traversals cap their fan-out;
+- a connection keeps every statement it prepared, with its parameter values, until it is
+  closed (about 5 KB a query and 0.4 KB a parameter value: 800 MB of heap over a 100k
+  import, 100 MB over 20k reads), so the write connection is replaced after each
+  transaction and a read connection after `READER_BUDGET` parameter values.
 
 Over 600 lines: the one home of kuzu (ruff enforces it); every Cypher statement memoryd runs is
 here, one method per store operation.
@@ -22,6 +26,7 @@ import os
 import shutil
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -60,6 +65,8 @@ ENGINES = ("kuzu", "ladybug")
 CHECKPOINT_BYTES = 16 * 1024 * 1024
 """WAL size past which a commit is followed by a checkpoint (the engine's own default)."""
 _MIB = 1024 * 1024
+READER_BUDGET = 4096
+"""Parameter values a read connection takes before it is replaced (`_reader`)."""
 
 # UNWIND note. A statement that UNWINDs a list of rows projects their fields with WITH before
 # it MATCHes by key: matched on `r.slug` itself, the engine compares every row with every node
@@ -99,6 +106,34 @@ MIGRATIONS: list[list[str]] = [
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+COPY_ROWS = 64
+"""A write of at least this many new memories goes in by COPY; fewer by UNWIND,
+which needs no pyarrow import (a single `memoryd record` stays quick)."""
+_MEMORY_COPY = (
+    ("slug", "string"),
+    ("type", "string"),
+    ("scope_hash", "string"),
+    ("title", "string"),
+    ("body", "string"),
+    ("source", "string"),
+    ("created_at", "timestamp"),
+    ("updated_at", "timestamp"),
+    ("ttl_days", "int64"),
+    ("decay_state", "string"),
+    ("recall_count", "int64"),
+    ("last_recalled_at", "timestamp"),
+    ("fingerprint", "string"),
+    ("category", "string"),
+    ("tags", "string[]"),
+    ("triggers", "string[]"),
+    ("dura", "string"),
+    ("sensitive", "bool"),
+    ("promoted_from", "string"),
+    ("path", "string"),
+)
+"""The Memory columns `_memory_params` fills, with their Arrow types (`_copy`)."""
+_SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
 
 _MEMORY_COLUMNS = (
     "slug, type, scope_hash, title, body, source, created_at, updated_at, ttl_days,"
@@ -200,6 +235,37 @@ def _utc(value: Any) -> Any:
     return value
 
 
+def _copy(conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]]) -> None:
+    """COPY rows into the node `table` from an Arrow table built column by column (name, type,
+    values). Arrow, not pandas: COPY from pandas with null strings corrupts memory (DESIGN.md
+    §4)."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "double": pa.float64(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "string[]": pa.list_(pa.string()),
+    }
+    rows = pa.table({name: pa.array(values, types[kind]) for name, kind, values in columns})
+    listed = ", ".join(name for name, _, _ in columns)
+    conn.execute(f"COPY {table} ({listed}) FROM $rows", {"rows": rows})
+
+
+def _values_in(params: Mapping[str, Any] | None) -> int:
+    """How many values a statement's parameters hold (a list counts its items, a row of a
+    list its fields), for `READER_BUDGET`."""
+    count = 1
+    for value in (params or {}).values():
+        if isinstance(value, list | tuple):
+            count += sum(len(item) if isinstance(item, dict) else 1 for item in value)
+        else:
+            count += 1
+    return count
+
+
 def _entity_parts(entity_id: str) -> tuple[str, str]:
     """`entity:library:React` → ("library", "React")."""
     _, _, rest = entity_id.partition(":")
@@ -270,20 +336,37 @@ class KuzuGraphStore:
             self._migrate()
 
     # -- plumbing -------------------------------------------------------------------------
-    def _reader(self) -> Any:
-        conn = getattr(self._local, "conn", None)
+    def _reader(self, params: Mapping[str, Any] | None = None) -> Any:
+        """This thread's read connection, a new one once the old has taken its budget of
+        parameter values (the engine holds them until the connection closes)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.spent >= READER_BUDGET:
+            conn.close()
+            conn = None
         if conn is None:
             conn = self._engine.Connection(self._db)
             conn.set_query_timeout(self._timeout_ms)
-            self._local.conn = conn
+            local.conn, local.spent = conn, 0
+        local.spent += _values_in(params)
         return conn
+
+    def _renew_writer(self) -> None:
+        """Replace the write connection (call it holding the write lock, between
+        transactions): what it prepared is freed with it."""
+        assert self._writer is not None
+        self._writer.close()
+        try:
+            self._writer = self._engine.Connection(self._db)
+        except RuntimeError as exc:
+            raise engine_error(exc, self.path) from exc
 
     def _rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         if self._closed:
             raise StorageError("the graph store is closed")
         try:
             with self._reads.read():
-                result = self._reader().execute(query, params or {})
+                result = self._reader(params).execute(query, params or {})
                 rows: list[list[Any]] = []
                 while result.has_next():
                     rows.append([_utc(v) for v in result.get_next()])
@@ -314,6 +397,7 @@ class KuzuGraphStore:
                 except RuntimeError:
                     # A failed statement already ended the transaction; nothing to undo.
                     logger.debug("no transaction left to roll back on %s", self.path)
+                self._renew_writer()
                 if isinstance(exc, RuntimeError):
                     raise engine_error(exc, self.path) from exc
                 raise
@@ -325,6 +409,7 @@ class KuzuGraphStore:
                     self._checkpoint()
                 except RuntimeError:  # the commit stands in the WAL: checkpoint next time
                     logger.warning("checkpoint of %s failed", self.path, exc_info=True)
+            self._renew_writer()
 
     def _checkpoint(self) -> None:
         """Write the WAL into the data file, with no read running (`CheckpointGate`). Call
@@ -471,23 +556,7 @@ class KuzuGraphStore:
                     "MATCH ()-[r:RELATES]->() WHERE r.source_memory IN $slugs DELETE r",
                     {"slugs": slugs},
                 )
-            conn.execute(
-                # Kuzu infers a parameter column's type from its values (an all-null column
-                # is STRING), so every nullable typed column is cast explicitly.
-                f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
-                " SET m.type = r.type,"
-                " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
-                " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
-                " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
-                " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
-                " m.recall_count = CAST(r.recall_count AS INT64),"
-                " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
-                " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
-                " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
-                " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
-                " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
-                {"rows": mems},
-            )
+            self._write_memories(conn, mems, new=new)
             if entity_rows:
                 conn.execute(
                     "UNWIND $rows AS r MERGE (e:Entity {id: r.id}) ON CREATE SET e.name = r.name,"
@@ -496,6 +565,9 @@ class KuzuGraphStore:
                     {"rows": list(entity_rows.values())},
                 )
             if mentions:
+                # Not by COPY: an entity's mention count, read back from the edges in this
+                # transaction, came out wrong after a COPY of them (kuzu 0.11.3; the demo
+                # vault's `pandas` counted 4 of its 2 edges, `SQL` 0 of 1).
                 conn.execute(
                     "UNWIND $rows AS r"
                     " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
@@ -531,6 +603,45 @@ class KuzuGraphStore:
             if link_memories and self._link(conn, memories):
                 self._supersede_writes += 1
             self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
+
+    def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
+        if new and len(mems) >= COPY_ROWS:
+            self._copy_memories(conn, mems)
+            return
+        conn.execute(
+            # Kuzu infers a parameter column's type from its values (an all-null column
+            # is STRING), so every nullable typed column is cast explicitly.
+            f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
+            " SET m.type = r.type,"
+            " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
+            " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
+            " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
+            " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
+            " m.recall_count = CAST(r.recall_count AS INT64),"
+            " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
+            " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
+            " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
+            " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
+            " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
+            {"rows": mems},
+        )
+
+    def _copy_memories(self, conn: Any, mems: list[dict[str, Any]]) -> None:
+        """New memories by COPY from an Arrow table: converting a list parameter row by row
+        cost the engine more than everything else in a bulk write (100k memories: 16 s of
+        CPU by UNWIND, 2 s by COPY). COPY does not look for the slugs already stored
+        (kuzu 0.11.3 stores a second node under the same primary key), so this does."""
+        slugs = [m["slug"] for m in mems]
+        taken = {row[0] for row in self._collect(conn, _SLUGS_STORED, {"slugs": slugs})}
+        taken.update(slug for slug, n in Counter(slugs).items() if n > 1)
+        if taken:
+            raise StorageError(
+                f"graph at {self.path}: memory {min(taken)} is already stored",
+                hint="a new memory needs a slug of its own",
+            )
+        _copy(
+            conn, "Memory", [(name, kind, [m[name] for m in mems]) for name, kind in _MEMORY_COPY]
+        )
 
     def link_memories(self, memories: Sequence[Memory]) -> None:
         if memories:
@@ -834,7 +945,7 @@ class KuzuGraphStore:
     def _read_only_query(
         self, query: str, params: dict[str, Any] | None, limit: int, timeout_ms: int | None
     ) -> CypherResult:
-        conn = self._reader()
+        conn = self._reader(params)
         try:
             conn.execute("BEGIN TRANSACTION READ ONLY")
         except RuntimeError as exc:
