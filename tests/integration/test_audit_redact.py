@@ -26,6 +26,7 @@ from memoryd.audit import (
     AuditLog,
 )
 from memoryd.errors import AuditChainBroken
+from tests.integration.test_sync import draft, opened
 
 OLD = "2026-05-18-qwertanium-billing-cutover-3f9a1c"
 OLD_TWO = "2026-05-19-qwertanium-ledger-77aa01"
@@ -153,6 +154,31 @@ def test_another_instance_appends_to_the_new_log_after_a_redaction(tmp_path: Pat
     result = AuditLog(tmp_path).verify()
     assert result.ok, result.problem
     assert result.lines == len(_events()) + 3
+
+
+def test_an_export_after_mark_carries_the_redacted_chain_and_each_export_imports(
+    tmp_path: Path, project: Path, other_project: Path, file_keyring: object
+) -> None:
+    """A new export carries the re-chained log and verifies on import; one made before the
+    mark is self-contained and still verifies on its own."""
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    with opened(tmp_path / "a") as a:
+        old = a.record(draft(project, "Qwertanium billing plan", "Cut over on Monday.")).slug
+        a.record(draft(other_project, "Docs deploy", "The docs deploy on Fridays."))
+        a.sync_export(before, include_audit_chain=True)
+        a.sensitive_mark(project)
+        [redacted] = a.audit.read(event_type=REDACT_EVENT)
+        assert json.loads(redacted.details)["lines_redacted"] >= 1
+        assert a.audit_verify().ok
+        a.sync_export(after, include_audit_chain=True)
+    assert old in before.read_text(encoding="utf-8")
+    assert old not in after.read_text(encoding="utf-8")
+    assert "qwertanium" not in (tmp_path / "a" / "audit" / LOG_NAME).read_text(encoding="utf-8")
+    for name, export in (("b", after), ("c", before)):
+        with opened(tmp_path / name) as peer:
+            report = peer.sync_import(export)
+            assert report.audit_events_imported > 0
+            assert peer.audit_verify().ok
 
 
 # -- kill -9 at each step of the rewrite --------------------------------------------------------
