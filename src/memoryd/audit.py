@@ -294,32 +294,62 @@ class Redaction:
     record: AuditRecord
 
 
-def _slug_pattern(renames: Mapping[str, str]) -> re.Pattern[str]:
-    """Each old slug as a whole token: not inside a longer slug or word."""
-    alternatives = "|".join(re.escape(slug) for slug in sorted(renames, key=len, reverse=True))
-    return re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
+_RUN = re.compile(r"[\w.-]+")
+"""A run of slug characters; a slug is a whole run, or whole '.'-separated parts of one."""
 
 
-def _rename_in(value: Any, sub: Callable[[str], str]) -> Any:
-    """`value` (parsed JSON) with `sub` applied to every string in it, keys included."""
-    if isinstance(value, str):
-        return sub(value)
-    if isinstance(value, list):
-        return [_rename_in(item, sub) for item in value]
-    if isinstance(value, dict):
-        return {sub(k): _rename_in(v, sub) for k, v in value.items()}
-    return value
+class _Renamer:
+    """Renames old slugs as whole tokens (not inside a longer slug or word), in one pass
+    over the text whatever the number of slugs: a mark may rename thousands."""
 
+    def __init__(self, renames: Mapping[str, str]) -> None:
+        self.renames = dict(renames)
 
-def _renamed_details(details: str, pattern: re.Pattern[str], sub: Callable[[str], str]) -> str:
-    """The details with every old slug renamed, re-encoded as appends encode them."""
-    if pattern.search(details) is None:
-        return details
-    try:
-        parsed = json.loads(details)
-    except ValueError:
-        return sub(details)  # not JSON (written by hand?): rename in the text itself
-    return _DETAILS_ENCODER.encode(_rename_in(parsed, sub))
+    def text(self, text: str) -> str:
+        return _RUN.sub(self._run, text)
+
+    def _run(self, found: re.Match[str]) -> str:
+        run = found.group(0)
+        renamed = self.renames.get(run)
+        if renamed is not None:
+            return renamed
+        if "." not in run:
+            return run
+        # `decisions/<slug>.md`, or a slug with a '.' of its own: the longest known join of
+        # whole parts from each position.
+        parts = run.split(".")
+        out: list[str] = []
+        i = 0
+        while i < len(parts):
+            for j in range(len(parts), i, -1):
+                renamed = self.renames.get(".".join(parts[i:j]))
+                if renamed is not None:
+                    out.append(renamed)
+                    i = j
+                    break
+            else:
+                out.append(parts[i])
+                i += 1
+        return ".".join(out)
+
+    def value(self, value: Any) -> Any:
+        """`value` (parsed JSON) with every string in it renamed, keys included."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {self.text(k): self.value(v) for k, v in value.items()}
+        return value
+
+    def details(self, details: str) -> str:
+        """The details with every old slug renamed, re-encoded as appends encode them."""
+        try:
+            parsed = json.loads(details)
+        except ValueError:
+            return self.text(details)  # not JSON (written by hand?): renamed as text
+        renamed = self.value(parsed)
+        return details if renamed == parsed else _DETAILS_ENCODER.encode(renamed)
 
 
 def _tail_segments(fd: int, size: int, want: int) -> list[tuple[int, bytes]]:
@@ -497,10 +527,7 @@ class AuditLog:
         renames = {old: new for old, new in renames.items() if old and old != new}
         if not renames:
             return None
-        pattern = _slug_pattern(renames)
-
-        def sub(text: str) -> str:
-            return pattern.sub(lambda found: renames[found.group(0)], text)
+        renamer = _Renamer(renames)
 
         with self._locked_log() as fd:
             size = self._file_size(fd)
@@ -514,9 +541,7 @@ class AuditLog:
             renamed = False
             try:
                 self._flock(out, fcntl.LOCK_EX)  # the new log is locked from its first byte
-                redaction, data = self._rechain(
-                    out, size, head, pattern, sub, actor, scope_hash, len(renames)
-                )
+                redaction, data = self._rechain(out, size, head, renamer, actor, scope_hash)
                 if not redaction.lines_redacted:
                     self._write(fd, size, data)  # nothing renamed: the event is appended
                     new_end = _Anchor(redaction.record.seq, redaction.record.this_hash)
@@ -550,11 +575,9 @@ class AuditLog:
         out: int,
         size: int,
         head: _Anchor | None,
-        pattern: re.Pattern[str],
-        sub: Callable[[str], str],
+        renamer: _Renamer,
         actor: str,
         scope_hash: str | None,
-        slugs: int,
     ) -> tuple[Redaction, bytes]:
         """Write the renamed, re-chained log to `out` (all but its last line) and return the
         redaction with that last line: the `audit_redact` event."""
@@ -576,8 +599,8 @@ class AuditLog:
             obj = json.loads(raw)
             target, details = obj["target_id"], obj["details"]
             if target is not None:
-                obj["target_id"] = sub(target)
-            obj["details"] = _renamed_details(details, pattern, sub)
+                obj["target_id"] = renamer.text(target)
+            obj["details"] = renamer.details(details)
             if obj["target_id"] != target or obj["details"] != details:
                 redacted += 1
                 if first_seq is None:
@@ -601,7 +624,7 @@ class AuditLog:
             "lines_rechained": rechained,
             "lines_redacted": redacted,
             "prev_head": _anchor_json(anchor),
-            "slugs": slugs,
+            "slugs": len(renamer.renames),
         }
         event = AuditEvent(
             actor=actor,

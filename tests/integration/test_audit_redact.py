@@ -32,7 +32,9 @@ OLD = "2026-05-18-qwertanium-billing-cutover-3f9a1c"
 OLD_TWO = "2026-05-19-qwertanium-ledger-77aa01"
 NEW = "2026-05-18-s-0123456789ab"
 NEW_TWO = "2026-05-19-s-ba9876543210"
-RENAMES = {OLD: NEW, OLD_TWO: NEW_TWO}
+DOTTED = "session-cursor-conv.1-1a2b3c4d"  # a session id with a '.' of its own
+NEW_DOTTED = "session-cursor-s-5e6f7a8b9c0d"
+RENAMES = {OLD: NEW, OLD_TWO: NEW_TWO, DOTTED: NEW_DOTTED}
 LONGER = OLD + "-2"  # another memory whose slug only starts like OLD: not renamed
 
 
@@ -47,7 +49,12 @@ def _events() -> list[AuditEvent]:
             event_type="supersede",
             scope_hash="s1",
             target_id=OLD_TWO,
-            details={"older": OLD, "path": f"decisions/{OLD}.md", OLD_TWO: [OLD, "x"]},
+            details={
+                "older": OLD,
+                "path": f"decisions/{OLD}.md",
+                OLD_TWO: [OLD, "x", f"{DOTTED}.md.enc"],
+                "note": f"moved\n{OLD_TWO}, not {LONGER}",
+            },
         ),
         AuditEvent(actor="cli", event_type="record", scope_hash="s1", target_id=LONGER),
         AuditEvent(actor="cli", event_type="recall", scope_hash="s1", details={"hits": 2}),
@@ -69,6 +76,7 @@ def _assert_redacted(directory: Path, before: list[bytes]) -> None:
     data = (directory / LOG_NAME).read_bytes()
     assert OLD.encode() not in data.replace(LONGER.encode(), b"")
     assert OLD_TWO.encode() not in data
+    assert DOTTED.encode() not in data
     assert LONGER.encode() in data
     assert NEW.encode() in data
     assert NEW_TWO.encode() in data
@@ -88,11 +96,16 @@ def _assert_redacted(directory: Path, before: list[bytes]) -> None:
         "lines_rechained": 4,
         "lines_redacted": 2,
         "prev_head": {"seq": end["seq"], "this_hash": end["this_hash"]},
-        "slugs": 2,
+        "slugs": 3,
     }
     assert [r.target_id for r in log.read(event_type="record")] == ["other-slug", NEW, LONGER]
     details = json.loads(log.read(event_type="supersede")[0].details)
-    assert details == {"older": NEW, "path": f"decisions/{NEW}.md", NEW_TWO: [NEW, "x"]}
+    assert details == {
+        "older": NEW,
+        "path": f"decisions/{NEW}.md",
+        NEW_TWO: [NEW, "x", f"{NEW_DOTTED}.md.enc"],
+        "note": f"moved\n{NEW_TWO}, not {LONGER}",
+    }
     assert not (directory / PENDING_NAME).exists()
     assert not (directory / REDACTED_NAME).exists()
 
