@@ -26,6 +26,7 @@ from memoryd.audit import (
     AuditLog,
 )
 from memoryd.errors import AuditChainBroken
+from tests.conftest import ENGINE
 from tests.integration.test_sync import draft, opened
 
 OLD = "2026-05-18-qwertanium-billing-cutover-3f9a1c"
@@ -249,3 +250,63 @@ def test_a_redaction_killed_at_any_step_settles_on_the_next_open(
     _assert_redacted(tmp_path, before)
     AuditLog(tmp_path).append(actor="cli", event_type="recall", scope_hash="s1", target_id=None)
     assert AuditLog(tmp_path).verify().ok
+
+
+MARK_CHILD = r"""
+import json, os, signal, sys
+from pathlib import Path
+from memoryd.config import load_settings
+from memoryd.wiring import open_service
+
+args = json.loads(sys.argv[1])
+real_replace = os.replace
+
+def armed(src, dst):
+    real_replace(src, dst)
+    if Path(dst).name == "audit.jsonl":  # the re-chained log is in place, the head not yet
+        os.kill(os.getpid(), signal.SIGKILL)
+
+settings = load_settings(
+    Path(args["home"]), graph={"engine": args["engine"], "buffer_pool_mb": 64},
+    extraction={"enabled": False},
+)
+svc = open_service(settings)
+os.replace = armed
+svc.sensitive_mark(args["project"])
+sys.exit(3)  # the kill never came
+"""
+
+
+def test_a_mark_killed_between_the_log_and_its_head_settles_and_a_second_mark_finishes(
+    tmp_path: Path, project: Path, file_keyring: object
+) -> None:
+    home = tmp_path / "home"
+    with opened(home) as svc:
+        svc.record(draft(project, "Qwertanium billing plan", "Cut over on Monday."))
+    args = {"home": str(home), "engine": ENGINE, "project": str(project)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", MARK_CHILD, json.dumps(args)],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    assert (home / "audit" / PENDING_NAME).exists()
+    with opened(home) as svc:
+        # The open settled the log: the chain verifies to its head, which is the new end.
+        assert AuditLog(home / "audit").verify().ok
+        assert not (home / "audit" / PENDING_NAME).exists()
+        assert "qwertanium" not in (home / "audit" / LOG_NAME).read_text(encoding="utf-8")
+        assert len(svc.audit.read(event_type=REDACT_EVENT)) == 1
+        # The mark itself was cut short (as a mark killed anywhere is): the plain file is
+        # still there, its record now under the opaque slug, and a second mark finishes it.
+        half = svc.audit_verify()
+        assert not half.ok
+        assert len(half.missing) == 1
+        assert "qwertanium" in half.missing[0]
+        svc.sensitive_mark(project)
+        assert not [p for p in (home / "scopes").rglob("*.md") if "decisions" in p.parts]
+        assert svc.audit_verify().ok
+        assert len(svc.audit.read(event_type=REDACT_EVENT)) == 2
+    assert "qwertanium" not in (home / "audit" / LOG_NAME).read_text(encoding="utf-8")
