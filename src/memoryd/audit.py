@@ -424,6 +424,7 @@ class AuditLog:
         self._lock = threading.Lock()
         self._last: _Anchor | None = None
         self._size = -1  # the log's size after our last write; another size means re-read
+        self._ino = -1  # the log file's inode: a redaction replaces the file
         self._dir_synced = False
         self._flock_warned = False
         try:
@@ -560,7 +561,8 @@ class AuditLog:
                 self._write_head(new_end, strict=True)
                 self.pending_path.unlink()
                 self._fsync_dir()
-                self._last, self._size = new_end, os.fstat(out).st_size
+                stat = os.fstat(out)
+                self._last, self._size, self._ino = new_end, stat.st_size, stat.st_ino
                 return redaction
             except OSError as exc:
                 raise _storage_error(exc, self.log_path, "redact") from exc
@@ -709,8 +711,12 @@ class AuditLog:
                 pending = self.pending_path.exists()
                 if pending:
                     self._settle_redaction()
-                elif os.fstat(fd).st_ino == os.stat(self.log_path).st_ino:
-                    return fd
+                else:
+                    ino = os.fstat(fd).st_ino
+                    if ino == os.stat(self.log_path).st_ino:
+                        if ino != self._ino:  # replaced since this object last wrote it
+                            self._last, self._ino = None, ino
+                        return fd
             except FileNotFoundError:
                 pass  # replaced between the open and the stat: open the new file
             except OSError as exc:
