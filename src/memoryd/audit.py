@@ -9,8 +9,15 @@ What goes into `details` is the caller's responsibility, and it must never be pl
 memory (no bodies, no titles of sensitive memories; DESIGN §7): ids, counts, hashes and states
 only. The log is plain text that sync, backups and bug reports carry around.
 
-Over 600 lines: the hash chain, its head anchor, torn-tail repair and the four-way verify share
-one file format and its invariants.
+Marking a scope sensitive renames its memories to opaque slugs; `redact_slugs` then rewrites
+the lines written before the mark with the new names and re-chains the log from the first line
+it changed (the re-chain is itself a chained `audit_redact` event). The new log is written whole
+beside the old one, `redact.json` notes the old and new chain ends, the log is replaced by a
+rename and the head moved after it: whoever takes the log's lock next finishes a redaction a
+crash interrupted (`_settle_redaction`).
+
+Over 600 lines: the hash chain, its head anchor, torn-tail repair, the four-way verify and the
+re-chain at mark share one file format and its invariants.
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ logger = logging.getLogger(__name__)
 
 LOG_NAME = "audit.jsonl"
 HEAD_NAME = "head.json"
+PENDING_NAME = "redact.json"
+"""A redaction in flight: the chain ends before and after it (no slugs)."""
+REDACTED_NAME = LOG_NAME + ".redacted"
+"""The re-chained log, written whole before it replaces the log."""
+REDACT_EVENT = "audit_redact"
 GENESIS_HASH = "sha256:" + "0" * 64
 
 _RECORD_FIELDS = tuple(AuditRecord.model_fields)
@@ -98,6 +110,10 @@ class _Anchor:
 
 
 _GENESIS = _Anchor(0, GENESIS_HASH)
+
+
+def _anchor_json(anchor: _Anchor) -> dict[str, Any]:
+    return {"seq": anchor.seq, "this_hash": anchor.this_hash}
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +284,74 @@ def check_chain(records: Iterable[Any]) -> tuple[int, str] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """What `redact_slugs` rewrote: counts and where the re-chain began, never the names."""
+
+    lines_redacted: int
+    lines_rechained: int
+    first_seq: int | None
+    record: AuditRecord
+
+
+_RUN = re.compile(r"[\w.-]+")
+"""A run of slug characters; a slug is a whole run, or whole '.'-separated parts of one."""
+
+
+class _Renamer:
+    """Renames old slugs as whole tokens (not inside a longer slug or word), in one pass
+    over the text whatever the number of slugs: a mark may rename thousands."""
+
+    def __init__(self, renames: Mapping[str, str]) -> None:
+        self.renames = dict(renames)
+
+    def text(self, text: str) -> str:
+        return _RUN.sub(self._run, text)
+
+    def _run(self, found: re.Match[str]) -> str:
+        run = found.group(0)
+        renamed = self.renames.get(run)
+        if renamed is not None:
+            return renamed
+        if "." not in run:
+            return run
+        # `decisions/<slug>.md`, or a slug with a '.' of its own: the longest known join of
+        # whole parts from each position.
+        parts = run.split(".")
+        out: list[str] = []
+        i = 0
+        while i < len(parts):
+            for j in range(len(parts), i, -1):
+                renamed = self.renames.get(".".join(parts[i:j]))
+                if renamed is not None:
+                    out.append(renamed)
+                    i = j
+                    break
+            else:
+                out.append(parts[i])
+                i += 1
+        return ".".join(out)
+
+    def value(self, value: Any) -> Any:
+        """`value` (parsed JSON) with every string in it renamed, keys included."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {self.text(k): self.value(v) for k, v in value.items()}
+        return value
+
+    def details(self, details: str) -> str:
+        """The details with every old slug renamed, re-encoded as appends encode them."""
+        try:
+            parsed = json.loads(details)
+        except ValueError:
+            return self.text(details)  # not JSON (written by hand?): renamed as text
+        renamed = self.value(parsed)
+        return details if renamed == parsed else _DETAILS_ENCODER.encode(renamed)
+
+
 def _tail_segments(fd: int, size: int, want: int) -> list[tuple[int, bytes]]:
     """The last `want` lines as (offset, bytes), oldest first; the last one may lack its newline.
 
@@ -334,10 +418,13 @@ class AuditLog:
         self.dir = Path(path)
         self.log_path = self.dir / LOG_NAME
         self.head_path = self.dir / HEAD_NAME
+        self.pending_path = self.dir / PENDING_NAME
+        self.redacted_path = self.dir / REDACTED_NAME
         self._clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self._lock = threading.Lock()
         self._last: _Anchor | None = None
         self._size = -1  # the log's size after our last write; another size means re-read
+        self._ino = -1  # the log file's inode: a redaction replaces the file
         self._dir_synced = False
         self._flock_warned = False
         try:
@@ -425,19 +512,221 @@ class AuditLog:
         found.reverse()
         return found
 
+    # -- redaction at mark --------------------------------------------------------------------
+
+    def redact_slugs(
+        self, renames: Mapping[str, str], *, actor: str, scope_hash: str | None
+    ) -> Redaction | None:
+        """Rename old slugs to new ones in every line (`target_id`, and any string in
+        `details`), re-chain the log from the first line changed and append an
+        `audit_redact` event; None when there is nothing to rename.
+
+        The chain is checked as it is read: a broken log is refused (AuditChainBroken), since
+        re-chaining it would hide the break. The event's details hold counts, the first seq
+        changed and the old chain end, never a slug.
+        """
+        renames = {old: new for old, new in renames.items() if old and old != new}
+        if not renames:
+            return None
+        renamer = _Renamer(renames)
+
+        with self._locked_log() as fd:
+            size = self._file_size(fd)
+            old_end, size = self._load_tail(fd, size)
+            head, _ = self._read_head()
+            self._last = None
+            try:
+                out = os.open(self.redacted_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            except OSError as exc:
+                raise _storage_error(exc, self.redacted_path, "create") from exc
+            renamed = False
+            try:
+                self._flock(out, fcntl.LOCK_EX)  # the new log is locked from its first byte
+                redaction, data = self._rechain(out, size, head, renamer, actor, scope_hash)
+                if not redaction.lines_redacted:
+                    self._write(fd, size, data)  # nothing renamed: the event is appended
+                    new_end = _Anchor(redaction.record.seq, redaction.record.this_hash)
+                    self._write_head(new_end)
+                    self._last, self._size = new_end, size + len(data)
+                    return redaction
+                _write_all(out, data)
+                os.fsync(out)
+                new_end = _Anchor(redaction.record.seq, redaction.record.this_hash)
+                pending = {"new": _anchor_json(new_end), "old": _anchor_json(old_end)}
+                self._replace_file(self.pending_path, canonical_json(pending).encode())
+                self._fsync_dir()
+                os.replace(self.redacted_path, self.log_path)
+                renamed = True
+                self._fsync_dir()
+                self._write_head(new_end, strict=True)
+                self.pending_path.unlink()
+                self._fsync_dir()
+                stat = os.fstat(out)
+                self._last, self._size, self._ino = new_end, stat.st_size, stat.st_ino
+                return redaction
+            except OSError as exc:
+                raise _storage_error(exc, self.log_path, "redact") from exc
+            finally:
+                os.close(out)
+                if not renamed:
+                    self.pending_path.unlink(missing_ok=True)
+                    self.redacted_path.unlink(missing_ok=True)
+
+    def _rechain(
+        self,
+        out: int,
+        size: int,
+        head: _Anchor | None,
+        renamer: _Renamer,
+        actor: str,
+        scope_hash: str | None,
+    ) -> tuple[Redaction, bytes]:
+        """Write the renamed, re-chained log to `out` (all but its last line) and return the
+        redaction with that last line: the `audit_redact` event."""
+        anchor, prev_hash = _GENESIS, GENESIS_HASH
+        redacted = rechained = 0
+        first_seq: int | None = None
+        buffer: list[bytes] = []
+        buffered = 0
+        for n, raw in enumerate(self._lines(size), start=1):
+            checked = self._check_line(raw, n, anchor, head)
+            if isinstance(checked, str):
+                raise AuditChainBroken(
+                    f"{self.log_path} is broken ({checked}): it is not redacted, since "
+                    "re-chaining it would hide that",
+                    hint="run `memoryd audit verify`, restore the log from a backup, then "
+                    "mark the scope again",
+                )
+            anchor = checked
+            obj = json.loads(raw)
+            target, details = obj["target_id"], obj["details"]
+            if target is not None:
+                obj["target_id"] = renamer.text(target)
+            obj["details"] = renamer.details(details)
+            if obj["target_id"] != target or obj["details"] != details:
+                redacted += 1
+                if first_seq is None:
+                    first_seq = obj["seq"]
+            if first_seq is None:
+                line = raw
+            else:
+                rechained += 1
+                obj["prev_hash"] = prev_hash
+                obj["this_hash"] = chain_hash(prev_hash, _body(obj))
+                line = (canonical_json(obj) + "\n").encode()
+            prev_hash = obj["this_hash"]
+            buffer.append(line)
+            buffered += len(line)
+            if buffered >= _TAIL_BLOCK * 16:
+                _write_all(out, b"".join(buffer))
+                buffer, buffered = [], 0
+        _write_all(out, b"".join(buffer))
+        details = {
+            "first_seq": first_seq,
+            "lines_rechained": rechained,
+            "lines_redacted": redacted,
+            "prev_head": _anchor_json(anchor),
+            "slugs": len(renamer.renames),
+        }
+        event = AuditEvent(
+            actor=actor,
+            event_type=REDACT_EVENT,
+            scope_hash=scope_hash,
+            target_id=scope_hash,
+            details=details,
+        )
+        ts = format_audit_ts(self._clock())
+        record, event_line = _encode_record(anchor.seq + 1, ts, _prepare(event), prev_hash)
+        return Redaction(redacted, rechained, first_seq, record), event_line.encode()
+
+    def _settle_redaction(self) -> None:
+        """Finish a redaction a crash interrupted; the caller holds the log's lock.
+
+        `redact.json` is written after the new log is whole and synced, so the new log, when
+        it is still beside the old, replaces it; then the head moves to the new chain end.
+        """
+        try:
+            pending = json.loads(self.pending_path.read_bytes())
+            old_end, new_end = _Anchor(**pending["old"]), _Anchor(**pending["new"])
+        except FileNotFoundError:
+            return
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AuditChainBroken(
+                f"{self.pending_path} (an audit redaction in flight) is unreadable: {exc}",
+                hint=f"if {self.redacted_path.name} is beside it, move it over "
+                f"{self.log_path.name}; then remove {self.pending_path.name} and run "
+                "`memoryd audit verify`",
+            ) from exc
+        except OSError as exc:
+            raise _storage_error(exc, self.pending_path, "read") from exc
+        try:
+            if self.redacted_path.exists():
+                os.replace(self.redacted_path, self.log_path)
+                self._fsync_dir()
+            fd = os.open(self.log_path, os.O_RDONLY)
+            try:
+                end = self._scan_tail(fd, self._file_size(fd)).last
+            finally:
+                os.close(fd)
+            if end == new_end:
+                self._write_head(new_end, strict=True)
+                logger.warning(
+                    "%s: finished an audit redaction a crash interrupted (chain end seq %d)",
+                    self.log_path,
+                    new_end.seq,
+                )
+            elif end != old_end:
+                logger.warning(
+                    "%s: ends neither where the interrupted redaction began nor where it "
+                    "ended; left as it is for `memoryd audit verify`",
+                    self.log_path,
+                )
+            self.pending_path.unlink(missing_ok=True)
+            self._fsync_dir()
+        except OSError as exc:
+            raise _storage_error(exc, self.log_path, "finish the redaction of") from exc
+        self._last = None
+
     @contextmanager
     def _locked_log(self) -> Iterator[int]:
-        """The log, opened for appending, under the thread lock and an exclusive file lock."""
+        """The log, opened for appending, under the thread lock and an exclusive file lock.
+
+        A redaction replaces the log file: whoever waited for the old file's lock opens the
+        new one, and a redaction a crash interrupted is finished first."""
         with self._lock:
+            fd = self._open_locked()
+            try:
+                yield fd
+            finally:
+                os.close(fd)  # closing also releases the flock
+
+    def _open_locked(self) -> int:
+        while True:
             try:
                 fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             except OSError as exc:
                 raise _storage_error(exc, self.log_path, "open") from exc
             try:
                 self._flock(fd, fcntl.LOCK_EX)
-                yield fd
-            finally:
-                os.close(fd)  # closing also releases the flock
+                pending = self.pending_path.exists()
+                if pending:
+                    self._settle_redaction()
+                else:
+                    ino = os.fstat(fd).st_ino
+                    if ino == os.stat(self.log_path).st_ino:
+                        if ino != self._ino:  # replaced since this object last wrote it
+                            self._last, self._ino = None, ino
+                        return fd
+            except FileNotFoundError:
+                pass  # replaced between the open and the stat: open the new file
+            except OSError as exc:
+                os.close(fd)
+                raise _storage_error(exc, self.log_path, "open") from exc
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+            self._last = None  # another file now: its tail is read afresh
 
     def _flock(self, fd: int, operation: int) -> None:
         try:
@@ -504,30 +793,38 @@ class AuditLog:
 
     # -- the head anchor ---------------------------------------------------------------------
 
-    def _write_head(self, anchor: _Anchor) -> None:
+    def _write_head(self, anchor: _Anchor, *, strict: bool = False) -> None:
         """Atomically record the chain's end (temp + fsync + rename).
 
         The directory is not fsynced: if the rename is lost in a crash, the old head is simply
         behind the log, which verify accepts. A failure here is logged, not raised: the records
-        are already durable and the next append brings the anchor forward.
+        are already durable and the next append brings the anchor forward. After a redaction
+        (`strict`) the old head no longer matches the log: a failure is raised, and the
+        pending redaction moves the head on the next open.
         """
-        tmp = self.head_path.with_name(HEAD_NAME + ".tmp")
         data = canonical_json({"seq": anchor.seq, "this_hash": anchor.this_hash}).encode()
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                _write_all(fd, data + b"\n")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.head_path)
+            self._replace_file(self.head_path, data + b"\n")
         except OSError as exc:
+            if strict:
+                raise _storage_error(exc, self.head_path, "write") from exc
             logger.warning(
                 "could not update the audit head anchor %s (%s); the records are written and "
                 "the anchor catches up on the next append",
                 self.head_path,
                 exc,
             )
+
+    @staticmethod
+    def _replace_file(path: Path, data: bytes) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
 
     def _read_head(self) -> tuple[_Anchor | None, str | None]:
         """(anchor, None), (None, None) when there is no anchor yet, or (None, problem)."""
@@ -655,6 +952,9 @@ class AuditLog:
 
     def _snapshot(self) -> tuple[int, tuple[_Anchor | None, str | None]]:
         """The file size and head to read against: a line boundary even while others append."""
+        if self.pending_path.exists():
+            with self._locked_log():
+                pass  # a redaction a crash interrupted: finished before anything is read
         with self._lock:
             try:
                 fd = os.open(self.log_path, os.O_RDONLY)

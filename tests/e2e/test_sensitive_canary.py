@@ -142,10 +142,11 @@ def test_no_canary_survives_anywhere(
     capture(home, "cursor", cursor(project, "stop", status="completed"))
     # -- embedded: record, mark, record sealed, capture with no daemon, drain, enrich --------
     with open_service(settings) as svc:
-        # Plaintext first, marking must scrub it. Its title stays canary-free: a slug made
-        # from a title before the mark is in the append-only audit chain for good.
-        before = secret_draft(project, 0)
-        svc.record(before.model_copy(update={"title": "Billing cutover plan"}))
+        # Plaintext first, marking must scrub it, its title too: the audit lines written
+        # before the mark name it by a slug made from that title, and the mark re-chains
+        # the log with the opaque slug instead (an `audit_redact` event says so).
+        planted = svc.record(secret_draft(project, 0)).slug
+        assert TITLE.lower() in planted
         svc.record(
             MemoryDraft(
                 type=MemoryType.FACT, title="Docs deploy", body="Docs deploy on Fridays.",

@@ -261,6 +261,12 @@ class Sensitivity(ServiceCore):
         with ThreadPoolExecutor(max_workers=4) as pool:
             done = list(pool.map(write, sealed))
         fsync_all()  # every sealed file is on disk before any plaintext goes
+        # The audit lines written before the mark name these memories by title-derived
+        # slugs: re-chained with the opaque ones before the plaintext goes, so a crash
+        # before this point leaves the plain files for a second mark to do it all again.
+        self.audit.redact_slugs(
+            {old: memory.slug for old, memory in sealed}, actor=self.actor, scope_hash=scope_hash
+        )
         self.vault.remove_many(paths)
         return list(renamed), done
 
