@@ -30,7 +30,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -248,6 +248,20 @@ def decay_line(
     )
 
 
+def _ledger_text(entries: Iterable[tuple[str, DecayEntry]]) -> bytes:
+    """Ledger lines for these (slug, last move) pairs."""
+    return "".join(
+        decay_line(
+            slug,
+            e.from_state,
+            e.to_state,
+            datetime.fromisoformat(e.at),
+            None if e.basis is None else datetime.fromisoformat(e.basis),
+        )
+        for slug, e in entries
+    ).encode("utf-8")
+
+
 def _read_ledger(path: Path) -> tuple[dict[str, DecayEntry], int]:
     """slug → its last entry, and how many lines the ledger has. A torn last line (a crash
     while appending: its write never finished, so its move did not happen) is skipped."""
@@ -461,18 +475,28 @@ class Vault:
         entries, lines = self._ledger(scope_hash)
         if lines <= 2 * len(entries) + 1000:
             return False
-        data = "".join(
-            decay_line(
-                slug,
-                e.from_state,
-                e.to_state,
-                datetime.fromisoformat(e.at),
-                None if e.basis is None else datetime.fromisoformat(e.basis),
-            )
-            for slug, e in entries.items()
-        )
-        atomic_write(self.decay_ledger_path(scope_hash), data.encode("utf-8"))
+        atomic_write(self.decay_ledger_path(scope_hash), _ledger_text(entries.items()))
         return True
+
+    def carry_decay(self, scope_hash: str, renamed: Mapping[str, str]) -> None:
+        """Append, for memories about to be renamed (old slug → new), their last move under
+        the new slug: `sensitive mark` seals a scope's memories under opaque slugs, and the
+        states the ledger gave them must hold under those. The old lines go with
+        `drop_decay` once the old files are gone (a mark killed in between runs again)."""
+        entries = self.decay_ledger(scope_hash)
+        moved = [(renamed[slug], e) for slug, e in entries.items() if slug in renamed]
+        if moved:
+            self.append_decay(scope_hash, [_ledger_text(moved).decode("utf-8")])
+
+    def drop_decay(self, scope_hash: str, slugs: Iterable[str]) -> None:
+        """Rewrite the scope's ledger without these memories' lines (atomically): after a
+        mark, no line names a sensitive memory by its title-derived slug."""
+        gone = set(slugs)
+        entries = self.decay_ledger(scope_hash)
+        if gone.isdisjoint(entries):
+            return
+        kept = [(slug, e) for slug, e in entries.items() if slug not in gone]
+        atomic_write(self.decay_ledger_path(scope_hash), _ledger_text(kept))
 
     def find(self, slug: str) -> Path | None:
         """Locate a memory file by slug without the index (used when the index is suspect)."""

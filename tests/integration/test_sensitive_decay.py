@@ -116,3 +116,30 @@ def test_a_sensitive_memory_decays_without_the_key_and_is_restored_sealed(
     assert svc.audit_verify().ok
     svc.close()
     assert leaks(home) == []
+
+
+def test_marking_a_scope_renames_its_decay_ledger_and_keeps_the_states(
+    keyed_svc: MemoryService, project: Path, home: Path
+) -> None:
+    """Memories that decayed before the mark keep their state under their opaque slugs, and
+    the ledger no longer names them by their title-derived slugs."""
+    svc = keyed_svc
+    slugs = {name: session(svc, project, name, idle) for name, idle in
+             {"dim": 100, "soft": 130, "fresh": 10}.items()}  # fmt: skip
+    svc.sweep_at(NOW)
+    scope_hash = svc.graph.memory_rows([slugs["dim"]])[slugs["dim"]].scope_hash
+    ledger = svc.vault.decay_ledger_path(scope_hash)
+    assert slugs["dim"] in ledger.read_text(encoding="utf-8")
+    svc.sensitive_mark(project)
+    text = ledger.read_text(encoding="utf-8")
+    assert all(slug not in text for slug in slugs.values())
+    states = {row.decay_state for row in svc.graph.memory_rows(
+        [json.loads(line)["slug"] for line in text.splitlines()]).values()}  # fmt: skip
+    assert states == {DecayState.DIM, DecayState.SOFT_FORGOTTEN}
+    svc.reindex()  # the vault alone still gives the states, under the new slugs
+    assert sorted(r.decay_state.value for r in svc.graph.list_memories()) == sorted(
+        ["dim", "soft-forgotten", "alive"]
+    )
+    assert svc.audit_verify().ok
+    svc.close()
+    assert leaks(home) == []

@@ -264,10 +264,11 @@ class Sensitivity(ServiceCore):
         # The audit lines written before the mark name these memories by title-derived
         # slugs: re-chained with the opaque ones before the plaintext goes, so a crash
         # before this point leaves the plain files for a second mark to do it all again.
-        self.audit.redact_slugs(
-            {old: memory.slug for old, memory in sealed}, actor=self.actor, scope_hash=scope_hash
-        )
+        renames = {old: memory.slug for old, memory in sealed}
+        self.vault.carry_decay(scope_hash, renames)  # the decay ledger names them the same way
+        self.audit.redact_slugs(renames, actor=self.actor, scope_hash=scope_hash)
         self.vault.remove_many(paths)
+        self.vault.drop_decay(scope_hash, renames)
         return list(renamed), done
 
     @staticmethod
