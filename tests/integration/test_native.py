@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import weakref
 
 import pytest
 
@@ -41,3 +43,24 @@ def test_capping_in_process_keeps_threads_to_two_arenas() -> None:
     assert proc.stdout.split() == ["8", "20000000"]
     arenas = [line for line in proc.stderr.splitlines() if line.startswith("Arena ")]
     assert 1 <= len(arenas) <= ARENAS
+
+
+def test_a_bulk_write_collects_less_often_and_puts_the_collector_back() -> None:
+    from memoryd.native import fewer_collections
+
+    before = gc.get_threshold()
+    with fewer_collections(young=before[0] * 10):
+        assert gc.get_threshold() == (before[0] * 10, *before[1:])
+        assert gc.get_freeze_count() > 0  # what lived before the write is not walked again
+        cycle = _Node()
+        cycle.me = cycle
+        made_inside = weakref.ref(cycle)
+        del cycle
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert made_inside() is None  # a cycle made during the write is still collected
+
+
+class _Node:
+    me: object

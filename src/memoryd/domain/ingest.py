@@ -33,6 +33,7 @@ from memoryd.models import (
     ScopeInfo,
     utcnow,
 )
+from memoryd.native import fewer_collections
 from memoryd.redact import redact
 from memoryd.scope import resolve_scope
 from memoryd.vault import fsync_dir, storage_error
@@ -69,9 +70,10 @@ class Ingest(ServiceCore):
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
         written: list[Memory] = []
-        for batch in iter_batches(memories, BULK_BATCH):
-            self._write_batch(batch, sync_each=not bulk)
-            written.extend(batch)
+        with fewer_collections():
+            for batch in iter_batches(memories, BULK_BATCH):
+                self._write_batch(batch, sync_each=not bulk)
+                written.extend(batch)
         self._queue_sessions(written)
         self._judge_written(written, use_llm=not bulk)
         return written

@@ -41,6 +41,7 @@ from memoryd.models import (
     Memory,
     ScopeInfo,
 )
+from memoryd.native import fewer_collections
 from memoryd.redact import redact
 from memoryd.scope import SENSITIVE_MARKER, resolve_scope
 from memoryd.search.vectors import fingerprint as vector_fingerprint
@@ -897,17 +898,18 @@ class Syncing(ServiceCore):
     def _apply_adds(self, doc: RemoteDocument, plan: _Plan, details: dict[str, Any]) -> None:
         """New memories, read from the file again batch by batch, then their links."""
         linked: list[Memory] = []
-        for start in range(0, len(plan.adds), BULK_BATCH):
-            chunk = plan.adds[start : start + BULK_BATCH]
-            batch = [self._remote_memory(doc, i, t) for i, t in chunk]
-            for memory in batch:
-                plan.base[memory.slug] = SyncBase.pack(digests(memory))
-                meta = memory.meta
-                if meta.forgotten_at is None and (
-                    meta.supersedes or meta.supersede_decisions or meta.promoted_from
-                ):
-                    linked.append(memory)
-            self._add_batch(batch, details)
+        with fewer_collections():
+            for start in range(0, len(plan.adds), BULK_BATCH):
+                chunk = plan.adds[start : start + BULK_BATCH]
+                batch = [self._remote_memory(doc, i, t) for i, t in chunk]
+                for memory in batch:
+                    plan.base[memory.slug] = SyncBase.pack(digests(memory))
+                    meta = memory.meta
+                    if meta.forgotten_at is None and (
+                        meta.supersedes or meta.supersede_decisions or meta.promoted_from
+                    ):
+                        linked.append(memory)
+                self._add_batch(batch, details)
         for start in range(0, len(linked), BULK_BATCH):
             self.graph.link_memories(linked[start : start + BULK_BATCH])
         for start in range(0, len(plan.sealed_adds), BULK_BATCH):
