@@ -522,8 +522,9 @@ class AuditLog:
         `audit_redact` event; None when there is nothing to rename.
 
         The chain is checked as it is read: a broken log is refused (AuditChainBroken), since
-        re-chaining it would hide the break. The event's details hold counts, the first seq
-        changed and the old chain end, never a slug.
+        re-chaining it would hide the break. The event's details hold counts and the first seq
+        changed: never a slug, nor the old chain end (with the unchanged rest of the lines,
+        that hash would let anyone confirm a guessed old slug by re-hashing).
         """
         renames = {old: new for old, new in renames.items() if old and old != new}
         if not renames:
@@ -625,7 +626,6 @@ class AuditLog:
             "first_seq": first_seq,
             "lines_rechained": rechained,
             "lines_redacted": redacted,
-            "prev_head": _anchor_json(anchor),
             "slugs": len(renamer.renames),
         }
         event = AuditEvent(
