@@ -101,6 +101,9 @@ def test_a_sealed_round_trip_leaves_no_plaintext(
         got = {s: (b.get(s).meta.to_yaml_dict(), b.get(s).body) for s in memories}
         assert got == memories
         assert [h.slug for h in b.recall(query, scope=project, track=False).hits] == recall
+        diff = b.sync_diff(out)  # without the passphrase: sealed ones are counted, not listed
+        assert (diff.added, diff.removed, diff.changed) == ([], [], [])
+        assert diff.sealed_not_compared == 2
         again = b.sync_import(out, passphrase=PASSPHRASE)  # idempotent
         assert (again.added, again.updated, again.conflicts) == ([], [], [])
         assert b.audit_verify().ok

@@ -256,6 +256,12 @@ def diff_with_remote(
         f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed",
         err=True,
     )
+    if diff.sealed_not_compared:
+        typer.echo(
+            f"not compared: {diff.sealed_not_compared} sealed sensitive memories in the file"
+            " (`sync import --dry-run --passphrase-file F` opens and compares them)",
+            err=True,
+        )
 
 
 @sync_app.command("conflicts")

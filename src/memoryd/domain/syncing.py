@@ -1003,6 +1003,7 @@ class Syncing(ServiceCore):
             for slug, path in local.by_slug.items()
             if slug not in matched and local.scope_of(path) in covered
         )
+        diff.sealed_not_compared = len(doc.encryption.memories) if doc.encryption else 0
         return diff
 
     def sync_conflicts(self) -> list[ConflictEntry]:

@@ -119,6 +119,10 @@ class SyncDiff(BaseModel):
     """Here (in the scopes the file covers), not in the file."""
     changed: list[ChangedMemory] = Field(default_factory=list)
     scope_mappings: list[ScopeMapping] = Field(default_factory=list)
+    sealed_not_compared: int = 0
+    """The file's sealed (sensitive) memories: only an import with the passphrase opens and
+    compares them, so they are in none of the lists above (this data dir's sensitive
+    memories are not read for a diff either, so never listed as removed)."""
 
 
 class ResolveResult(BaseModel):
