@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from memoryd.models import DecayState
-from memoryd.recall.candidates import Candidate, MemoryFacts
+from memoryd.recall.candidates import Candidate, MemoryFacts, rank_key
 
 LONG_TERM_BONUS = 1.15
 TITLE_BONUS = 2.0
@@ -60,7 +60,7 @@ def adjust(
             new = candidates[newer]
             if old.score >= new.score:
                 old.scale("superseded", new.score * 0.95 / old.score if old.score else 1.0)
-    return sorted(candidates.values(), key=lambda c: (-c.score, c.slug))
+    return sorted(candidates.values(), key=lambda c: rank_key(c.score, c.slug))
 
 
 CURRENT_MARGIN = 0.4

@@ -10,6 +10,14 @@ from typing import Protocol
 from memoryd.models import DecayState, MemoryType
 
 
+def rank_key(score: float, slug: str) -> tuple[float, str]:
+    """Sort key of a ranked memory: best first, ties by slug. Scores are compared at 9
+    decimals: the same evidence summed in another order (a view built from a snapshot or
+    from the files, stores listed in another order) differs in the last bits, and the same
+    data must always rank the same."""
+    return -round(score, 9), slug
+
+
 @dataclass(frozen=True)
 class Calibration:
     """How an embedder's best-passage cosine counts as evidence (`dense_relevance`)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from memoryd.recall.candidates import Calibration, Candidate
+from memoryd.recall.candidates import Calibration, Candidate, rank_key
 from memoryd.recall.conversation import ASKING_PENALTY
 
 RRF_K = 20
@@ -110,4 +110,4 @@ def ranking(candidates: Mapping[str, Candidate], *stages: str) -> list[str]:
         for slug, c in candidates.items()
         if any(stage in c.stage_scores for stage in stages)
     ]
-    return [slug for _, slug in sorted(scored, key=lambda item: (-item[0], item[1]))]
+    return [slug for _, slug in sorted(scored, key=lambda item: rank_key(*item))]
