@@ -85,7 +85,10 @@ def view_state(svc: MemoryService, project: Path) -> tuple[object, ...]:
     view = svc.granted_view(scope_hash)
     assert view is not None
     hits = [(h.slug, round(h.score, 6)) for h in svc.search(f"{SECRET} replica", scope=project)]
-    recalled = [h.slug for h in svc.recall(f"{SECRET} audit tenant", scope=project).hits]
+    # Untracked: a counted recall changes what the next one ranks (recency of use).
+    recalled = [
+        h.slug for h in svc.recall(f"{SECRET} audit tenant", scope=project, track=False).hits
+    ]
     stats = view.index.statistics([scope_hash], include_forgotten=True)
     titles = {slug: m.meta.title for slug, m in view.memories.items()}
     return hits, recalled, stats.docs, sorted(stats.df.items()), titles
