@@ -161,19 +161,8 @@ class Sensitivity(ServiceCore):
         started = time.perf_counter()
         info = resolve_scope(path)
         scope_hash = info.scope_hash
-        if self.keys.has_keys(scope_hash):
-            if passphrase is not None:
-                logger.info("scope %s has a key already: --passphrase is not used", scope_hash)
-            key = self.keys.current(scope_hash)
-        else:
-            key = self.keys.create(scope_hash, passphrase=passphrase)
-        if read_public_key(self.home, scope_hash) is None:
-            create_seal_pair(self.home, scope_hash, key)
-        info.sensitive = True
-        self._ensure_scope(info)
+        key = self._key_scope(info, passphrase)
         marker = Path(info.path) / SENSITIVE_MARKER
-        if not marker.is_file():
-            atomic_write(marker, MARKER_TEXT.encode("utf-8"))
         old_slugs, sealed = self._seal_plain_files(scope_hash, key)
         encrypted = len(sealed)
         self._drop_inbox_requests(scope_hash)
@@ -270,6 +259,27 @@ class Sensitivity(ServiceCore):
         self.vault.remove_many(paths)
         self.vault.drop_decay(scope_hash, renames)
         return list(renamed), done
+
+    def _key_scope(self, info: ScopeInfo, passphrase: str | None = None) -> ScopeKey:
+        """What a scope needs before any of its memories is sealed: its key (made now when it
+        has none), its capture key pair, `scope.json` flagged sensitive and the marker at its
+        root. `sensitive mark` and a sync import whose sealed memories land in a new scope
+        both start here."""
+        scope_hash = info.scope_hash
+        if self.keys.has_keys(scope_hash):
+            if passphrase is not None:
+                logger.info("scope %s has a key already: --passphrase is not used", scope_hash)
+            key = self.keys.current(scope_hash)
+        else:
+            key = self.keys.create(scope_hash, passphrase=passphrase)
+        if read_public_key(self.home, scope_hash) is None:
+            create_seal_pair(self.home, scope_hash, key)
+        info.sensitive = True
+        self._ensure_scope(info)
+        marker = Path(info.path) / SENSITIVE_MARKER
+        if marker.parent.is_dir() and not marker.is_file():
+            atomic_write(marker, MARKER_TEXT.encode("utf-8"))
+        return key
 
     @staticmethod
     def _sensitive_slug(key: ScopeKey, public: bytes | None, memory: Memory) -> str:

@@ -31,7 +31,6 @@ import numpy.typing as npt
 
 from memoryd.audit import AuditEvent
 from memoryd.domain.core import BULK_BATCH, ServiceCore, search_doc
-from memoryd.domain.sensitivity import MARKER_TEXT
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import EntityRow
@@ -43,18 +42,17 @@ from memoryd.models import (
 )
 from memoryd.native import fewer_collections
 from memoryd.redact import redact
-from memoryd.scope import SENSITIVE_MARKER, resolve_scope
+from memoryd.scope import resolve_scope
 from memoryd.search.vectors import fingerprint as vector_fingerprint
 from memoryd.sensitive import envelope
+from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import (
     ScopeCipher,
-    create_seal_pair,
     decrypt_scope,
     encrypted_files,
     plain_files,
     slug_of,
 )
-from memoryd.sensitive.sealed import read_public_key
 from memoryd.sync import cipher, document
 from memoryd.sync.base import SyncBase
 from memoryd.sync.document import ExportParts, RemoteDocument, RemoteMemory
@@ -133,6 +131,8 @@ class Syncing(ServiceCore):
     """Provided by `domain.maintenance.Maintenance`."""
     flush_recall_stats: Callable[..., int]
     """Provided by `domain.recalling.Recalling`."""
+    _key_scope: Callable[[ScopeInfo], ScopeKey]
+    """Provided by `domain.sensitivity.Sensitivity`: a scope's key, key pair and marker."""
     alias_entity: Callable[[str, str], EntityRow]
     merge_entities: Callable[[str, str], EntityRow]
     """Provided by `domain.entities.Entities`."""
@@ -848,18 +848,7 @@ class Syncing(ServiceCore):
         key (OS keyring), its capture key pair, `scope.json` and the marker, as `sensitive
         mark` makes them (there is no plaintext here to encrypt)."""
         scope_hash = info.scope_hash
-        key = (
-            self.keys.current(scope_hash)
-            if self.keys.has_keys(scope_hash)
-            else self.keys.create(scope_hash)
-        )
-        if read_public_key(self.home, scope_hash) is None:
-            create_seal_pair(self.home, scope_hash, key)
-        info.sensitive = True
-        self._ensure_scope(info)
-        root = Path(info.path)
-        if root.is_dir() and not (root / SENSITIVE_MARKER).is_file():
-            atomic_write(root / SENSITIVE_MARKER, MARKER_TEXT.encode("utf-8"))
+        key = self._key_scope(info)
         self.audit.append_many(
             [
                 AuditEvent(
