@@ -67,6 +67,36 @@ def test_near_in_time_gives_the_nearest_turns_on_each_side(index: SearchIndex) -
     assert first == ([], ["t1"])
 
 
+@pytest.mark.parametrize("order", [[3, 0, 5, 1, 4, 2], [2, 4, 1, 5, 0, 3]])
+def test_turns_of_one_instant_are_neighbours_in_slug_order_whatever_the_write_order(
+    index: SearchIndex, order: list[int]
+) -> None:
+    """Captures written in one second (a bulk import, a replay) are neighbours by slug, as
+    the indexed context places them: the engine's order of ties is the order of writing, which
+    a rebuilt index or a granted view does not repeat."""
+    for i in order:  # one write each: the engine keeps ties in write order
+        index.upsert([turn(f"t{i}", 0)])
+    index.upsert([turn("later", 1)])
+    near = index.near_in_time(
+        scope_hash=SCOPE,
+        type=MemoryType.SESSION,
+        at=START,
+        window=timedelta(minutes=30),
+        exclude="t2",
+        per_side=2,
+    )
+    assert near == (["t1", "t0"], ["t3", "t4"])
+    last = index.near_in_time(
+        scope_hash=SCOPE,
+        type=MemoryType.SESSION,
+        at=START,
+        window=timedelta(minutes=30),
+        exclude="t5",
+        per_side=2,
+    )
+    assert last == (["t4", "t3"], ["later"])
+
+
 def test_titles_naming_matches_query_words_as_stemmed(index: SearchIndex) -> None:
     titles = {"a": "Caroline (D1:3)", "b": "Melanie (D1:4)", "c": "Deploying the API"}
     named = index.titles_naming("What did Caroline paint?", titles, weights={}, names=["Caroline"])

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryd.errors import InvalidInput, StorageError
 from memoryd.models import DecayState, MemoryType, SearchHit, to_utc
 from memoryd.private import FILE_MODE, make_private_dir
-from memoryd.search.sessions import CONTEXT_TYPE, CONTEXT_WINDOW, SessionView
+from memoryd.search.sessions import CONTEXT_TYPE, CONTEXT_WINDOW, SessionView, from_nanos, nanos
 from memoryd.search.stats import (
     Entry,
     ScopeStatistics,
@@ -1117,54 +1117,87 @@ class SearchIndex:
         so each reads only `per_side` documents however long the episode."""
         self._require_open()
         at = to_utc(at)
-        # Ties with `at` (the seed itself, usually) count as before it, as they always did.
-        before = self._nearest(scope_hash, type, (at - window, at), True, per_side + 1)
-        after = self._nearest(scope_hash, type, (at, at + window), False, per_side + 1)
+        with self._errors("searching by time"):
+            searcher = self._index.searcher()
+            # Turns of one instant stand in slug order (as `SessionView` places them): the
+            # engine returns ties in the order they were written, which a rebuilt index or a
+            # granted view does not repeat.
+            here = (nanos(at), exclude)
+            same = self._turns_in(searcher, scope_hash, type, (at, at), None, backwards=False)
+            before = [t for t in reversed(same) if t < here]
+            after = [t for t in same if t > here]
+            before += self._turns_in(
+                searcher, scope_hash, type, (at - window, at), per_side, backwards=True
+            )
+            after += self._turns_in(
+                searcher, scope_hash, type, (at, at + window), per_side, backwards=False
+            )
         return (
-            [slug for slug in before if slug != exclude][:per_side],
-            [slug for slug in after if slug != exclude][:per_side],
+            [slug for _, slug in before if slug != exclude][:per_side],
+            [slug for _, slug in after if slug != exclude][:per_side],
         )
 
-    def _nearest(
+    def _turns_in(
         self,
+        searcher: tantivy.Searcher,
         scope_hash: str,
         type: MemoryType,
         span: tuple[datetime, datetime],
+        limit: int | None,
+        *,
         backwards: bool,
-        limit: int,
-    ) -> list[str]:
-        """Up to `limit` visible memories in `span`, nearest its end (`backwards`, the end
-        included) or its start (excluded) first."""
-        Query, Occur = tantivy.Query, tantivy.Occur
+    ) -> list[tuple[int, str]]:
+        """The visible memories of this scope and type in `span`, as (created_at in
+        nanoseconds, slug) nearest its end (`backwards`) or start first. The start is out,
+        the end only forwards (both ends of a one-instant span are in). `limit` (None: all)
+        counts from the nearest, and the farthest instant it reaches is read whole, so ties
+        are cut by slug, not by the engine."""
         start, end = span
-        clauses = [
-            (Occur.Must, self._term("scope_hash", scope_hash)),
-            (Occur.Must, self._term("type", _memory_type(type))),
-            (
-                Occur.Must,
-                Query.range_query(
-                    self._schema,
-                    "created_at",
-                    tantivy.FieldType.Date,
-                    start,
-                    end,
-                    include_lower=not backwards,
-                    include_upper=True,
-                ),
-            ),
-            *((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN),
-        ]
-        order = tantivy.Order.Desc if backwards else tantivy.Order.Asc
-        with self._errors("searching by time"):
-            searcher = self._index.searcher()
-            hits = searcher.search(
-                Query.boolean_query(clauses),
-                limit=limit,
-                count=False,
-                order_by_field="created_at",
-                order=order,
+        instant = start == end
+
+        def query(lower: datetime, upper: datetime, *, whole: bool) -> tantivy.Query:
+            # `whole`: both ends in; else the start is out, and the end of a window forwards in.
+            Query, Occur = tantivy.Query, tantivy.Occur
+            return Query.boolean_query(
+                [
+                    (Occur.Must, self._term("scope_hash", scope_hash)),
+                    (Occur.Must, self._term("type", _memory_type(type))),
+                    (
+                        Occur.Must,
+                        Query.range_query(
+                            self._schema,
+                            "created_at",
+                            tantivy.FieldType.Date,
+                            lower,
+                            upper,
+                            include_lower=whole,
+                            include_upper=whole or not backwards,
+                        ),
+                    ),
+                    *((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN),
+                ]
+            )
+
+        def run(q: tantivy.Query, size: int | None) -> list[tuple[int, tantivy.DocAddress]]:
+            size = _count(searcher, q) if size is None else size
+            if not size:
+                return []
+            order = tantivy.Order.Desc if backwards else tantivy.Order.Asc
+            found = searcher.search(
+                q, limit=size, count=False, order_by_field="created_at", order=order
             ).hits
-            return [str(_stored(searcher.doc(address), "slug")) for _, address in hits]
+            return [(int(key), address) for key, address in found]
+
+        hits = run(query(start, end, whole=instant), limit)
+        if limit is not None and len(hits) == limit:
+            edge = hits[-1][0]
+            at = from_nanos(edge)
+            hits = [h for h in hits if h[0] != edge] + run(query(at, at, whole=True), None)
+        turns = sorted(
+            ((key, str(_stored(searcher.doc(address), "slug"))) for key, address in hits),
+            reverse=backwards,
+        )
+        return turns if limit is None else turns[:limit]
 
     def words_held(self, text: str, words: Iterable[str]) -> list[str]:
         """The `words` that `text` holds, as the index analyses both ("surfed" holds "surf")."""

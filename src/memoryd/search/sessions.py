@@ -141,8 +141,8 @@ class SessionView:
         self, scope_hash: str, here: tuple[datetime, str], backwards: bool
     ) -> SearchDoc | None:
         entries, keys = self._entries(scope_hash, here[0])
-        at = _nanos(here[0])
-        limit = _nanos(here[0] - CONTEXT_WINDOW if backwards else here[0] + CONTEXT_WINDOW)
+        at = nanos(here[0])
+        limit = nanos(here[0] - CONTEXT_WINDOW if backwards else here[0] + CONTEXT_WINDOW)
         # Walk away from `here` one instant at a time (turns of one instant are ordered by
         # slug, which the engine's order does not follow).
         if backwards:
@@ -202,9 +202,14 @@ class SessionView:
         return docs
 
 
-def _nanos(at: datetime) -> int:
+def nanos(at: datetime) -> int:
     """A time as the engine orders its date field: nanoseconds since the epoch (UTC)."""
     return (to_utc(at) - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def from_nanos(value: int) -> datetime:
+    """The time of an engine date key (`nanos`), to the microsecond."""
+    return _EPOCH + timedelta(microseconds=value // 1000)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
