@@ -19,8 +19,11 @@ projects or lies only in `both` sessions, or for an abstention that names no pro
 Metrics: hit@1/3/5, all@5, MRR, NDCG@5 overall and per type; newest-first for knowledge
 updates with two or more gold sessions; abstention ROC AUC of the top hit's score; the share
 of abstention questions on which `inject` (at its shipped threshold) stays silent and of
-answerable ones on which it injects. The same metrics for a stdlib Okapi BM25 (k1 1.2,
-b 0.75, lower-cased word tokens, per scope), and an ablation table (each recall stage off).
+answerable ones on which it injects, decided as `inject` decides: by the best score among the
+hits it is given (`capture.inject.DEFAULT_K`), which is not always the first hit's (evidence
+that only reorders, like a session's kind stage, can put a hit first above better-scored
+ones). The same metrics for a stdlib Okapi BM25 (k1 1.2, b 0.75, lower-cased word tokens,
+per scope), and an ablation table (each recall stage off).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any
 
 from _corpus import keep_static_table, open_in_process
 from memoryd.capture import hook
+from memoryd.capture.inject import DEFAULT_K as INJECT_K
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import STAGES
 from memoryd.service import MemoryService
@@ -278,15 +282,20 @@ def evaluate(
     newest: list[float] = []
     answerable_top: list[float] = []
     abstention_top: list[float] = []
+    answerable_best: list[float] = []
+    abstention_best: list[float] = []
     per_question: dict[str, float] = {}
     for q in questions:
         ranked = rank(q["question"], question_project(q, by_id, projects))
         top = ranked[0][1] if ranked else 0.0
+        best = max((score for _, score in ranked[:INJECT_K]), default=0.0)
         gold = q["haystackSessionIds"]
         if not gold:
             abstention_top.append(top)
+            abstention_best.append(best)
             continue
         answerable_top.append(top)
+        answerable_best.append(best)
         ids = [sid for sid, _ in ranked]
         m = question_metrics(ids, gold)
         rows.append((q["questionType"], m))
@@ -312,10 +321,10 @@ def evaluate(
     if threshold is not None:
         report["inject_threshold"] = threshold
         report["abstention_silent"] = round(
-            statistics.fmean(t < threshold for t in abstention_top), 3
+            statistics.fmean(t < threshold for t in abstention_best), 3
         )
         report["answerable_injects"] = round(
-            statistics.fmean(t >= threshold for t in answerable_top), 3
+            statistics.fmean(t >= threshold for t in answerable_best), 3
         )
     return report
 

@@ -259,6 +259,19 @@ def test_kind_evidence_does_not_count_for_whole_sessions() -> None:
     assert session.paths == ["bm25 → session"]  # the kind stage's path is gone too
 
 
+def test_kind_evidence_counts_for_the_session_where_the_entity_entered() -> None:
+    """Where an entity of the asked kind entered the scope the kind stage's evidence
+    reorders, while the relevance counts only the text (the pipeline adds none as novel)."""
+    entered = Candidate("entered")
+    entered.add("bm25", 0.1)
+    entered.add("kind", 0.6, "database → PostgreSQL → memory", novel=0.0)
+    entered.whole_session = entered.entered_kind = True
+    fused = evidence_fusion({"entered": entered}, ["bm25", "kind"])
+    assert fused["entered"] == pytest.approx(0.7)
+    assert entered.relevance == pytest.approx(0.1)
+    assert entered.paths == ["database → PostgreSQL → memory"]
+
+
 def test_current_first_puts_the_newer_of_near_tied_memories_first() -> None:
     old, new, other = (Candidate(s) for s in ("old", "new", "other"))
     old.score, new.score, other.score = 1.0, 0.9, 0.85

@@ -13,6 +13,7 @@ from memoryd.recall import Candidate, RecallConfig
 from memoryd.recall.adjustment import asks_for_current
 from memoryd.recall.conversation import CONTEXT_SPREAD, TELLING_SPREAD
 from memoryd.recall.fusion import evidence_fusion
+from memoryd.recall.kinds import headed_kinds
 from memoryd.recall.text import QUERY_PRIOR, query_confidence
 from memoryd.service import MemoryService
 
@@ -161,3 +162,100 @@ def test_the_score_explains_the_query_weight(svc: MemoryService, project: Path) 
     longer = svc.recall("redis catalogue cache minutes", scope=project, track=False).hits[0]
     assert 0.0 < short.factors["query weight"] < longer.factors["query weight"] < 1.0
     assert short.score < longer.score  # the same memory, named more fully
+
+
+# --- the session where an entity of the asked kind entered the project ----------------------
+SETUP = """user: Let's start the inventory-service. It tracks stock per warehouse behind a REST
+API. Go with FastAPI and PostgreSQL, and run it all in Docker Compose.
+assistant: Good stack for this. I'll lay out app/, models/ and routes/, with SQLAlchemy
+models for Warehouse and StockItem and an Alembic migration for the first tables."""
+POOL_TIMEOUTS = """user: Under load the service stalls and requests time out after 30 seconds,
+mostly on the bulk stock import.
+assistant: The connection pool is exhausted: it holds five connections and the import keeps
+them. I raised the pool to twenty, gave the import its own session, and set a statement
+timeout in PostgreSQL so one slow database query can no longer hold a connection."""
+MIGRATIONS = """user: Which database migration tool should we standardise on? The schema
+changes every week and the revisions keep conflicting.
+assistant: Keep Alembic: autogenerate each revision, review it, and run alembic upgrade head
+in CI before the tests. Rebase revisions when two branches both add one."""
+OTHER_WORK = [
+    """user: Add structured logging. I want a request ID on every log line and JSON output in
+production, readable lines locally.
+assistant: Done with structlog: a middleware binds the request ID from the X-Request-ID header
+or makes one, and the renderer is JSON unless LOG_FORMAT=console is set for local work.""",
+    """user: The stock endpoints need rate limiting, per client key, shared across all the
+uvicorn workers.
+assistant: I added slowapi with a shared token bucket: 100 requests a minute per key on reads, 20 on
+writes, and a 429 with a Retry-After header when a client goes over.""",
+    """user: Set up CI so every pull request runs the tests and the linters before anyone
+reviews it.
+assistant: A GitHub Actions workflow now runs ruff, mypy and pytest with coverage on each pull
+request; the job fails under 85% coverage and caches the uv downloads between runs.""",
+]
+
+
+def session(svc: MemoryService, project: Path, day: int, body: str) -> str:
+    """A whole recorded session (many lines), as `memoryd capture` stores one."""
+    draft = MemoryDraft(
+        type=MemoryType.SESSION,
+        title="Session",
+        body=body,
+        scope_path=project,
+        created_at=START + timedelta(days=day),
+    )
+    return svc.record(draft).slug
+
+
+def test_which_kind_is_answered_where_an_entity_of_that_kind_entered_the_project(
+    svc: MemoryService, project: Path
+) -> None:
+    """ "What database does it use?" is answered by the session that chose PostgreSQL, not by
+    the later ones that say "database" while only using it; the evidence reorders and stays
+    out of the calibrated score."""
+    setup = session(svc, project, 0, SETUP)
+    for day, body in enumerate(OTHER_WORK, start=1):
+        session(svc, project, day, body)
+    pool = session(svc, project, 5, POOL_TIMEOUTS)
+    session(svc, project, 9, MIGRATIONS)
+    question = "What database do we use?"
+    hits = svc.recall(question, scope=project, k=3, track=False).hits
+    assert hits[0].slug == setup
+    assert hits[0].paths == ["database → PostgreSQL → memory"]
+    # The later session naming PostgreSQL in passing gets no kind evidence.
+    assert "kind" not in next(h for h in hits if h.slug == pool).factors
+    # The setup says neither "database" nor "use": the evidence reorders, and the calibrated
+    # score (what `inject` thresholds) stays what its text holds of the question.
+    assert hits[0].score == 0.0
+    svc.recall_config = RecallConfig(stages=frozenset({"text"}))
+    text_only = [h.slug for h in svc.recall(question, scope=project, k=3, track=False).hits]
+    assert setup not in text_only
+    assert pool in text_only
+
+
+def test_a_kind_word_qualifying_another_noun_leads_no_session(
+    svc: MemoryService, project: Path
+) -> None:
+    """In "What database migration tool …" the question asks for a tool; "database" only
+    qualifies it, so the session that chose PostgreSQL gains nothing."""
+    setup = session(svc, project, 0, SETUP)
+    migrations = session(svc, project, 9, MIGRATIONS)
+    question = "What database migration tool do we use?"
+    hits = svc.recall(question, scope=project, k=3, track=False).hits
+    assert hits[0].slug == migrations
+    assert all("kind" not in h.factors for h in hits if h.slug == setup)
+
+
+@pytest.mark.parametrize(
+    ("query", "headed"),
+    [
+        ("What database does the ecommerce-api use?", {"database"}),
+        ("What web framework is the ecommerce-api built with?", {"framework"}),
+        ("Which databases do we run in production?", {"databases"}),
+        ("What kind of message broker do we use?", {"broker"}),
+        ("What database migration tool does the ecommerce-api currently use?", set()),
+        ("What charting library is used in the dashboard?", set()),  # no kind: any library
+        ("How do we back up the database?", set()),
+    ],
+)
+def test_headed_kinds(query: str, headed: set[str]) -> None:
+    assert headed_kinds(query) == headed

@@ -64,6 +64,9 @@ class Candidate:
     """How well its text answers the query, 0 to 1 (`LocalScore.relevance`)."""
     demotion: float = 1.0
     whole_session: bool = False
+    entered_kind: bool = False
+    """A whole session where an entity of the kind the question asks for entered its scope:
+    the kind stage's evidence counts for it (`RecallPipeline._kind_stage`)."""
     matched: frozenset[str] = frozenset()
     """The query's words its text holds (as the index analyses them)."""
     novel: dict[str, float] = field(default_factory=dict)

@@ -26,7 +26,25 @@ DevMemBench at 0.12 (silent on abstention questions / injects on answerable ones
 longer counts as query content (before: 0.48 / 0.94 and 0.52 / 0.91, AUC 0.87 / 0.89). On
 text evidence alone no threshold reaches silent 0.8 with injects 0.9 on the record path
 (0.13: 0.76 / 0.89; capture 0.80 / 0.91): the threshold favours injecting for answerable
-questions."""
+questions. Measured as `inject` decides (the best of the hits it gets, `context.choose`):
+record 0.60 / 0.914, capture 0.64 / 0.943 at 0.12; record 0.80 / 0.874 and capture
+0.80 / 0.891 at the lowest thresholds silent on 80% (0.135, 0.14).
+
+Tried on DevMemBench and dropped (silent-0.8 operating point, record path, from 0.87): the
+share of the query weight no memory of the scope holds, alone (0.80) or as a factor (0.80);
+that share weighed at the words' true idf (0.86); idf squared or cubed in the shares (0.89,
+0.90, AUC 0.906 / 0.884); the top hit's lead over the next hits (0.86-0.90 at AUC
+0.89-0.91, by a weight fitted on the record path); the union of the top hits' coverage
+(0.79-0.83); the query's weight in absolute idf rather than in units of a word held once
+(0.85); adjacent query words counted as a phrase (0.86);
+the best single message's share of the query (0.85); requiring the top hit to hold a given
+share of the query besides the score (no gain); a larger `QUERY_PRIOR` (3-4: 0.89, AUC 0.92,
+a constant fitted to this set). The abstention questions that still inject ask for an
+attribute of something the project did discuss ("What PostgreSQL version …", "Is Kubernetes
+or any container orchestration beyond Docker Compose used?", "What cloud provider is it
+deployed on?" against Stripe's "payment provider"), and the answerable ones below it are
+syntheses across sessions or paraphrases ("containerized" for Docker): words alone do not
+separate them."""
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,10 @@ scope or a weak link adds little, and no stage adds more than the query words it
 (a 2-hop path counts half).
 
 The kind stage counts for memories that state one thing — a conversation turn or a long-term
-note — and not for whole sessions: a session transcript names entities of every kind in
-passing, so mentioning "a database" says nothing about whether it answers "which database"
-(measured on DevMemBench: the kind stage cost 0.02-0.04 MRR there)."""
+note — and for a whole session only where an entity of the asked kind entered the scope
+(`RecallPipeline._kind_stage`): a session transcript names entities of every kind in passing,
+so mentioning "a database" says nothing about whether it answers "which database" (measured
+on DevMemBench: counted for every session the kind stage cost 0.02-0.04 MRR there)."""
 
 
 def evidence_fusion(
@@ -50,7 +51,7 @@ def evidence_fusion(
     `dense` calibration says its cosine means relevance (`Calibration.in_relevance`)."""
     fused: dict[str, float] = {}
     for slug, cand in candidates.items():
-        if cand.whole_session:
+        if cand.whole_session and not cand.entered_kind:
             cand.drop_stage("kind")
         asking = ASKING_PENALTY if cand.shape is not None and cand.shape.asks else 1.0
         parts: dict[str, float] = {

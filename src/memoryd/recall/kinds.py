@@ -1,5 +1,7 @@
 """The kind stage: a query that names a kind of entity ("which databases") reaches the
-memories mentioning any known entity of that kind."""
+memories mentioning any known entity of that kind. A whole session counts only where such an
+entity entered its scope, and only when the question asks for the kind as the head of its
+"what / which <kind>" frame (`headed_kinds`, `RecallPipeline._kind_stage`)."""
 
 from __future__ import annotations
 
@@ -51,4 +53,26 @@ def kind_words(query: str) -> dict[str, tuple[EntityType, str | None]]:
         named = KIND_WORDS.get(word)
         if named is not None:
             found.setdefault(word, named)
+    return found
+
+
+_HEAD_FRAME = re.compile(
+    r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?((?:[\w.+#-]+\s+){0,2}?)"
+    r"([\w-]+)\s+(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should"
+    r"|to|for|in|on|of|we|you|they|i|the|this|that)\b",
+    re.IGNORECASE,
+)
+
+
+def headed_kinds(query: str) -> set[str]:
+    """The kind words the question asks for as the head of a "what / which <kind>" frame:
+    "What database does the API use?", "Which web framework is it built with?" (the kind
+    word followed by a verb or a function word), not "What database migration tool …",
+    where "database" only qualifies the noun asked about."""
+    found: set[str] = set()
+    for match in _HEAD_FRAME.finditer(query):
+        word = match.group(2).lower()
+        named = KIND_WORDS.get(word)
+        if named is not None and named[1] is not None:
+            found.add(word)
     return found
