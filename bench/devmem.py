@@ -181,7 +181,9 @@ class Okapi:
         self.n = len(docs)
 
     def rank(self, query: str) -> list[tuple[str, float]]:
-        terms = set(WORD.findall(query.lower()))
+        # summed in a fixed order: a set's order follows hash randomisation, and a float sum's
+        # last digits follow its order (scores differed by 1e-15 run to run, enough for a tie)
+        terms = sorted(set(WORD.findall(query.lower())))
         scores: dict[str, float] = {}
         for term in terms:
             df = self.df.get(term, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -517,3 +518,33 @@ filterwarnings=error. Next: wire the MCP server into Claude Code and Cursor.
 我们决定从 MySQL 切到 PostgreSQL,因为需要 JSONB。记忆引擎运行在 Kubernetes 上,用 Redis 做缓存。
 @bob 负责「记忆引擎」的开发,他更喜欢 FastAPI 而不是 Flask。参考 SQLite 官方文档。
 """
+
+
+# -- determinism (issue 13 item 5): a function of the text and the set of known entities --
+def _dump(extractor: Extractor, text: str, known: Sequence[KnownEntity]) -> list[tuple[str, float]]:
+    found = extractor.extract(text, known=known)
+    return sorted((e.id, e.confidence) for e in found.entities)
+
+
+def test_extraction_is_the_same_from_a_grown_known_index_as_from_a_fresh_one() -> None:
+    """The known-entity index is cached and grown as the graph gains entities; a surface two
+    entities share ("stripe": the tool's name, the company's alias) must stand for the same
+    one whether the index was grown or built at once, in whatever order the entities came."""
+    stripe = KnownEntity(id="entity:tool:Stripe", name="Stripe", type=EntityType.TOOL)
+    company = KnownEntity(
+        id="entity:organization:Stripe Payments",
+        name="Stripe Payments",
+        type=EntityType.ORGANIZATION,
+        aliases=["stripe"],
+    )
+    go = KnownEntity(id="entity:tool:Go", name="Go", type=EntityType.TOOL)
+    verb = KnownEntity(id="entity:concept:go", name="go", type=EntityType.CONCEPT)
+    text = "Billing moved to stripe last week. Go services call it through the SDK."
+    everything = sorted([stripe, company, go, verb], key=lambda k: k.id)  # as the service does
+
+    grown = Extractor()
+    grown.extract("warm the cache", known=[stripe, go])  # the graph held these two first
+    fresh = _dump(Extractor(), text, everything)
+    assert _dump(grown, text, everything) == fresh
+    assert _dump(Extractor(), text, everything[::-1]) == fresh
+    assert ("entity:tool:Stripe", pytest.approx(0.95)) in fresh

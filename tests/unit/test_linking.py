@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.extraction.linking import LINKED_MIN_CONFIDENCE, link, normalise_name
+from memoryd.extraction.linking import LINKED_MIN_CONFIDENCE, KnownIndex, link, normalise_name
 from memoryd.extraction.pipeline import KnownEntity
 from memoryd.models import EntityType, ProposedEntity
 
@@ -182,3 +182,21 @@ def test_known_entities_with_chinese_aliases_link() -> None:
     [entity] = link([proposal("记忆引擎", EntityType.CONCEPT, 0.7)], [known])
     assert entity.id == "entity:project:memoryd"
     assert entity.aliases == ["记忆引擎"]
+
+
+def test_a_shared_key_links_to_the_same_known_entity_whatever_order_the_index_grew_in() -> None:
+    """Two known tools share a merge key ("VS Code" and an alias "VSCode" of another): a
+    proposal links to the one named so, whether the index was built at once or grown, and
+    whatever order the graph listed them in."""
+    editor = KnownEntity(id="entity:tool:VS Code", name="VS Code", type=EntityType.TOOL)
+    fork = KnownEntity(
+        id="entity:tool:VSCodium", name="VSCodium", type=EntityType.TOOL, aliases=["VSCode"]
+    )
+    proposal = ProposedEntity(name="vscode", type=EntityType.TOOL, confidence=0.4)
+    grown = KnownIndex([fork])
+    grown.add([editor])
+    found = [
+        index.find(proposal)
+        for index in (KnownIndex([editor, fork]), KnownIndex([fork, editor]), grown)
+    ]
+    assert found == [editor, editor, editor]

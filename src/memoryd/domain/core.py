@@ -464,10 +464,12 @@ class ServiceCore:
         return merges
 
     def _known_entities(self) -> list[KnownEntity]:
+        """The graph's entities for extraction, by id: the graph returns them in its storage
+        order, which is history, and the LLM stage reads this list as it comes."""
         matcher = self._entity_matcher()
         return [
             KnownEntity(id=e.id, name=e.name, type=e.type, aliases=e.aliases)
-            for e in matcher.entities.values()
+            for e in sorted(matcher.entities.values(), key=lambda e: e.id)
             if e.type in ENTITY_TYPES
         ]
 

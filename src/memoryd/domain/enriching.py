@@ -4,7 +4,7 @@ daemon runs it (`memoryd.enrichment` says how a job flows)."""
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,13 @@ from memoryd.models import (
     Extraction,
     Memory,
     PromotionProposal,
+    to_utc,
     utcnow,
 )
 
 logger = logging.getLogger(__name__)
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 class Enriching(ServiceCore):
@@ -78,12 +81,26 @@ class Enriching(ServiceCore):
         return done
 
     def enrichment_due(self, limit: int, *, use_llm: bool = True) -> list[str]:
-        """Slugs of queued sessions due now, longest waiting first. Without the LLM stage
+        """Slugs of queued sessions due now: the `limit` longest waiting, in the order the
+        sessions happened (their `created_at`, then slug). Without the LLM stage
         (`use_llm=False` while a provider is configured) only those the rules have not seen:
-        the rest wait for the daemon."""
+        the rest wait for the daemon.
+
+        Why not in queue order: each session is extracted against the entities the ones
+        enriched before it added, and the queue's stamps are to the second, so a drain that
+        crossed a second boundary at another place reordered the batch by slug, and the same
+        captures gave other mentions run to run. The sessions' own times are the data's.
+        """
         rules_only = self.llm is not None and not use_llm
         rows = self.governance.due_enrichments(utcnow(), limit, rules_only=rules_only)
-        return [row.slug for row in rows]
+        slugs = [row.slug for row in rows]
+        found = self.graph.memory_rows(slugs)
+
+        def happened(slug: str) -> tuple[bool, datetime, str]:
+            row = found.get(slug)  # a memory gone from the graph settles as skipped, last
+            return (row is None, to_utc(row.created_at) if row else _NEVER, slug)
+
+        return sorted(slugs, key=happened)
 
     def enrichment_counts(self) -> dict[EnrichmentState, int]:
         """Queued sessions by state: pending, done, failed (for `doctor`)."""

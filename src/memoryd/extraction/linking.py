@@ -110,12 +110,19 @@ class KnownIndex:
         self.add(known)
 
     def add(self, known: Sequence[KnownEntity]) -> None:
+        touched: set[str] = set()
         for entity in known:
             self.by_id.setdefault(entity.id, entity)
             for surface in (entity.name, *entity.aliases):
-                bucket = self.by_key.setdefault(normalise_name(surface), [])
+                key = normalise_name(surface)
+                bucket = self.by_key.setdefault(key, [])
                 if entity not in bucket:
                     bucket.append(entity)
+                    touched.add(key)
+        for key in touched:
+            # `find` takes a bucket's first: the entity named so before one aliased so, then
+            # by id; never by arrival, which is the history of a grown index.
+            self.by_key[key].sort(key=lambda k: (normalise_name(k.name) != key, k.id))
 
     def find(self, proposal: ProposedEntity) -> KnownEntity | None:
         hit = self.by_id.get(proposal.id)

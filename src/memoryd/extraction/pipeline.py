@@ -3,7 +3,10 @@
 Stages, in order:
 
 1. known: an EntityRuler over the graph's entities and aliases, cached per set of entities
-   and grown in place when a set only adds entities to a cached one;
+   and grown in place when a set only adds entities to a cached one. A surface two entities
+   share stands for the one it names, then by type and name (`_own_name_first`), and ties
+   between rulers go by what they propose, so the output is a function of the text and the
+   set of known entities, never of the order the index grew in;
 2. lexicon: an EntityRuler over the shipped lexicon (`data/lexicon.jsonl`) and place gazetteer
    (`data/places.jsonl`), built once per language; names with Chinese characters are matched
    as substrings instead (jieba splits unknown names unpredictably). Places match with their
@@ -34,7 +37,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -191,22 +194,52 @@ class _Target:
     entity "api"): it needs evidence that it is a name wherever it stands."""
 
 
+def _own_name_first(surface: str, target: _Target) -> tuple[bool, str, str]:
+    """Which of the known entities sharing a surface it stands for: the one whose own name it
+    is before one that has it as an alias ("stripe": Stripe, not Stripe Inc), then by type
+    and name. Not by arrival: the cached index grows as the graph does, so arrival order is
+    history, and a fresh index must say the same as a grown one."""
+    return (surface.casefold() != target.name.casefold(), target.type.value, target.name)
+
+
 class _PhraseIndex:
     """Rulers and a substring matcher over (surface, exact-case?, target) items.
 
     `add` grows it in place: the graph gains entities one write at a time, and adding ten
-    patterns is cheap where rebuilding a few thousand is not.
+    patterns is cheap where rebuilding a few thousand is not. When several targets share a
+    surface, `rank` (lowest wins) chooses, so the index is a function of its items whatever
+    order they came in; without one, the first added wins (the lexicon: its file's order).
     """
 
-    def __init__(self, nlp: Any, name: str) -> None:
+    def __init__(
+        self,
+        nlp: Any,
+        name: str,
+        rank: Callable[[str, _Target], tuple[Any, ...]] | None = None,
+    ) -> None:
         self.nlp = nlp
         self.name = name
+        self.rank = rank
         self.targets: list[_Target] = []
         self.rulers: dict[bool, Any] = {}
         self.literal = LiteralMatcher({})
         self.canonical: dict[str, tuple[str, EntityType]] = {}
+        self._canonical_rank: dict[str, tuple[Any, ...]] = {}
+        self._seen: dict[tuple[str, bool], tuple[int, tuple[Any, ...]]] = {}
         self._literal_surfaces: dict[str, int] = {}
-        self._seen: set[tuple[str, bool]] = set()
+
+    def _claim(self, surface: str, target: _Target) -> None:
+        """The canonical (name, type) a surface stands for, whoever claims it first or best."""
+        folded = surface.casefold()
+        if folded not in self.canonical:
+            self.canonical[folded] = (target.name, target.type)
+            if self.rank is not None:
+                self._canonical_rank[folded] = self.rank(surface, target)
+        elif self.rank is not None:
+            rank = self.rank(surface, target)
+            if rank < self._canonical_rank[folded]:
+                self.canonical[folded] = (target.name, target.type)
+                self._canonical_rank[folded] = rank
 
     def add(self, items: Iterable[tuple[str, bool, _Target]]) -> None:
         phrases: list[spacy_stages.Phrase] = []
@@ -215,13 +248,19 @@ class _PhraseIndex:
             surface = raw.strip()
             if not surface:
                 continue
-            self.canonical.setdefault(surface.casefold(), (target.name, target.type))
+            self._claim(surface, target)
             key = (surface if exact else surface.casefold(), exact)
-            if key in self._seen:
+            rank = self.rank(surface, target) if self.rank is not None else ()
+            seen = self._seen.get(key)
+            if seen is not None:
+                index, held = seen
+                if self.rank is not None and rank < held:
+                    self.targets[index] = target  # its pattern stays: the same surface
+                    self._seen[key] = (index, rank)
                 continue
-            self._seen.add(key)
             self.targets.append(target)
             index = len(self.targets) - 1
+            self._seen[key] = (index, rank)
             if has_cjk(surface):
                 self._literal_surfaces.setdefault(surface, index)
                 literal_added = True
@@ -342,9 +381,8 @@ class Extractor:
             added = [k for k in known if _known_item(k) not in entry.items]
             entry.items = items
         else:
-            entry = _KnownEntry(
-                items, _PhraseIndex(self._pipeline(lang), f"known_{lang}"), KnownIndex(())
-            )
+            phrases = _PhraseIndex(self._pipeline(lang), f"known_{lang}", _own_name_first)
+            entry = _KnownEntry(items, phrases, KnownIndex(()))
             added = list(known)
         entry.phrases.add(self._known_phrases(added))
         entry.linking.add(added)
@@ -655,7 +693,22 @@ def _resolve(
     its own shield) but not sit inside one (`react` in `src/react/app.ts`), and module roots
     are allowed at the start of their own module path.
     """
-    ranked = sorted(candidates, key=lambda c: (c.priority, -(c.end - c.start), c.start))
+    # Ties (two rulers or stages proposing one span) go by what they propose, never by the
+    # order they were found in: that order follows how the rulers were grown.
+    ranked = sorted(
+        candidates,
+        key=lambda c: (
+            c.priority,
+            -(c.end - c.start),
+            c.start,
+            -c.confidence,
+            c.type.value,
+            c.name,
+            c.stage,
+            c.kind,
+            c.aliases,
+        ),
+    )
     walls = sorted(shields)
     wall_starts = [start for start, _ in walls]
     starts: list[int] = []  # accepted spans never overlap, so sorted starts find neighbours
