@@ -53,7 +53,6 @@ import logging
 import os
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -81,8 +80,6 @@ from memoryd.vault import FORGOTTEN_DIR, decay_line, fsync_dir, render, storage_
 
 logger = logging.getLogger(__name__)
 
-WRITERS = 4
-"""Threads that rename forgotten files in a batch (the syscalls release the GIL)."""
 SWEEP_BATCH = 5000
 """Memories per write intent: one journal fsync, one ledger fsync per scope, one audit event
 per scope. Graph and index are written once for the whole sweep."""
@@ -404,11 +401,8 @@ class DecaySweep:
         for p, target in renames:
             stripes.setdefault(lock_stripe(p.move.slug), []).append((p, target))
         renamed: set[str] = set()
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            for slugs in pool.map(
-                lambda jobs: self._rename_stripe(jobs, skipped), stripes.values()
-            ):
-                renamed.update(slugs)
+        for jobs in stripes.values():
+            renamed.update(self._rename_stripe(jobs, skipped))
         for folder in sorted(folders | {os.path.dirname(p.path) for p, _ in renames}):
             try:
                 fsync_dir(Path(folder))
