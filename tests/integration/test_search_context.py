@@ -283,7 +283,7 @@ def test_a_decay_write_leaves_the_contexts_a_fresh_index_of_its_result_holds(
 
 
 def test_a_document_read_back_is_the_document_written(index: SearchIndex) -> None:
-    """Documents are read back without pydantic's field walk (`_built`): they still equal,
+    """Documents are read back without pydantic's field walk (`models.typed`): they still equal,
     dump and copy as the validated ones."""
     written = turn("t9", 9, "Pixie 的 toys", tags=["pets"], triggers=["puppy"])
     index.upsert([written])

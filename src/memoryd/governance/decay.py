@@ -74,6 +74,7 @@ from memoryd.models import (
     Timestamp,
     format_ts,
     to_utc,
+    typed,
 )
 from memoryd.private import make_private_dir
 from memoryd.vault import FORGOTTEN_DIR, decay_line, fsync_dir, render, storage_error
@@ -84,6 +85,7 @@ SWEEP_BATCH = 5000
 """Memories per write intent: one journal fsync, one ledger fsync per scope, one audit event
 per scope. Graph and index are written once for the whole sweep."""
 DAY = timedelta(days=1)
+_STATES = {state.value: state for state in DecayState}
 _ORDER = {
     DecayState.ALIVE: 0,
     DecayState.DIM: 1,
@@ -215,14 +217,15 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
             bounds = limits[ttl] = policy.soonest(ttl)
         idle = now - since
         reached = 3 if idle >= bounds[2] else 2 if idle >= bounds[1] else 1
-        current = _ORDER[DecayState(state)]
-        if idle < bounds[0] or reached <= current:
+        current = _STATES[state]
+        if idle < bounds[0] or reached <= _ORDER[current]:
             continue
-        move = DecayMove.model_construct(  # typed already: a sweep may plan 100k moves
+        move = typed(  # typed already: a sweep may plan 100k moves
+            DecayMove,
             slug=slug,
             scope_hash=scope_hash,
             title=title,
-            from_state=DecayState(state),
+            from_state=current,
             to_state=states[reached - 1],
             idle_days=idle // DAY,
         )
@@ -391,7 +394,7 @@ class DecaySweep:
         slugs renamed; a file gone meanwhile is noted in `skipped`."""
         if not renames:
             return set()
-        folders = {os.path.dirname(target) for _, target in renames}
+        folders = {target.rpartition("/")[0] for _, target in renames}
         for folder in folders:
             try:
                 make_private_dir(Path(folder))
@@ -403,7 +406,7 @@ class DecaySweep:
         renamed: set[str] = set()
         for jobs in stripes.values():
             renamed.update(self._rename_stripe(jobs, skipped))
-        for folder in sorted(folders | {os.path.dirname(p.path) for p, _ in renames}):
+        for folder in sorted(folders | {p.path.rpartition("/")[0] for p, _ in renames}):
             try:
                 fsync_dir(Path(folder))
             except OSError as exc:

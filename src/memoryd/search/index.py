@@ -36,7 +36,7 @@ import tantivy
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import InvalidInput, StorageError
-from memoryd.models import DecayState, MemoryType, SearchHit, to_utc
+from memoryd.models import DecayState, MemoryType, SearchHit, to_utc, typed
 from memoryd.private import FILE_MODE, make_private_dir
 from memoryd.search.sessions import CONTEXT_TYPE, CONTEXT_WINDOW, SessionView, from_nanos, nanos
 from memoryd.search.stats import (
@@ -173,24 +173,10 @@ def _document(
     return document
 
 
-_DOC_FIELDS = frozenset(SearchDoc.model_fields)
-
-
-def _built(**fields: Any) -> SearchDoc:
-    """A `SearchDoc` of typed fields, every one given: what `model_construct` makes, without
-    its walk over the fields' aliases and defaults, a third of reading a document back (a
-    decay sweep of a 100k vault reads them all)."""
-    doc = SearchDoc.__new__(SearchDoc)
-    object.__setattr__(doc, "__dict__", fields)
-    object.__setattr__(doc, "__pydantic_fields_set__", set(_DOC_FIELDS))
-    object.__setattr__(doc, "__pydantic_extra__", None)
-    object.__setattr__(doc, "__pydantic_private__", None)
-    return doc
-
-
 def _stored_doc(document: tantivy.Document) -> SearchDoc:
     """The `SearchDoc` an indexed document was written from (every field of it is stored)."""
-    return _built(
+    return typed(
+        SearchDoc,
         slug=str(_stored(document, "slug")),
         scope_hash=str(_stored(document, "scope_hash")),
         type=MemoryType(_stored(document, "type")),
@@ -206,7 +192,8 @@ def _stored_doc(document: tantivy.Document) -> SearchDoc:
 
 def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> SearchDoc:
     """A document being deleted, without its text (`_stored_with_addresses`)."""
-    return _built(
+    return typed(
+        SearchDoc,
         slug=slug,
         scope_hash=scope_hash,
         type=MemoryType(_stored(document, "type")),
