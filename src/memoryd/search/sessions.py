@@ -95,17 +95,34 @@ class SessionView:
 
     def neighbours_of(self, docs: Sequence[SearchDoc]) -> list[SearchDoc]:
         """The indexed turns (not being written) whose context holds where `docs` stand."""
-        found: dict[str, SearchDoc] = {}
+        by_scope: dict[str, list[SearchDoc]] = {}
         for doc in docs:
-            if doc.type is not CONTEXT_TYPE:
-                continue
-            for side in (False, True):
-                if not self._may_stay_near(doc, backwards=side):
-                    continue  # its nearest turn on that side, if any, is being written
-                near = self.nearest(doc, backwards=side)
-                if near is not None and near.slug not in self._writing:
-                    found.setdefault(near.slug, near)
+            if doc.type is CONTEXT_TYPE:
+                by_scope.setdefault(doc.scope_hash, []).append(doc)
+        found: dict[str, SearchDoc] = {}
+        for scope_hash, turns in by_scope.items():
+            # Only a turn the write leaves visible can be one: where none lies within the
+            # window of a doc, its neighbours are being written (a decay sweep that moves a
+            # whole vault has 100k docs and next to none of those).
+            keys = self._open_keys(scope_hash, self._listed(scope_hash, turns))
+            for doc in turns:
+                at = nanos(doc.created_at)
+                first = bisect.bisect_left(keys, at - _WINDOW_NANOS)
+                if first == len(keys) or keys[first] > at + _WINDOW_NANOS:
+                    continue
+                for side in (False, True):
+                    near = self.nearest(doc, backwards=side)
+                    if near is not None and near.slug not in self._writing:
+                        found.setdefault(near.slug, near)
         return sorted(found.values(), key=_position)
+
+    def _listed(
+        self, scope_hash: str, turns: Sequence[SearchDoc]
+    ) -> list[tuple[int, tantivy.DocAddress]]:
+        """The scope's indexed turns, listed over a span that covers all of `turns`."""
+        times = [to_utc(doc.created_at) for doc in turns]
+        self._entries(scope_hash, min(times))
+        return self._entries(scope_hash, max(times))[0]
 
     def nearest(self, doc: SearchDoc, *, backwards: bool) -> SearchDoc | None:
         """The nearest visible session turn of `doc`'s scope before it (or after it)."""
@@ -188,15 +205,6 @@ class SessionView:
             entries = self._index._session_entries(self._searcher, scope_hash, span)
             self._indexed[scope_hash] = (entries, [key for key, _ in entries])
         return self._indexed[scope_hash]
-
-    def _may_stay_near(self, doc: SearchDoc, *, backwards: bool) -> bool:
-        """Whether a turn of the index that this write leaves visible lies within the window
-        on that side of `doc` (else its nearest turn there, if any, is one being written: a
-        decay sweep that moves a whole vault asks this for each of 100k memories)."""
-        entries, _ = self._entries(doc.scope_hash, to_utc(doc.created_at))
-        at = nanos(doc.created_at)
-        limit = at - _WINDOW_NANOS if backwards else at + _WINDOW_NANOS
-        return self._open_within(doc.scope_hash, entries, at, limit)
 
     def _open_within(
         self,
