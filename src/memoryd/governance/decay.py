@@ -40,9 +40,14 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
 Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
-cores, load 7): 17 s CPU, down from 78 s: the search index is 7.7 s of it (re-adding the
-24.7k documents whose state changed, with their neighbours' contexts, and deleting 75k),
-the renames 2.1, the graph's deletions 2.0, planning 1.7, the journal 0.8.
+cores, load 5-6): 12.9 s CPU (17 s wall), down from 17 s, and from 78 s before the ledger.
+The search index is 5.6-5.9 s of it: reading back the 100k documents it moves or deletes
+(2.0), the session view (0.8: a doc with no surviving turn within its window is skipped by
+one bisect), the 24.7k documents re-added with their contexts (1.7, mostly segmenting),
+commit and statistics; then the graph's deletions 1.8-2.0 (kuzu's DETACH DELETE), the
+renames 1.6-1.8 (kernel time; one thread, as same-folder renames serialise), the rest of
+the batches 1.2, planning 0.9 (under `native.fewer_collections`, as the whole sweep), the
+journal 0.6, the graph's states 0.5.
 """
 
 from __future__ import annotations
