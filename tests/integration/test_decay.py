@@ -385,3 +385,23 @@ def test_a_resumed_forgotten_session_is_restored_by_its_capture(
         assert [h.slug for h in svc.search("RFC 2822 changelog")] == [slug]
         assert [r.target_id for r in svc.audit_records(event_type="restore")] == [slug]
         assert svc.audit_verify().ok
+
+
+def test_a_dim_memory_ranks_demoted_and_a_reindex_keeps_it_so(
+    svc: MemoryService, project: Path
+) -> None:
+    """The sweep's index write (`SearchIndex.set_decay_states`) carries the dim state recall
+    demotes by: of two memories alike but for their ttl, the dim one ranks second with its
+    `dim` factor shown, before and after a reindex."""
+    body = "We tuned the flaky checkout retry loop with jittered backoff."
+    fading = rec(svc, project, "Checkout retry loop", body, ttl_days=10)
+    lasting = rec(svc, project, "Checkout retry loop", body + " ", allow_duplicate=True)
+    assert [m.slug for m in svc.sweep_at(day(11)).moved] == [fading]
+
+    def ranked() -> list[tuple[str, float | None]]:
+        hits = svc.recall("flaky checkout retry loop", scope=project, track=False).hits
+        return [(h.slug, h.factors.get("dim")) for h in hits]
+
+    assert ranked() == [(lasting, None), (fading, 0.9)]
+    svc.reindex()
+    assert ranked() == [(lasting, None), (fading, 0.9)]

@@ -235,3 +235,60 @@ def test_a_turn_moved_in_time_leaves_its_old_neighbours(index: SearchIndex) -> N
     # t1 and t3 now neighbour each other; t2 follows t4.
     assert set(found(index, "cuddles", context_boost=CONTEXT)) == {"t2", "t4"}
     assert set(found(index, "shelter", context_boost=CONTEXT)) == {"t0", "t1", "t3"}
+
+
+def test_a_decay_write_leaves_the_contexts_a_fresh_index_of_its_result_holds(
+    tmp_path: Path,
+) -> None:
+    """`set_decay_states` skips the turns whose neighbours are all being hidden or deleted
+    (a sweep over a whole vault): what it leaves is what indexing the result at once gives,
+    for the visible turns and, asked for, the hidden ones."""
+    rng = random.Random(7)
+    second, chat = 0.0, []
+    for i in range(60):
+        second += rng.choice([0, 60, 600, 3000])  # ties, neighbours, and gaps past the window
+        chat.append(turn(f"t{i:02d}", second, f"word{i} common tail{i % 4}"))
+    queries = [f"word{i}" for i in range(60)] + ["common tail1", "tail3"]
+    for seed in range(4):
+        pick = random.Random(seed)
+        states: dict[str, DecayState] = {}
+        gone: list[str] = []
+        for doc in chat:
+            roll = pick.random()
+            if roll < 0.3:
+                gone.append(doc.slug)
+            elif roll < 0.5:
+                states[doc.slug] = DecayState.SOFT_FORGOTTEN
+            elif roll < 0.65:
+                states[doc.slug] = DecayState.DIM
+        after = [
+            doc.model_copy(update={"decay_state": states.get(doc.slug, doc.decay_state)})
+            for doc in chat
+            if doc.slug not in gone
+        ]
+        with open_index(tmp_path / f"at-once-{seed}") as at_once:
+            at_once.upsert(after)
+            expected = matches(at_once, queries)
+            hidden_too = [
+                set(found(at_once, q, include_forgotten=True, context_boost=CONTEXT))
+                for q in queries
+            ]
+        with open_index(tmp_path / f"swept-{seed}") as swept:
+            swept.upsert(chat)
+            swept.set_decay_states(states, gone)
+            assert matches(swept, queries) == expected
+            assert [
+                set(found(swept, q, include_forgotten=True, context_boost=CONTEXT)) for q in queries
+            ] == hidden_too
+
+
+def test_a_document_read_back_is_the_document_written(index: SearchIndex) -> None:
+    """Documents are read back without pydantic's field walk (`models.typed`): they still equal,
+    dump and copy as the validated ones."""
+    written = turn("t9", 9, "Pixie 的 toys", tags=["pets"], triggers=["puppy"])
+    index.upsert([written])
+    read = index.stored(["t9"])["t9"]
+    assert read == written
+    assert read.model_dump() == written.model_dump()
+    assert read.model_copy(update={"decay_state": DecayState.DIM}).decay_state is DecayState.DIM
+    assert read.model_fields_set == written.model_fields_set | {"withheld"}

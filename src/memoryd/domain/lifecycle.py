@@ -16,6 +16,7 @@ from memoryd.governance.decay import DecaySweep, RestoreResult, SweepReport, res
 from memoryd.governance.merge import DuplicatePair, MergeResult, duplicates, merge
 from memoryd.governance.schedule import JobStatus
 from memoryd.models import DecayState, to_utc
+from memoryd.native import fewer_collections
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +56,12 @@ class Lifecycle(Recalling):
             self.flush_recall_stats()
         at = to_utc(now)
         sweep = DecaySweep(self.governance_stores(), self.decay_policy)
-        if dry_run:
-            return sweep.run(at, dry_run=True)
-        report = schedule.recorded(self.governance, "decay-sweep", at, lambda: sweep.run(at))
+        # A sweep that moves a whole vault holds 100k moves, journal items and index
+        # documents at once: full collections would walk them again and again.
+        with fewer_collections():
+            if dry_run:
+                return sweep.run(at, dry_run=True)
+            report = schedule.recorded(self.governance, "decay-sweep", at, lambda: sweep.run(at))
         if report.moved:
             self.forget_entities()  # forgotten memories took their mentions with them
         return report

@@ -40,9 +40,14 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
 Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
-cores, load 7): 17 s CPU, down from 78 s: the search index is 7.7 s of it (re-adding the
-24.7k documents whose state changed, with their neighbours' contexts, and deleting 75k),
-the renames 2.1, the graph's deletions 2.0, planning 1.7, the journal 0.8.
+cores, load 5-6): 12.9 s CPU (17 s wall), down from 17 s, and from 78 s before the ledger.
+The search index is 5.6-5.9 s of it: reading back the 100k documents it moves or deletes
+(2.0), the session view (0.8: a doc with no surviving turn within its window is skipped by
+one bisect), the 24.7k documents re-added with their contexts (1.7, mostly segmenting),
+commit and statistics; then the graph's deletions 1.8-2.0 (kuzu's DETACH DELETE), the
+renames 1.6-1.8 (kernel time; one thread, as same-folder renames serialise), the rest of
+the batches 1.2, planning 0.9 (under `native.fewer_collections`, as the whole sweep), the
+journal 0.6, the graph's states 0.5.
 """
 
 from __future__ import annotations
@@ -53,7 +58,6 @@ import logging
 import os
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -75,18 +79,18 @@ from memoryd.models import (
     Timestamp,
     format_ts,
     to_utc,
+    typed,
 )
 from memoryd.private import make_private_dir
 from memoryd.vault import FORGOTTEN_DIR, decay_line, fsync_dir, render, storage_error
 
 logger = logging.getLogger(__name__)
 
-WRITERS = 4
-"""Threads that rename forgotten files in a batch (the syscalls release the GIL)."""
 SWEEP_BATCH = 5000
 """Memories per write intent: one journal fsync, one ledger fsync per scope, one audit event
 per scope. Graph and index are written once for the whole sweep."""
 DAY = timedelta(days=1)
+_STATES = {state.value: state for state in DecayState}
 _ORDER = {
     DecayState.ALIVE: 0,
     DecayState.DIM: 1,
@@ -218,14 +222,15 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
             bounds = limits[ttl] = policy.soonest(ttl)
         idle = now - since
         reached = 3 if idle >= bounds[2] else 2 if idle >= bounds[1] else 1
-        current = _ORDER[DecayState(state)]
-        if idle < bounds[0] or reached <= current:
+        current = _STATES[state]
+        if idle < bounds[0] or reached <= _ORDER[current]:
             continue
-        move = DecayMove.model_construct(  # typed already: a sweep may plan 100k moves
+        move = typed(  # typed already: a sweep may plan 100k moves
+            DecayMove,
             slug=slug,
             scope_hash=scope_hash,
             title=title,
-            from_state=DecayState(state),
+            from_state=current,
             to_state=states[reached - 1],
             idle_days=idle // DAY,
         )
@@ -394,7 +399,7 @@ class DecaySweep:
         slugs renamed; a file gone meanwhile is noted in `skipped`."""
         if not renames:
             return set()
-        folders = {os.path.dirname(target) for _, target in renames}
+        folders = {target.rpartition("/")[0] for _, target in renames}
         for folder in folders:
             try:
                 make_private_dir(Path(folder))
@@ -404,12 +409,9 @@ class DecaySweep:
         for p, target in renames:
             stripes.setdefault(lock_stripe(p.move.slug), []).append((p, target))
         renamed: set[str] = set()
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            for slugs in pool.map(
-                lambda jobs: self._rename_stripe(jobs, skipped), stripes.values()
-            ):
-                renamed.update(slugs)
-        for folder in sorted(folders | {os.path.dirname(p.path) for p, _ in renames}):
+        for jobs in stripes.values():
+            renamed.update(self._rename_stripe(jobs, skipped))
+        for folder in sorted(folders | {p.path.rpartition("/")[0] for p, _ in renames}):
             try:
                 fsync_dir(Path(folder))
             except OSError as exc:

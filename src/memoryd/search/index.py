@@ -36,7 +36,7 @@ import tantivy
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import InvalidInput, StorageError
-from memoryd.models import DecayState, MemoryType, SearchHit, to_utc
+from memoryd.models import DecayState, MemoryType, SearchHit, to_utc, typed
 from memoryd.private import FILE_MODE, make_private_dir
 from memoryd.search.sessions import CONTEXT_TYPE, CONTEXT_WINDOW, SessionView, from_nanos, nanos
 from memoryd.search.stats import (
@@ -175,7 +175,8 @@ def _document(
 
 def _stored_doc(document: tantivy.Document) -> SearchDoc:
     """The `SearchDoc` an indexed document was written from (every field of it is stored)."""
-    return SearchDoc.model_construct(
+    return typed(
+        SearchDoc,
         slug=str(_stored(document, "slug")),
         scope_hash=str(_stored(document, "scope_hash")),
         type=MemoryType(_stored(document, "type")),
@@ -185,12 +186,14 @@ def _stored_doc(document: tantivy.Document) -> SearchDoc:
         tags=_text(document, "tags_stored"),
         triggers=_text(document, "triggers_stored"),
         created_at=to_utc(_stored(document, "created_at")),
+        withheld=False,
     )
 
 
 def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> SearchDoc:
     """A document being deleted, without its text (`_stored_with_addresses`)."""
-    return SearchDoc.model_construct(
+    return typed(
+        SearchDoc,
         slug=slug,
         scope_hash=scope_hash,
         type=MemoryType(_stored(document, "type")),
@@ -200,6 +203,7 @@ def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> Search
         tags=[],
         triggers=[],
         created_at=to_utc(_stored(document, "created_at")),
+        withheld=False,
     )
 
 
