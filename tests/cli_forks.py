@@ -14,6 +14,7 @@ runs the console script's entry point (`memoryd.capture.fastpath.main`) from the
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -93,10 +94,8 @@ def _run_child(listener: socket.socket, request: dict[str, object], fds: list[in
         traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 
