@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import memoryd
@@ -100,7 +101,8 @@ def _run_child(listener: socket.socket, request: dict[str, object], fds: list[in
 
 
 def serve(path: Path) -> None:
-    """Warm up, then run one command at a time until killed (the README runs them in order)."""
+    """Warm up, then fork a child per command until killed. Only this thread forks; a thread
+    per command waits for its child, so commands piped into each other run side by side."""
     import memoryd.cli.main  # noqa: F401  (what every command imports first)
     from memoryd.wiring import shared_extractor
 
@@ -111,20 +113,26 @@ def serve(path: Path) -> None:
     print("ready", flush=True)
     while True:
         conn, _ = listener.accept()
-        with conn:
-            try:
-                request, fds = _receive(conn)
-            except (ConnectionError, ValueError):
-                continue
-            pid = os.fork()
-            if pid == 0:
-                conn.close()
-                _run_child(listener, request, fds)
-            for fd in fds:
-                os.close(fd)
-            _, status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-            conn.sendall((code if code >= 0 else 128 - code).to_bytes(4, "big", signed=True))
+        try:
+            request, fds = _receive(conn)
+        except (ConnectionError, ValueError):
+            conn.close()
+            continue
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _run_child(listener, request, fds)
+        for fd in fds:
+            os.close(fd)
+        threading.Thread(target=_answer, args=(conn, pid), daemon=True).start()
+
+
+def _answer(conn: socket.socket, pid: int) -> None:
+    """Wait for the command's process and send its exit status (128 + N: killed by N)."""
+    with conn:
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        conn.sendall((code if code >= 0 else 128 - code).to_bytes(4, "big", signed=True))
 
 
 if __name__ == "__main__":
