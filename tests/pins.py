@@ -17,5 +17,10 @@ PINNED_ENV = {
     # Recall ranks the same whether or not the vector extra is installed; the vector stage's
     # own tests (test_vectors.py) turn it on.
     "MEMORYD_RECALL__VECTORS": "off",
+    # One recall reader, not one per core: a test daemon's first recalls start its readers,
+    # each a Python process that imports memoryd and opens the stores (about a second of CPU
+    # on a box the suite shares). One keeps recall going through a reader as it does for a
+    # user; test_readers.py sets its own counts to test the pool.
+    "MEMORYD_DAEMON__RECALL_READERS": "1",
 }
 """Environment every memoryd the suite starts gets, unless a test sets the key itself."""

@@ -4,19 +4,22 @@ Every ```sh block of README.md runs in one bash (so `cd` and variables carry fro
 line) against an empty temp home: HOME, MEMORYD_HOME and the XDG dirs all point into it, and
 `memoryd` runs this checkout in embedded mode. Each command must exit 0. Only the lines in
 SKIPPED do not run, each for the reason given there.
+
+Each `memoryd` command is a process forked from one warmed-up interpreter (`tests.cli_forks`):
+some 60 fresh interpreters importing memoryd took most of this test's minute or two.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import memoryd
+from tests.cli_forks import write_shim
 from tests.pins import PINNED_ENV
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -92,10 +95,10 @@ def test_the_readme_commands_run_as_written(tmp_path: Path) -> None:
     home.mkdir()
     shims = tmp_path / "bin"
     shims.mkdir()
-    shim = shims / "memoryd"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m memoryd "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    server_socket = tmp_path / "cli.sock"
+    write_shim(shims / "memoryd", server_socket)
     source = str(Path(memoryd.__file__).resolve().parents[1])
+    checkout = str(Path(__file__).resolve().parents[2])  # for `tests.cli_forks`
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
         **PINNED_ENV,  # a fresh install has no vector extra: results as on one
@@ -108,6 +111,32 @@ def test_the_readme_commands_run_as_written(tmp_path: Path) -> None:
         "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
     }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.cli_forks", "serve", str(server_socket)],
+        cwd=home,
+        env={**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], checkout])},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline() == "ready\n", "the command server did not start"
+        run_blocks(tmp_path, home, env)
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+        assert server.stdout is not None
+        server.stdout.close()
+    # what the examples did is there: the first one's memory, and the agents' configs
+    assert re.search(
+        r"switch-the-storefront-to-solid",
+        "".join(p.name for p in (home / "memoryd-data").rglob("*.md")),
+    )
+
+
+def run_blocks(tmp_path: Path, home: Path, env: dict[str, str]) -> None:
+    """Each README block in one bash; every command must exit 0."""
     ran = 0
     for block in sh_blocks(README.read_text()):
         runnable = [c for c in block if not skip_reason(c)]
@@ -136,8 +165,3 @@ def test_the_readme_commands_run_as_written(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         ran += len(runnable)
     assert ran >= 20
-    # what the examples did is there: the first one's memory, and the agents' configs
-    assert re.search(
-        r"switch-the-storefront-to-solid",
-        "".join(p.name for p in (home / "memoryd-data").rglob("*.md")),
-    )

@@ -292,9 +292,12 @@ def test_captures_are_indexed_at_start_and_while_the_daemon_runs(
 
 
 def test_a_torn_audit_line_is_repaired_at_start_with_a_warning(home: Path, project: Path) -> None:
-    with running(home), uds_client(home) as http:
-        body = {"type": "fact", "title": "Kept", "body": "before the tear", "scope": str(project)}
-        assert http.post("/v1/memories", json=body).status_code == 201
+    # The intact line comes from an embedded command: one daemon start is what is tested.
+    code, _, err = cli(
+        home, "record", "--type", "fact", "--title", "Kept", "--body", "before the tear",
+        "--scope", str(project),
+    )  # fmt: skip
+    assert code == 0, err
     log = home / "audit" / "audit.jsonl"
     intact = log.read_bytes()
     log.write_bytes(intact + b'{"seq": 2, "ts": "2026-')  # a write cut short by a crash
