@@ -14,6 +14,7 @@ import pytest
 
 from memoryd.capture.hook import main as capture_main
 from memoryd.config import Settings
+from memoryd.models import utcnow
 from memoryd.sensitive.files import encrypted_files
 from memoryd.sensitive.sealed import waiting_captures
 from memoryd.vault import parse
@@ -197,8 +198,10 @@ def test_a_journaled_agent_in_a_sensitive_scope_journals_sealed_and_makes_the_sa
     settings: Settings, home: Path, project: Path, other_project: Path, marked: str, agent: str
 ) -> None:
     # The same calls in a plain project: the memory the sealed journal must come to.
+    started = utcnow()
     for payload in JOURNALED[agent](other_project, PLAIN_PROMPT):
         capture(home, agent, payload)
+    between = utcnow()
     [plain] = list((home / "scopes").glob("*/sessions/*.md"))
     expected = parse(plain.read_text(encoding="utf-8"), plain)
     plain_journals = set((home / "inbox" / "sessions").glob("*.jsonl"))
@@ -208,6 +211,7 @@ def test_a_journaled_agent_in_a_sensitive_scope_journals_sealed_and_makes_the_sa
     # Not even for a moment in plain text (a Windsurf edit names no cwd: its file scopes it).
     assert set((home / "inbox" / "sessions").glob("*.jsonl")) == plain_journals
     capture(home, agent, last)
+    ended = utcnow()
     journals = sorted(p.name for p in (home / "inbox" / "sessions").glob("*.sealed"))
     assert len(journals) == 1  # every call of the session went into its sealed journal
     assert leaks(home) == []
@@ -218,7 +222,11 @@ def test_a_journaled_agent_in_a_sensitive_scope_journals_sealed_and_makes_the_sa
         memory = svc.vault.read(path)
     assert SECRET_PROMPT in memory.body  # the prompt came from a call before the last
     assert comparable(memory.body, project) == comparable(expected.body, other_project)
-    assert memory.meta.created_at == expected.meta.created_at
+    if started <= expected.meta.created_at <= between:
+        # The agent's calls carry no time: a session starts when its first call came.
+        assert between <= memory.meta.created_at <= ended
+    else:  # taken from the calls' own timestamps, the same in both sessions
+        assert memory.meta.created_at == expected.meta.created_at
     assert memory.slug.startswith("session-s-")
     assert leaks(home) == []
 
