@@ -17,10 +17,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import logging
 import platform
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,14 +88,21 @@ STRATEGIES = ("merge", "prefer-local", "prefer-remote")
 
 @dataclass
 class _Local:
-    """This data dir's memories, found by slug and by (scope, content hash)."""
+    """This data dir's memories, found by slug and by (scope, content hash). Paths are kept
+    as strings: 100k `Path` objects cost ~100 MB."""
 
-    by_slug: dict[str, Path] = field(default_factory=dict)
+    by_slug: dict[str, str] = field(default_factory=dict)
     by_hash: dict[tuple[str, str], str] = field(default_factory=dict)
+    prints: dict[str, bytes] = field(default_factory=dict)
+    """slug → `_print` of the memory, for those the file holds under the same slug: one
+    equal to the file's needs neither a second read nor a merge (re-importing a file)."""
 
-    def scope_of(self, path: Path) -> str:
+    def scope_of(self, path: str) -> str:
         """`scopes/<hash>/<type>s/<slug>.md` → hash."""
-        return path.parent.parent.name
+        return Path(path).parent.parent.name
+
+    def path(self, slug: str) -> Path:
+        return Path(self.by_slug[slug])
 
 
 @dataclass
@@ -478,13 +486,16 @@ class Syncing(ServiceCore):
             return info
         return resolve_scope(value)
 
-    def _local(self) -> _Local:
-        """Where each local memory is, by slug and by (scope, content hash); the memories
-        themselves are read again only when the file holds them too."""
+    def _local(self, remote: Collection[str] = ()) -> _Local:
+        """Where each local memory is, by slug and by (scope, content hash), and the
+        `_print` of those whose slug is in `remote`; the memories themselves are read again
+        only when the file holds a different version of them."""
         local = _Local()
         for memory in self.iter_vault(lambda m: logger.warning("%s", m)):
             assert memory.path is not None
-            local.by_slug[memory.meta.slug] = memory.path
+            local.by_slug[memory.meta.slug] = str(memory.path)
+            if memory.meta.slug in remote:
+                local.prints[memory.meta.slug] = _print(memory)
             key = (memory.meta.scope_hash, document.content_hash(memory.body))
             local.by_hash.setdefault(key, memory.meta.slug)
         return local
@@ -523,7 +534,7 @@ class Syncing(ServiceCore):
             scope_mappings=mappings,
         )
         plan = _Plan(report=report, scopes=create)
-        local = self._local()
+        local = self._local({m.slug for m in doc.memories})
         base_packed = SyncBase(self.home).load()
         plan.base = dict(base_packed)
         held = self._sealed_targets(plan, sealed, mapping)
@@ -555,14 +566,21 @@ class Syncing(ServiceCore):
                     self._plan_vectors(plan, doc, item, self._remote_memory(doc, item, target))
                 continue
             taken.add(found)
-            kept = self._plan_update(
-                plan,
-                doc,
-                self.vault.read(local.by_slug[found]),
-                self._remote_memory(doc, item, target),
-                strategy,
-                conflicts=item.conflicts,
-            )
+            remote = _as_slug(self._remote_memory(doc, item, target), found)
+            if local.prints.get(found) == _print(remote):
+                # The same memory on both sides: what the merge would find, without it.
+                plan.base[found] = SyncBase.pack(digests(remote))
+                report.unchanged += 1
+                kept = remote
+            else:
+                kept = self._plan_update(
+                    plan,
+                    doc,
+                    self.vault.read(local.path(found)),
+                    remote,
+                    strategy,
+                    conflicts=item.conflicts,
+                )
             if doc.include_embeddings:
                 self._plan_vectors(plan, doc, item, kept)
         for memory in sealed:
@@ -791,8 +809,9 @@ class Syncing(ServiceCore):
         if not doc.audit_chain:
             return
         imported: set[str] = set()
-        for held in self.audit.read(event_type="import"):
-            found = re.search(r'"remote_hash":\s*"([^"]+)"', held.details)
+        for held in self.audit.scan(["import"]):  # streamed: 100k+ import lines
+            details = held["details"]
+            found = re.search(r'"remote_hash":\s*"([^"]+)"', details) if details else None
             if found:
                 imported.add(found.group(1))
         plan.audit = [rec for rec in doc.audit_chain if rec["this_hash"] not in imported]
@@ -983,7 +1002,7 @@ class Syncing(ServiceCore):
                 continue
             matched.add(slug)
             remote = _as_slug(self._remote_memory(doc, item, target), slug)
-            fields = differing_fields(self.vault.read(local.by_slug[slug]), remote)
+            fields = differing_fields(self.vault.read(local.path(slug)), remote)
             if fields:
                 diff.changed.append(ChangedMemory(slug=slug, fields=fields))
         covered = {t.scope_hash for t in mapping.values()}
@@ -1109,6 +1128,14 @@ def _carried_matrix(carried: dict[str, Any], dim: int) -> npt.NDArray[np.float32
     if dim <= 0 or carried.get("dim") != dim or not raw or len(raw) % (4 * dim):
         return None
     return np.frombuffer(raw, dtype="<f4").reshape(-1, dim).astype(np.float32)
+
+
+def _print(memory: Memory) -> bytes:
+    """Everything a memory holds (frontmatter, extra fields, body, sealed or not) as one
+    digest: two memories with equal prints merge to no change."""
+    meta = json.dumps(memory.meta.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+    text = f"{meta}\0{memory.sensitive}\0{memory.body}"
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def _as_slug(memory: Memory, slug: str) -> Memory:
