@@ -22,7 +22,6 @@ import logging
 import platform
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -947,14 +946,7 @@ class Syncing(ServiceCore):
         live = [m for m in batch if m.meta.forgotten_at is None]
         slugs = [m.slug for m in live]
         try:
-            # File creation releases the GIL: a few threads, then one sync for the batch.
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                futures = [pool.submit(self.vault.write, m, sync=False) for m in batch]
-                for future in futures:
-                    if future.exception() is None:
-                        written.append(future.result())
-                for future in futures:
-                    future.result()  # the first failure, after every written path is known
+            self.vault.write_many(batch, written)  # then one sync for the batch
             self.vault.sync_all()
             self.graph.upsert_memories(live, link_memories=False, new=True)
             try:
