@@ -197,6 +197,7 @@ def test_write_many_on_a_full_disk_names_it_and_lists_what_it_wrote(small_disk: 
     with pytest.raises(ResourceExhausted, match="disk full"):
         vault.write_many(memories, written)
     on_disk = sorted(p for p in small_disk.rglob("*") if p.is_file())
-    assert written and sorted(written) == on_disk  # only whole files, no temp file
+    assert written
+    assert sorted(written) == on_disk  # only whole files, no temp file
     for path in written:
         assert vault.read(path).body == "x" * 100_000
