@@ -183,9 +183,7 @@ def test_write_many_writes_every_file_whole_in_its_folder(tmp_path: Path) -> Non
         path = vault.path_for(memory)
         assert path.parent.name == memory.meta.type.dir_name
         assert path.stat().st_mode & 0o777 == 0o600
-        assert vault.read(path).model_dump(exclude={"path"}) == memory.model_dump(
-            exclude={"path"}
-        )
+        assert vault.read(path).model_dump(exclude={"path"}) == memory.model_dump(exclude={"path"})
     scope = vault.scope_dir("d8e86b48589e")
     assert not [p for p in scope.rglob(".*")], "temp files left behind"
 
