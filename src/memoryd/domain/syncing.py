@@ -160,7 +160,7 @@ class Syncing(ServiceCore):
 
         A sensitive memory's plaintext is never exported: with `passphrase` (and a grant on
         its scope, as for any read of it) it is sealed into the `encryption` block
-        (`sync.cipher`), which alone differs between exports; without one it is left out,
+        (`sync.cipher`: the same state seals to the same bytes); without one it is left out,
         and the report counts it and says why."""
         if chunk_size_mb <= 0:
             raise InvalidInput(f"--chunk-size-mb must be above 0 (got {chunk_size_mb})")
