@@ -1065,14 +1065,18 @@ class AuditLog:
     def targets(self, event_types: Collection[str]) -> set[str]:
         """The target ids of every record of these event types, streamed (`verify` asks
         which memories have the line that created them)."""
+        return {obj["target_id"] for obj in self.scan(event_types) if obj["target_id"]}
+
+    def scan(self, event_types: Collection[str]) -> Iterator[dict[str, Any]]:
+        """The records of these event types as parsed (details still a JSON string), one at
+        a time: a caller after one field of 100k+ records (`read` builds them all) holds
+        one line."""
         size, _ = self._snapshot()
         wanted = set(event_types)
-        found: set[str] = set()
         for raw in self._lines(size):
             obj = _parse_record(raw.rstrip(b"\n"))
-            if obj is not None and obj["event_type"] in wanted and obj["target_id"]:
-                found.add(obj["target_id"])
-        return found
+            if obj is not None and obj["event_type"] in wanted:
+                yield obj
 
     def read(
         self,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
+from memoryd.bulkfiles import BulkWriteError, sync_filesystem, write_new_files
 from memoryd.errors import (
     BrokenMemoryFile,
     MissingKey,
@@ -361,6 +363,24 @@ class Vault:
     def write(self, memory: Memory, *, sync: bool = True) -> Path:
         """Write the memory file atomically and return its path (sealed when sensitive)."""
         path = memory.path or self.path_for(memory)
+        atomic_write(path, self._file_bytes(memory, path), sync=sync)
+        return path
+
+    def write_many(self, memories: Sequence[Memory], written: list[Path]) -> None:
+        """Write many memory files, each atomically (`bulkfiles`), durable only after
+        `sync_all`. `written` receives every path written, also when one fails: the first
+        failure is raised once the others have stopped, for the caller to undo."""
+        files = []
+        for memory in memories:
+            path = memory.path or self.path_for(memory)
+            files.append((path, functools.partial(self._file_bytes, memory, path)))
+        try:
+            write_new_files(files, written)
+        except BulkWriteError as exc:
+            raise storage_error(exc.error, exc.path, "writing") from exc
+
+    def _file_bytes(self, memory: Memory, path: Path) -> bytes:
+        """What the memory's file holds: markdown, sealed when sensitive."""
         if memory.sensitive or path.name.endswith(ENCRYPTED_SUFFIX):
             if self.cipher is None or not memory.sensitive:
                 raise StorageError(
@@ -369,13 +389,10 @@ class Vault:
                 )
             if not path.name.endswith(ENCRYPTED_SUFFIX):
                 raise StorageError(f"{path}: a sensitive memory's file must end in .md.enc")
-            data = self.cipher.seal(
+            return self.cipher.seal(
                 render(memory).encode("utf-8"), memory.meta.scope_hash, memory.slug
             )
-            atomic_write(path, data, sync=sync)
-            return path
-        atomic_write(path, render(memory).encode("utf-8"), sync=sync)
-        return path
+        return render(memory).encode("utf-8")
 
     def read(self, path: Path) -> Memory:
         try:
@@ -576,7 +593,6 @@ class Vault:
             return 0
         return sum(1 for _ in self.scopes_dir.glob(f"*/*/*{ENCRYPTED_SUFFIX}"))
 
-    @staticmethod
-    def sync_all() -> None:
+    def sync_all(self) -> None:
         """Flush every pending write: the end of a bulk write that skipped per-file fsync."""
-        os.sync()
+        sync_filesystem(self.home)

@@ -735,3 +735,44 @@ def test_include_embeddings_carries_the_vectors_not_recomputed(
         pending = c.embed_pending(None)
         assert pending is not None
         assert pending.embedded == 1
+
+
+def test_an_import_failing_in_a_later_batch_undoes_the_batches_not_finished(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import writes batch by batch, each under its own intent: when the index refuses
+    the second batch, its files are removed and its intent closed, the first stays whole,
+    nothing of the third is written, and importing again finishes the rest."""
+    import memoryd.domain.syncing as syncing
+    from memoryd.errors import StorageError
+    from memoryd.search.index import SearchIndex
+
+    out = tmp_path / "memories.json"
+    with opened(tmp_path / "a") as a:
+        for n in range(6):
+            a.record(draft(project, f"Rule {n}", f"Always run the linter, rule {n}."))
+        a.sync_export(out)
+    monkeypatch.setattr(syncing, "BULK_BATCH", 2)
+    upsert = SearchIndex.upsert
+    calls = []
+
+    def refuse_second(self: SearchIndex, docs: Any) -> None:
+        calls.append(len(docs))
+        if len(calls) == 2:
+            raise StorageError("index refused the batch (test)")
+        upsert(self, docs)
+
+    monkeypatch.setattr(SearchIndex, "upsert", refuse_second)
+    home_b = tmp_path / "b"
+    with opened(home_b) as b:
+        with pytest.raises(StorageError, match="refused"):
+            b.sync_import(out)
+        files = sorted(p.name for p in (home_b / "scopes").rglob("*.md"))
+        assert len(files) == 2  # the first batch, whole; no temp file
+        assert not list((home_b / "scopes").rglob(".*.tmp"))
+        assert b.journal.pending() == []
+        assert len(b.search("linter", scope=project)) == 2
+        monkeypatch.setattr(SearchIndex, "upsert", upsert)
+        again = b.sync_import(out)
+        assert (len(again.added), again.unchanged) == (4, 2)
+        assert len(list((home_b / "scopes").rglob("*.md"))) == 6

@@ -10,7 +10,10 @@ the import with the position or the fix named, and nothing written.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,7 +23,9 @@ from typer.testing import CliRunner
 
 from memoryd.cli.main import app
 from memoryd.errors import InvalidInput, MissingKey, PolicyDenied
-from memoryd.sensitive.keys import KEYRING_SERVICE
+from memoryd.sensitive import envelope
+from memoryd.sensitive.keys import KEYRING_SERVICE, derive, make_key
+from memoryd.sync import cipher
 from tests.e2e.test_sensitive_canary import CLIENT, HOST, leaks, secret_draft
 from tests.integration.test_sync import draft, edit, opened, v5_import
 
@@ -241,3 +246,128 @@ def test_a_sealed_memory_both_sides_changed_waits_sealed_in_conflicts(
         a.sync_resolve(slug, "remote")
         assert a.get(slug).body == f"B moved the {CLIENT} invoices."
         assert a.sync_conflicts() == []
+
+
+def _block(path: Path) -> dict[str, Any]:
+    block: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["encryption"]
+    return block
+
+
+def test_the_same_state_seals_to_the_same_bytes_and_one_change_to_one_blob(
+    tmp_path: Path, project: Path, other_project: Path, file_keyring: object
+) -> None:
+    """Issue 18's deterministic output with an encryption block: the data dir's export salt
+    and synthetic nonces give byte-identical files; editing one sealed memory changes its
+    blob only; the file still imports."""
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    first, second, third = (tmp_path / f"{n}.json" for n in ("first", "second", "third"))
+    with opened(tmp_path / "a") as a:
+        a.record(draft(other_project, "Docs deploy", "The docs deploy on Fridays."))
+        a.sensitive_mark(project)
+        slugs = [a.record(secret_draft(project, n)).slug for n in (1, 2, 3)]
+        a.grant(project, "session")
+        a.sync_export(first, passphrase=PASSPHRASE)
+        a.sync_export(second, passphrase=PASSPHRASE)
+        assert first.read_bytes() == second.read_bytes()
+        edit(a, slugs[1], t0, body=f"The {CLIENT} invoices moved to a new host.")
+        a.sync_export(third, passphrase=PASSPHRASE)
+    before, after = _block(first), _block(third)
+    assert (before["version"], before["nonce"]) == (2, "hmac-sha256-synthetic")
+    assert before["kdf"] == after["kdf"]  # the data dir's salt, kept
+    assert (tmp_path / "a" / "sync" / "export-salt").stat().st_size == 16
+    changed = [
+        old["id"] for old, new in zip(before["memories"], after["memories"], strict=True)
+        if old != new
+    ]  # fmt: skip
+    assert changed == [slugs[1]]
+    nonces = {base64.b64decode(m["cipher_blob"])[14:26] for m in after["memories"]}
+    assert len(nonces) == 3  # one per plaintext
+    with opened(tmp_path / "b") as b:
+        b.sync_import(third, passphrase=PASSPHRASE)
+        b.grant(project, "session")
+        assert b.get(slugs[1]).body == f"The {CLIENT} invoices moved to a new host."
+        assert b.get(slugs[0]).body == secret_draft(project, 1).body
+    assert leaks(tmp_path / "b") == []
+
+
+def test_a_file_sealed_the_first_way_still_imports(
+    tmp_path: Path, project: Path, other_project: Path, file_keyring: object
+) -> None:
+    """Version 1 blocks (no `version`: scrypt's output the AES key, random salt and nonces)
+    are still read."""
+    out, memories, _, _ = sealed_export(tmp_path, project, other_project)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    block = data["encryption"]
+    keys = cipher.key_for(cipher.read_block(block), PASSPHRASE)
+    salt = os.urandom(16)
+    old_key = make_key(derive(PASSPHRASE, salt))
+    for entry in block["memories"]:
+        plaintext = envelope.open_(
+            base64.b64decode(entry["cipher_blob"]), keys.aead, entry["scope"], entry["id"]
+        )
+        blob = envelope.seal(plaintext, old_key, entry["scope"], entry["id"])
+        entry["cipher_blob"] = base64.b64encode(blob).decode()
+    del block["version"], block["nonce"]
+    block["kdf"]["salt"] = base64.b64encode(salt).decode()
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(data), encoding="utf-8")
+    with opened(tmp_path / "b") as b:
+        assert b.sync_import(old, passphrase=PASSPHRASE).encrypted == 2
+        b.grant(project, "session")
+        assert {s: (b.get(s).meta.to_yaml_dict(), b.get(s).body) for s in memories} == memories
+    block["version"] = 3
+    newer = tmp_path / "v3.json"
+    newer.write_text(json.dumps(data), encoding="utf-8")
+    with opened(tmp_path / "c") as c, pytest.raises(InvalidInput, match="newer memoryd"):
+        c.sync_import(newer, passphrase=PASSPHRASE)
+
+
+def test_an_open_conflict_of_a_sealed_memory_travels_without_its_body(
+    tmp_path: Path,
+    project: Path,
+    other_project: Path,
+    file_keyring: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As for a plain memory (test_sync's open-conflict test), A's export names the body it
+    disputes, so B keeps its own and opens the conflict too; the mark is an HMAC under the
+    file's key, not the body's sha256 (which would confirm a guessed body)."""
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    a_file, b_file = tmp_path / "a.json", tmp_path / "b.json"
+    b_body = f"B: the {CLIENT} invoices are generated weekly."
+    a_body = f"A: the {CLIENT} invoices are generated daily."
+    monkeypatch.setenv("HOSTNAME", "device-a")
+    with opened(tmp_path / "a") as a:
+        a.sensitive_mark(project)
+        slug = a.record(secret_draft(project, 1)).slug
+        a.grant(project, "session")
+        a.sync_export(a_file, passphrase=PASSPHRASE)
+    monkeypatch.setenv("HOSTNAME", "device-b")
+    with opened(tmp_path / "b") as b:
+        b.sync_import(a_file, passphrase=PASSPHRASE)
+        b.grant(project, "session")
+        edit(b, slug, t0 + timedelta(hours=1), body=b_body)
+        b.sync_export(b_file, passphrase=PASSPHRASE)
+    monkeypatch.setenv("HOSTNAME", "device-a")
+    with opened(tmp_path / "a") as a:
+        a.grant(project, "session")
+        edit(a, slug, t0 + timedelta(hours=2), body=a_body)
+        assert [c.slug for c in a.sync_import(b_file, passphrase=PASSPHRASE).conflicts] == [slug]
+        a.sync_export(a_file, passphrase=PASSPHRASE)
+    [entry] = _block(a_file)["memories"]
+    [mark] = entry["open_conflicts"]
+    assert mark["source"] == "device-b"
+    assert re.fullmatch(r"[0-9a-f]{64}", mark["body_hmac"])
+    assert mark["body_hmac"] != hashlib.sha256(b_body.encode()).hexdigest()
+    assert hashlib.sha256(b_body.encode()).hexdigest() not in a_file.read_text()
+    assert leaks(a_file.parent) == []
+    monkeypatch.setenv("HOSTNAME", "device-b")
+    with opened(tmp_path / "b") as b:
+        b.grant(project, "session")
+        report = b.sync_import(a_file, passphrase=PASSPHRASE)
+        assert b.get(slug).body == b_body  # not silently replaced by A's
+        assert [c.slug for c in report.conflicts] == [slug]
+        [open_] = b.sync_conflicts()
+        assert (open_.source, open_.path.endswith(".md.enc")) == ("device-a", True)
+        again = b.sync_import(a_file, passphrase=PASSPHRASE)
+        assert (again.updated, len(b.sync_conflicts())) == ([], 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import BrokenMemoryFile, NotFound, ResourceExhausted, StorageError
-from memoryd.models import Frontmatter, Memory, RelationRef
+from memoryd.models import Frontmatter, Memory, MemoryType, RelationRef
 from memoryd.vault import Vault, atomic_write, parse, render
 
 
@@ -160,3 +160,42 @@ def test_tricky_strings_round_trip(tmp_path: Path, text: str) -> None:
         memory.meta.title = text
     parsed = parse(render(memory), tmp_path / "t.md")
     assert parsed.meta == memory.meta
+
+
+def _bulk(count: int, body: str) -> list[Memory]:
+    memories = []
+    for i in range(count):
+        memory = sample(slug=f"2026-05-18-bulk-{i:06x}", body=body)
+        kind = ("preference", "fact", "decision")[i % 3]
+        memory.meta = memory.meta.model_copy(update={"type": MemoryType(kind)})
+        memories.append(memory)
+    return memories
+
+
+def test_write_many_writes_every_file_whole_in_its_folder(tmp_path: Path) -> None:
+    vault = Vault(tmp_path)
+    memories = _bulk(60, "We use **Solid**.\n\n前端切换")
+    written: list[Path] = []
+    vault.write_many(memories, written)
+    vault.sync_all()
+    assert sorted(written) == sorted(vault.path_for(m) for m in memories)
+    for memory in memories:
+        path = vault.path_for(memory)
+        assert path.parent.name == memory.meta.type.dir_name
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert vault.read(path).model_dump(exclude={"path"}) == memory.model_dump(exclude={"path"})
+    scope = vault.scope_dir("d8e86b48589e")
+    assert not [p for p in scope.rglob(".*")], "temp files left behind"
+
+
+def test_write_many_on_a_full_disk_names_it_and_lists_what_it_wrote(small_disk: Path) -> None:
+    vault = Vault(small_disk)
+    memories = _bulk(40, "x" * 100_000)  # 4 MB into a 2 MB disk
+    written: list[Path] = []
+    with pytest.raises(ResourceExhausted, match="disk full"):
+        vault.write_many(memories, written)
+    on_disk = sorted(p for p in small_disk.rglob("*") if p.is_file())
+    assert written
+    assert sorted(written) == on_disk  # only whole files, no temp file
+    for path in written:
+        assert vault.read(path).body == "x" * 100_000

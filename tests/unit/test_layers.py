@@ -63,6 +63,7 @@ LAYERS: dict[str, int] = {
     "memoryd.scope": BASE,
     "memoryd.text": BASE,
     "memoryd.private": BASE,
+    "memoryd.bulkfiles": BASE,
     "memoryd.native": BASE,
     "memoryd.locking": BASE,
     "memoryd.memfile": BASE,

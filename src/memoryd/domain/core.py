@@ -24,7 +24,6 @@ import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -727,18 +726,8 @@ class ServiceCore:
                 for memory in batch:
                     paths.append(self.vault.write(memory))
             else:
-                # File creation is syscall-bound and releases the GIL: a few threads triple
-                # bulk throughput; one sync at the end makes the batch durable.
-                with ThreadPoolExecutor(max_workers=4) as pool:
-                    futures = [pool.submit(self.vault.write, m, sync=False) for m in batch]
-                    for future in futures:
-                        try:
-                            paths.append(future.result())
-                        except MemorydError:
-                            for other in futures:
-                                if other is not future and other.exception() is None:
-                                    paths.append(other.result())
-                            raise
+                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
+                self.vault.write_many(batch, paths)
                 self.vault.sync_all()
             self.graph.upsert_memories(batch, new=True)
             try:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import logging
 import platform
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import EntityRow
 from memoryd.journal import IntentItem
 from memoryd.models import (
+    AuditRecord,
     DecayState,
     Memory,
     ScopeInfo,
@@ -87,14 +88,21 @@ STRATEGIES = ("merge", "prefer-local", "prefer-remote")
 
 @dataclass
 class _Local:
-    """This data dir's memories, found by slug and by (scope, content hash)."""
+    """This data dir's memories, found by slug and by (scope, content hash). Paths are kept
+    as strings: 100k `Path` objects cost ~100 MB."""
 
-    by_slug: dict[str, Path] = field(default_factory=dict)
+    by_slug: dict[str, str] = field(default_factory=dict)
     by_hash: dict[tuple[str, str], str] = field(default_factory=dict)
+    prints: dict[str, bytes] = field(default_factory=dict)
+    """slug → `_print` of the memory, for those the file holds under the same slug: one
+    equal to the file's needs neither a second read nor a merge (re-importing a file)."""
 
-    def scope_of(self, path: Path) -> str:
+    def scope_of(self, path: str) -> str:
         """`scopes/<hash>/<type>s/<slug>.md` → hash."""
-        return path.parent.parent.name
+        return Path(path).parent.parent.name
+
+    def path(self, slug: str) -> Path:
+        return Path(self.by_slug[slug])
 
 
 @dataclass
@@ -152,7 +160,7 @@ class Syncing(ServiceCore):
 
         A sensitive memory's plaintext is never exported: with `passphrase` (and a grant on
         its scope, as for any read of it) it is sealed into the `encryption` block
-        (`sync.cipher`), which alone differs between exports; without one it is left out,
+        (`sync.cipher`: the same state seals to the same bytes); without one it is left out,
         and the report counts it and says why."""
         if chunk_size_mb <= 0:
             raise InvalidInput(f"--chunk-size-mb must be above 0 (got {chunk_size_mb})")
@@ -168,8 +176,7 @@ class Syncing(ServiceCore):
         scopes = {s.scope_hash: s for s in self.vault.scopes()}
         if wanted is not None and wanted not in scopes:
             raise NotFound(f"no scope {wanted} in this data dir", hint="`memoryd scope show`")
-        last = self.audit.last_seq()
-        head = self.audit.records_after(last - 1)[-1] if last else None
+        head = self._export_head()
         base_store = SyncBase(self.home)
         collect = Collector(
             out=out,
@@ -179,8 +186,11 @@ class Syncing(ServiceCore):
             embedding=self._embeddings() if include_embeddings else None,
             conflicts=self._open_conflicts(),
         )
-        sealer = cipher.Sealer(passphrase) if passphrase else None
-        omitted = self._seal_sensitive(sealer, collect, scopes, wanted)
+        sealer = None
+        if passphrase:
+            sealer = cipher.Sealer(passphrase, cipher.home_salt(self.home, keep=not self.read_only))
+        disputes = self._conflict_files() if sealer is not None else {}
+        omitted = self._seal_sensitive(sealer, collect, scopes, wanted, disputes)
 
         def memories() -> Iterator[dict[str, Any]]:
             nonlocal omitted
@@ -192,7 +202,7 @@ class Syncing(ServiceCore):
                     if sealer is None:
                         omitted += 1
                     else:
-                        sealer.add(memory)
+                        sealer.add(memory, self._conflict_bodies(memory, disputes))
                         collect.base[memory.slug] = SyncBase.pack(digests(memory))
                     continue
                 yield collect.item(memory)
@@ -200,7 +210,11 @@ class Syncing(ServiceCore):
         identity = self._identity_snapshot()
         audit_chain = None
         if include_audit_chain:
-            audit_chain = [r.model_dump(mode="json") for r in self.audit.read()]
+            audit_chain = [
+                r.model_dump(mode="json")
+                for r in self.audit.read()
+                if head is not None and r.seq <= head.seq
+            ]
         metadata: dict[str, Any] = {
             "source_machine": collect.machine,
             "export_timestamp": head.ts if head else "1970-01-01T00:00:00.000Z",
@@ -256,16 +270,34 @@ class Syncing(ServiceCore):
             identity_snapshot=identity is not None,
         )
 
+    def _export_head(self) -> AuditRecord | None:
+        """The audit line an export names as its chain head (and carries the chain up to):
+        the newest, past the read events of earlier sealed exports at the end of the log. An
+        export audits its read of a sensitive scope; without this, two exports of one state
+        would differ by that line. The next export after a real change carries them."""
+        last = self.audit.last_seq()
+        window = 16
+        while last:
+            tail = self.audit.records_after(max(0, last - window))
+            for record in reversed(tail):
+                if not _export_read(record):
+                    return record
+            if last - window <= 0:
+                return None
+            window *= 4
+        return None
+
     def _seal_sensitive(
         self,
         sealer: cipher.Sealer | None,
         collect: Collector,
         scopes: Mapping[str, ScopeInfo],
         wanted: str | None,
+        disputes: Mapping[str, list[tuple[str, Path]]],
     ) -> int:
         """Seal the encrypted files of the exported scopes (each read under its grant, with
-        its key, before anything is written); without a sealer count them, as left out.
-        Returns how many were left out."""
+        its key, before anything is written), each with its open conflicts; without a
+        sealer count them, as left out. Returns how many were left out."""
         sealed_scopes = {
             h: encrypted_files(self.home, h)
             for h in sorted(scopes)
@@ -281,7 +313,7 @@ class Syncing(ServiceCore):
             files = sealed_scopes[scope_hash]
             opened = 0
             for memory in decrypt_scope(self.home, scope_hash, self.keys):
-                sealer.add(memory)
+                sealer.add(memory, self._conflict_bodies(memory, disputes))
                 collect.base[memory.slug] = SyncBase.pack(digests(memory))
                 opened += 1
             left += len(files) - opened  # unreadable files, logged by name
@@ -306,6 +338,36 @@ class Syncing(ServiceCore):
             source = path.name[len(remote.slug) + 1 : -3]
             found.setdefault(remote.slug, []).append({"source": source, "body_sha256": sha})
         return found
+
+    def _conflict_files(self) -> dict[str, list[tuple[str, Path]]]:
+        """slug → (machine, file) of each conflict file in `_conflicts/`, sealed or not."""
+        folder = self.home / CONFLICTS_DIR
+        found: dict[str, list[tuple[str, Path]]] = {}
+        if not folder.is_dir():
+            return found
+        for path in sorted(folder.iterdir()):
+            stem = path.name.removesuffix(ENCRYPTED_SUFFIX).removesuffix(".md")
+            slug, dot, source = stem.partition(".")
+            if dot and source and stem != path.name and slug != "identity":
+                found.setdefault(slug, []).append((source, path))
+        return found
+
+    def _conflict_bodies(
+        self, memory: Memory, files: Mapping[str, list[tuple[str, Path]]]
+    ) -> list[tuple[str, str]]:
+        """(machine, body) of the open conflicts a sealed memory has here: its sealed
+        conflict files opened with the scope key (the export holds the grant)."""
+        out = []
+        for source, path in files.get(memory.slug, []):
+            try:
+                data = path.read_bytes()
+                if path.name.endswith(ENCRYPTED_SUFFIX):
+                    stem = path.name.removesuffix(ENCRYPTED_SUFFIX)
+                    data = ScopeCipher(self.keys).open(data, memory.meta.scope_hash, stem, path)
+                out.append((source, parse(data.decode("utf-8"), path).body))
+            except (OSError, UnicodeDecodeError, MemorydError) as exc:
+                logger.warning("unreadable conflict file %s: %s", path, exc)
+        return out
 
     def _identity_snapshot(self) -> dict[str, Any] | None:
         """profile/identity.md, when the profile has been written."""
@@ -367,28 +429,32 @@ class Syncing(ServiceCore):
             self._require_writable("import memories")
         doc = document.load(Path(source))
         try:
-            sealed = self._open_sealed(doc, passphrase)
-            plan = self._plan(doc, conflict, dry_run, map_scope or {}, scope, sealed)
+            sealed, disputes = self._open_sealed(doc, passphrase)
+            plan = self._plan(doc, conflict, dry_run, map_scope or {}, scope, sealed, disputes)
             if not dry_run:
                 self._apply(plan, doc)
         finally:
             doc.close()
         return plan.report
 
-    def _open_sealed(self, doc: RemoteDocument, passphrase: str | None) -> list[Memory]:
+    def _open_sealed(
+        self, doc: RemoteDocument, passphrase: str | None
+    ) -> tuple[list[Memory], Callable[[Memory], bool]]:
         """Every sealed memory of the file, opened (a wrong passphrase or a changed blob
-        names the entry; nothing is written)."""
+        names the entry; nothing is written), and whether the file disputes a local
+        memory's body (one of the bodies its side holds an open conflict with)."""
         block = doc.encryption
         if block is None or not block.memories:
-            return []
+            return [], lambda _: False
         if not passphrase:
             raise InvalidInput(
                 f"{doc.path} holds {len(block.memories)} sealed sensitive memories: they open"
                 " only with the passphrase they were exported with; nothing was imported",
                 hint="give it with --passphrase-file FILE, or at the prompt",
             )
-        key = cipher.key_for(block, passphrase)
+        keys = cipher.key_for(block, passphrase)
         plain = {m.slug: m.index for m in doc.memories}
+        marks = {item.slug: item.conflicts for item in block.memories if item.conflicts}
         seen: set[str] = set()
         opened = []
         for item in block.memories:
@@ -399,10 +465,15 @@ class Syncing(ServiceCore):
                 )
             seen.add(item.slug)
             try:
-                opened.append(cipher.open_memory(item, key))
+                opened.append(cipher.open_memory(item, keys))
             except cipher.BadBlock as exc:
                 raise document.bad(doc.path, exc.where, exc.problem, hint=exc.hint) from exc
-        return opened
+
+        def disputes(local: Memory) -> bool:
+            held = marks.get(local.slug, ())
+            return bool(held) and keys.conflict_mark(local.slug, local.body) in held
+
+        return opened, disputes
 
     def _scope_mappings(
         self,
@@ -478,13 +549,16 @@ class Syncing(ServiceCore):
             return info
         return resolve_scope(value)
 
-    def _local(self) -> _Local:
-        """Where each local memory is, by slug and by (scope, content hash); the memories
-        themselves are read again only when the file holds them too."""
+    def _local(self, remote: Collection[str] = ()) -> _Local:
+        """Where each local memory is, by slug and by (scope, content hash), and the
+        `_print` of those whose slug is in `remote`; the memories themselves are read again
+        only when the file holds a different version of them."""
         local = _Local()
         for memory in self.iter_vault(lambda m: logger.warning("%s", m)):
             assert memory.path is not None
-            local.by_slug[memory.meta.slug] = memory.path
+            local.by_slug[memory.meta.slug] = str(memory.path)
+            if memory.meta.slug in remote:
+                local.prints[memory.meta.slug] = _print(memory)
             key = (memory.meta.scope_hash, document.content_hash(memory.body))
             local.by_hash.setdefault(key, memory.meta.slug)
         return local
@@ -512,6 +586,7 @@ class Syncing(ServiceCore):
         map_scope: Mapping[str, str],
         scope: Path | str | None,
         sealed: Sequence[Memory] = (),
+        disputes: Callable[[Memory], bool] = lambda _: False,
     ) -> _Plan:
         mapping, mappings, create = self._scope_mappings(doc, map_scope, scope, sealed)
         report = ImportReport(
@@ -523,7 +598,7 @@ class Syncing(ServiceCore):
             scope_mappings=mappings,
         )
         plan = _Plan(report=report, scopes=create)
-        local = self._local()
+        local = self._local({m.slug for m in doc.memories})
         base_packed = SyncBase(self.home).load()
         plan.base = dict(base_packed)
         held = self._sealed_targets(plan, sealed, mapping)
@@ -555,14 +630,16 @@ class Syncing(ServiceCore):
                     self._plan_vectors(plan, doc, item, self._remote_memory(doc, item, target))
                 continue
             taken.add(found)
-            kept = self._plan_update(
-                plan,
-                doc,
-                self.vault.read(local.by_slug[found]),
-                self._remote_memory(doc, item, target),
-                strategy,
-                conflicts=item.conflicts,
-            )
+            remote = _as_slug(self._remote_memory(doc, item, target), found)
+            if local.prints.get(found) == _print(remote):
+                # The same memory on both sides: what the merge would find, without it.
+                plan.base[found] = SyncBase.pack(digests(remote))
+                report.unchanged += 1
+                kept = remote
+            else:
+                mine = self.vault.read(local.path(found))
+                disputed = _sha(mine.body) in item.conflicts
+                kept = self._plan_update(plan, doc, mine, remote, strategy, disputed=disputed)
             if doc.include_embeddings:
                 self._plan_vectors(plan, doc, item, kept)
         for memory in sealed:
@@ -575,7 +652,9 @@ class Syncing(ServiceCore):
                 continue
             taken.add(slug)
             if slug in held:
-                self._plan_update(plan, doc, self.vault.read(held[slug]), memory, strategy)
+                mine = self.vault.read(held[slug])
+                disputed = disputes(mine)
+                self._plan_update(plan, doc, mine, memory, strategy, disputed=disputed)
             else:
                 plan.sealed_adds.append(memory)
                 report.added.append(slug)
@@ -656,16 +735,15 @@ class Syncing(ServiceCore):
         remote: Memory,
         strategy: ConflictStrategy,
         *,
-        conflicts: Sequence[str] = (),
+        disputed: bool = False,
     ) -> Memory:
         """Merge a memory both sides hold; a body both changed under `merge` waits in
-        `_conflicts/`. So does one the other side still disputes: its export names the bodies
-        it holds open conflicts with, and when this side's body is one of them, this side
-        keeps it. Returns the memory this side will hold."""
+        `_conflicts/`. So does one the other side still disputes (`disputed`): its export
+        names the bodies it holds open conflicts with, and when this side's body is one of
+        them, this side keeps it. Returns the memory this side will hold."""
         report = plan.report
         slug = found.slug
         remote = _as_slug(remote, slug)
-        disputed = _sha(found.body) in conflicts
         merged = merge(
             found, remote, SyncBase.unpack(plan.base.get(slug)), strategy, open_conflict=disputed
         )
@@ -791,8 +869,9 @@ class Syncing(ServiceCore):
         if not doc.audit_chain:
             return
         imported: set[str] = set()
-        for held in self.audit.read(event_type="import"):
-            found = re.search(r'"remote_hash":\s*"([^"]+)"', held.details)
+        for held in self.audit.scan(["import"]):  # streamed: 100k+ import lines
+            details = held["details"]
+            found = re.search(r'"remote_hash":\s*"([^"]+)"', details) if details else None
             if found:
                 imported.add(found.group(1))
         plan.audit = [rec for rec in doc.audit_chain if rec["this_hash"] not in imported]
@@ -928,14 +1007,7 @@ class Syncing(ServiceCore):
         live = [m for m in batch if m.meta.forgotten_at is None]
         slugs = [m.slug for m in live]
         try:
-            # File creation releases the GIL: a few threads, then one sync for the batch.
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                futures = [pool.submit(self.vault.write, m, sync=False) for m in batch]
-                for future in futures:
-                    if future.exception() is None:
-                        written.append(future.result())
-                for future in futures:
-                    future.result()  # the first failure, after every written path is known
+            self.vault.write_many(batch, written)  # then one sync for the batch
             self.vault.sync_all()
             self.graph.upsert_memories(live, link_memories=False, new=True)
             try:
@@ -983,7 +1055,7 @@ class Syncing(ServiceCore):
                 continue
             matched.add(slug)
             remote = _as_slug(self._remote_memory(doc, item, target), slug)
-            fields = differing_fields(self.vault.read(local.by_slug[slug]), remote)
+            fields = differing_fields(self.vault.read(local.path(slug)), remote)
             if fields:
                 diff.changed.append(ChangedMemory(slug=slug, fields=fields))
         covered = {t.scope_hash for t in mapping.values()}
@@ -1096,6 +1168,11 @@ class Syncing(ServiceCore):
         return ResolveResult(slug=slug, took=_took(take), removed=[str(p) for p in paths])
 
 
+def _export_read(record: AuditRecord) -> bool:
+    """An export's audited read of a sensitive scope (`gate.require_scope`)."""
+    return record.event_type == "read_allowed" and '"surface":"sync export"' in record.details
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -1109,6 +1186,14 @@ def _carried_matrix(carried: dict[str, Any], dim: int) -> npt.NDArray[np.float32
     if dim <= 0 or carried.get("dim") != dim or not raw or len(raw) % (4 * dim):
         return None
     return np.frombuffer(raw, dtype="<f4").reshape(-1, dim).astype(np.float32)
+
+
+def _print(memory: Memory) -> bytes:
+    """Everything a memory holds (frontmatter, extra fields, body, sealed or not) as one
+    digest: two memories with equal prints merge to no change."""
+    meta = json.dumps(memory.meta.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+    text = f"{meta}\0{memory.sensitive}\0{memory.body}"
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def _as_slug(memory: Memory, slug: str) -> Memory:

@@ -5,7 +5,7 @@ offset  size  field
 0       5     magic  b"MDENC"
 5       1     version (1)
 6       8     key id: which scope key sealed it (`keys.key_id`), so rotation can be resumed
-14      12    nonce: random 96 bits, new for every write
+14      12    nonce: random 96 bits, new for every write (sync exports derive theirs: `sync.cipher`)
 26      ...   AES-256-GCM ciphertext of the markdown file (frontmatter included) + 16-byte tag
 ```
 
@@ -56,9 +56,15 @@ def _aad(header: bytes, scope_hash: str, slug: str) -> bytes:
     return b"\0".join((header, scope_hash.encode("utf-8"), slug.encode("utf-8")))
 
 
-def seal(plaintext: bytes, key: ScopeKey, scope_hash: str, slug: str) -> bytes:
-    """The `.md.enc` bytes of `plaintext`, bound to `scope_hash` and `slug`."""
-    header = MAGIC + bytes([VERSION]) + key.key_id + os.urandom(NONCE_SIZE)
+def seal(
+    plaintext: bytes, key: ScopeKey, scope_hash: str, slug: str, *, nonce: bytes | None = None
+) -> bytes:
+    """The `.md.enc` bytes of `plaintext`, bound to `scope_hash` and `slug`. The nonce is
+    random unless the caller derives one that is unique per plaintext (`sync.cipher`'s
+    synthetic nonces: a GCM nonce must never seal two different plaintexts under one key)."""
+    if nonce is not None and len(nonce) != NONCE_SIZE:
+        raise ValueError(f"a nonce is {NONCE_SIZE} bytes, got {len(nonce)}")
+    header = MAGIC + bytes([VERSION]) + key.key_id + (nonce or os.urandom(NONCE_SIZE))
     nonce = header[-NONCE_SIZE:]
     return header + AESGCM(key.secret).encrypt(nonce, plaintext, _aad(header, scope_hash, slug))
 
