@@ -38,6 +38,20 @@ def index(tmp_path: Path) -> Iterator[SearchIndex]:
         yield opened
 
 
+def near(
+    index: SearchIndex, second: int, exclude: str, per_side: int = 1
+) -> tuple[list[str], list[str]]:
+    """The session turns of `SCOPE` next to `second`, within half an hour each side."""
+    return index.near_in_time(
+        scope_hash=SCOPE,
+        type=MemoryType.SESSION,
+        at=START + timedelta(seconds=second),
+        window=timedelta(minutes=30),
+        exclude=exclude,
+        per_side=per_side,
+    )
+
+
 def test_near_in_time_gives_the_nearest_turns_on_each_side(index: SearchIndex) -> None:
     index.upsert(
         [
@@ -48,23 +62,8 @@ def test_near_in_time_gives_the_nearest_turns_on_each_side(index: SearchIndex) -
             turn("far", 4000),
         ]
     )
-    near = index.near_in_time(
-        scope_hash=SCOPE,
-        type=MemoryType.SESSION,
-        at=START + timedelta(seconds=4),
-        window=timedelta(minutes=30),
-        exclude="t4",
-        per_side=2,
-    )
-    assert near == (["t3", "t2"], ["t5", "t6"])
-    first = index.near_in_time(
-        scope_hash=SCOPE,
-        type=MemoryType.SESSION,
-        at=START,
-        window=timedelta(minutes=30),
-        exclude="t0",
-    )
-    assert first == ([], ["t1"])
+    assert near(index, 4, "t4", per_side=2) == (["t3", "t2"], ["t5", "t6"])
+    assert near(index, 0, "t0") == ([], ["t1"])
 
 
 @pytest.mark.parametrize("order", [[3, 0, 5, 1, 4, 2], [2, 4, 1, 5, 0, 3]])
@@ -77,24 +76,8 @@ def test_turns_of_one_instant_are_neighbours_in_slug_order_whatever_the_write_or
     for i in order:  # one write each: the engine keeps ties in write order
         index.upsert([turn(f"t{i}", 0)])
     index.upsert([turn("later", 1)])
-    near = index.near_in_time(
-        scope_hash=SCOPE,
-        type=MemoryType.SESSION,
-        at=START,
-        window=timedelta(minutes=30),
-        exclude="t2",
-        per_side=2,
-    )
-    assert near == (["t1", "t0"], ["t3", "t4"])
-    last = index.near_in_time(
-        scope_hash=SCOPE,
-        type=MemoryType.SESSION,
-        at=START,
-        window=timedelta(minutes=30),
-        exclude="t5",
-        per_side=2,
-    )
-    assert last == (["t4", "t3"], ["later"])
+    assert near(index, 0, "t2", per_side=2) == (["t1", "t0"], ["t3", "t4"])
+    assert near(index, 0, "t5", per_side=2) == (["t4", "t3"], ["later"])
 
 
 def test_titles_naming_matches_query_words_as_stemmed(index: SearchIndex) -> None:
