@@ -271,6 +271,11 @@ def test_a_graph_held_by_another_process_points_to_the_daemon(home_copy: Path) -
 
 # -- through the daemon -------------------------------------------------------------------
 def test_the_daemon_gives_the_same_answers_and_can_count(home_copy: Path) -> None:
+    # The demo leaves its captured sessions queued for enrichment. A daemon's worker would
+    # enrich them while the answers are compared, so run the rules here first: the daemon
+    # then serves the data dir as the embedded read found it.
+    with open_service(load_settings(home_copy)) as svc:
+        assert svc.enrich_pending(use_llm=False) > 0
     with memoryd.connect(home_copy) as client:
         embedded = sample(client)
         with running(home_copy):
@@ -280,15 +285,19 @@ def test_the_daemon_gives_the_same_answers_and_can_count(home_copy: Path) -> Non
             with pytest.raises(PolicyDenied, match="write clause"):
                 client.cypher("MATCH (e:Entity) DETACH DELETE e")
             # the daemon may count: each hit it returned once
-            counted = len(client.recall(REACT, k=3, track=True).hits)
+            hits = client.recall(REACT, k=3, track=True).hits
+            counted = len(hits)
             assert counted >= 1
             query = "MATCH (m:Memory) RETURN sum(m.recall_count) AS n"
             deadline = time.monotonic() + 20  # the daemon counts on its writer, in batches
             while client.cypher(query).n.iloc[0] < counted and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert client.cypher(query).n.iloc[0] == counted
+            # A rewrite from the file while the count is only in the graph (as the daemon's
+            # enrichment and DURA scoring do in the background).
+            with memoryd.open(home_copy) as api:
+                api.update_keywords(hits[0].slug, tags=["storefront"])
         # the daemon is gone: the same client falls back to reading the data dir itself
         assert client.mode == "embedded"
-        # Every count survives the stop, although the daemon's enrichment and DURA scoring
-        # rewrote memories from their files meanwhile (test_recall.py has the in-process case).
+        # Every count survives the edit and the stop (test_recall.py has the in-process case).
         assert client.cypher(query).n.iloc[0] == counted
