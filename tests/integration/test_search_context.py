@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.models import DecayState, MemoryType
-from memoryd.search.index import SCHEMA_VERSION, SearchDoc, SearchIndex
+from memoryd.search.index import SCHEMA_VERSION, Placed, SearchDoc, SearchIndex
 from memoryd.search.sessions import CONTEXT_WINDOW
 from memoryd.service import MemoryService
 from tests.integration.test_recall_episodes import say
@@ -273,13 +273,24 @@ def test_a_decay_write_leaves_the_contexts_a_fresh_index_of_its_result_holds(
                 set(found(at_once, q, include_forgotten=True, context_boost=CONTEXT))
                 for q in queries
             ]
-        with open_index(tmp_path / f"swept-{seed}") as swept:
-            swept.upsert(chat)
-            swept.set_decay_states(states, gone)
-            assert matches(swept, queries) == expected
-            assert [
-                set(found(swept, q, include_forgotten=True, context_boost=CONTEXT)) for q in queries
-            ] == hidden_too
+        # A sweep tells where its forgotten turns stood, so they are deleted unread.
+        places = {
+            doc.slug: Placed(doc.scope_hash, doc.decay_state, doc.created_at)
+            for doc in chat
+            if doc.slug in gone
+        }
+        for name, placed in (("swept", None), ("swept-unread", places)):
+            with open_index(tmp_path / f"{name}-{seed}") as swept:
+                swept.upsert(chat)
+            # Reopened: its statistics are not tallied, so the forgotten turns go unread.
+            with open_index(tmp_path / f"{name}-{seed}") as swept:
+                assert not swept._stats.wants(SCOPE)
+                swept.set_decay_states(states, gone, placed)
+                assert matches(swept, queries) == expected
+                assert [
+                    set(found(swept, q, include_forgotten=True, context_boost=CONTEXT))
+                    for q in queries
+                ] == hidden_too
 
 
 def test_a_document_read_back_is_the_document_written(index: SearchIndex) -> None:

@@ -42,12 +42,13 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
 Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
 cores, load 5-6): 12.9 s CPU (17 s wall), down from 17 s, and from 78 s before the ledger.
 The search index is 5.6-5.9 s of it: reading back the 100k documents it moves or deletes
-(2.0), the session view (0.8: a doc with no surviving turn within its window is skipped by
-one bisect), the 24.7k documents re-added with their contexts (1.7, mostly segmenting),
-commit and statistics; then the graph's deletions 1.8-2.0 (kuzu's DETACH DELETE), the
-renames 1.6-1.8 (kernel time; one thread, as same-folder renames serialise), the rest of
-the batches 1.2, planning 0.9 (under `native.fewer_collections`, as the whole sweep), the
-journal 0.6, the graph's states 0.5.
+(2.0; the 75k forgotten ones are now placed from the plan, `Placed`, and not read: the index
+write 0.8-1.3 s CPU less, measured back to back), the session view (0.8: a doc with no
+surviving turn within its window is skipped by one bisect), the 24.7k documents re-added
+with their contexts (1.7, mostly segmenting), commit and statistics; then the graph's
+deletions 1.8-2.0 (kuzu's DETACH DELETE), the renames 1.6-1.8 (kernel time; one thread, as
+same-folder renames serialise), the rest of the batches 1.2, planning 0.9 (under
+`native.fewer_collections`, as the whole sweep), the journal 0.6, the graph's states 0.5.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ from memoryd.models import (
     typed,
 )
 from memoryd.private import make_private_dir
+from memoryd.search.index import Placed
 from memoryd.vault import FORGOTTEN_DIR, decay_line, fsync_dir, render, storage_error
 
 logger = logging.getLogger(__name__)
@@ -198,6 +200,7 @@ class _Planned:
     move: DecayMove
     path: str
     last_recalled_at: datetime | None
+    created_at: datetime
 
 
 def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Planned], int]:
@@ -214,7 +217,7 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
     limits: dict[int, tuple[timedelta, timedelta, timedelta]] = {}
     states = (DecayState.DIM, DecayState.SOFT_FORGOTTEN, DecayState.FORGOTTEN)
     planned: list[_Planned] = []
-    for slug, scope_hash, title, ttl, state, since, recalled, path in rows:
+    for slug, scope_hash, title, ttl, state, since, recalled, path, created in rows:
         if since is None:
             continue
         bounds = limits.get(ttl)
@@ -234,7 +237,7 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
             to_state=states[reached - 1],
             idle_days=idle // DAY,
         )
-        planned.append(_Planned(move, path or "", recalled))
+        planned.append(_Planned(move, path or "", recalled, created))
     planned.sort(key=lambda p: (p.move.scope_hash, p.move.slug))
     return planned, len(rows)
 
@@ -286,7 +289,8 @@ class DecaySweep:
                 batch = todo[start : start + SWEEP_BATCH]
                 batches.append(self._write_batch(batch, now, skipped, appended))
             done = [p for _, moved in batches for p in moved]
-            gone = [p.move.slug for p in done if p.move.to_state is DecayState.FORGOTTEN]
+            forgotten = [p for p in done if p.move.to_state is DecayState.FORGOTTEN]
+            gone = [p.move.slug for p in forgotten]
             states = {
                 p.move.slug: p.move.to_state
                 for p in done
@@ -294,7 +298,14 @@ class DecaySweep:
             }
             stores.graph.set_decay_states(states)
             stores.graph.delete_memories(gone)
-            stores.index.set_decay_states(states, gone)
+            stores.index.set_decay_states(
+                states,
+                gone,
+                {  # the index then need not read them back
+                    p.move.slug: Placed(p.move.scope_hash, p.move.from_state, p.created_at)
+                    for p in forgotten
+                },
+            )
             stores.audit.append_many(
                 [event for _, moved in batches for event in self._events(moved, now)]
             )

@@ -782,7 +782,8 @@ class KuzuGraphStore:
         """The session memories a decay sweep may move: alive ones idle since `alive` or
         earlier, dim ones since `dim`, soft-forgotten ones since `soft`. Rows of slug,
         scope_hash, title, ttl_days, decay_state, idle since (last recall, else creation),
-        last_recalled_at, path: one scan, no conversion beyond UTC (a sweep may read 100k)."""
+        last_recalled_at, path, created_at: one scan, no conversion beyond UTC (a sweep may
+        read 100k)."""
         return self._rows(
             "MATCH (m:Memory) WHERE m.type = 'session' AND m.ttl_days IS NOT NULL"
             " WITH m, coalesce(m.last_recalled_at, m.created_at) AS since"
@@ -790,9 +791,9 @@ class KuzuGraphStore:
             " OR (m.decay_state = 'dim' AND since <= $dim)"
             " OR (m.decay_state = 'soft-forgotten' AND since <= $soft)"
             " RETURN m.slug, m.scope_hash, m.title, m.ttl_days, m.decay_state, since,"
-            " m.last_recalled_at, m.path",
+            " m.last_recalled_at, m.path, m.created_at",
             {"alive": alive, "dim": dim, "soft": soft},
-            times=(5, 6),
+            times=(5, 6, 8),
         )
 
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:

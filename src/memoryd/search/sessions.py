@@ -10,7 +10,7 @@ calls stay there; recall is the one reader of the field.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -56,6 +56,7 @@ class SessionView:
         gone: set[str],
         around: Sequence[SearchDoc] = (),
         read: Mapping[tuple[int, int], SearchDoc] | None = None,
+        hidden_at: Collection[tuple[int, int]] = frozenset(),
     ) -> None:
         self._index = index
         self._searcher = searcher
@@ -78,6 +79,8 @@ class SessionView:
         self._span: dict[str, tuple[datetime, datetime]] = {}
         self._read: dict[tuple[int, int], SearchDoc] = dict(read or {})
         """Indexed documents by address (segment, doc), as read: `read` seeds it."""
+        self._hidden_at = hidden_at
+        """Addresses of documents this write deletes unread (as `gone` hides the read ones)."""
         self._cache: dict[tuple[str, datetime, str, bool], SearchDoc | None] = {}
         self._open: dict[str, tuple[list[tuple[int, tantivy.DocAddress]], list[int]]] = {}
         """scope → (its listed entries, the times of those that may stay visible)."""
@@ -223,13 +226,17 @@ class SessionView:
         self, scope_hash: str, entries: list[tuple[int, tantivy.DocAddress]]
     ) -> list[int]:
         """The times of the scope's listed turns that may stay visible after this write: all
-        but those read already (`read`) and found among the ones it hides."""
+        but those read already (`read`) and found among the ones it hides, and those it
+        deletes unread (`hidden_at`)."""
         kept = self._open.get(scope_hash)
         if kept is None or kept[0] is not entries:
-            read, hidden = self._read, self._hidden
+            read, hidden, hidden_at = self._read, self._hidden, self._hidden_at
             keys = []
             for key, address in entries:
-                doc = read.get((address.segment_ord, address.doc))
+                at = (address.segment_ord, address.doc)
+                if at in hidden_at:
+                    continue
+                doc = read.get(at)
                 if doc is None or doc.slug not in hidden:
                     keys.append(key)
             kept = self._open[scope_hash] = (entries, keys)
@@ -246,6 +253,8 @@ class SessionView:
         docs = []
         for _, address in entries[start:stop]:
             cache_key = (address.segment_ord, address.doc)
+            if cache_key in self._hidden_at:
+                continue
             doc = self._read.get(cache_key)
             if doc is None:
                 doc = self._read[cache_key] = self._index.doc_at(self._searcher, address)
