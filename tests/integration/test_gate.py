@@ -9,6 +9,7 @@ events (slugs and counts, never text).
 from __future__ import annotations
 
 import json
+import os
 import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -280,3 +281,21 @@ async def test_mcp_get_memory_is_a_tool_error_and_recall_says_what_it_hid(
         svc.grant(project, "once")
         allowed = await client.call_tool("get_memory", {"slug": secret[0]})
         assert not allowed.is_error
+
+
+def test_a_scope_json_changed_within_one_tick_of_the_clock_is_read_afresh(
+    settings: Settings, project: Path
+) -> None:
+    """The kernel stamps files with a coarse clock: a scope.json replaced within one tick of
+    its last change leaves its folder's time as it was. The gate still sees the new flag."""
+    with open_service(settings) as svc:
+        svc.record(draft(project, "Plain first", "Recorded before another process marked it."))
+        scope_hash = svc.scope_show(project).scope_hash
+        assert svc.gate.sensitive_scopes() == {}  # read, and kept
+        folder = settings.home / "scopes" / scope_hash
+        before = folder.stat()
+        info = svc.vault.read_scope(scope_hash)
+        assert info is not None
+        svc.vault.write_scope(info.model_copy(update={"sensitive": True}))  # as another writer
+        os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same tick
+        assert set(svc.gate.sensitive_scopes()) == {scope_hash}

@@ -106,6 +106,15 @@ class GrantStore:
             raise StorageError(f"cannot write the grant file {path}: {exc}") from exc
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """A file's (inode, size, mtime), zeros when it is absent."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (0, 0, 0)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Gate:
     """Which scopes are sensitive, which are granted now, and the audit of every decision."""
 
@@ -126,19 +135,24 @@ class Gate:
         honours no grant (see `readable`) and its daemon audits what it answered."""
         self._clock = clock
         self._actor = actor
-        self._sensitive: tuple[tuple[tuple[str, int], ...], dict[str, str]] | None = None
+        self._sensitive: tuple[tuple[tuple[str, int, int, int], ...], dict[str, str]] | None = None
         self._lock = threading.Lock()
         self._reads: list[AuditEvent] = []
         self._reads_lock = threading.Lock()
 
     # -- scopes ---------------------------------------------------------------------------
     def sensitive_scopes(self) -> dict[str, str]:
-        """scope hash → path of every sensitive scope, re-read when a scope.json changed."""
+        """scope hash → path of every sensitive scope, re-read when a scope.json changed.
+
+        A change is seen by each scope.json's inode, size and time: it is replaced by rename
+        (a new inode) whenever it changes. The folder's time alone missed a change made within
+        one tick of the kernel's coarse file clock (a scope registered plain, then marked),
+        and a memory of the marked scope was then written as a plain one."""
         scopes_dir = self.home / "scopes"
         try:
             key = tuple(
                 sorted(
-                    (entry.name, entry.stat().st_mtime_ns)
+                    (entry.name, *_stamp(Path(entry.path) / "scope.json"))
                     for entry in os.scandir(scopes_dir)
                     if entry.is_dir()
                 )
