@@ -394,3 +394,16 @@ def test_a_kind_question_finds_its_instances(svc: MemoryService, project: Path) 
     hits = svc.recall("What sports does John like?", scope=project, k=3, track=False).hits
     assert hits[0].slug == surf
     assert hits[0].paths[0] == "sport → surfing → memory"
+
+
+def test_a_crowded_instant_is_read_whole_and_the_side_goes_on_past_it(index: SearchIndex) -> None:
+    """Eight turns of one second around the asking turn: the earlier side takes none of the
+    ones after it in slug order, and goes on to the turns of earlier seconds."""
+    index.upsert([turn(f"a{i}", 5) for i in range(8)] + [turn("o1", 3), turn("o2", 4)])
+    index.upsert([turn("n1", 6)])
+    assert near(index, 5, "a0", per_side=2) == (["o2", "o1"], ["a1", "a2"])
+    assert near(index, 5, "a7", per_side=3) == (["a6", "a5", "a4"], ["n1"])
+    assert near(index, 5, "a3", per_side=9) == (
+        ["a2", "a1", "a0", "o2", "o1"],
+        ["a4", "a5", "a6", "a7", "n1"],
+    )

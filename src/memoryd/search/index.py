@@ -1175,50 +1175,49 @@ class SearchIndex:
         per_side: int = 1,
     ) -> tuple[list[str], list[str]]:
         """The memories of this scope and type written just before and just after `at`,
-        nearest first on each side: two range queries ordered by the fast `created_at` field,
-        so each reads only `per_side` documents however long the episode."""
+        nearest first on each side: a range query per side ordered by the fast `created_at`
+        field, so each reads about `per_side` documents however long the episode.
+
+        Turns of one instant stand in slug order around `exclude` (as `SessionView` places
+        them): the engine returns ties in the order they were written, which a rebuilt index
+        or a granted view does not repeat, so an instant the answer reaches into is read
+        whole whenever the first read may have cut it."""
         self._require_open()
         at = to_utc(at)
+        here = (nanos(at), exclude)
         with self._errors("searching by time"):
             searcher = self._index.searcher()
-            # Turns of one instant stand in slug order (as `SessionView` places them): the
-            # engine returns ties in the order they were written, which a rebuilt index or a
-            # granted view does not repeat.
-            here = (nanos(at), exclude)
-            same = self._turns_in(searcher, scope_hash, type, (at, at), None, backwards=False)
-            before = [t for t in reversed(same) if t < here]
-            after = [t for t in same if t > here]
-            before += self._turns_in(
-                searcher, scope_hash, type, (at - window, at), per_side, backwards=True
-            )
-            after += self._turns_in(
-                searcher, scope_hash, type, (at, at + window), per_side, backwards=False
-            )
-        return (
-            [slug for _, slug in before if slug != exclude][:per_side],
-            [slug for _, slug in after if slug != exclude][:per_side],
-        )
+            sides = [
+                self._turns_beside(
+                    searcher, scope_hash, type, (at - window, at), here, per_side, backwards=side
+                )
+                for side in (True, False)
+            ]
+        return sides[0], sides[1]
 
-    def _turns_in(
+    def _turns_beside(
         self,
         searcher: tantivy.Searcher,
         scope_hash: str,
         type: MemoryType,
         span: tuple[datetime, datetime],
-        limit: int | None,
+        here: tuple[int, str],
+        per_side: int,
         *,
         backwards: bool,
-    ) -> list[tuple[int, str]]:
-        """The visible memories of this scope and type in `span`, as (created_at in
-        nanoseconds, slug) nearest its end (`backwards`) or start first. The start is out,
-        the end only forwards (both ends of a one-instant span are in). `limit` (None: all)
-        counts from the nearest, and the farthest instant it reaches is read whole, so ties
-        are cut by slug, not by the engine."""
-        start, end = span
-        instant = start == end
+    ) -> list[str]:
+        """Up to `per_side` slugs of visible memories on one side of `here` (created_at in
+        nanoseconds, slug), nearest first; `span` is the window before `here` (backwards)."""
+        at = from_nanos(here[0])
+        width = at - span[0]
+        # Backwards (at - width, at]; forwards [at, at + width]: ties with `at` fall on the
+        # side their slug puts them.
+        lower, upper = (at - width, at) if backwards else (at, at + width)
+        include_lower, include_upper = (False, True) if backwards else (True, True)
+        order = tantivy.Order.Desc if backwards else tantivy.Order.Asc
+        limit = per_side + _TIE_SLACK
 
-        def query(lower: datetime, upper: datetime, *, whole: bool) -> tantivy.Query:
-            # `whole`: both ends in; else the start is out, and the end of a window forwards in.
+        def query(low: datetime, high: datetime, inc_low: bool, inc_high: bool) -> tantivy.Query:
             Query, Occur = tantivy.Query, tantivy.Occur
             return Query.boolean_query(
                 [
@@ -1230,36 +1229,48 @@ class SearchIndex:
                             self._schema,
                             "created_at",
                             tantivy.FieldType.Date,
-                            lower,
-                            upper,
-                            include_lower=whole,
-                            include_upper=whole or not backwards,
+                            low,
+                            high,
+                            include_lower=inc_low,
+                            include_upper=inc_high,
                         ),
                     ),
                     *((Occur.MustNot, self._term(field, value)) for field, value in _HIDDEN),
                 ]
             )
 
-        def run(q: tantivy.Query, size: int | None) -> list[tuple[int, tantivy.DocAddress]]:
-            size = _count(searcher, q) if size is None else size
-            if not size:
-                return []
-            order = tantivy.Order.Desc if backwards else tantivy.Order.Asc
+        def read(q: tantivy.Query, size: int) -> list[tuple[int, str]]:
             found = searcher.search(
                 q, limit=size, count=False, order_by_field="created_at", order=order
             ).hits
-            return [(int(key), address) for key, address in found]
+            return [
+                (int(key), str(_stored(searcher.doc(address), "slug"))) for key, address in found
+            ]
 
-        hits = run(query(start, end, whole=instant), limit)
-        if limit is not None and len(hits) == limit:
-            edge = hits[-1][0]
-            at = from_nanos(edge)
-            hits = [h for h in hits if h[0] != edge] + run(query(at, at, whole=True), None)
-        turns = sorted(
-            ((key, str(_stored(searcher.doc(address), "slug"))) for key, address in hits),
-            reverse=backwards,
-        )
-        return turns if limit is None else turns[:limit]
+        def beside(turn: tuple[int, str]) -> bool:
+            return turn < here if backwards else turn > here
+
+        taken: list[tuple[int, str]] = []
+        while True:
+            turns = read(query(lower, upper, include_lower, include_upper), limit)
+            more = len(turns) == limit
+            if more:  # the farthest instant read may hold more turns than were returned
+                edge = turns[-1][0]
+                nearer = [t for t in turns if t[0] != edge]
+                if len(taken) + sum(map(beside, nearer)) >= per_side:
+                    turns, more = nearer, False
+                else:
+                    instant = from_nanos(edge)
+                    whole = query(instant, instant, True, True)
+                    turns = nearer + read(whole, _count(searcher, whole))
+                    # Go on past the edge instant if this side still lacks turns.
+                    if backwards:
+                        upper, include_upper = instant, False
+                    else:
+                        lower, include_lower = instant, False
+            taken += sorted((t for t in turns if beside(t)), reverse=backwards)
+            if len(taken) >= per_side or not more:
+                return [slug for _, slug in taken[:per_side]]
 
     def words_held(self, text: str, words: Iterable[str]) -> list[str]:
         """The `words` that `text` holds, as the index analyses both ("surfed" holds "surf")."""
@@ -1496,6 +1507,10 @@ def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
     result = searcher.search(query, limit=1, count=True)
     return int(result.count or 0)  # type: ignore[attr-defined]
 
+
+_TIE_SLACK = 4
+"""Turns read beyond those wanted on each side of `near_in_time`, so an instant cut at the
+edge of the read rarely needs reading whole."""
 
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
