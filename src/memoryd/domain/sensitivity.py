@@ -59,6 +59,7 @@ from memoryd.sensitive.files import (
     reseal_seal_key,
     seal_private_key,
 )
+from memoryd.sensitive.heap import scrub_freed_heap
 from memoryd.sensitive.sealed import (
     SealError,
     failed_scope,
@@ -158,6 +159,7 @@ class Sensitivity(ServiceCore):
     def sensitive_mark(self, path: Path | str, *, passphrase: str | None = None) -> MarkReport:
         """Make the scope at `path` sensitive and encrypt everything it holds."""
         self._require_writable("mark a scope sensitive")
+        scrub_freed_heap()  # the plaintext freed from here on is cleared (sensitive.heap)
         started = time.perf_counter()
         info = resolve_scope(path)
         scope_hash = info.scope_hash

@@ -33,6 +33,7 @@ from memoryd.audit import AuditEvent
 from memoryd.errors import InvalidInput, PolicyDenied, StorageError
 from memoryd.models import GRANT_SECONDS, Grant, GrantDuration, HiddenResults, ScopeInfo
 from memoryd.private import FILE_MODE, make_private_dir
+from memoryd.sensitive.heap import scrub_freed_heap
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,8 @@ class Gate:
         if cached is not None and cached[0] == key:
             return cached[1]
         found = {info.scope_hash: info.path for info in self._scopes() if info.sensitive}
+        if found:
+            scrub_freed_heap()  # this process may come to hold their plaintext
         self._sensitive = (key, found)
         return found
 

@@ -24,6 +24,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memoryd.errors import EncryptedFileBroken, MissingKey
+from memoryd.sensitive.heap import scrub_freed_heap
 
 MAGIC = b"MDENC"
 VERSION = 1
@@ -64,6 +65,7 @@ def seal(
     synthetic nonces: a GCM nonce must never seal two different plaintexts under one key)."""
     if nonce is not None and len(nonce) != NONCE_SIZE:
         raise ValueError(f"a nonce is {NONCE_SIZE} bytes, got {len(nonce)}")
+    scrub_freed_heap()  # this process holds a sensitive plaintext
     header = MAGIC + bytes([VERSION]) + key.key_id + (nonce or os.urandom(NONCE_SIZE))
     nonce = header[-NONCE_SIZE:]
     return header + AESGCM(key.secret).encrypt(nonce, plaintext, _aad(header, scope_hash, slug))
@@ -99,6 +101,7 @@ def open_(
     """The plaintext sealed in `blob`; `where` (the file) is named in every error."""
     place = where if where is not None else f"{scope_hash}/{slug}"
     header = read_header(blob, place)
+    scrub_freed_heap()  # this process is about to hold a sensitive plaintext
     if header.key_id != key.key_id:
         raise MissingKey(
             f"{place}: sealed with key {header.key_id.hex()}, but the key given is"

@@ -162,6 +162,9 @@ def open_sealed(blob: bytes, private: bytes, scope_hash: str, where: Path | str)
     )
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+    from memoryd.sensitive.heap import scrub_freed_heap
+
+    scrub_freed_heap()  # this process is about to hold a sensitive plaintext
     if len(blob) < HEADER_SIZE + 16 or blob[: len(MAGIC)] != MAGIC:
         raise SealError(f"{where}: not a sealed capture, or truncated ({len(blob)} bytes)")
     if blob[len(MAGIC)] != VERSION:
