@@ -12,8 +12,8 @@ come back cleared, whatever was freed into them before.
 
 It is turned on by the first seal or open of a sensitive memory (`envelope`, `sealed`), by a
 mark, and when the gate finds a sensitive scope, never at import. Elsewhere (not glibc: macOS,
-musl) there is no such switch in-process; `scrub_freed_heap` says so by returning False and
-the daemon logs it once.
+musl) there is no such switch in-process; `scrub_freed_heap` says so by returning False, and
+a warning is logged once.
 """
 
 from __future__ import annotations
