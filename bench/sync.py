@@ -13,7 +13,10 @@ With `--work`, each run imports into a fresh `WORK/imports/<time>` and deletes n
 import: on ext4 without a journal (as on the dev VM), creating a file scans past every
 inode of its block group freed in the last 1-5 minutes, so removing the last run's 100k files
 right before an import added up to 45 s of kernel time to it (issue 18, session 11). Remove
-`WORK/imports` when no run follows within 5 minutes.
+`WORK/imports` when no run follows within 5 minutes. Other processes' deletions near WORK
+count too (the same block groups): under /tmp, where other benchmarks remove 100k-file
+trees, the import took 7-39 s of kernel time; in a top-level folder nobody else writes to,
+7.2-8.1 s in all three runs. Put WORK in such a folder for numbers that repeat.
 """
 
 from __future__ import annotations
