@@ -8,6 +8,15 @@ The corpus is bench/_corpus's (20 scopes, English and Chinese), recorded without
 ≤ 1 GB peak RSS; the same for an import into an empty data dir. A second import of the
 same file (idempotent: nothing written) and a second export (byte-identical) are measured
 too.
+
+With `--work`, each run imports into a fresh `WORK/imports/<time>` and deletes no earlier
+import: on ext4 without a journal (as on the dev VM), creating a file scans past every
+inode of its block group freed in the last 1-5 minutes, so removing the last run's 100k files
+right before an import added up to 45 s of kernel time to it (issue 18, session 11). Remove
+`WORK/imports` when no run follows within 5 minutes. Other processes' deletions near WORK
+count too (the same block groups): under /tmp, where other benchmarks remove 100k-file
+trees, the import took 7-39 s of kernel time; in a top-level folder nobody else writes to,
+7.2-8.1 s in all three runs. Put WORK in such a folder for numbers that repeat.
 """
 
 from __future__ import annotations
@@ -17,7 +26,6 @@ import hashlib
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +40,7 @@ LIMIT_MB = 1024.0
 
 def child(argv: list[str]) -> dict[str, float]:
     """Run one phase in a fresh interpreter: its wall time and its own peak RSS (MB)."""
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, __file__, *argv], capture_output=True, text=True, check=False
@@ -41,6 +50,7 @@ def child(argv: list[str]) -> dict[str, float]:
         raise SystemExit(f"phase {argv[1]} failed:\n{proc.stderr}")
     data: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
     data["wall_s"] = round(seconds, 2)
+    data["load_start"] = load
     return data
 
 
@@ -70,6 +80,9 @@ def phase(name: str, home: Path, file: Path, n: int, root: Path) -> None:
     out["seconds"] = round(time.perf_counter() - started, 2)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)  # honest on a loaded machine
+    out["user_s"] = round(usage.ru_utime, 2)
+    out["sys_s"] = round(usage.ru_stime, 2)  # kernel time: see the docstring
+    out["load_end"] = os.getloadavg()[0]
     out["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
     print(json.dumps(out))
 
@@ -98,8 +111,11 @@ def main() -> None:
     os.environ.setdefault("MEMORYD_RECALL__VECTORS", "off")
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = args.work or Path(tmp)
-        a, b, root, file = base / "a", base / "b", base / "projects", base / "memories.json"
-        shutil.rmtree(b, ignore_errors=True)
+        a, root, file = base / "a", base / "projects", base / "memories.json"
+        b = base / "b"
+        if args.work:  # a fresh home, nothing deleted before the import (see the docstring)
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+            b = base / "imports" / f"{stamp}-{os.getpid()}"
         common = ["--n", str(args.n), "--root", str(root), "--file", str(file)]
         corpus = {"seconds": 0.0, "peak_rss_mb": 0.0, "reused": 1.0}
         if not (a / "scopes").is_dir():
@@ -124,12 +140,17 @@ def main() -> None:
         )
         and identical,
     }
-    print(f"{'phase':<14}{'seconds':>10}{'cpu s':>10}{'peak RSS MB':>14}")
+    print(f"{'phase':<14}{'seconds':>10}{'cpu s':>10}{'sys s':>10}{'peak RSS MB':>14}{'load':>8}")
     for name in ("corpus", "export", "export_again", "import", "import_again"):
         row = result[name]
         assert isinstance(row, dict)
-        print(f"{name:<14}{row['seconds']:>10}{row.get('cpu_s', 0):>10}{row['peak_rss_mb']:>14}")
+        print(
+            f"{name:<14}{row['seconds']:>10}{row.get('cpu_s', 0):>10}{row.get('sys_s', 0):>10}"
+            f"{row['peak_rss_mb']:>14}{row.get('load_start', 0):>8.1f}"
+        )
     print(f"byte-identical re-export: {identical}; within targets: {result['ok']}")
+    if args.work:
+        print(f"the imported home is kept in {b} (see the docstring before removing it)")
     target = args.json or Path(__file__).parent / "results" / f"sync-{args.n}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(result, indent=2) + "\n")
