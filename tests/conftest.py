@@ -30,6 +30,16 @@ def isolate_environment(patch: pytest.MonkeyPatch, root: Path) -> None:
     patch.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One user cache dir for the whole run, never the developer's: the derived data kept
+    there (the lexicon's tokens, `memoryd.extraction.token_cache`) is built by the first
+    memoryd the suite starts and read by every later one, test daemons and CLI runs too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test may read the developer's config or write into their data dir."""
