@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import subprocess
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import memoryd
 from memoryd.config import Settings, load_settings
 from memoryd.extraction.pipeline import Extractor
 from tests.pins import ENGINE, PINNED_ENV
@@ -28,6 +30,16 @@ def isolate_environment(patch: pytest.MonkeyPatch, root: Path) -> None:
         patch.setenv(key, value)
     patch.setenv("XDG_DATA_HOME", str(root / "xdg-data"))
     patch.setenv("XDG_CONFIG_HOME", str(root / "xdg-config"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One user cache dir for the whole run, never the developer's: the derived data kept
+    there (the lexicon's tokens, `memoryd.extraction.token_cache`) is built by the first
+    memoryd the suite starts and read by every later one, test daemons and CLI runs too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -123,6 +135,18 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile memoryd and the test helpers once, before any test starts a process.
+
+    Where PYTHONDONTWRITEBYTECODE is set (this machine, and the clean clones CI runs in), no
+    Python writes bytecode, so every daemon, recall reader and CLI run the suite starts
+    compiled memoryd's 50k lines again: about a quarter of a second of CPU each. Reading
+    bytecode is still allowed, and compileall writes it whatever the variable says; a source
+    newer than its bytecode is compiled afresh as always, so nothing stale is ever run."""
+    for package in (Path(memoryd.__file__).parent, Path(__file__).parent):
+        compileall.compile_dir(package, quiet=2)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -36,6 +36,13 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME))
 
 
+def default_cache_dir() -> Path:
+    """Derived data any memoryd of this user may rebuild (`~/.cache/memoryd` on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
 class GraphSettings(BaseModel):
     engine: Literal["kuzu", "ladybug"] = "kuzu"
     buffer_pool_mb: int = Field(default=512, ge=64, description="cap on the engine's page cache")

@@ -2,13 +2,14 @@
 
 Stages, in order:
 
-1. known: an EntityRuler over the graph's entities and aliases, cached per set of entities
+1. known: phrase matchers over the graph's entities and aliases, cached per set of entities
    and grown in place when a set only adds entities to a cached one. A surface two entities
    share stands for the one it names, then by type and name (`_own_name_first`), and ties
-   between rulers go by what they propose, so the output is a function of the text and the
+   between matchers go by what they propose, so the output is a function of the text and the
    set of known entities, never of the order the index grew in;
-2. lexicon: an EntityRuler over the shipped lexicon (`data/lexicon.jsonl`) and place gazetteer
-   (`data/places.jsonl`), built once per language; names with Chinese characters are matched
+2. lexicon: phrase matchers over the shipped lexicon (`data/lexicon.jsonl`) and place gazetteer
+   (`data/places.jsonl`), built once per language from tokens kept in the user's cache dir
+   (`token_cache`); names with Chinese characters are matched
    as substrings instead (jieba splits unknown names unpredictably). Places match with their
    exact case, never as part of a longer capitalised name ("Paris Hilton"), and a place that
    is also a first name ("Jordan") only after a locative word ("in", "to", "from" ...);
@@ -49,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryd.extraction import patterns, relations, spacy_stages
 from memoryd.extraction.linking import KnownIndex, link_with_index, normalise_name
 from memoryd.extraction.patterns import LiteralMatcher, PatternHit, has_cjk
+from memoryd.extraction.token_cache import TokenCache, fingerprint
 from memoryd.models import EntityType, Extraction, Predicate, ProposedEntity, ProposedRelation
 
 log = logging.getLogger(__name__)
@@ -203,7 +205,7 @@ def _own_name_first(surface: str, target: _Target) -> tuple[bool, str, str]:
 
 
 class _PhraseIndex:
-    """Rulers and a substring matcher over (surface, exact-case?, target) items.
+    """Phrase matchers and a substring matcher over (surface, exact-case?, target) items.
 
     `add` grows it in place: the graph gains entities one write at a time, and adding ten
     patterns is cheap where rebuilding a few thousand is not. When several targets share a
@@ -221,7 +223,7 @@ class _PhraseIndex:
         self.name = name
         self.rank = rank
         self.targets: list[_Target] = []
-        self.rulers: dict[bool, Any] = {}
+        self.matchers: dict[bool, Any] = {}
         self.literal = LiteralMatcher({})
         self.canonical: dict[str, tuple[str, EntityType]] = {}
         self._canonical_rank: dict[str, tuple[Any, ...]] = {}
@@ -241,7 +243,10 @@ class _PhraseIndex:
                 self.canonical[folded] = (target.name, target.type)
                 self._canonical_rank[folded] = rank
 
-    def add(self, items: Iterable[tuple[str, bool, _Target]]) -> None:
+    def add(
+        self, items: Iterable[tuple[str, bool, _Target]], cache: TokenCache | None = None
+    ) -> None:
+        """Add items; `cache` keeps the phrases' tokens between processes (the lexicon's)."""
         phrases: list[spacy_stages.Phrase] = []
         literal_added = False
         for raw, exact, target in items:
@@ -267,14 +272,31 @@ class _PhraseIndex:
             else:
                 phrases.append(spacy_stages.Phrase(surface, index, exact))
         if phrases:
-            spacy_stages.add_phrases(self.nlp, self.rulers, phrases, self.name)
+            tokens = self._tokens(phrases, cache)
+            spacy_stages.add_phrases(self.nlp, self.matchers, phrases, tokens)
         if literal_added:
             self.literal = LiteralMatcher(self._literal_surfaces)
+
+    def _tokens(
+        self, phrases: Sequence[spacy_stages.Phrase], cache: TokenCache | None
+    ) -> list[tuple[int, ...]]:
+        if cache is None:
+            return spacy_stages.phrase_tokens(self.nlp, phrases)
+        key = fingerprint(
+            spacy_stages.tokenizer_fingerprint(self.nlp), [(p.text, p.exact) for p in phrases]
+        )
+        tokens = cache.load(self.name, key, len(phrases))
+        if tokens is None:
+            tokens = spacy_stages.phrase_tokens(self.nlp, phrases)
+            cache.save(self.name, key, tokens)
+        else:
+            log.debug("%s: %d phrases' tokens from the cache", self.name, len(tokens))
+        return tokens
 
 
 @dataclass
 class _KnownEntry:
-    """The known entities' ruler and linking index for one set of entities."""
+    """The known entities' matchers and linking index for one set of entities."""
 
     items: frozenset[tuple[str, str, str, tuple[str, ...]]]
     phrases: _PhraseIndex
@@ -301,12 +323,14 @@ class _Candidate:
 class Extractor:
     """Offline entity and relation extraction; safe to share between threads.
 
-    The spaCy pipelines, the lexicon rulers and the optional model load on first use (or on
-    `warm_up()`), never at import or construction.
+    The spaCy pipelines, the lexicon matchers and the optional model load on first use (or
+    on `warm_up()`), never at import or construction. The lexicon's tokens are kept in
+    `cache_dir` (default: the user's cache dir) for the next process.
     """
 
-    def __init__(self, *, spacy_model: str | None = None) -> None:
+    def __init__(self, *, spacy_model: str | None = None, cache_dir: Path | None = None) -> None:
         self._spacy_model = spacy_model
+        self._cache_dir = cache_dir
         self._lock = threading.RLock()
         self._nlp: dict[str, Any] = {}
         self._lexicon_index: dict[str, _PhraseIndex] = {}
@@ -350,15 +374,23 @@ class Extractor:
                     items.append((surface, exact, target))
             items += _place_phrases(load_places())
             index = _PhraseIndex(self._pipeline(lang), f"lexicon_{lang}")
-            index.add(items)
+            index.add(items, self._token_cache())
             self._lexicon_index[lang] = index
-            log.debug("lexicon ruler for %s: %d surfaces", lang, len(index.targets))
+            log.debug("lexicon matchers for %s: %d surfaces", lang, len(index.targets))
         return index
+
+    def _token_cache(self) -> TokenCache:
+        directory = self._cache_dir
+        if directory is None:
+            from memoryd.config import default_cache_dir  # its settings stack loads lazily
+
+            directory = default_cache_dir()
+        return TokenCache(directory / "extraction")
 
     def _known(
         self, lang: str, known: Sequence[KnownEntity]
     ) -> tuple[_PhraseIndex | None, KnownIndex]:
-        """The known entities' ruler and linking index, cached per set of entities (LRU).
+        """The known entities' matchers and linking index, cached per set of entities (LRU).
 
         A set that only adds entities to a cached one grows that entry instead of building
         anew: the service passes the whole graph, which gains a few entities per write.
@@ -425,7 +457,7 @@ class Extractor:
         return self._model
 
     def warm_up(self, languages: Sequence[str] = ("en", "zh")) -> None:
-        """Build pipelines and lexicon rulers now rather than on the first `extract`."""
+        """Build pipelines and lexicon matchers now rather than on the first `extract`."""
         with self._lock:
             for lang in languages:
                 self._lexicon(lang)
@@ -512,7 +544,7 @@ class Extractor:
         sentences: Sequence[tuple[int, int]],
     ) -> list[_Candidate]:
         starts = {start for start, _ in sentences}
-        found = spacy_stages.match_phrases(doc, index.rulers.values()) + index.literal.find(text)
+        found = spacy_stages.match_phrases(doc, index.matchers.values()) + index.literal.find(text)
         out: list[_Candidate] = []
         pending: list[_Candidate] = []
         """Everyday-word names opening a clause without evidence: kept when the same name
@@ -693,8 +725,8 @@ def _resolve(
     its own shield) but not sit inside one (`react` in `src/react/app.ts`), and module roots
     are allowed at the start of their own module path.
     """
-    # Ties (two rulers or stages proposing one span) go by what they propose, never by the
-    # order they were found in: that order follows how the rulers were grown.
+    # Ties (two matchers or stages proposing one span) go by what they propose, never by the
+    # order they were found in: that order follows how the matchers were grown.
     ranked = sorted(
         candidates,
         key=lambda c: (

@@ -1,4 +1,4 @@
-"""Everything that touches spaCy: blank pipelines, EntityRulers, an optional pretrained NER.
+"""Everything that touches spaCy: blank pipelines, phrase matchers, an optional pretrained NER.
 
 The only module that imports spacy, always inside a function, so `import memoryd` and
 `memoryd --help` stay fast. Callers get plain tuples of character offsets back, never spaCy
@@ -9,6 +9,7 @@ Not thread-safe by itself: the `Extractor` serialises calls with its lock.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -62,47 +63,76 @@ def blank_pipeline(lang: str) -> Any:
     return nlp
 
 
-def add_phrases(nlp: Any, rulers: dict[bool, Any], phrases: Sequence[Phrase], name: str) -> None:
-    """Add phrases to `rulers` (exact-case? -> EntityRuler), creating a ruler when needed.
+def tokenizer_fingerprint(nlp: Any) -> str:
+    """What a phrase's tokens depend on besides its text: spaCy's version, the language and
+    its tokenizer settings, and jieba's version for Chinese. Part of the phrase-token cache's
+    key (`token_cache`), so an upgrade never reads tokens another tokenizer made."""
+    from spacy import about
 
-    One EntityRuler matches LOWER (case-insensitive), the other ORTH (exact case). They are
-    not added to `nlp`: the lexicon's are built once per language and the known entities'
-    once per set of entities (then grown), and both run over the same tokenized Doc. Each
-    pattern's label is its key, so a match says what it stands for.
+    parts: dict[str, Any] = {
+        "spacy": about.__version__,
+        "lang": str(nlp.lang),
+        "tokenizer": nlp.config["nlp"]["tokenizer"],
+    }
+    if nlp.lang == "zh":
+        import jieba
+
+        parts["jieba"] = jieba.__version__
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def phrase_tokens(nlp: Any, phrases: Sequence[Phrase]) -> list[tuple[int, ...]]:
+    """Each phrase's tokens as its matcher compares them: LOWER hashes, or ORTH when exact.
+
+    Tokenizing is most of the cost of building the lexicon's matchers (thousands of phrases,
+    jieba's segmenter for Chinese), so these tuples are what the phrase-token cache keeps.
     """
-    from spacy.pipeline import EntityRuler
+    tokens: list[tuple[int, ...]] = []
+    for phrase in phrases:
+        doc = nlp.make_doc(phrase.text)
+        tokens.append(tuple(t.orth for t in doc) if phrase.exact else tuple(t.lower for t in doc))
+    return tokens
+
+
+def add_phrases(
+    nlp: Any,
+    matchers: dict[bool, Any],
+    phrases: Sequence[Phrase],
+    tokens: Sequence[tuple[int, ...]],
+) -> None:
+    """Add phrases (with their `phrase_tokens`) to `matchers` (exact-case? -> PhraseMatcher),
+    creating a matcher when needed.
+
+    One PhraseMatcher matches LOWER (case-insensitive), the other ORTH (exact case). The
+    lexicon's are built once per language and the known entities' once per set of entities
+    (then grown); both run over the same tokenized Doc. Each phrase's match key is its
+    `key`, so a match says what it stands for. The matcher takes token hashes as well as Docs
+    (how it unpickles), and a Doc's tokens give it the same hashes.
+    """
+    from spacy.matcher import PhraseMatcher
 
     for exact in (False, True):
-        patterns: list[dict[str, Any]] = [
-            {"label": str(p.key), "pattern": p.text} for p in phrases if p.exact is exact
-        ]
-        if not patterns:
+        chosen = [(p, t) for p, t in zip(phrases, tokens, strict=True) if p.exact is exact]
+        if not chosen:
             continue
-        if exact not in rulers:
-            rulers[exact] = EntityRuler(
-                nlp,
-                name=f"{name}_{'exact' if exact else 'lower'}",
-                phrase_matcher_attr=None if exact else "LOWER",
-                validate=False,
-            )
-        rulers[exact].add_patterns(patterns)
+        if exact not in matchers:
+            matchers[exact] = PhraseMatcher(nlp.vocab, attr="ORTH" if exact else "LOWER")
+        matcher = matchers[exact]
+        for phrase, keyword in chosen:
+            matcher.add(str(phrase.key), [keyword])
 
 
 def tokenize(nlp: Any, text: str) -> Any:
     return nlp.make_doc(text)
 
 
-def match_phrases(doc: Any, rulers: Iterable[Any]) -> list[tuple[int, int, int]]:
-    """(start_char, end_char, key) of every ruler hit, overlapping ones included.
-
-    Runs each ruler's PhraseMatcher directly: `EntityRuler.__call__` recounts every pattern
-    on each call (about 2 ms with the lexicon's 4,000), and the caller settles overlaps
-    across rulers and pattern stages anyway. The pattern's label is its key.
-    """
+def match_phrases(doc: Any, matchers: Iterable[Any]) -> list[tuple[int, int, int]]:
+    """(start_char, end_char, key) of every matcher hit, overlapping ones included; the
+    caller settles overlaps across matchers and pattern stages."""
     strings = doc.vocab.strings
     hits: list[tuple[int, int, int]] = []
-    for ruler in rulers:
-        for match_id, start, end in ruler.phrase_matcher(doc):
+    for matcher in matchers:
+        for match_id, start, end in matcher(doc):
             last = doc[end - 1]
             hits.append((doc[start].idx, last.idx + len(last.text), int(strings[match_id])))
     return hits
