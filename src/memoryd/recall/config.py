@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-STAGES = frozenset({"text", "expansion", "entity", "graph", "kind", "context", "vector", "current"})
+STAGES = frozenset(
+    {"answer", "text", "expansion", "entity", "graph", "kind", "context", "vector", "current"}
+)
 """The switchable stages: `text` (BM25), `expansion` (words for the instances of a kind the
 question asks for, in the text stage), `entity` (query → entity → memory), `graph` (one more
 hop through related entities), `kind` (entities of a kind the query names), `context`
 (conversation turns next to a text hit), `vector` (when an embedding index is configured),
 `current` (for a question about what is current, of close memories about the same thing
-the newer first)."""
+the newer first), `answer` (for a question asking for a typed value — a version, a port, an
+address — the memories stating none score less, `recall.answer`)."""
 DEFAULT_STAGES = STAGES
 """Every stage runs by default; `current` only reorders for a question asking what is current
 (`adjustment.asks_for_current`)."""

@@ -14,7 +14,7 @@ from typing import Protocol
 from memoryd.extraction.pipeline import load_hyponyms
 from memoryd.graph.store import CypherResult, MemoryRow
 from memoryd.models import DecayState, MemoryType, RecallHit, SearchHit
-from memoryd.recall import adjustment, conversation, entities, graph, kinds, text
+from memoryd.recall import adjustment, answer, conversation, entities, graph, kinds, text
 from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, VectorStage
 from memoryd.recall.config import RecallConfig
 from memoryd.recall.entities import EntityMatcher
@@ -146,6 +146,7 @@ class RecallPipeline:
             pool[slug].score = score
             pool[slug].relevance *= named_enough
             pool[slug].factors["query weight"] = round(named_enough, 4)
+        self._answer_type(query, pool, stored)
         ranked = self._adjust(
             query, pool, (names, kind_names), scope_hash, types, include_forgotten, stored
         )[:k]
@@ -206,6 +207,25 @@ class RecallPipeline:
         if "current" in self.config.stages and adjustment.asks_for_current(query):
             adjustment.current_first(ranked, facts, self._shares.shares)
         return ranked
+
+    def _answer_type(self, query: str, pool: CandidatePool, stored: dict[str, SearchDoc]) -> None:
+        """For a question asking for a typed value ("What PostgreSQL version …"), the
+        memories stating no value of that type near what it names score `MISSING_VALUE` of
+        their score and relevance (`recall.answer`)."""
+        asked = (
+            answer.asked_value(query, self.index.analyse)
+            if "answer" in self.config.stages
+            else None
+        )
+        if asked is None:
+            return
+        for slug, cand in pool.items():
+            doc = stored.get(slug)
+            if doc is not None and not asked.held_in(
+                f"{doc.title}\n{doc.body}", self.index.analyse
+            ):
+                cand.scale(f"no {asked.kind.name}", answer.MISSING_VALUE)
+                cand.relevance *= answer.MISSING_VALUE
 
     def _direct_paths(self, ranked: Sequence[Candidate]) -> None:
         """Show each 2-hop path in the shown hits with its relation's stored direction
