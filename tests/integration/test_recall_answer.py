@@ -1,5 +1,7 @@
 """Answer-type checking in recall: a question asking for a typed value (a version, a port, an
-address) is answered by a memory stating one, not by one that only talks about the thing."""
+address) is answered by a memory stating one, not by one that only talks about the thing; a
+question asking for a "<modifier> <head>" is not answered by a session about another kind of
+head."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import RecallConfig
 from memoryd.recall.answer import MISSING_VALUE, asked_value
 from memoryd.recall.config import DEFAULT_STAGES
+from memoryd.recall.kinds import headed_frames
 from memoryd.service import MemoryService
 
 START = datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC)
@@ -116,3 +119,69 @@ def test_a_value_counts_only_near_what_the_question_names(
     asked = asked_value(question, words)
     assert asked is not None
     assert asked.held_in(text, words) is held
+
+
+PAYMENTS = """user: Wire up checkout payments. Which provider should we use for card payments?
+assistant: Stripe as the payment provider: the API creates a PaymentIntent per order, and the
+webhook marks the order paid when the provider confirms the charge. Keys live in the env.
+user: And refunds?
+assistant: A refund endpoint calls the provider's refund API and records the refund row."""
+DEPLOY = """user: Deploy the service so the staging team can try it.
+assistant: It now runs on Hetzner: one cloud VM with Docker Compose behind nginx, deployed by
+a GitHub Actions job on each merge to main.
+user: Can we roll back?
+assistant: Yes: the job tags each image, and the rollback script starts the previous tag."""
+
+
+def test_a_session_holding_the_head_without_its_modifier_is_about_another_kind(
+    svc: MemoryService, project: Path
+) -> None:
+    """ "What cloud provider …": the session about the payment provider holds "provider"
+    but never "cloud", so that word's share of the question does not count for it; the
+    session saying "cloud" keeps its score."""
+    payments = session(svc, project, 0, PAYMENTS)
+    deploy = session(svc, project, 1, DEPLOY)
+    session(svc, project, 2, LOGGING)
+    question = "What cloud provider is the service deployed on?"
+    hits = {h.slug: h for h in svc.recall(question, scope=project, k=5, track=False).hits}
+    svc.recall_config = RecallConfig(stages=DEFAULT_STAGES - {"answer"})
+    unchecked = {h.slug: h for h in svc.recall(question, scope=project, k=5, track=False).hits}
+    assert 0.0 < hits[payments].factors["another kind"] < 1.0
+    assert hits[payments].score == pytest.approx(
+        unchecked[payments].score * hits[payments].factors["another kind"], abs=1e-4
+    )
+    assert "another kind" not in hits[deploy].factors
+    assert hits[deploy].score == pytest.approx(unchecked[deploy].score, abs=1e-6)
+    assert hits[payments].score < unchecked[payments].score
+
+
+def test_a_turn_holding_the_head_without_its_modifier_keeps_its_score(
+    svc: MemoryService, project: Path
+) -> None:
+    """A one-line turn names the instance, not the kind: "the jazz night was a great event"
+    answers "What music events …" without saying "music"."""
+    draft = MemoryDraft(
+        type=MemoryType.SESSION,
+        title="John",
+        body="John: The jazz night downtown was a great event, I loved it.",
+        scope_path=project,
+        created_at=START,
+        allow_duplicate=True,
+    )
+    turn = svc.record(draft).slug
+    hits = svc.recall("What music events has John attended?", scope=project, track=False).hits
+    hit = next(h for h in hits if h.slug == turn)
+    assert "another kind" not in hit.factors
+
+
+@pytest.mark.parametrize(
+    ("query", "frames"),
+    [
+        ("What cloud provider is it deployed on?", [(["cloud"], "provider")]),
+        ("What database migration tool do we use?", [(["database", "migration"], "tool")]),
+        ("What database does the API use?", [([], "database")]),
+        ("How do we deploy?", []),
+    ],
+)
+def test_headed_frames(query: str, frames: list[tuple[list[str], str]]) -> None:
+    assert headed_frames(query) == frames

@@ -33,6 +33,18 @@ questions. Measured as `inject` decides (the best of the hits it gets, `context.
 record 0.60 / 0.914, capture 0.64 / 0.943 at 0.12; record 0.80 / 0.874 and capture
 0.80 / 0.891 at the lowest thresholds silent on 80% (0.135, 0.14).
 
+With the answer stage (`recall.answer`: a question asking for a typed value — a version, a
+port, an address — finds less in a memory stating none; a session holding the head of a
+"what <modifier> <head>" frame but none of its modifiers is about another kind of it):
+record 0.72 / 0.914, capture 0.76 / 0.943 at 0.12, AUC 0.932 / 0.943; silent on 80% at
+0.127 / 0.126, injecting for 0.903 / 0.926 there. That operating point sits on one question
+either side (record 0.125: 0.80 / 0.903, 0.128: 0.88 / 0.897), so the threshold stays 0.12.
+Tried and dropped there: the head word counting only as the adjacent compound ("cloud
+provider" whole): the answerable questions' gold sessions hold their frame's compound in 4 of
+32 ("What web framework …" is answered by "FastAPI"); the modifier rule counted for
+conversation turns too (LoCoMo hit@5 0.774 → 0.773, multi-hop all@10 0.309 → 0.305: a turn
+names the instance, not the kind).
+
 Tried on DevMemBench and dropped (silent-0.8 operating point, record path, from 0.87): the
 share of the query weight no memory of the scope holds, alone (0.80) or as a factor (0.80);
 that share weighed at the words' true idf (0.86); idf squared or cubed in the shares (0.89,

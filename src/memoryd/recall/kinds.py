@@ -64,14 +64,20 @@ _HEAD_FRAME = re.compile(
 )
 
 
+def headed_frames(query: str) -> list[tuple[list[str], str]]:
+    """Each "what / which <modifiers> <head>" frame's modifier words (at most two) and head
+    word, the head followed by a verb or a function word (`headed_kinds`)."""
+    return [(m.group(1).split(), m.group(2)) for m in _HEAD_FRAME.finditer(query)]
+
+
 def headed_kinds(query: str) -> set[str]:
     """The kind words the question asks for as the head of a "what / which <kind>" frame:
     "What database does the API use?", "Which web framework is it built with?" (the kind
     word followed by a verb or a function word), not "What database migration tool …",
     where "database" only qualifies the noun asked about."""
     found: set[str] = set()
-    for match in _HEAD_FRAME.finditer(query):
-        word = match.group(2).lower()
+    for _, head in headed_frames(query):
+        word = head.lower()
         named = KIND_WORDS.get(word)
         if named is not None and named[1] is not None:
             found.add(word)
