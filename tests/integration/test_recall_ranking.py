@@ -259,3 +259,22 @@ def test_a_kind_word_qualifying_another_noun_leads_no_session(
 )
 def test_headed_kinds(query: str, headed: set[str]) -> None:
     assert headed_kinds(query) == headed
+
+
+CELERY = """user: Should the order confirmation emails go through Celery?
+assistant: No: asyncio background tasks are enough for non-critical work like emails; Celery
+would add a broker and a worker to run for little gain.
+user: Agreed, keep Celery out until a task needs retries across restarts."""
+
+
+def test_a_whole_session_is_not_favoured_for_being_newer(svc: MemoryService, project: Path) -> None:
+    """Two sessions telling the same decision half a year apart: the one whose text matches
+    better ranks first. A project's history is not stale for being older; for a question
+    about what is current, current-first decides by what the sessions say."""
+    older = session(svc, project, 0, CELERY)
+    newer = session(svc, project, 180, CELERY + "\nassistant: Noted, as before.")
+    question = "Does the developer prefer Celery or asyncio for background tasks?"
+    hits = svc.recall(question, scope=project, k=2, track=False).hits
+    assert [h.slug for h in hits] == [older, newer]
+    assert all("recency" not in h.factors for h in hits)
+    assert hits[0].factors["bm25"] > hits[1].factors["bm25"]
