@@ -11,7 +11,12 @@ import pytest
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import Candidate, RecallConfig
 from memoryd.recall.adjustment import asks_for_current
-from memoryd.recall.conversation import CONTEXT_SPREAD, TELLING_SPREAD
+from memoryd.recall.conversation import (
+    CONTEXT_SPREAD,
+    OPENING_CHARS,
+    TELLING_SPREAD,
+    opening_request,
+)
 from memoryd.recall.fusion import evidence_fusion
 from memoryd.recall.kinds import headed_kinds
 from memoryd.recall.text import QUERY_PRIOR, query_confidence
@@ -278,3 +283,41 @@ def test_a_whole_session_is_not_favoured_for_being_newer(svc: MemoryService, pro
     assert [h.slug for h in hits] == [older, newer]
     assert all("recency" not in h.factors for h in hits)
     assert hits[0].factors["bm25"] > hits[1].factors["bm25"]
+
+
+CART_DESIGN = """user: How should we store shopping cart data in Redis?
+assistant: A hash per user, one field per product with its quantity, and a 7-day expiry that
+each write renews. HINCRBY changes a quantity in one step.
+user: Good, do that."""
+CHECKOUT = """user: Build the checkout endpoint now.
+assistant: Checkout reads the cart data from Redis, checks stock, creates the order and clears
+the cart. The cart data stays stored in Redis until the order commits, so a failed order
+leaves the cart data stored in Redis as it was.
+user: And the order data?
+assistant: Order data is stored in PostgreSQL, with the cart lines copied in."""
+
+
+def test_a_recorded_session_is_about_its_opening_request(svc: MemoryService, project: Path) -> None:
+    """A session recorded under a neutral title is about what its first request asked, as a
+    captured one (titled by that request) is: the session that set out to store the cart
+    in Redis answers how the cart is stored, before a later one saying "cart" more often."""
+    design = session(svc, project, 0, CART_DESIGN)
+    checkout = session(svc, project, 1, CHECKOUT)
+    hits = svc.recall("How is cart data stored in Redis?", scope=project, k=2, track=False).hits
+    assert [h.slug for h in hits] == [design, checkout]
+    assert hits[0].factors["title"] > 1.0
+    assert "title" not in hits[1].factors
+    assert hits[0].factors["bm25"] < hits[1].factors["bm25"]
+
+
+@pytest.mark.parametrize(
+    ("body", "opening"),
+    [
+        ("user: Add rate limiting.\nassistant: Done.", "Add rate limiting."),
+        ("Human: " + "word " * 40, ("word " * 40).strip()[:OPENING_CHARS]),
+        ("assistant: Hello.\nuser: Hi.", ""),
+        ("Caroline: I went to a support group.", ""),
+    ],
+)
+def test_opening_request(body: str, opening: str) -> None:
+    assert opening_request(body) == opening

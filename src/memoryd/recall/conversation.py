@@ -90,3 +90,17 @@ def turn_shapes(bodies: Mapping[str, str]) -> dict[str, TurnShape]:
             length_factor=min(high, max(low, float(ratio**LENGTH_EXPONENT))),
         )
     return shapes
+
+
+_OPENING = re.compile(r"\A\s*(?:user|human)\s*:\s*(.+)", re.IGNORECASE)
+OPENING_CHARS = 90
+"""As much of a session's opening request as a captured session's title holds
+(`capture.summary.title_of`)."""
+
+
+def opening_request(body: str) -> str:
+    """The first line of a whole session's opening request, when its body is a transcript
+    that opens with the user's turn ("user: Add rate limiting to …"): what the session is
+    about, as `memoryd capture` titles a session. Empty for any other body."""
+    match = _OPENING.match(body)
+    return match.group(1).strip()[:OPENING_CHARS] if match else ""
