@@ -11,6 +11,7 @@ import pytest
 from memoryd.models import DecayState, MemoryDraft, MemoryType
 from memoryd.recall import Candidate, MemoryFacts, RecallConfig
 from memoryd.recall.adjustment import RECENCY_BONUS, adjust, asks_for_current, current_first
+from memoryd.recall.config import INJECT_MIN_SCORE
 from memoryd.recall.conversation import is_turn
 from memoryd.recall.entities import named_words
 from memoryd.recall.fusion import evidence_fusion
@@ -341,7 +342,10 @@ def test_the_projects_own_name_weighs_nothing_inside_it(svc: MemoryService, tmp_
     hits = svc.recall("What ORM does the shop-api use?", scope=project, k=10, track=False).hits
     assert hits[0].slug == orm
     weak = {h.slug: h.score for h in hits}.get(setup, 0.0)
-    assert weak < 0.05  # the kick-off holds only the project's name: next to nothing
+    # The kick-off holds only the project's name: far below what `inject` adds (the query
+    # names "ORM" alone once "use" is known for a light word, so the name's sliver of it
+    # weighs a little more than when "use" counted: 0.043 then, 0.056 now).
+    assert weak < INJECT_MIN_SCORE / 2
     # Across scopes the name still tells projects apart.
     other = tmp_path / "blog"
     other.mkdir()

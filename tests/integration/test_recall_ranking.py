@@ -321,3 +321,33 @@ def test_a_recorded_session_is_about_its_opening_request(svc: MemoryService, pro
 )
 def test_opening_request(body: str, opening: str) -> None:
     assert opening_request(body) == opening
+
+
+def test_a_light_word_ranks_but_is_no_evidence_of_an_answer(
+    svc: MemoryService, project: Path
+) -> None:
+    """ "What cache do we use?": the memory saying "use" ranks first, but holding "use" says
+    nothing about whether it answers, so both memories score alike and the query weighs
+    as much as "What cache do we have?"."""
+    slugs = {}
+    for verb in ("use", "picked"):
+        draft = MemoryDraft(
+            type=MemoryType.FACT,
+            title="Cache",
+            body=f"Redis is the cache we {verb}, with a ten minute expiry.",
+            scope_path=project,
+        )
+        slugs[verb] = svc.record(draft).slug
+    svc.record(
+        MemoryDraft(
+            type=MemoryType.FACT,
+            title="Deploy",
+            body="We use docker compose behind nginx.",
+            scope_path=project,
+        )
+    )
+    hits = svc.recall("What cache do we use?", scope=project, k=3, track=False).hits
+    assert [h.slug for h in hits[:2]] == [slugs["use"], slugs["picked"]]
+    assert hits[0].score == pytest.approx(hits[1].score, abs=1e-6)
+    plain = svc.recall("What cache do we have?", scope=project, k=3, track=False).hits
+    assert plain[0].factors["query weight"] == hits[0].factors["query weight"]

@@ -62,6 +62,9 @@ class Candidate:
     superseded_by: str | None = None
     relevance: float = 0.0
     """How well its text answers the query, 0 to 1 (`LocalScore.relevance`)."""
+    text_evidence: float | None = None
+    """Its text's share of the query without light words (`LocalScore.evidence`): what the
+    calibrated relevance counts of the text stage, which ranks on `relevance`."""
     demotion: float = 1.0
     whole_session: bool = False
     entered_kind: bool = False

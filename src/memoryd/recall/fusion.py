@@ -60,6 +60,9 @@ def evidence_fusion(
             if stage in cand.stage_scores
         }
         relevance = sum(parts.values())
+        if cand.text_evidence is not None and "bm25" in parts:
+            # The text ranks with light words ("use"), but they are no evidence of an answer.
+            relevance += (cand.text_evidence - cand.stage_scores["bm25"]) * asking
         for stage, weight in EVIDENCE_WEIGHTS.items():
             if stage in stages and stage in cand.stage_scores:
                 parts[stage] = weight * min(1.0, cand.stage_scores[stage])

@@ -106,6 +106,7 @@ class RecallPipeline:
             cand = pool.at(found.slug)
             cand.add("bm25", found.relevance)
             cand.matched = found.matched
+            cand.text_evidence = found.evidence
         if "text" in on:
             stages.append("bm25")
         linked: dict[str, str] = {}

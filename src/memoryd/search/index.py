@@ -47,7 +47,7 @@ from memoryd.search.stats import (
     Tokens,
     TurnTest,
 )
-from memoryd.search.words import IRREGULAR_TEXT, STOPWORDS, base_forms
+from memoryd.search.words import IRREGULAR_TEXT, LIGHT_WORDS, STOPWORDS, base_forms
 from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
@@ -297,6 +297,7 @@ class SearchIndex:
         self._schema = schema
         self._analyzer = _analyzer()
         self._stops = frozenset(t for word in STOPWORDS for t in self._analyzer.analyze(word))
+        self._light = frozenset(t for word in LIGHT_WORDS for t in self._analyzer.analyze(word))
         self._write_lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
@@ -834,6 +835,12 @@ class SearchIndex:
                     for _, slug, document in ranked
                 }
         most = sum(ceiling[t] * weights[t] for t in parsed.tokens) or 1.0
+        # Light words rank (a memory saying "we use Redis" likelier says what is used) but
+        # are no evidence that a memory answers: `LocalScore.evidence` and the query's
+        # weight leave them out.
+        named = [t for t in parsed.tokens if t not in self._light] or list(parsed.tokens)
+        most_named = sum(ceiling[t] * weights[t] for t in named) or 1.0
+        light = frozenset(parsed.tokens).difference(named)
         scored: list[LocalScore] = []
         documents = {}
         for _, slug, document in ranked:
@@ -849,6 +856,7 @@ class SearchIndex:
             )
             score = 0.0
             evidence = 0.0
+            lightly = 0.0
             matched = []
             for token, weight in weights.items():
                 tf = said.count(token) / body_norm + titled.count(token) / title_norm
@@ -863,15 +871,19 @@ class SearchIndex:
                 if saturation:
                     score += weight * idf[token] * saturation * (_BM25_K1 + 1)
                     evidence += weight * idf[token] * min(saturation, 1.0)
+                    if token in light:
+                        lightly += weight * idf[token] * min(saturation, 1.0)
             if score > 0:
                 held = frozenset(matched)
-                scored.append(LocalScore(slug, score, min(1.0, evidence / most), held))
+                relevance = min(1.0, evidence / most)
+                named_share = min(1.0, (evidence - lightly) / most_named)
+                scored.append(LocalScore(slug, score, relevance, held, named_share))
         scored.sort(key=lambda s: (-s.score, s.slug))
         shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
         kept = scored[:limit]
         held_docs = {hit.slug: _stored_doc(documents[hit.slug]) for hit in kept}
         once = _bm25_idf(max(docs, 1), 1)
-        return LocalRanking(kept, shares, held_docs, most / once if once > 0 else 0.0)
+        return LocalRanking(kept, shares, held_docs, most_named / once if once > 0 else 0.0)
 
     def _implied(
         self, scopes: Sequence[str], scope_names: Callable[[str], Sequence[str]] | None
@@ -1528,6 +1540,9 @@ class LocalScore(NamedTuple):
     relevance: float
     matched: frozenset[str] = frozenset()
     """The query's tokens the memory holds."""
+    evidence: float = 0.0
+    """`relevance` counting only the words that name something (`words.LIGHT_WORDS` left
+    out): how far holding them is evidence that the memory answers (recall's calibration)."""
 
 
 class LocalRanking(NamedTuple):
@@ -1539,8 +1554,9 @@ class LocalRanking(NamedTuple):
     docs: dict[str, SearchDoc]
     """The hits as indexed (recall ranks and explains on them without fetching them again)."""
     mass: float = 0.0
-    """The most the query could score (the sum of its words' idf) in units of the idf of a
-    word the scope holds once: how much the query names, for calibrating relevance."""
+    """The most the query could score (the sum of its words' idf, light words left out) in
+    units of the idf of a word the scope holds once: how much the query names, for
+    calibrating relevance."""
 
     def share(self, tokens: Iterable[str]) -> float:
         """How much of the query these tokens carry, 0 to 1."""

@@ -25,6 +25,11 @@ _TIME_WORD_TEXT = """
 original ORM"), not what it is: a memory saying "currently" is no more about the ORM. Recall
 orders by time itself (`recall.adjustment.current_first`)."""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_TIME_WORD_TEXT.split())
+LIGHT_WORDS = frozenset({"use", "uses", "used", "using"})
+"""Verbs that carry a question's frame, not its topic: "What cache does the API use?", "Is
+Kubernetes used?". A memory holding them is ranked a little higher (it likely says what is
+used), but holding them is no evidence that it answers: recall's relevance and the query's
+weight leave them out (`SearchIndex.local_bm25`)."""
 
 # The stemmer leaves irregular forms alone ("bought" never meets "buy"): a question asks in the
 # base form ("what did she buy") what a memory tells in the past ("I bought"). Each entry (ended
