@@ -13,7 +13,7 @@ import pytest
 
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import RecallConfig
-from memoryd.recall.answer import MISSING_VALUE, asked_value
+from memoryd.recall.answer import MISSING_VALUE, asked_value, modified_otherwise
 from memoryd.recall.config import DEFAULT_STAGES
 from memoryd.recall.kinds import headed_frames
 from memoryd.service import MemoryService
@@ -121,11 +121,11 @@ def test_a_value_counts_only_near_what_the_question_names(
     assert asked.held_in(text, words) is held
 
 
-PAYMENTS = """user: Wire up checkout payments. Which provider should we use for card payments?
-assistant: Stripe as the payment provider: the API creates a PaymentIntent per order, and the
-webhook marks the order paid when the provider confirms the charge. Keys live in the env.
+PAYMENTS = """user: Wire up checkout payments with Stripe for card payments.
+assistant: Stripe is the payment provider: the API creates a PaymentIntent per order, and the
+webhook marks the order paid when the payment provider confirms the charge. Keys live in env.
 user: And refunds?
-assistant: A refund endpoint calls the provider's refund API and records the refund row."""
+assistant: A refund endpoint calls the payment provider's refund API and records the row."""
 DEPLOY = """user: Deploy the service so the staging team can try it.
 assistant: It now runs on Hetzner: one cloud VM with Docker Compose behind nginx, deployed by
 a GitHub Actions job on each merge to main.
@@ -137,8 +137,8 @@ def test_a_session_holding_the_head_without_its_modifier_is_about_another_kind(
     svc: MemoryService, project: Path
 ) -> None:
     """ "What cloud provider …": the session about the payment provider holds "provider"
-    but never "cloud", so that word's share of the question does not count for it; the
-    session saying "cloud" keeps its score."""
+    only as another compound and never "cloud", so that word's share of the question does
+    not count for it; the session saying "cloud" keeps its score."""
     payments = session(svc, project, 0, PAYMENTS)
     deploy = session(svc, project, 1, DEPLOY)
     session(svc, project, 2, LOGGING)
@@ -185,3 +185,28 @@ def test_a_turn_holding_the_head_without_its_modifier_keeps_its_score(
 )
 def test_headed_frames(query: str, frames: list[tuple[list[str], str]]) -> None:
     assert headed_frames(query) == frames
+
+
+@pytest.mark.parametrize(
+    ("text", "otherwise"),
+    [
+        ("Stripe is the payment provider; the payment provider confirms.", True),
+        ("NextAuth.js with the Credentials provider.", True),
+        ("Docker Compose will orchestrate the services: app and Redis.", False),
+        ("Providers: none yet. The payment provider is Stripe.", False),
+        ("Nothing about it here.", False),
+    ],
+)
+def test_a_head_counts_as_another_kind_only_where_another_word_modifies_it(
+    text: str, otherwise: bool
+) -> None:
+    """ "What external services …" is answered by a session listing "the services" it runs:
+    the head said alone may be the thing asked about; said only as another compound ("the
+    Credentials provider") it is not."""
+    heads = frozenset(words("provider services"))
+    stems = frozenset(w.rstrip("s") for w in heads)
+
+    def analyse(text: str) -> list[str]:
+        return [w.rstrip("s") for w in words(text)]
+
+    assert modified_otherwise(text, stems, analyse) is otherwise
