@@ -75,6 +75,9 @@ VALUE_TYPES = (
 )
 
 
+_FRAMES = [(kind, kind.frames()) for kind in VALUE_TYPES]
+
+
 @dataclass(frozen=True)
 class AskedValue:
     """What a question asks for: a value of `kind`, belonging to the things `names` says
@@ -104,8 +107,7 @@ def asked_value(query: str, analyse: Callable[[str], Iterable[str]]) -> AskedVal
     used?" asks for a version of PostgreSQL, "Which port does the API listen on?" for a port,
     "What is the production URL?" for an address. `analyse` gives the naming words' tokens
     (stop words are left out before)."""
-    for kind in VALUE_TYPES:
-        before, of = kind.frames()
+    for kind, (before, of) in _FRAMES:
         match = before.search(query) or of.search(query)
         if match is None:
             continue
