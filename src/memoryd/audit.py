@@ -276,8 +276,7 @@ def check_chain(records: Iterable[Any]) -> tuple[int, str] | None:
     record links onto the one before, from the genesis hash; else (index, what is wrong)."""
     anchor = _GENESIS
     for index, obj in enumerate(records):
-        raw = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
-        checked = AuditLog._check_line(raw, index + 1, anchor, None)
+        checked = AuditLog._check_record(obj, index + 1, anchor, None)
         if isinstance(checked, str):
             return index, checked.split(": ", 1)[-1]
         anchor = checked
@@ -1031,6 +1030,12 @@ class AuditLog:
                     "interrupted write, which the next append repairs)"
                 )
             return f"line {n}: not valid JSON"
+        return AuditLog._check_record(obj, n, anchor, head)
+
+    @staticmethod
+    def _check_record(obj: Any, n: int, anchor: _Anchor, head: _Anchor | None) -> str | _Anchor:
+        """`_check_line` of a line already parsed: a chain carried in a sync file is parsed
+        once, with the file (encoding it again to parse it again was half of its check)."""
         shape = _shape_problem(obj)
         if shape is not None:
             return f"line {n}: not an audit record ({shape})"

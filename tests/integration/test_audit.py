@@ -14,16 +14,19 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memoryd.audit import (
+    _GENESIS,
     GENESIS_HASH,
     HEAD_NAME,
     LOG_NAME,
     AuditEvent,
     AuditLog,
     canonical_json,
+    check_chain,
 )
 from memoryd.errors import AuditChainBroken, InvalidInput, ResourceExhausted, StorageError
 
@@ -800,3 +803,49 @@ def test_a_hash_that_is_not_sha256_hex_is_reported(pristine: Path, tmp_path: Pat
     )
     with pytest.raises(AuditChainBroken):
         AuditLog(tmp_path / "c").append(actor="a", event_type="b", scope_hash=None, target_id=None)
+
+
+def _chain_checked_line_by_line(records: list[Any]) -> tuple[int, str] | None:
+    """`check_chain` as it was: each parsed record encoded again and checked as a log line."""
+    anchor = _GENESIS
+    for index, obj in enumerate(records):
+        raw = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+        checked = AuditLog._check_line(raw, index + 1, anchor, None)
+        if isinstance(checked, str):
+            return index, checked.split(": ", 1)[-1]
+        anchor = checked
+    return None
+
+
+def test_a_carried_chain_checked_as_parsed_reports_what_its_lines_would(pristine: Path) -> None:
+    """`check_chain` takes a sync file's records as parsed; every tamper gives the verdict
+    (index and problem) that checking them as log lines gives."""
+    records: list[Any] = [json.loads(line) for line in _lines(pristine)]
+
+    def edited(k: int, field: str, value: object) -> list[Any]:
+        copy = [dict(r) for r in records]
+        copy[k][field] = value
+        return copy
+
+    variants: list[list[Any]] = [records, records[:0], records[:7]]
+    for k in (0, 4, CHAIN_LENGTH - 1):
+        variants += [
+            edited(k, "actor", "mallory"),
+            edited(k, "details", '{"n":-1}'),
+            edited(k, "seq", "4"),
+            edited(k, "prev_hash", GENESIS_HASH),
+            edited(k, "this_hash", "sha256:" + "0" * 64),
+            edited(k, "target_id", 7),
+            edited(k, "note", "x"),
+            [*records[:k], *records[k + 1 :]],
+            [*records[: k + 1], records[k], *records[k + 1 :]],
+            [*records[:k], [1, 2], *records[k + 1 :]],
+            [*records[:k], {"seq": k + 1}, *records[k + 1 :]],
+        ]
+        if k + 1 < CHAIN_LENGTH:
+            variants.append([*records[:k], records[k + 1], records[k], *records[k + 2 :]])
+    verdicts = [check_chain(v) for v in variants]
+    # Passing: the chain, its prefixes, line 1 "relinked" to the genesis hash it already
+    # has, the last line removed (no head here); every other variant is caught.
+    assert [i for i, v in enumerate(verdicts) if v is None] == [0, 1, 2, 6, len(variants) - 4]
+    assert verdicts == [_chain_checked_line_by_line(v) for v in variants]
