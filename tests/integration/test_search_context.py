@@ -3,6 +3,7 @@ within the searched scopes, and irregular word forms indexed in their base form.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -11,9 +12,17 @@ from pathlib import Path
 import pytest
 
 from memoryd.models import DecayState, MemoryType
-from memoryd.search.index import SCHEMA_VERSION, Placed, SearchDoc, SearchIndex
+from memoryd.search.index import (
+    CONTEXT_FIELD,
+    SCHEMA_VERSION,
+    Placed,
+    SearchDoc,
+    SearchIndex,
+    _document,
+)
 from memoryd.search.sessions import CONTEXT_WINDOW
 from memoryd.service import MemoryService
+from memoryd.text import segment
 from tests.integration.test_recall_episodes import say
 
 SCOPE, OTHER = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
@@ -303,3 +312,25 @@ def test_a_document_read_back_is_the_document_written(index: SearchIndex) -> Non
     assert read.model_dump() == written.model_dump()
     assert read.model_copy(update={"decay_state": DecayState.DIM}).decay_state is DecayState.DIM
     assert read.model_fields_set == written.model_fields_set | {"withheld"}
+
+
+def test_a_context_cut_part_by_part_indexes_as_the_joined_context() -> None:
+    """A bulk write segments each body once (`_document` with the parts and a remembering
+    cut): the document is the one the joined context gives, Chinese at every edge."""
+    parts = [
+        "数据库迁移到 Postgres，用Redis缓存",
+        "Kuzu图数据库",
+        "plain English turn",
+        "末尾是中文",
+        " 前后有空格 ",
+        "混合text混合",
+    ]
+    doc = turn("t9", 9, "缓存的数据库 choice", tags=["数据库", "cache"], triggers=["迁移"])
+    for start in range(len(parts)):
+        for size in (1, 2, 3):
+            chosen = parts[start : start + size]
+            cut = functools.lru_cache(maxsize=None)(segment)
+            remembered = _document(doc, chosen, cut).to_dict()
+            assert remembered == _document(doc, "\n".join(chosen)).to_dict()
+            assert remembered[CONTEXT_FIELD]
+    assert _document(doc, [], segment).to_dict() == _document(doc, "").to_dict()

@@ -520,9 +520,12 @@ class SearchIndex:
             # A turn's neighbours change when it is written next to them (or moves, or hides).
             view = SessionView(self, searcher, latest, gone=set(), around=moved)
             rewrite = view.neighbours_of([*latest.values(), *moved])
+            # Each text cut once: a turn's body is also its neighbours' context (an import of
+            # 100k memories cut a session body three times).
+            cut = functools.lru_cache(maxsize=None)(segment)
             with self._errors("preparing documents"):
                 documents = [
-                    (doc.slug, _document(doc, view.context(doc)))
+                    (doc.slug, _document(doc, view.context_parts(doc), cut))
                     for doc in [*latest.values(), *rewrite]
                 ]
             for slug in (*(doc.slug for doc in moved), *(doc.slug for doc in rewrite)):
