@@ -277,6 +277,16 @@ class SupersedeDecision(BaseModel):
         return None if value is None else to_utc(value)
 
 
+_YAML_REQUIRED = frozenset(
+    {"title", "slug", "type", "scope_hash", "source", "created_at", "decay_state"}
+)
+"""The frontmatter keys a memory file always has, even empty."""
+
+
+def _json_ts(value: datetime | None) -> str | None:
+    return None if value is None else format_ts(value)
+
+
 class Frontmatter(BaseModel):
     """The YAML frontmatter of a memory file (seeds/001). Unknown keys are kept as written."""
 
@@ -347,17 +357,58 @@ class Frontmatter(BaseModel):
         return list(seen)
 
     def to_yaml_dict(self) -> dict[str, Any]:
-        """Field order as in seeds/001; empty optional fields are left out to keep files short."""
+        """Field order as in seeds/001; empty optional fields are left out to keep files short.
+
+        Spelled out field by field (what `model_dump(mode="json")` gives, which was half of
+        rendering a file: a bulk import renders 100k); a frontmatter with unknown keys is
+        dumped by pydantic, which turns their values into JSON types."""
+        if self.__pydantic_extra__:
+            return self._yaml_dict_dumped()
+        f = self.__dict__
+        dura = f["dura_score"]
+        data = {
+            "title": f["title"],
+            "slug": f["slug"],
+            "type": f["type"].value,
+            "scope_hash": f["scope_hash"],
+            "source": f["source"],
+            "created_at": format_ts(f["created_at"]),
+            "updated_at": _json_ts(f["updated_at"]),
+            "tags": list(f["tags"]),
+            "triggers": list(f["triggers"]),
+            "category": f["category"],
+            "ttl_days": f["ttl_days"],
+            "decay_state": f["decay_state"].value,
+            "recall_count": f["recall_count"],
+            "last_recalled_at": _json_ts(f["last_recalled_at"]),
+            "dura_score": None if dura is None else dura.model_dump(mode="json"),
+            "promoted_from": f["promoted_from"],
+            "supersedes": list(f["supersedes"]),
+            "supersede_decisions": [
+                d.model_dump(mode="json", exclude_none=True) for d in f["supersede_decisions"]
+            ],
+            "observations": list(f["observations"]),
+            "forgotten_at": _json_ts(f["forgotten_at"]),
+            "relations": [r.compact() for r in f["relations"]],
+        }
+        return {
+            key: value
+            for key, value in data.items()
+            if key in _YAML_REQUIRED or key == "recall_count" or value not in (None, [], {})
+        }
+
+    def _yaml_dict_dumped(self) -> dict[str, Any]:
+        """`to_yaml_dict` by pydantic's dump: for unknown keys, and the reference the tests
+        hold the spelled-out one to."""
         data = self.model_dump(mode="json", exclude={"relations"})
         data["relations"] = [r.compact() for r in self.relations]
         data["supersede_decisions"] = [
             d.model_dump(mode="json", exclude_none=True) for d in self.supersede_decisions
         ]
-        required = {"title", "slug", "type", "scope_hash", "source", "created_at", "decay_state"}
         return {
             key: value
             for key, value in data.items()
-            if key in required or key == "recall_count" or value not in (None, [], {})
+            if key in _YAML_REQUIRED or key == "recall_count" or value not in (None, [], {})
         }
 
 
