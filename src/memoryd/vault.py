@@ -98,6 +98,8 @@ _NOT_YAML = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 def _scalar(value: Any) -> str:
     """One YAML scalar. Strings are plain when unambiguous, else JSON-quoted (valid YAML)."""
+    if type(value) is str:
+        return _text(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -107,7 +109,13 @@ def _scalar(value: Any) -> str:
     if isinstance(value, float):
         text = repr(value)
         return text if "." in text and "e" not in text else f"{value:.6f}"
-    text = str(value)
+    return _text(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(text: str) -> str:
+    """A string as a YAML scalar, remembered: most of a file's values (type, scope, source,
+    tags, decay state) repeat across a bulk write's files."""
     if (
         _PLAIN.match(text)
         and not text.endswith(" ")
@@ -118,6 +126,9 @@ def _scalar(value: Any) -> str:
         return text
     quoted = json.dumps(text, ensure_ascii=False)
     return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+_NESTED = (dict, list)
 
 
 def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
@@ -131,7 +142,7 @@ def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
         if isinstance(value, dict):
             lines.append(f"{indent}{key}:")
             lines.extend(_emit(value, indent + "  "))
-        elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        elif isinstance(value, list) and any(isinstance(v, _NESTED) for v in value):
             lines.append(f"{indent}{key}:")
             for item in value:
                 if isinstance(item, dict):

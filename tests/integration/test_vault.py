@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.errors import BrokenMemoryFile, NotFound, ResourceExhausted, StorageError
 from memoryd.models import Frontmatter, Memory, MemoryType, RelationRef
-from memoryd.vault import Vault, atomic_write, parse, render
+from memoryd.vault import Vault, _scalar, _text, atomic_write, parse, render
 
 
 def sample(
@@ -199,3 +199,14 @@ def test_write_many_on_a_full_disk_names_it_and_lists_what_it_wrote(small_disk: 
     assert sorted(written) == on_disk  # only whole files, no temp file
     for path in written:
         assert vault.read(path).body == "x" * 100_000
+
+
+def test_remembered_scalars_are_the_scalars_worked_out_afresh() -> None:
+    """`_scalar` remembers strings (a bulk write's files repeat most values): asked once or
+    again, a string, and an enum of the same text, come out as the uncached rule gives."""
+    tricky = ["react", "yes", "No", "a #b", "trail ", "数据库", "x: y", "\x85\x7f", "", "-1", "1"]
+    for _ in range(2):
+        for text in tricky:
+            assert _scalar(text) == _text.__wrapped__(text)
+    assert _scalar(MemoryType.FACT) == _text.__wrapped__("fact") == "fact"
+    assert [_scalar(v) for v in (None, True, 1, 0.5)] == ["null", "true", "1", "0.5"]
