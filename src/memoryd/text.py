@@ -7,6 +7,7 @@ lazily (it costs about a second to load its dictionary) and only when a text con
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -57,8 +58,16 @@ def _jieba() -> Any:
     return _jieba_module
 
 
+@functools.lru_cache(maxsize=16384)
+def _run_words(run: str) -> str:
+    """One Han run cut in search mode, its words joined by spaces; remembered, as the same
+    runs (a clause between punctuation, a tag, a name) come back across a bulk write's texts
+    (jieba's dictionary is never changed after it is loaded)."""
+    return " ".join(word for word in _jieba().cut_for_search(run) if word.strip())
+
+
 def _spaced(text: str, cut: Any) -> Iterator[str]:
-    """`text` in pieces, each Han run replaced by its words joined by spaces.
+    """`text` in pieces, each Han run replaced by `cut(run)`, its words joined by spaces.
 
     A space is put between a Han run and an adjacent letter or digit, so `用Redis缓存` becomes
     `用 Redis 缓存` and not one token.
@@ -67,7 +76,7 @@ def _spaced(text: str, cut: Any) -> Iterator[str]:
     for match in _HAN_RUN.finditer(text):
         start, end = match.span()
         yield text[pos:start]
-        words = " ".join(word for word in cut(match.group()) if word.strip())
+        words = cut(match.group())
         if start > 0 and not text[start - 1].isspace():
             words = " " + words
         if end < len(text) and not text[end].isspace():
@@ -86,7 +95,7 @@ def segment(text: str) -> str:
     """
     if not contains_cjk(text):
         return text
-    return "".join(_spaced(text, _jieba().cut_for_search))
+    return "".join(_spaced(text, _run_words))
 
 
 def _unique(items: Iterable[str]) -> list[str]:

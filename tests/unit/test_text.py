@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
+from memoryd.text import _run_words, blank_cjk, contains_cjk, query_terms, segment
 
 
 @pytest.mark.parametrize(
@@ -113,3 +114,42 @@ def test_jieba_startup_is_silent() -> None:
     result = _run("import memoryd.text as t\nprint(t.segment('数据库'))\n")
     assert result.stdout.split() == ["数据", "据库", "数据库"]
     assert result.stderr == ""
+
+
+def _segment_afresh(text: str) -> str:
+    """`segment` as jieba gives it with nothing remembered: each Han run cut where it stands."""
+    import jieba
+
+    out, pos = [], 0
+    for match in re.finditer(
+        "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+", text
+    ):
+        start, end = match.span()
+        out.append(text[pos:start])
+        words = " ".join(w for w in jieba.cut_for_search(match.group()) if w.strip())
+        if start > 0 and not text[start - 1].isspace():
+            words = " " + words
+        if end < len(text) and not text[end].isspace():
+            words += " "
+        out.append(words)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def test_segment_remembering_runs_cuts_as_jieba_does_afresh() -> None:
+    """Han runs are cut once and remembered (`_run_words`): the same runs in other texts, at
+    other edges, come out as cutting them afresh gives."""
+    texts = [
+        "我们决定采用向量数据库",
+        "用Redis缓存数据库，数据库迁移到Postgres",
+        "数据库",
+        "修复了消费者重复消费的问题 #12；修复了",
+        "plain text",
+        "中华人民共和国成立了",
+        "㐀𠀀 and 向量",
+    ]
+    for _ in range(2):
+        for text in texts:
+            assert segment(text) == _segment_afresh(text)
+    assert _run_words.cache_info().hits > 0
