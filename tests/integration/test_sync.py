@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from memoryd.cli.main import app
 from memoryd.config import load_settings
-from memoryd.models import Memory, MemoryDraft, MemoryType
+from memoryd.models import DecayState, Memory, MemoryDraft, MemoryType
 from memoryd.search.vectors import unavailable
 from memoryd.service import MemoryService
 from memoryd.sync.document import content_hash
@@ -581,6 +581,47 @@ def test_merge_rules_field_by_field() -> None:
         merge(local, memory("T", "B remote", t0, []), base, "prefer-remote").memory.body
         == "B remote"
     )
+
+
+def test_field_digests_are_the_base_files_digests() -> None:
+    """`digests` reads the frontmatter's fields directly and encodes with one JSON encoder:
+    the digests are those a base file already holds (sha256 of the value's repr, or of its
+    sorted JSON), for plain and for structured values."""
+    import json as json_module
+
+    from memoryd.models import Dura, Frontmatter
+    from memoryd.sync.merge import BODY, SCALARS, _json, digests
+
+    def reference(value: object) -> str:
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, tuple) and all(v is None or isinstance(v, str | int) for v in value):
+            text = repr(value)
+        else:
+            text = json_module.dumps(_json(value), sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    plain = Frontmatter(title="T", slug="s", type=MemoryType.FACT, scope_hash="0" * 12,
+                        source="x", created_at=t0)  # fmt: skip
+    full = plain.model_copy(
+        update={
+            "category": "数据库",
+            "ttl_days": 0,
+            "decay_state": DecayState.SOFT_FORGOTTEN,
+            "forgotten_at": t0,
+            "dura_score": Dura(D=0.5, U=1.0, R=0.0, A=0.25, by="heuristic-v1"),
+            "promoted_from": "p",
+        }
+    )
+    for meta in (plain, full):
+        memory = Memory(meta=meta, body="正文 body")
+        expected = {
+            name: reference(tuple(getattr(meta, f) for f in fields))
+            for name, fields in SCALARS.items()
+        }
+        expected[BODY] = reference(memory.body)
+        assert digests(memory) == expected
 
 
 def test_content_hash_is_bare_hex_of_stripped_lowered_content() -> None:

@@ -50,14 +50,19 @@ def _json(value: Any) -> Any:
     return value
 
 
+_PLAIN = (str, int, type(None))
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+"""What `json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)` encodes with."""
+
+
 def digest(value: Any) -> str:
     """A short, stable fingerprint of a field's value (the same in every process)."""
     if isinstance(value, str):
         text = value
-    elif isinstance(value, tuple) and all(v is None or isinstance(v, str | int) for v in value):
+    elif isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value):
         text = repr(value)  # the common scalars: plain values, no JSON needed
     else:
-        text = json.dumps(_json(value), sort_keys=True, ensure_ascii=False, default=str)
+        text = _ENCODER.encode(_json(value))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -65,9 +70,13 @@ def scalar(meta: Frontmatter, name: str) -> tuple[Any, ...]:
     return tuple(getattr(meta, f) for f in SCALARS[name])
 
 
+_SCALAR_FIELDS = tuple(SCALARS.items())
+
+
 def digests(memory: Memory) -> dict[str, str]:
     """The base a side records for a memory once both sides agree on it."""
-    out = {name: digest(scalar(memory.meta, name)) for name in SCALARS}
+    fields = memory.meta.__dict__
+    out = {name: digest(tuple([fields[f] for f in names])) for name, names in _SCALAR_FIELDS}
     out[BODY] = digest(memory.body)
     return out
 
