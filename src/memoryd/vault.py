@@ -19,6 +19,9 @@ sweep never rewrites a memory file (`memoryd.governance.decay` says why):
   line's `from`. It holds slugs, states and times only: a sensitive scope's slugs are
   opaque, so the sweep moves its memories without the scope key.
 `Vault.read` applies both, so every reader (reindex, get, export, restore) sees the state.
+
+Over 600 lines: the file format (rendering and parsing) and the store that lays the files out
+share the layout and its rules; split, each would import the other's internals.
 """
 
 from __future__ import annotations
@@ -128,9 +131,6 @@ def _text(text: str) -> str:
     return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
-_NESTED = (dict, list)
-
-
 def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
     """Block mappings, inline lists of scalars (`tags: [react, solid]`), as seeds/001 writes.
 
@@ -142,7 +142,7 @@ def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
         if isinstance(value, dict):
             lines.append(f"{indent}{key}:")
             lines.extend(_emit(value, indent + "  "))
-        elif isinstance(value, list) and any(isinstance(v, _NESTED) for v in value):
+        elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
             lines.append(f"{indent}{key}:")
             for item in value:
                 if isinstance(item, dict):
