@@ -239,26 +239,15 @@ class DecayEntry:
 
 
 def decay_line(
-    slug: str,
-    from_state: DecayState,
-    to_state: DecayState,
-    at: datetime | str,
-    basis: datetime | None,
+    slug: str, from_state: DecayState, to_state: DecayState, at: datetime, basis: datetime | None
 ) -> str:
     """One ledger line (with its newline): a JSON object, written by hand since a sweep
-    writes 100k of them (the states are enum values and the times ISO: nothing to escape).
-    `at` may come formatted already (`format_ts`): a sweep's lines share it."""
+    writes 100k of them (the states are enum values and the times ISO: nothing to escape)."""
     based = "null" if basis is None else f'"{format_ts(basis)}"'
-    when = at if isinstance(at, str) else format_ts(at)
     return (
-        f'{{"slug":{_json_text(slug)},"from":"{from_state.value}",'
-        f'"to":"{to_state.value}","at":"{when}","basis":{based}}}\n'
+        f'{{"slug":{json.dumps(slug, ensure_ascii=False)},"from":"{from_state.value}",'
+        f'"to":"{to_state.value}","at":"{format_ts(at)}","basis":{based}}}\n'
     )
-
-
-_json_text = json.JSONEncoder(ensure_ascii=False).encode
-"""A string as JSON, as `json.dumps(text, ensure_ascii=False)` writes it, without building an
-encoder per call."""
 
 
 def _ledger_text(entries: Iterable[tuple[str, DecayEntry]]) -> bytes:
