@@ -40,15 +40,17 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
 Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
-cores, load 5-6): 12.9 s CPU (17 s wall), down from 17 s, and from 78 s before the ledger.
-The search index is 5.6-5.9 s of it: reading back the 100k documents it moves or deletes
-(2.0; the 75k forgotten ones are now placed from the plan, `Placed`, and not read: the index
-write 0.8-1.3 s CPU less, measured back to back), the session view (0.8: a doc with no
-surviving turn within its window is skipped by one bisect), the 24.7k documents re-added
-with their contexts (1.7, mostly segmenting), commit and statistics; then the graph's
-deletions 1.8-2.0 (kuzu's DETACH DELETE), the renames 1.6-1.8 (kernel time; one thread, as
-same-folder renames serialise), the rest of the batches 1.2, planning 0.9 (under
-`native.fewer_collections`, as the whole sweep), the journal 0.6, the graph's states 0.5.
+cores, load 1.7): 10.5 s CPU (10.4 s wall), down from 12.7-12.9 s, and from 78 s before the
+ledger. The search index is 3.5 s of it: reading back the 24.7k documents it moves (the 75k
+forgotten ones are placed from the plan, `Placed`, and not read), the session view (a doc
+with no surviving turn within its window is skipped by one bisect), re-adding the moved
+documents with their contexts (their Chinese text is not segmented again: the index stores
+it cut, `search.index.SEGMENTED_FIELD`; jieba was 1 s), commit and statistics; then the
+graph's deletions 1.7-1.9 (kuzu's DETACH DELETE), the renames 1.5 (kernel time, relative to
+the folders held open; one thread, as same-folder renames serialise), the rest of the
+batches 1.0, planning 0.8, the journal 0.5, the graph's states 0.5. The whole sweep runs
+under `native.fewer_collections` with a young threshold of `SWEEP_YOUNG_OBJECTS` (4 GC
+passes instead of 39, 0.6-0.7 s less).
 """
 
 from __future__ import annotations
