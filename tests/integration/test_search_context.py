@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import memoryd.search.index as index_module
 from memoryd.models import DecayState, MemoryType
 from memoryd.search.index import (
     CONTEXT_FIELD,
@@ -22,7 +23,7 @@ from memoryd.search.index import (
 )
 from memoryd.search.sessions import CONTEXT_WINDOW
 from memoryd.service import MemoryService
-from memoryd.text import segment
+from memoryd.text import contains_cjk, segment
 from tests.integration.test_recall_episodes import say
 
 SCOPE, OTHER = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
@@ -200,8 +201,8 @@ def test_irregular_forms_meet_their_base_form(index: SearchIndex) -> None:
     assert "bought" in hit.snippet  # shown as written
 
 
-def test_the_schema_version_counts_the_context_field() -> None:
-    assert SCHEMA_VERSION == 2
+def test_the_schema_version_counts_the_context_and_segmented_fields() -> None:
+    assert SCHEMA_VERSION == 3
 
 
 def test_reindex_rebuilds_the_same_contexts(svc: MemoryService, project: Path) -> None:
@@ -334,3 +335,51 @@ def test_a_context_cut_part_by_part_indexes_as_the_joined_context() -> None:
             assert remembered == _document(doc, "\n".join(chosen)).to_dict()
             assert remembered[CONTEXT_FIELD]
     assert _document(doc, [], segment).to_dict() == _document(doc, "").to_dict()
+
+
+def test_a_decay_write_cuts_no_stored_chinese_text_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents a decay write re-adds (moved ones, neighbours whose context changes) keep
+    the segmentation stored with them (`SEGMENTED_FIELD`): jieba cuts none of their text again,
+    and the index ends as indexing the result at once leaves it."""
+    chat = [
+        turn("z0", 0, "我们决定改用数据库 for the cache", title="缓存方案", tags=["数据库"]),
+        turn("z1", 60, "迁移脚本已经写好了", triggers=["迁移"]),
+        turn("z2", 120, "回滚计划还没有确定"),
+        turn("z3", 180, "plain English turn about the rollout"),
+        turn("z4", 240, "上线时间定在周五"),
+    ]
+    states = {"z1": DecayState.DIM, "z3": DecayState.SOFT_FORGOTTEN}
+    gone = ["z2"]
+    after = [
+        doc.model_copy(update={"decay_state": states.get(doc.slug, doc.decay_state)})
+        for doc in chat
+        if doc.slug not in gone
+    ]
+    queries = ["数据库", "迁移", "回滚", "上线", "周五", "缓存", "rollout", "脚本"]
+    with open_index(tmp_path / "at-once") as at_once:
+        at_once.upsert(after)
+        expected = matches(at_once, queries)
+        hidden_too = [set(found(at_once, q, include_forgotten=True)) for q in queries]
+    with open_index(tmp_path / "swept") as swept:
+        swept.upsert(chat)
+    cut: list[str] = []
+    real = segment
+
+    def counted(text: str) -> str:
+        cut.append(text)
+        return real(text)
+
+    monkeypatch.setattr(index_module, "segment", counted)
+    with open_index(tmp_path / "swept") as swept:  # reopened: nothing cached in the process
+        swept.set_decay_states(states, gone)
+        written = {
+            text
+            for doc in chat
+            for text in (doc.title, doc.body, *doc.tags, *doc.triggers)
+            if contains_cjk(text)
+        }
+        assert written.isdisjoint(cut)
+        assert matches(swept, queries) == expected
+        assert [set(found(swept, q, include_forgotten=True)) for q in queries] == hidden_too

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from memoryd.config import Settings
 from memoryd.errors import Conflict, GraphLocked, InvalidInput, NotFound
 from memoryd.models import DecayState, MemoryDraft, MemoryType, Predicate, RelationRef
+from memoryd.search.index import SCHEMA_VERSION
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
@@ -211,6 +213,35 @@ def test_unreadable_search_index_is_refilled_from_the_vault(
     with open_service(settings) as service:
         assert [h.slug for h in service.search("derived")] == [kept.slug]
         assert service.consistency() == (set(), set(), set())
+
+
+def test_a_search_index_of_schema_version_2_is_rebuilt_on_open(
+    settings: Settings, project: Path, home: Path
+) -> None:
+    """`tests/data/search-index-v2` was written by the code of schema version 2 (before the
+    `segmented` field): opening it rebuilds the index from the vault, in the current schema."""
+    with open_service(settings) as service:
+        kept = service.record(
+            draft(
+                project,
+                "改用数据库",
+                "我们决定改用数据库, an index rebuilt on open",
+                type="session",
+            )
+        )
+    old = Path(__file__).parent.parent / "data" / "search-index-v2"
+    assert json.loads((old / "index_meta.json").read_text(encoding="utf-8")) == {
+        "schema_version": 2
+    }
+    shutil.rmtree(home / "search")
+    shutil.copytree(old, home / "search")
+    with open_service(settings) as service:
+        assert [h.slug for h in service.search("数据库")] == [kept.slug]
+        assert service.search("schema version") == []  # the old index's documents are gone
+        assert service.consistency() == (set(), set(), set())
+        meta = json.loads((home / "search" / "index_meta.json").read_text(encoding="utf-8"))
+        assert meta == {"schema_version": SCHEMA_VERSION}
+        assert SCHEMA_VERSION > 2
 
 
 SOLID, REACT, APP = "entity:library:Solid", "entity:library:React", "entity:project:app"

@@ -52,9 +52,11 @@ from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""Bump when the schema or the analysis changes: old indexes then refuse to open until reindexed.
-2: the `context` field (the neighbouring session turns' text)."""
+SCHEMA_VERSION = 3
+"""Bump when the schema or the analysis changes: old indexes then refuse to open until reindexed
+(the service rebuilds them from the vault, `wiring.open_search_index`).
+2: the `context` field (the neighbouring session turns' text).
+3: the `segmented` field (the Chinese text as jieba cut it)."""
 
 META_FILE = "index_meta.json"
 REINDEX_HINT = "run `memoryd reindex`"
@@ -65,6 +67,11 @@ _WRITER_MAX_THREADS = 4
 
 _FIELD_BOOSTS = {"title": 2.0, "tags": 1.5, "triggers": 1.5, "body": 1.0}
 _TEXT_FIELDS = tuple(_FIELD_BOOSTS)
+SEGMENTED_FIELD = "segmented"
+"""Stored only: the text fields holding Chinese, as `segment` cut them (JSON: field → values),
+so a document rewritten with the same text (a decay state change, a neighbour's context)
+is indexed again without jieba: a 100k decay sweep re-adds 25k documents, and cutting their
+text again was a fifth of its index write."""
 CONTEXT_FIELD = "context"
 """Indexed only: the text of a session memory's neighbouring turns (see `CONTEXT_WINDOW`). A
 reply ("they're great for cuddles") is about what the turn before it said ("your dogs"), so
@@ -124,6 +131,7 @@ def _schema() -> tantivy.Schema:
     for name in _TEXT_FIELDS:
         builder.add_text_field(name, stored=False, tokenizer_name="en_stem")
         builder.add_bytes_field(f"{name}_stored", stored=True, indexed=False)
+    builder.add_bytes_field(SEGMENTED_FIELD, stored=True, indexed=False)
     # Derived from the neighbours' stored bodies whenever they change, so never stored.
     builder.add_text_field(CONTEXT_FIELD, stored=False, tokenizer_name="en_stem")
     builder.add_date_field("created_at", stored=True, indexed=True, fast=True)
@@ -158,24 +166,33 @@ def _document(
     document.add_text("scope_hash", doc.scope_hash)
     document.add_text("type", doc.type.value)
     document.add_text("decay_state", doc.decay_state.value)
+    segmented: dict[str, list[str]] = {}
     for field, values in (
         ("title", [doc.title]),
         ("body", [doc.body]),
         ("tags", doc.tags),
         ("triggers", doc.triggers),
     ):
-        for value in values:
-            document.add_text(field, base_forms(cut(value)))
+        cuts = [cut(value) for value in values]
+        for value, text in zip(values, cuts, strict=True):
+            document.add_text(field, base_forms(text))
             document.add_bytes(f"{field}_stored", value.encode("utf-8"))
+        if any(contains_cjk(value) for value in values):  # jieba's work
+            segmented[field] = cuts
+    if segmented:
+        document.add_bytes(
+            SEGMENTED_FIELD, json.dumps(segmented, ensure_ascii=False).encode("utf-8")
+        )
     if context:
         document.add_text(CONTEXT_FIELD, base_forms(cut_context(context)))
     document.add_date("created_at", to_utc(doc.created_at))
     return document
 
 
-def _stored_doc(document: tantivy.Document) -> SearchDoc:
-    """The `SearchDoc` an indexed document was written from (every field of it is stored)."""
-    return typed(
+def _stored_doc(document: tantivy.Document, cuts: dict[str, str] | None = None) -> SearchDoc:
+    """The `SearchDoc` an indexed document was written from (every field of it is stored).
+    `cuts` (text → its segmentation) learns the document's segmented texts, if given."""
+    doc = typed(
         SearchDoc,
         slug=str(_stored(document, "slug")),
         scope_hash=str(_stored(document, "scope_hash")),
@@ -188,6 +205,39 @@ def _stored_doc(document: tantivy.Document) -> SearchDoc:
         created_at=to_utc(_stored(document, "created_at")),
         withheld=False,
     )
+    if cuts is not None:
+        _learn_cuts(document, doc, cuts)
+    return doc
+
+
+def _learn_cuts(document: tantivy.Document, doc: SearchDoc, cuts: dict[str, str]) -> None:
+    """Put the segmentations `document` stores (`SEGMENTED_FIELD`) into `cuts`, keyed by the
+    text each was cut from."""
+    raw = document.get_first(SEGMENTED_FIELD)
+    if raw is None:
+        return
+    try:
+        segmented = json.loads(bytes(raw))
+    except ValueError as exc:
+        raise StorageError(
+            f"a search index document ({doc.slug}) has an unreadable {SEGMENTED_FIELD!r}",
+            hint=REINDEX_HINT,
+        ) from exc
+    values = {"title": [doc.title], "body": [doc.body], "tags": doc.tags, "triggers": doc.triggers}
+    for field, texts in segmented.items():
+        cuts.update(zip(values[field], texts, strict=True))
+
+
+class _Cuts:
+    """Text → its segmentation, as read from stored documents (`SEGMENTED_FIELD`)."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, str] = {}
+
+    def cut(self, text: str) -> str:
+        """`segment(text)`, taken from a stored document when one held it."""
+        found = self.stored.get(text)
+        return segment(text) if found is None else found
 
 
 def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> SearchDoc:
@@ -305,6 +355,9 @@ class SearchIndex:
         self.touched: set[str] = set()
         self._lightened: set[str] = set()
         """The documents of the write under way read without their text (`_light_doc`)."""
+        self._cuts: dict[str, str] | None = None
+        """While a decay write runs: text → its segmentation, as the documents it read store
+        them (`SEGMENTED_FIELD`), so it cuts no text again."""
         """Slugs written or deleted since `take_touched` (derived stores catch up on them)."""
         """Commits made through this object: a reader process behind it must `refresh`."""
         self._stats = ScopeStatistics(CONTEXT_WINDOW)
@@ -459,41 +512,53 @@ class SearchIndex:
             self._index.reload()
             searcher = self._index.searcher()
             self._lightened = set()
-            unread = {
-                slug: place
-                for slug in gone
-                if (place := places.get(slug)) is not None
-                and not self._stats.wants(place.scope_hash)
-            }
-            found = self._stored_with_addresses(
-                searcher, [*states, *(s for s in gone if s not in unread)], light=removed
-            )
-            moved = [doc for doc, _ in found.values()]
-            moved.extend(_placed_doc(slug, place) for slug, place in unread.items())
-            self._lightened.update(unread)
-            hidden_at = self._addresses(searcher, list(unread))
-            latest = {
-                slug: doc.model_copy(update={"decay_state": states[slug]})
-                for slug, (doc, _) in found.items()
-                if slug in states and slug not in removed
-            }
-            read = {(a.segment_ord, a.doc): doc for doc, a in found.values()}
-            view = SessionView(
-                self, searcher, latest, gone=removed, around=moved, read=read, hidden_at=hidden_at
-            )
-            rewrite = view.neighbours_of(moved)
-            cut = functools.lru_cache(maxsize=None)(segment)  # each body cut once
-            with self._errors("preparing documents"):
-                documents = [
-                    _document(doc, view.context_parts(doc), cut)
-                    for doc in [*latest.values(), *rewrite]
-                ]
-            for slug in (*found, *unread, *(doc.slug for doc in rewrite)):
-                writer.delete_documents_by_term("slug", slug)
-            for document in documents:
-                writer.add_document(document)
-            # The rewritten neighbours keep their title and body: only their context changed.
-            return moved, list(latest.values())
+            # The segmentations the documents read store: none of them is cut again.
+            known = _Cuts()
+            self._cuts = known.stored
+            try:
+                unread = {
+                    slug: place
+                    for slug in gone
+                    if (place := places.get(slug)) is not None
+                    and not self._stats.wants(place.scope_hash)
+                }
+                found = self._stored_with_addresses(
+                    searcher, [*states, *(s for s in gone if s not in unread)], light=removed
+                )
+                moved = [doc for doc, _ in found.values()]
+                moved.extend(_placed_doc(slug, place) for slug, place in unread.items())
+                self._lightened.update(unread)
+                hidden_at = self._addresses(searcher, list(unread))
+                latest = {
+                    slug: doc.model_copy(update={"decay_state": states[slug]})
+                    for slug, (doc, _) in found.items()
+                    if slug in states and slug not in removed
+                }
+                read = {(a.segment_ord, a.doc): doc for doc, a in found.values()}
+                view = SessionView(
+                    self,
+                    searcher,
+                    latest,
+                    gone=removed,
+                    around=moved,
+                    read=read,
+                    hidden_at=hidden_at,
+                )
+                rewrite = view.neighbours_of(moved)
+                cut = functools.lru_cache(maxsize=None)(known.cut)  # each body cut once
+                with self._errors("preparing documents"):
+                    documents = [
+                        _document(doc, view.context_parts(doc), cut)
+                        for doc in [*latest.values(), *rewrite]
+                    ]
+                for slug in (*found, *unread, *(doc.slug for doc in rewrite)):
+                    writer.delete_documents_by_term("slug", slug)
+                for document in documents:
+                    writer.add_document(document)
+                # The rewritten neighbours keep their title and body: only their context changed.
+                return moved, list(latest.values())
+            finally:
+                self._cuts = None
 
         self._write(f"moving {len(states)} and deleting {len(gone)} decayed document(s)", write)
         with self._write_lock:
@@ -1089,7 +1154,7 @@ class SearchIndex:
                 doc = _light_doc(document, slug, scope_hash)
                 self._lightened.add(slug)
             else:
-                doc = _stored_doc(document)
+                doc = _stored_doc(document, self._cuts)
             found[doc.slug] = (doc, address)
         return found
 
@@ -1103,7 +1168,7 @@ class SearchIndex:
 
     def doc_at(self, searcher: tantivy.Searcher, address: tantivy.DocAddress) -> SearchDoc:
         """The stored document at `address` (the session view reads turns through this)."""
-        return _stored_doc(searcher.doc(address))
+        return _stored_doc(searcher.doc(address), self._cuts)
 
     def _session_entries(
         self, searcher: tantivy.Searcher, scope_hash: str, span: tuple[datetime, datetime]
