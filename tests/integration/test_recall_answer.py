@@ -6,7 +6,6 @@ head."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,7 @@ from memoryd.recall.answer import MISSING_VALUE, asked_value, modified_otherwise
 from memoryd.recall.config import DEFAULT_STAGES
 from memoryd.recall.kinds import headed_frames
 from memoryd.service import MemoryService
-
-START = datetime(2025, 6, 2, 10, 0, 0, tzinfo=UTC)
+from tests.integration.test_recall_ranking import START, session
 
 TUNING = """user: PostgreSQL is slow on the order history page, the queries take seconds.
 assistant: PostgreSQL was scanning the whole orders table. I added a PostgreSQL index on
@@ -31,17 +29,6 @@ assistant: The compose file runs the app and postgres:16-alpine; the app waits f
 database's health check before it starts."""
 LOGGING = """user: Add structured logging with a request ID on every line.
 assistant: structlog now binds the request ID in a middleware and renders JSON in production."""
-
-
-def session(svc: MemoryService, project: Path, day: int, body: str) -> str:
-    draft = MemoryDraft(
-        type=MemoryType.SESSION,
-        title="Session",
-        body=body,
-        scope_path=project,
-        created_at=START + timedelta(days=day),
-    )
-    return svc.record(draft).slug
 
 
 def words(text: str) -> list[str]:
