@@ -25,9 +25,11 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from itertools import chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Self
@@ -911,6 +913,11 @@ class SearchIndex:
         light = frozenset(parsed.tokens).difference(named)
         scored: list[LocalScore] = []
         documents = {}
+        # Each memory's words counted once: a kind expansion brings hundreds of query words,
+        # and counting each in every candidate's text was most of a slow recall. Only the
+        # words a memory holds can score; they are taken in the query's order, so the sums
+        # add up in the same order as over every word.
+        order = {token: i for i, token in enumerate(weights)}
         for _, slug, document in ranked:
             documents[slug] = document
             titled, said = fields[slug]
@@ -926,15 +933,21 @@ class SearchIndex:
             evidence = 0.0
             lightly = 0.0
             matched = []
-            for token, weight in weights.items():
-                tf = said.count(token) / body_norm + titled.count(token) / title_norm
+            in_body, in_title = Counter(said), Counter(titled)
+            nearby = Counter(chain.from_iterable(around)) if around and context_boost else None
+            held_words = in_body.keys() | in_title.keys()
+            if nearby is not None:
+                held_words |= nearby.keys()
+            for token in sorted(held_words & order.keys(), key=order.__getitem__):
+                weight = weights[token]
+                tf = in_body[token] / body_norm + in_title[token] / title_norm
                 saturation = tf / (tf + _BM25_K1)
                 if tf:
                     matched.append(token)
-                if around and context_boost:
+                if nearby is not None:
                     # The context is a field of its own, at `context_boost` of a full match:
                     # a reply matches, faintly, on what it answers.
-                    heard = sum(near.count(token) for near in around) / context_norm
+                    heard = nearby[token] / context_norm
                     saturation += context_boost * heard / (heard + _BM25_K1)
                 if saturation:
                     score += weight * idf[token] * saturation * (_BM25_K1 + 1)
