@@ -594,3 +594,58 @@ def test_bulk_write_refuses_a_slug_already_stored(graph: KuzuGraphStore) -> None
     with pytest.raises(StorageError, match="twice-005 is already stored"):
         graph.upsert_memories(twice, new=True)
     assert graph.count_memories() == 1  # both writes rolled back whole
+
+
+def test_mentioning_and_related_are_read_again_after_every_write(graph: KuzuGraphStore) -> None:
+    """A recall asks the same entities again and again (a conversation's speakers), so their
+    rows are kept between recalls; any committed write (a new mention, a forgotten memory, a
+    new relation) must show in the next answer, and the one before it must not read again."""
+    rome = "entity:place:Rome"
+    graph.upsert_memories(
+        [memory("rome-1", observations=[rome], created_at=datetime(2026, 5, 1, tzinfo=UTC))]
+    )
+    reads: list[str] = []
+    original = graph._rows
+
+    def rows(query: str, *args: Any, **kwargs: Any) -> list[list[Any]]:  # the real read, watched
+        reads.append(query)
+        return original(query, *args, **kwargs)
+
+    graph._rows = rows  # type: ignore[method-assign]
+    assert [slug for _, slug, _ in graph.mentioning([rome], scope_hashes=[SCOPE])] == ["rome-1"]
+    assert [slug for _, slug, _ in graph.mentioning([rome], scope_hashes=[SCOPE])] == ["rome-1"]
+    assert graph.related_entities([rome]) == graph.related_entities([rome]) == []
+    assert len(reads) == 2
+    graph.upsert_memories(
+        [
+            memory(
+                "rome-2",
+                observations=[rome],
+                created_at=datetime(2026, 5, 2, tzinfo=UTC),
+                relations=[
+                    {
+                        "subject": rome,
+                        "predicate": "located_at",
+                        "object": "entity:place:Italy",
+                        "confidence": 0.9,
+                    }
+                ],
+            )
+        ],
+        new=True,
+    )
+    mentions = graph.mentioning([rome], scope_hashes=[SCOPE])
+    assert [slug for _, slug, _ in mentions] == ["rome-2", "rome-1"]
+    assert [dst for _, dst, _, _ in graph.related_entities([rome])] == ["entity:place:Italy"]
+    at = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    graph.set_recall(
+        "rome-2", recall_count=0, last_recalled_at=at, decay_state=DecayState.FORGOTTEN
+    )
+    assert [slug for _, slug, _ in graph.mentioning([rome], scope_hashes=[SCOPE])] == ["rome-1"]
+    # Cached per entity and scope: another scope, or another entity beside a cached one, reads
+    # only what it lacks.
+    assert graph.mentioning([rome], scope_hashes=["ffffffffffff"]) == []
+    reads.clear()
+    both = graph.mentioning(["entity:place:Italy", rome], scope_hashes=[SCOPE])
+    assert [slug for _, slug, _ in both] == ["rome-1"]
+    assert len(reads) == 1

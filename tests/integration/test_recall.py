@@ -61,6 +61,19 @@ def test_entity_traversal_finds_memory_without_shared_words(
     assert result.entities == ["entity:tool:PostgreSQL"]
 
 
+def test_entity_stage_sees_a_memory_recorded_after_the_last_recall(
+    svc: MemoryService, project: Path
+) -> None:
+    """The graph keeps each entity's mentions between recalls: a memory recorded since
+    must show in the very next recall."""
+    first = rec(svc, project, "Database choice", "The orders service stores data in PostgreSQL.")
+    assert [h.slug for h in svc.recall("postgres", scope=project, track=False).hits] == [first]
+    second = rec(svc, project, "Backups", "Nightly dumps of PostgreSQL go to the NAS.", type="fact")
+    hits = svc.recall("postgres", scope=project, track=False).hits
+    assert {h.slug for h in hits} == {first, second}
+    assert all(h.stages == ["entity"] for h in hits)
+
+
 def test_two_hop_relation(svc: MemoryService, project: Path) -> None:
     rec(svc, project, "Frontend switch", "We switched from React to Solid.", type="decision")
     signals = rec(svc, project, "Cart speed", "Solid signals make the cart fast.", type="fact")

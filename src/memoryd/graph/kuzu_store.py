@@ -27,7 +27,7 @@ import shutil
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -67,6 +67,8 @@ CHECKPOINT_BYTES = 16 * 1024 * 1024
 _MIB = 1024 * 1024
 READER_BUDGET = 4096
 """Parameter values a read connection takes before it is replaced (`_reader`)."""
+_PER_ENTITY_CACHE = 20_000
+"""Entries `mentioning` and `related_entities` keep before starting over (`_per_entity`)."""
 
 # UNWIND note. A statement that UNWINDs a list of rows projects their fields with WITH before
 # it MATCHes by key: matched on `r.slug` itself, the engine compares every row with every node
@@ -305,6 +307,10 @@ class KuzuGraphStore:
         """Counts committed write transactions: caches of graph facts are keyed by it."""
         self._supersedes: tuple[int, dict[str, str]] = (-1, {})
         self._supersede_writes = 0
+        self._per_entity: tuple[int, dict[tuple[str, ...], list[Any]]] = (-1, {})
+        """(generation, {(statement, entity id, scopes…): its capped rows}) for `mentioning`
+        and `related_entities`: a recall asks them of the same few entities over and over
+        (a conversation's speakers), a kuzu round trip each (~3 ms). Any write empties it."""
         """Counts committed writes that may have changed the SUPERSEDES edges (or the order of
         their newer ends): the supersede map is keyed by it, so the writes that cannot (recall
         counts, scopes, entities, a memory no edge touches) leave it cached."""
@@ -1053,51 +1059,83 @@ class KuzuGraphStore:
     ) -> list[tuple[str, str, float]]:
         """(entity id, memory slug, confidence) for memories mentioning each entity, newest
         first, at most `max_fanout` per entity so a hub cannot flood a recall."""
-        wanted = list(dict.fromkeys(entity_ids))
-        if not wanted:
-            return []
-        scope_clause = "AND m.scope_hash IN $scopes" if scope_hashes else ""
-        params: dict[str, Any] = {"ids": wanted}
-        if scope_hashes:
-            params["scopes"] = list(scope_hashes)
-        # One statement for all the entities (a statement costs about a millisecond to
-        # prepare, and a kind of entity can lead hundreds); the cap is applied per entity here.
-        rows = self._rows(
-            "MATCH (m:Memory)-[r:MENTIONS]->(e:Entity) WHERE e.id IN $ids"
-            f" AND m.decay_state <> 'forgotten' {scope_clause}"
-            " RETURN e.id, m.slug, r.confidence, m.created_at",
-            params,
-        )
-        by_entity: dict[str, list[tuple[Any, str, float]]] = {}
-        for eid, slug, conf, created_at in rows:
-            by_entity.setdefault(eid, []).append((created_at, slug, float(conf or 0.0)))
-        out: list[tuple[str, str, float]] = []
-        for eid in wanted:
-            found = sorted(by_entity.get(eid, ()), key=lambda row: row[1])
-            found.sort(key=lambda row: row[0], reverse=True)
-            out.extend((eid, slug, conf) for _, slug, conf in found[: self.max_fanout])
-        return out
+        scopes = tuple(sorted(set(scope_hashes))) if scope_hashes else ()
+
+        def fetch(wanted: list[str]) -> dict[str, list[Any]]:
+            scope_clause = "AND m.scope_hash IN $scopes" if scopes else ""
+            params: dict[str, Any] = {"ids": wanted}
+            if scopes:
+                params["scopes"] = list(scopes)
+            # One statement for all the entities (a statement costs about a millisecond to
+            # prepare, and a kind of entity can lead hundreds); the cap is applied per entity.
+            rows = self._rows(
+                "MATCH (m:Memory)-[r:MENTIONS]->(e:Entity) WHERE e.id IN $ids"
+                f" AND m.decay_state <> 'forgotten' {scope_clause}"
+                " RETURN e.id, m.slug, r.confidence, m.created_at",
+                params,
+            )
+            by_entity: dict[str, list[tuple[Any, str, float]]] = {}
+            for eid, slug, conf, created_at in rows:
+                by_entity.setdefault(eid, []).append((created_at, slug, float(conf or 0.0)))
+            capped: dict[str, list[Any]] = {}
+            for eid in wanted:
+                found = sorted(by_entity.get(eid, ()), key=lambda row: row[1])
+                found.sort(key=lambda row: row[0], reverse=True)
+                capped[eid] = [(eid, slug, conf) for _, slug, conf in found[: self.max_fanout]]
+            return capped
+
+        return self._each_entity(("mentioning", *scopes), entity_ids, fetch)
 
     def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """(from, to, predicate, confidence) over current entity↔entity relations, both
         directions, capped at `max_fanout` per entity."""
+
+        def fetch(wanted: list[str]) -> dict[str, list[Any]]:
+            # One statement for all the entities, as in `mentioning`; capped per entity here.
+            rows = self._rows(
+                "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids"
+                " AND r.superseded_at IS NULL"
+                " RETURN a.id, b.id, r.predicate, max(r.confidence) AS c",
+                {"ids": wanted},
+            )
+            by_entity: dict[str, list[tuple[str, str, float]]] = {}
+            for eid, other, pred, conf in rows:
+                by_entity.setdefault(eid, []).append((other, pred, float(conf or 0.0)))
+            capped: dict[str, list[Any]] = {}
+            for eid in wanted:
+                found = sorted(by_entity.get(eid, ()), key=lambda row: (-row[2], row[0], row[1]))
+                capped[eid] = [(eid, o, p, c) for o, p, c in found[: self.max_fanout]]
+            return capped
+
+        return self._each_entity(("related",), entity_ids, fetch)
+
+    def _each_entity(
+        self,
+        key: tuple[str, ...],
+        entity_ids: Sequence[str],
+        fetch: Callable[[list[str]], dict[str, list[Any]]],
+    ) -> list[Any]:
+        """Each entity's rows in the order asked, from the per-entity cache when no write has
+        committed since they were read (`_per_entity`); the rest fetched in one statement.
+        A read-only store sees another process's writes, never counted here: it reads anew."""
         wanted = list(dict.fromkeys(entity_ids))
         if not wanted:
             return []
-        # One statement for all the entities, as in `mentioning`; capped per entity here.
-        rows = self._rows(
-            "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids"
-            " AND r.superseded_at IS NULL"
-            " RETURN a.id, b.id, r.predicate, max(r.confidence) AS c",
-            {"ids": wanted},
-        )
-        by_entity: dict[str, list[tuple[str, str, float]]] = {}
-        for eid, other, pred, conf in rows:
-            by_entity.setdefault(eid, []).append((other, pred, float(conf or 0.0)))
-        out: list[tuple[str, str, str, float]] = []
+        generation = self._generation
+        cached_at, cache = self._per_entity
+        if cached_at != generation or len(cache) > _PER_ENTITY_CACHE:
+            cache = {}
+            self._per_entity = (generation, cache)
+        missing = [eid for eid in wanted if (*key, eid) not in cache]
+        fresh = fetch(missing) if missing else {}
+        # A write that committed while the rows were read may be in them or not: kept only
+        # when none did (a cache read before a write is dropped by the write's generation).
+        if self._writer is not None and self._generation == generation:
+            for eid, rows in fresh.items():
+                cache[(*key, eid)] = rows
+        out: list[Any] = []
         for eid in wanted:
-            found = sorted(by_entity.get(eid, ()), key=lambda row: (-row[2], row[0], row[1]))
-            out.extend((eid, other, pred, conf) for other, pred, conf in found[: self.max_fanout])
+            out.extend(fresh[eid] if eid in fresh else cache[(*key, eid)])
         return out
 
     @property
