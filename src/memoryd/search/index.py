@@ -373,6 +373,8 @@ class SearchIndex:
         """(title, body) → their tokens, for `local_bm25`."""
         self._name_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
         """A scope's names → their tokens (`_implied`)."""
+        self._words: dict[str, tuple[str, ...]] = {}
+        """A word → its tokens (`_word_tokens`): the analyser's, which never change."""
 
     def refresh(self) -> None:
         """Search what is committed on disk now (another process writes this index)."""
@@ -1372,8 +1374,18 @@ class SearchIndex:
             return [
                 word
                 for word in words
-                if (tokens := self._analyzer.analyze(base_forms(word))) and set(tokens) <= held
+                if (tokens := self._word_tokens(word)) and all(t in held for t in tokens)
             ]
+
+    def _word_tokens(self, word: str) -> tuple[str, ...]:
+        """One word's tokens as the index analyses it, kept: a kind expansion asks the same
+        hundreds of words in every recall of that kind, and of each hit it explains."""
+        tokens = self._words.get(word)
+        if tokens is None:
+            tokens = tuple(self._analyzer.analyze(base_forms(word)))
+            if len(self._words) < _WORDS_KEPT:
+                self._words[word] = tokens
+        return tokens
 
     def _expansion(
         self, searcher: tantivy.Searcher, words: Mapping[str, float], query: Sequence[str]
@@ -1382,7 +1394,7 @@ class SearchIndex:
         word's weight: the rarest first, at most `_MAX_EXPANSION_TOKENS`."""
         found: dict[str, tuple[int, float]] = {}
         for word, weight in words.items():
-            for token in self._analyzer.analyze(base_forms(word)):
+            for token in self._word_tokens(word):
                 if token in query or token in self._stops or token in found:
                     continue
                 held = int(searcher.doc_freq("body", token))
@@ -1607,6 +1619,8 @@ edge of the read rarely needs reading whole."""
 
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
+_WORDS_KEPT = 100_000
+"""At most this many single words' tokens are kept (`_word_tokens`)."""
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 
