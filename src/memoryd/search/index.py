@@ -25,11 +25,9 @@ import os
 import re
 import sys
 import threading
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from itertools import chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Self
@@ -915,10 +913,10 @@ class SearchIndex:
         light = frozenset(parsed.tokens).difference(named)
         scored: list[LocalScore] = []
         documents = {}
-        # Each memory's words counted once: a kind expansion brings hundreds of query words,
-        # and counting each in every candidate's text was most of a slow recall. Only the
-        # words a memory holds can score; they are taken in the query's order, so the sums
-        # add up in the same order as over every word.
+        # Only the query words a memory holds are counted: a kind expansion brings hundreds
+        # of query words, and counting each in every candidate's text (and its context) was
+        # most of a slow recall. They are taken in the query's order, so the sums add up in
+        # the same order as over every word.
         order = {token: i for i, token in enumerate(weights)}
         for _, slug, document in ranked:
             documents[slug] = document
@@ -935,21 +933,18 @@ class SearchIndex:
             evidence = 0.0
             lightly = 0.0
             matched = []
-            in_body, in_title = Counter(said), Counter(titled)
-            nearby = Counter(chain.from_iterable(around)) if around and context_boost else None
-            held_words = in_body.keys() | in_title.keys()
-            if nearby is not None:
-                held_words |= nearby.keys()
-            for token in sorted(held_words & order.keys(), key=order.__getitem__):
+            hear = bool(around and context_boost)
+            held_words = set(said).union(titled, *around) if hear else set(said).union(titled)
+            for token in sorted(held_words.intersection(order), key=order.__getitem__):
                 weight = weights[token]
-                tf = in_body[token] / body_norm + in_title[token] / title_norm
+                tf = said.count(token) / body_norm + titled.count(token) / title_norm
                 saturation = tf / (tf + _BM25_K1)
                 if tf:
                     matched.append(token)
-                if nearby is not None:
+                if hear:
                     # The context is a field of its own, at `context_boost` of a full match:
                     # a reply matches, faintly, on what it answers.
-                    heard = nearby[token] / context_norm
+                    heard = sum(near.count(token) for near in around) / context_norm
                     saturation += context_boost * heard / (heard + _BM25_K1)
                 if saturation:
                     score += weight * idf[token] * saturation * (_BM25_K1 + 1)
