@@ -364,10 +364,14 @@ def _fit(body: str, max_bytes: int) -> str:
     return cut + note
 
 
+TITLE_CHARS = 90
+"""A captured session's title: the first line of its opening request, at most this long."""
+
+
 def title_of(session: Session, agent_name: str, explicit: str | None = None) -> str:
     raw = explicit or session.title_hint or next(iter(session.prompts), "") or session.final or ""
     line = next((ln for ln in raw.splitlines() if ln.strip()), "")
-    line = _one_line(line.strip().lstrip("#").strip(), 90)
+    line = _one_line(line.strip().lstrip("#").strip(), TITLE_CHARS)
     if not line:
         when = f" {session.started_at:%Y-%m-%d}" if session.started_at else ""
         line = f"{agent_name} session{when}"

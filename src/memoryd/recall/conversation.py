@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 
+from memoryd.capture.summary import TITLE_CHARS
 from memoryd.models import MemoryType
 from memoryd.recall.candidates import TurnShape
 
@@ -93,9 +94,8 @@ def turn_shapes(bodies: Mapping[str, str]) -> dict[str, TurnShape]:
 
 
 _OPENING = re.compile(r"\A\s*(?:user|human)\s*:\s*(.+)", re.IGNORECASE)
-OPENING_CHARS = 90
-"""As much of a session's opening request as a captured session's title holds
-(`capture.summary.title_of`)."""
+OPENING_CHARS = TITLE_CHARS
+"""As much of a session's opening request as a captured session's title holds."""
 
 
 def opening_request(body: str) -> str:
