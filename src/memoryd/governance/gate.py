@@ -107,7 +107,7 @@ class GrantStore:
             raise StorageError(f"cannot write the grant file {path}: {exc}") from exc
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: str) -> tuple[int, int, int]:
     """A file's (inode, size, mtime), zeros when it is absent."""
     try:
         st = os.stat(path)
@@ -153,7 +153,7 @@ class Gate:
         try:
             key = tuple(
                 sorted(
-                    (entry.name, *_stamp(Path(entry.path) / "scope.json"))
+                    (entry.name, *_stamp(os.path.join(entry.path, "scope.json")))
                     for entry in os.scandir(scopes_dir)
                     if entry.is_dir()
                 )
