@@ -76,20 +76,16 @@ def project_names(info: ScopeInfo) -> list[str]:
     return [name for name in dict.fromkeys(names) if name]
 
 
+def scope_hash_of_path(path: Path | str | None = None) -> str:
+    """The hash of the scope `path` belongs to: `resolve_scope(path).scope_hash`, without the
+    marker and remote lookups (every recall and search given a path names its scope so)."""
+    directory, toplevel = _scope_directory(path)
+    return hash_path(toplevel or str(directory))
+
+
 def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -> ScopeInfo:
     """The scope of `path` (default: the current directory)."""
-    directory = Path(path if path is not None else Path.cwd()).expanduser()
-    try:
-        directory = directory.resolve(strict=True)
-    except (OSError, RuntimeError) as exc:
-        raise InvalidInput(
-            f"scope path {directory} does not exist", hint="pass an existing directory with --scope"
-        ) from exc
-    if not directory.is_dir():
-        raise InvalidInput(
-            f"scope path {directory} is not a directory", hint="pass the project directory"
-        )
-    toplevel = _git_toplevel(directory)
+    directory, toplevel = _scope_directory(path)
     root = toplevel or str(directory)
     remote = (
         _git(Path(root), "config", "--get", "remote.origin.url")
@@ -105,3 +101,19 @@ def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -
         aliases=aliases,
         sensitive=marked_sensitive(directory),
     )
+
+
+def _scope_directory(path: Path | str | None) -> tuple[Path, str | None]:
+    """`path` (default: the current directory) resolved, and its git toplevel if any."""
+    directory = Path(path if path is not None else Path.cwd()).expanduser()
+    try:
+        directory = directory.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise InvalidInput(
+            f"scope path {directory} does not exist", hint="pass an existing directory with --scope"
+        ) from exc
+    if not directory.is_dir():
+        raise InvalidInput(
+            f"scope path {directory} is not a directory", hint="pass the project directory"
+        )
+    return directory, _git_toplevel(directory)

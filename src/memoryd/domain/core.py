@@ -85,7 +85,7 @@ from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
 from memoryd.recall.entities import build_matcher
 from memoryd.recall.granted import Held, ScopeView, ScopeViews
 from memoryd.redact import redact
-from memoryd.scope import resolve_scope
+from memoryd.scope import resolve_scope, scope_hash_of_path
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import opaque_slug
@@ -313,7 +313,7 @@ class ServiceCore:
         text = str(scope)
         if re.fullmatch(r"[0-9a-f]{12}", text) and not Path(text).exists():
             return text
-        return resolve_scope(scope, with_remote=False).scope_hash
+        return scope_hash_of_path(scope)
 
     def _begin_write(self, op: str, items: list[IntentItem]) -> Intent:
         return self.journal.begin(

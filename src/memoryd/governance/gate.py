@@ -336,6 +336,8 @@ class Gate:
 
     def hidden(self, left: dict[str, list[str]], surface: str) -> list[HiddenResults]:
         """What to tell the caller about the results left out (audited as denied reads)."""
+        if not left:
+            return []  # most reads: no need to look at the scopes again
         sensitive = self.sensitive_scopes()
         out = []
         for scope_hash, slugs in sorted(left.items()):

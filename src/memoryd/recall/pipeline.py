@@ -154,8 +154,9 @@ class RecallPipeline:
         if kind is not None:
             explain_expansion(self.index, query, kind, expansion, ranked, stored)
         self._direct_paths(ranked)
-        explained = self.index.lookup([c.slug for c in ranked], query=query)
-        hits = [recall_hit(c, explained[c.slug]) for c in ranked if c.slug in explained]
+        ranked = [c for c in ranked if c.slug in stored]  # the index holds each hit shown
+        explained = self.index.explain([stored[c.slug] for c in ranked], query)
+        hits = [recall_hit(c, hit) for c, hit in zip(ranked, explained, strict=True)]
         return RecallOutcome(hits=hits, entities=sorted(linked), stages=stages)
 
     def _adjust(

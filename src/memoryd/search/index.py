@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, Self, TypeVar
 
 import tantivy
 from pydantic import BaseModel, ConfigDict, Field
@@ -189,17 +189,30 @@ def _document(
     return document
 
 
-def _stored_doc(document: tantivy.Document, cuts: dict[str, str] | None = None) -> SearchDoc:
+_TYPES = {member.value: member for member in MemoryType}
+_STATES = {member.value: member for member in DecayState}
+"""Stored values → their members: a dict lookup, where calling the enum costs a microsecond
+for each of the hundred documents a recall reads."""
+
+
+def _stored_doc(
+    document: tantivy.Document,
+    cuts: dict[str, str] | None = None,
+    *,
+    texts: tuple[str, str] | None = None,
+) -> SearchDoc:
     """The `SearchDoc` an indexed document was written from (every field of it is stored).
-    `cuts` (text → its segmentation) learns the document's segmented texts, if given."""
+    `cuts` (text → its segmentation) learns the document's segmented texts, if given;
+    `texts` are its title and body when the caller read them already (`_texts`)."""
+    title, body = _texts(document) if texts is None else texts
     doc = typed(
         SearchDoc,
         slug=str(_stored(document, "slug")),
         scope_hash=str(_stored(document, "scope_hash")),
-        type=MemoryType(_stored(document, "type")),
-        decay_state=DecayState(_stored(document, "decay_state")),
-        title="".join(_text(document, "title_stored")),
-        body="".join(_text(document, "body_stored")),
+        type=_member(_TYPES, _stored(document, "type")),
+        decay_state=_member(_STATES, _stored(document, "decay_state")),
+        title=title,
+        body=body,
         tags=_text(document, "tags_stored"),
         triggers=_text(document, "triggers_stored"),
         created_at=to_utc(_stored(document, "created_at")),
@@ -208,6 +221,21 @@ def _stored_doc(document: tantivy.Document, cuts: dict[str, str] | None = None) 
     if cuts is not None:
         _learn_cuts(document, doc, cuts)
     return doc
+
+
+def _texts(document: tantivy.Document) -> tuple[str, str]:
+    """A document's title and body as written."""
+    return "".join(_text(document, "title_stored")), "".join(_text(document, "body_stored"))
+
+
+_E = TypeVar("_E", MemoryType, DecayState)
+
+
+def _member(members: Mapping[str, _E], value: object) -> _E:
+    found = members.get(value) if isinstance(value, str) else None
+    if found is None:
+        raise StorageError(f"a search index document holds {value!r}", hint=REINDEX_HINT)
+    return found
 
 
 def _learn_cuts(document: tantivy.Document, doc: SearchDoc, cuts: dict[str, str]) -> None:
@@ -246,8 +274,8 @@ def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> Search
         SearchDoc,
         slug=slug,
         scope_hash=scope_hash,
-        type=MemoryType(_stored(document, "type")),
-        decay_state=DecayState(_stored(document, "decay_state")),
+        type=_member(_TYPES, _stored(document, "type")),
+        decay_state=_member(_STATES, _stored(document, "decay_state")),
         title="",
         body="",
         tags=[],
@@ -371,6 +399,8 @@ class SearchIndex:
         """(title, body) → their tokens, for `local_bm25`."""
         self._name_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
         """A scope's names → their tokens (`_implied`)."""
+        self._queries: dict[str, _Query] = {}
+        """Recent queries, analysed (`_parsed`)."""
         self._words: dict[str, tuple[str, ...]] = {}
         """A word → its tokens (`_word_tokens`): the analyser's, which never change."""
 
@@ -807,7 +837,7 @@ class SearchIndex:
         if limit == 0 or scopes == [] or type_values == []:
             return []
         with self._errors("analysing the query"):
-            parsed = _Query(query, self._analyzer, self._stops)
+            parsed = self._parsed(query)
         if not parsed.tokens:
             return []
         boosts = dict(_FIELD_BOOSTS)
@@ -830,8 +860,8 @@ class SearchIndex:
             )
             ranked = self._ranked(searcher, tantivy_query, offset + limit)
             return [
-                self._hit(slug, score, document, parsed if explain else None)
-                for score, slug, document in ranked[offset : offset + limit]
+                self._hit(_stored_doc(document), score, parsed if explain else None)
+                for score, _, document in ranked[offset : offset + limit]
             ]
 
     def local_bm25(
@@ -870,7 +900,7 @@ class SearchIndex:
         if limit <= 0 or scopes == [] or type_values == []:
             return LocalRanking([], {}, {})
         with self._errors("analysing the query"):
-            parsed = _Query(query, self._analyzer, self._stops)
+            parsed = self._parsed(query)
         if not parsed.tokens:
             return LocalRanking([], {}, {})
         weights = dict.fromkeys(parsed.tokens, 1.0)
@@ -884,7 +914,8 @@ class SearchIndex:
                 list(weights), finding, scopes, type_values, include_forgotten
             )
             ranked = self._ranked(searcher, found, limit * 2)
-            fields = {slug: self._fields_tokens(document) for _, slug, document in ranked}
+            texts = {slug: _texts(document) for _, slug, document in ranked}
+            fields = {slug: self._tokens_of(*texts[slug]) for slug in texts}
             with self._stats_lock:
                 stats = self._tallied(scopes, include_forgotten, is_turn)
                 docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
@@ -959,7 +990,9 @@ class SearchIndex:
         scored.sort(key=lambda s: (-s.score, s.slug))
         shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
         kept = scored[:limit]
-        held_docs = {hit.slug: _stored_doc(documents[hit.slug]) for hit in kept}
+        held_docs = {
+            hit.slug: _stored_doc(documents[hit.slug], texts=texts[hit.slug]) for hit in kept
+        }
         once = _bm25_idf(max(docs, 1), 1)
         return LocalRanking(kept, shares, held_docs, most_named / once if once > 0 else 0.0)
 
@@ -997,15 +1030,19 @@ class SearchIndex:
             self._tallied(scopes, include_forgotten, is_turn)
             return self._stats.snapshot(scopes, include_forgotten, is_turn)
 
+    def _parsed(self, query: str) -> _Query:
+        """`query` analysed, kept for the next few calls: one recall analyses its query in
+        several steps (ranking, titles, explanations), and a Chinese query costs a jieba cut."""
+        parsed = self._queries.get(query)
+        if parsed is None:
+            if len(self._queries) >= _QUERIES_KEPT:
+                self._queries.clear()
+            parsed = self._queries[query] = _Query(query, self._analyzer, self._stops)
+        return parsed
+
     def analyse(self, text: str) -> list[str]:
         """`text`'s tokens as the index analyses queries and documents."""
         return list(self._analyzer.analyze(base_forms(segment(text))))
-
-    def _fields_tokens(self, document: tantivy.Document) -> tuple[Tokens, Tokens]:
-        """A memory's title and body tokens as the index analyses them (`_tokens_of`)."""
-        return self._tokens_of(
-            "".join(_text(document, "title_stored")), "".join(_text(document, "body_stored"))
-        )
 
     def _tokens_of(self, title: str, body: str) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the index analyses them. Kept by their text (so an
@@ -1090,32 +1127,14 @@ class SearchIndex:
             )
         return tantivy.Query.boolean_query(clauses)
 
-    def lookup(self, slugs: Sequence[str], *, query: str | None = None) -> dict[str, SearchHit]:
-        """These memories as the index holds them, by slug (unknown slugs are absent).
-
-        Recall ranks the candidates the graph found on these stored fields: looking many
-        memories up by primary key in the graph engine scans its whole table. With `query`,
-        each hit is explained (matched terms, a snippet from where the first one occurs).
-        """
+    def explain(self, docs: Sequence[SearchDoc], query: str) -> list[SearchHit]:
+        """`docs` as hits, each explained for `query` (the terms it matches, a snippet from
+        where the first one occurs). Recall explains the memories it ranked from the documents
+        it ranked them on, without reading them from the index again."""
         self._require_open()
-        wanted = list(dict.fromkeys(slugs))
-        if not wanted:
-            return {}
-        parsed = None
-        if query is not None:
-            with self._errors("analysing the query"):
-                parsed = _Query(query, self._analyzer, self._stops)
-        with self._errors("reading stored memories"):
-            searcher = self._index.searcher()
-            by_slug = tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, self._term("slug", slug)) for slug in wanted]
-            )
-            hits = {}
-            for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
-                document = searcher.doc(address)
-                slug = str(_stored(document, "slug"))
-                hits[slug] = self._hit(slug, 0.0, document, parsed)
-            return hits
+        with self._errors("analysing the query"):
+            parsed = self._parsed(query)
+        return [self._hit(doc, 0.0, parsed) for doc in docs]
 
     def stored(self, slugs: Sequence[str]) -> dict[str, SearchDoc]:
         """These memories as indexed, body included (unknown slugs are absent): recall ranks
@@ -1232,7 +1251,7 @@ class SearchIndex:
         "which databases do we use", "Deploying the API" all of "how do we deploy"."""
         self._require_open()
         with self._errors("analysing the query"):
-            wanted = list(_Query(query, self._analyzer, self._stops).tokens)
+            wanted = list(self._parsed(query).tokens)
             phrases = [
                 tokens - self._stops
                 for tokens in (set(self._analyzer.analyze(base_forms(segment(n)))) for n in names)
@@ -1492,34 +1511,24 @@ class SearchIndex:
         ranked.sort(key=lambda item: (-item[0], item[1]))
         return ranked[:wanted]
 
-    def _hit(
-        self, slug: str, score: float, document: tantivy.Document, parsed: _Query | None
-    ) -> SearchHit:
-        title = "".join(_text(document, "title_stored"))
+    def _hit(self, doc: SearchDoc, score: float, parsed: _Query | None) -> SearchHit:
         matched: list[str] = []
-        body, position = "", 0
+        position = 0
         if parsed is not None:
-            body = "".join(_text(document, "body_stored"))
-            matched, position = self._explain(
-                parsed,
-                title,
-                body,
-                _text(document, "tags_stored"),
-                _text(document, "triggers_stored"),
-            )
-        # Every field is typed here already: skipping validation matters when recall reads
-        # 50+ candidates per query on the daemon's GIL.
+            matched, position = self._explain(parsed, doc.title, doc.body, doc.tags, doc.triggers)
+        # Every field is typed here already: skipping validation matters when recall explains
+        # its hits on the daemon's GIL.
         return SearchHit.model_construct(
-            slug=slug,
-            type=MemoryType(_stored(document, "type")),
-            title=title,
-            scope_hash=str(_stored(document, "scope_hash")),
-            decay_state=DecayState(_stored(document, "decay_state")),
-            created_at=to_utc(_stored(document, "created_at")),
+            slug=doc.slug,
+            type=doc.type,
+            title=doc.title,
+            scope_hash=doc.scope_hash,
+            decay_state=doc.decay_state,
+            created_at=doc.created_at,
             score=float(score),
-            snippet=_snippet(body, position),
+            snippet=_snippet(doc.body, position) if parsed is not None else "",
             matched_terms=matched,
-            triggers=_text(document, "triggers_stored"),
+            triggers=list(doc.triggers),
         )
 
     def _explain(
@@ -1614,6 +1623,8 @@ edge of the read rarely needs reading whole."""
 
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
+_QUERIES_KEPT = 64
+"""At most this many analysed queries are kept (`_parsed`)."""
 _WORDS_KEPT = 100_000
 """At most this many single words' tokens are kept (`_word_tokens`)."""
 _BM25_K1 = 1.2
