@@ -201,8 +201,8 @@ def test_irregular_forms_meet_their_base_form(index: SearchIndex) -> None:
     assert "bought" in hit.snippet  # shown as written
 
 
-def test_the_schema_version_counts_the_context_and_segmented_fields() -> None:
-    assert SCHEMA_VERSION == 3
+def test_the_schema_version_counts_the_context_segmented_and_slug_key_fields() -> None:
+    assert SCHEMA_VERSION == 4
 
 
 def test_reindex_rebuilds_the_same_contexts(svc: MemoryService, project: Path) -> None:

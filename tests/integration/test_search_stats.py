@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import memoryd.search.index as search_index
 from memoryd.models import DecayState, MemoryType
 from memoryd.recall.conversation import is_turn
 from memoryd.search.index import SearchDoc, SearchIndex
@@ -78,9 +79,11 @@ def recounted(directory: Path) -> list[object]:
 
 
 def rankings(index: SearchIndex) -> list[object]:
+    """The hits, word shares and documents of a few recalls (the documents are the entries
+    the statistics keep: they must be those written last)."""
     return [
         index.local_bm25(query, scope_hashes=scopes, is_turn=is_turn, context_boost=0.15, limit=20)[
-            :2
+            :3
         ]
         for query in ("redis cache", "数据库 迁移", "flaky pytest fixture", "bought children")
         for scopes in ([SCOPES[0]], None)
@@ -183,3 +186,73 @@ def test_a_decay_sweeps_deletions_keep_the_statistics_true(tmp_path: Path) -> No
                 ]
             )
             assert views(fresh) == views(index)
+
+
+class _CountedSearcher:
+    """A real searcher whose stored-document reads are counted."""
+
+    def __init__(self, inner: Any, reads: list[object]) -> None:
+        self._inner = inner
+        self._reads = reads
+
+    def doc(self, address: Any) -> Any:
+        self._reads.append(address)
+        return self._inner.doc(address)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _CountedIndex:
+    def __init__(self, inner: Any, reads: list[object]) -> None:
+        self._inner = inner
+        self._reads = reads
+
+    def searcher(self) -> _CountedSearcher:
+        return _CountedSearcher(self._inner.searcher(), self._reads)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_counted_scope_ranks_its_candidates_without_reading_them_back(tmp_path: Path) -> None:
+    """Once a scope is counted, recall finds each candidate among the kept entries by its slug
+    key: the store is read to count a scope, never per candidate, before or after writes."""
+    with SearchIndex.open(tmp_path / "search") as index:
+        rng = random.Random(5)
+        index.upsert([random_doc(rng, f"m{i}") for i in range(40)])
+        reads: list[object] = []
+        index._index = _CountedIndex(index._index, reads)  # type: ignore[assignment]
+        first = rankings(index)
+        assert reads  # the first recall of each scope counts it from its documents
+        reads.clear()
+        assert rankings(index) == first
+        index.upsert([random_doc(rng, "m3"), random_doc(rng, "late")])
+        index.delete(["m4"])
+        reads.clear()  # a write reads what it replaces; the recalls after it read nothing
+        after = rankings(index)
+        assert reads == []
+        assert any(hits for hits, *_ in after)
+    with SearchIndex.open(tmp_path / "search") as fresh:
+        assert rankings(fresh) == after
+
+
+def test_memories_that_share_a_slug_key_are_read_and_rank_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 bits of a hash may collide: hits whose key two memories of the searched scopes share
+    are read from the store, so the ranking is the one distinct keys give."""
+    rng = random.Random(9)
+    docs = [random_doc(rng, f"m{i}") for i in range(40)]
+    with SearchIndex.open(tmp_path / "distinct") as index:
+        index.upsert(docs)
+        expected = rankings(index)
+    monkeypatch.setattr(search_index, "slug_key", lambda slug: 7)
+    with SearchIndex.open(tmp_path / "shared") as index:
+        index.upsert(docs)
+        reads: list[object] = []
+        rankings(index)
+        index._index = _CountedIndex(index._index, reads)  # type: ignore[assignment]
+        assert rankings(index) == expected
+        assert any(hits for hits, *_ in expected)
+        assert reads  # every hit shares key 7 with the others, so each is read

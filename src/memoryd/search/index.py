@@ -52,11 +52,12 @@ from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bump when the schema or the analysis changes: old indexes then refuse to open until reindexed
 (the service rebuilds them from the vault, `wiring.open_search_index`).
 2: the `context` field (the neighbouring session turns' text).
-3: the `segmented` field (the Chinese text as jieba cut it)."""
+3: the `segmented` field (the Chinese text as jieba cut it).
+4: the `slug_key` fast field."""
 
 META_FILE = "index_meta.json"
 REINDEX_HINT = "run `memoryd reindex`"
@@ -72,6 +73,11 @@ SEGMENTED_FIELD = "segmented"
 so a document rewritten with the same text (a decay state change, a neighbour's context)
 is indexed again without jieba: a 100k decay sweep re-adds 25k documents, and cutting their
 text again was a fifth of its index write."""
+SLUG_KEY_FIELD = "slug_key"
+"""Fast only: 64 bits of the slug's hash (`slug_key`). A hit's key is read from a column,
+where its slug needs the whole document decoded from the store; recall finds a tallied
+scope's candidates by key among the memories its statistics keep (`ScopeTally.keyed`), and
+reading a hundred documents back was a third of a recall at 100k memories."""
 CONTEXT_FIELD = "context"
 """Indexed only: the text of a session memory's neighbouring turns (see `CONTEXT_WINDOW`). A
 reply ("they're great for cuddles") is about what the turn before it said ("your dogs"), so
@@ -135,6 +141,7 @@ def _schema() -> tantivy.Schema:
     # Derived from the neighbours' stored bodies whenever they change, so never stored.
     builder.add_text_field(CONTEXT_FIELD, stored=False, tokenizer_name="en_stem")
     builder.add_date_field("created_at", stored=True, indexed=True, fast=True)
+    builder.add_unsigned_field(SLUG_KEY_FIELD, fast=True)
     return builder.build()
 
 
@@ -163,6 +170,7 @@ def _document(
         cut_context = cut
     document = tantivy.Document()
     document.add_text("slug", doc.slug)
+    document.add_unsigned(SLUG_KEY_FIELD, slug_key(doc.slug))
     document.add_text("scope_hash", doc.scope_hash)
     document.add_text("type", doc.type.value)
     document.add_text("decay_state", doc.decay_state.value)
@@ -195,16 +203,15 @@ _STATES = {member.value: member for member in DecayState}
 for each of the hundred documents a recall reads."""
 
 
-def _stored_doc(
-    document: tantivy.Document,
-    cuts: dict[str, str] | None = None,
-    *,
-    texts: tuple[str, str] | None = None,
-) -> SearchDoc:
+def slug_key(slug: str) -> int:
+    """The first 64 bits of the slug's BLAKE2b (`SLUG_KEY_FIELD`)."""
+    return int.from_bytes(hashlib.blake2b(slug.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _stored_doc(document: tantivy.Document, cuts: dict[str, str] | None = None) -> SearchDoc:
     """The `SearchDoc` an indexed document was written from (every field of it is stored).
-    `cuts` (text → its segmentation) learns the document's segmented texts, if given;
-    `texts` are its title and body when the caller read them already (`_texts`)."""
-    title, body = _texts(document) if texts is None else texts
+    `cuts` (text → its segmentation) learns the document's segmented texts, if given."""
+    title, body = _texts(document)
     doc = typed(
         SearchDoc,
         slug=str(_stored(document, "slug")),
@@ -221,6 +228,23 @@ def _stored_doc(
     if cuts is not None:
         _learn_cuts(document, doc, cuts)
     return doc
+
+
+def _entry_doc(entry: Entry) -> SearchDoc:
+    """The `SearchDoc` a statistics entry was counted from (`SearchIndex._entry`)."""
+    return typed(
+        SearchDoc,
+        slug=entry.slug,
+        scope_hash=entry.scope_hash,
+        type=entry.type,
+        decay_state=entry.state,
+        title=entry.written_title,
+        body=entry.text,
+        tags=list(entry.tags),
+        triggers=list(entry.triggers),
+        created_at=entry.at,
+        withheld=False,
+    )
 
 
 def _texts(document: tantivy.Document) -> tuple[str, str]:
@@ -904,7 +928,10 @@ class SearchIndex:
         if not parsed.tokens:
             return LocalRanking([], {}, {})
         weights = dict.fromkeys(parsed.tokens, 1.0)
-        with self._errors("searching"):
+        with self._errors("searching"), self._stats_lock:
+            # The statistics and the searcher are taken together (a commit changes both under
+            # this lock), so a hit's key names the entry counted from that very document.
+            stats = self._tallied(scopes, include_forgotten, is_turn)
             searcher = self._index.searcher()
             if expansion:
                 weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
@@ -913,28 +940,23 @@ class SearchIndex:
             found = self._build_query(
                 list(weights), finding, scopes, type_values, include_forgotten
             )
-            ranked = self._ranked(searcher, found, limit * 2)
-            texts = {slug: _texts(document) for _, slug, document in ranked}
-            fields = {slug: self._tokens_of(*texts[slug]) for slug in texts}
-            with self._stats_lock:
-                stats = self._tallied(scopes, include_forgotten, is_turn)
-                docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
-                implied = self._implied(stats.scopes, scope_names)
-                idf: dict[str, float] = {}
-                ceiling: dict[str, float] = {}
-                for token in weights:
-                    here = stats.df(token)
-                    for scope in implied.get(token, ()):
-                        in_scope, holding = stats.scope_counts(scope, token)
-                        here += in_scope - holding
-                    idf[token] = _bm25_idf(max(docs, here), here)
-                    # For the relevance: a word the scope never holds weighs as one held once
-                    # (in a small scope an absent word would otherwise outweigh the rest).
-                    ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
-                contexts = {
-                    slug: stats.context(slug, str(_stored(document, "scope_hash")))
-                    for _, slug, document in ranked
-                }
+            ranked = self._candidates(searcher, found, limit * 2, stats.entry)
+            docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
+            implied = self._implied(stats.scopes, scope_names)
+            idf: dict[str, float] = {}
+            ceiling: dict[str, float] = {}
+            for token in weights:
+                here = stats.df(token)
+                for scope in implied.get(token, ()):
+                    in_scope, holding = stats.scope_counts(scope, token)
+                    here += in_scope - holding
+                idf[token] = _bm25_idf(max(docs, here), here)
+                # For the relevance: a word the scope never holds weighs as one held once
+                # (in a small scope an absent word would otherwise outweigh the rest).
+                ceiling[token] = _bm25_idf(max(docs, 1), max(here, 1))
+            contexts = {
+                entry.slug: stats.context(entry.slug, entry.scope_hash) for _, entry in ranked
+            }
         most = sum(ceiling[t] * weights[t] for t in parsed.tokens) or 1.0
         # Light words rank (a memory saying "we use Redis" likelier says what is used) but
         # are no evidence that a memory answers: `LocalScore.evidence` and the query's
@@ -943,15 +965,15 @@ class SearchIndex:
         most_named = sum(ceiling[t] * weights[t] for t in named) or 1.0
         light = frozenset(parsed.tokens).difference(named)
         scored: list[LocalScore] = []
-        documents = {}
+        entries = {}
         # Only the query words a memory holds are counted: a kind expansion brings hundreds
         # of query words, and counting each in every candidate's text (and its context) was
         # most of a slow recall. They are taken in the query's order, so the sums add up in
         # the same order as over every word.
         order = {token: i for i, token in enumerate(weights)}
-        for _, slug, document in ranked:
-            documents[slug] = document
-            titled, said = fields[slug]
+        for _, entry in ranked:
+            slug, titled, said = entry.slug, entry.title, entry.body
+            entries[slug] = entry
             # BM25F: each field's frequency normalised by its own length against the scope's
             # mean for that field, summed, then saturated once.
             title_norm = 1 - _BM25_B + _BM25_B * len(titled) / max(mean_title, 1.0)
@@ -990,9 +1012,7 @@ class SearchIndex:
         scored.sort(key=lambda s: (-s.score, s.slug))
         shares = {t: ceiling[t] * weights[t] / most for t in parsed.tokens}
         kept = scored[:limit]
-        held_docs = {
-            hit.slug: _stored_doc(documents[hit.slug], texts=texts[hit.slug]) for hit in kept
-        }
+        held_docs = {hit.slug: _entry_doc(entries[hit.slug]) for hit in kept}
         once = _bm25_idf(max(docs, 1), 1)
         return LocalRanking(kept, shares, held_docs, most_named / once if once > 0 else 0.0)
 
@@ -1097,6 +1117,11 @@ class SearchIndex:
             title,
             body,
             doc.body,
+            slug_key(doc.slug),
+            doc.title,
+            doc.decay_state,
+            tuple(doc.tags),
+            tuple(doc.triggers),
         )
 
     def _tallied(
@@ -1493,6 +1518,18 @@ class SearchIndex:
         tantivy orders equal scores by internal address, which changes with merges; fetching
         until the score drops below the cut-off makes the order depend only on the data.
         """
+        ranked = []
+        for score, address in SearchIndex._top(searcher, query, wanted):
+            document = searcher.doc(address)
+            ranked.append((float(score), str(_stored(document, "slug")), document))
+        ranked.sort(key=lambda item: (-item[0], item[1]))
+        return ranked[:wanted]
+
+    @staticmethod
+    def _top(
+        searcher: tantivy.Searcher, query: tantivy.Query, wanted: int
+    ) -> list[tuple[float, tantivy.DocAddress]]:
+        """The best `wanted` hits, and every hit that ties with the last of them."""
         # tantivy sizes its top-k heap by the limit: never ask for more than there are docs.
         available = max(1, int(searcher.num_docs))
         fetch = min(wanted + _TIE_MARGIN, available)
@@ -1502,13 +1539,27 @@ class SearchIndex:
                 break
             fetch = min(fetch * 4, available)
         cutoff = hits[wanted - 1][0] if len(hits) >= wanted else float("-inf")
+        return [(score, address) for score, address in hits if score >= cutoff]
+
+    def _candidates(
+        self,
+        searcher: tantivy.Searcher,
+        query: tantivy.Query,
+        wanted: int,
+        entry_of: Callable[[int], Entry | None],
+    ) -> list[tuple[float, Entry]]:
+        """`_ranked`'s hits of a tallied scope, as the entries its statistics keep: each hit
+        is found by its slug key (`SLUG_KEY_FIELD`), and only a hit whose key two memories
+        share is read from the store."""
+        hits = self._top(searcher, query, wanted)
+        keys = searcher.fast_field_values(SLUG_KEY_FIELD, [address for _, address in hits])
         ranked = []
-        for score, address in hits:
-            if score < cutoff:
-                break
-            document = searcher.doc(address)
-            ranked.append((float(score), str(_stored(document, "slug")), document))
-        ranked.sort(key=lambda item: (-item[0], item[1]))
+        for (score, address), key in zip(hits, keys, strict=True):
+            entry = entry_of(key) if isinstance(key, int) else None
+            if entry is None:
+                entry = self._entry(_stored_doc(searcher.doc(address)))
+            ranked.append((float(score), entry))
+        ranked.sort(key=lambda item: (-item[0], item[1].slug))
         return ranked[:wanted]
 
     def _hit(self, doc: SearchDoc, score: float, parsed: _Query | None) -> SearchHit:

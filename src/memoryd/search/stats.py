@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from memoryd.models import MemoryType
+from memoryd.models import DecayState, MemoryType
 
 Tokens = tuple[str, ...]
 TurnTest = Callable[[MemoryType, str], bool]
@@ -28,7 +28,9 @@ _MAX_TESTS = 4
 
 
 class Entry(NamedTuple):
-    """What the statistics need of one memory (its title and body as the index analyses them)."""
+    """What the statistics need of one memory (its title and body as the index analyses
+    them), and the rest of what the index stores of it: recall ranks a tallied scope's
+    candidates on the entries kept here, without reading the documents back."""
 
     slug: str
     scope_hash: str
@@ -39,7 +41,13 @@ class Entry(NamedTuple):
     title: Tokens
     body: Tokens
     text: str
-    """The body as written, for `TurnTest` (not kept)."""
+    """The body as written (for `TurnTest`)."""
+    key: int
+    """The slug's key (`SearchIndex` stores it as a fast field of every document)."""
+    written_title: str
+    state: DecayState
+    tags: tuple[str, ...]
+    triggers: tuple[str, ...]
 
 
 class Counts:
@@ -137,6 +145,8 @@ class ScopeTally:
     visible: Counts = field(default_factory=Counts)
     hidden: Counts = field(default_factory=Counts)
     lines: dict[TurnTest | None, tuple[TurnLine, TurnLine]] = field(default_factory=dict)
+    keyed: dict[int, Entry | None] = field(default_factory=dict)
+    """Slug key → the live memory's entry (None: two slugs of this scope share the key)."""
 
 
 class StatsView(NamedTuple):
@@ -153,6 +163,9 @@ class StatsView(NamedTuple):
     """The searched scopes that hold memories."""
     scope_counts: Callable[[str, str], tuple[int, int]] = lambda scope, token: (0, 0)
     """(scope, token) → how many memories that scope holds, and how many hold the token."""
+    entry: Callable[[int], Entry | None] = lambda key: None
+    """Slug key → the entry of the live memory of the searched scopes (visible or hidden)
+    with that key; None unless exactly one has it."""
 
 
 class Snapshot(NamedTuple):
@@ -275,6 +288,17 @@ class ScopeStatistics:
             line = lines.get(scope)
             return () if line is None else line.context(slug)
 
+        keyed = [t.keyed for t in chosen]
+
+        def entry(key: int) -> Entry | None:
+            found: Entry | None = None
+            for held in keyed:
+                if key in held:
+                    if found is not None or held[key] is None:
+                        return None  # two memories share the key: the caller reads the hit
+                    found = held[key]
+            return found
+
         return StatsView(
             docs,
             sum(c.titles for c in counts) / max(docs, 1),
@@ -284,6 +308,7 @@ class ScopeStatistics:
             context,
             tuple(sorted(s for s, held in by_scope.items() if any(c.docs for c in held))),
             scope_counts,
+            entry,
         )
 
     def snapshot(
@@ -316,6 +341,13 @@ class ScopeStatistics:
 
     def _change(self, tally: ScopeTally, entry: Entry, sign: int) -> None:
         (tally.hidden if entry.hidden else tally.visible).change(entry, sign)
+        keyed = tally.keyed
+        if sign > 0:
+            held = keyed.get(entry.key, entry)
+            same = held is not None and held.slug == entry.slug
+            keyed[entry.key] = entry if same else None
+        elif (held := keyed.get(entry.key)) is not None and held.slug == entry.slug:
+            del keyed[entry.key]
         if entry.type is not MemoryType.SESSION:
             return
         for test, (visible, every) in tally.lines.items():
