@@ -78,7 +78,7 @@ def recounted(directory: Path) -> list[object]:
         return views(fresh)
 
 
-def rankings(index: SearchIndex) -> list[object]:
+def rankings(index: SearchIndex) -> list[tuple[object, ...]]:
     """The hits, word shares and documents of a few recalls (the documents are the entries
     the statistics keep: they must be those written last)."""
     return [
@@ -232,7 +232,7 @@ def test_a_counted_scope_ranks_its_candidates_without_reading_them_back(tmp_path
         reads.clear()  # a write reads what it replaces; the recalls after it read nothing
         after = rankings(index)
         assert reads == []
-        assert any(hits for hits, *_ in after)
+        assert any(ranking[0] for ranking in after)
     with SearchIndex.open(tmp_path / "search") as fresh:
         assert rankings(fresh) == after
 
@@ -254,5 +254,5 @@ def test_memories_that_share_a_slug_key_are_read_and_rank_the_same(
         rankings(index)
         index._index = _CountedIndex(index._index, reads)  # type: ignore[assignment]
         assert rankings(index) == expected
-        assert any(hits for hits, *_ in expected)
+        assert any(ranking[0] for ranking in expected)
         assert reads  # every hit shares key 7 with the others, so each is read
