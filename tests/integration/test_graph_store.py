@@ -117,6 +117,69 @@ def test_delete_detaches_and_updates_counts(graph: KuzuGraphStore) -> None:
     assert git.mention_count == 0
 
 
+def test_deleting_some_memories_leaves_the_graph_the_rest_alone_would_write(
+    graph: KuzuGraphStore, tmp_path: Path
+) -> None:
+    """Deleted memories take their edges, in either direction, and the relations they sourced
+    with them, whether or not they had edges; the rest keep theirs and entity counts follow."""
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    memories = [
+        memory("bare-1", type="session"),
+        memory("bare-2", type="session"),
+        memory("mentions-git", observations=["entity:tool:git"], created_at=day),
+        memory(
+            "relates-tools",
+            observations=["entity:tool:git", "entity:tool:jj"],
+            relations=[
+                "uses:entity:tool:jj",
+                {"subject": "entity:tool:jj", "predicate": "runs_on", "object": "entity:tool:git"},
+            ],
+        ),
+        memory("old-rule", observations=["entity:tool:jj"]),
+        memory("new-rule", supersedes=["old-rule"], observations=["entity:tool:jj"]),
+        memory("session-x", type="session"),
+        memory("promoted-x", promoted_from="session-x"),
+        memory("keeps-git", observations=["entity:tool:git"]),
+    ]
+    graph.upsert_memories(memories)
+    gone = ["bare-1", "mentions-git", "relates-tools", "old-rule", "session-x", "no-such-slug"]
+    graph.delete_memories(gone)
+    survivors = [m for m in memories if m.meta.slug not in gone]
+    fresh = KuzuGraphStore(tmp_path / "fresh", engine=ENGINE, buffer_pool_mb=128)
+    try:
+        fresh.upsert_memories(survivors)
+        expected = fresh.snapshot()
+    finally:
+        fresh.close()
+    got = graph.snapshot()
+    for part in ("memories", "mentions", "relates", "supersedes", "promoted_from"):
+        assert got[part] == expected[part], part
+    assert got["relates"] == []
+    written = {row[0] for row in expected["entities"]}
+    assert [row for row in got["entities"] if row[0] in written] == expected["entities"]
+    assert graph.memory_slugs() == {"bare-2", "new-rule", "promoted-x", "keeps-git"}
+
+
+def test_decay_states_move_each_memory_to_its_own_state(graph: KuzuGraphStore) -> None:
+    graph.upsert_memories([memory(f"s-{i}", type="session", ttl_days=90) for i in range(5)])
+    graph.set_decay_states({})
+    graph.set_decay_states(
+        {"s-0": DecayState.DIM, "s-1": DecayState.SOFT_FORGOTTEN, "s-3": DecayState.DIM}
+    )
+    states = {}
+    for i in range(5):
+        row = graph.get_memory(f"s-{i}")
+        assert row is not None
+        states[row.slug] = row.decay_state
+    assert states == {
+        "s-0": DecayState.DIM,
+        "s-1": DecayState.SOFT_FORGOTTEN,
+        "s-2": DecayState.ALIVE,
+        "s-3": DecayState.DIM,
+        "s-4": DecayState.ALIVE,
+    }
+
+
 def test_list_filters_and_pages(graph: KuzuGraphStore) -> None:
     graph.upsert_memories(
         [
@@ -139,6 +202,26 @@ def test_fingerprint_lookup(graph: KuzuGraphStore) -> None:
     graph.upsert_memories([m])
     assert graph.find_by_fingerprint(SCOPE, m.fingerprint) == "dup"
     assert graph.find_by_fingerprint("ffffffffffff", m.fingerprint) is None
+
+
+def test_a_batch_of_fingerprints_finds_the_oldest_holder_in_the_scope(
+    graph: KuzuGraphStore,
+) -> None:
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    graph.upsert_memories(
+        [
+            memory("later", body="same text", created_at=day.replace(month=5)),
+            memory("first", body="same text", created_at=day),
+            memory("elsewhere", body="other text", scope_hash="ffffffffffff"),
+            memory("single", body="one of a kind"),
+        ]
+    )
+    same, other, single = (
+        memory(slug, body=body).fingerprint
+        for slug, body in (("a", "same text"), ("b", "other text"), ("c", "one of a kind"))
+    )
+    found = graph.find_fingerprints(SCOPE, [same, other, single, same, "0" * 40])
+    assert found == {same: "first", single: "single"}
 
 
 def test_sensitive_memory_body_never_reaches_graph(graph: KuzuGraphStore) -> None:
