@@ -31,7 +31,7 @@ from typing import Any
 
 from memoryd.errors import StorageError
 from memoryd.private import make_private_dir
-from memoryd.vault import fsync_dir, storage_error
+from memoryd.vault import SCOPES_DIR, fsync_dir, rebased, storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class Journal:
     def __init__(self, home: Path) -> None:
         self.dir = home / JOURNAL_DIR
         self.path = self.dir / JOURNAL_FILE
+        self._scopes = home / SCOPES_DIR
         self._lock = threading.Lock()
         self._open: set[str] = set()
         self._unsettled: set[str] | None = None
@@ -128,6 +129,15 @@ class Journal:
     def _pending(self) -> list[Intent]:
         begun, ended = self._read()
         return [intent for key, intent in begun.items() if key not in ended]
+
+    def _item(self, fields: dict[str, Any]) -> IntentItem:
+        """An intent's item, its paths in this home (`vault.rebased`): an intent a crash
+        left before the home was moved or copied settles the files here."""
+        item = IntentItem(**fields)
+        item.path = rebased(item.path, self._scopes)
+        if item.old_path:
+            item.old_path = rebased(item.old_path, self._scopes)
+        return item
 
     def slugs_in_flight(self) -> set[str]:
         """The memories of writes under way (or cut short): read only."""
@@ -194,7 +204,7 @@ class Journal:
                     op=str(obj["op"]),
                     actor=str(obj["actor"]),
                     audit_seq=int(obj["audit_seq"]),
-                    items=[IntentItem(**item) for item in obj["items"]],
+                    items=[self._item(item) for item in obj["items"]],
                 )
             except (ValueError, KeyError, TypeError) as exc:
                 logger.warning("%s line %d is not an intent (%s); ignored", self.path, number, exc)

@@ -59,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 ENCRYPTED_SUFFIX = ".md.enc"
 FORGOTTEN_DIR = "forgotten"
+SCOPES_DIR = "scopes"
 DECAY_LEDGER = "decay.jsonl"
 _RANK = {state: rank for rank, state in enumerate(DecayState)}
 _TYPE_DIRS = {t.dir_name for t in MemoryType}
@@ -326,12 +327,27 @@ def _settle_decay(memory: Memory, entry: DecayEntry | None, in_forgotten: bool) 
         meta.decay_state = state
 
 
+def rebased(path: str, scopes_dir: Path) -> str:
+    """`path`, a memory file recorded under another home's `scopes/`, as the same file of the
+    vault at `scopes_dir` (`scopes/<hash>/<folder>/<file>`): the graph and the journal keep
+    the paths they were given, so a home that was moved or copied must have them point at its
+    own files, never at the old place's (a copy's source still holds them). Any other path,
+    or one already under `scopes_dir`, is returned as it is."""
+    prefix = os.path.join(scopes_dir, "")
+    if not path or path.startswith(prefix):
+        return path
+    parts = Path(path).parts
+    if len(parts) < 5 or parts[-4] != SCOPES_DIR:
+        return path
+    return prefix + os.path.join(*parts[-3:])
+
+
 class Vault:
     """The markdown files under `<home>/scopes`."""
 
     def __init__(self, home: Path, cipher: FileCipher | None = None) -> None:
         self.home = home
-        self.scopes_dir = home / "scopes"
+        self.scopes_dir = home / SCOPES_DIR
         self.cipher = cipher
         self._ledgers: dict[str, tuple[tuple[int, int, int], dict[str, DecayEntry], int]] = {}
 

@@ -30,7 +30,7 @@ from memoryd.search.index import SearchIndex
 from memoryd.sensitive.files import ScopeCipher
 from memoryd.sensitive.keys import KeyStore
 from memoryd.service import GraphFactory, MemoryService
-from memoryd.vault import Vault
+from memoryd.vault import Vault, rebased
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +147,7 @@ def open_service(
         factory = graph_factory(settings)
         graph = open_graph(home, vault, factory, rebuild=rebuild)
         undo.callback(graph.close)
+        rebase_moved_home(graph, vault)
         index, refill = open_search_index(home, vault)
         undo.callback(index.close)
         audit = AuditLog(home / AUDIT_DIR)
@@ -272,6 +273,25 @@ def open_graph(home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool
                 hint=f"move {directory} away by hand, then run `memoryd reindex`",
             ) from move_exc
         return factory(directory)
+
+
+def rebase_moved_home(graph: GraphStore, vault: Vault) -> None:
+    """Point the graph's memory paths at this home's files when the home was moved or copied
+    (`vault.rebased`): otherwise reads would miss every file, and writes, a decay sweep's
+    renames among them, would change the old place's (a copy's source) instead of this one.
+    One scan of the paths on each writable open; a path outside any vault layout is left to
+    `doctor`."""
+    scopes = os.path.join(vault.scopes_dir, "")
+    old_prefixes = {
+        path[: len(path) - len(moved) + len(scopes)]
+        for path in graph.memory_paths_outside(scopes)
+        if (moved := rebased(path, vault.scopes_dir)) != path
+    }
+    for old in sorted(old_prefixes):
+        count = graph.rebase_memory_paths(old, scopes)
+        logger.warning(
+            "the home moved: %d memory paths under %s now point to %s", count, old, scopes
+        )
 
 
 def private_engine_files(home: Path) -> None:

@@ -916,6 +916,27 @@ class KuzuGraphStore:
     def memory_slugs(self) -> set[str]:
         return {row[0] for row in self._rows("MATCH (m:Memory) RETURN m.slug")}
 
+    def memory_paths_outside(self, prefix: str) -> list[str]:
+        return [
+            row[0]
+            for row in self._rows(
+                "MATCH (m:Memory) WHERE m.path <> '' AND NOT starts_with(m.path, $prefix)"
+                " RETURN m.path",
+                {"prefix": prefix},
+            )
+        ]
+
+    def rebase_memory_paths(self, old_prefix: str, new_prefix: str) -> int:
+        with self._transaction(keeps_supersedes=True) as conn:
+            rows = self._collect(
+                conn,
+                "MATCH (m:Memory) WHERE starts_with(m.path, $old)"
+                " SET m.path = $new + substring(m.path, $rest, size(m.path))"
+                " RETURN count(m)",
+                {"old": old_prefix, "new": new_prefix, "rest": len(old_prefix) + 1},
+            )
+        return int(rows[0][0]) if rows else 0
+
     def find_by_fingerprint(self, scope_hash: str, fingerprint: str) -> str | None:
         return self.find_fingerprints(scope_hash, [fingerprint]).get(fingerprint)
 

@@ -354,6 +354,12 @@ class GraphStore(Protocol):
 
     def memory_slugs(self) -> set[str]: ...
 
+    def memory_paths_outside(self, prefix: str) -> list[str]:
+        """The memory file paths that do not start with `prefix` (a moved home's)."""
+
+    def rebase_memory_paths(self, old_prefix: str, new_prefix: str) -> int:
+        """Replace `old_prefix` by `new_prefix` in every memory path holding it; how many."""
+
     def find_by_fingerprint(self, scope_hash: str, fingerprint: str) -> str | None: ...
 
     def find_fingerprints(self, scope_hash: str, fingerprints: Sequence[str]) -> dict[str, str]:
