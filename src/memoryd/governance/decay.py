@@ -61,6 +61,8 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -71,6 +73,7 @@ from pydantic import BaseModel, Field
 from memoryd.audit import AuditEvent
 from memoryd.errors import Conflict, MemorydError, NotFound
 from memoryd.governance.stores import Stores
+from memoryd.graph.store import GraphStore
 from memoryd.journal import Intent, IntentItem
 from memoryd.memfile import lock_stripe
 from memoryd.models import (
@@ -250,6 +253,11 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
 
 
 # -- the sweep ----------------------------------------------------------------------------------
+def _write_graph(graph: GraphStore, states: Mapping[str, DecayState], gone: list[str]) -> None:
+    graph.set_decay_states(states)
+    graph.delete_memories(gone)
+
+
 def decay_moves(records: list[AuditRecord]) -> set[tuple[str, str]]:
     """(slug, to-state) of every move the `decay` audit events name: a sweep's batched
     events list theirs in `moves`, a move settled by recovery is an event of its own."""
@@ -303,16 +311,18 @@ class DecaySweep:
                 for p in done
                 if p.move.to_state is not DecayState.FORGOTTEN
             }
-            stores.graph.set_decay_states(states)
-            stores.graph.delete_memories(gone)
-            stores.index.set_decay_states(
-                states,
-                gone,
-                {  # the index then need not read them back
-                    p.move.slug: Placed(p.move.scope_hash, p.move.from_state, p.created_at)
-                    for p in forgotten
-                },
-            )
+            placed = {  # the index then need not read them back
+                p.move.slug: Placed(p.move.scope_hash, p.move.from_state, p.created_at)
+                for p in forgotten
+            }
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="decay-graph") as pool:
+                # The graph's statements run in kuzu without the GIL, beside the index's
+                # Python work (they share nothing): about a second less of a 100k sweep.
+                graph_written = pool.submit(_write_graph, stores.graph, states, gone)
+                try:
+                    stores.index.set_decay_states(states, gone, placed)
+                finally:
+                    graph_written.result()
             stores.audit.append_many(
                 [event for _, moved in batches for event in self._events(moved, now)]
             )
