@@ -279,8 +279,8 @@ def rebase_moved_home(graph: GraphStore, vault: Vault) -> None:
     """Point the graph's memory paths at this home's files when the home was moved or copied
     (`vault.rebased`): otherwise reads would miss every file, and writes, a decay sweep's
     renames among them, would change the old place's (a copy's source) instead of this one.
-    One scan of the paths on each writable open; a path outside any vault layout is left to
-    `doctor`."""
+    One scan of the paths on each writable open; a path outside any vault layout is left as
+    it is."""
     scopes = os.path.join(vault.scopes_dir, "")
     old_prefixes = {
         path[: len(path) - len(moved) + len(scopes)]

@@ -52,7 +52,7 @@ def copy_home(source: Path, target: Path) -> None:
 
 
 def test_a_copied_home_reads_and_sweeps_its_own_files(tmp_path: Path, project: Path) -> None:
-    source, copy = tmp_path / "home", tmp_path / "copy"
+    source, copy = tmp_path / "home", tmp_path / "副本"  # kuzu counts characters, not bytes
     slugs = fill(source, project)
     before = files_under(source)
     copy_home(source, copy)
