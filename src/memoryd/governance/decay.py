@@ -31,24 +31,28 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   holds their opaque slugs, states and times only);
 * the plan is one graph query; nothing due reads no file (the daily no-op is about 0.1 s);
 * each batch of `SWEEP_BATCH` is a write intent (op `decay`), ledger lines first, renames
-  after; then the graph (one statement for the states, one for the deletions), the search
-  index (one commit) and the audit log (one `decay` event per batch and scope, listing its
-  moves: `audit verify` checks that every ledger line has one) once for the whole sweep,
-  and only then do the intents end;
+  after; then the graph (a statement per state, and the deletions) in a worker thread
+  beside the search index (one commit), and the audit log (one `decay` event per batch and
+  scope, listing its moves: `audit verify` checks that every ledger line has one) once for
+  the whole sweep, and only then do the intents end;
 * a crash (kill -9) anywhere leaves the intents: the next open settles each memory they
   name: rolled forward when its ledger line landed (a rename left undone is finished),
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
 Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
-cores, load 1.7): 10.5 s CPU (10.4 s wall), down from 12.7-12.9 s, and from 78 s before the
-ledger. The search index is 3.5 s of it: reading back the 24.7k documents it moves (the 75k
-forgotten ones are placed from the plan, `Placed`, and not read), the session view (a doc
-with no surviving turn within its window is skipped by one bisect), re-adding the moved
-documents with their contexts (their Chinese text is not segmented again: the index stores
-it cut, `search.index.SEGMENTED_FIELD`; jieba was 1 s), commit and statistics; then the
-graph's deletions 1.7-1.9 (kuzu's DETACH DELETE), the renames 1.5 (kernel time, relative to
-the folders held open; one thread, as same-folder renames serialise), the rest of the
-batches 1.0, planning 0.8, the journal 0.5, the graph's states 0.5. The whole sweep runs
+cores): 10.5 s CPU (10.4 s wall, load 1.7) in session 11, down from 12.7-12.9 s, and from
+78 s before the ledger. The machine's speed varies from day to day (the same tree took
+16.2-17.5 s on a day a plain Python loop ran 30-40% slower); on that day the current code
+took 11.7-16.1 s, in these parts (wall, one run): the search index 6.8: reading back the
+24.7k documents it moves (the 75k forgotten ones are placed from the plan, `Placed`, and
+not read), the session view (a doc with no surviving turn within its window is skipped by
+one bisect), re-adding the moved documents with their contexts (their Chinese text is not
+segmented again: the index stores it cut, `search.index.SEGMENTED_FIELD`; jieba was 1 s),
+commit and statistics; the renames 2.2 (kernel time, relative to the folders held open;
+one thread, as same-folder renames serialise), the rest of the batches 2.1 (journal and
+ledger), planning 1.4, and the graph 1.1 (deletions 0.9, states 0.14; 1.6 and 0.3-0.7 s
+before they joined unwound lists, and 8-11 s for the deletions in a graph whose memories
+relate entities), now overlapped with the index. The whole sweep runs
 under `native.fewer_collections` with a young threshold of `SWEEP_YOUNG_OBJECTS` (4 GC
 passes instead of 39, 0.6-0.7 s less).
 """
