@@ -13,7 +13,7 @@ from memoryd.config import Settings, load_settings
 from memoryd.journal import IntentItem, Journal
 from memoryd.models import DecayState, MemoryDraft
 from memoryd.vault import rebased
-from memoryd.wiring import open_service
+from memoryd.wiring import open_read_only_service, open_service
 from tests.conftest import ENGINE
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -77,6 +77,27 @@ def test_a_copied_home_reads_and_sweeps_its_own_files(tmp_path: Path, project: P
     assert files_under(source) == before  # the source home was not touched
     with open_service(settings_at(source)) as svc:  # and still reads as it was
         assert [svc.get(slug).meta.decay_state for slug in slugs] == [DecayState.ALIVE] * 3
+
+
+def test_a_read_only_service_over_a_copy_reads_the_copys_files(
+    tmp_path: Path, project: Path
+) -> None:
+    """A notebook cannot rebase the graph (it writes nothing): it reads each recorded path as
+    the same file of its own home."""
+    source, copy = tmp_path / "home", tmp_path / "copy"
+    slugs = fill(source, project)
+    copy_home(source, copy)
+    for path in (copy / "scopes").rglob("*.md"):
+        path.write_text(path.read_text().replace("release pipeline", "copied pipeline"))
+    with open_read_only_service(settings_at(copy)) as svc:
+        for slug in slugs:
+            row = svc.graph.get_memory(slug)
+            assert row is not None
+            assert Path(row.path).is_relative_to(source)  # the graph as the source wrote it
+            memory = svc.get(slug)
+            assert memory.path is not None
+            assert memory.path.is_relative_to(copy)
+            assert "copied pipeline" in memory.body
 
 
 def test_a_moved_home_finds_its_files(tmp_path: Path, project: Path) -> None:

@@ -58,9 +58,7 @@ from memoryd.governance.promotions import Review, ReviewPolicy
 from memoryd.governance.store import GovernanceStore, Proposed
 from memoryd.governance.stores import Stores
 from memoryd.graph.sandbox import CypherLimits, CypherSandbox
-from memoryd.graph.store import (
-    GraphStore,
-)
+from memoryd.graph.store import GraphStore, MemoryRow
 from memoryd.journal import Intent, IntentItem, Journal
 from memoryd.llm.base import LLMProvider
 from memoryd.memfile import memory_lock, split_summary
@@ -91,7 +89,7 @@ from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import opaque_slug
 from memoryd.sensitive.keys import KeyStore
 from memoryd.sensitive.snapshot import Fingerprint
-from memoryd.vault import Vault, render
+from memoryd.vault import Vault, rebased, render
 
 if TYPE_CHECKING:
     from memoryd.models import SupersedeDecision
@@ -347,7 +345,7 @@ class ServiceCore:
         """The memory with this slug, read from its vault file (the source of truth); one of
         a sensitive scope only under a grant (from the scope's view, audited)."""
         row = self.graph.get_memory(slug)
-        path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+        path = self._file_of(slug, row)
         if path is None:
             raise NotFound(f"no memory with slug {slug!r}", hint="`memoryd list` shows the slugs")
         scope_hash = row.scope_hash if row is not None else path.parent.parent.name
@@ -365,11 +363,22 @@ class ServiceCore:
             )
         return memory
 
+    def _in_home(self, recorded: str) -> Path:
+        """A file path the graph recorded, in this home (`vault.rebased`): a writable open
+        rebases a moved home's graph, but a read-only service (a notebook) cannot."""
+        return Path(rebased(recorded, self.vault.scopes_dir))
+
+    def _file_of(self, slug: str, row: MemoryRow | None) -> Path | None:
+        """The memory's file: where the graph row says, in this home, else found by slug."""
+        if row is not None and row.path:
+            return self._in_home(row.path)
+        return self.vault.find(slug)
+
     def _load(self, slug: str) -> Memory:
         """The memory with this slug from its vault file, with no gate: for the service's own
         work (rewrites, enrichment, judging), which never hands the text to a caller."""
         row = self.graph.get_memory(slug)
-        path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+        path = self._file_of(slug, row)
         if path is None:
             raise NotFound(f"no memory with slug {slug!r}", hint="`memoryd list` shows the slugs")
         memory = self.vault.read(path)
@@ -771,7 +780,8 @@ class ServiceCore:
         row = self.graph.get_memory(slug)
         if row is None:
             return False
-        return bool(row.path and Path(row.path).is_file()) or self.vault.find(slug) is not None
+        path = self._file_of(slug, row)
+        return (path is not None and path.is_file()) or self.vault.find(slug) is not None
 
     def _queue_sessions(self, memories: Sequence[Memory]) -> None:
         """Session memories recorded by hand (`memoryd record --type session`, MCP

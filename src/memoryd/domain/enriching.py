@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from memoryd.domain.core import (
@@ -116,7 +115,7 @@ class Enriching(ServiceCore):
         if row is None or row.state != "pending":
             return None
         graph_row = self.graph.get_memory(slug)
-        path = Path(graph_row.path) if graph_row and graph_row.path else self.vault.find(slug)
+        path = self._file_of(slug, graph_row)
         if path is None or not path.is_file():
             path = self.vault.find(slug)
         if path is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from pathlib import Path
 from typing import NamedTuple
 
 from memoryd.domain.core import ServiceCore
@@ -87,7 +86,7 @@ class Profiling(ServiceCore):
         """The memory of `row` from its file (the path the graph holds: one graph query per
         memory would cost more than the whole rewrite), or None when it cannot be read."""
         try:
-            memory = self.vault.read(Path(row.path)) if row.path else self.get(row.slug)
+            memory = self.vault.read(self._in_home(row.path)) if row.path else self.get(row.slug)
         except MemorydError as exc:
             logger.warning("identity profile: %s left out: %s", row.slug, exc.message)
             return None

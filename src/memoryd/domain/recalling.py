@@ -323,7 +323,7 @@ class Recalling(ServiceCore):
         rows = self.graph.memory_rows(slugs)
         for slug in slugs:
             row = rows.get(slug)
-            path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+            path = self._file_of(slug, row)
             if path is None:
                 continue
             try:
@@ -353,7 +353,7 @@ class Recalling(ServiceCore):
         rows = self.graph.memory_rows(list(pending)) if pending else {}
         for slug, (count, at, state) in pending.items():
             row = rows.get(slug)
-            path = Path(row.path) if row is not None and row.path else self.vault.find(slug)
+            path = self._file_of(slug, row)
             if path is None:
                 continue
             try:
