@@ -288,10 +288,19 @@ def rebase_moved_home(graph: GraphStore, vault: Vault) -> None:
         if (moved := rebased(path, vault.scopes_dir)) != path
     }
     for old in sorted(old_prefixes):
+        if _same_folder(old, scopes):
+            continue  # this home under another name (a symlink): its files are these
         count = graph.rebase_memory_paths(old, scopes)
         logger.warning(
             "the home moved: %d memory paths under %s now point to %s", count, old, scopes
         )
+
+
+def _same_folder(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # gone (a moved home's old place): not this one
+        return False
 
 
 def private_engine_files(home: Path) -> None:

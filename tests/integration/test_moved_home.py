@@ -110,6 +110,23 @@ def test_a_moved_home_finds_its_files(tmp_path: Path, project: Path) -> None:
         assert svc.graph.memory_paths_outside(os.path.join(moved / "scopes", "")) == []
 
 
+def test_a_home_opened_through_a_symlink_keeps_its_paths(tmp_path: Path, project: Path) -> None:
+    """The same home under two names is not a move: nothing is rewritten either way."""
+    real = tmp_path / "home"
+    link = tmp_path / "link"
+    real.mkdir(mode=0o700)
+    link.symlink_to(real, target_is_directory=True)
+    slugs = fill(link, project)
+    with open_service(settings_at(real)) as svc:
+        assert len(svc.graph.memory_paths_outside(os.path.join(real / "scopes", ""))) == 3
+        for slug in slugs:
+            memory = svc.get(slug)
+            assert memory.path is not None
+            assert memory.path.is_file()
+    with open_service(settings_at(link)) as svc:
+        assert svc.graph.memory_paths_outside(os.path.join(link / "scopes", "")) == []
+
+
 def test_an_intent_left_before_a_copy_settles_the_copys_files(tmp_path: Path) -> None:
     source, copy = tmp_path / "home", tmp_path / "copy"
     in_scope = str(source / "scopes" / "abcdef012345" / "sessions" / "s.md")
