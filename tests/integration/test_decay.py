@@ -16,6 +16,7 @@ from memoryd.config import Settings
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.decay import DecayPolicy, DecaySweep, decay_moves, next_state
 from memoryd.models import DecayState, Memory, MemoryDraft, MemoryType
+from memoryd.search.overlay import OVERLAY_FILE
 from memoryd.service import MemoryService
 from memoryd.vault import parse
 from memoryd.wiring import open_service
@@ -198,6 +199,43 @@ def test_a_sweep_writes_no_memory_file_and_reindex_reproduces_its_states(
     svc.reindex()
     assert {name: state_of(svc, slug) for name, slug in slugs.items()} == states
     assert svc.audit_verify().ok
+
+
+def test_the_swept_states_hold_after_a_restart_and_after_a_lost_overlay(
+    settings: Settings, project: Path
+) -> None:
+    """The index keeps a sweep's states beside its documents (`search.overlay`): a restart
+    reads them back, and an overlay file found broken makes the index rebuild from the
+    vault, which holds the same states."""
+    with open_service(settings) as svc:
+        soft = rec(
+            svc,
+            project,
+            "Haproxy notes",
+            "The haproxy reload",
+            created_at=day(0) - timedelta(days=130),
+        )
+        dim = rec(
+            svc,
+            project,
+            "Haproxy dim",
+            "The haproxy timeout",
+            created_at=day(0) - timedelta(days=100),
+        )
+        svc.sweep_at(day(0))
+        assert [hit.slug for hit in svc.search("haproxy")] == [dim]
+        overlay = svc.index.directory / OVERLAY_FILE
+        assert json.loads(overlay.read_text())["states"] == {soft: S.value, dim: D.value}
+    with open_service(settings) as svc:
+        assert [hit.slug for hit in svc.search("haproxy")] == [dim]
+        assert state_of(svc, soft) is S
+        assert state_of(svc, dim) is D
+    overlay.write_text("{broken")
+    with open_service(settings) as svc:
+        assert [hit.slug for hit in svc.search("haproxy")] == [dim]
+        assert state_of(svc, soft) is S
+        assert state_of(svc, dim) is D
+        assert not overlay.exists()  # rebuilt: the documents hold the states themselves
 
 
 def test_a_recall_after_the_sweep_revives_without_touching_the_ledger(

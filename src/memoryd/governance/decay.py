@@ -317,7 +317,7 @@ class DecaySweep:
             }
             placed = {  # the index then need not read them back
                 p.move.slug: Placed(p.move.scope_hash, p.move.from_state, p.created_at)
-                for p in forgotten
+                for p in done
             }
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="decay-graph") as pool:
                 # The graph's statements run in kuzu without the GIL, beside the index's

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryd.errors import InvalidInput, StorageError
 from memoryd.models import DecayState, MemoryType, SearchHit, to_utc, typed
 from memoryd.private import FILE_MODE, make_private_dir
+from memoryd.search.overlay import OVERLAY_FILE, DecayOverlay, slug_key
 from memoryd.search.sessions import CONTEXT_TYPE, CONTEXT_WINDOW, SessionView, from_nanos, nanos
 from memoryd.search.stats import (
     Entry,
@@ -94,7 +95,15 @@ _HIDDEN = [("decay_state", state.value) for state in DecayState if not state.vis
 
 # What tantivy writes into its directory; `recreate` removes these and nothing else.
 _INDEX_FILE_NAMES = frozenset(
-    {"meta.json", ".managed.json", ".tantivy-meta.lock", ".tantivy-writer.lock", META_FILE}
+    {
+        "meta.json",
+        ".managed.json",
+        ".tantivy-meta.lock",
+        ".tantivy-writer.lock",
+        META_FILE,
+        OVERLAY_FILE,
+        f"{OVERLAY_FILE}.tmp",
+    }
 )
 _SEGMENT_FILE_RE = re.compile(r"^[0-9a-f]{32}\.(?:\d+\.del|[a-z]+(?:\.temp)?)$")
 
@@ -203,21 +212,22 @@ _STATES = {member.value: member for member in DecayState}
 for each of the hundred documents a recall reads."""
 
 
-def slug_key(slug: str) -> int:
-    """The first 64 bits of the slug's BLAKE2b (`SLUG_KEY_FIELD`)."""
-    return int.from_bytes(hashlib.blake2b(slug.encode("utf-8"), digest_size=8).digest(), "big")
-
-
-def _stored_doc(document: tantivy.Document, cuts: dict[str, str] | None = None) -> SearchDoc:
-    """The `SearchDoc` an indexed document was written from (every field of it is stored).
-    `cuts` (text → its segmentation) learns the document's segmented texts, if given."""
+def _stored_doc(
+    document: tantivy.Document,
+    states: Mapping[str, DecayState],
+    cuts: dict[str, str] | None = None,
+) -> SearchDoc:
+    """The `SearchDoc` an indexed document was written from (every field of it is stored),
+    in the decay state `states` (the index's `DecayOverlay`) holds for it, if any. `cuts`
+    (text → its segmentation) learns the document's segmented texts, if given."""
     title, body = _texts(document)
+    slug = str(_stored(document, "slug"))
     doc = typed(
         SearchDoc,
-        slug=str(_stored(document, "slug")),
+        slug=slug,
         scope_hash=str(_stored(document, "scope_hash")),
         type=_member(_TYPES, _stored(document, "type")),
-        decay_state=_member(_STATES, _stored(document, "decay_state")),
+        decay_state=states.get(slug) or _member(_STATES, _stored(document, "decay_state")),
         title=title,
         body=body,
         tags=_text(document, "tags_stored"),
@@ -292,14 +302,16 @@ class _Cuts:
         return segment(text) if found is None else found
 
 
-def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> SearchDoc:
+def _light_doc(
+    document: tantivy.Document, slug: str, scope_hash: str, states: Mapping[str, DecayState]
+) -> SearchDoc:
     """A document being deleted, without its text (`_stored_with_addresses`)."""
     return typed(
         SearchDoc,
         slug=slug,
         scope_hash=scope_hash,
         type=_member(_TYPES, _stored(document, "type")),
-        decay_state=_member(_STATES, _stored(document, "decay_state")),
+        decay_state=states.get(slug) or _member(_STATES, _stored(document, "decay_state")),
         title="",
         body="",
         tags=[],
@@ -310,8 +322,8 @@ def _light_doc(document: tantivy.Document, slug: str, scope_hash: str) -> Search
 
 
 class Placed(NamedTuple):
-    """Where a session memory being deleted stands, as the graph has it
-    (`SearchIndex.set_decay_states`)."""
+    """Where a session memory that decay moves or deletes stands, and its state before, as
+    the graph has it (`SearchIndex.set_decay_states`)."""
 
     scope_hash: str
     decay_state: DecayState
@@ -319,7 +331,8 @@ class Placed(NamedTuple):
 
 
 def _placed_doc(slug: str, place: Placed) -> SearchDoc:
-    """A session memory being deleted, unread: what the graph says of it (`Placed`)."""
+    """A session memory that decay moves or deletes, unread: what the graph says of it
+    (`Placed`)."""
     return typed(
         SearchDoc,
         slug=slug,
@@ -393,10 +406,23 @@ class SearchIndex:
     may open the same directory to search; only one process at a time can write.
     """
 
-    def __init__(self, directory: Path, index: tantivy.Index, schema: tantivy.Schema) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        index: tantivy.Index,
+        schema: tantivy.Schema,
+        overlay: DecayOverlay | None = None,
+    ) -> None:
         self._directory = directory
         self._index = index
         self._schema = schema
+        self._overlay = overlay or DecayOverlay(None, {})
+        """The decay states of memories whose documents hold an older one (`DecayOverlay`):
+        replaced whole with each commit that changes it, under the statistics' lock."""
+        self._overlay_next: DecayOverlay | None = None
+        """The overlay the write under way commits (None: it changes none)."""
+        self._overlay_unsaved = False
+        """The overlay's file failed to be written: the next write tries again."""
         self._analyzer = _analyzer()
         self._stops = frozenset(t for word in STOPWORDS for t in self._analyzer.analyze(word))
         self._light = frozenset(t for word in LIGHT_WORDS for t in self._analyzer.analyze(word))
@@ -433,6 +459,7 @@ class SearchIndex:
         self._require_open()
         with self._stats_lock, self._errors("reloading the reader"):
             self._index.reload()
+            self._overlay = self._overlay.reload(REINDEX_HINT)
             self._stats.forget()
 
     # -- opening -------------------------------------------------------------------------
@@ -471,8 +498,9 @@ class SearchIndex:
                 f"{SCHEMA_VERSION} defines",
                 hint=REINDEX_HINT,
             )
+        overlay = DecayOverlay.load(directory, REINDEX_HINT)
         logger.debug("opened search index %s", directory)
-        return cls(directory, index, schema)
+        return cls(directory, index, schema, overlay)
 
     @classmethod
     def recreate(cls, directory: Path) -> SearchIndex:
@@ -507,11 +535,12 @@ class SearchIndex:
     def _create(cls, directory: Path, schema: tantivy.Schema) -> SearchIndex:
         try:
             index = tantivy.Index(schema, path=str(directory), reuse=False)
+            (directory / OVERLAY_FILE).unlink(missing_ok=True)  # a new index holds no state
             _write_meta(directory)
         except _TANTIVY_ERRORS as exc:
             raise StorageError(f"cannot create the search index at {directory}: {exc}") from exc
         logger.info("created search index %s (schema version %s)", directory, SCHEMA_VERSION)
-        return cls(directory, index, schema)
+        return cls(directory, index, schema, DecayOverlay(directory, {}))
 
     @property
     def directory(self) -> Path:
@@ -551,22 +580,27 @@ class SearchIndex:
     ) -> None:
         """Move indexed memories to new decay states (slug → state) and delete the `gone`
         ones (unknown slugs are ignored), in one commit: what a whole decay sweep changes.
-        Each document is read once, and the session view looks up neighbours among those
-        already read, so a sweep that moves most of a vault reads it about once.
 
-        `placed` says where gone session memories stood (as the graph has them): those of
-        scopes whose statistics are not tallied are then not read at all, the session view
-        hiding them by their addresses (a sweep deletes 75k documents of a 100k vault; reading
-        them back was a sixth of its index write)."""
+        A moved memory's document stays as it is: its new state goes into the index's
+        `DecayOverlay`, which every read applies. Only the session turns whose context loses
+        a memory that goes soft-forgotten or is deleted are written again (the turns of a
+        session mostly fade together, so these are few).
+
+        `placed` says where moved and gone memories stand and what state they leave (as
+        the graph has it): those of scopes whose statistics are not tallied are then not
+        read at all, the session view hiding them by their addresses (a 100k first sweep
+        moves 24.7k and deletes 75k; reading them back was a sixth of its index write)."""
         gone = _values(gone)
         if not states and not gone:
             return
         removed = set(gone)
+        moving = {slug: state for slug, state in states.items() if slug not in removed}
         places = placed or {}
 
         def write(writer: tantivy.IndexWriter) -> _Changed:
             self._index.reload()
             searcher = self._index.searcher()
+            overlay = self._overlay
             self._lightened = set()
             # The segmentations the documents read store: none of them is cut again.
             known = _Cuts()
@@ -574,44 +608,52 @@ class SearchIndex:
             try:
                 unread = {
                     slug: place
-                    for slug in gone
+                    for slug in [*moving, *gone]
                     if (place := places.get(slug)) is not None
                     and not self._stats.wants(place.scope_hash)
                 }
                 found = self._stored_with_addresses(
-                    searcher, [*states, *(s for s in gone if s not in unread)], light=removed
+                    searcher, [s for s in [*moving, *gone] if s not in unread], light=removed
                 )
-                moved = [doc for doc, _ in found.values()]
-                moved.extend(_placed_doc(slug, place) for slug, place in unread.items())
+                before = [doc for doc, _ in found.values()]
+                before.extend(_placed_doc(slug, place) for slug, place in unread.items())
                 self._lightened.update(unread)
-                hidden_at = self._addresses(searcher, list(unread))
-                latest = {
-                    slug: doc.model_copy(update={"decay_state": states[slug]})
-                    for slug, (doc, _) in found.items()
-                    if slug in states and slug not in removed
+                # What a session view no longer sees: the deleted memories and those going
+                # soft-forgotten.
+                hiding = removed | {
+                    slug for slug, state in moving.items() if not state.visible_by_default
                 }
+                hidden_at = self._addresses(searcher, [s for s in unread if s in hiding])
                 read = {(a.segment_ord, a.doc): doc for doc, a in found.values()}
                 view = SessionView(
                     self,
                     searcher,
-                    latest,
-                    gone=removed,
-                    around=moved,
+                    {},
+                    gone=hiding,
+                    around=[doc for doc in before if doc.slug in hiding],
                     read=read,
                     hidden_at=hidden_at,
                 )
-                rewrite = view.neighbours_of(moved)
+                rewrite = [
+                    doc.model_copy(update={"decay_state": moving[doc.slug]})
+                    if doc.slug in moving
+                    else doc
+                    for doc in view.neighbours_of([d for d in before if d.slug in hiding])
+                ]
                 cut = functools.lru_cache(maxsize=None)(known.cut)  # each body cut once
                 with self._errors("preparing documents"):
-                    documents = [
-                        _document(doc, view.context_parts(doc), cut)
-                        for doc in [*latest.values(), *rewrite]
-                    ]
-                self._delete_slugs(writer, [*found, *unread, *(doc.slug for doc in rewrite)])
+                    documents = [_document(doc, view.context_parts(doc), cut) for doc in rewrite]
+                rewritten = [doc.slug for doc in rewrite]
+                self._delete_slugs(writer, [*gone, *rewritten])
                 for document in documents:
                     writer.add_document(document)
-                # The rewritten neighbours keep their title and body: only their context changed.
-                return moved, list(latest.values())
+                self._overlay_next = overlay.changed(moving, [*gone, *rewritten])
+                after = [
+                    doc.model_copy(update={"decay_state": moving[doc.slug]})
+                    for doc in before
+                    if doc.slug in moving
+                ]
+                return before, after
             finally:
                 self._cuts = None
 
@@ -651,6 +693,7 @@ class SearchIndex:
             self._delete_slugs(writer, [doc.slug for doc in (*moved, *rewrite)])
             for _, document in documents:
                 writer.add_document(document)
+            self._overlay_next = self._overlay.changed({}, [*latest, *(d.slug for d in rewrite)])
             # The rewritten neighbours keep their title and body: only their context changed.
             return moved, list(latest.values())
 
@@ -677,6 +720,7 @@ class SearchIndex:
             self._delete_slugs(writer, [*slugs, *(doc.slug for doc in rewrite)])
             for _, document in documents:
                 writer.add_document(document)
+            self._overlay_next = self._overlay.changed({}, [*slugs, *(d.slug for d in rewrite)])
             return deleted, []
 
         self._write(f"deleting {len(slugs)} document(s)", write)
@@ -702,6 +746,7 @@ class SearchIndex:
 
         def write(writer: tantivy.IndexWriter) -> _Changed:
             writer.delete_all_documents()
+            self._overlay_next = self._overlay.changed({}, self._overlay.states)
             return None
 
         self._write("clearing", write)
@@ -718,14 +763,26 @@ class SearchIndex:
         with self._write_lock:
             self._require_open()
             writer = self._get_writer()
+            self._overlay_next = None
             try:
                 changed = operations(writer)
                 removed, added = self._entries_for_stats(changed)
                 with self._stats_lock:
                     writer.commit()
                     self.generation += 1
+                    overlay, self._overlay_next = self._overlay_next, None
+                    if overlay is not None:
+                        # Searches see the commit's states with its documents; the file
+                        # follows (a failure to write it is raised: the write's intent stays,
+                        # and its recovery writes the states again).
+                        self._overlay = overlay
                     self._apply_stats(changed, removed, added)
+                    if overlay is not None or self._overlay_unsaved:
+                        self._overlay_unsaved = True
+                        self._overlay.save()
+                        self._overlay_unsaved = False
             except _TANTIVY_ERRORS as exc:
+                self._overlay_next = None
                 self._rollback(writer)
                 raise StorageError(
                     f"search index {self._directory}: {action} failed: {exc}"
@@ -876,6 +933,8 @@ class SearchIndex:
             boosts[CONTEXT_FIELD] = context_boost
         with self._errors("searching"):
             searcher = self._index.searcher()
+            overlay = self._overlay
+            states = overlay.states
             weights = (
                 self._scope_weights(searcher, parsed.tokens, scopes) if scope_idf and scopes else {}
             )
@@ -887,9 +946,10 @@ class SearchIndex:
             tantivy_query = self._build_query(
                 tokens, boosts, scopes, type_values, include_forgotten, weights
             )
-            ranked = self._ranked(searcher, tantivy_query, offset + limit)
+            hiding = None if include_forgotten else overlay
+            ranked = self._ranked(searcher, tantivy_query, offset + limit, hiding)
             return [
-                self._hit(_stored_doc(document), score, parsed if explain else None)
+                self._hit(_stored_doc(document, states), score, parsed if explain else None)
                 for score, _, document in ranked[offset : offset + limit]
             ]
 
@@ -942,10 +1002,19 @@ class SearchIndex:
                 weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
             boosts = {"title": 1.0, "body": 1.0}
             finding = {**boosts, CONTEXT_FIELD: context_boost} if context_boost else boosts
-            found = self._build_query(
-                list(weights), finding, scopes, type_values, include_forgotten
-            )
-            ranked = self._candidates(searcher, found, limit * 2, stats.entry)
+            found = self._build_query(list(weights), finding, scopes, type_values, False)
+            ranked = self._candidates(searcher, found, limit * 2, stats.entry, self._overlay)
+            if include_forgotten:
+                # Hidden memories are candidates by their own words only: a turn that fades
+                # keeps the indexed context it had then (`DecayOverlay`), which a fresh index
+                # would not give it; its score still counts its context, from the statistics.
+                own = self._build_query(list(weights), boosts, scopes, type_values, True)
+                visible = {entry.slug for _, entry in ranked}
+                ranked += [
+                    hit
+                    for hit in self._candidates(searcher, own, limit * 2, stats.entry, None)
+                    if hit[1].slug not in visible
+                ]
             docs, mean_title, mean_body = stats.docs, stats.mean_title, stats.mean_body
             implied = self._implied(stats.scopes, scope_names)
             idf: dict[str, float] = {}
@@ -1142,7 +1211,10 @@ class SearchIndex:
             total = _count(searcher, every)
             hits = searcher.search(every, limit=total, count=False).hits if total else []
             self._stats.load(
-                (self._entry(_stored_doc(searcher.doc(address))) for _, address in hits),
+                (
+                    self._entry(_stored_doc(searcher.doc(address), self._overlay.states))
+                    for _, address in hits
+                ),
                 missing,
             )
         return self._stats.view(scopes, include_forgotten, is_turn)
@@ -1183,8 +1255,9 @@ class SearchIndex:
             [(tantivy.Occur.Should, self._term("slug", slug)) for slug in wanted]
         )
         found = {}
+        states = self._overlay.states
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
-            doc = _stored_doc(searcher.doc(address))
+            doc = _stored_doc(searcher.doc(address), states)
             found[doc.slug] = doc
         return found
 
@@ -1205,15 +1278,16 @@ class SearchIndex:
             return {}
         by_slug = tantivy.Query.term_set_query(self._schema, "slug", wanted)
         found = {}
+        states = self._overlay.states
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
             document = searcher.doc(address)
             slug = str(_stored(document, "slug"))
             scope_hash = str(_stored(document, "scope_hash"))
             if slug in light and not self._stats.wants(scope_hash):
-                doc = _light_doc(document, slug, scope_hash)
+                doc = _light_doc(document, slug, scope_hash, states)
                 self._lightened.add(slug)
             else:
-                doc = _stored_doc(document, self._cuts)
+                doc = _stored_doc(document, states, self._cuts)
             found[doc.slug] = (doc, address)
         return found
 
@@ -1227,7 +1301,7 @@ class SearchIndex:
 
     def doc_at(self, searcher: tantivy.Searcher, address: tantivy.DocAddress) -> SearchDoc:
         """The stored document at `address` (the session view reads turns through this)."""
-        return _stored_doc(searcher.doc(address), self._cuts)
+        return _stored_doc(searcher.doc(address), self._overlay.states, self._cuts)
 
     def _session_entries(
         self, searcher: tantivy.Searcher, scope_hash: str, span: tuple[datetime, datetime]
@@ -1259,6 +1333,14 @@ class SearchIndex:
             order_by_field="created_at",
             order=tantivy.Order.Asc,
         ).hits
+        overlay = self._overlay
+        if overlay.hidden_keys:
+            keys = searcher.fast_field_values(SLUG_KEY_FIELD, [address for _, address in hits])
+            hits = [
+                hit
+                for hit, key in zip(hits, keys, strict=True)
+                if not _hides(overlay, searcher, hit[1], key)
+            ]
         return [(int(key), address) for key, address in hits]
 
     def titles_naming(
@@ -1355,6 +1437,7 @@ class SearchIndex:
         include_lower, include_upper = (False, True) if backwards else (True, True)
         order = tantivy.Order.Desc if backwards else tantivy.Order.Asc
         limit = per_side + _TIE_SLACK
+        hidden = self._overlay.hidden_slugs
 
         def query(low: datetime, high: datetime, inc_low: bool, inc_high: bool) -> tantivy.Query:
             Query, Occur = tantivy.Query, tantivy.Occur
@@ -1387,7 +1470,8 @@ class SearchIndex:
             ]
 
         def beside(turn: tuple[int, str]) -> bool:
-            return turn < here if backwards else turn > here
+            # A turn decay hid after it was indexed (`DecayOverlay`) is read, and not taken.
+            return (turn < here if backwards else turn > here) and turn[1] not in hidden
 
         taken: list[tuple[int, str]] = []
         while True:
@@ -1516,15 +1600,19 @@ class SearchIndex:
 
     @staticmethod
     def _ranked(
-        searcher: tantivy.Searcher, query: tantivy.Query, wanted: int
+        searcher: tantivy.Searcher,
+        query: tantivy.Query,
+        wanted: int,
+        hiding: DecayOverlay | None,
     ) -> list[tuple[float, str, tantivy.Document]]:
-        """The top `wanted` hits ordered by (score desc, slug), ties at the cut included.
+        """The top `wanted` hits ordered by (score desc, slug), ties at the cut included,
+        none of those `hiding` hides among them.
 
         tantivy orders equal scores by internal address, which changes with merges; fetching
         until the score drops below the cut-off makes the order depend only on the data.
         """
         ranked = []
-        for score, address in SearchIndex._top(searcher, query, wanted):
+        for score, address, _ in SearchIndex._top(searcher, query, wanted, hiding):
             document = searcher.doc(address)
             ranked.append((float(score), str(_stored(document, "slug")), document))
         ranked.sort(key=lambda item: (-item[0], item[1]))
@@ -1532,19 +1620,33 @@ class SearchIndex:
 
     @staticmethod
     def _top(
-        searcher: tantivy.Searcher, query: tantivy.Query, wanted: int
-    ) -> list[tuple[float, tantivy.DocAddress]]:
-        """The best `wanted` hits, and every hit that ties with the last of them."""
+        searcher: tantivy.Searcher,
+        query: tantivy.Query,
+        wanted: int,
+        hiding: DecayOverlay | None,
+    ) -> list[tuple[float, tantivy.DocAddress, object]]:
+        """The best `wanted` hits, and every hit that ties with the last of them, as (score,
+        address, slug key), none of the memories `hiding` hides among them: those are
+        dropped as they come, and more fetched while the cut is not clear."""
         # tantivy sizes its top-k heap by the limit: never ask for more than there are docs.
         available = max(1, int(searcher.num_docs))
         fetch = min(wanted + _TIE_MARGIN, available)
         while True:
-            hits = searcher.search(query, limit=fetch, count=False).hits
-            if len(hits) < fetch or fetch >= available or hits[wanted - 1][0] > hits[-1][0]:
+            found = searcher.search(query, limit=fetch, count=False).hits
+            keys = searcher.fast_field_values(SLUG_KEY_FIELD, [address for _, address in found])
+            hits = [
+                (score, address, key)
+                for (score, address), key in zip(found, keys, strict=True)
+                if hiding is None or not _hides(hiding, searcher, address, key)
+            ]
+            if len(found) < fetch or fetch >= available:
+                break
+            # Every hit not fetched scores at most the last one fetched (hidden or not).
+            if len(hits) >= wanted and hits[wanted - 1][0] > found[-1][0]:
                 break
             fetch = min(fetch * 4, available)
         cutoff = hits[wanted - 1][0] if len(hits) >= wanted else float("-inf")
-        return [(score, address) for score, address in hits if score >= cutoff]
+        return [hit for hit in hits if hit[0] >= cutoff]
 
     def _candidates(
         self,
@@ -1552,17 +1654,16 @@ class SearchIndex:
         query: tantivy.Query,
         wanted: int,
         entry_of: Callable[[int], Entry | None],
+        hiding: DecayOverlay | None,
     ) -> list[tuple[float, Entry]]:
         """`_ranked`'s hits of a tallied scope, as the entries its statistics keep: each hit
         is found by its slug key (`SLUG_KEY_FIELD`), and only a hit whose key two memories
         share is read from the store."""
-        hits = self._top(searcher, query, wanted)
-        keys = searcher.fast_field_values(SLUG_KEY_FIELD, [address for _, address in hits])
         ranked = []
-        for (score, address), key in zip(hits, keys, strict=True):
+        for score, address, key in self._top(searcher, query, wanted, hiding):
             entry = entry_of(key) if isinstance(key, int) else None
             if entry is None:
-                entry = self._entry(_stored_doc(searcher.doc(address)))
+                entry = self._entry(_stored_doc(searcher.doc(address), self._overlay.states))
             ranked.append((float(score), entry))
         ranked.sort(key=lambda item: (-item[0], item[1].slug))
         return ranked[:wanted]
@@ -1665,6 +1766,16 @@ class SearchIndex:
             yield
         except _TANTIVY_ERRORS as exc:
             raise StorageError(f"search index {self._directory}: {action} failed: {exc}") from exc
+
+
+def _hides(
+    overlay: DecayOverlay, searcher: tantivy.Searcher, address: tantivy.DocAddress, key: object
+) -> bool:
+    """Whether the document at `address` (its slug key `key`) is one `overlay` hides: its key
+    says no for nearly every hit, and a key it holds is checked against the slug."""
+    if key not in overlay.hidden_keys:
+        return False
+    return str(_stored(searcher.doc(address), "slug")) in overlay.hidden_slugs
 
 
 def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
