@@ -254,12 +254,25 @@ def decay_line(
     slug: str, from_state: DecayState, to_state: DecayState, at: datetime, basis: datetime | None
 ) -> str:
     """One ledger line (with its newline): a JSON object, written by hand since a sweep
-    writes 100k of them (the states are enum values and the times ISO: nothing to escape)."""
+    writes 100k of them (the states are enum values and the times ISO: nothing to escape; a
+    slug only when it holds what JSON escapes, which memoryd's own slugs never do)."""
     based = "null" if basis is None else f'"{format_ts(basis)}"'
+    name = f'"{slug}"' if _JSON_PLAIN.fullmatch(slug) else json.dumps(slug, ensure_ascii=False)
     return (
-        f'{{"slug":{json.dumps(slug, ensure_ascii=False)},"from":"{from_state.value}",'
-        f'"to":"{to_state.value}","at":"{format_ts(at)}","basis":{based}}}\n'
+        f'{{"slug":{name},"from":"{_STATE_TEXT[from_state]}","to":"{_STATE_TEXT[to_state]}",'
+        f'"at":"{_sweep_time(at)}","basis":{based}}}\n'
     )
+
+
+_JSON_PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
+"""Text that JSON (`ensure_ascii=False`) writes as it is, between quotes."""
+_STATE_TEXT = {state: state.value for state in DecayState}
+
+
+@functools.lru_cache(maxsize=4)
+def _sweep_time(at: datetime) -> str:
+    """`format_ts(at)`: every line of a sweep has the same `at`, formatted once."""
+    return format_ts(at)
 
 
 def _ledger_text(entries: Iterable[tuple[str, DecayEntry]]) -> bytes:

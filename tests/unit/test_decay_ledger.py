@@ -4,8 +4,10 @@ and the `forgotten/` folder to a memory file that a sweep did not rewrite."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+
+import pytest
 
 from memoryd.models import DecayState, Frontmatter, Memory, MemoryType, format_ts
 from memoryd.vault import FORGOTTEN_DIR, Vault, decay_line
@@ -78,3 +80,21 @@ def test_compaction_keeps_each_memorys_last_move_and_a_torn_tail_is_skipped(
     assert vault.read(path).meta.decay_state is D
     vault.append_decay(SCOPE, [decay_line("s3", D, S, T0 + timedelta(days=30), None)])
     assert vault.read(path).meta.decay_state is S  # the next append starts a line of its own
+
+
+@pytest.mark.parametrize(
+    "slug", ["session-2026-01-01-ab12cd", 'quote"d', "back\\slash", "tab\there", "中文-é", "\x7f"]
+)
+def test_a_ledger_line_is_the_json_of_its_move(slug: str) -> None:
+    """Written by hand for speed, a line still says exactly what `json.dumps` would."""
+    at = datetime(2026, 3, 1, 4, 5, 6, tzinfo=timezone(timedelta(hours=2)))
+    for basis in (None, T0):
+        line = decay_line(slug, A, S, at, basis)
+        assert line.endswith("\n")
+        assert json.loads(line) == {
+            "slug": slug,
+            "from": "alive",
+            "to": "soft-forgotten",
+            "at": "2026-03-01T02:05:06Z",
+            "basis": None if basis is None else format_ts(basis),
+        }

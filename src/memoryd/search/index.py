@@ -11,7 +11,8 @@ recall searches.
 
 Over 600 lines: the one home of tantivy (ruff enforces it), so every query and statistic the
 engine answers is here; session-neighbour upkeep lives in `search.sessions`, the word tables
-in `search.words`, the scope statistics in `search.stats`.
+in `search.words`, the scope statistics in `search.stats`, and the decay states a sweep set
+without rewriting documents in `search.overlay` (every read here applies them).
 """
 
 from __future__ import annotations
@@ -71,9 +72,8 @@ _FIELD_BOOSTS = {"title": 2.0, "tags": 1.5, "triggers": 1.5, "body": 1.0}
 _TEXT_FIELDS = tuple(_FIELD_BOOSTS)
 SEGMENTED_FIELD = "segmented"
 """Stored only: the text fields holding Chinese, as `segment` cut them (JSON: field → values),
-so a document rewritten with the same text (a decay state change, a neighbour's context)
-is indexed again without jieba: a 100k decay sweep re-adds 25k documents, and cutting their
-text again was a fifth of its index write."""
+so a document rewritten with the same text (a neighbour's context changed, as a decay sweep
+or a deletion changes it) is indexed again without jieba."""
 SLUG_KEY_FIELD = "slug_key"
 """Fast only: 64 bits of the slug's hash (`slug_key`). A hit's key is read from a column,
 where its slug needs the whole document decoded from the store; recall finds a tallied
