@@ -14,6 +14,7 @@ import pytest
 
 from memoryd.config import Settings
 from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.search.overlay import OVERLAY_FILE
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 from tests.integration.test_sensitive_mark import leaks
@@ -65,6 +66,8 @@ def test_a_sensitive_memory_decays_without_the_key_and_is_restored_sealed(
         slugs["gone"]: DecayState.FORGOTTEN,
     }
     assert all(m.title == "" for m in report.moved)  # the skeleton has no title to show
+    # The on-disk index withholds them, so its decay overlay names none of them either.
+    assert not (svc.index.directory / OVERLAY_FILE).exists()
     # The skeletons hold the states; the forgotten one left the graph.
     rows = svc.graph.memory_rows(list(slugs.values()))
     assert rows[slugs["dim"]].decay_state is DecayState.DIM

@@ -647,7 +647,13 @@ class SearchIndex:
                 self._delete_slugs(writer, [*gone, *rewritten])
                 for document in documents:
                     writer.add_document(document)
-                self._overlay_next = overlay.changed(moving, [*gone, *rewritten])
+                # Only memories the index holds (not a sensitive scope's, which it withholds).
+                held = {
+                    slug: state
+                    for slug, state in moving.items()
+                    if slug in found or (slug in unread and searcher.doc_freq("slug", slug))
+                }
+                self._overlay_next = overlay.changed(held, [*gone, *rewritten])
                 after = [
                     doc.model_copy(update={"decay_state": moving[doc.slug]})
                     for doc in before
@@ -1612,7 +1618,7 @@ class SearchIndex:
         until the score drops below the cut-off makes the order depend only on the data.
         """
         ranked = []
-        for score, address, _ in SearchIndex._top(searcher, query, wanted, hiding):
+        for score, address, _ in SearchIndex._top(searcher, query, wanted, hiding, keyed=False):
             document = searcher.doc(address)
             ranked.append((float(score), str(_stored(document, "slug")), document))
         ranked.sort(key=lambda item: (-item[0], item[1]))
@@ -1624,20 +1630,28 @@ class SearchIndex:
         query: tantivy.Query,
         wanted: int,
         hiding: DecayOverlay | None,
+        *,
+        keyed: bool = True,
     ) -> list[tuple[float, tantivy.DocAddress, object]]:
         """The best `wanted` hits, and every hit that ties with the last of them, as (score,
-        address, slug key), none of the memories `hiding` hides among them: those are
-        dropped as they come, and more fetched while the cut is not clear."""
+        address, slug key; None unless `keyed` or hiding), none of the memories `hiding`
+        hides among them: those are dropped as they come, and more fetched while the cut
+        is not clear."""
         # tantivy sizes its top-k heap by the limit: never ask for more than there are docs.
         available = max(1, int(searcher.num_docs))
         fetch = min(wanted + _TIE_MARGIN, available)
+        hidden = hiding if hiding is not None and hiding.hidden_keys else None
         while True:
             found = searcher.search(query, limit=fetch, count=False).hits
-            keys = searcher.fast_field_values(SLUG_KEY_FIELD, [address for _, address in found])
+            keys: list[object] = [None] * len(found)
+            if keyed or hidden is not None:
+                keys = list(
+                    searcher.fast_field_values(SLUG_KEY_FIELD, [address for _, address in found])
+                )
             hits = [
                 (score, address, key)
                 for (score, address), key in zip(found, keys, strict=True)
-                if hiding is None or not _hides(hiding, searcher, address, key)
+                if hidden is None or not _hides(hidden, searcher, address, key)
             ]
             if len(found) < fetch or fetch >= available:
                 break
