@@ -350,6 +350,11 @@ def lock_stripe(slug: str) -> int:
     return int(hashlib.sha1(slug.encode("utf-8")).hexdigest()[:8], 16) % LOCK_STRIPES
 
 
+def lock_file(home: Path, slug: str) -> Path:
+    """The lock file of `slug`'s stripe (`memory_lock` holds it with flock)."""
+    return home / LOCKS_DIR / f"memory-{lock_stripe(slug):02d}.lock"
+
+
 @contextlib.contextmanager
 def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Iterator[None]:
     """Hold the lock of one memory file around a read-modify-write of it.
@@ -360,7 +365,7 @@ def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Ite
     milliseconds of a write. Without `timeout_s` it blocks (the hook's SIGALRM budget bounds
     the wait); with it, `TimeoutError` is raised when the lock stays taken that long.
     """
-    path = home / LOCKS_DIR / f"memory-{lock_stripe(slug):02d}.lock"
+    path = lock_file(home, slug)
     make_private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -83,6 +83,8 @@ elif args["op"] == "sweep":
     from datetime import datetime
     import memoryd.governance.decay as decay
     decay.SWEEP_BATCH = 2  # several write intents open at once
+    import memoryd.governance.renames as renames
+    renames.CHILD_RENAMES = 1  # the renamer process, as a big sweep runs it
     svc.sweep_at(datetime.fromisoformat(args["now"]))
 sys.exit(3)  # the kill never came: the step was not reached
 """
@@ -96,7 +98,7 @@ MERGE = "memoryd.graph.kuzu_store:KuzuGraphStore.merge_entities"
 BEGIN = "memoryd.journal:Journal.begin"
 GRAPH_DECAY = "memoryd.graph.kuzu_store:KuzuGraphStore.set_decay_states"
 INDEX_DECAY = "memoryd.search.index:SearchIndex.set_decay_states"
-DECAY_RENAME = "memoryd.governance.decay:DecaySweep._rename_stripe"
+DECAY_RENAME = "memoryd.governance.renames:Renames.send"
 
 STEPS: dict[str, tuple[str, str]] = {
     "before the vault write": (VAULT_WRITE, "before"),

@@ -5,16 +5,21 @@ restore, idempotence, a crash mid-sweep, and the CLI."""
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import memoryd.domain.core as core_module
+import memoryd.governance.decay as decay_module
+import memoryd.governance.renames as renames_module
 from memoryd.cli.main import app
 from memoryd.config import Settings
-from memoryd.errors import Conflict, NotFound
+from memoryd.errors import Conflict, NotFound, StorageError
 from memoryd.governance.decay import DecayPolicy, DecaySweep, decay_moves, next_state
+from memoryd.memfile import lock_stripe, memory_lock
 from memoryd.models import DecayState, Memory, MemoryDraft, MemoryType
 from memoryd.search.overlay import OVERLAY_FILE
 from memoryd.service import MemoryService
@@ -443,3 +448,110 @@ def test_a_dim_memory_ranks_demoted_and_a_reindex_keeps_it_so(
     assert ranked() == [(lasting, None), (fading, 0.9)]
     svc.reindex()
     assert ranked() == [(lasting, None), (fading, 0.9)]
+
+
+def _forgettable(svc: MemoryService, project: Path, count: int) -> list[str]:
+    return [
+        rec(
+            svc,
+            project,
+            f"Old session {i}",
+            f"Notes {i} on the varnish purge queue.",
+            created_at=day(0) - timedelta(days=300 + i),
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.fixture(params=["in process", "renamer process"])
+def renamer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the forgotten files renamed in the sweep's process, and by the child
+    renamer (`governance.renamer`), as a sweep that forgets thousands does."""
+    if request.param == "renamer process":
+        monkeypatch.setattr(renames_module, "CHILD_RENAMES", 1)
+    return str(request.param)
+
+
+def test_a_file_held_locked_during_the_sweep_stays_and_the_next_sweep_forgets_it(
+    svc: MemoryService, project: Path, renamer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture hook holds one memory's lock through the sweep: the files of that lock
+    stripe stay where they are, alive in graph, index and file alike, the rest are
+    forgotten; the next sweep, the lock released, forgets them too."""
+    monkeypatch.setattr(core_module, "FILE_LOCK_TIMEOUT_S", 0.3)
+    slugs = _forgettable(svc, project, 12)
+    held = slugs[0]
+    stripe = lock_stripe(held)
+    with memory_lock(svc.home, held):
+        report = svc.sweep_at(day(0))
+    stuck = {slug for slug in slugs if lock_stripe(slug) == stripe}
+    assert set(report.skipped) == stuck
+    assert all("locked" in reason for reason in report.skipped.values())
+    assert {m.slug for m in report.moved} == set(slugs) - stuck
+    for slug in slugs:
+        assert state_of(svc, slug) is (A if slug in stuck else F)
+    assert held in [hit.slug for hit in svc.search("varnish purge", k=20)]
+    assert svc.consistency() == (set(), set(), set())
+    # Their ledger lines were written: the decay event names them as skipped, and why.
+    events = [json.loads(r.details) for r in svc.audit_records(event_type="decay")]
+    assert {s[0] for e in events for s in e.get("skipped", [])} == stuck
+    assert svc.audit_verify().ok
+    again = svc.sweep_at(day(0))
+    assert {m.slug for m in again.moved} == stuck
+    assert again.skipped == {}
+    assert all(state_of(svc, slug) is F for slug in slugs)
+
+
+def test_a_file_deleted_during_the_sweep_is_skipped_and_named(
+    svc: MemoryService, project: Path, renamer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slugs = _forgettable(svc, project, 3)
+    path = svc.vault.find(slugs[1])
+    assert path is not None
+    original = decay_module.DecaySweep._write_batch
+
+    def then_delete(self: DecaySweep, *args: object, **kwargs: object) -> object:
+        written = original(self, *args, **kwargs)  # type: ignore[arg-type]
+        path.unlink()  # deleted by hand after the plan, before its rename
+        return written
+
+    monkeypatch.setattr(decay_module.DecaySweep, "_write_batch", then_delete)
+    report = svc.sweep_at(day(0))
+    assert report.skipped == {slugs[1]: f"{path} is gone"}
+    assert {m.slug for m in report.moved} == {slugs[0], slugs[2]}
+    assert state_of(svc, slugs[0]) is F
+
+
+def test_a_renamer_that_cannot_start_leaves_the_renames_to_the_sweep(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(renames_module, "CHILD_RENAMES", 1)
+
+    def no_processes(*args: object, **kwargs: object) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(subprocess, "Popen", no_processes)
+    slugs = _forgettable(svc, project, 3)
+    report = svc.sweep_at(day(0))
+    assert {m.slug for m in report.moved} == set(slugs)
+    assert all(state_of(svc, slug) is F for slug in slugs)
+
+
+def test_a_renamer_that_dies_stops_the_sweep_and_the_next_start_finishes_it(
+    settings: Settings, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The child renamer dies before answering: the sweep raises, its intents stay, and the
+    next open rolls every move forward (the renames it never made are made then)."""
+    monkeypatch.setattr(renames_module, "CHILD_RENAMES", 1)
+    dying = tmp_path / "renamer.py"
+    dying.write_text("import sys\nsys.stderr.write('renamer: out of inodes\\n')\nsys.exit(3)\n")
+    monkeypatch.setattr(renames_module, "RENAMER_SCRIPT", dying)
+    with open_service(settings) as svc:
+        slugs = _forgettable(svc, project, 4)
+        with pytest.raises(StorageError, match=r"renamer stopped .* out of inodes"):
+            svc.sweep_at(day(0))
+    with open_service(settings) as svc:
+        assert all(state_of(svc, slug) is F for slug in slugs)
+        assert svc.consistency() == (set(), set(), set())
+        assert svc.audit_verify().ok
+        assert svc.sweep_at(day(0)).moved == []

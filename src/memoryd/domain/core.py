@@ -605,6 +605,7 @@ class ServiceCore:
             journal=self.journal,
             actor=self.actor,
             lock=self._file_lock,
+            lock_timeout_s=FILE_LOCK_TIMEOUT_S,
             search_doc=search_doc,
         )
 

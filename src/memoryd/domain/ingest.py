@@ -283,7 +283,12 @@ class Ingest(ServiceCore):
         if landed and old != path and old.exists() and not path.exists():
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                old.rename(path)
+                try:
+                    old.rename(path)
+                except FileNotFoundError:
+                    if not path.exists():
+                        raise
+                    # The sweep's renamer, outliving its killed parent, moved it meanwhile.
                 fsync_dir(path.parent)
                 fsync_dir(old.parent)
             except OSError as exc:

@@ -30,31 +30,33 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   like the others, without the scope key (planned from their graph skeletons; the ledger
   holds their opaque slugs, states and times only);
 * the plan is one graph query; nothing due reads no file (the daily no-op is about 0.1 s);
-* each batch of `SWEEP_BATCH` is a write intent (op `decay`), ledger lines first, renames
-  after; then the graph (a statement per state, and the deletions) in a worker thread
-  beside the search index (one commit), and the audit log (one `decay` event per batch and
-  scope, listing its moves: `audit verify` checks that every ledger line has one) once for
-  the whole sweep, and only then do the intents end;
+* each batch of `SWEEP_BATCH` is a write intent (op `decay`): the ledger lines first, then
+  its forgotten files handed to the renames (`governance.renames`: for a sweep that forgets
+  thousands, a child process moves them while this one goes on); then the search index,
+  written while the renames run (a memory whose file could not be moved is indexed again
+  from its file), and the graph in a worker thread (the states at once, the deletions of
+  what moved once the renames are done); then the audit log (one `decay` event per batch
+  and scope, listing its moves, and the moves whose file could not be moved as `skipped`:
+  `audit verify` checks that every ledger line has one) once for the whole sweep, and only
+  then do the intents end;
 * a crash (kill -9) anywhere leaves the intents: the next open settles each memory they
   name: rolled forward when its ledger line landed (a rename left undone is finished),
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
 Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
-cores): 10.5 s CPU (10.4 s wall, load 1.7) in session 11, down from 12.7-12.9 s, and from
-78 s before the ledger. The machine's speed varies from day to day (the same tree took
-16.2-17.5 s on a day a plain Python loop ran 30-40% slower); on that day the current code
-took 11.7-16.1 s, in these parts (wall, one run): the search index 6.8: reading back the
-24.7k documents it moves (the 75k forgotten ones are placed from the plan, `Placed`, and
-not read), the session view (a doc with no surviving turn within its window is skipped by
-one bisect), re-adding the moved documents with their contexts (their Chinese text is not
-segmented again: the index stores it cut, `search.index.SEGMENTED_FIELD`; jieba was 1 s),
-commit and statistics; the renames 2.2 (kernel time, relative to the folders held open;
-one thread, as same-folder renames serialise), the rest of the batches 2.1 (journal and
-ledger), planning 1.4, and the graph 1.1 (deletions 0.9, states 0.14; 1.6 and 0.3-0.7 s
-before they joined unwound lists, and 8-11 s for the deletions in a graph whose memories
-relate entities), now overlapped with the index. The whole sweep runs
-under `native.fewer_collections` with a young threshold of `SWEEP_YOUNG_OBJECTS` (4 GC
-passes instead of 39, 0.6-0.7 s less).
+cores), whose target is 10 s: 78 s before the ledger, 10.4 s wall in session 11. The
+machine's speed varies from day to day (a plain Python loop takes 2.5 to 4.3 s), so
+compare only runs made side by side. On one day, the tree before the decay overlay
+(`search.overlay`) took 13.9-17.0 s, and with it 8.9-9.6 s: the index no longer deletes
+and re-adds the 24.7k documents that only change state (reading them back, analysing their
+text, rebuilding their contexts: about two thirds of the index's part). With batches of
+25k (fewer fsyncs) and the child renamer, pairs against the tree before the renamer:
+8.56/8.63/9.34 s against 8.91/9.19/11.20 s. Where a sweep's time went then (one run, 7.8 s
+wall): planning 1.3 (the graph query 0.8), the batches 1.7 (the journal 1.0, handing the
+renames over 0.4), the index 2.8 while the child renamed and the graph deleted (0.9 s),
+and 1.9 s after it (waiting for the renames, the audit log, ending the intents, compacting
+the ledgers; not timed apart). The whole sweep runs under `native.fewer_collections` with a young
+threshold of `SWEEP_YOUNG_OBJECTS` (4 GC passes instead of 39, 0.6-0.7 s less).
 """
 
 from __future__ import annotations
@@ -76,10 +78,10 @@ from pydantic import BaseModel, Field
 
 from memoryd.audit import AuditEvent
 from memoryd.errors import Conflict, MemorydError, NotFound
+from memoryd.governance.renames import Rename, Renames
 from memoryd.governance.stores import Stores
 from memoryd.graph.store import GraphStore
 from memoryd.journal import Intent, IntentItem
-from memoryd.memfile import lock_stripe
 from memoryd.models import (
     AuditRecord,
     DecayState,
@@ -91,9 +93,8 @@ from memoryd.models import (
     to_utc,
     typed,
 )
-from memoryd.private import make_private_dir
 from memoryd.search.index import Placed
-from memoryd.vault import FORGOTTEN_DIR, decay_line, fsync_dir, render, storage_error
+from memoryd.vault import FORGOTTEN_DIR, decay_line, render
 
 logger = logging.getLogger(__name__)
 
@@ -260,14 +261,19 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
 
 
 # -- the sweep ----------------------------------------------------------------------------------
-def _write_graph(graph: GraphStore, states: Mapping[str, DecayState], gone: list[str]) -> None:
+def _write_graph(graph: GraphStore, states: Mapping[str, DecayState], renames: Renames) -> set[str]:
+    """The sweep's graph statements (in a worker thread): the states now, the deletions once
+    the renames are done (only what moved leaves the graph). Returns the slugs renamed."""
     graph.set_decay_states(states)
-    graph.delete_memories(gone)
+    renamed = renames.finish()
+    graph.delete_memories(sorted(renamed))
+    return renamed
 
 
 def decay_moves(records: list[AuditRecord]) -> set[tuple[str, str]]:
     """(slug, to-state) of every move the `decay` audit events name: a sweep's batched
-    events list theirs in `moves`, a move settled by recovery is an event of its own."""
+    events list theirs in `moves` (and those whose file could not be moved, their ledger
+    line written, in `skipped`), a move settled by recovery is an event of its own."""
     moves: set[tuple[str, str]] = set()
     for record in records:
         if record.event_type != "decay":
@@ -275,7 +281,7 @@ def decay_moves(records: list[AuditRecord]) -> set[tuple[str, str]]:
         details = json.loads(record.details)
         if record.target_id is not None:
             moves.add((record.target_id, str(details.get("to"))))
-        for move in details.get("moves", ()):
+        for move in (*details.get("moves", ()), *details.get("skipped", ())):
             moves.add((str(move[0]), str(move[2])))
     return moves
 
@@ -301,38 +307,62 @@ class DecaySweep:
     def _apply(
         self, todo: list[_Planned], now: datetime, skipped: dict[str, str]
     ) -> list[DecayMove]:
-        """The ledger and the renames batch by batch, each batch a write intent; then graph,
-        search index and audit log once for the whole sweep; then the intents end."""
+        """The ledger batch by batch, each batch a write intent, its forgotten files handed
+        to the renamer; then the search index, while the renames run, and the graph; then
+        the audit log, once for the whole sweep; then the intents end.
+
+        The index is written before the renames are known to have happened (they nearly
+        always do): a memory whose file could not be moved (its lock stayed taken, or it
+        is gone) is indexed again from its file, in the state its ledger line then gives
+        it. The graph deletes only what was moved: its edges come from other memories too."""
         stores = self.stores
         batches: list[tuple[Intent, list[_Planned]]] = []
         appended: dict[str, int] = {}
+        renames = Renames(
+            stores, skipped, sum(p.move.to_state is DecayState.FORGOTTEN for p in todo)
+        )
         try:
-            for start in range(0, len(todo), SWEEP_BATCH):
-                batch = todo[start : start + SWEEP_BATCH]
-                batches.append(self._write_batch(batch, now, skipped, appended))
-            done = [p for _, moved in batches for p in moved]
-            forgotten = [p for p in done if p.move.to_state is DecayState.FORGOTTEN]
-            gone = [p.move.slug for p in forgotten]
-            states = {
-                p.move.slug: p.move.to_state
-                for p in done
-                if p.move.to_state is not DecayState.FORGOTTEN
-            }
-            placed = {  # the index then need not read them back
-                p.move.slug: Placed(p.move.scope_hash, p.move.from_state, p.created_at)
-                for p in done
-            }
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="decay-graph") as pool:
-                # The graph's statements run in kuzu without the GIL, beside the index's
-                # Python work (they share nothing): about a second less of a 100k sweep.
-                graph_written = pool.submit(_write_graph, stores.graph, states, gone)
-                try:
-                    stores.index.set_decay_states(states, gone, placed)
-                finally:
-                    graph_written.result()
-            stores.audit.append_many(
-                [event for _, moved in batches for event in self._events(moved, now)]
-            )
+            try:
+                for start in range(0, len(todo), SWEEP_BATCH):
+                    batch = todo[start : start + SWEEP_BATCH]
+                    intent, moving = self._write_batch(batch, now, appended)
+                    renames.send(moving)
+                    batches.append((intent, batch))
+                states = {
+                    p.move.slug: p.move.to_state
+                    for p in todo
+                    if p.move.to_state is not DecayState.FORGOTTEN
+                }
+                forgotten = [p for p in todo if p.move.to_state is DecayState.FORGOTTEN]
+                placed = {  # the index then need not read them back
+                    p.move.slug: Placed(p.move.scope_hash, p.move.from_state, p.created_at)
+                    for p in todo
+                }
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="decay-graph") as pool:
+                    # The graph's statements run in kuzu without the GIL, beside the index's
+                    # Python work (they share nothing); its deletions wait for the renames.
+                    graph_written = pool.submit(_write_graph, stores.graph, states, renames)
+                    try:
+                        stores.index.set_decay_states(
+                            states, [p.move.slug for p in forgotten], placed
+                        )
+                    finally:
+                        renamed = graph_written.result()
+                self._index_again([p for p in forgotten if p.move.slug not in renamed])
+                done = {
+                    p.move.slug
+                    for p in todo
+                    if p.move.to_state is not DecayState.FORGOTTEN or p.move.slug in renamed
+                }
+                stores.audit.append_many(
+                    [
+                        event
+                        for _, batch in batches
+                        for event in self._events(batch, done, skipped, now)
+                    ]
+                )
+            finally:
+                renames.close()
         except MemorydError:
             # What the ledger and the folders hold is the truth; the intents stay, and the
             # next start (`MemoryService.recover`) brings graph, index and audit log to it.
@@ -342,38 +372,58 @@ class DecaySweep:
             stores.journal.end(intent)
         for scope_hash, size in sorted(appended.items()):
             stores.vault.compact_decay(scope_hash, size)
-        return [p.move for p in done]
+        return [p.move for p in todo if p.move.slug in done]
 
-    def _events(self, moved: list[_Planned], now: datetime) -> list[AuditEvent]:
+    def _index_again(self, unmoved: list[_Planned]) -> None:
+        """Index the memories whose files stayed where they were (a rename skipped), as their
+        files now say (the ledger line of a rename that never happened does not count)."""
+        stores = self.stores
+        docs = []
+        for p in unmoved:
+            try:
+                docs.append(stores.search_doc(stores.vault.read(Path(p.path))))
+            except MemorydError:
+                logger.warning("decay: %s stays out of the search index: %s", p.move.slug, p.path)
+        stores.index.upsert(docs)
+
+    def _events(
+        self, batch: list[_Planned], done: set[str], skipped: dict[str, str], now: datetime
+    ) -> list[AuditEvent]:
         """One `decay` event per scope of a batch, listing its moves (slug, from, to, idle
-        days): 100k events chained one by one were a tenth of a 100k sweep."""
-        by_scope: dict[str, list[list[object]]] = {}
-        for p in moved:
+        days): 100k events chained one by one were a tenth of a 100k sweep. A move whose
+        ledger line landed but whose file could not be moved is listed under `skipped`,
+        with why (`audit verify` finds an event for every ledger line)."""
+        by_scope: dict[str, tuple[list[list[object]], list[list[object]]]] = {}
+        for p in batch:
             m = p.move
-            by_scope.setdefault(m.scope_hash, []).append(
-                [m.slug, _VALUES[m.from_state], _VALUES[m.to_state], m.idle_days]
+            made, missed = by_scope.setdefault(m.scope_hash, ([], []))
+            line: list[object] = [m.slug, _VALUES[m.from_state], _VALUES[m.to_state], m.idle_days]
+            if m.slug in done:
+                made.append(line)
+            else:
+                missed.append([*line[:3], skipped.get(m.slug, "not moved")])
+        events = []
+        for scope_hash, (made, missed) in by_scope.items():
+            details: dict[str, Any] = {"at": format_ts(now), "count": len(made), "moves": made}
+            if missed:
+                details["skipped"] = missed
+            events.append(
+                AuditEvent(
+                    actor=self.stores.actor,
+                    event_type="decay",
+                    scope_hash=scope_hash,
+                    details=details,
+                )
             )
-        return [
-            AuditEvent(
-                actor=self.stores.actor,
-                event_type="decay",
-                scope_hash=scope_hash,
-                details={"at": format_ts(now), "count": len(moves), "moves": moves},
-            )
-            for scope_hash, moves in by_scope.items()
-        ]
+        return events
 
     def _write_batch(
-        self,
-        batch: list[_Planned],
-        now: datetime,
-        skipped: dict[str, str],
-        appended: dict[str, int],
-    ) -> tuple[Intent, list[_Planned]]:
+        self, batch: list[_Planned], now: datetime, appended: dict[str, int]
+    ) -> tuple[Intent, list[Rename]]:
         """One batch under a write intent (left open: the caller ends it once the graph,
-        index and audit log hold the sweep): the ledger lines of each scope in one append,
-        then the forgotten files renamed (`appended` counts the ledger bytes per scope).
-        Returns the intent and the moves made."""
+        index and audit log hold the sweep): the ledger lines of each scope in one append
+        (`appended` counts the ledger bytes per scope). Returns the intent and the files to
+        rename into `forgotten/` (with their targets), which only then may move."""
         stores = self.stores
         at = format_ts(now)
         forgotten: dict[str, str] = {}
@@ -406,14 +456,11 @@ class DecaySweep:
             appended[scope_hash] = appended.get(scope_hash, 0) + stores.vault.append_decay(
                 scope_hash, scope_lines
             )
-        renames = [(p, t) for p, t in zip(batch, targets, strict=True) if t != p.path]
-        renamed = self._rename(renames, skipped)
-        moved = [
-            p
-            for p, target in zip(batch, targets, strict=True)
-            if target == p.path or p.move.slug in renamed
+        return intent, [
+            Rename(p.move.slug, p.path, t)
+            for p, t in zip(batch, targets, strict=True)
+            if t != p.path
         ]
-        return intent, moved
 
     def _target(self, p: _Planned, forgotten: dict[str, str]) -> str:
         """Where the file goes: its path, unless decay forgets it (then `forgotten/`, whose
@@ -427,80 +474,6 @@ class DecaySweep:
                 self.stores.vault.scope_dir(scope_hash), FORGOTTEN_DIR, ""
             )
         return folder + p.path.rpartition("/")[2]
-
-    def _rename(self, renames: list[tuple[_Planned, str]], skipped: dict[str, str]) -> set[str]:
-        """Move the forgotten files into `forgotten/` by lock stripe (each stripe taken once
-        for all its files, the capture hook's lock too), then sync each folder once. The
-        slugs renamed; a file gone meanwhile is noted in `skipped`."""
-        if not renames:
-            return set()
-        folders = {target.rpartition("/")[0] for _, target in renames}
-        for folder in folders:
-            try:
-                make_private_dir(Path(folder))
-            except OSError as exc:
-                raise storage_error(exc, Path(folder), "creating") from exc
-        stripes: dict[int, list[tuple[_Planned, str]]] = {}
-        for p, target in renames:
-            stripes.setdefault(lock_stripe(p.move.slug), []).append((p, target))
-        renamed: set[str] = set()
-        with _Folders() as opened:
-            for jobs in stripes.values():
-                renamed.update(self._rename_stripe(jobs, skipped, opened))
-        for folder in sorted(folders | {p.path.rpartition("/")[0] for p, _ in renames}):
-            try:
-                fsync_dir(Path(folder))
-            except OSError as exc:
-                raise storage_error(exc, Path(folder), "syncing") from exc
-        return renamed
-
-    def _rename_stripe(
-        self, jobs: list[tuple[_Planned, str]], skipped: dict[str, str], opened: _Folders
-    ) -> list[str]:
-        try:
-            with self.stores.lock(jobs[0][0].move.slug):
-                return [p.move.slug for p, target in jobs if _moved(p, target, skipped, opened)]
-        except MemorydError as exc:  # the stripe stayed locked: none of its files moves
-            for p, _ in jobs:
-                skipped[p.move.slug] = str(exc)
-            return []
-
-
-class _Folders:
-    """Folders held open while a batch renames, so each rename names two files relative to
-    them (renameat) rather than walking both full paths: 15% less kernel time."""
-
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-
-    def __enter__(self) -> _Folders:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-
-    def fd(self, folder: str) -> int:
-        found = self._fds.get(folder)
-        if found is None:
-            found = self._fds[folder] = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        return found
-
-
-def _moved(p: _Planned, target: str, skipped: dict[str, str], opened: _Folders) -> bool:
-    """Rename one file into `forgotten/` (its stripe's lock held)."""
-    source_dir, _, source = p.path.rpartition("/")
-    target_dir, _, name = target.rpartition("/")
-    try:
-        os.rename(source, name, src_dir_fd=opened.fd(source_dir), dst_dir_fd=opened.fd(target_dir))
-    except FileNotFoundError:
-        skipped[p.move.slug] = f"{p.path} is gone"
-        return False
-    except OSError as exc:
-        skipped[p.move.slug] = str(storage_error(exc, Path(p.path), "moving"))
-        return False
-    return True
 
 
 # -- restore --------------------------------------------------------------------------------

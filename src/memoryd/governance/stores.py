@@ -34,5 +34,7 @@ class Stores:
     actor: str
     lock: Callable[[str], AbstractContextManager[None]]
     """The memory file's lock (shared with the capture hook), as a bounded wait."""
+    lock_timeout_s: float
+    """How long `lock` waits (the decay renamer, a child process, waits as long)."""
     search_doc: Callable[[Memory], SearchDoc]
     """What the search index holds of a memory."""
