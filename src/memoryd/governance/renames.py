@@ -168,10 +168,16 @@ class Renames:
         timeout = self._stores.lock_timeout_s
         for jobs, answer in zip(self._batches, self._answers, strict=True):
             missed: set[str] = set()
-            for stripe, job, reason in json.loads(answer)["skipped"]:
-                for r in jobs[stripe] if job < 0 else [jobs[stripe][job]]:
-                    missed.add(r.slug)
-                    self._skipped[r.slug] = _skip_reason(r, str(reason), timeout)
+            try:
+                for stripe, job, reason in json.loads(answer)["skipped"]:
+                    for r in jobs[stripe] if job < 0 else [jobs[stripe][job]]:
+                        missed.add(r.slug)
+                        self._skipped[r.slug] = _skip_reason(r, str(reason), timeout)
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise StorageError(
+                    f"the decay renamer answered {answer[:200]!r}: {exc}",
+                    hint="the next start finishes the renames the sweep began",
+                ) from exc
             self._renamed.update(r.slug for stripe in jobs for r in stripe if r.slug not in missed)
         return self._renamed
 
