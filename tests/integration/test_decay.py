@@ -213,19 +213,12 @@ def test_the_swept_states_hold_after_a_restart_and_after_a_lost_overlay(
     reads them back, and an overlay file found broken makes the index rebuild from the
     vault, which holds the same states."""
     with open_service(settings) as svc:
-        soft = rec(
-            svc,
-            project,
-            "Haproxy notes",
-            "The haproxy reload",
-            created_at=day(0) - timedelta(days=130),
-        )
-        dim = rec(
-            svc,
-            project,
-            "Haproxy dim",
-            "The haproxy timeout",
-            created_at=day(0) - timedelta(days=100),
+        soft, dim = (
+            rec(svc, project, title, body, created_at=day(0) - timedelta(days=idle))
+            for title, body, idle in (
+                ("Haproxy notes", "The haproxy reload", 130),
+                ("Haproxy dim", "The haproxy timeout", 100),
+            )
         )
         svc.sweep_at(day(0))
         assert [hit.slug for hit in svc.search("haproxy")] == [dim]

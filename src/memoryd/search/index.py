@@ -910,7 +910,9 @@ class SearchIndex:
         With `explain=False` the hits carry no snippet and no matched terms: recall ranks
         50 candidates and explains only the few it returns (see `lookup`). `title_boost`
         replaces the title's usual weight (recall weighs titles after fusion instead);
-        `context_boost` searches the neighbouring session turns' text too, at that weight.
+        `context_boost` searches the neighbouring session turns' text too, at that weight
+        (a soft-forgotten turn, found with `include_forgotten`, by the context it had when
+        it faded: `DecayOverlay`).
         With `scope_idf` and `scope_hashes`, a word weighs as rare as it is in those scopes
         (not in the whole index): a project's name, in most of its own memories, says little
         there however rare it is elsewhere. `expansion` adds words to the query at their own
