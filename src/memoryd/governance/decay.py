@@ -262,11 +262,14 @@ def plan(stores: Stores, now: datetime, policy: DecayPolicy) -> tuple[list[_Plan
 
 # -- the sweep ----------------------------------------------------------------------------------
 def _write_graph(graph: GraphStore, states: Mapping[str, DecayState], renames: Renames) -> set[str]:
-    """The sweep's graph statements (in a worker thread): the states now, the deletions once
-    the renames are done (only what moved leaves the graph). Returns the slugs renamed."""
+    """The sweep's graph statements (in a worker thread): the states now, the deletions of
+    each batch once its renames are done (only what moved leaves the graph), while the next
+    batch is renamed. Returns the slugs renamed."""
     graph.set_decay_states(states)
-    renamed = renames.finish()
-    graph.delete_memories(sorted(renamed))
+    renamed: set[str] = set()
+    for moved in renames.moved():
+        graph.delete_memories(sorted(moved))
+        renamed.update(moved)
     return renamed
 
 

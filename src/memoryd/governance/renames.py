@@ -23,6 +23,7 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -65,7 +66,9 @@ class Renames:
         self._renamed: set[str] = set()
         self._feed: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._answers: list[bytes] = []
+        self._answered: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        """The child's answers, a line per batch, as they come (None: it closed stdout)."""
+        self._answers = 0
         self._errors = b""
 
     def send(self, renames: list[Rename]) -> None:
@@ -126,14 +129,18 @@ class Renames:
                 while (line := self._feed.get()) is not None:
                     stdin.write(line)
                     stdin.flush()
-            except OSError:  # the child died: `finish` says so
+            except OSError:  # the child died: `moved` says so
                 pass
             finally:
                 with contextlib.suppress(OSError):
                     stdin.close()
 
         def answers() -> None:
-            self._answers.extend(stdout)
+            try:
+                for line in stdout:
+                    self._answered.put(line)
+            finally:
+                self._answered.put(None)
 
         def errors() -> None:
             self._errors = stderr.read()
@@ -145,44 +152,55 @@ class Renames:
         for thread in self._threads:
             thread.start()
 
-    def finish(self) -> set[str]:
-        """Wait for the renames; the slugs whose files moved (the others are in `skipped`).
-        A child that stopped before answering every batch is a StorageError: the sweep's
+    def moved(self) -> Iterator[set[str]]:
+        """The slugs whose files moved, batch by batch as the renames are done (the others
+        are in `skipped`), so the graph deletes each batch's while the next is renamed. A
+        child that stops before answering every batch is a StorageError: the sweep's
         intents then stay, and the next start finishes the renames."""
         child = self._child
         if child is None:
-            return self._renamed
-        self._feed.put(None)
+            yield self._renamed
+            return
+        self._feed.put(None)  # every batch is sent
+        for jobs in self._batches:
+            answer = self._answered.get()
+            if answer is None:
+                break
+            moved = self._read_answer(jobs, answer)
+            self._renamed.update(moved)
+            yield moved
         for thread in self._threads:
             thread.join()
         code = child.wait()
         _close_pipes(child)
         self._child = None
-        if code != 0 or len(self._answers) != len(self._batches):
+        if code != 0 or self._answers != len(self._batches):
             tail = self._errors.decode("utf-8", "replace").strip().splitlines()[-3:]
             raise StorageError(
-                f"the decay renamer stopped (exit {code}) after {len(self._answers)} of "
+                f"the decay renamer stopped (exit {code}) after {self._answers} of "
                 f"{len(self._batches)} batches: {' '.join(tail) or 'no message'}",
                 hint="the next start finishes the renames the sweep began",
             )
+
+    def _read_answer(self, jobs: list[list[Rename]], answer: bytes) -> set[str]:
+        """The slugs of one batch that moved; the skipped ones go into `skipped`."""
+        self._answers += 1
         timeout = self._stores.lock_timeout_s
-        for jobs, answer in zip(self._batches, self._answers, strict=True):
-            missed: set[str] = set()
-            try:
-                for stripe, job, reason in json.loads(answer)["skipped"]:
-                    for r in jobs[stripe] if job < 0 else [jobs[stripe][job]]:
-                        missed.add(r.slug)
-                        self._skipped[r.slug] = _skip_reason(r, str(reason), timeout)
-            except (ValueError, KeyError, IndexError, TypeError) as exc:
-                raise StorageError(
-                    f"the decay renamer answered {answer[:200]!r}: {exc}",
-                    hint="the next start finishes the renames the sweep began",
-                ) from exc
-            self._renamed.update(r.slug for stripe in jobs for r in stripe if r.slug not in missed)
-        return self._renamed
+        missed: set[str] = set()
+        try:
+            for stripe, job, reason in json.loads(answer)["skipped"]:
+                for r in jobs[stripe] if job < 0 else [jobs[stripe][job]]:
+                    missed.add(r.slug)
+                    self._skipped[r.slug] = _skip_reason(r, str(reason), timeout)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise StorageError(
+                f"the decay renamer answered {answer[:200]!r}: {exc}",
+                hint="the next start finishes the renames the sweep began",
+            ) from exc
+        return {r.slug for stripe in jobs for r in stripe if r.slug not in missed}
 
     def close(self) -> None:
-        """Stop the child if the sweep stopped before `finish`."""
+        """Stop the child if the sweep stopped before all its answers were read."""
         child = self._child
         if child is None:
             return
