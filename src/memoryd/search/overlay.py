@@ -87,6 +87,9 @@ class DecayOverlay:
         """The overlay once `moved` (slug → its new state; documents left as they are) and
         the `written` slugs (documents written again or deleted: they hold their state) are
         committed, or None if that changes nothing."""
+        written = list(written)
+        if not moved and not any(slug in self.states for slug in written):
+            return None  # most writes: no copy of the overlay
         states = {**self.states, **moved}
         for slug in written:
             states.pop(slug, None)
