@@ -10,7 +10,16 @@ from memoryd.extraction.linking import normalise_name, query_name_grams
 from memoryd.extraction.pipeline import Extractor, KnownEntity
 from memoryd.graph.store import EntityRow
 from memoryd.recall import EntityMatcher
-from tests.entity_gold import LANGUAGES, PRECISION_TARGET, RECALL_TARGET, load_items, score
+from tests.entity_gold import (
+    DATA_DIR,
+    LANGUAGES,
+    PRECISION_TARGET,
+    RECALL_TARGET,
+    SPLITS,
+    load_items,
+    load_real_items,
+    score,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +47,17 @@ def test_labelled_set_meets_the_precision_and_recall_targets(extractor: Extracto
         s = scores[key]
         assert s.precision >= PRECISION_TARGET, (key, s.as_json(), s.false)
         assert s.recall >= RECALL_TARGET, (key, s.as_json(), s.misses)
+
+
+def test_real_part_is_taken_from_listed_sources_and_split() -> None:
+    items = load_real_items()
+    assert len(items) >= 100
+    assert {item.split for item in items} == set(SPLITS)
+    assert sum(1 for item in items if item.split == "held-out") >= len(items) // 4
+    sources = (DATA_DIR / "SOURCES.md").read_text(encoding="utf-8")
+    for item in items:
+        key = item.source.split(":", 1)[0]
+        assert f"| {key} |" in sources, item.source
 
 
 # --- "Solid flow.": an everyday word opening a sentence is no name without evidence --------
