@@ -96,3 +96,51 @@ def test_merge_adds_to_an_entry_of_the_same_name_and_places_new_ones_before_regi
     merged = merge_aliases(lexicon, rows)
     assert [e.name for e in merged] == ["Kubernetes", "Amazon ECR", "ecr"]
     assert merged[0].aliases == ("k8s", "K8s")
+
+
+# --- real-text misreadings (tests/data/entities/real_en.yaml) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "not_expected"),
+    [
+        ("Support for CoreDNS and Azure DNS", "tool:Azure DNS", "tool:Azure"),
+        ("It configures AWS Route 53 or Google Cloud DNS.", "tool:Google Cloud DNS", "tool:GCP"),
+        ("A hosted zone in Google CloudDNS.", "tool:Google CloudDNS", "organization:Google"),
+        ("Logs go to AWS CloudWatch Logs.", "tool:Amazon CloudWatch", "tool:AWS CloudWatch Logs"),
+        ("We run it all on AWS Regions near the users.", "tool:AWS", "tool:AWS Regions"),
+    ],
+)
+def test_a_vendor_before_a_product_name_is_the_product(
+    extractor: Extractor, text: str, expected: str, not_expected: str
+) -> None:
+    found = {f"{e.type.value}:{e.name}" for e in extractor.extract(text).entities}
+    assert expected in found
+    assert not_expected not in found
+
+
+def test_a_company_before_style_is_a_style_guide(extractor: Extractor) -> None:
+    text = "ESLint with Google code style, or Prettier with Airbnb style."
+    found = {f"{e.type.value}:{e.name}" for e in extractor.extract(text).entities}
+    assert "organization:Google" not in found
+    assert {"tool:ESLint", "tool:Prettier"} <= found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[profile cp] sso_start_url=https://moj.awsapps.com/start sso_role_name=AdminAccess",
+        "We are now offering users new Ingress Controllers that offer support for 1.3.",
+        "The previous decision to adopt a Simplified Git Flow aimed at clearer releases.",
+    ],
+)
+def test_settings_plural_nouns_and_parts_of_longer_names_are_no_entities(
+    extractor: Extractor, text: str
+) -> None:
+    assert extractor.extract(text).entities == []
+
+
+def test_a_cited_url_and_a_single_guessed_name_still_count(extractor: Extractor) -> None:
+    found = ids(extractor, "See https://docs.example.org/guide/setup. We moved to Hetzner.")
+    assert found == {"entity:concept:docs.example.org/guide/setup", "entity:tool:Hetzner"}
+    assert ids(extractor, "We moved to Hetzner Cloud.") == set()  # a longer, unknown name

@@ -14,6 +14,7 @@ from tests.entity_gold import (
     DATA_DIR,
     LANGUAGES,
     PRECISION_TARGET,
+    REAL_PRECISION_TARGET,
     RECALL_TARGET,
     SPLITS,
     load_items,
@@ -58,6 +59,12 @@ def test_real_part_is_taken_from_listed_sources_and_split() -> None:
     for item in items:
         key = item.source.split(":", 1)[0]
         assert f"| {key} |" in sources, item.source
+
+
+def test_real_part_meets_the_precision_target(extractor: Extractor) -> None:
+    for split in (*SPLITS, None):
+        s = score(extractor, load_real_items((split,) if split else SPLITS))["all"]
+        assert s.precision >= REAL_PRECISION_TARGET, (split, s.as_json(), s.false)
 
 
 # --- "Solid flow.": an everyday word opening a sentence is no name without evidence --------

@@ -331,6 +331,13 @@ NODE_BUILTINS = _words(
 )
 
 
+def _config_value(text: str, start: int) -> bool:
+    """Whether the word at `start` is the value of a `key=value` setting
+    (`sso_start_url=https://…`, `role_name=AdministratorAccess`): a setting, not a name
+    the text cites."""
+    return start > 0 and text[start - 1] == "=" and start > 1 and text[start - 2] not in " ="
+
+
 def _overlaps(start: int, end: int, regions: Iterable[tuple[int, int]]) -> bool:
     return any(start < r_end and r_start < end for r_start, r_end in regions)
 
@@ -374,7 +381,7 @@ def _scan_shields(text: str, scan: PatternScan) -> None:
         end = match.start() + len(url)
         scan.shields.append((match.start(), end))
         name, etype, kind = _url_entity(url)
-        if name:
+        if name and not _config_value(text, match.start()):
             scan.hits.append(
                 PatternHit(
                     match.start(), end, name, etype, URL_CONFIDENCE, kind, PRIORITY_SHAPE, (url,)
@@ -501,7 +508,11 @@ def _scan_weak_shapes(
     for match in CAMEL_RE.finditer(text):
         if match.group() in PYTHON_BUILTINS:
             continue  # RuntimeError, DeprecationWarning: the language's, not the project's
-        if len(match.group()) >= 3 and not _overlaps(match.start(), match.end(), scan.shields):
+        if (
+            len(match.group()) >= 3
+            and not _overlaps(match.start(), match.end(), scan.shields)
+            and not _config_value(text, match.start())
+        ):
             scan.hits.append(
                 PatternHit(
                     *match.span(),
@@ -622,7 +633,7 @@ def _classify_phrase(
         and not last.isupper()
         and (
             words[0] in first_names
-            or (last.lower() not in common_words and last.lower() not in everyday_nouns)
+            or not any(form in common_words or form in everyday_nouns for form in noun_forms(last))
         )
     ):
         return PatternHit(
@@ -635,6 +646,21 @@ def _classify_phrase(
             PRIORITY_WEAK,
         )
     return None
+
+
+def noun_forms(word: str) -> tuple[str, ...]:
+    """A word in lower case and, when it looks plural, its singulars ("controllers" →
+    "controller"; "policies" → "policy"; "boxes" → "box"): a plural everyday noun ends no
+    person's name either ("Ingress Controllers")."""
+    lower = word.lower()
+    forms = [lower]
+    if lower.endswith("ies") and len(lower) > 4:
+        forms.append(lower[:-3] + "y")
+    if lower.endswith("es") and len(lower) > 3:
+        forms.append(lower[:-2])
+    if lower.endswith("s") and not lower.endswith("ss") and len(lower) > 3:
+        forms.append(lower[:-1])
+    return tuple(forms)
 
 
 def _package_args(args: str) -> Iterable[tuple[int, str]]:

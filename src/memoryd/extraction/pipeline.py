@@ -78,6 +78,10 @@ _WORD_BEFORE_RE = re.compile(r"([A-Za-z]+)[ \t]+$")
 _CAPITALISED_BEFORE_RE = re.compile(r"(?<![\w.])([A-Z][a-z]+) $")
 _CAPITALISED_AFTER_RE = re.compile(r" ([A-Z][a-z]+)(?![\w])")
 _CUE_WORD_RE = re.compile(r"[^\W_]+")
+_PRODUCT_AFTER_RE = re.compile(r" ([A-Z][A-Za-z0-9]*(?: [A-Z][A-Za-z0-9]*)?)(?![\w-]|\.\w)")
+_STYLE_AFTER_RE = re.compile(r" (?:code )?style\b", re.IGNORECASE)
+VENDOR_KINDS = frozenset({"cloud", "company"})
+VENDOR_PRODUCT_CONFIDENCE = 0.8
 
 
 class KnownEntity(BaseModel):
@@ -244,6 +248,8 @@ class _Target:
     cues: frozenset[str] = frozenset()
     """An ambiguous surface ("TF", "pg"): it names this entry only in a text that also holds
     one of these words (casefolded)."""
+    kind: str = ""
+    """The lexicon entry's kind (`cloud`, `company` ...)."""
 
 
 def _own_name_first(surface: str, target: _Target) -> tuple[bool, str, str]:
@@ -358,7 +364,7 @@ def _known_item(entity: KnownEntity) -> tuple[str, str, str, tuple[str, ...]]:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _Candidate:  # frozen: `replace` makes the variants
     start: int
     end: int
     name: str
@@ -422,6 +428,7 @@ class Extractor:
                         generic=entry.source in REGISTRY_SOURCES
                         and patterns.generic_word(surface, common),
                         cues=cues.get(surface, frozenset()),
+                        kind=entry.kind,
                     )
                     items.append((surface, exact, target))
             items += _place_phrases(load_places())
@@ -549,7 +556,9 @@ class Extractor:
             lexicon = self._lexicon(lang)
             known_index, link_index = self._known(lang, known)
             doc = spacy_stages.tokenize(self._pipeline(lang), full)
-            candidates = self._phrase_candidates(doc, full, lexicon, sentences)
+            candidates = _vendor_products(
+                full, self._phrase_candidates(doc, full, lexicon, sentences), common
+            )
             if known_index is not None:
                 candidates += self._phrase_candidates(doc, full, known_index, sentences)
             ner = self._ner_candidates(full, lang, notes)
@@ -640,6 +649,7 @@ class Extractor:
                 target.stage,
                 target.priority,
                 (surface,) if surface != target.name else (),
+                target.kind,
             )
             if (
                 target.everyday
@@ -690,6 +700,49 @@ def _place_phrases(places: Iterable[LexiconEntry]) -> list[tuple[str, bool, _Tar
             )
             items.append((surface, True, target))
     return items
+
+
+def _vendor_products(
+    text: str, candidates: list[_Candidate], common: frozenset[str]
+) -> list[_Candidate]:
+    """A cloud or a company named before a product of its own is the product: "Azure DNS",
+    "Google Cloud DNS", "Google CloudDNS" are DNS services, not Azure or Google. The product
+    word must look like a name (an acronym, a CamelCase word or a capitalised word that is no
+    everyday word or its plural: "AWS Regions" stays AWS). And a company named before "style"
+    is a style guide ("Google style", "Airbnb code style"), not the company."""
+    out: list[_Candidate] = []
+    for cand in candidates:
+        vendor = cand.kind in VENDOR_KINDS or (
+            cand.type is EntityType.ORGANIZATION and cand.stage == "lexicon"
+        )
+        if not vendor:
+            out.append(cand)
+            continue
+        if cand.type is EntityType.ORGANIZATION and _STYLE_AFTER_RE.match(text, cand.end):
+            continue
+        product = _PRODUCT_AFTER_RE.match(text, cand.end)
+        end = cand.end
+        for word in product.group(1).split() if product else ():
+            if word in patterns.TITLE_STOPWORDS or any(
+                form in common for form in patterns.noun_forms(word)
+            ):
+                break  # "AWS CloudWatch Logs" is CloudWatch's logs
+            end = text.index(word, end) + len(word)
+        if end == cand.end:
+            out.append(cand)
+            continue
+        out.append(
+            replace(
+                cand,
+                end=end,
+                name=text[cand.start : end],
+                type=EntityType.TOOL,
+                confidence=min(cand.confidence, VENDOR_PRODUCT_CONFIDENCE),
+                aliases=(),
+                kind="",
+            )
+        )
+    return out
 
 
 def _after_cue(text: str, start: int) -> bool:

@@ -671,6 +671,9 @@ def _cut_region(text: str, start: int, end: int, extra: str | None) -> int:
     return cut
 
 
+_NEXT_CAPITALISED_RE = re.compile(r" [A-Z][a-z]")
+
+
 def _guess_slot(
     text: str, start: int, end: int, rule: Rule, common: frozenset[str]
 ) -> SlotGuess | None:
@@ -700,6 +703,8 @@ def _guess_slot(
         return None  # only capitalised or `backticked` words look like names
     if name.lower() in common or (name.isupper() and len(name) <= 4) or len(name) < 2:
         return None
+    if group == "word" and _NEXT_CAPITALISED_RE.match(region, found.end(group)):
+        return None  # one word of a longer name ("a Simplified Git Flow"): its type is unknown
     s = start + found.start(group)
     return SlotGuess(s, s + len(name), name, rule.slot_type, SLOT_GUESS_CONFIDENCE)
 
