@@ -374,7 +374,7 @@ def list_command(
         rows = svc.list_memories(
             scope=scope, type=type, state=state, limit=limit + 1, offset=offset
         )
-        if len(rows) <= limit:
+        if len(rows) <= limit and (rows or not offset):
             return rows, None
         return rows[:limit], svc.count_memories(scope=scope, type=type, state=state)
 
@@ -389,7 +389,9 @@ def list_command(
                 for r in rows
             ],
         )
-    if total is not None:
+    if total is not None and not rows:
+        err.print(f"--offset {offset} is past the last of {total} memories", markup=False)
+    elif total is not None:
         shown = f"{offset + 1}-{offset + len(rows)}" if offset else str(len(rows))
         err.print(
             f"showing {shown} of {total} (--limit {limit}; raise it, or page with --offset)",
