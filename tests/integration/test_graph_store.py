@@ -231,13 +231,13 @@ def test_pages_past_the_end_are_empty_and_bounds_are_checked(tmp_path: Path) -> 
     assert result.stdout.strip() == "ok"
     graph = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=128)
     try:
-        for bounds in ({"limit": -1}, {"offset": -1}, {"limit": -(2**63), "offset": -(2**70)}):
+        for limit, offset in ((-1, 0), (0, -1), (-(2**63), -(2**70))):
             with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
-                graph.list_memories(**bounds)
+                graph.list_memories(limit=limit, offset=offset)
             with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
-                graph.list_entities(**bounds)
+                graph.list_entities(limit=limit, offset=offset)
             with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
-                graph.relation_rows(**bounds)
+                graph.relation_rows(limit=limit, offset=offset)
     finally:
         graph.close()
 

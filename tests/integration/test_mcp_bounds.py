@@ -60,3 +60,26 @@ async def test_counts_are_bounded_with_a_clear_error(
                 assert "graph error" not in message, (value, message)
             else:
                 assert result.structured_content or json.loads(text(result))
+
+
+SCOPED = [
+    ("recall", {"query": "redis"}),
+    ("remember", {"type": "fact", "title": "t", "body": "b"}),
+    ("list_promotions", {}),
+    ("supersede_candidates", {}),
+    ("trends", {}),
+]
+
+
+@pytest.mark.parametrize(("tool", "base"), SCOPED, ids=[t for t, _ in SCOPED])
+async def test_a_scope_no_path_can_be_is_a_tool_error_naming_it(
+    seeded: MemoryService, tool: str, base: dict[str, Any]
+) -> None:
+    """Issue 26 item 6, on the MCP surface: a NUL or an unencodable character in `scope`."""
+    async with Client(create_server(seeded)) as client:
+        for bad in ("/tmp/a\x00b", "/tmp/a\ud800b", "/tmp/" + "n" * 300):
+            result = await client.call_tool(tool, {**base, "scope": bad})
+            assert result.is_error, (bad[:12], result)
+            message = text(result)
+            assert message.startswith(f"Error executing tool {tool}: scope "), message
+            assert "unexpected" not in message, message

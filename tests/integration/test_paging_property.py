@@ -88,12 +88,15 @@ def path_values(http: httpx.Client) -> dict[str, str]:
     return {"slug": slug, "entity_id": entity}
 
 
-BODIES_FOR = {
+BODIES_FOR: dict[str, dict[str, Any]] = {
     "/v1/recall": {"q": "redis", "track": False},
     "/v1/recall/context": {"prompt": "which cache do we use? redis"},
     "/v1/graph/cypher": {"query": "MATCH (m:Memory) RETURN m.slug ORDER BY m.slug"},
 }
-QUERIES_FOR = {"/v1/search": {"q": "redis"}, "/v1/recall": {"q": "redis", "track": "false"}}
+QUERIES_FOR: dict[str, dict[str, Any]] = {
+    "/v1/search": {"q": "redis"},
+    "/v1/recall": {"q": "redis", "track": "false"},
+}
 
 
 def request(
