@@ -8,7 +8,12 @@ and relations: on an empty graph the engine never reaches the code that crashed.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -177,3 +182,28 @@ def test_past_the_end_answers_an_empty_page(http: httpx.Client, path: str) -> No
         assert body["next_offset"] is None, body
         if whole.get("total") is not None:
             assert body["total"] == whole["total"] == len(whole["items"])
+
+
+def test_the_cli_lists_past_the_end_in_process(tmp_path: Path) -> None:
+    """`memoryd list --offset 50000` (embedded, no daemon) exited 139 about 2 runs in 3: an
+    empty page now, and the total; `--offset -1` and `--limit 0` are usage errors."""
+    env = {**os.environ, "MEMORYD_HOME": str(tmp_path / "home")}
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "memoryd", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    made = cli("record", "--type", "fact", "--title", "t", "--body", "uses Redis",
+               "--scope", str(project))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for _ in range(3):
+        listed = cli("list", "--offset", "50000", "--json")
+        assert listed.returncode == 0, (listed.returncode, listed.stderr)
+        assert json.loads(listed.stdout) == []
+        assert "--offset 50000 is past the last of 1 memories" in listed.stderr
+    for bad in (["--offset", "-1"], ["--limit", "0"]):
+        refused = cli("list", *bad)
+        assert refused.returncode == 2, refused.stderr
+        assert bad[0] in refused.stderr
