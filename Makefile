@@ -18,7 +18,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/memoryd demo
 
-## make test: lint, types, the whole test suite; graph contract tests on both engines
+## make test: lint, types, the whole test suite (with a time-boxed schemathesis pass over a
+## live daemon, tests/e2e/test_api_fuzz.py); graph contract tests on both engines
 test: $(STAMP) browser lint types unit
 
 ## Debian chromium + chromedriver for the graph page's browser test (installed when root)
@@ -36,7 +37,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q tests/integration/test_graph_store.py
 
-## make fuzz: schemathesis against a live daemon's OpenAPI (minutes)
+## make fuzz: the long schemathesis run against a live daemon's OpenAPI (minutes)
 fuzz: $(STAMP)
 	$(BIN)/pytest -q -m slow tests/e2e/test_api_fuzz.py
 

@@ -7,6 +7,7 @@ git remote is recorded as an alias so one project cloned on two machines can be 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path, PurePath
 
@@ -15,6 +16,36 @@ from memoryd.models import ScopeInfo
 
 SENSITIVE_MARKER = ".memoryd-sensitive"
 """The file `memoryd sensitive mark` writes at a scope root; every path below it is sensitive."""
+PATH_MAX = 4096
+NAME_MAX = 255
+"""Linux's limits, in bytes, on a whole path and on one name in it."""
+
+
+def path_problem(value: str) -> str | None:
+    """Why no file system call can take `value` as a path (a NUL, a character with no file
+    name encoding, a path or a name past the OS's limits), or None. Checked before any call:
+    Python raises ValueError or UnicodeEncodeError for the first two, not OSError."""
+    if "\x00" in value:
+        return "contains a NUL character (\\x00), which no file path can hold"
+    try:
+        raw = os.fsencode(value)
+    except UnicodeEncodeError as exc:
+        return f"holds {value[exc.start]!r}, a character no file name can be encoded with"
+    if len(raw) >= PATH_MAX:
+        return f"is {len(raw):,} bytes long; a path is at most {PATH_MAX - 1:,}"
+    longest = max((len(name) for name in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        return f"has a name of {longest} bytes; a file name is at most {NAME_MAX}"
+    return None
+
+
+def check_path(value: str | os.PathLike[str], field: str) -> str:
+    """`value` as text, or InvalidInput naming `field` when it cannot be a path."""
+    text = os.fspath(value)
+    problem = path_problem(text)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}", hint=f"pass {field} as a valid path")
+    return text
 
 
 def hash_path(path: str) -> str:
@@ -105,6 +136,8 @@ def resolve_scope(path: Path | str | None = None, *, with_remote: bool = True) -
 
 def _scope_directory(path: Path | str | None) -> tuple[Path, str | None]:
     """`path` (default: the current directory) resolved, and its git toplevel if any."""
+    if path is not None:
+        check_path(path, "scope")
     directory = Path(path if path is not None else Path.cwd()).expanduser()
     try:
         directory = directory.resolve(strict=True)

@@ -197,6 +197,59 @@ def test_list_filters_and_pages(graph: KuzuGraphStore) -> None:
     assert graph.list_memories(decay_state=DecayState.DIM) == []
 
 
+def test_pages_past_the_end_are_empty_and_bounds_are_checked(tmp_path: Path) -> None:
+    """Issue 26: `ORDER BY … SKIP n` with n past the sorted rows segfaulted the engine (2 runs
+    in 3 at 50,000 over one memory). Every paged store read, at offsets and limits from 0 to
+    past int64, in a subprocess so a crash shows as its signal; negative bounds are refused."""
+    script = textwrap.dedent(
+        f"""
+        from datetime import UTC, datetime
+        from pathlib import Path
+        from memoryd.graph.kuzu_store import KuzuGraphStore
+        from memoryd.models import Frontmatter, Memory
+        graph = KuzuGraphStore(Path({str(tmp_path / "graph")!r}), engine={ENGINE!r})
+        meta = dict(type="decision", scope_hash="0123456789ab", source="manual",
+                    created_at=datetime(2026, 5, 1, tzinfo=UTC))
+        graph.upsert_memories([Memory(meta=Frontmatter.model_validate(
+            dict(meta, title=f"m {{i}}", slug=f"m-{{i}}",
+                 observations=[f"entity:library:L{{i}}"],
+                 relations=[f"uses:entity:library:L{{i}}"])), body="b") for i in range(3)])
+        reads = (graph.list_memories, graph.list_entities, graph.relation_rows)
+        for read in reads:
+            assert len(read()) == 3, read
+            assert len(read(limit=2**70)) == 3, read
+            assert len(read(offset=2, limit=2**63)) == 1, read
+            for offset in (3, 4, 9_000, 50_000, 888_328, 2**31, 2**63 - 1, 2**63, 2**70):
+                for _ in range(3):
+                    assert read(offset=offset) == [], (read, offset)
+            assert read(limit=0) == [], read
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.strip() == "ok"
+    graph = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=128)
+    try:
+        for limit, offset in ((-1, 0), (0, -1), (-(2**63), -(2**70))):
+            with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
+                graph.list_memories(limit=limit, offset=offset)
+            with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
+                graph.list_entities(limit=limit, offset=offset)
+            with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
+                graph.relation_rows(limit=limit, offset=offset)
+    finally:
+        graph.close()
+
+
+def test_memoryds_own_cypher_may_not_skip(graph: KuzuGraphStore) -> None:
+    """Only the sandbox's copy runs SKIP (users' queries, where a crash ends the sandbox's
+    process); memoryd's own queries page through `_page`, which never skips past the rows."""
+    with pytest.raises(InvalidInput, match="may not SKIP"):
+        graph.cypher("MATCH (m:Memory) RETURN m.slug ORDER BY m.slug SKIP 5 LIMIT 1")
+    graph.cypher("MATCH (m:Memory) WHERE m.title = 'SKIP' RETURN m.slug")  # text, not a clause
+
+
 def test_fingerprint_lookup(graph: KuzuGraphStore) -> None:
     m = memory("dup", body="same text")
     graph.upsert_memories([m])

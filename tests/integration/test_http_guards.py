@@ -6,6 +6,7 @@ gives the token."""
 from __future__ import annotations
 
 import json
+import socket
 import stat
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -128,6 +129,37 @@ def test_other_authorization_values_are_refused(daemon: Daemon, value: str) -> N
         )
     assert response.status_code == 401, value
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize("good_first", [False, True])
+def test_two_authorization_headers_are_refused(daemon: Daemon, good_first: bool) -> None:
+    """Issue 26: with the bad one first, the second (good) one was taken and the request
+    served. Which one a proxy or a framework reads differs, so neither is: 401."""
+    good, bad = f"Bearer {daemon.token()}", "Bearer not-the-token"
+    pair = [good, bad] if good_first else [bad, good]
+    with httpx.Client(base_url=f"http://127.0.0.1:{daemon.port}", timeout=30) as http:
+        response = http.get("/v1/health", headers=[("Authorization", v) for v in pair])
+        same = http.get("/v1/health", headers=[("Authorization", good), ("Authorization", good)])
+    for answer in (response, same):
+        assert answer.status_code == 401, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "unauthorized"
+        assert error["message"] == "2 Authorization headers; send exactly one"
+
+
+def test_two_host_headers_are_refused(daemon: Daemon) -> None:
+    """RFC 9112 3.2: a request with more than one Host header is answered 400."""
+    request = (
+        "GET /v1/health HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n"
+        f"Authorization: Bearer {daemon.token()}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", daemon.port or 0), timeout=30) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b"Host header" in answer, answer
 
 
 def test_sync_routes_name_files_and_are_served_on_the_socket_only(

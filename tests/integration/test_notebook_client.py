@@ -301,3 +301,14 @@ def test_the_daemon_gives_the_same_answers_and_can_count(home_copy: Path) -> Non
         assert client.mode == "embedded"
         # Every count survives the edit and the stop (test_recall.py has the in-process case).
         assert client.cypher(query).n.iloc[0] == counted
+
+
+def test_notebook_counts_from_zero_to_past_int64(mem: Notebook) -> None:
+    """Issue 26 on the notebook surface: a huge limit reads what there is (it reached kuzu
+    as a LIMIT it could not bind: a graph error); a negative one names the bounds."""
+    everything = mem.memories(limit=10**6)
+    assert len(mem.memories(limit=2**70)) == len(everything) > 0
+    assert len(mem.entities(limit=2**70)) == len(mem.entities(limit=10**6)) > 0
+    for read in (mem.memories, mem.entities):
+        with pytest.raises(InvalidInput, match="limit and offset must be 0 or more"):
+            read(limit=-1)

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.api.routes import ERRORS, Actor, Api, scope_param
+from memoryd.api.schemas import PathText
 from memoryd.models import Grant, GrantDuration
 
 router = APIRouter(
@@ -27,7 +28,7 @@ class GrantRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    scope: str = Field(description="the scope's absolute path, or its 12-hex scope hash")
+    scope: PathText = Field(description="the scope's absolute path, or its 12-hex scope hash")
     duration: GrantDuration = "once"
     task: str | None = Field(default=None, description="names a task grant (to revoke it)")
 
@@ -48,7 +49,7 @@ async def grant(api: Api, body: GrantRequest, actor: Actor = "api") -> Grant:
 @router.delete("")
 async def revoke(
     api: Api,
-    scope: Annotated[str, Query(description="the scope's absolute path, or its scope hash")],
+    scope: Annotated[PathText, Query(description="the scope's absolute path, or its scope hash")],
     task: Annotated[str | None, Query(description="only this task's grant")] = None,
     actor: Actor = "api",
 ) -> list[Grant]:

@@ -42,6 +42,7 @@ from memoryd.api.schemas import (
     MemoryBatch,
     MemoryCreate,
     Page,
+    PathText,
     RecallPage,
     RecallQuery,
     RelationsClose,
@@ -142,7 +143,7 @@ Actor = Annotated[
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="rows to skip")]
 ScopeQuery = Annotated[
-    str | None,
+    PathText | None,
     Query(description="a 12-hex scope hash, or the absolute path of a project directory"),
 ]
 Slug = Annotated[str, PathParam(description="the memory's slug")]

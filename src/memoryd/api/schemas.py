@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Annotated, Generic, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
 from memoryd.models import HiddenResults, MemoryType, RecallHit, RelationRef, SearchHit
+from memoryd.scope import path_problem
 
 T = TypeVar("T")
 
@@ -20,6 +21,18 @@ MAX_PAGE = 1000
 AUDIT_MAX_PAGE = 10_000
 MAX_CYPHER_ROWS = 10_000
 SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
+
+
+def _path_text(value: str) -> str:
+    problem = path_problem(value)
+    if problem is not None:
+        raise ValueError(problem)  # pydantic names the field: `path: contains a NUL …`
+    return value
+
+
+PathText = Annotated[str, AfterValidator(_path_text)]
+"""A request field that names a file or directory: refused with 422 when no file system call
+could take it, rather than failing deep inside a route."""
 
 # Cypher parameters are JSON scalars or flat lists of them: what the engine binds safely.
 Scalar = str | int | float | bool | None
@@ -51,7 +64,7 @@ class MemoryCreate(BaseModel):
     type: MemoryType
     title: str = Field(min_length=1, max_length=500)
     body: str = ""
-    scope: str = Field(min_length=1, description="absolute path of the project directory")
+    scope: PathText = Field(min_length=1, description="absolute path of the project directory")
     source: str = Field(default="api", min_length=1, max_length=200)
     tags: list[str] = Field(default_factory=list, max_length=200)
     triggers: list[str] = Field(default_factory=list, max_length=200)
@@ -125,7 +138,7 @@ class RecallQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     q: str = Field(min_length=1, description="what to remember")
-    scope: str | None = Field(
+    scope: PathText | None = Field(
         default=None, description="a 12-hex scope hash, or the absolute path of a project"
     )
     type: list[MemoryType] | None = None

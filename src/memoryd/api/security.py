@@ -96,11 +96,43 @@ class LocalOnly:
             and scope.get("path") in self._public
         )
 
+    async def _refuse_repeated(self, scope: Scope, send: Send, hosts: int, tokens: int) -> None:
+        """400 for several Host headers (RFC 9112 3.2), 401 for several Authorization headers
+        on TCP (with the bad one first, the good last one used to be taken)."""
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        elif hosts > 1:
+            await _refuse(
+                send,
+                400,
+                "invalid_input",
+                f"{hosts} Host headers; send exactly one",
+                "address the request to localhost once",
+            )
+        else:
+            logger.warning("refused a request with %d Authorization headers", tokens)
+            await _refuse(
+                send,
+                401,
+                "unauthorized",
+                f"{tokens} Authorization headers; send exactly one",
+                "send one `Authorization: Bearer <token>`; `memoryd token` prints it",
+                extra=[(b"www-authenticate", b"Bearer")],
+            )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
+        raw = scope.get("headers") or []
+        headers = dict(raw)
+        hosts = sum(1 for name, _ in raw if name == b"host")
+        tokens = sum(1 for name, _ in raw if name == b"authorization")
+        if hosts > 1 or (tokens > 1 and self._token is not None):
+            # `dict` keeps the last of each: a request must not be judged on one header and
+            # served on another a proxy or a framework might read instead.
+            await self._refuse_repeated(scope, send, hosts, tokens)
+            return
         host = headers.get(b"host", b"").decode("latin-1")
         allowed = host_allowed(host) and self._authorized(headers.get(b"authorization"))
         if scope["type"] == "websocket" and not allowed:

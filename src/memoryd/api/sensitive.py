@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from memoryd.api.ports import ServedService
 from memoryd.api.routes import ERRORS, Actor, Api
+from memoryd.api.schemas import PathText
 from memoryd.capture.hook import replayer
 from memoryd.capture.sealing import replay_failed
 from memoryd.capture_limits import load_capture_config
@@ -31,12 +32,12 @@ router = APIRouter(
 
 
 class ScopeKeyRequest(BaseModel):
-    path: str = Field(min_length=1, description="a directory of the project (absolute)")
+    path: PathText = Field(min_length=1, description="a directory of the project (absolute)")
     passphrase: str | None = Field(default=None, min_length=1, repr=False)
 
 
 class UnmarkRequest(BaseModel):
-    path: str = Field(min_length=1)
+    path: PathText = Field(min_length=1)
     yes: bool = False
 
 

@@ -18,6 +18,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field, field_validator
 
 from memoryd.api.routes import ERRORS, Actor, Api
+from memoryd.api.schemas import PathText
 from memoryd.sync.models import (
     ConflictEntry,
     ConflictStrategy,
@@ -42,7 +43,7 @@ def _absolute(value: str) -> str:
 
 
 class ExportRequest(BaseModel):
-    out: str = Field(description="absolute path of the memories.json to write")
+    out: PathText = Field(description="absolute path of the memories.json to write")
     scope: str | None = Field(default=None, pattern=r"^[0-9a-f]{12}$")
     include_audit_chain: bool = False
     include_embeddings: bool = False
@@ -55,11 +56,11 @@ class ExportRequest(BaseModel):
 
 
 class ImportRequest(BaseModel):
-    source: str = Field(description="absolute path of the memories.json to read")
+    source: PathText = Field(description="absolute path of the memories.json to read")
     conflict: ConflictStrategy = "merge"
     dry_run: bool = False
-    map_scope: dict[str, str] = Field(default_factory=dict)
-    scope: str | None = Field(
+    map_scope: dict[PathText, PathText] = Field(default_factory=dict)
+    scope: PathText | None = Field(
         default=None, description="absolute project path for memories that carry no scope"
     )
     passphrase: str | None = Field(
@@ -70,9 +71,9 @@ class ImportRequest(BaseModel):
 
 
 class DiffRequest(BaseModel):
-    source: str
-    map_scope: dict[str, str] = Field(default_factory=dict)
-    scope: str | None = None
+    source: PathText
+    map_scope: dict[PathText, PathText] = Field(default_factory=dict)
+    scope: PathText | None = None
 
     _source = field_validator("source")(_absolute)
 

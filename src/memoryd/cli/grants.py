@@ -16,14 +16,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, err, print_table, run
+from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, err, path_param, print_table, run
 from memoryd.models import GrantDuration
 
 if TYPE_CHECKING:
     from memoryd.models import Grant
 
 PathArg = Annotated[
-    str, typer.Argument(help="The sensitive project's directory (or its 12-hex scope hash).")
+    str,
+    typer.Argument(
+        help="The sensitive project's directory (or its 12-hex scope hash).", callback=path_param
+    ),
 ]
 TaskOpt = Annotated[
     str | None, typer.Option("--task", help="Name a task grant (revoke it by this name).")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, service
+from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, path_param, service
 from memoryd.errors import InvalidInput, MemorydError
 
 import_app = typer.Typer(help="Import memories from other tools' files.", no_args_is_help=True)
@@ -19,10 +19,16 @@ export_app = typer.Typer(
 
 @import_app.command("mcp-memory")
 def import_mcp_memory(
-    file: Annotated[Path, typer.Argument(help="The MCP memory server's memory.jsonl.")],
+    file: Annotated[
+        Path, typer.Argument(help="The MCP memory server's memory.jsonl.", callback=path_param)
+    ],
     scope: Annotated[
         Path | None,
-        typer.Option("--scope", help="Project path the memories belong to (default: here)."),
+        typer.Option(
+            "--scope",
+            help="Project path the memories belong to (default: here).",
+            callback=path_param,
+        ),
     ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,

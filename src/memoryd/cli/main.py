@@ -38,6 +38,7 @@ from memoryd.errors import (
 )
 from memoryd.models import DecayState, MemoryType
 from memoryd.private import private_umask
+from memoryd.scope import path_problem
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -74,15 +75,35 @@ app.command("capture")(capture_command)
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
+def path_param(param: typer.CallbackParam, value: Any) -> Any:
+    """Every path option and argument: one no file system call could take (a NUL, a name
+    past the OS's limit …) is a usage error, exit 2, named by click (`Invalid value for
+    '--out': contains a NUL character …`). `--map-scope OLD=NEW` is checked on both sides."""
+    for item in value if isinstance(value, list | tuple) else [value]:
+        if item is None:
+            continue
+        parts = str(item).split("=", 1) if param.name == "map_scope" else [str(item)]
+        for part in parts:
+            problem = path_problem(part)
+            if problem is not None:
+                raise typer.BadParameter(problem)
+    return value
+
+
 HomeOpt = Annotated[
     Path | None,
     typer.Option(
-        "--home", envvar="MEMORYD_HOME", help="Data dir (default: the platform data dir)."
+        "--home",
+        envvar="MEMORYD_HOME",
+        help="Data dir (default: the platform data dir).",
+        callback=path_param,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 ScopeOpt = Annotated[
-    str | None, typer.Option("--scope", help="A project path (or a 12-hex scope hash).")
+    str | None,
+    typer.Option("--scope", help="A project path (or a 12-hex scope hash).", callback=path_param),
 ]
 LIMIT_HELP = "How many to show at most."
 """Every command that caps its output takes `--limit` (short `-k`), the API's name for it."""
@@ -374,7 +395,7 @@ def list_command(
         rows = svc.list_memories(
             scope=scope, type=type, state=state, limit=limit + 1, offset=offset
         )
-        if len(rows) <= limit:
+        if len(rows) <= limit and (rows or not offset):
             return rows, None
         return rows[:limit], svc.count_memories(scope=scope, type=type, state=state)
 
@@ -389,7 +410,9 @@ def list_command(
                 for r in rows
             ],
         )
-    if total is not None:
+    if total is not None and not rows:
+        err.print(f"--offset {offset} is past the last of {total} memories", markup=False)
+    elif total is not None:
         shown = f"{offset + 1}-{offset + len(rows)}" if offset else str(len(rows))
         err.print(
             f"showing {shown} of {total} (--limit {limit}; raise it, or page with --offset)",
@@ -500,7 +523,9 @@ def audit_verify(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
 
 @scope_app.command("show")
 def scope_show(
-    path: Annotated[Path | None, typer.Argument(help="A directory (default: here).")] = None,
+    path: Annotated[
+        Path | None, typer.Argument(help="A directory (default: here).", callback=path_param)
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -18,6 +18,7 @@ from memoryd.cli.main import (
     err,
     fail,
     out,
+    path_param,
     printable,
     run,
     utf8_option,
@@ -158,7 +159,10 @@ def promote(
     ] = None,
     title: Annotated[str | None, typer.Option("--title", help="Another title.")] = None,
     body_file: Annotated[
-        Path | None, typer.Option("--body-file", help="A file with the body to write instead.")
+        Path | None,
+        typer.Option(
+            "--body-file", help="A file with the body to write instead.", callback=path_param
+        ),
     ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,

@@ -21,6 +21,7 @@ from memoryd.cli.main import (
     fail,
     load_settings,
     out,
+    path_param,
     print_table,
     run,
 )
@@ -39,7 +40,9 @@ sensitive_app = typer.Typer(
     help="Sensitive scopes: encrypted at rest, read only under a grant.", no_args_is_help=True
 )
 
-PathArg = Annotated[Path, typer.Argument(help="A directory of the project (its scope root).")]
+PathArg = Annotated[
+    Path, typer.Argument(help="A directory of the project (its scope root).", callback=path_param)
+]
 PassphraseOpt = Annotated[
     bool,
     typer.Option(
@@ -147,7 +150,8 @@ def _keys(home: Path | None) -> tuple[KeyStore, Path]:
 
 
 def export_key(path: PathArg,
-               file: Annotated[Path, typer.Argument(help="Where to write the wrapped key.")],
+               file: Annotated[Path, typer.Argument(help="Where to write the wrapped key.",
+                                                    callback=path_param)],
                home: HomeOpt = None) -> None:  # fmt: skip
     """Write the project's keys to FILE, wrapped by a passphrase you choose: the backup that
     `import-key` restores on a new machine or after a wiped keyring."""
@@ -165,7 +169,8 @@ def export_key(path: PathArg,
 
 
 def import_key(path: PathArg,
-               file: Annotated[Path, typer.Argument(help="A file made by export-key.")],
+               file: Annotated[Path, typer.Argument(help="A file made by export-key.",
+                                                    callback=path_param)],
                home: HomeOpt = None) -> None:  # fmt: skip
     """Put the keys exported by `export-key` into this machine's keyring."""
     try:

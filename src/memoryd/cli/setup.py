@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail
+from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, path_param
 from memoryd.errors import MemorydError
 
 if TYPE_CHECKING:
@@ -30,7 +30,11 @@ UserOpt = Annotated[
 ]
 DirOpt = Annotated[
     Path | None,
-    typer.Option("--dir", help="The project dir for --project (default: the current dir)."),
+    typer.Option(
+        "--dir",
+        help="The project dir for --project (default: the current dir).",
+        callback=path_param,
+    ),
 ]
 CommandOpt = Annotated[
     str | None,

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, print_table, service
+from memoryd.cli.main import (
+    HomeOpt,
+    JsonOpt,
+    emit_json,
+    fail,
+    path_param,
+    print_table,
+    service,
+)
 from memoryd.errors import InvalidInput
 from memoryd.sync.models import ConflictStrategy, ImportReport
 
@@ -15,11 +23,14 @@ sync_app = typer.Typer(
     help="Sync memories between machines through one memories.json file.", no_args_is_help=True
 )
 
-FromOpt = Annotated[Path, typer.Option("--from", help="The memories.json to read.")]
+FromOpt = Annotated[
+    Path, typer.Option("--from", help="The memories.json to read.", callback=path_param)
+]
 MapScopeOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--map-scope",
+        callback=path_param,
         help="OLD=NEW: put the file's scope OLD (hash) into the local scope NEW (hash or path).",
     ),
 ]
@@ -27,6 +38,7 @@ ScopeForForeign = Annotated[
     str | None,
     typer.Option(
         "--scope",
+        callback=path_param,
         help="Project path for memories that carry no scope (mcp-memory-service's); default: here.",
     ),
 ]
@@ -36,6 +48,7 @@ PassphraseFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--passphrase-file",
+        callback=path_param,
         help="Read the sync passphrase from the first line of this file (never give it as an"
         " option: it would stay in the shell history).",
     ),
@@ -82,9 +95,14 @@ def _map_scope(values: list[str] | None) -> dict[str, str]:
 
 @sync_app.command("export")
 def export(
-    out: Annotated[Path, typer.Option("--out", help="The memories.json to write.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="The memories.json to write.", callback=path_param)
+    ],
     scope: Annotated[
-        str | None, typer.Option("--scope", help="Only this scope (a path or a 12-hex hash).")
+        str | None,
+        typer.Option(
+            "--scope", help="Only this scope (a path or a 12-hex hash).", callback=path_param
+        ),
     ] = None,
     include_audit_chain: Annotated[
         bool, typer.Option("--include-audit-chain", help="Carry the audit log, verifiable.")

@@ -140,28 +140,16 @@ class Entities(ServiceCore):
 
         Closed relations (`superseded_at` set) are history and only listed on request.
         """
-        where = []
-        params: dict[str, Any] = {"skip": offset, "take": limit}
-        if entity is not None:
-            where.append("(a.id = $entity OR b.id = $entity)")
-            params["entity"] = self.resolve_entity(entity).id
-        if predicate is not None:
-            where.append("r.predicate = $predicate")
-            params["predicate"] = predicate.value
-        if not include_closed:
-            where.append("r.superseded_at IS NULL")
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        result = self.graph.cypher(
-            f"MATCH (a)-[r:RELATES]->(b) {clause} RETURN coalesce(a.id, a.slug), label(a),"
-            " r.predicate, coalesce(b.id, b.slug), label(b), r.confidence, r.source_memory,"
-            " r.created_at, r.valid_from, r.superseded_at, r.label"
-            " ORDER BY r.created_at DESC, r.source_memory, r.predicate SKIP $skip LIMIT $take",
-            params,
+        found = self.graph.relation_rows(
+            entity_id=None if entity is None else self.resolve_entity(entity).id,
+            predicate=predicate,
+            include_closed=include_closed,
             limit=limit,
+            offset=offset,
         )
         keys = list(RelationRow.model_fields)  # the RETURN order above
         rows = []
-        for row in result.rows:
+        for row in found:
             data = dict(zip(keys, row, strict=True))
             data["subject_kind"] = str(data["subject_kind"]).lower()
             data["object_kind"] = str(data["object_kind"]).lower()

@@ -7,6 +7,10 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
 - a stale `.wal` beside a new database file segfaults on open, so rebuilds build a whole new
   directory and swap it in;
 - hub entities make deep traversals explode, so traversals cap their fan-out;
+- `ORDER BY … SKIP n` with n past the sorted rows reads key blocks out of bounds and mostly
+  segfaults (`PayloadScanner` indexes its blocks at n before clamping), so every paged read
+  counts and pages in one read-only transaction and never skips past the count (`_page`);
+  memoryd's own Cypher may not SKIP at all (`cypher`);
 - a connection keeps every statement it prepared, with its parameter values, until it is
   closed (about 5 KB a query and 0.4 KB a parameter value: 800 MB of heap over a 100k
   import, 100 MB over 20k reads), so the write connection is replaced after each
@@ -23,6 +27,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -53,6 +58,8 @@ from memoryd.graph.store import (
     MemoryRow,
     SupersedeRow,
     check_cypher,
+    check_page,
+    cypher_code,
     supersede_edges,
 )
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
@@ -67,6 +74,7 @@ CHECKPOINT_BYTES = 16 * 1024 * 1024
 _MIB = 1024 * 1024
 READER_BUDGET = 4096
 """Parameter values a read connection takes before it is replaced (`_reader`)."""
+_SKIP = re.compile(r"\bSKIP\b", re.IGNORECASE)
 _PER_ENTITY_CACHE = 20_000
 """Entries `mentioning` and `related_entities` keep before starting over (`_per_entity`)."""
 
@@ -289,8 +297,12 @@ class KuzuGraphStore:
         read_only: bool = False,
         max_db_mb: int | None = None,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
+        sandboxed: bool = False,
     ) -> None:
         self.directory = directory
+        self.sandboxed = sandboxed
+        """A copy in `memoryd.graph.sandbox` runs users' Cypher, SKIP included: a crash
+        there ends the sandbox's process, not the daemon's."""
         self.path = directory / DB_FILE
         self._wal = self.path.with_name(DB_FILE + ".wal")
         self._checkpoint_bytes = checkpoint_bytes
@@ -393,6 +405,47 @@ class KuzuGraphStore:
             return rows
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
+
+    def _page(
+        self,
+        count_query: str,
+        query: str,
+        params: dict[str, Any],
+        *,
+        limit: int,
+        offset: int,
+        convert: Callable[[Any], Any] = _utc,
+    ) -> tuple[list[list[Any]], int]:
+        """One page of an `ORDER BY` query (`query` ends before SKIP) and the number of rows
+        it pages over (`count_query`, same filter). Both are read in one read-only
+        transaction, and the page is read only when `offset` is inside that count, with a
+        LIMIT of at most the rows left: the engine never sees a SKIP past the sorted rows
+        (it crashes, see the module docstring) nor a LIMIT beyond int64."""
+        check_page(limit, offset)
+        if self._closed:
+            raise StorageError("the graph store is closed")
+        with self._reads.read():
+            conn = self._reader(params)
+            try:
+                conn.execute("BEGIN TRANSACTION READ ONLY")
+                try:
+                    total = int(self._collect(conn, count_query, params)[0][0])
+                    if offset >= total or limit == 0:
+                        return [], total
+                    take = min(limit, total - offset)
+                    rows = self._collect(
+                        conn,
+                        f"{query} SKIP $page_skip LIMIT $page_take",
+                        {**params, "page_skip": offset, "page_take": take},
+                    )
+                finally:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except RuntimeError:
+                        logger.debug("rollback of a read-only page failed", exc_info=True)
+            except RuntimeError as exc:
+                raise engine_error(exc, self.path) from exc
+        return [[convert(v) for v in row] for row in rows], total
 
     @contextmanager
     def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[Any]:
@@ -864,12 +917,14 @@ class KuzuGraphStore:
         offset: int = 0,
     ) -> list[MemorySummary]:
         clause, params = self._memory_filter(scope_hash, type, decay_state)
-        params.update(limit=limit, offset=offset)
-        rows = self._rows(
+        rows, _ = self._page(
+            f"MATCH (m:Memory) {clause} RETURN count(m)",
             f"MATCH (m:Memory) {clause} RETURN m.slug, m.type, m.title, m.scope_hash, m.source,"
             " m.created_at, m.updated_at, m.decay_state, m.tags, m.recall_count"
-            " ORDER BY m.created_at DESC, m.slug SKIP $offset LIMIT $limit",
+            " ORDER BY m.created_at DESC, m.slug",
             params,
+            limit=limit,
+            offset=offset,
         )
         keys = [
             "slug",
@@ -970,7 +1025,7 @@ class KuzuGraphStore:
         offset: int = 0,
     ) -> list[EntityRow]:
         where = []
-        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        params: dict[str, Any] = {}
         if type is not None:
             where.append("e.type = $type")
             params["type"] = type
@@ -984,13 +1039,49 @@ class KuzuGraphStore:
             )
             params["q"] = query.lower()
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self._rows(
+        rows, _ = self._page(
+            f"{bind}MATCH (e:Entity) {clause} RETURN count(e)",
             f"{bind}MATCH (e:Entity) {clause} RETURN e.id, e.name, e.type, e.aliases, e.context,"
             " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash, e.decay_state"
-            " ORDER BY e.mention_count DESC, e.id SKIP $offset LIMIT $limit",
+            " ORDER BY e.mention_count DESC, e.id",
             params,
+            limit=limit,
+            offset=offset,
         )
         return [_entity_row(r) for r in rows]
+
+    def relation_rows(
+        self,
+        *,
+        entity_id: str | None = None,
+        predicate: Predicate | None = None,
+        include_closed: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[list[Any]]:
+        where = []
+        params: dict[str, Any] = {}
+        if entity_id is not None:
+            where.append("(a.id = $entity OR b.id = $entity)")
+            params["entity"] = entity_id
+        if predicate is not None:
+            where.append("r.predicate = $predicate")
+            params["predicate"] = predicate.value
+        if not include_closed:
+            where.append("r.superseded_at IS NULL")
+        match = "MATCH (a)-[r:RELATES]->(b) " + (f"WHERE {' AND '.join(where)}" if where else "")
+        rows, _ = self._page(
+            f"{match} RETURN count(r)",
+            f"{match} RETURN coalesce(a.id, a.slug), label(a), r.predicate, coalesce(b.id, b.slug),"
+            " label(b), r.confidence, r.source_memory, r.created_at, r.valid_from,"
+            " r.superseded_at, r.label"
+            " ORDER BY r.created_at DESC, r.source_memory, r.predicate",
+            params,
+            limit=limit,
+            offset=offset,
+            convert=_jsonable,
+        )
+        return rows
 
     def cypher(
         self,
@@ -1008,6 +1099,12 @@ class KuzuGraphStore:
         writes: a query can allocate outside the buffer pool, and no check on its text can
         tell which will."""
         check_cypher(query, params)
+        if not self.sandboxed and _SKIP.search(cypher_code(query)):
+            raise InvalidInput(
+                "memoryd's own graph queries may not SKIP: the engine crashes on a SKIP past"
+                " the rows",
+                hint="page through a store method built on `_page`",
+            )
         if self._closed:
             raise StorageError("the graph store is closed")
         with self._reads.read():

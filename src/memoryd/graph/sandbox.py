@@ -400,6 +400,7 @@ def serve(conn: Connection) -> None:
                     query_timeout_ms=limits.timeout_ms,
                     read_only=True,
                     max_db_mb=reserve_mb,
+                    sandboxed=True,
                 )
                 _cap_memory(limits.heap_mb)
                 reply: tuple[Any, ...] = ("ok", None)

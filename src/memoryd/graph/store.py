@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from memoryd.errors import InvalidInput, PolicyDenied
-from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Timestamp
+from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate, Timestamp
 
 NodeKind = Literal["memory", "entity"]
 
@@ -249,6 +249,16 @@ def refused_call(query: str) -> str | None:
     return None
 
 
+def check_page(limit: int, offset: int) -> None:
+    """A page's bounds are counts: a negative one is the caller's mistake, refused before any
+    engine sees it (kuzu reads a negative LIMIT as an error, SQLite as no limit at all)."""
+    if limit < 0 or offset < 0:
+        raise InvalidInput(
+            f"a page's limit and offset must be 0 or more (got limit {limit}, offset {offset})",
+            hint="page with offset 0, limit, 2*limit, … up to the total",
+        )
+
+
 def check_cypher(query: str, params: Mapping[str, Any] | None = None) -> None:
     """Refuse, before the engine sees it, what a read-only graph query may not do: write
     clauses and CALLs other than read-only procedures (PolicyDenied), more than one statement,
@@ -379,6 +389,17 @@ class GraphStore(Protocol):
         limit: int = 100,
         offset: int = 0,
     ) -> list[EntityRow]: ...
+
+    def relation_rows(
+        self,
+        *,
+        entity_id: str | None = None,
+        predicate: Predicate | None = None,
+        include_closed: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[list[Any]]:
+        """RELATES edges newest first, as JSON values in `RelationRow`'s field order."""
 
     def cypher(
         self,

@@ -283,13 +283,22 @@ def create_server(  # noqa: C901 - one closure per tool
         observations and the relations touching them. Pass `next_offset` back as `offset`
         to read on; it is null on the last page. Prefer `search_nodes` to find something."""
 
+        if offset < 0:
+            raise ToolError(f"offset must be 0 or more (got {offset})")
+
         def run() -> dict[str, Any]:
             take = max(1, min(limit, 1000))
-            rows = svc.cypher(
-                "MATCH (e:Entity) RETURN e.id ORDER BY e.name, e.id SKIP $skip LIMIT $take",
-                {"skip": max(0, offset), "take": take + 1},
-                limit=take + 1,
-            ).rows
+            # The engine crashes on a SKIP past the rows it sorted: count them first.
+            total = svc.cypher("MATCH (e:Entity) RETURN count(e)", limit=1).rows[0][0]
+            rows = (
+                svc.cypher(
+                    "MATCH (e:Entity) RETURN e.id ORDER BY e.name, e.id SKIP $skip LIMIT $take",
+                    {"skip": offset, "take": take + 1},
+                    limit=take + 1,
+                ).rows
+                if offset < total
+                else []
+            )
             page = graph_of([r[0] for r in rows[:take]])
             page["next_offset"] = offset + take if len(rows) > take else None
             return page
