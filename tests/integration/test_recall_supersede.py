@@ -147,7 +147,7 @@ def test_a_successor_without_the_query_words_is_not_placed_above_the_match(
 def test_the_query_naming_the_edges_entity_follows_it_to_the_current_decision(
     svc: MemoryService, project: Path
 ) -> None:
-    """"What is the current decision about X": the query names the thing the edge replaced,
+    """ "What is the current decision about X": the query names the thing the edge replaced,
     so the successor joins (placed just above the memory it replaces) though its words differ."""
     others(svc, project)
     old = rec(svc, project, "Bundler", "The storefront bundles with Webpack.")
