@@ -144,23 +144,26 @@ def test_a_successor_without_the_query_words_is_not_placed_above_the_match(
     assert hits[0].score > 0.3  # the answer keeps its relevance
 
 
-def test_the_query_naming_the_edges_entity_follows_it_to_the_current_decision(
+def test_the_query_naming_the_edges_entity_by_another_name_puts_the_current_one_first(
     svc: MemoryService, project: Path
 ) -> None:
-    """ "What is the current decision about X": the query names the thing the edge replaced,
-    so the successor joins (placed just above the memory it replaces) though its words differ."""
+    """ "What is the current decision about X", X named as engineers type it: neither memory
+    says "k8s", the entity stage links it to Kubernetes, and the edge about Kubernetes puts
+    the newer decision first."""
     others(svc, project)
-    old = rec(svc, project, "Bundler", "The storefront bundles with Webpack.")
-    new = rec(svc, project, "Faster builds", "Vite now builds the storefront in two seconds.")
-    [webpack] = [e for e in svc.get(old).meta.observations if e.lower().endswith(":webpack")]
+    old = rec(svc, project, "Hosting", "Services run on a self-managed Kubernetes cluster.")
+    new = rec(svc, project, "Managed hosting", "Services move to EKS, managed Kubernetes.")
+    [kubernetes] = [e for e in svc.get(old).meta.observations if e.endswith(":Kubernetes")]
+    assert kubernetes in svc.get(new).meta.observations
     judged_edge(
         svc,
         new,
         old,
-        judge="rule:instead-of",
-        reason="Vite now builds the storefront in two seconds.",
-        entity=webpack,
+        judge="rule:switch-from-to",
+        reason="Services move to EKS, managed Kubernetes.",
+        entity=kubernetes,
     )
-    hits = svc.recall("What do we use instead of Webpack now?", scope=project).hits
+    hits = svc.recall("Where do we run k8s?", scope=project).hits
     assert [h.slug for h in hits][:2] == [new, old]
     assert hits[1].factors["superseded"] == 0.6
+    assert hits[1].paths[0].startswith(f"superseded by {new} (the query names k8s)")

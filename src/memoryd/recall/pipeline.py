@@ -35,8 +35,6 @@ class RecallGraph(Protocol):
 
     def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]: ...
 
-    def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
-
     def supersede_edges(self, slugs: Sequence[str] | None = None) -> dict[str, SupersedeRow]: ...
 
     def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult: ...
@@ -172,17 +170,10 @@ class RecallPipeline:
         include_forgotten: bool,
         stored: dict[str, SearchDoc],
     ) -> list[Candidate]:
-        """Successors pulled in, the filters applied, then the adjustment rules, best first."""
-        # A successor the text did not find joins only when the query names the entity its
-        # edge is about ("what is the current decision about X"): a successor holding no
-        # evidence for the query is never ranked above one that does (DESIGN §7, turn 3).
+        """The filters applied, then the adjustment rules, best first."""
+        # A successor no stage found stays out: it holds no evidence for the query, and is
+        # never ranked above one that does (DESIGN §7, turn 3); the stale hit names it.
         edges = self.graph.supersede_edges(list(pool))
-        for edge in edges.values():
-            if edge.newer not in pool and edge.entity_id in linked:
-                pool.at(edge.newer)  # score 0: placed just above the older by `supersede_order`
-        pulled_in = [slug for slug in pool if slug not in stored]  # successors, rarely any
-        if pulled_in:
-            stored.update(self.index.stored(pulled_in))
         # A name the query holds (a person, a linked entity; for the memories the kind stage
         # counts for, an entity found by its kind) makes a title name all of the query: a
         # turn's speaker, a note's subject. A whole session's title is its opening prompt,
