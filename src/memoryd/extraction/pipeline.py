@@ -39,7 +39,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -70,11 +70,14 @@ PRIORITY_KNOWN = 0
 PRIORITY_LEXICON = 2
 PRIORITY_NER = 4
 PRIORITY_GUESS = 6
+REGISTRY_SOURCES = frozenset({"pypi", "npm", "pypi+npm"})
+"""Lexicon entries taken from package registries by rank; the rest were chosen by name."""
 PLACE_CONFIDENCE = 0.85
 """A gazetteer name found with its exact case; a few are also surnames ("Houston")."""
 _WORD_BEFORE_RE = re.compile(r"([A-Za-z]+)[ \t]+$")
 _CAPITALISED_BEFORE_RE = re.compile(r"(?<![\w.])([A-Z][a-z]+) $")
 _CAPITALISED_AFTER_RE = re.compile(r" ([A-Z][a-z]+)(?![\w])")
+_CUE_WORD_RE = re.compile(r"[^\W_]+")
 
 
 class KnownEntity(BaseModel):
@@ -101,6 +104,9 @@ class LexiconEntry:
     """What sort of tool, library or place it is (`database`, `framework`, `city` ...)."""
     first_names: frozenset[str] = frozenset()
     """Surfaces that are also common first names ("Jordan"): places only after a cue."""
+    cues: tuple[tuple[str, frozenset[str]], ...] = ()
+    """Ambiguous surfaces ("TF", "pg") and the words of which one must stand in the same
+    text for them to name this entry ("terraform", "plan"; "sql", "database")."""
 
 
 def _data_file(name: str) -> Any:
@@ -116,7 +122,42 @@ def load_lexicon(path: Path | None = None) -> tuple[LexiconEntry, ...]:
 
 @cache
 def _default_lexicon() -> tuple[LexiconEntry, ...]:
-    return _parse_lexicon(_data_file("lexicon.jsonl").read_text(encoding="utf-8"))
+    lexicon = _parse_lexicon(_data_file("lexicon.jsonl").read_text(encoding="utf-8"))
+    aliases = _parse_lexicon(_data_file("aliases.jsonl").read_text(encoding="utf-8"))
+    return merge_aliases(lexicon, aliases)
+
+
+def merge_aliases(
+    lexicon: Sequence[LexiconEntry], aliases: Sequence[LexiconEntry]
+) -> tuple[LexiconEntry, ...]:
+    """The lexicon with the alias lexicon (`data/aliases.jsonl`) folded in: a row named as a
+    lexicon entry adds its surfaces to that entry (one entity per thing: "k8s", "K8s" and
+    "Kubernetes"), any other row is a new entry, placed after the curated ones so that it
+    claims its surfaces before a registry package does."""
+    by_name = {entry.name: entry for entry in aliases}
+    merged: list[LexiconEntry] = []
+    for entry in lexicon:
+        extra = by_name.pop(entry.name, None)
+        if extra is not None:
+            entry = replace(
+                entry,
+                aliases=tuple(dict.fromkeys((*entry.aliases, *extra.aliases))),
+                case_sensitive=entry.case_sensitive | extra.case_sensitive,
+                cues=entry.cues + extra.cues,
+            )
+        merged.append(entry)
+    curated = sum(1 for entry in merged if entry.source == "curated")
+    return (*merged[:curated], *by_name.values(), *merged[curated:])
+
+
+@cache
+def _lexicon_cues() -> dict[tuple[EntityType, str, str], frozenset[str]]:
+    """(type, name, surface) → the cue words the shipped lexicon requires for that surface."""
+    return {
+        (entry.type, entry.name, surface): words
+        for entry in load_lexicon()
+        for surface, words in entry.cues
+    }
 
 
 @cache
@@ -131,6 +172,8 @@ def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
         if not line.strip():
             continue
         row = json.loads(line)
+        if "_header" in row:  # a data file's provenance line
+            continue
         entries.append(
             LexiconEntry(
                 name=row["name"],
@@ -140,6 +183,10 @@ def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
                 case_sensitive=frozenset(row.get("case_sensitive", ())),
                 kind=row.get("kind", ""),
                 first_names=frozenset(row.get("first_names", ())),
+                cues=tuple(
+                    (surface, frozenset(word.casefold() for word in words))
+                    for surface, words in sorted(row.get("cues", {}).items())
+                ),
             )
         )
     return tuple(entries)
@@ -194,6 +241,9 @@ class _Target:
     generic: bool = False
     """A lower-case name that is everyday English or developer jargon ("lockfile", a graph
     entity "api"): it needs evidence that it is a name wherever it stands."""
+    cues: frozenset[str] = frozenset()
+    """An ambiguous surface ("TF", "pg"): it names this entry only in a text that also holds
+    one of these words (casefolded)."""
 
 
 def _own_name_first(surface: str, target: _Target) -> tuple[bool, str, str]:
@@ -353,10 +403,11 @@ class Extractor:
             common = load_common_words()
             items: list[tuple[str, bool, _Target]] = []
             for entry in load_lexicon():
+                cues = dict(entry.cues)
                 base = (
-                    patterns.CURATED_CONFIDENCE
-                    if entry.source == "curated"
-                    else patterns.REGISTRY_CONFIDENCE
+                    patterns.REGISTRY_CONFIDENCE
+                    if entry.source in REGISTRY_SOURCES
+                    else patterns.CURATED_CONFIDENCE
                 )
                 for surface in (entry.name, *entry.aliases):
                     exact = len(surface) < 4 or surface in entry.case_sensitive
@@ -368,8 +419,9 @@ class Extractor:
                         ambiguous=surface in entry.case_sensitive or surface.lower() in common,
                         priority=PRIORITY_LEXICON,
                         everyday=surface != surface.lower() and surface.lower() in common,
-                        generic=entry.source != "curated"
+                        generic=entry.source in REGISTRY_SOURCES
                         and patterns.generic_word(surface, common),
+                        cues=cues.get(surface, frozenset()),
                     )
                     items.append((surface, exact, target))
             items += _place_phrases(load_places())
@@ -429,8 +481,11 @@ class Extractor:
         a lower-case one ("memory") with a lower confidence too, while a capitalised one
         ("Paris", "Solid") keeps the usual confidence except at the start of a sentence
         (`ambiguous`). Unlike a lexicon name, a known one opening a sentence needs no further
-        evidence: the graph holding "Solid" makes "Solid signals …" likely the library."""
+        evidence: the graph holding "Solid" makes "Solid signals …" likely the library. A
+        surface the lexicon gives cues ("TF", "pg") keeps them: the graph holding Terraform
+        does not make every "TF" Terraform."""
         common = load_common_words()
+        cued = _lexicon_cues()
         items: list[tuple[str, bool, _Target]] = []
         for entity in known:
             for surface in (entity.name, *entity.aliases):
@@ -446,6 +501,7 @@ class Extractor:
                     else patterns.KNOWN_CONFIDENCE,
                     ambiguous=everyday,
                     priority=PRIORITY_KNOWN,
+                    cues=cued.get((entity.type, entity.name, surface), frozenset()),
                 )
                 items.append((surface, len(surface) < 4 or everyday, target))
         return items
@@ -549,6 +605,7 @@ class Extractor:
         pending: list[_Candidate] = []
         """Everyday-word names opening a clause without evidence: kept when the same name
         stands elsewhere in the text where its capital is its own."""
+        words: frozenset[str] | None = None
         for start, end, key in found:
             target = index.targets[key]
             surface = text[start:end]
@@ -558,6 +615,11 @@ class Extractor:
                 continue
             if target.needs_cue and not _after_cue(text, start):
                 continue
+            if target.cues:
+                if words is None:
+                    words = frozenset(_CUE_WORD_RE.findall(text.casefold()))
+                if target.cues.isdisjoint(words):
+                    continue
             if target.type is EntityType.PERSON and patterns.is_speaker_label(text, start, end):
                 continue
             if (
