@@ -13,7 +13,8 @@ replacement the records state (truth.yaml) as the newer memory's `supersedes` an
 other active edge: the graph as it would be with correct supersedes.
 
 Reported per question kind (alias, taught, about, current) and overall: hit@1 and MRR (top 10)
-for memoryd as configured, memoryd with the entity and graph stages off, and a stdlib Okapi
+for memoryd as configured, memoryd with the entity and graph stages off (and the kind stage
+too: every stage that reads the graph), and a stdlib Okapi
 BM25 over the same texts (bench/devmem.py's), with how many questions each is better on.
 """
 
@@ -128,10 +129,10 @@ def load(
         memory = svc.record(draft.model_copy(update={"supersedes": named}))
         slugs[doc] = memory.slug
     wanted = {(slugs[n], slugs[o]) for n, o in truth if n in slugs and o in slugs}
-    for slug in slugs.values():
-        for row in svc.supersedes_chain(slug):
-            if row.status == "active" and (row.newer, row.older) not in wanted:
-                svc.decide_supersede(row.newer, row.older, "undo")
+    mine = set(slugs.values())
+    for row in svc.graph.supersede_edges().values():
+        if row.older in mine and (row.newer, row.older) not in wanted:
+            svc.decide_supersede(row.newer, row.older, "undo")
     return {slug: doc for doc, slug in slugs.items()}
 
 
@@ -188,6 +189,7 @@ def run_scope(
             doc_of = load(svc, project, docs, truth)
             base = svc.recall_config
             no_entity = replace(base, stages=base.stages - {"entity", "graph"})
+            no_graph = replace(base, stages=base.stages - {"entity", "graph", "kind"})
             for q in questions:
                 if q.get("teach"):
                     entity, alias = q["teach"]
@@ -196,7 +198,11 @@ def run_scope(
                     except MemorydError as exc:
                         print(f"{q['id']}: could not teach {alias!r}: {exc}", file=sys.stderr)
                 row = {"id": q["id"], "kind": q["kind"], "set": kind_of_set}
-                for name, config in (("memoryd", base), ("no_entity", no_entity)):
+                for name, config in (
+                    ("memoryd", base),
+                    ("no_entity", no_entity),
+                    ("no_graph", no_graph),
+                ):
                     svc.recall_config = config
                     result = svc.recall(q["question"], scope=project, k=K, track=False)
                     ranked = [doc_of[h.slug] for h in result.hits if h.slug in doc_of]
@@ -238,7 +244,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "edges": args.edges,
         "config": sorted(RecallConfig().stages),
-        "systems": {s: table(rows, s) for s in ("memoryd", "no_entity", "bm25")},
+        "systems": {s: table(rows, s) for s in ("memoryd", "no_entity", "no_graph", "bm25")},
         "versus_bm25": {
             "better": sum(r["memoryd"] > r["bm25"] for r in rows),
             "worse": sum(r["memoryd"] < r["bm25"] for r in rows),
@@ -251,6 +257,7 @@ def main() -> None:
     for system, label in (
         ("memoryd", "memoryd"),
         ("no_entity", "memoryd, entity+graph off"),
+        ("no_graph", "  and kind off"),
         ("bm25", "BM25"),
     ):
         cells = []
