@@ -144,6 +144,20 @@ _MEMORY_COLUMNS = (
 )
 
 
+_EDGE_KEYS = (
+    "newer",
+    "older",
+    "entity_id",
+    "confidence",
+    "decided_at",
+    "decided_by",
+    "reason",
+    "status",
+    "judge",
+)
+"""The SupersedeRow fields recall reads of every active edge (`_supersedes_map`)."""
+
+
 class CheckpointGate:
     """Reads share the store; a checkpoint has it alone.
 
@@ -1221,6 +1235,7 @@ class KuzuGraphStore:
         return any(slug in known or slug in newer for slug in slugs)
 
     def _supersedes_map(self) -> dict[str, SupersedeRow]:
+        """Every active edge, older → its row (cached until a write may change them)."""
         generation, known = self._supersedes
         if generation != self._supersede_writes:
             # Every recall asks this of ~50 candidates; matching them by slug scans the whole
@@ -1232,7 +1247,7 @@ class KuzuGraphStore:
                 " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at,"
                 " r.decided_by, r.reason, r.status, r.judge ORDER BY n.created_at, n.slug"
             )
-            keys = list(SupersedeRow.model_fields)  # the RETURN order above
+            keys = _EDGE_KEYS  # the RETURN order above, by name: a field added later stays unset
             edges = [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
             known = {row.older: row for row in edges}
             self._supersedes = (generation, known)
