@@ -20,8 +20,8 @@ over each repository's records. `--ablation` adds a table with each recall stage
 alone), `--stages-off` runs the main pass without the named stages (`RecallConfig.stages`),
 `--ignore-supersedes` undoes every automatic supersede the import wrote before asking (as a
 person would with `memoryd supersede undo`); `--stated-supersedes` also writes those the
-records state (truth.yaml) as a person would: recall measured with right edges. Targets: memoryd MRR ≥ BM25 MRR + 0.03 and
-current above stale ≥ 0.9.
+records state (truth.yaml) as a person would: recall measured with right edges. Targets:
+memoryd MRR ≥ BM25 MRR + 0.03 and current above stale ≥ 0.9.
 """
 
 from __future__ import annotations
