@@ -5,11 +5,13 @@ from __future__ import annotations
 import random
 import shutil
 import tempfile
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import memoryd
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.recall import STAGES, RecallConfig
 from memoryd.search.vectors import STATIC_TABLE, VECTORS_DIR
 from memoryd.service import MemoryService
 
@@ -179,3 +181,22 @@ def keep_static_table(home: Path) -> None:
     if table.is_file() and not STATIC_CACHE.exists():
         STATIC_CACHE.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(table, STATIC_CACHE)
+
+
+def ablation_table(base: RecallConfig, *, each: bool = True) -> dict[str, RecallConfig]:
+    """The recall configurations a bench compares (issue 27 §4): the default, the graph stage
+    toggled, the entity and graph stages off together, the text stage alone; with `each`,
+    also every default stage off and every optional stage on, one at a time."""
+    toggled = "-graph" if "graph" in base.stages else "+graph"
+    configs = {
+        "default": base,
+        toggled: replace(base, stages=base.stages ^ {"graph"}),
+        "-entity -graph": replace(base, stages=base.stages - {"entity", "graph"}),
+        "text alone": replace(base, stages=frozenset({"text"})),
+    }
+    if each:
+        for stage in sorted(base.stages - {"graph"}):
+            configs[f"-{stage}"] = replace(base, stages=base.stages - {stage})
+        for stage in sorted(STAGES - base.stages - {"graph"}):
+            configs[f"+{stage}"] = replace(base, stages=base.stages | {stage})
+    return configs

@@ -1,7 +1,7 @@
 """DevMemBench recall benchmark: coding-assistant sessions, one memory per session.
 
     python bench/devmem.py [--data ../shared/bench/devmem] [--paths record,capture] [--json OUT]
-                           [--no-ablation] [--vectors auto|on|off]
+                           [--no-ablation | --ablation full|table] [--vectors auto|on|off]
 
 Follows the protocol of the data's README (read from where it lies, never copied here):
 
@@ -23,7 +23,9 @@ answerable ones on which it injects, decided as `inject` decides: by the best sc
 hits it is given (`capture.inject.DEFAULT_K`), which is not always the first hit's (evidence
 that only reorders, like a session's kind stage, can put a hit first above better-scored
 ones). The same metrics for a stdlib Okapi BM25 (k1 1.2, b 0.75, lower-cased word tokens,
-per scope), and an ablation table (each recall stage off).
+per scope), and an ablation table (`_corpus.ablation_table`: the graph stage toggled, the
+entity and graph stages off, the text stage alone; with `--ablation full` each stage off),
+with how many questions each configuration changes.
 """
 
 from __future__ import annotations
@@ -40,16 +42,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _corpus import keep_static_table, open_in_process
+from _corpus import ablation_table, keep_static_table, open_in_process
 from memoryd.capture import hook
 from memoryd.capture.inject import DEFAULT_K as INJECT_K
 from memoryd.models import MemoryDraft, MemoryType
-from memoryd.recall import STAGES
 from memoryd.service import MemoryService
 
 
@@ -336,7 +336,7 @@ def run_path(
     path: str,
     sessions: list[dict[str, Any]],
     questions: list[dict[str, Any]],
-    ablation: bool,
+    ablation: str,
     vectors: str = "off",
     vector_model: str = "static",
 ) -> dict[str, Any]:
@@ -389,18 +389,11 @@ def run_path(
             report["vectors"] = embed
             if ablation:
                 report["ablation"] = {}
-                for stage in sorted(base.stages):
-                    svc.recall_config = replace(base, stages=base.stages - {stage})
+                for name, config in ablation_table(base, each=ablation == "full").items():
+                    svc.recall_config = config
                     off = evaluate(memoryd_ranker(svc, slugs, dirs), questions, by_id, projects)
-                    report["ablation"][stage] = summary(off)
-                for stage in sorted(STAGES - base.stages):
-                    svc.recall_config = replace(base, stages=base.stages | {stage})
-                    on = evaluate(memoryd_ranker(svc, slugs, dirs), questions, by_id, projects)
-                    report["ablation"][f"+{stage} (on)"] = summary(on)
-                only_text = replace(base, stages=frozenset({"text"}))
-                svc.recall_config = only_text
-                off = evaluate(memoryd_ranker(svc, slugs, dirs), questions, by_id, projects)
-                report["ablation"]["text alone"] = summary(off)
+                    report["ablation"][name] = summary(off)
+                    report["ablation"][name]["changed"] = changed(report, off)
                 svc.recall_config = base
         finally:
             svc.close()
@@ -449,6 +442,12 @@ def embed_all(svc: MemoryService) -> dict[str, Any] | None:
     }
 
 
+def changed(base: dict[str, Any], other: dict[str, Any]) -> int:
+    """How many questions' reciprocal rank differs between two runs."""
+    ours, theirs = base["per_question_mrr"], other["per_question_mrr"]
+    return sum(ours[q] != theirs.get(q) for q in ours)
+
+
 def summary(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "hit@1": report["overall"]["hit@1"],
@@ -480,6 +479,13 @@ def main() -> None:
         "--json", type=Path, default=Path(__file__).parent / "results" / "devmem.json"
     )
     parser.add_argument("--no-ablation", action="store_true")
+    parser.add_argument(
+        "--ablation",
+        choices=("full", "table"),
+        default="full",
+        help="table: the default, graph toggled, entity+graph off, text alone (issue 27);"
+        " full: also each stage off and each optional stage on",
+    )
     parser.add_argument("--per-type", action="store_true")
     parser.add_argument(
         "--vectors",
@@ -511,7 +517,12 @@ def main() -> None:
             raise SystemExit(f"unknown loading path {path!r}: use record and/or capture")
         print(f"loading and ranking: {path}", file=sys.stderr)
         results[path] = run_path(
-            path, sessions, questions, not args.no_ablation, args.vectors, args.vector_model
+            path,
+            sessions,
+            questions,
+            "" if args.no_ablation else args.ablation,
+            args.vectors,
+            args.vector_model,
         )
     print(f"{'system':<22}" + "".join(f"{k:>8}" for k in KEYS) + f"{'newest':>8}{'AUC':>8}")
     for name, report in results.items():
@@ -536,13 +547,12 @@ def main() -> None:
             )
         if "ablation" in r:
             print(
-                f"  ablation ({path}): {'stage off':<14}"
-                f"{'hit@1':>8}{'mrr':>8}{'newest':>8}{'AUC':>8}"
+                f"  ablation ({path}): {'stages':<14}{'hit@1':>8}{'mrr':>8}{'newest':>8}{'AUC':>8}"
             )
             for stage, m in r["ablation"].items():
                 print(
                     f"  {'':<20}{stage:<14}{m['hit@1']:>8}{m['mrr']:>8}{m['newest_first']!s:>8}"
-                    f"{m['abstention_auc']:>8}"
+                    f"{m['abstention_auc']:>8}  {m['changed']} questions change"
                 )
     compare = {}
     for path in ("record", "capture"):

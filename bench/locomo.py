@@ -19,15 +19,14 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _corpus import keep_static_table, open_in_process
+from _corpus import ablation_table, keep_static_table, open_in_process
 from devmem import Okapi  # the same stdlib BM25 as the DevMemBench baseline
 from memoryd.models import MemoryDraft, MemoryType
-from memoryd.recall import STAGES, RecallConfig
+from memoryd.recall import RecallConfig
 from memoryd.service import MemoryService
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo10.json"
@@ -90,17 +89,6 @@ def aggregate(rows: list[tuple[int, dict[str, float]]]) -> dict[str, object]:
     return {"overall": overall, "per_category": per, "questions": len(rows)}
 
 
-def ablation_configs(base: RecallConfig) -> dict[str, RecallConfig]:
-    """Each default stage off, each non-default stage on, and the text stage alone."""
-    configs = {
-        f"-{stage}": replace(base, stages=base.stages - {stage}) for stage in sorted(base.stages)
-    }
-    for stage in sorted(STAGES - base.stages):
-        configs[f"+{stage}"] = replace(base, stages=base.stages | {stage})
-    configs["text alone"] = replace(base, stages=frozenset({"text"}))
-    return configs
-
-
 def rank_questions(
     svc: MemoryService,
     sample: dict[str, Any],
@@ -136,6 +124,21 @@ def ablation_summary(rows: list[tuple[int, dict[str, float]]]) -> dict[str, floa
     }
 
 
+def variants_of(base: RecallConfig, ablation: str) -> dict[str, RecallConfig]:
+    """The configurations the ablation ranks again (`_corpus.ablation_table`; none when "")."""
+    if not ablation:
+        return {}
+    table = ablation_table(base, each=ablation == "full")
+    return {name: config for name, config in table.items() if name != "default"}
+
+
+def changed(
+    base: list[tuple[int, dict[str, float]]], other: list[tuple[int, dict[str, float]]]
+) -> int:
+    """How many questions' metrics differ between two runs over the same questions."""
+    return sum(a != b for (_, a), (_, b) in zip(base, other, strict=True))
+
+
 def warm_up(svc: MemoryService) -> None:
     """Load the vector stage's model now (once per process), not in the first recall."""
     if svc.vectors is not None:
@@ -153,6 +156,13 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--no-extraction", action="store_true")
     parser.add_argument("--no-ablation", action="store_true")
+    parser.add_argument(
+        "--ablation",
+        choices=("full", "table"),
+        default="full",
+        help="table: the default, graph toggled, entity+graph off, text alone (issue 27);"
+        " full: also each stage off and each optional stage on",
+    )
     parser.add_argument(
         "--vectors",
         choices=("auto", "on", "off"),
@@ -192,7 +202,7 @@ def main() -> None:
         fixed_rows: list[tuple[int, dict[str, float]]] = []
         bm25_rows: list[tuple[int, dict[str, float]]] = []
         base = svc.recall_config
-        variants = {} if args.no_ablation else ablation_configs(base)
+        variants = variants_of(base, "" if args.no_ablation else args.ablation)
         ablation_rows: dict[str, list[tuple[int, dict[str, float]]]] = {v: [] for v in variants}
         try:
             for index, sample in enumerate(samples):
@@ -275,7 +285,10 @@ def main() -> None:
         "recall_cpu_p50_ms": round(statistics.median(cpu_ordered), 2),
         "recall_cpu_p95_ms": round(cpu_ordered[int(0.95 * (len(cpu_ordered) - 1))], 2),
     }
-    report["ablation"] = {name: ablation_summary(rows) for name, rows in ablation_rows.items()}
+    report["ablation"] = {
+        name: {**ablation_summary(rows), "changed": changed(fixed_rows, rows)}
+        for name, rows in ablation_rows.items()
+    }
     report["bm25_baseline"] = ablation_summary(bm25_rows)
     report["overall"] = report["errata_applied"]["overall"]  # type: ignore[index]
     report["per_category"] = report["errata_applied"]["per_category"]  # type: ignore[index]
@@ -310,7 +323,10 @@ def main() -> None:
             f"ablation (errata applied): {'stages':<18}{'hit@5':>8}{'all@10':>8}{'mh all@10':>10}"
         )
         for name, m in report["ablation"].items():  # type: ignore[union-attr]
-            print(f"{'':<27}{name:<18}{m['hit@5']:>8}{m['all@10']:>8}{m['multi-hop all@10']:>10}")
+            print(
+                f"{'':<27}{name:<18}{m['hit@5']:>8}{m['all@10']:>8}{m['multi-hop all@10']:>10}"
+                f"  {m['changed']} questions change"
+            )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.json}")

@@ -1,7 +1,8 @@
 """Recall over real decision records: memoryd against plain BM25, per repository.
 
     python bench/records.py [--repos owner/name,...] [--stages-off entity,graph] [--ablation]
-                            [--ignore-supersedes] [--vectors off|auto|on] [--json OUT]
+                            [--ignore-supersedes | --stated-supersedes]
+                            [--vectors off|auto|on] [--json OUT]
 
 The records of tests/data/supersede/records/ (see SOURCES.md) are imported as a team would:
 each repository's records as `decision` memories in one `record_many` call, one scope per
@@ -18,8 +19,9 @@ ROC AUC of the top hit's score (answerable against `none`). The same for a stdli
 over each repository's records. `--ablation` adds a table with each recall stage off (and text
 alone), `--stages-off` runs the main pass without the named stages (`RecallConfig.stages`),
 `--ignore-supersedes` undoes every automatic supersede the import wrote before asking (as a
-person would with `memoryd supersede undo`). Targets: memoryd MRR ≥ BM25 MRR + 0.03 and
-current above stale ≥ 0.9.
+person would with `memoryd supersede undo`); `--stated-supersedes` also writes those the
+records state (truth.yaml) as a person would: recall measured with right edges. Targets:
+memoryd MRR ≥ BM25 MRR + 0.03 and current above stale ≥ 0.9.
 """
 
 from __future__ import annotations
@@ -154,6 +156,24 @@ def undo_supersedes(svc: MemoryService, files: dict[str, dict[str, str]]) -> int
     return undone
 
 
+def stated_supersedes(
+    svc: MemoryService, repos: list[_records.Repo], files: dict[str, dict[str, str]]
+) -> int:
+    """Write the replacements the records state (truth.yaml) as the newer memory's
+    `supersedes`, as a person would, then rebuild the stores from the files; how many."""
+    written = 0
+    for repo in repos:
+        slug_of = {file: slug for slug, file in files[repo.name].items()}
+        for edge in repo.supersedes:
+            memory = svc.get(slug_of[edge.newer])
+            if slug_of[edge.older] not in memory.meta.supersedes:
+                memory.meta.supersedes = [*memory.meta.supersedes, slug_of[edge.older]]
+                svc.vault.write(memory)
+                written += 1
+    svc.reindex()
+    return written
+
+
 def run(args: argparse.Namespace, repos: list[_records.Repo]) -> dict[str, Any]:
     results: dict[str, Any] = {"bm25": evaluate(bm25_ranker(repos), repos)}
     with tempfile.TemporaryDirectory(prefix="memoryd-records-") as tmp:
@@ -168,7 +188,10 @@ def run(args: argparse.Namespace, repos: list[_records.Repo]) -> dict[str, Any]:
                 files[repo.name] = _records.import_repo(svc, repo, scopes[repo.name])
             load_s = round(time.perf_counter() - t, 2)
             edges = sum(len(_records.supersede_edges(svc, f)) for f in files.values())
-            undone = undo_supersedes(svc, files) if args.ignore_supersedes else 0
+            stated = args.stated_supersedes
+            undone = undo_supersedes(svc, files) if args.ignore_supersedes or stated else 0
+            if stated:
+                stated_supersedes(svc, repos, files)
             if svc.vectors is not None:
                 svc.embed_pending(limit=1_000_000)
             base = svc.recall_config
@@ -280,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         "--ignore-supersedes",
         action="store_true",
         help="undo every automatic supersede the import wrote before asking",
+    )
+    parser.add_argument(
+        "--stated-supersedes",
+        action="store_true",
+        help="undo the automatic supersedes and write those the records state (truth.yaml):"
+        " recall with right edges, whatever the rules judge",
     )
     parser.add_argument(
         "--vectors",

@@ -235,7 +235,7 @@ def test_a_reader_keeps_graph_reads_until_the_graph_commits(settings: Any, proje
             assert graph.mentioning([react]) == svc.graph.mentioning([react])
             assert graph.related_entities([react]) == svc.graph.related_entities([react])
             assert graph.superseded_by([first.slug]) == {}
-        assert pipe.asked == ["mentioning", "related_entities", "supersedes_map"]
+        assert pipe.asked == ["mentioning", "related_entities", "supersede_edges"]
 
         newer = svc.record(
             MemoryDraft(type=MemoryType.PREFERENCE, title="React compiler",
@@ -247,4 +247,4 @@ def test_a_reader_keeps_graph_reads_until_the_graph_commits(settings: Any, proje
         assert mentions == svc.graph.mentioning([react])
         assert newer.slug in {slug for _, slug, _ in mentions}
         assert graph.superseded_by([first.slug, newer.slug]) == {first.slug: newer.slug}
-        assert pipe.asked[3:] == ["mentioning", "supersedes_map"]
+        assert pipe.asked[3:] == ["mentioning", "supersede_edges"]

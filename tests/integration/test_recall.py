@@ -12,6 +12,8 @@ from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import InvalidInput, NotFound, PolicyDenied
 from memoryd.models import DecayState, MemoryDraft
+from memoryd.recall import RecallConfig
+from memoryd.recall.config import DEFAULT_STAGES
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
@@ -75,6 +77,9 @@ def test_entity_stage_sees_a_memory_recorded_after_the_last_recall(
 
 
 def test_two_hop_relation(svc: MemoryService, project: Path) -> None:
+    """The graph stage (opt-in: it changed no measured question) walks one relation more."""
+    assert "graph" not in svc.recall_config.stages
+    svc.recall_config = RecallConfig(stages=DEFAULT_STAGES | {"graph"})
     rec(svc, project, "Frontend switch", "We switched from React to Solid.", type="decision")
     signals = rec(svc, project, "Cart speed", "Solid signals make the cart fast.", type="fact")
     hits = svc.recall("react", scope=project).hits

@@ -35,7 +35,7 @@ from typing import Any, cast
 
 from memoryd import errors
 from memoryd.errors import MemorydError, StorageError
-from memoryd.graph.store import GraphStore
+from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.models import HiddenResults
 from memoryd.native import spawn_child
 from memoryd.service import MemoryService
@@ -63,6 +63,7 @@ GRAPH_READS = frozenset(
         "neighbourhood",
         "related_entities",
         "superseded_by",
+        "supersede_edges",
         "supersedes_chain",
         "supersedes_map",
     }
@@ -326,7 +327,7 @@ class RemoteGraph:
         self.generation = -1
         self._mentioning: dict[tuple[str, tuple[str, ...] | None], list[tuple[str, float]]] = {}
         self._related: dict[str, list[tuple[str, str, float]]] = {}
-        self._supersedes: dict[str, str] | None = None
+        self._supersedes: dict[str, SupersedeRow] | None = None
 
     def forget_before(self, generation: int) -> None:
         """Drop what was read before the daemon's graph reached `generation`."""
@@ -381,9 +382,15 @@ class RemoteGraph:
         return [(eid, *row) for eid in entity_ids for row in self._related[eid]]
 
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
+        return {older: row.newer for older, row in self.supersede_edges(slugs).items()}
+
+    def supersede_edges(self, slugs: Sequence[str] | None = None) -> dict[str, SupersedeRow]:
         if self._supersedes is None:
-            self._supersedes = cast(dict[str, str], self._read("supersedes_map"))
+            rows = cast(dict[str, SupersedeRow], self._read("supersede_edges", None))
+            self._supersedes = rows
         known = self._supersedes
+        if slugs is None:
+            return dict(known)
         return {slug: known[slug] for slug in slugs if slug in known}
 
     def close(self) -> None:

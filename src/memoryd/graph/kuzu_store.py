@@ -152,6 +152,20 @@ _MEMORY_COLUMNS = (
 )
 
 
+_EDGE_KEYS = (
+    "newer",
+    "older",
+    "entity_id",
+    "confidence",
+    "decided_at",
+    "decided_by",
+    "reason",
+    "status",
+    "judge",
+)
+"""The SupersedeRow fields recall reads of every active edge (`_supersedes_map`)."""
+
+
 class CheckpointGate:
     """Reads share the store; a checkpoint has it alone.
 
@@ -317,7 +331,7 @@ class KuzuGraphStore:
         self._closed = False
         self._generation = 0
         """Counts committed write transactions: caches of graph facts are keyed by it."""
-        self._supersedes: tuple[int, dict[str, str]] = (-1, {})
+        self._supersedes: tuple[int, dict[str, SupersedeRow]] = (-1, {})
         self._supersede_writes = 0
         self._per_entity: tuple[int, dict[tuple[str, ...], list[Any]]] = (-1, {})
         """(generation, {(statement, entity id, scopes…): its capped rows}) for `mentioning`
@@ -1293,11 +1307,20 @@ class KuzuGraphStore:
         if not slugs:
             return {}
         known = self._supersedes_map()
+        return {slug: known[slug].newer for slug in slugs if slug in known}
+
+    def supersede_edges(self, slugs: Sequence[str] | None = None) -> dict[str, SupersedeRow]:
+        """For each of these slugs (all when None) that a newer memory supersedes: older →
+        the active edge (its entity, rule and evidence sentence), for recall to weigh and
+        explain it."""
+        known = self._supersedes_map()
+        if slugs is None:
+            return dict(known)
         return {slug: known[slug] for slug in slugs if slug in known}
 
     def supersedes_map(self) -> dict[str, str]:
         """Every superseded memory → the memory that supersedes it."""
-        return dict(self._supersedes_map())
+        return {older: row.newer for older, row in self._supersedes_map().items()}
 
     def _in_supersedes(self, slugs: Sequence[str]) -> bool:
         """Whether a SUPERSEDES edge may touch these memories (true unless the cached supersede
@@ -1305,10 +1328,11 @@ class KuzuGraphStore:
         generation, known = self._supersedes
         if generation != self._supersede_writes:
             return True
-        newer = set(known.values())
+        newer = {row.newer for row in known.values()}
         return any(slug in known or slug in newer for slug in slugs)
 
-    def _supersedes_map(self) -> dict[str, str]:
+    def _supersedes_map(self) -> dict[str, SupersedeRow]:
+        """Every active edge, older → its row (cached until a write may change them)."""
         generation, known = self._supersedes
         if generation != self._supersede_writes:
             # Every recall asks this of ~50 candidates; matching them by slug scans the whole
@@ -1317,9 +1341,12 @@ class KuzuGraphStore:
             generation = self._supersede_writes
             rows = self._rows(
                 "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'active'"
-                " RETURN o.slug, n.slug ORDER BY n.created_at, n.slug"
+                " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at,"
+                " r.decided_by, r.reason, r.status, r.judge ORDER BY n.created_at, n.slug"
             )
-            known = {older: newer for older, newer in rows}
+            keys = _EDGE_KEYS  # the RETURN order above, by name: a field added later stays unset
+            edges = [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+            known = {row.older: row for row in edges}
             self._supersedes = (generation, known)
         return known
 

@@ -426,6 +426,9 @@ class GraphStore(Protocol):
 
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
 
+    def supersede_edges(self, slugs: Sequence[str] | None = None) -> dict[str, SupersedeRow]:
+        """older → its active SUPERSEDES edge, for these slugs (every one when None)."""
+
     def supersedes_map(self) -> dict[str, str]: ...
 
     def supersedes_chain(self, slug: str) -> list[SupersedeRow]: ...

@@ -72,6 +72,10 @@ class Candidate:
     the kind stage's evidence counts for it (`RecallPipeline._kind_stage`)."""
     matched: frozenset[str] = frozenset()
     """The query's words its text holds (as the index analyses them)."""
+    entities: set[str] = field(default_factory=set)
+    """The entities the query names that it mentions (the entity stage's links to it)."""
+    stale: bool = False
+    """A supersede edge about the query's subject demoted it (`adjustment.supersede_rule`)."""
     novel: dict[str, float] = field(default_factory=dict)
     """stage → its evidence for the query words this memory's text does not hold: what the
     stage adds to the calibrated relevance (a word the text matched is counted once)."""

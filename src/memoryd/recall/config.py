@@ -14,9 +14,16 @@ hop through related entities), `kind` (entities of a kind the query names), `con
 `current` (for a question about what is current, of close memories about the same thing
 the newer first), `answer` (for a question asking for a typed value — a version, a port, an
 address — the memories stating none score less, `recall.answer`)."""
-DEFAULT_STAGES = STAGES
-"""Every stage runs by default; `current` only reorders for a question asking what is current
-(`adjustment.asks_for_current`)."""
+DEFAULT_STAGES = STAGES - {"graph"}
+"""Every stage but `graph` runs by default; `current` only reorders for a question asking what
+is current (`adjustment.asks_for_current`).
+
+`graph` (one more hop, through the relations between entities) is opt-in
+(`RecallConfig(stages=DEFAULT_STAGES | {"graph"})`): switched on, it changed no question on
+any set measured (2026-12-04, bench/RESULTS.md): DevMemBench record and capture (MRR 0.930 /
+0.927 either way), LoCoMo (hit@5 0.770 either way, 0 of 1,536 questions), the decision
+records and the entity question set (tests/data/recall/aliases.yaml). A stage runs by default
+only where it shows a gain (DESIGN §6)."""
 
 
 INJECT_MIN_SCORE = 0.12

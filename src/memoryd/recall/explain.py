@@ -47,8 +47,7 @@ def recall_hit(cand: Candidate, stored: SearchHit) -> RecallHit:
         snippet=stored.snippet,
         matched_terms=stored.matched_terms,
         triggers=stored.triggers,
-        stages=sorted(cand.stage_scores, key=list(STAGE_WEIGHTS).index)
-        + (["supersedes"] if not cand.stage_scores else []),
+        stages=sorted(cand.stage_scores, key=list(STAGE_WEIGHTS).index),
         paths=cand.paths,
         superseded_by=cand.superseded_by,
         factors=dict(cand.factors),

@@ -30,7 +30,7 @@ import orjson
 
 from memoryd import __version__
 from memoryd.errors import StorageError
-from memoryd.graph.store import CypherResult, EntityRow
+from memoryd.graph.store import CypherResult, EntityRow, SupersedeRow
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 from memoryd.recall import conversation
 from memoryd.recall.entities import EntityMatcher, build_matcher
@@ -255,6 +255,15 @@ class MemoryGraph:
 
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
         return {slug: self._supersedes[slug] for slug in slugs if slug in self._supersedes}
+
+    def supersede_edges(self, slugs: Sequence[str] | None = None) -> dict[str, SupersedeRow]:
+        """The edges as the memories' frontmatter lists them (no rule or evidence kept here)."""
+        wanted = self._supersedes if slugs is None else slugs
+        return {
+            slug: SupersedeRow(newer=self._supersedes[slug], older=slug)
+            for slug in wanted
+            if slug in self._supersedes
+        }
 
     def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult:
         """The stored relations one hop around `entity_id` (recall asks for one hop)."""

@@ -38,6 +38,20 @@ KIND_WORDS: Mapping[str, tuple[EntityType, str | None]] = {
 """Words that name a kind of entity rather than one: "which cities has Jon visited", "what
 databases did we try". The kind stage reaches the memories that mention any known entity of
 that kind, so an answer that never repeats the question's words ("a trip to Rome") is found."""
+CJK_KIND_WORDS: Mapping[str, tuple[EntityType, str | None]] = {
+    "数据库": (EntityType.TOOL, "database"),
+    "消息队列": (EntityType.TOOL, "message-broker"),
+    "框架": (EntityType.LIBRARY, "framework"),
+    "编程语言": (EntityType.TOOL, "language"),
+    "编辑器": (EntityType.TOOL, "editor"),
+    "城市": (EntityType.PLACE, "city"),
+    "国家": (EntityType.PLACE, "country"),
+}
+"""The same kind words in Chinese, found as substrings (Chinese runs no spaces between words):
+"我们用的是什么数据库？" asks for a database as "What database do we use?" does."""
+_CJK_ASKS = re.compile(r"(?:什么|哪个|哪种|哪些|哪一个)(?:样的)?$")
+"""What precedes a Chinese kind word a question asks for: 什么数据库, 哪个框架."""
+
 KIND_IMPLIED: Mapping[str, tuple[str, ...]] = {"country": ("region", "city")}
 """Kinds whose entities answer for another kind: a trip to Rio de Janeiro was a trip to a
 country. They lead the kind stage at `IMPLIED_KIND_WEIGHT`."""
@@ -52,6 +66,9 @@ def kind_words(query: str) -> dict[str, tuple[EntityType, str | None]]:
     for word in _WORD.findall(query.lower()):
         named = KIND_WORDS.get(word)
         if named is not None:
+            found.setdefault(word, named)
+    for word, named in CJK_KIND_WORDS.items():
+        if word in query:
             found.setdefault(word, named)
     return found
 
@@ -80,5 +97,9 @@ def headed_kinds(query: str) -> set[str]:
         word = head.lower()
         named = KIND_WORDS.get(word)
         if named is not None and named[1] is not None:
+            found.add(word)
+    for word in CJK_KIND_WORDS:
+        at = query.find(word)
+        if at > 0 and _CJK_ASKS.search(query[:at]):
             found.add(word)
     return found

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from memoryd.extraction.pipeline import load_hyponyms
-from memoryd.graph.store import CypherResult, MemoryRow
+from memoryd.graph.store import CypherResult, MemoryRow, SupersedeRow
 from memoryd.models import DecayState, MemoryType, RecallHit, SearchHit
 from memoryd.recall import adjustment, answer, conversation, entities, graph, kinds, text
 from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, VectorStage
@@ -35,7 +35,7 @@ class RecallGraph(Protocol):
 
     def related_entities(self, entity_ids: Sequence[str]) -> list[tuple[str, str, str, float]]: ...
 
-    def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]: ...
+    def supersede_edges(self, slugs: Sequence[str] | None = None) -> dict[str, SupersedeRow]: ...
 
     def neighbourhood(self, entity_id: str, *, depth: int = 1) -> CypherResult: ...
 
@@ -149,7 +149,7 @@ class RecallPipeline:
             pool[slug].factors["query weight"] = round(named_enough, 4)
         self._answer_type(query, pool, stored)
         ranked = self._adjust(
-            query, pool, (names, kind_names), scope_hash, types, include_forgotten, stored
+            query, pool, (names, kind_names), linked, scope_hash, types, include_forgotten, stored
         )[:k]
         if kind is not None:
             explain_expansion(self.index, query, kind, expansion, ranked, stored)
@@ -164,21 +164,16 @@ class RecallPipeline:
         query: str,
         pool: CandidatePool,
         names: tuple[list[str], list[str]],
+        linked: dict[str, str],
         scope_hash: str | None,
         types: Sequence[MemoryType] | None,
         include_forgotten: bool,
         stored: dict[str, SearchDoc],
     ) -> list[Candidate]:
-        """Successors pulled in, the filters applied, then the adjustment rules, best first."""
-        superseded = self.graph.superseded_by(list(pool))
-        for older, newer in superseded.items():
-            if newer not in pool:
-                pulled = pool.at(newer)
-                pulled.score = pool[older].score
-                pulled.paths.append(f"supersedes {older}")
-        pulled_in = [slug for slug in pool if slug not in stored]  # successors, rarely any
-        if pulled_in:
-            stored.update(self.index.stored(pulled_in))
+        """The filters applied, then the adjustment rules, best first."""
+        # A successor no stage found stays out: it holds no evidence for the query, and is
+        # never ranked above one that does (DESIGN §7, turn 3); the stale hit names it.
+        edges = self.graph.supersede_edges(list(pool))
         # A name the query holds (a person, a linked entity; for the memories the kind stage
         # counts for, an entity found by its kind) makes a title name all of the query: a
         # turn's speaker, a note's subject. A whole session's title is its opening prompt,
@@ -213,7 +208,8 @@ class RecallPipeline:
         }
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
-        ranked = adjustment.adjust(pool, facts, superseded)
+        about = adjustment.edges_about(pool, edges, linked, self._shares.shares)
+        ranked = adjustment.adjust(pool, facts, edges, about=about)
         if "current" in self.config.stages and adjustment.asks_for_current(query):
             adjustment.current_first(ranked, facts, self._shares.shares)
         return ranked
@@ -338,6 +334,7 @@ class RecallPipeline:
         for eid, slug, conf in rows:
             if eid in linked:
                 cand = pool.at(slug)
+                cand.entities.add(eid)
                 lacks = self._shares.share(words[eid] - cand.matched)
                 cand.add(
                     "entity",
