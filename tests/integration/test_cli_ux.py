@@ -63,9 +63,7 @@ def test_a_long_query_is_refused_with_the_limit_embedded(home: Path, project: Pa
     assert json.loads(out)["hits"][0]["title"] == "Kafka retention"
 
 
-def test_an_empty_or_blank_query_is_refused_by_recall_and_search(
-    home: Path, project: Path
-) -> None:
+def test_an_empty_or_blank_query_is_refused_by_recall_and_search(home: Path, project: Path) -> None:
     """The same rule as HTTP and MCP (issue 29): exit 2, not `no memories match` and 0."""
     record(home, project, "Kafka retention", "Kafka keeps events for seven days.")
     for command in ("recall", "search"):

@@ -45,11 +45,26 @@ GOOD = {
 }
 # One mistake per tool, in the second item: the message names `<param>[1].<field>`.
 MALFORMED = [
-    ("create_entities", "entities", {"nome": "typo", "entityType": "x", "observations": []}, "name"),
+    (
+        "create_entities",
+        "entities",
+        {"nome": "typo", "entityType": "x", "observations": []},
+        "name",
+    ),
     ("create_entities", "entities", {"name": "A", "entityType": "x"}, "observations"),
-    ("create_entities", "entities", {"name": "A", "entityType": "x", "observations": "a"}, "observations"),
+    (
+        "create_entities",
+        "entities",
+        {"name": "A", "entityType": "x", "observations": "a"},
+        "observations",
+    ),
     ("create_relations", "relations", {"from": "a", "too": "b", "relationType": "uses"}, "to"),
-    ("delete_relations", "relations", {"from": "a", "to": "b", "relation_type": "uses"}, "relationType"),
+    (
+        "delete_relations",
+        "relations",
+        {"from": "a", "to": "b", "relation_type": "uses"},
+        "relationType",
+    ),
     ("add_observations", "observations", {"entityName": "Kuzu", "content": ["x"]}, "contents"),
     ("delete_observations", "deletions", {"entity": "Kuzu", "observations": ["x"]}, "entityName"),
     ("delete_observations", "deletions", "Kuzu", "deletions[1]"),
@@ -106,7 +121,8 @@ def check_listing(tools: list[Tool]) -> None:
         assert set(item["required"]) == fields, tool
         for field, sub in item["properties"].items():
             if field in LIST_FIELDS:
-                assert sub["type"] == "array" and sub["items"] == {"type": "string"}, (tool, field)
+                assert sub["type"] == "array", (tool, field)
+                assert sub["items"] == {"type": "string"}, (tool, field)
             else:
                 assert sub["type"] == "string", (tool, field)
     for tool, param in (("delete_entities", "entityNames"), ("open_nodes", "names")):
@@ -143,7 +159,8 @@ async def test_a_malformed_item_is_a_one_line_error_naming_item_and_field(
         where = field if field.startswith(param) else f"{param}[1].{field}"
         assert message.startswith(f"Error executing tool {tool}: {where}"), message
         assert "\n" not in message, message
-        assert "pydantic" not in message and "http" not in message, message
+        assert "pydantic" not in message, message
+        assert "http" not in message, message
         # validated before anything is written: the good first item is not stored either
         assert svc.cypher("MATCH (m:Memory) RETURN count(m)").rows == before
 
