@@ -74,6 +74,8 @@ def choose(
     With `track=False` the caller counts the recall itself (the daemon queues it on its
     writer instead of writing from a reader thread).
     """
+    if prompt and not prompt.strip():
+        return [], None  # a blank prompt asks for nothing (and recall refuses it)
     if prompt:
         from memoryd.recall.config import INJECT_MIN_SCORE
 

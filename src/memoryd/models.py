@@ -164,8 +164,10 @@ and over HTTP (the search index looks at no more than this anyway)."""
 
 
 def check_query(query: str) -> None:
-    """One limit on a recall or search query for every surface, so a query that works
-    embedded works through the daemon too."""
+    """One rule for a recall or search query on every surface (CLI, library, HTTP, MCP), so
+    a query that works embedded works through the daemon too: not blank, not too long."""
+    if not query.strip():
+        raise InvalidInput("the query is empty", hint="say what to look for, in any language")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(
             f"the query is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed",

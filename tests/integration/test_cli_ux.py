@@ -63,6 +63,17 @@ def test_a_long_query_is_refused_with_the_limit_embedded(home: Path, project: Pa
     assert json.loads(out)["hits"][0]["title"] == "Kafka retention"
 
 
+def test_an_empty_or_blank_query_is_refused_by_recall_and_search(home: Path, project: Path) -> None:
+    """The same rule as HTTP and MCP (issue 29): exit 2, not `no memories match` and 0."""
+    record(home, project, "Kafka retention", "Kafka keeps events for seven days.")
+    for command in ("recall", "search"):
+        for query in ("", "  \t"):
+            code, out, err = cli(home, command, query)
+            assert code == 2, (command, query, out, err)
+            line = one_error_line(err)
+            assert line.startswith("error: the query is empty (hint: "), line
+
+
 def test_through_the_daemon_recall_posts_its_query_with_the_same_limit(
     home: Path, project: Path
 ) -> None:

@@ -85,6 +85,15 @@ def test_prompt_recall_codex_and_budget(home: Path, project: Path, seeded: dict[
     assert len(small["hookSpecificOutput"]["additionalContext"]) <= 200
 
 
+def test_a_blank_prompt_is_no_recall(svc: MemoryService, project: Path) -> None:
+    """Recall refuses a blank query (issue 29): choosing context for a blank prompt (as
+    `POST /v1/recall/context` may send) answers nothing instead of raising."""
+    from memoryd.context import choose
+
+    svc.record(MemoryDraft(type=MemoryType.FACT, title="t", body="b", scope_path=project))
+    assert choose(svc, " \n\t ", None, 5) == ([], None)
+
+
 def test_other_agents(home: Path, project: Path, seeded: dict[str, str]) -> None:
     gem = json.loads(
         _run(

@@ -415,15 +415,10 @@ def test_mcp_json_for_every_agent_and_scope(
     code, _, err = install(home, "mcp", agent, f"--{scope}", "--dir", str(proj))
     assert code == 0, err
     path = (user_home if scope == "user" else proj) / relative
+    # a project's config is shared: the data dir of this machine stays out of it
+    env = {"env": {"MEMORYD_HOME": str(home)}} if scope == "user" else {}
     assert json.loads(path.read_text()) == {
-        "mcpServers": {
-            "memoryd": {
-                **entry,
-                "command": EXE,
-                "args": ["mcp"],
-                "env": {"MEMORYD_HOME": str(home)},
-            }
-        }
+        "mcpServers": {"memoryd": {**entry, "command": EXE, "args": ["mcp"], **env}}
     }
     assert install(home, "mcp", agent, f"--{scope}", "--dir", str(proj))[1].startswith("unchanged")
 
@@ -448,7 +443,7 @@ def test_mcp_merge_into_fixture_updates_memoryd_in_place(
     server = merged["mcpServers"]["memoryd"]
     assert server["command"] == EXE
     assert server["args"] == ["mcp"]
-    assert server["env"] == {"MEMORYD_HOME": str(home)}
+    assert "env" not in server  # the fixture's MEMORYD_HOME named another machine's data dir
     for key in set(doc["mcpServers"]["memoryd"]) - {"command", "args", "env"}:
         assert server[key] == doc["mcpServers"]["memoryd"][key]  # gemini's timeout, trust
     assert merged.get("hooks") == doc.get("hooks")
@@ -465,6 +460,86 @@ def test_windsurf_mcp_fixture(home: Path, user_home: Path) -> None:
     assert json.loads(path.read_text())["mcpServers"]["memoryd"]["args"] == ["mcp"]
     assert setup_cli(home, "undo")[0] == 0
     assert path.read_bytes() == original
+
+
+@pytest.mark.parametrize(
+    ("agent", "relative", "entry"),
+    [
+        ("claude-code", ".mcp.json", {"type": "stdio"}),
+        ("cursor", ".cursor/mcp.json", {}),
+        ("gemini", ".gemini/settings.json", {}),
+    ],
+)
+def test_a_project_mcp_config_names_nothing_of_this_machine(
+    home: Path,
+    user_home: Path,
+    proj: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
+    relative: str,
+    entry: dict[str, str],
+) -> None:
+    """Issue 29: `setup mcp --project` writes a file the team can commit (`memoryd` from
+    PATH, no data dir); the user-level config keeps this machine's absolute paths."""
+    monkeypatch.setattr("shutil.which", lambda name: "/home/me/.venv/bin/memoryd")
+    code, out, err = setup_cli(home, "mcp", "--agent", agent, "--project", "--dir", str(proj))
+    assert code == 0, err
+    text = (proj / relative).read_text()
+    assert json.loads(text) == {
+        "mcpServers": {"memoryd": {**entry, "command": "memoryd", "args": ["mcp"]}}
+    }
+    for machine in ("/home/me", str(home), str(proj)):
+        assert machine not in text
+    assert "note: This file names no path of this machine, so it can be committed" in out
+    assert f"note: The data dir {home} is not written into a project's config" in out
+    # rerun: unchanged; the user's own config keeps the absolute paths
+    again = setup_cli(home, "mcp", "--agent", agent, "--project", "--dir", str(proj))
+    assert again[1].startswith("unchanged")
+    if agent != "claude-code":
+        return
+    assert setup_cli(home, "mcp", "--agent", agent, "--user")[0] == 0
+    server = json.loads((user_home / ".claude.json").read_text())["mcpServers"]["memoryd"]
+    assert server["command"] == "/home/me/.venv/bin/memoryd"
+    assert server["env"] == {"MEMORYD_HOME": str(home)}
+
+
+def test_a_project_mcp_config_from_an_older_run_loses_its_machine_paths(
+    home: Path, proj: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: "/home/me/.venv/bin/memoryd")
+    old = {
+        "command": "/home/me/.venv/bin/memoryd",
+        "args": ["mcp"],
+        "env": {"MEMORYD_HOME": "/home/me/.local/share/memoryd", "LOG_LEVEL": "debug"},
+    }
+    (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"mem": old}}))
+    (proj / ".codex").mkdir()
+    (proj / ".codex/config.toml").write_text(
+        "# shared\n[mcp_servers.memoryd]\n"
+        'command = "/home/me/.venv/bin/memoryd"\nargs = ["mcp"]\n'
+        'env = { MEMORYD_HOME = "/home/me/.local/share/memoryd" }\n'
+    )
+    for agent in ("claude-code", "codex"):
+        code, _, err = setup_cli(home, "mcp", "--agent", agent, "--project", "--dir", str(proj))
+        assert code == 0, err
+    server = json.loads((proj / ".mcp.json").read_text())["mcpServers"]["mem"]
+    assert server == {
+        "command": "memoryd",
+        "args": ["mcp"],
+        "env": {"LOG_LEVEL": "debug"},  # the user's own variable is kept
+        "type": "stdio",
+    }
+    assert (proj / ".codex/config.toml").read_text() == (
+        '# shared\n[mcp_servers.memoryd]\ncommand = "memoryd"\nargs = ["mcp"]\n'
+    )
+
+
+def test_a_project_mcp_config_with_an_absolute_command_says_it_is_not_portable(
+    home: Path, proj: Path
+) -> None:
+    code, out, _ = install(home, "mcp", "cursor", "--project", "--dir", str(proj))
+    assert code == 0
+    assert f"note: {EXE} is a path on this machine: other clones cannot run it." in out
 
 
 def test_a_foreign_server_named_memoryd_is_a_conflict(home: Path, proj: Path) -> None:
@@ -499,7 +574,6 @@ def test_codex_toml_new_and_alongside_other_servers(
     assert install(home, "mcp", "codex", "--project", "--dir", str(proj))[0] == 0
     assert (proj / ".codex/config.toml").read_text() == (
         f'[mcp_servers.memoryd]\ncommand = "{EXE}"\nargs = ["mcp"]\n'
-        f'env = {{MEMORYD_HOME = "{home}"}}\n'
     )
     path = user_home / ".codex/config.toml"
     path.parent.mkdir()

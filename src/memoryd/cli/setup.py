@@ -77,7 +77,10 @@ def _configure(
     try:
         spec = agents.get_agent(agent)
         scope = agents.pick_scope(spec, project=project, user=user)
-        exe = agents.resolve_executable(command)
+        if kind == "mcp":
+            exe = agents.mcp_executable(command, scope)
+        else:
+            exe = agents.resolve_executable(command)
         history, baked_home = _manifest_path(home)
         planner = install.plan_hooks if kind == "hooks" else install.plan_mcp
         change = planner(
@@ -101,6 +104,8 @@ def _configure(
         raise fail(exc) from exc
     where = spec.hooks if kind == "hooks" else spec.mcp
     notes = list(where.notes) if where is not None else []
+    if kind == "mcp" and scope == "project":
+        notes += agents.project_mcp_notes(exe, baked_home)
     _report(kind, spec.name, scope, change, written, dry_run, notes, as_json)
 
 

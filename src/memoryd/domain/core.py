@@ -850,7 +850,7 @@ class ServiceCore:
             entities=entities,
         )
         query = " ".join(entities[:6])
-        if not query:
+        if not query.strip():
             return session, ()
         hits = self.search(
             query,

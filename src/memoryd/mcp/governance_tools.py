@@ -8,9 +8,12 @@ recall treats as current: like promotions, an agent may make them only when the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memoryd.mcp.params import Scope
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -21,6 +24,8 @@ if TYPE_CHECKING:
 Run = Callable[[Callable[[], Any]], Any]
 READ = ToolAnnotations(read_only_hint=True)
 DECIDE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+Newer = Annotated[str, Field(description="Slug of the newer memory of the candidate pair")]
+Older = Annotated[str, Field(description="Slug of the older memory it may replace")]
 
 
 def add_governance_tools(server: MCPServer, svc: MemoryAPI, *, read: Run, write: Run) -> None:
@@ -28,7 +33,7 @@ def add_governance_tools(server: MCPServer, svc: MemoryAPI, *, read: Run, write:
     other tools do (one read or one write, MemorydError as a tool error)."""
 
     @server.tool(annotations=READ)
-    def supersede_candidates(scope: str | None = None) -> dict[str, Any]:
+    def supersede_candidates(scope: Scope = None) -> dict[str, Any]:
         """Supersede candidates waiting for the user's decision, most confident first: a
         newer memory that may replace an older one (judged 50–85% sure), with the reason.
         `scope` is a project path or 12-hex scope hash; omit it for every project."""
@@ -40,7 +45,7 @@ def add_governance_tools(server: MCPServer, svc: MemoryAPI, *, read: Run, write:
         return {"newer": newer, **decision.model_dump(mode="json")}
 
     @server.tool(annotations=DECIDE)
-    def supersede_accept(newer: str, older: str) -> dict[str, Any]:
+    def supersede_accept(newer: Newer, older: Older) -> dict[str, Any]:
         """Accept a supersede candidate: `newer` replaces `older`, and recall ranks the older
         memory below it. Refused unless the user let agents decide
         (`governance.agents_decide`); otherwise tell the user to run
@@ -48,21 +53,24 @@ def add_governance_tools(server: MCPServer, svc: MemoryAPI, *, read: Run, write:
         return decide(newer, older, "accept")
 
     @server.tool(annotations=DECIDE)
-    def supersede_reject(newer: str, older: str) -> dict[str, Any]:
+    def supersede_reject(newer: Newer, older: Older) -> dict[str, Any]:
         """Reject a supersede candidate: both memories stay current and the pair is not
         proposed again. Refused unless the user let agents decide
         (`governance.agents_decide`)."""
         return decide(newer, older, "reject")
 
     @server.tool(annotations=DECIDE)
-    def supersede_undo(newer: str, older: str) -> dict[str, Any]:
+    def supersede_undo(newer: Newer, older: Older) -> dict[str, Any]:
         """Undo an active supersede (automatic or accepted): `older` is current again; the
         decision stays in the history as `undone`. Refused unless the user let agents decide
         (`governance.agents_decide`)."""
         return decide(newer, older, "undo")
 
     @server.tool(annotations=READ)
-    def trends(days: int = 7, scope: str | None = None) -> dict[str, Any]:
+    def trends(
+        days: Annotated[int, Field(description="How many days back, today included")] = 7,
+        scope: Scope = None,
+    ) -> dict[str, Any]:
         """What changed in the last `days` days (today included) against the days before:
         the trigger words that brought memories back most, entities mentioned more than
         before, supersede decisions made, the memories recalled most, and mentions per day

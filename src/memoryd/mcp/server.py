@@ -12,21 +12,35 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, cast
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
 
+from memoryd import __version__
 from memoryd.errors import MemorydError
 from memoryd.interop import mcp_memory
 from memoryd.mcp.governance_tools import add_governance_tools
+from memoryd.mcp.params import (
+    DeletionItem,
+    EntityItem,
+    Limit,
+    ObservationItem,
+    PromotionId,
+    RelationItem,
+    Scope,
+    Slug,
+    argument_errors,
+)
 from memoryd.models import (
     EntityType,
     MemoryDraft,
     MemoryType,
     PromotionStatus,
     RecallResult,
+    describe_validation,
     entity_id,
 )
 
@@ -47,8 +61,23 @@ INSTRUCTIONS = (
 
 
 def _error(exc: MemorydError) -> ToolError:
-    hint = f" Next step: {exc.hint}" if exc.hint else ""
-    return ToolError(f"{exc.message}.{hint}")
+    """One line, as the CLI says it (`error: MESSAGE (hint: HINT)`, without `error:`)."""
+    hint = f" (hint: {exc.hint})" if exc.hint else ""
+    return ToolError(" ".join(f"{exc.message}{hint}".split()))
+
+
+class Server(MCPServer):
+    """The SDK's server, with arguments that fail a tool's input schema reported as one line
+    naming the parameter, item and field (the SDK's text is pydantic's, with a web link)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {argument_errors(cause)}") from cause
 
 
 class ServiceCalls(Protocol):
@@ -95,7 +124,7 @@ def create_server(  # noqa: C901 - one closure per tool
     `default_scope` is the project new memories belong to when a tool is not given one
     (None: the working directory; the daemon passes the user's home, since an HTTP client's
     working directory is unknown to it)."""
-    server = MCPServer("memoryd", instructions=INSTRUCTIONS)
+    server = Server("memoryd", instructions=INSTRUCTIONS, version=__version__)
     via: ServiceCalls = calls or OneAtATime(service)
     svc = service
 
@@ -104,6 +133,8 @@ def create_server(  # noqa: C901 - one closure per tool
             return run(action)
         except MemorydError as exc:
             raise _error(exc) from exc
+        except ValidationError as exc:  # a value the tool passed on, checked by a model
+            raise ToolError(describe_validation(exc.errors())) from exc
 
     def call(action: Callable[[], T]) -> T:
         return guarded(via.read, action)
@@ -114,7 +145,12 @@ def create_server(  # noqa: C901 - one closure per tool
     # -- memoryd's own tools ------------------------------------------------------------
     @server.tool(annotations=READ)
     def recall(
-        query: str, scope: str | None = None, k: int = 10, explain: bool = False
+        query: Annotated[str, Field(description="What to recall, in any language (not blank)")],
+        scope: Scope = None,
+        k: Annotated[int, Field(description="At most this many hits")] = 10,
+        explain: Annotated[
+            bool, Field(description="Add why each hit matched (stages, terms, graph paths)")
+        ] = False,
     ) -> dict[str, Any]:
         """Recall what the user's memory knows about `query` (any language): past decisions,
         preferences, facts, playbooks, warnings and session notes, best first. Use it before
@@ -153,13 +189,23 @@ def create_server(  # noqa: C901 - one closure per tool
 
     @server.tool(annotations=WRITE)
     def remember(
-        type: str,
-        title: str,
-        body: str,
-        tags: list[str] | None = None,
-        triggers: list[str] | None = None,
-        scope: str | None = None,
-        supersedes: list[str] | None = None,
+        type: Annotated[
+            str,
+            Field(description="decision, preference, fact, playbook, warning, or session"),
+        ],
+        title: Annotated[str, Field(description="One short line")],
+        body: Annotated[str, Field(description="The details, in markdown")],
+        tags: Annotated[list[str] | None, Field(description="Labels to file it under")] = None,
+        triggers: Annotated[
+            list[str] | None, Field(description="Words that should bring it back")
+        ] = None,
+        scope: Annotated[
+            str | None,
+            Field(description="The project path it belongs to (default: see the description)"),
+        ] = None,
+        supersedes: Annotated[
+            list[str] | None, Field(description="Slugs of the memories this one replaces")
+        ] = None,
     ) -> dict[str, Any]:
         """Store a memory for future sessions. `type` is one of decision, preference, fact,
         playbook, warning (long-term) or session (working notes). `title` is one short line;
@@ -195,7 +241,7 @@ def create_server(  # noqa: C901 - one closure per tool
         return write(run)
 
     @server.tool(annotations=READ)
-    def get_memory(slug: str) -> dict[str, Any]:
+    def get_memory(slug: Slug) -> dict[str, Any]:
         """The full memory with this slug (from `recall` or `entity_context`): frontmatter
         (type, title, tags, triggers, supersedes, dates, decay state) and the markdown body."""
 
@@ -211,14 +257,19 @@ def create_server(  # noqa: C901 - one closure per tool
         return found
 
     @server.tool(annotations=READ)
-    def entity_context(entity: str, limit: int = 20) -> dict[str, Any]:
+    def entity_context(
+        entity: Annotated[
+            str, Field(description="A name, alias or entity id such as entity:library:React")
+        ],
+        limit: Annotated[int, Field(description="At most this many memories")] = 20,
+    ) -> dict[str, Any]:
         """Everything about one entity (a library, tool, person, project, concept…, by name,
         alias or id `entity:library:React`): its aliases, relations and neighbours, and the
         memories about it, current ones first (`superseded` lists the replaced ones)."""
         return call(lambda: svc.entity_context(entity, limit=limit).model_dump(mode="json"))
 
     @server.tool(annotations=READ)
-    def supersedes_chain(slug: str) -> dict[str, Any]:
+    def supersedes_chain(slug: Slug) -> dict[str, Any]:
         """The history of a decision: which memories this one replaced and which replaced it
         (newer → older pairs, with who decided and why). Use it to explain how a choice changed."""
         rows = call(lambda: svc.supersedes_chain(slug))
@@ -226,7 +277,11 @@ def create_server(  # noqa: C901 - one closure per tool
 
     @server.tool(annotations=READ)
     def list_promotions(
-        status: str = "pending", scope: str | None = None, limit: int = 50
+        status: Annotated[
+            str, Field(description="pending, approved, rejected, merged, or all")
+        ] = "pending",
+        scope: Scope = None,
+        limit: Limit = 50,
     ) -> dict[str, Any]:
         """Session memories proposed for promotion to long-term memory, newest first, with
         their evidence: DURA scores (`dura.by` says who scored: `llm:<model>` or the offline
@@ -242,10 +297,14 @@ def create_server(  # noqa: C901 - one closure per tool
 
     @server.tool(annotations=WRITE)
     def promote(
-        promotion_id: int,
-        type: str | None = None,
-        title: str | None = None,
-        body: str | None = None,
+        promotion_id: PromotionId,
+        type: Annotated[
+            str | None, Field(description="Another long-term type than the one proposed")
+        ] = None,
+        title: Annotated[
+            str | None, Field(description="Another title than the one proposed")
+        ] = None,
+        body: Annotated[str | None, Field(description="Another body than the one proposed")] = None,
     ) -> dict[str, Any]:
         """Approve a pending promotion: write the long-term memory it proposes (optionally
         with another type, title or body). Refused unless the user let agents decide
@@ -262,7 +321,10 @@ def create_server(  # noqa: C901 - one closure per tool
             raise ToolError(f"type {type!r} is not a long-term memory type: {exc}") from exc
 
     @server.tool(annotations=WRITE)
-    def reject(promotion_id: int, reason: str | None = None) -> dict[str, Any]:
+    def reject(
+        promotion_id: PromotionId,
+        reason: Annotated[str | None, Field(description="Why, for the audit log")] = None,
+    ) -> dict[str, Any]:
         """Reject a pending promotion. Refused unless the user let agents decide
         (`governance.agents_decide`); otherwise tell the user to run `memoryd reject ID`."""
         decided = write(lambda: svc.reject(promotion_id, reason=reason, agent=True))
@@ -278,7 +340,10 @@ def create_server(  # noqa: C901 - one closure per tool
         return mcp_memory.ids_named(svc, names)
 
     @server.tool(annotations=READ)
-    def read_graph(offset: int = 0, limit: int = 100) -> dict[str, Any]:
+    def read_graph(
+        offset: Annotated[int, Field(description="Entities to skip: a page's next_offset")] = 0,
+        limit: Annotated[int, Field(description="Entities per page (1 to 1000)")] = 100,
+    ) -> dict[str, Any]:
         """The knowledge graph, one page of entities at a time (ordered by name) with their
         observations and the relations touching them. Pass `next_offset` back as `offset`
         to read on; it is null on the last page. Prefer `search_nodes` to find something."""
@@ -306,7 +371,11 @@ def create_server(  # noqa: C901 - one closure per tool
         return call(run)
 
     @server.tool(annotations=READ)
-    def search_nodes(query: str) -> dict[str, Any]:
+    def search_nodes(
+        query: Annotated[
+            str, Field(description="Text to find in entity names, types and observations")
+        ],
+    ) -> dict[str, Any]:
         """Find entities whose name, type or observations contain `query` (case-insensitive),
         with the relations touching them. For memories themselves, use `recall`."""
 
@@ -329,7 +398,9 @@ def create_server(  # noqa: C901 - one closure per tool
         return call(run)
 
     @server.tool(annotations=READ)
-    def open_nodes(names: list[str]) -> dict[str, Any]:
+    def open_nodes(
+        names: Annotated[list[str], Field(description="Exact entity names to open")],
+    ) -> dict[str, Any]:
         """The entities with exactly these names, their observations and the relations
         touching them. Unknown names are left out."""
         return call(lambda: graph_of(ids_named(names)))
@@ -341,7 +412,9 @@ def create_server(  # noqa: C901 - one closure per tool
         )
 
     @server.tool(annotations=WRITE)
-    def create_entities(entities: list[dict[str, Any]]) -> dict[str, Any]:
+    def create_entities(
+        entities: Annotated[list[EntityItem], Field(description="The entities to create")],
+    ) -> dict[str, Any]:
         """Create entities `[{name, entityType, observations: [text…]}]` in the knowledge
         graph; names that already exist are skipped. Each observation is stored as a `fact`
         memory about the entity. Types outside person, organization, place, library, tool,
@@ -350,11 +423,9 @@ def create_server(  # noqa: C901 - one closure per tool
         def run() -> dict[str, Any]:
             created = []
             for ent in entities:
-                name = str(ent.get("name", "")).strip()
-                etype = str(ent.get("entityType", "concept"))
-                if not name or ids_named([name]):
+                name, etype, obs = ent.name, ent.entityType, ent.observations
+                if ids_named([name]):
                     continue
-                obs = [str(o) for o in ent.get("observations", [])]
                 if not observe(name, etype, obs):
                     mcp_memory.declare_entity(
                         svc.record_graph_facts, name, etype, scope_path=default_scope
@@ -365,28 +436,33 @@ def create_server(  # noqa: C901 - one closure per tool
         return write(run)
 
     @server.tool(annotations=WRITE)
-    def add_observations(observations: list[dict[str, Any]]) -> dict[str, Any]:
+    def add_observations(
+        observations: Annotated[
+            list[ObservationItem], Field(description="The observations to add, per entity")
+        ],
+    ) -> dict[str, Any]:
         """Add observations `[{entityName, contents: [text…]}]` to existing entities; each is
         stored as a `fact` memory. An unknown entity is an error: create it first."""
 
         def run() -> dict[str, Any]:
             results = []
             for item in observations:
-                name = str(item.get("entityName", ""))
+                name = item.entityName
                 rows = svc.cypher(
                     "MATCH (e:Entity) WHERE e.name = $n RETURN e.type", {"n": name}, limit=1
                 ).rows
                 if not rows:
                     raise ToolError(f"Entity with name {name} not found")
-                contents = [str(c) for c in item.get("contents", [])]
-                added = observe(name, str(rows[0][0]), contents)
+                added = observe(name, str(rows[0][0]), item.contents)
                 results.append({"entityName": name, "addedObservations": added})
             return {"results": results}
 
         return write(run)
 
     @server.tool(annotations=WRITE)
-    def create_relations(relations: list[dict[str, Any]]) -> dict[str, Any]:
+    def create_relations(
+        relations: Annotated[list[RelationItem], Field(description="The relations to create")],
+    ) -> dict[str, Any]:
         """Create relations `[{from, to, relationType}]` between entities, in active voice
         (`uses`, `works_on`, `depends on`, `inspired by` …). Any relationType is accepted
         and read back exactly as given; memoryd's own predicates (mentions, works_on, uses,
@@ -398,17 +474,12 @@ def create_server(  # noqa: C901 - one closure per tool
             have = {
                 (r["from"], r["to"], r["relationType"])
                 for r in mcp_memory.graph_of(
-                    svc, ids_named([str(r.get(k, "")) for r in relations for k in ("from", "to")])
+                    svc, ids_named([n for r in relations for n in (r.from_, r.to)])
                 )["relations"]
             }
             created = []
             for rel in relations:
-                src, dst = str(rel.get("from", "")).strip(), str(rel.get("to", "")).strip()
-                kind = str(rel.get("relationType", ""))
-                if not src or not dst or not kind.strip():
-                    raise ToolError(
-                        f"relation {rel!r} needs a non-empty `from`, `to` and `relationType`"
-                    )
+                src, dst, kind = rel.from_, rel.to, rel.relationType
                 if (src, dst, kind) in have:
                     continue
                 ids = {}
@@ -429,7 +500,9 @@ def create_server(  # noqa: C901 - one closure per tool
         return write(run)
 
     @server.tool(annotations=DELETE)
-    def delete_entities(entityNames: list[str]) -> dict[str, Any]:
+    def delete_entities(
+        entityNames: Annotated[list[str], Field(description="Exact names of the entities")],
+    ) -> dict[str, Any]:
         """Delete entities by exact name, with their observations and every relation
         touching them; unknown names are ignored. memoryd keeps history: the facts about the
         entity are archived (hidden, not erased) and other memories simply stop naming it."""
@@ -445,7 +518,11 @@ def create_server(  # noqa: C901 - one closure per tool
         return write(run)
 
     @server.tool(annotations=DELETE)
-    def delete_observations(deletions: list[dict[str, Any]]) -> dict[str, Any]:
+    def delete_observations(
+        deletions: Annotated[
+            list[DeletionItem], Field(description="The observations to delete, per entity")
+        ],
+    ) -> dict[str, Any]:
         """Delete observations `[{entityName, observations: [exact text…]}]`; unknown
         entities and texts are ignored. The memories holding them are archived (hidden, not
         erased). Observations that come from other memories (decisions, session notes) are
@@ -455,8 +532,7 @@ def create_server(  # noqa: C901 - one closure per tool
             deleted = 0
             kept: list[dict[str, str]] = []
             for item in deletions:
-                texts = [str(t) for t in item.get("observations", [])]
-                done = mcp_memory.delete_observations(svc, str(item.get("entityName", "")), texts)
+                done = mcp_memory.delete_observations(svc, item.entityName, item.observations)
                 deleted += done.deleted
                 kept += done.kept
             out: dict[str, Any] = {
@@ -470,7 +546,11 @@ def create_server(  # noqa: C901 - one closure per tool
         return write(run)
 
     @server.tool(annotations=DELETE)
-    def delete_relations(relations: list[dict[str, Any]]) -> dict[str, Any]:
+    def delete_relations(
+        relations: Annotated[
+            list[RelationItem], Field(description="The relations to delete, exactly as shown")
+        ],
+    ) -> dict[str, Any]:
         """Delete relations `[{from, to, relationType}]`, matched exactly as `read_graph`
         shows them; unknown ones are ignored. memoryd closes a relation instead of erasing
         it (it stays as history, no longer current) and archives the fact that stated it."""
@@ -478,12 +558,7 @@ def create_server(  # noqa: C901 - one closure per tool
         def run() -> dict[str, Any]:
             changed = 0
             for rel in relations:
-                changed += mcp_memory.delete_relation(
-                    svc,
-                    str(rel.get("from", "")),
-                    str(rel.get("to", "")),
-                    str(rel.get("relationType", "")),
-                )
+                changed += mcp_memory.delete_relation(svc, rel.from_, rel.to, rel.relationType)
             return {
                 "success": True,
                 "message": f"Relations deleted successfully ({changed} found)",

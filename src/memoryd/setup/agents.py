@@ -275,6 +275,41 @@ def resolve_executable(override: str | None) -> list[str]:
     )
 
 
+PORTABLE_EXE = "memoryd"
+"""What a project's MCP config runs: `memoryd` from PATH, the same on every machine."""
+MACHINE_ENV = ("MEMORYD_HOME",)
+"""Variables an MCP entry may carry that name this machine (left out of a project's config)."""
+
+
+def mcp_executable(override: str | None, scope: Scope) -> list[str]:
+    """The argv prefix of memoryd's MCP entry. A project's config is shared (committed with
+    the repository), so it runs `memoryd` from PATH: an absolute path would name this
+    machine's install. A user's config keeps the absolute path (`resolve_executable`), as
+    hooks do. `--command` wins at either scope."""
+    if override is None and scope == "project":
+        return [PORTABLE_EXE]
+    return resolve_executable(override)
+
+
+def project_mcp_notes(exe: Sequence[str], home: Path | None) -> list[str]:
+    """What to know about a project's MCP config: whether it is portable, and what of this
+    machine it leaves out."""
+    notes = []
+    if Path(exe[0]).is_absolute():
+        notes.append(f"{exe[0]} is a path on this machine: other clones cannot run it.")
+    else:
+        notes.append(
+            "This file names no path of this machine, so it can be committed: each machine"
+            f" runs `{shlex.join(exe)} mcp` from its PATH with its own data dir."
+        )
+    if home is not None:
+        notes.append(
+            f"The data dir {home} is not written into a project's config; set MEMORYD_HOME"
+            " where the agent runs, or use --user."
+        )
+    return notes
+
+
 def _home_args(home: Path | None) -> list[str]:
     return [f"--home={home}"] if home is not None else []
 

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.setup.agents import AgentSpec, Scope, config_path, hook_entries, mcp_entry
+from memoryd.setup.agents import (
+    MACHINE_ENV,
+    AgentSpec,
+    Scope,
+    config_path,
+    hook_entries,
+    mcp_entry,
+)
 from memoryd.setup.configfiles import FileChange, plan_json, plan_toml
 from memoryd.setup.merge import merge_hooks, merge_mcp_json, merge_mcp_toml
 
@@ -44,17 +51,20 @@ def plan_mcp(
     exe: Sequence[str],
     home: Path | None = None,
 ) -> FileChange:
-    """The agent's MCP config with a `memoryd mcp` stdio server in it."""
+    """The agent's MCP config with a `memoryd mcp` stdio server in it. A project's config
+    is shared, so it gets no data dir, and loses one an earlier run wrote there."""
     path = config_path(spec, "mcp", scope, user_home, project)
-    entry = mcp_entry(spec, exe, home)
+    shared = scope == "project"
+    entry = mcp_entry(spec, exe, None if shared else home)
+    drop = MACHINE_ENV if shared else ()
     if spec.mcp is not None and spec.mcp.toml:
 
         def edit_toml(doc: TOMLDocument) -> None:
-            merge_mcp_toml(doc, entry, where=str(path))
+            merge_mcp_toml(doc, entry, where=str(path), drop_env=drop)
 
         return plan_toml(path, edit_toml)
 
     def edit(doc: dict[str, Any]) -> dict[str, Any]:
-        return merge_mcp_json(doc, entry, where=str(path))
+        return merge_mcp_json(doc, entry, where=str(path), drop_env=drop)
 
     return plan_json(path, edit)

@@ -9,7 +9,7 @@ without change when memoryd's entries are already as wanted, which makes setup i
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import Conflict, InvalidInput
@@ -107,9 +107,15 @@ def _check_name_free(servers: Mapping[str, Any], where: str) -> None:
         )
 
 
-def merge_mcp_json(doc: dict[str, Any], entry: Mapping[str, Any], *, where: str) -> dict[str, Any]:
-    """`doc` with every `memoryd mcp` server updated to `entry` (its other keys kept), or a
-    new "memoryd" server when there is none."""
+def merge_mcp_json(
+    doc: dict[str, Any],
+    entry: Mapping[str, Any],
+    *,
+    where: str,
+    drop_env: Sequence[str] = (),
+) -> dict[str, Any]:
+    """`doc` with every `memoryd mcp` server updated to `entry` (its other keys kept, less
+    the `drop_env` variables), or a new "memoryd" server when there is none."""
     new = copy.deepcopy(doc)
     servers = _servers_of(new, "mcpServers", where)
     if servers is None:
@@ -125,12 +131,16 @@ def merge_mcp_json(doc: dict[str, Any], entry: Mapping[str, Any], *, where: str)
                 server["env"].update(value)
             else:
                 server[key] = copy.deepcopy(value)
+        _drop_env(server, drop_env)
     return new
 
 
-def merge_mcp_toml(doc: TOMLDocument, entry: Mapping[str, Any], *, where: str) -> None:
+def merge_mcp_toml(
+    doc: TOMLDocument, entry: Mapping[str, Any], *, where: str, drop_env: Sequence[str] = ()
+) -> None:
     """Codex's `[mcp_servers.*]`, edited in place so comments and layout survive; a value
-    is assigned only when it differs, so an unchanged entry leaves the text byte-identical."""
+    is assigned only when it differs, so an unchanged entry leaves the text byte-identical.
+    The `drop_env` variables are removed from memoryd's servers."""
     import tomlkit
     from tomlkit.items import InlineTable
 
@@ -154,6 +164,19 @@ def merge_mcp_toml(doc: TOMLDocument, entry: Mapping[str, Any], *, where: str) -
                         server["env"][var] = text
             elif _plain(server.get(key)) != value:
                 server[key] = _inline(value) if isinstance(value, dict) else value
+        _drop_env(server, drop_env)
+
+
+def _drop_env(server: Any, names: Sequence[str]) -> None:
+    """Remove `names` from a server's `env` (a dict or a TOML table), and `env` once empty."""
+    env = server.get("env")
+    if not names or not isinstance(env, MutableMapping):
+        return
+    for name in names:
+        if name in env:
+            del env[name]
+    if not env:
+        del server["env"]
 
 
 def _inline(value: Mapping[str, Any]) -> Any:
