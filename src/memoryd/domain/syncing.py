@@ -564,16 +564,19 @@ class Syncing(ServiceCore):
             local.by_hash.setdefault(key, memory.meta.slug)
         return local
 
-    def _remote_memory(self, doc: RemoteDocument, item: RemoteMemory, target: ScopeInfo) -> Memory:
+    def _remote_memory(
+        self, doc: RemoteDocument, item: RemoteMemory, target: ScopeInfo, *, clean: bool = True
+    ) -> Memory:
         """The file's memory as this side keeps it: in its local scope, redacted (slug
-        included) like every write, before it is matched, merged or written."""
+        included) like every write, before it is merged or written (`clean=False`: as the file
+        holds it, to compare with a stored memory, which is redacted already)."""
         meta, body = item.open(doc)
         if item.foreign:
             meta = meta.model_copy()  # the document's own stays as read (and is redacted)
         if meta.scope_hash != target.scope_hash:
             meta.scope_hash = target.scope_hash
         memory = Memory(meta=meta, body=body)
-        return memory if item.foreign else clean_memory(memory)
+        return memory if item.foreign or not clean else clean_memory(memory)
 
     def _match(self, local: _Local, item: RemoteMemory, target: ScopeInfo) -> str | None:
         """The local memory the file's memory is: same slug, else same content in its scope."""
@@ -633,7 +636,11 @@ class Syncing(ServiceCore):
                     self._plan_vectors(plan, doc, item, self._remote_memory(doc, item, target))
                 continue
             taken.add(found)
-            remote = _as_slug(self._remote_memory(doc, item, target), found)
+            # The same as a stored memory (redacted when written) needs no redaction: a
+            # re-import redacts nothing again.
+            remote = _as_slug(self._remote_memory(doc, item, target, clean=False), found)
+            if local.prints.get(found) != _print(remote):
+                remote = _as_slug(clean_memory(remote), found)
             if local.prints.get(found) == _print(remote):
                 # The same memory on both sides: what the merge would find, without it.
                 plan.base[found] = SyncBase.pack(digests(remote))

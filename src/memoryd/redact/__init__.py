@@ -120,6 +120,12 @@ _FORMATS: list[tuple[str, re.Pattern[str], int]] = [
     ),
 ]
 
+# What each of `_FORMATS` needs in the (lowered) text, in the same order.
+_FORMAT_HINTS = ("private key", "://", "://", "-u", "aws", "bearer", "authorization")
+# Every `_SECRET_NAME` holds one of these; `_MYSQL_P` needs one of the commands.
+_NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
+_MYSQL_WORDS = ("mysql", "mariadb", "sshpass")
+
 _ASSIGNMENT = re.compile(
     # The name starts where a word does and is bounded: a 16 KB token once took 24 s here.
     r"(?P<key>(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}?" + _SECRET_NAME + r"[A-Za-z0-9_.-]{0,64})"
@@ -423,17 +429,22 @@ def redact(text: str, *, high_entropy: bool = True) -> str:
         return text
     text = drop_controls(text)
     found = _Found(text)
-    for kind, pattern, group in _FORMATS:
-        for match in pattern.finditer(text):
-            found.group(match, group, kind)
+    # Each rule runs only when the word it needs is in the text: most texts hold none.
+    lowered = text.lower()
+    for (kind, pattern, group), hint in zip(_FORMATS, _FORMAT_HINTS, strict=True):
+        if hint in lowered:
+            for match in pattern.finditer(text):
+                found.group(match, group, kind)
     for start, end, rule_id in gitleaks.rules().find(text):
         found.add(start, end, rule_id)
-    for match in _ASSIGNMENT.finditer(text):
-        found.assignment(match)
-    for match in _FLAG.finditer(text):
-        found.assignment(match, flag=True)
-    for match in _MYSQL_P.finditer(text):
-        found.assignment(match, flag=True)
+    if any(word in lowered for word in _NAME_WORDS):
+        for match in _ASSIGNMENT.finditer(text):
+            found.assignment(match)
+        for match in _FLAG.finditer(text):
+            found.assignment(match, flag=True)
+    if any(word in lowered for word in _MYSQL_WORDS):
+        for match in _MYSQL_P.finditer(text):
+            found.assignment(match, flag=True)
     if high_entropy:
         for match in _TOKEN.finditer(text):
             found.random(match)
