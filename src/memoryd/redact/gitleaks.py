@@ -227,8 +227,9 @@ class RuleSet:
         woken: dict[str, Rule] = {}
         trigrams = {lowered[i : i + 3] for i in range(len(lowered) - 2)}
         trigrams.add("")  # keywords shorter than three characters: searched for
-        for trigram in trigrams & self.by_trigram.keys():
-            for keyword in self.by_trigram[trigram]:
+        by_trigram = self.by_trigram
+        for trigram in trigrams:
+            for keyword in by_trigram.get(trigram, ()):
                 if keyword in lowered:
                     for rule in self.by_keyword[keyword]:
                         woken.setdefault(rule.id, rule)
