@@ -286,7 +286,7 @@ def test_sync_import_of_a_memoryd_file_redacts_every_field_and_round_trips(
 
 
 def _memories(path: Path) -> list[Any]:
-    return json.loads(path.read_text(encoding="utf-8"))["memories"]  # type: ignore[no-any-return]
+    return json.loads(path.read_text(encoding="utf-8"))["memories"]
 
 
 def test_sync_import_of_an_mcp_memory_service_file_redacts_slug_and_file_name(
