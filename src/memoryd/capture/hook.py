@@ -38,7 +38,7 @@ from memoryd.capture.transcripts import TranscriptUnreadable, read_session_file
 from memoryd.capture_limits import CaptureConfig, CaptureLimits, load_capture_config
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
 from memoryd.private import make_private_dir
-from memoryd.redact import redact, redact_json
+from memoryd.redact import clean_slug, redact, redact_json
 from memoryd.sensitive.sealed import read_public_key, waiting_captures
 
 logger = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ def _session_id(hook: HookInput, home: Path, session: Session | None, now: datet
         found = hook.session_file.stem
     if not found:
         raise InvalidPayload(f"the {hook.source} payload names no session")
-    return str(found)
+    return clean_slug(str(found))  # it names the memory's slug, file and journal
 
 
 def _journal(

@@ -83,6 +83,7 @@ from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
 from memoryd.recall.entities import build_matcher
 from memoryd.recall.granted import Held, ScopeView, ScopeViews
 from memoryd.redact import redact
+from memoryd.redact.fields import clean_meta, clean_proposal, clean_slug, clean_stored
 from memoryd.scope import resolve_scope, scope_hash_of_path
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.sensitive.envelope import ScopeKey
@@ -534,6 +535,9 @@ class ServiceCore:
         under a write intent (see `_write_batch`)."""
         if old.path is None or new.path is None:
             raise StorageError(f"memory {old.slug} has no file path")
+        # Edits, enrichment (the LLM's summary), supersede decisions, sync updates: every
+        # rewrite is redacted like a new memory (`redact.fields`), before anything is written.
+        clean_stored(new)
         counted = self._carry_recalls(old, new)
         data = render(new).encode("utf-8")
         intent = self._begin_write(
@@ -639,19 +643,20 @@ class ServiceCore:
                 # what the memory is about.
                 slug=opaque_slug(created)
                 if scope.sensitive
-                else draft.slug or slugify(title, created),
+                else (draft.slug and clean_slug(draft.slug)) or slugify(title, created),
                 type=draft.type,
                 scope_hash=scope.scope_hash,
                 source=draft.source,
                 created_at=created,
                 updated_at=None,
-                tags=[redact(tag) for tag in draft.tags],
-                triggers=[redact(trigger) for trigger in draft.triggers],
-                category=redact(draft.category) if draft.category else draft.category,
+                tags=draft.tags,
+                triggers=draft.triggers,
+                category=draft.category,
                 ttl_days=ttl,
                 supersedes=draft.supersedes,
                 promoted_from=draft.promoted_from,
             )
+            meta = clean_meta(meta)  # tags, triggers, category, source, links
         except ValidationError as exc:
             raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
         return Memory(meta=meta, body=body, sensitive=scope.sensitive)
@@ -688,6 +693,8 @@ class ServiceCore:
                 except MemorydError as exc:
                     logger.warning("LLM extraction failed for %s: %s", memory.slug, exc)
             apply_extraction(memory, found, self._merged_into())
+            if memory.meta.observations or memory.meta.relations:
+                memory.meta = clean_meta(memory.meta)  # entity names, relation labels
 
     def _refuse_duplicates(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
         wanted: dict[str, set[str]] = {}
@@ -863,6 +870,7 @@ class ServiceCore:
     def _propose(self, proposal: PromotionProposal) -> tuple[int, Proposed] | None:
         """Queue the promotion when the score reaches the threshold, after the score is in
         the file; a `propose` audit event names it. None: below the threshold."""
+        proposal = clean_proposal(proposal)  # the LLM's text, kept in governance.db
         queued = self.review.propose(proposal)
         if queued is None:
             return None

@@ -34,6 +34,7 @@ from memoryd.models import (
     RelationRef,
     utcnow,
 )
+from memoryd.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class Entities(ServiceCore):
     def alias_entity(self, name_or_id: str, alias: str) -> EntityRow:
         """Teach the graph another name for an entity; audit-logged so reindex replays it."""
         self._require_writable("add an entity alias")
-        alias = alias.strip()
+        alias = redact(alias).strip()  # a name an agent or a sync file gave: redacted
         if not alias:
             raise InvalidInput("alias is empty")
         entity = self.resolve_entity(name_or_id)

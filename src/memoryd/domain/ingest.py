@@ -34,7 +34,7 @@ from memoryd.models import (
     utcnow,
 )
 from memoryd.native import fewer_collections
-from memoryd.redact import redact
+from memoryd.redact.fields import clean_meta
 from memoryd.scope import resolve_scope
 from memoryd.vault import fsync_dir, storage_error
 
@@ -93,17 +93,9 @@ class Ingest(ServiceCore):
         self._require_writable("record graph facts")
         info = resolve_scope(draft.scope_path)
         memory = self._prepare(draft, info, utcnow())
-        memory.meta.observations = list(dict.fromkeys(redact(e) for e in entity_ids))
-        memory.meta.relations = [
-            relation.model_copy(
-                update={
-                    "subject": relation.subject and redact(relation.subject),
-                    "object": redact(relation.object),
-                    "label": None if relation.label is None else redact(relation.label),
-                }
-            )
-            for relation in relations
-        ]
+        memory.meta.observations = list(dict.fromkeys(entity_ids))
+        memory.meta.relations = list(relations)
+        memory.meta = clean_meta(memory.meta)
         self._refuse_duplicates([memory], [draft])
         self._ensure_scope(info)
         self._write_batch([memory], sync_each=True)
@@ -131,10 +123,10 @@ class Ingest(ServiceCore):
             self.gate.require(old.meta.scope_hash, slug, "update")
             changes: dict[str, Any] = {}
             if tags is not None:
-                changes["tags"] = [redact(tag) for tag in tags]
+                changes["tags"] = list(tags)
             if triggers is not None:
-                changes["triggers"] = [redact(trigger) for trigger in triggers]
-            new = self._edited(old, changes, old.path)
+                changes["triggers"] = list(triggers)
+            new = self._edited(old, changes, old.path)  # redacted as it is written
             details = {f"{field}_count": len(value) for field, value in changes.items()}
             self._replace_everywhere(old, new, event_type="update", details=details)
         return new

@@ -43,6 +43,7 @@ from memoryd.models import (
 )
 from memoryd.native import fewer_collections
 from memoryd.redact import redact
+from memoryd.redact.fields import clean_memory
 from memoryd.scope import resolve_scope
 from memoryd.search.vectors import fingerprint as vector_fingerprint
 from memoryd.sensitive import envelope
@@ -465,7 +466,7 @@ class Syncing(ServiceCore):
                 )
             seen.add(item.slug)
             try:
-                opened.append(cipher.open_memory(item, keys))
+                opened.append(clean_memory(cipher.open_memory(item, keys)))
             except cipher.BadBlock as exc:
                 raise document.bad(doc.path, exc.where, exc.problem, hint=exc.hint) from exc
 
@@ -563,14 +564,19 @@ class Syncing(ServiceCore):
             local.by_hash.setdefault(key, memory.meta.slug)
         return local
 
-    def _remote_memory(self, doc: RemoteDocument, item: RemoteMemory, target: ScopeInfo) -> Memory:
+    def _remote_memory(
+        self, doc: RemoteDocument, item: RemoteMemory, target: ScopeInfo, *, clean: bool = True
+    ) -> Memory:
+        """The file's memory as this side keeps it: in its local scope, redacted (slug
+        included) like every write, before it is merged or written (`clean=False`: as the file
+        holds it, to compare with a stored memory, which is redacted already)."""
         meta, body = item.open(doc)
+        if item.foreign:
+            meta = meta.model_copy()  # the document's own stays as read (and is redacted)
         if meta.scope_hash != target.scope_hash:
             meta.scope_hash = target.scope_hash
-        if item.foreign:
-            meta = meta.model_copy()  # the document's own stays as read
-            body = redact(body).strip()
-        return Memory(meta=meta, body=body)
+        memory = Memory(meta=meta, body=body)
+        return memory if item.foreign or not clean else clean_memory(memory)
 
     def _match(self, local: _Local, item: RemoteMemory, target: ScopeInfo) -> str | None:
         """The local memory the file's memory is: same slug, else same content in its scope."""
@@ -630,7 +636,11 @@ class Syncing(ServiceCore):
                     self._plan_vectors(plan, doc, item, self._remote_memory(doc, item, target))
                 continue
             taken.add(found)
-            remote = _as_slug(self._remote_memory(doc, item, target), found)
+            # The same as a stored memory (redacted when written) needs no redaction: a
+            # re-import redacts nothing again.
+            remote = _as_slug(self._remote_memory(doc, item, target, clean=False), found)
+            if local.prints.get(found) != _print(remote):
+                remote = _as_slug(clean_memory(remote), found)
             if local.prints.get(found) == _print(remote):
                 # The same memory on both sides: what the merge would find, without it.
                 plan.base[found] = SyncBase.pack(digests(remote))
@@ -820,12 +830,12 @@ class Syncing(ServiceCore):
 
         merged_here = self._merged_into()
         for entity in sorted(doc.entities, key=lambda e: str(e.get("id"))):
-            keep = str(entity.get("id", ""))
+            keep = redact(str(entity.get("id", "")))
             if not keep or not exists(keep):
                 continue
             dropped_names: set[str] = set()
             for drop in entity.get("merged") or []:
-                drop = str(drop)
+                drop = redact(str(drop))
                 if merged_here.get(drop) == keep:
                     continue
                 if exists(drop):
@@ -838,7 +848,7 @@ class Syncing(ServiceCore):
             have = set(row.aliases if row else []) | dropped_names
             name = keep.split(":", 2)[-1]
             for alias in entity.get("aliases") or []:
-                alias = str(alias).strip()
+                alias = redact(str(alias)).strip()
                 if alias and alias not in have and alias != name:
                     have.add(alias)
                     plan.aliases.append((keep, alias))
@@ -847,6 +857,7 @@ class Syncing(ServiceCore):
     def _plan_identity(self, doc: RemoteDocument, plan: _Plan) -> None:
         if doc.identity is None:
             return
+        doc.identity = redact(doc.identity)
         path = self.home / IDENTITY
         if not path.is_file():
             plan.identity = doc.identity
@@ -946,16 +957,17 @@ class Syncing(ServiceCore):
         """One remote audit line as an `import` event that names the remote chain head."""
         remote_scope = rec.get("scope_hash")
         target = plan.mapping.get(remote_scope) if remote_scope else None
+        target_id = rec.get("target_id")
         return AuditEvent(
             actor=self.actor,
             event_type="import",
             scope_hash=target.scope_hash if target else remote_scope,
-            target_id=rec.get("target_id"),
+            target_id=redact(target_id) if isinstance(target_id, str) else target_id,
             details={
                 "kind": "remote_audit",
                 "remote_seq": rec["seq"],
-                "remote_event": rec["event_type"],
-                "remote_actor": rec["actor"],
+                "remote_event": redact(str(rec["event_type"])),
+                "remote_actor": redact(str(rec["actor"])),
                 "remote_ts": rec["ts"],
                 "remote_hash": rec["this_hash"],
                 "remote_head": doc.chain_head,
@@ -1128,7 +1140,7 @@ class Syncing(ServiceCore):
             if take == "remote" and len(paths) > 1:
                 raise InvalidInput(_several(slug, paths))
             if body_source is not None:
-                atomic_write(self.home / IDENTITY, _read(body_source).encode("utf-8"))
+                atomic_write(self.home / IDENTITY, redact(_read(body_source)).encode("utf-8"))
             for path in paths:
                 path.unlink(missing_ok=True)
             return ResolveResult(slug=slug, took=take, removed=[str(p) for p in paths])
@@ -1147,7 +1159,7 @@ class Syncing(ServiceCore):
             old = self.get(slug)
             if body is not None and body != old.body:
                 new = self._edited(old, {}, old.path)
-                new.body = redact(body)
+                new.body = body  # redacted as it is written
                 self._replace_everywhere(
                     old, new, event_type="sync_resolve", details={"took": _took(take)}
                 )

@@ -36,6 +36,7 @@ from memoryd.errors import Conflict, InvalidInput, MemorydError, NotFound
 from memoryd.governance.stores import Stores
 from memoryd.journal import IntentItem
 from memoryd.models import CJK, DecayState, Frontmatter, Memory, RelationRef
+from memoryd.redact.fields import clean_stored
 from memoryd.vault import FORGOTTEN_DIR, render
 
 logger = logging.getLogger(__name__)
@@ -236,6 +237,7 @@ def _write_all(stores: Stores, changes: list[tuple[Memory, Memory, str, dict[str
     items = []
     payloads = []
     for old, new, event, details in changes:
+        clean_stored(new)  # redacted like every write (`redact.fields`)
         data = render(new).encode("utf-8")
         payloads.append(data)
         items.append(

@@ -33,6 +33,7 @@ from memoryd.models import (
     PromotionStatus,
     utcnow,
 )
+from memoryd.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +155,9 @@ class Review:
                 "a promotion becomes a long-term memory, not a session",
                 hint="--type decision|preference|fact|playbook|warning",
             )
-        final_title = (title if title is not None else promotion.proposed_title).strip()
-        final_body = (body if body is not None else promotion.proposed_body).strip()
+        # Redacted before the slug is made from the title (`redact.fields`).
+        final_title = redact(title if title is not None else promotion.proposed_title).strip()
+        final_body = redact(body if body is not None else promotion.proposed_body).strip()
         if not final_title or not final_body:
             raise InvalidInput(
                 f"the promoted memory needs a {'title' if not final_title else 'body'}",

@@ -14,7 +14,14 @@ by `[REDACTED:<kind>]`, so no rule can leave part of a secret that another rule 
    `Authorization:` values; the AWS secret access key after its name, with `=`, `:` or only a
    space between; the value of any assignment whose name says it is secret (`password=`,
    `passwd:`, `DB_SECRET=`, `"api_key": "…"`, `token=`) and of such command-line flags
-   (`--password X`, `--token=X`).
+   (`--password X`, `--token=X`, `mysql -pX`, `sshpass -p X`). Where the value can only be a
+   literal (a `.env` or shell line, YAML, a quoted string, a flag, an HTTP header, a query or
+   connection string) it is hidden whatever its letters (`PASSWORD=CorrectHorseBatteryStaple`,
+   a YAML passphrase to the end of its line) unless it is a placeholder or a reference
+   (`changeme`, `<…>`, `${…}`, `$VAR`, `xxx`, `REDACTED`, `os.environ[…]`, `vault:…`); in code
+   (`password = user_password`) a plain identifier is a variable unless it looks random.
+   gitleaks' `generic-api-key` cannot do this: it drops letters-only values on purpose (an
+   allowlist of `^[a-zA-Z_.-]+$`, and a digit required).
 3. **High entropy**: a token of 20+ characters drawn from the base64 alphabet (with `/` and
    `+`, so `wJalrXUtnFEMI/K7MDENG/…` is one token, not three short ones) that mixes upper case,
    lower case and digits (below 32 characters, digits in two places at least: one number in a
@@ -24,7 +31,9 @@ by `[REDACTED:<kind>]`, so no rule can leave part of a secret that another rule 
    4.15 at 32, 4.84 at 64). Content that only looks random is kept: data URIs (`;base64,…`),
    subresource integrity and Go module hashes (`sha512-…`, `h1:…`), SSH public keys.
 
-A value found once is hidden wherever else it appears bare. **Hex is not redacted by
+A value found once is hidden wherever else it appears bare. Redacting is idempotent: no rule
+reads into an earlier `[REDACTED:…]` mark, so a stored text redacted again is unchanged
+(`fields.py` redacts every field of a memory at every write). **Hex is not redacted by
 entropy**: git SHAs, content hashes and UUIDs fill coding sessions and are not secrets, so a
 token made only of hex digits and dashes is left alone unless a rule or a name says it is
 secret (`token=0123abcd…`). A hex-only secret quoted bare in prose is therefore kept — the
@@ -62,7 +71,8 @@ KINDS = (
 
 _SECRET_NAME = (
     r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|credentials?|auth[_-]?key)"
+    r"|private[_-]?key|credentials?|auth[_-]?key|(?:app|client|signing|encryption|master)[_-]?key"
+    r"|(?<![A-Za-z0-9])pass(?![A-Za-z0-9_]))"  # `DB_PASS=`, `&pass=`; not `bypass`, `pass_count`
 )
 
 # (kind, pattern, group to replace — 0 for the whole match)
@@ -110,6 +120,12 @@ _FORMATS: list[tuple[str, re.Pattern[str], int]] = [
     ),
 ]
 
+# What each of `_FORMATS` needs in the (lowered) text, in the same order.
+_FORMAT_HINTS = ("private key", "://", "://", "-u", "aws", "bearer", "authorization")
+# Every `_SECRET_NAME` holds one of these; `_MYSQL_P` needs one of the commands.
+_NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
+_MYSQL_WORDS = ("mysql", "mariadb", "sshpass")
+
 _ASSIGNMENT = re.compile(
     # The name starts where a word does and is bounded: a 16 KB token once took 24 s here.
     r"(?P<key>(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}?" + _SECRET_NAME + r"[A-Za-z0-9_.-]{0,64})"
@@ -127,12 +143,23 @@ _FLAG = re.compile(
     re.IGNORECASE,
 )
 
+# `mysql -pSECRET` (the password glued to `-p`) and `sshpass -p SECRET`; a bare `-p` is a
+# port, a path or a patch elsewhere, so only these commands are read.
+_MYSQL_P = re.compile(
+    r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?[ \t](?P<key>-p)"
+    r"|\bsshpass[ \t]+(?P<key2>-p)[ \t]+)"
+    r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|\\?'(?P<sq>[^'\\\n]{1,256})\\?'"
+    r"|(?P<bare>[^\s\"'`,;)}\]\\-][^\s\"'`,;)}\]\\]{0,255}))"
+)
+
 # Values that name a secret rather than hold one: types, references, placeholders.
 _NOT_A_VALUE = re.compile(
     r"(?ix)^(?:str|string|bytes|int|bool|none|null|nil|true|false|undefined|optional.*"
     r"|secretstr|\$.*|<.*|%.*|\{.*|\[redacted.*|\*+|x+|\.\.\.|…"
     r"|await|new|function|lambda|yield|async|typeof|require|import|return"  # code, not a value
-    r"|change[-_]?me|changeit|placeholder|example|dummy|your[-_].*"  # placeholders
+    r"|change[-_]?me|changeit|placeholder|example.*|sample.*|dummy.*|fake.*|your[-_].*"
+    r"|.*[-_]here|redacted|hidden|todo|tbd|fixme|test|testing|foobar|default|required|unset"
+    r"|n/a|empty|secrets?\..*|vault:.*|(?:password|passwd|secret|token|pass)"  # placeholders
     r"|(?:self|cls|os|env|config|settings|args|opts|options|process|ctx|request|this)[.\[].*"
     r"|.*\(.*|[A-Za-z_][\w.]*\[.*)$"  # a call, a subscript or a generic type
 )
@@ -209,12 +236,26 @@ def entropy_floor(length: int) -> float:
     return _ENTROPY_FLOOR[-1][1]
 
 
-def _secret_value(key: str, value: str) -> bool:
+def _secret_value(key: str, value: str, *, literal: bool = False) -> bool:
+    """Whether `value`, found after the secret-named `key`, is a secret to hide.
+
+    `literal`: where it stands, the value can only be a literal string (a `.env` or shell
+    line, YAML, a quoted string, a command-line flag, a header, a query string): then any
+    value is a secret, letters only or a passphrase, but a placeholder or a reference. In
+    code (`password = user_password`) a plain identifier is a variable, unless random."""
     if len(value) < 4 or _NOT_A_VALUE.match(value) or _COUNT_NAME.search(key):
         return False
     lowered_key = key.lower()
-    if value.isdigit() and not re.search(r"pass|pwd|secret|pin", lowered_key):
+    if value.isdigit() and not _DIGITS_KEY.search(lowered_key):
+        return False  # `PASSWORD_MIN_LENGTH=12`, `password_reset_timeout: 3600`
+    if lowered_key.lstrip("-") in _NOT_SECRET_KEYS or value.lower() in _PROSE_WORDS:
         return False
+    if literal:
+        parts = [w.lower() for w in _IDENTIFIER_PARTS.split(value) if w]
+        named = _PLAIN_IDENTIFIER.fullmatch(value) and _NAMED_PART.search(
+            "_" + "_".join(parts) + "_"
+        )
+        return not named and value.lower() != lowered_key.rsplit("_", 1)[-1]
     # `password=user_password`, `token=accessToken`, `credentials = in_memory`: a variable,
     # not its value. Only a plain identifier (letters, `_`, `.`, `-`) counts, and only when its
     # words include the name or it is made of several real words: `hdcjvspwdgrk` and
@@ -229,6 +270,29 @@ def _secret_value(key: str, value: str) -> bool:
         return looks_random(value)
     return not _NAMED_PART.search(words) or looks_random(value)
 
+
+# A number is a secret only as the value of a name that ends in a password or a PIN.
+_DIGITS_KEY = re.compile(r"(?:pass(?:word|wd|code|phrase)?|pwd|secret|pin)$")
+_NOT_SECRET_KEYS = frozenset({"pwd", "oldpwd"})  # the shell's working directories
+# Words that follow a flag or a name in prose ("run it with --password and it prompts").
+_PROSE_WORDS = frozenset({
+    "with", "from", "instead", "option", "flag", "value", "argument", "file", "only", "when",
+    "then", "which", "that", "this", "here", "there", "before", "after", "also", "will",
+    "must", "should", "into", "onto", "were", "have", "your", "their", "prompt", "prompts",
+    "first", "later",
+})  # fmt: skip
+# Where a value can only be a literal: the start of a line (after `export`, `set`, `ENV`,
+# a YAML list dash), a query string or a connection string (`?`, `&`, `;`).
+_LINE_START = re.compile(r"(?:^|\n)[ \t]*(?:-[ \t]+)?(?:(?:export|set|ENV|env)[ \t]+)?\Z")
+_UPPER_KEY = re.compile(r"[A-Z][A-Z0-9_.]*")
+_HEADER_KEY = re.compile(r"[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+# What may follow a literal line's value: more words (a passphrase), a comment.
+_REST_WORDS = re.compile(r"(?:[ \t]+[\w'!?.@%+-]+)+(?=[ \t]*(?:[ \t]#.*)?$)", re.MULTILINE)
+_REST_CODE = re.compile(r"[^\n]*[,;{}()\[\]][ \t]*$", re.MULTILINE)
+
+_MARK = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]*\]")
+_PUNCTUATION = " \t:=@/[]()\"'"
 
 _CONTROL = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])"
@@ -245,26 +309,72 @@ def drop_controls(text: str) -> str:
 class _Found:
     """The spans of one text to hide, and the values they hold (hidden wherever they recur)."""
 
-    __slots__ = ("spans", "text", "values")
+    __slots__ = ("marks", "spans", "text", "values")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.spans: list[tuple[int, int, str]] = []
         self.values: dict[str, str] = {}
+        # The marks of an earlier redaction: no rule reads into them, so redacting a
+        # redacted text changes nothing (`https://[REDACTED:github-pat]@host` is no URL
+        # password), and a stored text redacted again on a rewrite stays as it is.
+        self.marks = [m.span() for m in _MARK.finditer(text)] if "[REDACTED:" in text else []
 
     def add(self, start: int, end: int, kind: str) -> None:
-        if end > start:
+        for mark_start, mark_end in self.marks:
+            if mark_start < end and start < mark_end:  # overlaps: keep what is outside it
+                if start >= mark_start:
+                    start = mark_end
+                if end <= mark_end:
+                    end = mark_start
+        if end > start and self.text[start:end].strip(_PUNCTUATION):
             self.spans.append((start, end, kind))
             self.values.setdefault(self.text[start:end], kind)
 
     def group(self, match: re.Match[str], group: int | str, kind: str) -> None:
         self.add(*match.span(group), kind)
 
-    def assignment(self, match: re.Match[str]) -> None:
+    def assignment(self, match: re.Match[str], *, flag: bool = False) -> None:
         name = "dq" if match.group("dq") is not None else "sq" if match.group("sq") else "bare"
         value = match.group(name)
-        if value is not None and _secret_value(match.group("key"), value):
-            self.group(match, name, "secret")
+        if value is None:
+            return
+        key = match.group("key") or match.groupdict().get("key2") or ""
+        start, end = match.span(name)
+        line_start = False
+        if flag or name != "bare":
+            literal = True
+        elif _DOTTED.fullmatch(value):
+            literal = False  # `cfg.api_key`, `process.env.TOKEN`: a reference
+        else:
+            literal, line_start = self._literal(match, key)
+        if not _secret_value(key, value, literal=literal):
+            return
+        if line_start:  # `password: correct horse battery staple` holds every word
+            rest = _REST_WORDS.match(self.text, end)
+            if rest is not None:
+                end = rest.end()
+        self.add(start, end, "secret")
+
+    def _literal(self, match: re.Match[str], key: str) -> tuple[bool, bool]:
+        """Whether a bare value stands where only a literal can (and at a line's start)."""
+        text, at = self.text, match.start("key")
+        before = text[at - 1] if at else "\n"
+        separator = text[match.end("key") : match.start("bare")]
+        if before in "?&;":
+            return True, False
+        if _HEADER_KEY.fullmatch(key) and ":" in separator:
+            return True, False  # an HTTP header: `X-Api-Key: …`
+        at_line_start = _LINE_START.search(text, max(0, at - 16), at) is not None
+        if at_line_start and _REST_CODE.match(text, match.end("bare")) is None:
+            # YAML (`password: …`) and `.env`/shell lines (`PASSWORD=…`, no spaces)
+            yaml = ":" in separator
+            env = separator == "=" and bool(_UPPER_KEY.fullmatch(key))
+            if yaml or env:
+                return True, True
+        if _UPPER_KEY.fullmatch(key) and "=" in separator and before != ".":
+            return True, False  # `export API_TOKEN=…`, `ENV SECRET_KEY …` mid-line
+        return False, False
 
     def random(self, match: re.Match[str]) -> None:
         token = match.group()
@@ -319,15 +429,22 @@ def redact(text: str, *, high_entropy: bool = True) -> str:
         return text
     text = drop_controls(text)
     found = _Found(text)
-    for kind, pattern, group in _FORMATS:
-        for match in pattern.finditer(text):
-            found.group(match, group, kind)
+    # Each rule runs only when the word it needs is in the text: most texts hold none.
+    lowered = text.lower()
+    for (kind, pattern, group), hint in zip(_FORMATS, _FORMAT_HINTS, strict=True):
+        if hint in lowered:
+            for match in pattern.finditer(text):
+                found.group(match, group, kind)
     for start, end, rule_id in gitleaks.rules().find(text):
         found.add(start, end, rule_id)
-    for match in _ASSIGNMENT.finditer(text):
-        found.assignment(match)
-    for match in _FLAG.finditer(text):
-        found.assignment(match)
+    if any(word in lowered for word in _NAME_WORDS):
+        for match in _ASSIGNMENT.finditer(text):
+            found.assignment(match)
+        for match in _FLAG.finditer(text):
+            found.assignment(match, flag=True)
+    if any(word in lowered for word in _MYSQL_WORDS):
+        for match in _MYSQL_P.finditer(text):
+            found.assignment(match, flag=True)
     if high_entropy:
         for match in _TOKEN.finditer(text):
             found.random(match)
@@ -337,7 +454,7 @@ def redact(text: str, *, high_entropy: bool = True) -> str:
 def redact_json(value: Any, *, high_entropy: bool = True, key: str = "") -> Any:
     """A JSON value with every string redacted; a string under a secret-sounding key is hidden."""
     if isinstance(value, str):
-        if key and _SECRET_KEY.fullmatch(key) and _secret_value(key, value):
+        if key and _SECRET_KEY.fullmatch(key) and _secret_value(key, value, literal=True):
             return MARK.format("secret")
         return redact(value, high_entropy=high_entropy)
     if isinstance(value, dict):
@@ -409,3 +526,26 @@ def safe_cut(text: str, limit: int, *, high_entropy: bool = True) -> str:
     if len(text) <= limit:
         return text
     return _window(text, limit, from_end=False, high_entropy=high_entropy).rstrip() + "…"
+
+
+_MARK_KIND = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]*)\]")
+_NOT_SLUG = re.compile(r"[^0-9A-Za-z._-]+")
+
+
+def clean_slug(slug: str) -> str:
+    """`slug` (a slug, a session id: something that names a file) without the secrets it
+    holds: each becomes `redacted-<kind>`; one with none is returned as it is. A function of
+    the slug alone, so every reference to a slug is renamed the same way.
+
+    Its dash-separated words are redacted first, so the rest of the slug stays (a whole
+    slug is one long token to the entropy rule); then the whole, for a secret with dashes."""
+    spaced = slug.replace("-", " ")
+    out = redact(spaced)
+    out = _as_slug(out) if out != spaced else slug
+    whole = redact(out)
+    return _as_slug(whole) if whole != out else out
+
+
+def _as_slug(text: str) -> str:
+    out = _MARK_KIND.sub(lambda m: "redacted-" + m.group(1).replace("_", "-"), text)
+    return _NOT_SLUG.sub("-", out).strip("-._") or "redacted"

@@ -203,7 +203,7 @@ class Rule:
 class RuleSet:
     """The rules, the global allowlist, and which rules each keyword wakes."""
 
-    __slots__ = ("allowlist", "by_keyword", "rules")
+    __slots__ = ("allowlist", "by_keyword", "by_trigram", "rules")
 
     def __init__(self, rules: list[Rule], allowlist: Allowlist) -> None:
         self.rules = rules
@@ -212,6 +212,12 @@ class RuleSet:
         for rule in rules:
             for keyword in rule.keywords or ("",):
                 self.by_keyword.setdefault(keyword, []).append(rule)
+        # Keywords by their first three characters: a text's trigrams rule out most of the
+        # 241 keywords with one set lookup each, where a substring search each took longer
+        # than the rest of `redact` on a short memory (a sync import redacts every one).
+        self.by_trigram: dict[str, list[str]] = {}
+        for keyword in self.by_keyword:
+            self.by_trigram.setdefault(keyword[:3] if len(keyword) >= 3 else "", []).append(keyword)
 
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         """(start, end, rule id) of each secret in `text`."""
@@ -219,10 +225,14 @@ class RuleSet:
         if len(lowered) != len(text):  # a few non-ASCII letters change length when lowered
             lowered = text.translate(_ASCII_LOWER)
         woken: dict[str, Rule] = {}
-        for keyword, rules in self.by_keyword.items():
-            if keyword in lowered:
-                for rule in rules:
-                    woken.setdefault(rule.id, rule)
+        trigrams = {lowered[i : i + 3] for i in range(len(lowered) - 2)}
+        trigrams.add("")  # keywords shorter than three characters: searched for
+        by_trigram = self.by_trigram
+        for trigram in trigrams:
+            for keyword in by_trigram.get(trigram, ()):
+                if keyword in lowered:
+                    for rule in self.by_keyword[keyword]:
+                        woken.setdefault(rule.id, rule)
         for rule in woken.values():
             yield from self._run(rule, text, lowered)
 

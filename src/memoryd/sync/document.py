@@ -42,6 +42,8 @@ from memoryd.models import (
     ScopeInfo,
     describe_validation,
 )
+from memoryd.redact import redact
+from memoryd.redact.fields import clean_meta, clean_slug
 from memoryd.sync.cipher import BadBlock, Encryption, read_block
 
 FORMAT = 1
@@ -583,14 +585,16 @@ def _read_memories(
             elif isinstance(item.get("embeddings"), dict):
                 memory.embeddings_ = item["embeddings"]
         slug = memory.slug
-        if slug in seen:
+        if slug in seen and not (memory.foreign and doc.memories[seen[slug]].hash == memory.hash):
+            # Two mcp-memory-service memories of one day whose contents are the same as this
+            # side keeps them (redacted): the plan skips the second as held twice.
             raise bad(
                 path,
                 f"{where}.id",
                 f"slug {slug} repeats memories[{seen[slug]}]",
                 lines.of("memories", i),
             )
-        seen[slug] = i
+        seen.setdefault(slug, len(doc.memories))
         doc.memories.append(memory)
     if mine:
         _memoryd_sections(doc, data, lines)
@@ -631,7 +635,7 @@ def _parse_whole(path: Path) -> tuple[Any, str]:
 
 def _source_name(value: Any) -> str:
     name = re.sub(r"[^0-9A-Za-z._-]+", "-", str(value or "unknown")).strip(".-")
-    return name[:64] or "unknown"
+    return clean_slug(name[:64] or "unknown")  # it names conflict files and audit lines
 
 
 def _memory(
@@ -683,7 +687,7 @@ def _memory(
     chunk = body if pointer is not None else None
     return RemoteMemory(
         index=index,
-        slug=fm.slug,
+        slug=clean_slug(fm.slug),  # as this side will keep it (`redact.fields`)
         scope_hash=fm.scope_hash,
         foreign=False,
         hash=content_hash(body),
@@ -744,11 +748,16 @@ def _foreign(
     mtype = FROM_V5_TYPE.get(str(kind).lower(), MemoryType.FACT)
     with contextlib.suppress(ValueError):
         mtype = MemoryType(str(ours.get("type")))
+    # Redacted before anything is derived from them: the slug (the file's name) is made
+    # from the title, and the digest in it from the content, as this side keeps them.
+    content = redact(content)
+    if not content.strip():
+        raise bad(path, f"{where}.content", "empty once its control characters are dropped", line)
     digest = content_hash(content)
-    title = str(ours.get("title") or content.strip().splitlines()[0]).strip()[:120]
+    title = redact(str(ours.get("title") or content.strip().splitlines()[0])).strip()[:120]
     tags = [str(t) for t in item.get("tags") or [] if isinstance(t, str)]
     source = str(ours.get("source") or V5_SOURCE)
-    slug = str(ours.get("id") or _stable_slug(title, created, digest))
+    slug = clean_slug(str(ours.get("id") or _stable_slug(title, created, digest)))
     try:
         fm = Frontmatter(
             title=title,
@@ -762,6 +771,7 @@ def _foreign(
             supersedes=[s for s in ours.get("supersedes") or [] if isinstance(s, str)],
             decay_state=DecayState(str(ours.get("decay_state") or "alive")),
         )
+        fm = clean_meta(fm)  # tags, source, supersedes
     except (ValidationError, ValueError) as exc:
         problem = (
             describe_validation(exc.errors()) if isinstance(exc, ValidationError) else str(exc)
