@@ -118,6 +118,7 @@ def test_reimport_of_a_grown_file_adds_only_the_new_lines(
         ('{"type": "entity", "entityType": "x", "observations": []}', "`name`"),
         ('{"type": "entity", "name": "n", "entityType": "x", "observations": "o"}', "list of"),
         ('{"type": "relation", "from": "a", "to": "b"}', "`relationType`"),
+        ('{"type": "entity", "x": ' + "[" * 200_000 + "]" * 200_000 + "}", "deeper than 64"),
     ],
 )
 def test_malformed_line_names_its_number(bad: str, message: str) -> None:

@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memoryd import jsondepth
 from memoryd.errors import InvalidInput, MemorydError, NotFound
 from memoryd.models import (
     DecayState,
@@ -560,7 +561,9 @@ def parse_jsonl(text: str, *, source: str = "<input>") -> ParsedGraph:
             continue
         where = f"{source} line {number}"
         try:
-            obj = json.loads(raw)
+            obj = jsondepth.loads(raw)
+        except jsondepth.TooDeep as exc:
+            raise InvalidInput(f"{where}: {exc}; nothing was imported", hint=hint) from None
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"{where}: not valid JSON ({exc.msg})", hint=hint) from exc
         if not isinstance(obj, dict):

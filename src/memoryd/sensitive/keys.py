@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd import jsondepth
 from memoryd.errors import InvalidInput, KeyringUnavailable, MissingKey, StorageError
 from memoryd.sensitive.envelope import KEY_SIZE, ScopeKey
 from memoryd.vault import atomic_write
@@ -286,7 +287,9 @@ class KeyStore:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         try:
-            data = json.loads(exported)
+            data = jsondepth.loads(exported)
+        except jsondepth.TooDeep as exc:
+            raise InvalidInput(f"the key file is not a key export: {exc}") from None
         except ValueError as exc:
             raise InvalidInput("the key file is not JSON (was it made by export-key?)") from exc
         if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
