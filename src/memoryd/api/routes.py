@@ -36,7 +36,6 @@ from memoryd.api.schemas import (
     EntityAlias,
     EntityMerge,
     GraphFacts,
-    GraphFactsBatch,
     Health,
     InboxDrained,
     KeywordsPatch,
@@ -63,7 +62,6 @@ from memoryd.models import (
     DecayState,
     DoctorCheck,
     EntityDeletion,
-    GraphFact,
     Memory,
     MemoryDraft,
     MemorySummary,
@@ -275,19 +273,6 @@ async def record_graph_facts(
     )
     response.headers["Location"] = f"/v1/memories/{quote(memory.slug, safe='')}"
     return memory
-
-
-@router.post("/graph/facts/batch", status_code=201, tags=["graph"])
-async def record_graph_facts_many(
-    api: Api, body: GraphFactsBatch, actor: Actor = "api"
-) -> list[Memory]:
-    """Record many graph-fact memories in batched writes (`record_graph_facts_many`): all
-    of them or, on a bad one, none."""
-    facts = [
-        GraphFact(draft=_draft(f.memory), entity_ids=f.entity_ids, relations=f.relations)
-        for f in body.facts
-    ]
-    return await api.write(actor, api.service.record_graph_facts_many, facts)
 
 
 def _draft(body: MemoryCreate) -> MemoryDraft:
