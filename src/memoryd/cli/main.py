@@ -598,7 +598,7 @@ def serve(
         else:
             from memoryd.sensitive.heap import daemon_env
 
-            env = daemon_env(os.environ)
+            env = daemon_env(os.environ, settings.home)
             if env is not None:  # once: freed plaintext cleared at once (sensitive.heap)
                 os.execve(sys.executable, sys.orig_argv, env)
             from memoryd.daemon import server  # this process becomes the daemon
