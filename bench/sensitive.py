@@ -188,6 +188,11 @@ def use_file_keyring(work: Path) -> None:
     ring = PlaintextKeyring()
     ring.file_path = str(work / "keyring_pass.cfg")
     keyring.set_keyring(ring)
+    # memoryd refuses a plaintext keyring for scope keys; a bench in a temp dir may use it,
+    # as the tests do (the refusal check still runs).
+    from memoryd.sensitive.keys import TEST_KEYRING_ENV
+
+    os.environ[TEST_KEYRING_ENV] = "keyrings.alt.file.PlaintextKeyring"
 
 
 def main() -> None:

@@ -53,13 +53,18 @@ def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ob
     """A real keyring backend that needs no desktop: keyrings.alt's file backend in tmp_path.
 
     Set in this process with `keyring.set_keyring`, and through `PYTHON_KEYRING_BACKEND` (plus
-    the tmp `XDG_DATA_HOME` it writes under) for the CLI and daemon subprocesses."""
+    the tmp `XDG_DATA_HOME` it writes under) for the CLI and daemon subprocesses. memoryd
+    refuses a plaintext keyring for scope keys; `TEST_KEYRING_ENV`, set only here, lets this
+    one backend class through (the refusal check itself still runs)."""
     import keyring
     from keyrings.alt.file import PlaintextKeyring
+
+    from memoryd.sensitive.keys import TEST_KEYRING_ENV
 
     previous = keyring.get_keyring()
     ring = PlaintextKeyring()
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    monkeypatch.setenv(TEST_KEYRING_ENV, "keyrings.alt.file.PlaintextKeyring")
     ring.file_path = str(Path(os.environ["XDG_DATA_HOME"]) / "python_keyring" / "keyring_pass.cfg")
     keyring.set_keyring(ring)
     try:

@@ -4,6 +4,10 @@ Each line is one `AuditRecord`. `this_hash = sha256(prev_hash || canonical_json(
 prev_hash and this_hash))`, so editing, deleting, swapping or inserting a line breaks the chain at
 that line. A chain cannot notice lines cut from the END, so `audit/head.json` anchors the tail: it
 holds the seq and hash of the last record written, and `verify` reports a log that ends before it.
+head.json sits beside the log, so one who cuts the last lines can rewrite it too: every head
+move is also handed to `witness` (the service keeps it in governance.db, another store), and
+`verify(witness=…)` checks the chain holds that seq with that hash. Cutting the tail unnoticed
+then takes rewriting two stores consistently, whatever the cut lines were about.
 
 What goes into `details` is the caller's responsibility, and it must never be plaintext of a
 memory (no bodies, no titles of sensitive memories; DESIGN §7): ids, counts, hashes and states
@@ -46,7 +50,13 @@ from json.encoder import encode_basestring as _json_str
 from pathlib import Path
 from typing import Any
 
-from memoryd.errors import AuditChainBroken, InvalidInput, ResourceExhausted, StorageError
+from memoryd.errors import (
+    AuditChainBroken,
+    InvalidInput,
+    MemorydError,
+    ResourceExhausted,
+    StorageError,
+)
 from memoryd.models import AuditRecord, AuditVerification, to_utc
 from memoryd.private import make_private_dir
 
@@ -413,8 +423,18 @@ class AuditLog:
     process or a second AuditLog on the same directory appends too.
     """
 
-    def __init__(self, path: Path, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        witness: Callable[[int, str], None] | None = None,
+    ) -> None:
+        """`witness(seq, this_hash)` is called with each new chain end, under the log's lock
+        (so witnesses arrive in order), after head.json: a failure is logged, since the
+        witness may lag the log (`verify` accepts that) but never lead it."""
         self.dir = Path(path)
+        self.witness = witness
         self.log_path = self.dir / LOG_NAME
         self.head_path = self.dir / HEAD_NAME
         self.pending_path = self.dir / PENDING_NAME
@@ -813,6 +833,26 @@ class AuditLog:
                 self.head_path,
                 exc,
             )
+        if self.witness is not None:
+            try:
+                self.witness(anchor.seq, anchor.this_hash)
+            except MemorydError as exc:  # lags until the next append; verify accepts a lag
+                logger.warning("could not witness the audit chain end: %s", exc.message)
+
+    def settle(self) -> None:
+        """Finish a redaction a crash interrupted (it moves the head and the witness to the
+        re-chained log): before a witness is read to verify against."""
+        if self.pending_path.exists():
+            with self._locked_log():
+                pass
+
+    def chain_end(self) -> tuple[int, str]:
+        """(seq, this_hash) of the last record, (0, genesis hash) for an empty log."""
+        with self._locked_log() as fd:
+            size = self._file_size(fd)
+            if self._last is None or size != self._size:
+                self._last, self._size = self._load_tail(fd, size)
+            return self._last.seq, self._last.this_hash
 
     @staticmethod
     def _replace_file(path: Path, data: bytes) -> None:
@@ -985,9 +1025,14 @@ class AuditLog:
         except OSError as exc:
             raise _storage_error(exc, self.log_path, "read") from exc
 
-    def verify(self) -> AuditVerification:
+    def verify(
+        self, witness: tuple[int, str] | None = None, *, witnessed_by: str = "the witness"
+    ) -> AuditVerification:
         """Walk the whole chain and the head anchor; report the first problem found.
 
+        `witness` is a chain end kept outside this directory (read BEFORE this call, so it
+        can only lag the log): the chain must hold its seq with its hash. That catches the
+        last lines cut together with a rewritten head.json, which the chain alone cannot.
         Streams the file, so a log of 100k+ lines needs no more memory than one line.
         """
         size, (head, head_problem) = self._snapshot()
@@ -1004,6 +1049,16 @@ class AuditLog:
                 problem, first_bad = checked, lines
             else:
                 anchor = checked
+                if (
+                    witness is not None
+                    and anchor.seq == witness[0]
+                    and anchor.this_hash != (witness[1])
+                ):
+                    problem, first_bad = (
+                        f"line {lines}: seq {anchor.seq} is not the record {witnessed_by}"
+                        " holds as written (the end of the log was rewritten)",
+                        lines,
+                    )
         if problem is None and head_problem is not None:
             problem = head_problem
         if problem is None and head is not None and anchor.seq < head.seq:
@@ -1011,6 +1066,13 @@ class AuditLog:
             problem = (
                 f"truncated after line {lines}: {self.head_path.name} expects {head.seq} "
                 f"lines ({head.seq - anchor.seq} removed from the end)"
+            )
+        if problem is None and witness is not None and anchor.seq < witness[0]:
+            first_bad = lines + 1
+            problem = (
+                f"truncated after line {lines}: {witnessed_by} says seq {witness[0]} was"
+                f" written ({witness[0] - anchor.seq} removed from the end, and"
+                f" {self.head_path.name} rewritten to match)"
             )
         return AuditVerification(
             ok=problem is None, lines=lines, first_bad_line=first_bad, problem=problem

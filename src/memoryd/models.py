@@ -475,6 +475,15 @@ class MemoryDraft(BaseModel):
     """A chosen slug (promotions write `promoted-<id>-<stem>`); None: made from the title."""
 
 
+class GraphFact(BaseModel):
+    """A memory that states graph facts (`record_graph_facts`): the entities it is about
+    and the relations it asserts. Many at once: `record_graph_facts_many` (imports)."""
+
+    draft: MemoryDraft
+    entity_ids: list[str] = Field(default_factory=list)
+    relations: list[RelationRef] = Field(default_factory=list)
+
+
 PromotionStatus = Literal["pending", "approved", "rejected", "merged"]
 
 

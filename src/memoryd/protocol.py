@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         EntityDeletion,
         Grant,
         GrantDuration,
+        GraphFact,
         Memory,
         MemoryDraft,
         MemorySummary,
@@ -109,6 +110,11 @@ class MemoryAPI(Protocol):
         relations: Sequence[RelationRef] = (),
     ) -> Memory:
         """Record a memory that states these entities and relations (the MCP graph tools)."""
+        ...
+
+    def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
+        """`record_graph_facts` for many memories with batched writes and one fsync pass
+        per batch (`import mcp-memory`); through the daemon, a request per batch."""
         ...
 
     def update_keywords(

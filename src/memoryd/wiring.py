@@ -152,6 +152,8 @@ def open_service(
         undo.callback(index.close)
         audit = AuditLog(home / AUDIT_DIR)
         governance = GovernanceStore.open(home / GOVERNANCE_DB)
+        undo.callback(governance.close)
+        witness_audit(audit, governance)
         undo.pop_all()
     service = MemoryService(
         extractor=shared_extractor(settings.extraction.spacy_model)
@@ -368,6 +370,20 @@ def _require_data(home: Path) -> None:
                 hint="record a memory or run `memoryd demo --home <dir>` first, or start"
                 " `memoryd serve`",
             )
+
+
+def witness_audit(audit: AuditLog, governance: GovernanceStore) -> None:
+    """governance.db witnesses every new end of the audit chain (`AuditLog.verify`);
+    a database not seeded yet (new, or from before the witness) records the log's end
+    as it is now. A log that does not load is left for `audit verify` to report."""
+    audit.witness = governance.witness_audit
+    found = governance.audit_witness()
+    if found is None or found[0] != -1:
+        return
+    try:
+        governance.witness_audit(*audit.chain_end())
+    except AuditChainBroken as exc:
+        logger.error("the audit witness is not seeded: %s", exc.message)
 
 
 def _read_only_service(

@@ -16,6 +16,7 @@ from memoryd.governance.store import Migration, _migrate, migrations, split_stat
 from memoryd.models import Dura, MemoryType, PromotionProposal
 
 TABLES = {
+    "audit_witness",
     "schedule_runs",
     "promotions",
     "trigger_stats",
@@ -72,8 +73,9 @@ def test_migrations_ship_as_package_data_numbered_1_to_latest() -> None:
         "007_schedule_runs.sql",
         "008_profile.sql",
         "009_judge_queue.sql",
+        "010_audit_witness.sql",
     ]
-    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 9
+    assert GovernanceStore.LATEST_VERSION == LATEST_VERSION == 10
 
 
 def test_open_creates_all_tables_with_the_seed_columns(

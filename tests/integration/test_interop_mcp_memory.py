@@ -68,6 +68,33 @@ def test_fixture_round_trip_is_lossless_and_idempotent(svc: MemoryService, proje
     assert mcp_memory.to_jsonl(mcp_memory.export_graph(svc)) == exported
 
 
+def test_import_writes_in_batches_not_one_write_per_line(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the daemon each write is a request: one per line ran 3 lines a second."""
+    entities = [
+        {"type": "entity", "name": f"svc-{i}", "entityType": "service", "observations": [f"o{i}"]}
+        for i in range(40)
+    ]
+    relations = [
+        {"type": "relation", "from": f"svc-{i}", "to": f"svc-{i + 1}", "relationType": "calls"}
+        for i in range(39)
+    ]
+    text = "\n".join(json.dumps(line) for line in entities + relations)
+    calls: list[int] = []
+    many = svc.record_graph_facts_many
+    monkeypatch.setattr(svc, "record_graph_facts", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(
+        svc, "record_graph_facts_many", lambda facts: calls.append(len(facts)) or many(facts)
+    )
+    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    assert calls == [79]  # one batch, no single writes
+    assert (report.observations_added, report.relations_added) == (40, 39)
+    exported = mcp_memory.export_graph(svc)
+    assert len(exported["entities"]) == 40
+    assert len(exported["relations"]) == 39
+
+
 def test_types_outside_memoryd_vocabulary_survive(svc: MemoryService, project: Path) -> None:
     exported = round_trip(svc, project, TRICKY)
     assert lines(exported) == lines(TRICKY)
@@ -118,6 +145,7 @@ def test_reimport_of_a_grown_file_adds_only_the_new_lines(
         ('{"type": "entity", "entityType": "x", "observations": []}', "`name`"),
         ('{"type": "entity", "name": "n", "entityType": "x", "observations": "o"}', "list of"),
         ('{"type": "relation", "from": "a", "to": "b"}', "`relationType`"),
+        ('{"type": "entity", "x": ' + "[" * 200_000 + "]" * 200_000 + "}", "deeper than 64"),
     ],
 )
 def test_malformed_line_names_its_number(bad: str, message: str) -> None:

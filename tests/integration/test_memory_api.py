@@ -17,7 +17,7 @@ from pydantic import BaseModel
 import memoryd
 from memoryd.daemon.client import RemoteService
 from memoryd.errors import MemorydError
-from memoryd.models import MemoryDraft, MemoryType, Predicate, RelationRef
+from memoryd.models import GraphFact, MemoryDraft, MemoryType, Predicate, RelationRef
 from memoryd.protocol import MemoryAPI
 from memoryd.service import MemoryService
 from tests.daemon_harness import running
@@ -96,6 +96,19 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
         relations=[uses],
     )
     yield "record_graph_facts", facts
+    yield (
+        "record_graph_facts_many",
+        rec.record_graph_facts_many(
+            [
+                GraphFact(draft=draft("Solid has signals", "Solid: signals"), entity_ids=[SOLID]),
+                GraphFact(
+                    draft=draft("app cites Solid", "app cites Solid"),
+                    entity_ids=[APP, SOLID],
+                    relations=[RelationRef(predicate=Predicate.CITES, subject=APP, object=SOLID)],
+                ),
+            ]
+        ),
+    )
     other = rec.record(draft("Solid is fast", "Solid renders with signals."))
     yield (
         "record_many",

@@ -20,7 +20,7 @@ from memoryd.models import MemoryDraft, PromotionProposal
 from memoryd.scope import SENSITIVE_MARKER
 from memoryd.sensitive import envelope
 from memoryd.sensitive.files import encrypted_files, plain_files
-from memoryd.sensitive.keys import PASSPHRASE_ENV, KeyStore
+from memoryd.sensitive.keys import PASSPHRASE_ENV, TEST_KEYRING_ENV, KeyStore
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 
@@ -284,6 +284,39 @@ def test_export_wipe_import_through_the_cli(
     with open_service(settings) as svc:
         [path] = encrypted_files(home, scope_hash)
         assert svc.vault.read(path).body == "the plan"
+
+
+def test_mark_rotate_and_grant_refuse_a_plaintext_keyring_through_the_cli(
+    settings: Settings, project: Path, home: Path, file_keyring: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The dev extras' PlaintextKeyring without the tests' allowance: no key goes to (or is
+    read from) a plaintext file; the error names the backend and the fix."""
+    keyring_file = Path(file_keyring.file_path)  # type: ignore[attr-defined]
+    monkeypatch.delenv(TEST_KEYRING_ENV)
+    with open_service(settings) as svc:
+        svc.record(draft(project, "Secret plan", "the plan"))
+    result = runner.invoke(app, ["sensitive", "mark", str(project), "--home", str(home)])
+    assert result.exit_code != 0
+    assert "keyrings.alt.file.PlaintextKeyring" in result.output
+    assert "--passphrase" in result.output
+    assert not keyring_file.exists()
+    assert not (project / SENSITIVE_MARKER).exists()
+    # Marked while the tests' allowance holds, then the allowance gone: rotating and
+    # granting refuse to touch the plaintext keyring.
+    monkeypatch.setenv(TEST_KEYRING_ENV, "keyrings.alt.file.PlaintextKeyring")
+    result = runner.invoke(app, ["sensitive", "mark", str(project), "--home", str(home)])
+    assert result.exit_code == 0, result.output
+    monkeypatch.delenv(TEST_KEYRING_ENV)
+    result = runner.invoke(app, ["sensitive", "rotate-key", str(project), "--home", str(home)])
+    assert result.exit_code != 0
+    assert "PlaintextKeyring" in result.output
+    with open_service(settings) as svc:
+        [status] = svc.sensitive_status()
+        assert status.key_available is False
+        assert "PlaintextKeyring" in (status.key_problem or "")
+        with pytest.raises(MissingKey, match="Plaintext"):
+            svc.record(draft(project, "After", "needs the key"))
 
 
 def test_unmark_needs_yes_and_a_grant_then_decrypts_back(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,38 @@ def test_cutting_lines_from_the_end_is_reported_with_the_line_number(
     assert code == 9
     assert "truncated after line 1: head.json expects 3 lines (2 removed from the end)" in err
     assert "None" not in err
+
+
+def test_cutting_the_last_line_and_rewriting_head_json_is_caught_by_the_witness(
+    home: Path, project: Path, settings: Settings
+) -> None:
+    """The cut line created no memory (a grant, an update, an export): only governance.db's
+    witness of the chain end, written on every append, shows the log lost it."""
+    record(home, project, "Decision", "body")
+    with open_service(settings) as svc:
+        svc.audit.append(
+            actor="cli", event_type="grant", scope_hash=None, target_id=None, details={"n": 1}
+        )
+    log, head = home / "audit" / "audit.jsonl", home / "audit" / "head.json"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-1]))
+    last = json.loads(lines[-2])
+    head.write_text(json.dumps({"seq": last["seq"], "this_hash": last["this_hash"]}) + "\n")
+
+    code, _, err = cli(home, "audit", "verify")
+
+    assert code == 9
+    assert f"truncated after line {len(lines) - 1}" in err
+    assert f"governance.db's audit witness says seq {len(lines)} was written" in err
+
+
+def test_deleting_the_audit_witness_row_is_reported(home: Path, project: Path) -> None:
+    record(home, project, "Decision", "body")
+    with sqlite3.connect(home / "governance.db") as conn:
+        conn.execute("DELETE FROM audit_witness")
+    code, _, err = cli(home, "audit", "verify")
+    assert code == 9
+    assert "governance.db holds no audit witness" in err
 
 
 def test_reindex_adopts_memory_files_no_audit_line_created(home: Path, project: Path) -> None:

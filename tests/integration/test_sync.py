@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -348,6 +350,9 @@ def _set(out: Path, change: Any) -> None:
         ("content", ["memories[1].content", "a memory without content", "line "]),
         ("chunk", ["large_file_manifest[0]", "has sha256", "line "]),
         ("newer", ["export_metadata.exporter_version", "newer memoryd"]),
+        ("deep", ["memories.json: $", "JSON nested deeper than 64 levels"]),
+        ("deep line", ["memories[1] (line ", "JSON nested deeper than 64 levels"]),
+        ("total", ["export_metadata.total_memories", "says 3 memories but `memories` holds 2"]),
     ],
 )
 def test_bad_files_exit_2_with_reason_and_position_and_write_nothing(
@@ -364,6 +369,19 @@ def test_bad_files_exit_2_with_reason_and_position_and_write_nothing(
     elif damage == "chunk":
         chunk = next((out.parent / f"{out.name}.chunks").glob("*.bin"))
         chunk.write_text("replaced")
+    elif damage == "deep":  # 200,000 levels: once a RecursionError traceback, exit 1
+        _set(out, lambda d: d["memories"][0].update(metadata="DEEP"))
+        out.write_text(out.read_text().replace('"DEEP"', "[" * 200_000 + "]" * 200_000))
+    elif damage == "deep line":  # the same in memoryd's own layout, one memory per line
+        lines = out.read_text().split("\n")
+        at = next(i for i, line in enumerate(lines) if '"content": "The second' in line)
+        lines[at] = lines[at].replace(
+            '"content": ', '"x": ' + "[" * 100 + "]" * 100 + ', "content": '
+        )
+        out.write_text("\n".join(lines))
+    elif damage == "total":
+        text = out.read_text()
+        out.write_text(text.replace('"total_memories": 2,', '"total_memories": 3,', 1))
     else:
         _set(out, lambda d: d["export_metadata"].update(exporter_version="memoryd-2"))
     home = tmp_path / "b"
@@ -521,6 +539,34 @@ def test_scopes_map_by_git_remote_and_by_option(tmp_path: Path) -> None:
         assert b.count_memories(scope=workstation) == 2
 
 
+def test_export_out_refuses_a_symlink_or_a_fifo_and_writes_over_a_regular_file(
+    tmp_path: Path, project: Path
+) -> None:
+    """The export is renamed over `--out`: never over a symlink (it would replace the link,
+    and as root a device such as /dev/full), a FIFO, or anything not a regular file."""
+    home = str(tmp_path / "a")
+    with opened(tmp_path / "a") as a:
+        a.record(draft(project, "Use Solid", "We use Solid."))
+    target = tmp_path / "target.json"
+    target.write_text("kept")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for out, kind in ((link, "a symlink"), (fifo, "a FIFO"), (tmp_path, "a directory")):
+        result = runner.invoke(app, ["sync", "export", "--out", str(out), "--home", home])
+        assert result.exit_code == 2, result.output
+        assert f"{out} is {kind}" in result.output
+        assert "nothing was written" in result.output
+    assert link.is_symlink()
+    assert target.read_text() == "kept"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.glob(".*.tmp")] == []
+    result = runner.invoke(app, ["sync", "export", "--out", str(target), "--home", home])
+    assert result.exit_code == 0, result.output
+    assert json.loads(target.read_text())["export_metadata"]["total_memories"] == 1
+
+
 def test_cli_sync_commands(tmp_path: Path, project: Path) -> None:
     out = tmp_path / "memories.json"
     home_a, home_b = str(tmp_path / "a"), str(tmp_path / "b")
@@ -649,7 +695,7 @@ def test_a_differing_identity_snapshot_waits_as_a_conflict(tmp_path: Path, proje
 
 
 def test_memories_of_a_marked_sensitive_scope_are_not_exported(
-    tmp_path: Path, project: Path, other_project: Path
+    tmp_path: Path, project: Path, other_project: Path, file_keyring: object
 ) -> None:
     """The sensitive scopes of issue 17 (encrypted files): left out, counted, no plaintext."""
     out = tmp_path / "memories.json"

@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "memoryd.config": BASE,
     "memoryd.scope": BASE,
     "memoryd.text": BASE,
+    "memoryd.jsondepth": BASE,
     "memoryd.private": BASE,
     "memoryd.bulkfiles": BASE,
     "memoryd.native": BASE,

@@ -4,9 +4,16 @@ keyring / passphrase / export-import paths of a key."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import keyring
 import pytest
+from keyring.backend import KeyringBackend
+from keyring.backends.chainer import ChainerBackend
+from keyring.backends.fail import Keyring as FailKeyring
+from keyring.backends.null import Keyring as NullKeyring
+from keyrings.alt.file import PlaintextKeyring
 
 from memoryd.errors import EncryptedFileBroken, InvalidInput, KeyringUnavailable, MissingKey
 from memoryd.sensitive import envelope, sealed
@@ -166,6 +173,91 @@ def test_a_rotated_key_keeps_the_old_one_until_dropped(
     store.drop(SCOPE, old)
     with pytest.raises(MissingKey):
         KeyStore(tmp_path).get(SCOPE, old.key_id)
+
+
+class _MemoryKeyring(KeyringBackend):
+    """Stands in for an OS keyring (Secret Service, Keychain) in a chain: keeps keys in memory."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.kept.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.kept[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.kept.pop((service, username), None)
+
+
+@pytest.fixture
+def plaintext_keyring(tmp_path: Path) -> Iterator[PlaintextKeyring]:
+    """keyrings.alt's plaintext file backend, as the dev extras install it: not allowed."""
+    previous = keyring.get_keyring()
+    ring = PlaintextKeyring()
+    ring.file_path = str(tmp_path / "python_keyring" / "keyring_pass.cfg")
+    keyring.set_keyring(ring)
+    try:
+        yield ring
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_a_plaintext_keyring_is_refused_and_keeps_no_key(
+    tmp_path: Path, plaintext_keyring: PlaintextKeyring
+) -> None:
+    with pytest.raises(KeyringUnavailable) as caught:
+        KeyStore(tmp_path).create(SCOPE)
+    assert "keyrings.alt.file.PlaintextKeyring" in caught.value.message
+    assert "--passphrase" in caught.value.hint
+    assert "Secret Service" in caught.value.hint
+    assert not Path(plaintext_keyring.file_path).exists()
+    assert not (tmp_path / "scopes" / SCOPE / "key.json").exists()
+    # A key someone put there already is not read from it either; a passphrase key still opens.
+    made = KeyStore(tmp_path).create(SCOPE, passphrase="pass phrase")
+    plaintext_keyring.set_password("memoryd-sensitive", f"{SCOPE}:{'00' * 8}", "AAAA")
+    with pytest.raises(MissingKey, match="PlaintextKeyring"):
+        KeyStore(tmp_path).get(SCOPE, bytes(8))
+    assert KeyStore(tmp_path, passphrase=lambda _s: "pass phrase").current(SCOPE) == made
+
+
+def test_a_null_keyring_is_refused(tmp_path: Path) -> None:
+    previous = keyring.get_keyring()
+    keyring.set_keyring(NullKeyring())
+    try:
+        with pytest.raises(KeyringUnavailable, match=r"null\.Keyring"):
+            KeyStore(tmp_path).create(SCOPE)
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_a_chain_keeps_the_key_in_its_real_keyring_never_the_plaintext_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = PlaintextKeyring()
+    plain.file_path = str(tmp_path / "keyring_pass.cfg")
+    real = _MemoryKeyring()
+    previous = keyring.get_keyring()
+    chainer = ChainerBackend()
+    monkeypatch.setattr(ChainerBackend, "backends", [plain, real])  # plaintext ranked first
+    keyring.set_keyring(chainer)
+    try:
+        made = KeyStore(tmp_path).create(SCOPE)
+        assert KeyStore(tmp_path).current(SCOPE) == made
+        assert list(real.kept) == [("memoryd-sensitive", f"{SCOPE}:{made.key_id.hex()}")]
+        assert not Path(plain.file_path).exists()
+        monkeypatch.setattr(ChainerBackend, "backends", [plain, FailKeyring()])
+        with pytest.raises(KeyringUnavailable) as caught:
+            KeyStore(tmp_path).create(OTHER_SCOPE)
+        assert "PlaintextKeyring" in caught.value.message
+        assert "fail.Keyring" in caught.value.message
+        assert not Path(plain.file_path).exists()
+    finally:
+        keyring.set_keyring(previous)
 
 
 # -- sealed captures ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import digest, errors, grants, supersedes, sync
+from memoryd.api import digest, errors, facts, grants, supersedes, sync
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.profile import router as profile_router
 from memoryd.api.reports import router as reports_router
@@ -89,6 +89,7 @@ def create_app(
     app.include_router(supersedes.router)
     app.include_router(maintenance_router)
     app.include_router(grants.router)
+    app.include_router(facts.router)
     app.include_router(sensitive_router)
     app.include_router(reports_router)
     app.include_router(digest.router)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -620,6 +621,11 @@ def serve(
         if detach:
             health = control.start_detached(settings, port=port, tcp=tcp)
         else:
+            from memoryd.sensitive.heap import daemon_env
+
+            env = daemon_env(os.environ, settings.home)
+            if env is not None:  # once: freed plaintext cleared at once (sensitive.heap)
+                os.execve(sys.executable, sys.orig_argv, env)
             from memoryd.daemon import server  # this process becomes the daemon
 
             configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +49,7 @@ from memoryd.models import (
     EntityDeletion,
     Grant,
     GrantDuration,
+    GraphFact,
     HiddenResults,
     Memory,
     MemoryDraft,
@@ -101,6 +102,8 @@ PROBE_TIMEOUT_S = 3.0
 PAGE = 1000
 RECORD_BATCH = 1000
 """Memories per batch request (the API's `MAX_BATCH_MEMORIES`)."""
+FACTS_BATCH = 5000
+"""Graph facts per batch request (the API's `MAX_BATCH_FACTS`)."""
 RECORD_BATCH_BYTES = 8 * 1024 * 1024
 """A batch request's body stays well under the daemon's 16 MiB limit."""
 AUDIT_PAGE = 10_000
@@ -250,21 +253,35 @@ class RemoteService(MemoryAPI):
     def record_many(self, drafts: Sequence[MemoryDraft], *, bulk: bool = True) -> list[Memory]:
         """In requests of at most `RECORD_BATCH` memories (and well under the daemon's body
         limit); each request lands whole or not at all."""
+        bodies = (self._memory_body(draft) for draft in drafts)
+        return self._batched("/v1/memories/batch", "memories", bodies, {"bulk": bulk}, RECORD_BATCH)
+
+    def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
+        """In requests of at most `FACTS_BATCH` facts, as `record_many`."""
+        bodies = (self._fact_body(f.draft, f.entity_ids, f.relations) for f in facts)
+        return self._batched("/v1/graph/facts/batch", "facts", bodies, {}, FACTS_BATCH)
+
+    def _batched(
+        self,
+        path: str,
+        key: str,
+        bodies: Iterable[dict[str, Any]],
+        extra: dict[str, Any],
+        most: int,
+    ) -> list[Memory]:
+        """POST `bodies` in batches of at most `most` items and `RECORD_BATCH_BYTES`."""
         recorded: list[Memory] = []
         batch: list[dict[str, Any]] = []
         size = 0
 
         def send() -> None:
-            data = self._request(
-                "POST", "/v1/memories/batch", json={"memories": batch, "bulk": bulk}
-            )
+            data = self._request("POST", path, json={key: batch, **extra})
             recorded.extend(Memory.model_validate(item) for item in data)
             batch.clear()
 
-        for draft in drafts:
-            body = self._memory_body(draft)
+        for body in bodies:
             length = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
-            if batch and (len(batch) >= RECORD_BATCH or size + length > RECORD_BATCH_BYTES):
+            if batch and (len(batch) >= most or size + length > RECORD_BATCH_BYTES):
                 send()
                 size = 0
             batch.append(body)
@@ -280,12 +297,17 @@ class RemoteService(MemoryAPI):
         entity_ids: Sequence[str],
         relations: Sequence[RelationRef] = (),
     ) -> Memory:
-        body = {
+        body = self._fact_body(draft, entity_ids, relations)
+        return self._model(Memory, "POST", "/v1/graph/facts", json=body)
+
+    def _fact_body(
+        self, draft: MemoryDraft, entity_ids: Sequence[str], relations: Sequence[RelationRef]
+    ) -> dict[str, Any]:
+        return {
             "memory": self._memory_body(draft),
             "entity_ids": list(entity_ids),
             "relations": [r.model_dump(mode="json") for r in relations],
         }
-        return self._model(Memory, "POST", "/v1/graph/facts", json=body)
 
     @staticmethod
     def _memory_body(draft: MemoryDraft) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from memoryd.governance.decay import decay_moves
 from memoryd.journal import IntentItem, remove_temp_files
 from memoryd.models import (
     DecayState,
+    GraphFact,
     Memory,
     MemoryDraft,
     RelationRef,
@@ -90,17 +91,36 @@ class Ingest(ServiceCore):
         about (`observations`) and the relations it asserts, so `reindex` rebuilds them.
         Written and audit-logged like `record`. Entity ids and relation labels come from
         agents (MCP create_entities, imports), so they are redacted like titles and bodies."""
+        fact = GraphFact(draft=draft, entity_ids=list(entity_ids), relations=list(relations))
+        return self._record_graph_facts([fact], sync_each=True)[0]
+
+    def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
+        """`record_graph_facts` for many (`import mcp-memory`): every fact prepared and
+        checked first, then written `BULK_BATCH` at a time with one fsync pass each."""
+        return self._record_graph_facts(facts, sync_each=False)
+
+    def _record_graph_facts(self, facts: Sequence[GraphFact], *, sync_each: bool) -> list[Memory]:
         self._require_writable("record graph facts")
-        info = resolve_scope(draft.scope_path)
-        memory = self._prepare(draft, info, utcnow())
-        memory.meta.observations = list(dict.fromkeys(entity_ids))
-        memory.meta.relations = list(relations)
-        memory.meta = clean_meta(memory.meta)
-        self._refuse_duplicates([memory], [draft])
-        self._ensure_scope(info)
-        self._write_batch([memory], sync_each=True)
+        now = utcnow()
+        scopes: dict[str, ScopeInfo] = {}
+        memories: list[Memory] = []
+        for fact in facts:
+            key = str(fact.draft.scope_path or Path.cwd())
+            if key not in scopes:
+                scopes[key] = resolve_scope(fact.draft.scope_path)
+            memory = self._prepare(fact.draft, scopes[key], now)
+            memory.meta.observations = list(dict.fromkeys(fact.entity_ids))
+            memory.meta.relations = list(fact.relations)
+            memory.meta = clean_meta(memory.meta)
+            memories.append(memory)
+        self._refuse_duplicates(memories, [fact.draft for fact in facts])
+        for info in {s.scope_hash: s for s in scopes.values()}.values():
+            self._ensure_scope(info)
+        with fewer_collections():
+            for batch in iter_batches(memories, BULK_BATCH):
+                self._write_batch(batch, sync_each=sync_each)
         self.forget_entities()
-        return memory
+        return memories
 
     # -- edits (HTTP PATCH and DELETE) ----------------------------------------------------
     def update_keywords(

@@ -28,6 +28,7 @@ from memoryd.errors import (
     BrokenMemoryFile,
     MemorydError,
     NotFound,
+    StorageError,
 )
 from memoryd.governance.decay import decay_moves, restore
 from memoryd.graph.store import (
@@ -95,7 +96,17 @@ class Maintenance(ServiceCore):
         from memoryd.inbox import Inbox
 
         self.gate.flush()
-        result = self.audit.verify()
+        self.audit.settle()
+        witness, missing_witness = self._audit_witness()  # before the log: it may only lag
+        result = self.audit.verify(witness, witnessed_by="governance.db's audit witness")
+        if missing_witness and result.problem is None:
+            result = result.model_copy(
+                update={
+                    "ok": False,
+                    "problem": "governance.db holds no audit witness (its row was deleted):"
+                    " the end of the log cannot be checked; restore governance.db from a backup",
+                }
+            )
         graph = self.graph.memory_slugs()
         held = graph | self._vault_slugs(graph)
         on_the_way = Inbox(self.home).requested_slugs() | self.journal.slugs_in_flight()
@@ -125,6 +136,23 @@ class Maintenance(ServiceCore):
         return result.model_copy(
             update={"ok": False, "problem": "; ".join(gaps), "missing": missing + unaudited}
         )
+
+    def _audit_witness(self) -> tuple[tuple[int, str] | None, bool]:
+        """The audit chain end governance.db witnessed (None when not seeded yet, or in a
+        read-only view of a database from before the witness), and whether its row is gone.
+
+        head.json alone cannot catch the last lines cut with head.json rewritten to match;
+        the witness, written in another store on every append, can: whatever the cut lines
+        recorded (a grant, an update, a recall), the chain no longer holds the seq and hash
+        governance.db saw written."""
+        try:
+            found = self.governance.audit_witness()
+        except StorageError as exc:
+            logger.info("no audit witness to check the log's end against: %s", exc.message)
+            return None, False
+        if found is None:
+            return None, True
+        return (None if found[0] < 0 else found), False
 
     def _unaudited_decay(self, on_the_way: set[str]) -> list[str]:
         """The memories whose decay state a ledger line sets (`scopes/<hash>/decay.jsonl`)

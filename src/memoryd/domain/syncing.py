@@ -171,6 +171,7 @@ class Syncing(ServiceCore):
                 hint="install the vectors extra (memoryd[vectors]) and run `memoryd reindex`",
             )
         out = Path(out)
+        document.check_out(out)  # before any work: a device or a symlink is never replaced
         if not self.read_only:
             self.flush_recall_stats()  # the files carry the recall counts
         wanted = self.scope_hash_of(scope)

@@ -39,7 +39,7 @@ from memoryd.private import FILE_MODE, make_private_dir
 
 logger = logging.getLogger(__name__)
 
-LATEST_VERSION = 9
+LATEST_VERSION = 10
 """The schema version this code creates and understands: the number of the last migration."""
 
 GLOBAL_SCOPE = "_global"
@@ -932,6 +932,37 @@ class GovernanceStore:
                 (_instant(now), by, f"merged into {into}", *slugs),
             ).fetchall()
         return sorted(int(r[0]) for r in rows)
+
+    def witness_audit(self, seq: int, this_hash: str) -> None:
+        """Keep the audit chain's new end (`AuditLog`'s witness): see 010_audit_witness.sql.
+        An update only: a deleted row stays missing for `audit verify` to report.
+
+        Committed with `synchronous=NORMAL` (no fsync; WAL stays consistent): a witness lost
+        to a power cut only lags the log, which verify accepts, and every audit append
+        already pays two fsyncs."""
+        with self._connection("witness the audit chain end in") as conn:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(
+                        "UPDATE audit_witness SET seq = ?, this_hash = ? WHERE id = 1",
+                        (seq, this_hash),
+                    )
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                conn.execute("PRAGMA synchronous = FULL")
+
+    def audit_witness(self) -> tuple[int, str] | None:
+        """The audit chain end last witnessed: seq -1 before the first, None when the row
+        was deleted."""
+        with self._connection("read the audit witness from") as conn:
+            row = conn.execute("SELECT seq, this_hash FROM audit_witness WHERE id = 1").fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
 
     def record_run(self, job: str, started: datetime, finished: datetime, outcome: str) -> None:
         """A scheduled job ran (or was run by hand): when, and how it ended."""

@@ -45,10 +45,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memoryd import jsondepth
 from memoryd.errors import InvalidInput, MemorydError, NotFound
 from memoryd.models import (
     DecayState,
     EntityType,
+    GraphFact,
     Memory,
     MemoryDraft,
     MemoryType,
@@ -163,8 +165,7 @@ def relation_ref(src_id: str, dst_id: str, relation_type: str) -> RelationRef:
 
 
 # -- writing --------------------------------------------------------------------------------
-def observe(
-    writer: FactsWriter,
+def observation_facts(
     name: str,
     etype: str,
     contents: Sequence[str],
@@ -172,10 +173,11 @@ def observe(
     eid: str | None = None,
     source: str = "mcp",
     scope_path: Path | None = None,
-) -> list[str]:
-    """One `fact` memory per observation: reindex rebuilds the entity from it."""
+) -> list[GraphFact]:
+    """One `fact` memory per observation (blank ones dropped): reindex rebuilds the entity
+    from them."""
     eid = eid or entity_id(entity_type_of(etype), name)
-    added = []
+    facts = []
     for raw in contents:
         text = raw.strip()
         if not text:
@@ -189,20 +191,18 @@ def observe(
             tags=[TAG, f"{ENTITY_TYPE_PREFIX}{etype}", f"{SEQ_PREFIX}{next_seq()}"],
             allow_duplicate=True,
         )
-        writer(draft, entity_ids=[eid])
-        added.append(text)
-    return added
+        facts.append(GraphFact(draft=draft, entity_ids=[eid]))
+    return facts
 
 
-def declare_entity(
-    writer: FactsWriter,
+def entity_fact(
     name: str,
     etype: str,
     *,
     eid: str | None = None,
     source: str = "mcp",
     scope_path: Path | None = None,
-) -> None:
+) -> GraphFact:
     """An entity without observations: a placeholder memory that export leaves out."""
     draft = MemoryDraft(
         type=MemoryType.FACT,
@@ -213,18 +213,17 @@ def declare_entity(
         tags=[TAG, EMPTY_TAG, f"{ENTITY_TYPE_PREFIX}{etype}", f"{SEQ_PREFIX}{next_seq()}"],
         allow_duplicate=True,
     )
-    writer(draft, entity_ids=[eid or entity_id(entity_type_of(etype), name)])
+    return GraphFact(draft=draft, entity_ids=[eid or entity_id(entity_type_of(etype), name)])
 
 
-def relate(
-    writer: FactsWriter,
+def relation_fact(
     src: tuple[str, str],
     dst: tuple[str, str],
     relation_type: str,
     *,
     source: str = "mcp",
     scope_path: Path | None = None,
-) -> None:
+) -> GraphFact:
     """One `fact` memory asserting `src relation_type dst` (each a (name, entity id) pair)."""
     ref = relation_ref(src[1], dst[1], relation_type)
     text = f"{src[0]} {relation_type} {dst[0]}"
@@ -242,7 +241,52 @@ def relate(
         ],
         allow_duplicate=True,
     )
-    writer(draft, entity_ids=list(dict.fromkeys([src[1], dst[1]])), relations=[ref])
+    return GraphFact(draft=draft, entity_ids=list(dict.fromkeys([src[1], dst[1]])), relations=[ref])
+
+
+def _write(writer: FactsWriter, fact: GraphFact) -> None:
+    writer(fact.draft, entity_ids=fact.entity_ids, relations=fact.relations)
+
+
+def observe(
+    writer: FactsWriter,
+    name: str,
+    etype: str,
+    contents: Sequence[str],
+    *,
+    eid: str | None = None,
+    source: str = "mcp",
+    scope_path: Path | None = None,
+) -> list[str]:
+    """Write `observation_facts` one by one (the MCP tools); returns the texts written."""
+    facts = observation_facts(name, etype, contents, eid=eid, source=source, scope_path=scope_path)
+    for fact in facts:
+        _write(writer, fact)
+    return [text for text in (raw.strip() for raw in contents) if text]
+
+
+def declare_entity(
+    writer: FactsWriter,
+    name: str,
+    etype: str,
+    *,
+    eid: str | None = None,
+    source: str = "mcp",
+    scope_path: Path | None = None,
+) -> None:
+    _write(writer, entity_fact(name, etype, eid=eid, source=source, scope_path=scope_path))
+
+
+def relate(
+    writer: FactsWriter,
+    src: tuple[str, str],
+    dst: tuple[str, str],
+    relation_type: str,
+    *,
+    source: str = "mcp",
+    scope_path: Path | None = None,
+) -> None:
+    _write(writer, relation_fact(src, dst, relation_type, source=source, scope_path=scope_path))
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -560,7 +604,9 @@ def parse_jsonl(text: str, *, source: str = "<input>") -> ParsedGraph:
             continue
         where = f"{source} line {number}"
         try:
-            obj = json.loads(raw)
+            obj = jsondepth.loads(raw)
+        except jsondepth.TooDeep as exc:
+            raise InvalidInput(f"{where}: {exc}; nothing was imported", hint=hint) from None
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"{where}: not valid JSON ({exc.msg})", hint=hint) from exc
         if not isinstance(obj, dict):
@@ -610,6 +656,43 @@ def _pick(ids: Sequence[str], wanted: EntityType) -> str | None:
     return next((i for i in ids if i.startswith(prefix)), ids[0] if ids else None)
 
 
+IMPORT_BATCH = 5000
+"""Facts per `record_graph_facts_many` call: one request (and one write pass) through the
+daemon, where one request per line ran about 3 lines a second. 5000 is the bulk batch of
+the write path (`BULK_BATCH`) and the API's `MAX_BATCH_FACTS`."""
+
+
+class _Batches:
+    """Facts of an import with the input line each came from, written `IMPORT_BATCH` at a
+    time; a failed batch names its lines (the batches before it stay written)."""
+
+    def __init__(self, svc: GraphService) -> None:
+        self.svc = svc
+        self.facts: list[GraphFact] = []
+        self.lines: list[int] = []
+
+    def add(self, line: int, facts: Sequence[GraphFact]) -> None:
+        for fact in facts:
+            self.facts.append(fact)
+            self.lines.append(line)
+        if len(self.facts) >= IMPORT_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.facts:
+            return
+        try:
+            self.svc.record_graph_facts_many(self.facts)
+        except MemorydError as exc:
+            first, last = self.lines[0], self.lines[-1]
+            exc.message = (
+                f"lines {first}-{last} (none of them written; the lines before are): {exc.message}"
+            )
+            exc.args = (exc.message,)
+            raise
+        self.facts, self.lines = [], []
+
+
 def import_graph(
     svc: GraphService,
     graph: ParsedGraph,
@@ -617,11 +700,11 @@ def import_graph(
     scope_path: Path | None = None,
     source: str = "mcp-memory-import",
 ) -> ImportReport:
-    """Write a parsed upstream graph through the MCP tools' path (`record_graph_facts`).
+    """Write a parsed upstream graph as the MCP tools do (the same memories), in batches of
+    `IMPORT_BATCH` through `record_graph_facts_many`.
 
     Idempotent: observations already stored for the entity (counted, so repeated texts
     survive) and relations already present are skipped."""
-    writer: FactsWriter = svc.record_graph_facts
     scope = scope_path
     report = ImportReport(ignored_lines=list(graph.ignored_lines))
     current = export_graph(svc)
@@ -631,6 +714,7 @@ def import_graph(
     for eid, name in _all_rows(svc, "MATCH (e:Entity) RETURN e.id, e.name ORDER BY e.id"):
         by_name.setdefault(name, []).append(eid)
 
+    batches = _Batches(svc)
     declared = _names(current)
     for ent in graph.entities:
         mapped = entity_type_of(ent.entity_type)
@@ -644,21 +728,19 @@ def import_graph(
                 counter[text] -= 1
             else:
                 fresh.append(text)
-        try:
-            added = observe(
-                writer, ent.name, ent.entity_type, fresh, eid=eid, source=source, scope_path=scope
-            )
-            if not added and ent.name not in declared:
-                declare_entity(
-                    writer, ent.name, ent.entity_type, eid=eid, source=source, scope_path=scope
-                )
-        except MemorydError as exc:
-            raise _at_line(exc, ent.line) from None
+        facts = observation_facts(
+            ent.name, ent.entity_type, fresh, eid=eid, source=source, scope_path=scope
+        )
+        if not facts and ent.name not in declared:
+            facts = [
+                entity_fact(ent.name, ent.entity_type, eid=eid, source=source, scope_path=scope)
+            ]
+        batches.add(ent.line, facts)
         declared.add(ent.name)
         if ent.name not in by_name:
             report.entities_created += 1
         by_name.setdefault(ent.name, []).append(eid)
-        report.observations_added += len(added)
+        report.observations_added += len(fresh)
 
     for rel in graph.relations:
         triple = (rel.source, rel.target, rel.relation_type)
@@ -671,21 +753,13 @@ def import_graph(
             )
             by_name.setdefault(name, []).append(eid)
             ends.append((name, eid))
-        try:
-            relate(writer, ends[0], ends[1], rel.relation_type, source=source, scope_path=scope)
-        except MemorydError as exc:
-            raise _at_line(exc, rel.line) from None
+        fact = relation_fact(ends[0], ends[1], rel.relation_type, source=source, scope_path=scope)
+        batches.add(rel.line, [fact])
         have_rels.add(triple)
         report.relations_added += 1
+    batches.flush()
     return report
 
 
 def _names(graph: dict[str, Any]) -> set[str]:
     return {e["name"] for e in graph["entities"]}
-
-
-def _at_line(exc: MemorydError, line: int) -> MemorydError:
-    """The same error, its message prefixed with the input line it came from."""
-    exc.message = f"line {line}: {exc.message}"
-    exc.args = (exc.message,)
-    return exc

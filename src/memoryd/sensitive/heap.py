@@ -14,6 +14,15 @@ It is turned on by the first seal or open of a sensitive memory (`envelope`, `se
 mark, and when the gate finds a sensitive scope, never at import. Elsewhere (not glibc: macOS,
 musl) there is no such switch in-process; `scrub_freed_heap` says so by returning False, and
 a warning is logged once.
+
+`M_PERTURB` does not reach two caches in front of glibc's `free`: CPython's own allocator
+(pymalloc keeps objects up to 512 bytes, most of a memory's strings, in its arenas and never
+clears a freed one) and glibc's per-thread cache (up to 7 freed chunks per size). A granted
+scope's titles, bodies and tags outlived their grant there: 250 copies of 60 canaries in the
+daemon 22 s after the revoke (bench/heap_canary.py). A daemon whose data dir holds a
+sensitive scope therefore runs with both off (`daemon_env`, applied by re-executing
+`memoryd serve` once at start): every Python object is a `malloc` chunk, and every freed one
+is overwritten at once. The same run then left 1.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ import ctypes
 import functools
 import logging
 import os
+from collections.abc import Mapping
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -54,3 +65,28 @@ def scrub_freed_heap() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_PERTURB, PERTURB_BYTE) == 1)
+
+
+DAEMON_HEAP_ENV = "MEMORYD_DAEMON_HEAP"
+"""Set in the daemon's environment once it runs with `daemon_env` (so it re-executes once)."""
+NO_TCACHE = "glibc.malloc.tcache_count=0"
+
+
+def daemon_env(environ: Mapping[str, str], home: Path) -> dict[str, str] | None:
+    """The environment the daemon re-executes itself with, so freed plaintext is cleared:
+    CPython's allocator off (`PYTHONMALLOC=malloc`) and glibc's thread cache off (a
+    tunable read at start). None when the process already runs so, is not on glibc, or
+    its data dir has no sensitive scope: the allocators cost the daemon about 45% more CPU
+    on a bulk import (bench/RESULTS.md), paid only where there is plaintext to clear. A
+    scope marked while the daemon runs is scrubbed from the daemon's next start."""
+    if environ.get(DAEMON_HEAP_ENV) == "scrubbed" or not _glibc():
+        return None
+    if not any((home / "scopes").glob("*/key.json")):
+        return None
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    return {
+        **environ,
+        "PYTHONMALLOC": "malloc",
+        "GLIBC_TUNABLES": f"{tunables}:{NO_TCACHE}" if tunables else NO_TCACHE,
+        DAEMON_HEAP_ENV: "scrubbed",
+    }

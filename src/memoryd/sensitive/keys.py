@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd import jsondepth
 from memoryd.errors import InvalidInput, KeyringUnavailable, MissingKey, StorageError
 from memoryd.sensitive.envelope import KEY_SIZE, ScopeKey
 from memoryd.vault import atomic_write
@@ -155,7 +156,12 @@ class KeyStore:
             return cached
         keys = self.read_key_file(scope_hash)
         entry = (keys.keys.get(wanted.hex()) if keys else None) or {"mode": "keyring"}
-        secret = _keyring_get(f"{scope_hash}:{wanted.hex()}")
+        try:
+            secret = _keyring_get(f"{scope_hash}:{wanted.hex()}")
+        except MissingKey:
+            if entry.get("mode") != "passphrase":
+                raise
+            secret = None  # a passphrase key needs no keyring
         if secret is None and entry.get("mode") == "passphrase":
             secret = self._from_passphrase(scope_hash, entry, wanted)
         if secret is None:
@@ -281,7 +287,9 @@ class KeyStore:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         try:
-            data = json.loads(exported)
+            data = jsondepth.loads(exported)
+        except jsondepth.TooDeep as exc:
+            raise InvalidInput(f"the key file is not a key export: {exc}") from None
         except ValueError as exc:
             raise InvalidInput("the key file is not JSON (was it made by export-key?)") from exc
         if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
@@ -322,14 +330,91 @@ class KeyStore:
 
 
 # -- the OS keyring ---------------------------------------------------------------------
-def _keyring_get(user: str) -> bytes | None:
+INSECURE_BACKENDS = {
+    "keyrings.alt.file.PlaintextKeyring": "a plaintext file anyone who reads your home can use",
+    "keyring.backends.null.Keyring": "nothing (the null backend forgets every key)",
+    "keyring.backends.fail.Keyring": "nothing (no keyring backend is available)",
+}
+"""Backends a scope key must never go to: by class (and its bases), from keyring and
+keyrings.alt. A `ChainerBackend` is judged by the backends it chains."""
+TEST_KEYRING_ENV = "MEMORYD_TEST_ONLY_INSECURE_KEYRING"
+"""The tests' file keyring: the one insecure backend class named here is let through. Only
+tests/conftest.py sets it (the OS keyring is the one part the suite fakes); never set it."""
+REAL_KEYRING_HINT = (
+    "install or unlock a real OS keyring (Secret Service: GNOME Keyring or KWallet on Linux,"
+    " the macOS Keychain, the Windows Credential Locker), or derive the key from a passphrase"
+    " with `memoryd sensitive mark PATH --passphrase`"
+)
+
+
+def _backend_name(backend: object) -> str:
+    cls = type(backend)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _insecure(backend: object) -> str | None:
+    """Where this backend would keep a key, when that is not a real keyring; None when it is."""
+    allowed = os.environ.get(TEST_KEYRING_ENV)
+    if allowed and _backend_name(backend) == allowed:
+        return None
+    for cls in type(backend).__mro__:
+        why = INSECURE_BACKENDS.get(f"{cls.__module__}.{cls.__qualname__}")
+        if why is not None:
+            return why
+    return None
+
+
+def _scope_keyrings() -> tuple[list[Any], list[str]]:
+    """The backends a scope key may be kept in or read from (a chainer's real ones, best
+    first), and the names and reasons of those refused."""
     import keyring
+    from keyring.backends.chainer import ChainerBackend
+
+    ring = keyring.get_keyring()
+    chain = list(ring.backends) if isinstance(ring, ChainerBackend) else [ring]
+    real: list[Any] = []
+    refused: list[str] = []
+    for backend in chain:
+        why = _insecure(backend)
+        if why is None:
+            real.append(backend)
+        else:
+            refused.append(f"{_backend_name(backend)} ({why})")
+    if not chain:
+        refused.append(f"{_backend_name(ring)} (chains no backend)")
+    return real, refused
+
+
+def _refuse(refused: list[str], doing: str) -> KeyringUnavailable:
+    return KeyringUnavailable(
+        f"refusing to {doing} a scope key: the only keyring backend is "
+        + "; ".join(refused or ["none"]),
+        hint=REAL_KEYRING_HINT,
+    )
+
+
+def _keyring_get(user: str) -> bytes | None:
+    """The key from a real keyring, None when none holds it. A plaintext keyring is refused
+    (`MissingKey`, so every reader treats the scope as keyless, data untouched): a key there
+    was kept where it must not be."""
     import keyring.errors
 
-    try:
-        value = keyring.get_password(KEYRING_SERVICE, user)
-    except keyring.errors.KeyringError:
-        return None
+    real, refused = _scope_keyrings()
+    if not real and any(name.startswith("keyrings.alt.file.Plaintext") for name in refused):
+        raise MissingKey(
+            "refusing to read a scope key from the keyring backend " + "; ".join(refused),
+            hint=f"{REAL_KEYRING_HINT}; move the entry {KEYRING_SERVICE}/{user} into the real"
+            " keyring (`keyring get` / `keyring set`) and delete it from the plaintext file,"
+            " or import the key with `memoryd sensitive import-key`",
+        )
+    value = None
+    for backend in real:
+        try:
+            value = backend.get_password(KEYRING_SERVICE, user)
+        except keyring.errors.KeyringError:
+            continue
+        if value:
+            break
     if not value:
         return None
     try:
@@ -339,25 +424,39 @@ def _keyring_get(user: str) -> bytes | None:
 
 
 def _keyring_store(user: str, secret: bytes) -> None:
-    import keyring
+    """Keep the key in the best real keyring, read it back; refuse a plaintext, null or fail
+    backend (even when a chainer would fall back to one) with the fix in the hint."""
     import keyring.errors
 
-    try:
-        keyring.set_password(KEYRING_SERVICE, user, _b64(secret))
-        stored = keyring.get_password(KEYRING_SERVICE, user)
-    except keyring.errors.KeyringError as exc:
-        raise KeyringUnavailable(
-            f"no usable OS keyring to keep the scope key in ({type(exc).__name__}: {exc})"
-        ) from exc
-    if stored != _b64(secret):
-        raise KeyringUnavailable("the OS keyring did not keep the scope key (read back differs)")
+    real, refused = _scope_keyrings()
+    if not real:
+        raise _refuse(refused, "store")
+    errors: list[str] = []
+    for backend in real:
+        try:
+            backend.set_password(KEYRING_SERVICE, user, _b64(secret))
+            stored = backend.get_password(KEYRING_SERVICE, user)
+        except (keyring.errors.KeyringError, NotImplementedError) as exc:
+            errors.append(f"{_backend_name(backend)}: {type(exc).__name__}: {exc}")
+            continue
+        if stored != _b64(secret):
+            raise KeyringUnavailable(
+                f"the OS keyring {_backend_name(backend)} did not keep the scope key"
+                " (read back differs)"
+            )
+        return
+    raise KeyringUnavailable(
+        f"no usable OS keyring to keep the scope key in ({'; '.join(errors)})",
+        hint=REAL_KEYRING_HINT,
+    )
 
 
 def _keyring_delete(user: str) -> None:
+    """Forget the key everywhere the backend (or its chain) may hold it, plaintext included."""
     import keyring
     import keyring.errors
 
     try:
         keyring.delete_password(KEYRING_SERVICE, user)
-    except keyring.errors.KeyringError:
+    except (keyring.errors.KeyringError, NotImplementedError):
         return  # already gone (PasswordDeleteError), or no keyring: nothing to delete

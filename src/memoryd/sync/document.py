@@ -23,6 +23,7 @@ import os
 import platform
 import re
 import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
+from memoryd import jsondepth
 from memoryd.audit import check_chain
 from memoryd.errors import InvalidInput
 from memoryd.models import (
@@ -126,11 +128,41 @@ class ExportParts:
     has been streamed (the plain ones' stream seals those of flagged scopes on the way)."""
 
 
+def check_out(out: Path) -> None:
+    """`out` must be a new path or a regular file: the export is renamed over it, which
+    would replace a device (`/dev/full`, as root), a symlink (not its target: the rename
+    never follows one), a FIFO or a socket with a plain file. Checked with `lstat` before
+    the export starts and again just before the rename."""
+    try:
+        found = os.lstat(out)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {out}: {exc.strerror or exc}") from exc
+    if stat.S_ISREG(found.st_mode):
+        return
+    kind = (
+        "a symlink" if stat.S_ISLNK(found.st_mode)
+        else "a directory" if stat.S_ISDIR(found.st_mode)
+        else "a device" if stat.S_ISCHR(found.st_mode) or stat.S_ISBLK(found.st_mode)
+        else "a FIFO" if stat.S_ISFIFO(found.st_mode)
+        else "a socket" if stat.S_ISSOCK(found.st_mode)
+        else "not a regular file"
+    )  # fmt: skip
+    raise InvalidInput(
+        f"--out {out} is {kind}; the export replaces its target, so it writes only to a new"
+        " path or over a regular file; nothing was written",
+        hint="give the path of a new file (or of the real file a symlink points to)",
+    )
+
+
 def write_document(out: Path, parts: ExportParts) -> tuple[int, str]:
-    """Write atomically (temp file, fsync, rename); returns (bytes, sha256).
+    """Write atomically (temp file, fsync, rename); returns (bytes, sha256). `out` must be
+    a new path or a regular file (`check_out`).
 
     `total_memories` is filled in from the memories written: they are streamed to a scratch
     file first, so an export of 100k memories never holds them all."""
+    check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
     digest = hashlib.sha256()
@@ -176,6 +208,7 @@ def write_document(out: Path, parts: ExportParts) -> tuple[int, str]:
                 put("\n}\n")
                 fh.flush()
                 os.fsync(fh.fileno())
+        check_out(out)  # it may have changed while the export was written
         os.replace(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -450,7 +483,7 @@ def _read_layout(path: Path) -> tuple[dict[str, Any], dict[str, int]] | None:
                 header.append(line)
             if not line:
                 return None
-            data.update(json.loads(b"".join(header).rstrip().rstrip(b",") + b"\n}"))
+            data.update(jsondepth.loads(b"".join(header).rstrip().rstrip(b",") + b"\n}"))
             while True:
                 opened = _ARRAY_OPEN.match(line)
                 if opened:
@@ -470,13 +503,13 @@ def _read_layout(path: Path) -> tuple[dict[str, Any], dict[str, int]] | None:
                             items.append((pos + 4, len(body)) if name == "memories" else body)
                         pos += len(item)
                     if name not in ("memories", "audit_chain"):
-                        items = [json.loads(i) for i in items]
+                        items = [jsondepth.loads(i) for i in items]
                     data[name] = items
                 else:
                     value = _VALUE_LINE.match(line)
                     if value is None:
                         return None
-                    data[value.group(1).decode()] = json.loads(value.group(2))
+                    data[value.group(1).decode()] = jsondepth.loads(value.group(2))
                 line = fh.readline()
                 number += 1
                 pos += len(line)
@@ -510,7 +543,7 @@ def sealed_count(path: Path) -> int:
                 if line.startswith(b'  "memories": [') or len(header) > 64:
                     break
                 header.append(line)
-        data = json.loads(b"".join(header).rstrip().rstrip(b",") + b"\n}")
+        data = jsondepth.loads(b"".join(header).rstrip().rstrip(b",") + b"\n}")
         count = data["export_metadata"].get("encrypted_memories", 0)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return 0
@@ -540,6 +573,7 @@ def _load(path: Path) -> RemoteDocument:
         raise bad(path, "memories", "missing or not a list")
     meta = data["export_metadata"]
     mine = _kind_of_version(path, meta.get("exporter_version"))
+    _check_total(path, meta, len(data["memories"]))
     head = meta.get("audit_chain_head")
     doc = RemoteDocument(
         path=path,
@@ -556,6 +590,27 @@ def _load(path: Path) -> RemoteDocument:
         doc.close()
         raise
     return doc
+
+
+def _check_total(path: Path, meta: dict[str, Any], held: int) -> None:
+    """`total_memories` is the length of `memories` (mcp-memory-service writes
+    `len(all_memories)`, memoryd the plain memories it wrote; sealed ones are counted in
+    `encrypted_memories`). A file that disagrees was cut or edited: refused, since which of
+    the two is right cannot be known. A file without the field (made by hand) is read."""
+    if "total_memories" not in meta:
+        return
+    declared = meta["total_memories"]
+    where = "export_metadata.total_memories"
+    if not isinstance(declared, int) or isinstance(declared, bool):
+        raise bad(path, where, f"must be a whole number, got {json.dumps(declared)}")
+    if declared != held:
+        raise bad(
+            path,
+            where,
+            f"says {declared} memories but `memories` holds {held}",
+            hint="the file was cut short or edited: export it again (or correct"
+            " total_memories if you edited `memories` on purpose)",
+        )
 
 
 def _read_memories(
@@ -607,7 +662,9 @@ def _read_memories(
 
 def _item_json(path: Path, where: str, raw: bytes, line: int | None) -> Any:
     try:
-        return json.loads(raw)
+        return jsondepth.loads(raw)
+    except jsondepth.TooDeep as exc:
+        raise _too_deep(path, where, exc, line) from None
     except UnicodeDecodeError as exc:
         raise bad(path, where, f"not UTF-8 text (byte {exc.start} of the line)", line) from exc
     except json.JSONDecodeError as exc:
@@ -625,12 +682,28 @@ def _parse_whole(path: Path) -> tuple[Any, str]:
     except UnicodeDecodeError as exc:
         raise bad(path, f"byte {exc.start}", "not UTF-8 text") from exc
     try:
+        jsondepth.check_depth(raw)
+    except jsondepth.TooDeep as exc:
+        raise _too_deep(path, "$", exc) from None
+    try:
         return json.loads(text), text
     except json.JSONDecodeError as exc:
         problem = f"not valid JSON ({exc.msg}, column {exc.colno})"
         if not text.rstrip().endswith("}"):
             problem += ": the file ends early, truncated?"
         raise bad(path, "$", problem, exc.lineno) from exc
+
+
+def _too_deep(
+    path: Path, where: str, exc: jsondepth.TooDeep, line: int | None = None
+) -> InvalidInput:
+    return bad(
+        path,
+        where,
+        f"JSON nested deeper than {exc.limit} levels (the limit for an imported file)",
+        line,
+        hint="this is not an export memoryd or mcp-memory-service writes; export it again",
+    )
 
 
 def _source_name(value: Any) -> str:
