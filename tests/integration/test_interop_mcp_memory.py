@@ -84,9 +84,12 @@ def test_import_writes_in_batches_not_one_write_per_line(
     calls: list[int] = []
     many = svc.record_graph_facts_many
     monkeypatch.setattr(svc, "record_graph_facts", lambda *a, **k: calls.append(1))
-    monkeypatch.setattr(
-        svc, "record_graph_facts_many", lambda facts: calls.append(len(facts)) or many(facts)
-    )
+
+    def counted(facts):
+        calls.append(len(facts))
+        return many(facts)
+
+    monkeypatch.setattr(svc, "record_graph_facts_many", counted)
     report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
     assert calls == [79]  # one batch, no single writes
     assert (report.observations_added, report.relations_added) == (40, 39)

@@ -178,7 +178,7 @@ def test_a_rotated_key_keeps_the_old_one_until_dropped(
 class _MemoryKeyring(KeyringBackend):
     """Stands in for an OS keyring (Secret Service, Keychain) in a chain: keeps keys in memory."""
 
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def __init__(self) -> None:
         super().__init__()
