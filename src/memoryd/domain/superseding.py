@@ -5,16 +5,17 @@ human's decisions on candidates (the rules and the LLM judge live in
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from memoryd.domain.core import ServiceCore
-from memoryd.errors import InvalidInput, NotFound, PolicyDenied
-from memoryd.governance import supersede
+from memoryd.domain.core import SUPERSEDE_BULK_LIMIT, ServiceCore
+from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
+from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.store import SupersedeRow
-from memoryd.models import SupersedeDecision
+from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,182 @@ class Superseding(ServiceCore):
             }
             self._replace_everywhere(old, new, event_type="supersede", details=details)
         return decisions
+
+    # -- explicit status lines ("Superseded by ADR-0036") ---------------------------------
+    def _status_records(
+        self, scope_hash: str
+    ) -> tuple[list[status_lines.Record], list[status_lines.Record]]:
+        """The scope's judged memories as status-line references can name them, and those of
+        them whose body has a status word (the rest are read only as far as a first heading).
+        One query per scope."""
+        # Two plain queries: kuzu 0.11.3 returned some rows twice and others not at all for
+        # `WITH o, regexp_matches(…) AS says RETURN … CASE WHEN says …` over the same match.
+        where = (
+            "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
+            " AND NOT o.sensitive AND o.decay_state <> 'forgotten'"
+        )
+        params = {"scope": scope_hash, "types": list(supersede.JUDGED_TYPES)}
+        rows = self.graph.cypher(
+            f"{where} RETURN o.slug, o.title, o.tags, o.source, substring(o.body, 1, 600)",
+            params,
+            limit=1_000_000,
+        ).rows
+        said = self.graph.cypher(
+            f"{where} AND regexp_matches(o.body, $words) RETURN o.slug, o.body",
+            {**params, "words": status_lines.STATUS_KEYWORDS},
+            limit=1_000_000,
+        ).rows
+        bodies = {str(slug): str(body or "") for slug, body in said}
+        records: list[status_lines.Record] = []
+        speakers: list[status_lines.Record] = []
+        for slug, title, tags, source, head in rows:
+            record = status_lines.Record(
+                str(slug),
+                str(title or ""),
+                bodies.get(str(slug), str(head or "")),
+                tuple(tags or ()),
+                str(source or ""),
+            )
+            records.append(record)
+            if record.slug in bodies:
+                speakers.append(record)
+        return records, speakers
+
+    def apply_status_lines(
+        self, scope_hash: str, slugs: Collection[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """Write what the scope's status lines state ("Superseded by ADR-0036", "Supersedes:
+        0004", "Amended by …") between its records, for the links that touch `slugs` (None:
+        all of them). A replacement is an automatic supersede quoting the line; an amendment
+        a `cites` relation labelled `amends` in the amending memory's file. A pair a person
+        decided is left as it is. Returns the (newer, older) supersedes written."""
+        records, speakers = self._status_records(scope_hash)
+        if not speakers:
+            return []
+        wanted = None if slugs is None else set(slugs)
+        links = [
+            link
+            for link in status_lines.links(records, speakers)
+            if wanted is None or {link.newer, link.older, link.said_by} & wanted
+        ]
+        by_newer: dict[str, list[status_lines.Link]] = {}
+        for link in links:
+            by_newer.setdefault(link.newer, []).append(link)
+        written: list[tuple[str, str]] = []
+        for newer, group in by_newer.items():
+            try:
+                written += [(newer, older) for older in self._write_status_links(newer, group)]
+            except MemorydError as exc:
+                logger.warning("status lines of %s not recorded: %s", newer, exc)
+        return written
+
+    def _write_status_links(self, newer: str, links: Sequence[status_lines.Link]) -> list[str]:
+        with self._file_lock(newer):
+            old = self._load(newer)
+            now = self.clock()
+            current = {d.older: d for d in old.meta.supersede_decisions}
+            decisions: list[SupersedeDecision] = []
+            relations = list(old.meta.relations)
+            cited = {(r.object, r.label) for r in relations if r.predicate is Predicate.CITES}
+            added: list[str] = []
+            for link in links:
+                reason = f'status line of {link.said_by}: "{link.line}"'
+                if link.kind == "amends":
+                    if (link.older, "amends") not in cited:
+                        relations.append(
+                            RelationRef(
+                                predicate=Predicate.CITES,
+                                object=link.older,
+                                label="amends",
+                                confidence=supersede.STATUS,
+                            )
+                        )
+                        cited.add((link.older, "amends"))
+                        added.append(link.older)
+                    continue
+                d = current.get(link.older)
+                by_hand = d is None and link.older in old.meta.supersedes
+                if by_hand or (d is not None and d.decided_by != "auto"):
+                    continue  # a person's decision stands
+                if d is not None and d.judge == supersede.STATUS_JUDGE and d.status == "active":
+                    continue
+                decisions.append(
+                    SupersedeDecision(
+                        older=link.older,
+                        status=SupersedeStatus.ACTIVE,
+                        confidence=supersede.STATUS,
+                        decided_by="auto",
+                        decided_at=now,
+                        judge=supersede.STATUS_JUDGE,
+                        reason=reason[:2000],
+                        rules=supersede.RULES_VERSION,
+                    )
+                )
+            if not decisions and not added:
+                return []
+            changes = supersede.with_decisions(old, decisions)
+            if added:
+                changes["relations"] = relations
+            new = self._edited(old, changes, old.path)
+            details = {
+                "decisions": [
+                    {
+                        "older": d.older,
+                        "status": d.status.value,
+                        "confidence": d.confidence,
+                        "judge": d.judge,
+                        "reason": d.reason,
+                    }
+                    for d in decisions
+                ],
+                "amends": added,
+            }
+            self._replace_everywhere(old, new, event_type="supersede", details=details)
+        return [d.older for d in decisions]
+
+    def judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> list[tuple[str, str]]:
+        """Judge newly written long-term memories the same way, one write or an import: the
+        status lines of their scopes first (a record that names the one it replaces, or the
+        one that replaces it, recorded before or after it), then the rules for each memory
+        in `created_at` order. A failure is logged: the memories are written, and `memoryd
+        supersede judge SLUG` runs it again. Returns the (newer, older) supersedes written."""
+        judged = sorted(
+            (
+                m
+                for m in memories
+                if m.meta.type.long_term and not m.sensitive  # no entities of it in the graph
+            ),
+            key=lambda m: (m.meta.created_at, m.slug),
+        )
+        if len(judged) > SUPERSEDE_BULK_LIMIT:
+            logger.info(
+                "%d memories imported: too many to judge supersedes now; run"
+                " `memoryd supersede judge SLUG` for those that matter",
+                len(judged),
+            )
+            return []
+        written: list[tuple[str, str]] = []
+        slugs = {m.slug for m in judged}
+        for scope_hash in dict.fromkeys(m.meta.scope_hash for m in judged):
+            try:
+                written += self.apply_status_lines(scope_hash, slugs)
+            except MemorydError as exc:
+                logger.warning("status lines of scope %s not read: %s", scope_hash, exc)
+        inline = use_llm and self.llm_judge_inline
+        for memory in judged:
+            if not (memory.meta.observations or memory.meta.relations):
+                continue  # shares no entity with anything: the rules have no pair
+            try:
+                decisions = self.judge_supersedes(memory.slug, use_llm=inline)
+            except MemorydError as exc:
+                logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
+                continue
+            written += [
+                (memory.slug, d.older) for d in decisions if d.status is SupersedeStatus.ACTIVE
+            ]
+            if use_llm and not inline and self.llm is not None:
+                self.governance.queue_judges([memory.slug], self.clock())
+        return written
 
     def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
         """Judge whether this memory replaces older ones, and record what was decided."""
