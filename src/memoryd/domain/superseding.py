@@ -262,6 +262,123 @@ class Superseding(ServiceCore):
                 self.governance.queue_judges([memory.slug], self.clock())
         return written
 
+    # -- repair: automatic decisions an older version of the rules made -----------------
+    def repair_supersedes(self) -> int:
+        """Judge again, with the current rules, every automatic decision an older version of
+        the rules made (on open; one query when nothing is owed). Each is kept, changed
+        (automatic ↔ candidate) or removed, with a `supersede` audit event per rewritten
+        memory listing what happened to each pair; the status lines of the scopes touched
+        are read afterwards. A person's decision and the LLM's are never touched. Returns how
+        many decisions changed or were removed."""
+        self._require_writable("repair supersede decisions")
+        owed = self.graph.cypher(
+            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.decided_by = 'auto'"
+            " AND r.judge STARTS WITH 'rule:' AND (r.rules IS NULL OR r.rules < $version)"
+            " RETURN DISTINCT n.slug, n.scope_hash",
+            {"version": supersede.RULES_VERSION},
+            limit=1_000_000,
+        ).rows
+        if not owed:
+            return 0
+        changed = 0
+        scopes: dict[str, None] = {}
+        for slug, scope_hash in owed:
+            scopes[str(scope_hash)] = None
+            try:
+                changed += self._rejudge(str(slug))
+            except MemorydError as exc:
+                logger.warning("supersede decisions of %s not judged again: %s", slug, exc)
+        for scope_hash in scopes:
+            try:
+                self.apply_status_lines(scope_hash)
+            except MemorydError as exc:
+                logger.warning("status lines of scope %s not read: %s", scope_hash, exc)
+        logger.info(
+            "judged again %d memories' automatic supersedes made by older rules: %d changed",
+            len(owed),
+            changed,
+        )
+        return changed
+
+    def _rejudge(self, slug: str) -> int:
+        tiers = self.supersede_tiers
+        with self._file_lock(slug):
+            old = self._load(slug)
+            owed = [
+                d
+                for d in old.meta.supersede_decisions
+                if d.decided_by == "auto"
+                and (d.judge or "").startswith("rule:")
+                and (d.rules is None or d.rules < supersede.RULES_VERSION)
+            ]
+            if not owed:
+                return 0
+            newer_text = supersede.pair_texts(old.meta.title, old.body)
+            verdicts: dict[str, supersede.Verdict] = {}
+            for d in owed:
+                pair = supersede.pair_of(self.graph, slug, d.older)
+                if pair is None:
+                    continue  # the older memory is gone or forgotten: nothing to replace
+                verdict = supersede.judge_by_rules(newer_text, pair.older_text, pair.known)
+                if verdict is not None:
+                    verdicts[d.older] = verdict
+            current = sum(
+                1
+                for d in old.meta.supersede_decisions
+                if d.status is SupersedeStatus.ACTIVE
+                and d.rules == supersede.RULES_VERSION
+                and d.judge != supersede.STATUS_JUDGE
+            )
+            supersede.limit_fan_out(verdicts, tiers, already=current)
+            now = self.clock()
+            outcome: dict[str, SupersedeDecision | None] = {}
+            report: list[dict[str, object]] = []
+            for d in owed:
+                verdict = verdicts.get(d.older)
+                status = None if verdict is None else tiers.status(verdict.confidence)
+                if verdict is None or status is None:
+                    outcome[d.older] = None
+                    report.append({"older": d.older, "was": d.status.value, "now": "removed"})
+                    continue
+                outcome[d.older] = d.model_copy(
+                    update={
+                        "status": status,
+                        "confidence": verdict.confidence,
+                        "judge": verdict.judge,
+                        "reason": verdict.reason,
+                        "rules": supersede.RULES_VERSION,
+                        "decided_at": now,
+                    }
+                )
+                report.append(
+                    {
+                        "older": d.older,
+                        "was": d.status.value,
+                        "now": "kept" if status is d.status else status.value,
+                        "judge": verdict.judge,
+                        "reason": verdict.reason,
+                    }
+                )
+            kept = [
+                d
+                for d in (outcome.get(d.older, d) for d in old.meta.supersede_decisions)
+                if d is not None
+            ]
+            active = [d.older for d in kept if d.status is SupersedeStatus.ACTIVE]
+            supersedes = [s for s in old.meta.supersedes if s not in outcome or s in active]
+            supersedes += [s for s in active if s in outcome and s not in supersedes]
+            new = self._edited(
+                old, {"supersede_decisions": kept, "supersedes": supersedes}, old.path
+            )
+            details = {"rules": supersede.RULES_VERSION, "rejudged": report}
+            self._replace_everywhere(old, new, event_type="supersede", details=details)
+        return sum(1 for r in report if r["now"] != "kept")
+
+    def automatic_supersedes(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        """The automatic supersede decisions (active and candidates), with the rule or model
+        that made them, its version and its evidence: `memoryd supersede list --auto`."""
+        return supersede.automatic(self.graph, self.scope_hash_of(scope))
+
     def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
         """Judge whether this memory replaces older ones, and record what was decided."""
         self._require_writable("judge supersedes")

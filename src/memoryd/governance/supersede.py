@@ -773,22 +773,23 @@ replace more at once is almost always restating a general choice (one ADR "super
 on the real records): those verdicts wait for a human. Measured in bench/RESULTS.md."""
 
 
-def limit_fan_out(verdicts: dict[str, Verdict], tiers: Tiers) -> None:
+def limit_fan_out(verdicts: dict[str, Verdict], tiers: Tiers, *, already: int = 0) -> None:
     """Demote to candidates the automatic verdicts of a newer memory that would replace
     more than `MAX_AUTOMATIC` older ones at once (an explicit status line is not counted:
-    a record may name several it replaces)."""
+    a record may name several it replaces). `already`: automatic supersedes the newer
+    memory holds from earlier judging, counted with these."""
     auto = [
         older
         for older, v in verdicts.items()
         if v.confidence >= tiers.auto and v.judge != STATUS_JUDGE
     ]
-    if len(auto) <= MAX_AUTOMATIC:
+    if len(auto) + already <= MAX_AUTOMATIC:
         return
     for older in auto:
         v = verdicts[older]
         verdicts[older] = Verdict(
             round(min(v.confidence, FAN_OUT), 3),
-            f"{v.reason} (one of {len(auto)} older memories it would replace at once:"
+            f"{v.reason} (one of {len(auto) + already} older memories it would replace at once:"
             " for a human to confirm)",
             v.judge,
             v.old,
@@ -901,6 +902,50 @@ def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
     return [
         replace(best[slug][1], known=tuple(known.get(slug, {}).values())) for slug in order[:limit]
     ]
+
+
+def pair_of(graph: GraphStore, newer: str, older: str) -> Pair | None:
+    """One pair as `find_pairs` sees it (the older memory's text and the tools and
+    libraries both mention), whatever was decided about it; None when the older memory is
+    gone, forgotten or sensitive."""
+    rows = graph.cypher(
+        "MATCH (o:Memory {slug: $older}) WHERE o.decay_state <> 'forgotten' AND NOT o.sensitive"
+        " OPTIONAL MATCH (n:Memory {slug: $newer})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o)"
+        " RETURN o.title, o.body, e.id, e.name, e.type, e.aliases",
+        {"newer": newer, "older": older},
+        limit=10_000,
+    ).rows
+    if not rows:
+        return None
+    known: dict[str, Name] = {}
+    for _title, _body, eid, name, etype, aliases in rows:
+        if eid is not None and etype in GRAPH_CHOICE_TYPES and name:
+            surfaces = tuple(dict.fromkeys([str(name), *(str(a) for a in aliases or ())]))
+            known[str(eid)] = Name(str(name), surfaces, str(etype))
+    title, body, eid, name = rows[0][:4]
+    return Pair(
+        older,
+        pair_texts(str(title), str(body or "")),
+        None if eid is None else str(eid),
+        str(name or ""),
+        tuple(known.values()),
+    )
+
+
+def automatic(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
+    """Automatic supersede decisions (active and candidates) with their judge, rules
+    version and reason, newest first."""
+    result = graph.cypher(
+        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.decided_by = 'auto'"
+        " AND r.status IN ['active', 'candidate']"
+        " AND ($scope IS NULL OR n.scope_hash = $scope)"
+        " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
+        " r.reason, r.status, r.judge, r.rules ORDER BY r.decided_at DESC, n.slug, o.slug",
+        {"scope": scope_hash},
+        limit=1_000_000,
+    )
+    keys = list(SupersedeRow.model_fields)  # the RETURN order above
+    return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
 
 
 def new_decisions(job: SupersedeJob, tiers: Tiers, now: datetime) -> list[SupersedeDecision]:
