@@ -13,12 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
-from memoryd.config import Settings
+from memoryd.config import Settings, load_settings
 from memoryd.governance import status_lines, supersede
 from memoryd.governance.supersede import judge_by_rules, name_of
 from memoryd.models import MemoryDraft, Predicate, SupersedeDecision, SupersedeStatus
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
+from tests.conftest import ENGINE
 
 
 def draft(project: Path, title: str, body: str, day: int) -> MemoryDraft:
@@ -294,3 +295,30 @@ def test_cli_lists_the_automatic_decisions_with_rule_and_evidence(
     assert "rule:instead-of" in result.stdout
     assert (row["judge"], row["rules"], row["status"]) == ("rule:instead-of", 2, "active")
     assert "Jest" in row["reason"]
+
+
+def test_sync_import_judges_what_it_adds_and_reports_it(tmp_path: Path, project: Path) -> None:
+    out = tmp_path / "memories.json"
+    settings_a = load_settings(tmp_path / "a", graph={"engine": ENGINE, "buffer_pool_mb": 128})
+    settings_b = load_settings(tmp_path / "b", graph={"engine": ENGINE, "buffer_pool_mb": 128})
+    b = open_service(settings_b)
+    try:
+        older = b.record(draft(project, "Tests", "Unit tests run with Jest.", 1))
+    finally:
+        b.close()
+    a = open_service(settings_a)
+    try:
+        newer = a.record(draft(project, "Vitest", "Tests now use Vitest instead of Jest.", 2))
+        a.sync_export(out)
+    finally:
+        a.close()
+    b = open_service(settings_b)
+    try:
+        report = b.sync_import(out)
+        assert report.added == [newer.slug]
+        assert report.superseded == 1
+        assert b.graph.superseded_by([older.slug]) == {older.slug: newer.slug}
+        again = b.sync_import(out)
+        assert (again.added, again.superseded) == ([], 0)
+    finally:
+        b.close()

@@ -23,7 +23,7 @@ from typing import Literal
 Kind = Literal["supersedes", "superseded-by", "amends", "amended-by"]
 
 STATUS_KEYWORDS = (
-    r"(?i)supersed|replaced by|replaces|obsolete|deprecated in favou?r|deprecated by|amend"
+    r"(?i)supersed|replaced by|replaces|obsolete|deprecated|rejected|retired|amend"
     r"|取代|替代|替换|废弃|修订"
 )
 """A body that matches none of these has no status line (what the scope query filters on)."""
@@ -154,6 +154,15 @@ _EN: list[tuple[Kind, re.Pattern[str]]] = [
     ),
     ("amended-by", re.compile(rf"\bamended\s+by{_SEP}{_LIST}", re.IGNORECASE)),
     (
+        # A status that sends the reader on: "❌ Rejected (see [019](019-shared.md))".
+        "superseded-by",
+        re.compile(
+            r"\b(?:rejected|deprecated|superseded|obsolete|retired)\W{0,4}\(?\s*"
+            rf"(?:see|in\s+favou?r\s+of){_SEP}{_LIST}",
+            re.IGNORECASE,
+        ),
+    ),
+    (
         "supersedes",
         re.compile(rf"\b(?:supersedes|supercedes|replaces|obsoletes){_SEP}{_LIST}", re.IGNORECASE),
     ),
@@ -179,6 +188,14 @@ _ZH: list[tuple[Kind, re.Pattern[str]]] = [
 _ONE_REF = re.compile(_REF, re.IGNORECASE)
 _BARE = re.compile(r"#?\d{1,8}")
 _STRONG = re.compile(r"(?i)supersed|supercedes|amend|取代|替代|修订")
+_SENDS_ON = re.compile(
+    r"(?i)\b(?:rejected|deprecated|superseded|obsolete|retired)\W{0,4}\(?\s*see\b"
+)
+
+
+def _status_line(line: str) -> bool:
+    """A line that states a record's status: short, or saying "status"."""
+    return len(line.strip()) <= 100 or "status" in line.casefold() or "状态" in line
 
 
 def _plain_status(m: re.Match[str], line: str) -> bool:
@@ -228,6 +245,8 @@ def status_lines(text: str) -> list[StatusLine]:
                     for r in (_ref(x.group(0)) for x in _ONE_REF.finditer(m.group("refs")))
                     if r is not None and (not _BARE.fullmatch(r.text) or _plain_status(m, line))
                 )
+                if _SENDS_ON.search(m.group(0)) and not _status_line(line):
+                    continue  # "deprecated (see the docs)" in prose
                 if refs and (kind, m.group(0)) not in seen:
                     seen.add((kind, m.group(0)))
                     out.append(StatusLine(kind, refs, line.strip()[:300]))

@@ -39,6 +39,8 @@ WENT_BACK = 0.9
 SWITCH_TO_SAME_KIND = 0.88
 PARTIAL = 0.6
 SINGLE_VALUED = 0.65
+CONTRAST = 0.6
+""""Instead of X" with no replacement named in its clause: a candidate."""
 FAN_OUT = 0.7
 """One of many older memories a newer one would replace at once: a candidate."""
 STATUS = 0.99
@@ -315,7 +317,8 @@ _SWITCH_TO = [
         "switch-to",
         _rx(
             r"\b(?:switched|migrated|moved|changed|standardi[sz]ed|converted|are switching|"
-            r"have switched|have moved|have migrated)\s+(?:\w+\s+){0,4}?(?:to|on|onto|over to)\s+"
+            r"have switched|have moved|have migrated|will switch|will migrate|will move)\s+"
+            r"(?:\w+\s+){0,4}?(?:to|on|onto|over to)\s+"
             rf"(?P<new>{_NG})(?=$|[\s,.;:!?)])"
         ),
     ),
@@ -481,12 +484,18 @@ def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     return out
 
 
+_CLAUSE_BREAK = re.compile(r"\s[-–—]\s|[;:；：]|\bbut\b|但是?")
+
+
 def _instead_of(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _INSTEAD:
         m = rx.search(sentence)
         if m is not None:
             old = name_of(m.group("old"), known)
-            before = [n for _, n in names_in(sentence[: m.start()], known)]
+            # The replacement is named in the same clause: in "doesn't need ElasticSearch
+            # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
+            clause = _CLAUSE_BREAK.split(sentence[: m.start()])[-1]
+            before = [n for _, n in names_in(clause, known)]
             new = before[-1] if before else None
             if old is not None and (new is None or new.name != old.name):
                 return [Transition(rule, old, new, sentence)]
@@ -631,6 +640,11 @@ def _judge_transition(
         if t.new is None
         else f"the newer memory replaces {t.old.name} with {t.new.name}"
     )
+    if t.new is None and t.rule in ("instead-of", "zh-instead-of"):
+        # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
+        # names no replacement describes a practice more often than it changes a choice.
+        confidence = CONTRAST
+        what += " (a contrast that names no replacement)"
     return _verdict(t.rule, confidence, hedged, t, t.old, older, what)
 
 
