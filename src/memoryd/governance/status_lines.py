@@ -23,7 +23,7 @@ from typing import Literal
 Kind = Literal["supersedes", "superseded-by", "amends", "amended-by"]
 
 STATUS_KEYWORDS = (
-    r"(?i)supersed|replaced by|replaces|obsolete|deprecated|rejected|retired|amend"
+    r"(?i)supersed|replaced by|replaces|obsolete|deprecated|rejected|retired|amend|favou?r of"
     r"|取代|替代|替换|废弃|修订"
 )
 """A body that matches none of these has no status line (what the scope query filters on)."""
@@ -142,17 +142,30 @@ _REF = (
     r"|#?\d{1,8}(?:-[\w-]+(?:\.md)?)?\b"
     r"|`[^`\n]{1,200}`|\"[^\"\n]{1,200}\"|“[^”\n]{1,200}”"
 )
+_LINK_REF = r"\[[^\]\n]{1,200}\]\([^)\s]{1,300}\)|(?:adr|rfc|dr)[\s_#-]*\d{1,8}\b"
 _LIST = rf"(?P<refs>(?:{_REF})(?:\s*(?:,|;|and|&|、|和|及)\s*(?:{_REF}))*)"
 _EN: list[tuple[Kind, re.Pattern[str]]] = [
     (
         "superseded-by",
         re.compile(
-            r"\b(?:superseded|superceded|replaced|obsoleted|deprecated)\s+(?:by|in\s+favou?r\s+of)"
-            rf"{_SEP}{_LIST}",
+            r"\b(?:superseded|superceded|replaced|obsoleted|deprecated|rejected)\s+"
+            rf"(?:by|in\s+favou?r\s+of){_SEP}{_LIST}",
             re.IGNORECASE,
         ),
     ),
+    # "⌛️ Superseded [0019](0019-use-bash-go.md)": the status word, then the record.
+    ("superseded-by", re.compile(rf"\bsuperseded(?!\s+by\b){_SEP}{_LIST}", re.IGNORECASE)),
     ("amended-by", re.compile(rf"\bamended\s+by{_SEP}{_LIST}", re.IGNORECASE)),
+    (
+        # "We decided to use AWS SSO in favour of [IAM Federated Access](0002-….md)": the
+        # record that says it chose in favour of another record replaces it.
+        "supersedes",
+        re.compile(
+            r"(?<!deprecated )(?<!rejected )(?<!replaced )(?<!superseded )"
+            rf"\bin\s+favou?r\s+of{_SEP}(?P<refs>{_LINK_REF}(?:\s*(?:,|and|&)\s*{_LINK_REF})*)",
+            re.IGNORECASE,
+        ),
+    ),
     (
         # A status that sends the reader on: "❌ Rejected (see [019](019-shared.md))".
         "superseded-by",

@@ -176,12 +176,13 @@ def names_in(text: str, known: Sequence[Name] = ()) -> list[tuple[int, Name]]:
     return sorted(found, key=lambda item: item[0])
 
 
-def name_of(slot: str, known: Sequence[Name] = ()) -> Name | None:
-    """The thing a captured slot names: a lexicon name or a known entity at its start. Any
-    other word ("be", "to", "need", a person) names nothing a memory could replace."""
+def name_of(slot: str, known: Sequence[Name] = (), *, within: int = 12) -> Name | None:
+    """The thing a captured slot names: a lexicon name or a known entity at its start
+    (within `within` characters). Any other word ("be", "to", "need", a person) names
+    nothing a memory could replace."""
     slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
     found = names_in(slot[:60], known)
-    if found and found[0][0] <= 12:
+    if found and found[0][0] <= within:
         return found[0][1]
     return None
 
@@ -301,7 +302,7 @@ _NO_LONGER = [
         "no-longer",
         _rx(
             r"\b(?:no longer|not\s+(?:using|use)\s+\S+\s+any\s?more|stopped|stop|don't|do not|"
-            r"won't|will not)\s+(?:use|using|run|running|rely on|relying on|need|depend on)?\s*"
+            r"won't|will not)\s+(?:use|using|run|running|rely on|relying on|need|depend on)\s+"
             rf"(?P<old>{_NG})(?=$|[\s,.;:!?)])"
         ),
     ),
@@ -506,7 +507,9 @@ def _no_longer(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _NO_LONGER:
         m = rx.search(sentence)
         if m is not None:
-            old = name_of(_FILLER.sub("", m.group("old")), known)
+            # What is no longer used is the verb's object: "don't support the AWS agent"
+            # is not "no longer uses AWS".
+            old = name_of(_FILLER.sub("", m.group("old")), known, within=0)
             if old is not None:
                 return [Transition(rule, old, None, sentence)]
     return []
@@ -665,9 +668,15 @@ def _same_kind_value(older: str, new: Name) -> Name | None:
     values = {
         n.name: n
         for _, n in names_in(older)
-        if n.kind == new.kind and n.name != new.name and asserts(older, n)
+        if n.kind == new.kind and n.name != new.name and not _family(n, new) and asserts(older, n)
     }
     return next(iter(values.values())) if len(values) == 1 else None
+
+
+def _family(a: Name, b: Name) -> bool:
+    """Names of one family ("AWS" and "AWS Lambda", "Azure DevOps" and "Azure"): a service
+    of a platform is not a rival choice to the platform."""
+    return a.name.split()[0].casefold() == b.name.split()[0].casefold()
 
 
 def _verdict(
@@ -711,7 +720,11 @@ def _single_valued(newer: str, older: str) -> Verdict | None:
     for name, new in new_values.items():
         if name in old_values:
             continue
-        rivals = [o for o in old_values.values() if o.kind == new.kind and o.name not in new_values]
+        rivals = [
+            o
+            for o in old_values.values()
+            if o.kind == new.kind and o.name not in new_values and not _family(o, new)
+        ]
         if len(rivals) != 1:
             continue
         old = rivals[0]
