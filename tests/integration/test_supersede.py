@@ -491,12 +491,18 @@ def test_the_bench_prints_the_confusion_table_per_tier_and_writes_json(tmp_path:
     assert "auto " in result.stdout
     assert "candidate " in result.stdout
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert report["pairs"] == len(load_pairs())
-    auto = report["groups"]["all"]["auto"]
-    assert auto["tp"] + auto["fp"] + auto["fn"] + auto["tn"] == report["pairs"]
+    pairs = report["pairs"]
+    assert pairs["pairs"] == len(load_pairs())
+    auto = pairs["groups"]["all"]["auto"]
+    assert auto["tp"] + auto["fp"] + auto["fn"] + auto["tn"] == pairs["pairs"]
     assert auto["precision"] >= 0.95
     assert auto["recall"] >= 0.6
-    assert set(report["groups"]["all"]) == {"auto", "candidate"}
+    assert set(pairs["groups"]["all"]) == {"auto", "candidate"}
+    # The real decision records: every stated replacement counted, no invented one.
+    records = report["records"]["overall"]
+    assert records["records"] >= 144
+    assert records["auto"]["precision"] >= 0.95
+    assert records["auto"]["false_per_50"] <= 1.0
 
 
 def test_the_daemon_records_without_waiting_for_the_llm_and_its_worker_judges_later(

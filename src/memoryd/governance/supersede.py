@@ -39,8 +39,6 @@ WENT_BACK = 0.9
 SWITCH_TO_SAME_KIND = 0.88
 PARTIAL = 0.6
 SINGLE_VALUED = 0.65
-CONTRAST = 0.6
-""""Instead of X" with no replacement named in its clause: a candidate."""
 FAN_OUT = 0.7
 """One of many older memories a newer one would replace at once: a candidate."""
 STATUS = 0.99
@@ -160,14 +158,23 @@ def _lexicon_pattern() -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.@/-])(?:{alts})(?![\w-]|\.\w)", re.IGNORECASE)
 
 
-def names_in(text: str, known: Sequence[Name] = ()) -> list[tuple[int, Name]]:
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def names_in(
+    text: str, known: Sequence[Name] = (), *, chinese: bool | None = None
+) -> list[tuple[int, Name]]:
     """Known names in the text with their offsets, in order: the lexicon's, and `known`
     (entities of the graph both memories mention)."""
     lex = _lexicon()
+    # Case tells "Black" the formatter from "black" the colour in English; in Chinese text a
+    # Latin word is a name however it is written ("格式化工具用 black").
+    if chinese is None:
+        chinese = _CJK.search(text) is not None
     found = [
         (m.start(), lex[m.group(0).casefold()])
         for m in _lexicon_pattern().finditer(text)
-        if _is_name(m.group(0))
+        if chinese or _is_name(m.group(0))
     ]
     for name in known:
         if name.surfaces[0].casefold() in lex:
@@ -176,12 +183,14 @@ def names_in(text: str, known: Sequence[Name] = ()) -> list[tuple[int, Name]]:
     return sorted(found, key=lambda item: item[0])
 
 
-def name_of(slot: str, known: Sequence[Name] = (), *, within: int = 12) -> Name | None:
+def name_of(
+    slot: str, known: Sequence[Name] = (), *, within: int = 12, context: str = ""
+) -> Name | None:
     """The thing a captured slot names: a lexicon name or a known entity at its start
     (within `within` characters). Any other word ("be", "to", "need", a person) names
-    nothing a memory could replace."""
+    nothing a memory could replace. `context`: the sentence the slot is from."""
     slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
-    found = names_in(slot[:60], known)
+    found = names_in(slot[:60], known, chinese=_CJK.search(context or slot) is not None)
     if found and found[0][0] <= within:
         return found[0][1]
     return None
@@ -195,11 +204,11 @@ _NEW_END = re.compile(
 _NEW_WORD = re.compile(r"[A-Za-z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*){0,2}|[\u4e00-\u9fff]{2,6}")
 
 
-def new_of(slot: str, known: Sequence[Name] = ()) -> Name | None:
+def new_of(slot: str, known: Sequence[Name] = (), *, context: str = "") -> Name | None:
     """What a change moves to: a known name, else the first words of the slot. Only the
     new side may be a name memoryd does not know ("replaced Celery with Dramatiq"): the
     replaced side is what an older memory is matched on, and must be a known name."""
-    found = name_of(slot, known)
+    found = name_of(slot, known, context=context)
     if found is not None:
         return found
     slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
@@ -469,15 +478,17 @@ def _went_back(sentence: str, known: Sequence[Name]) -> list[Transition]:
     if back is None:
         return []
     tried = _TRIED.search(sentence)
-    old = name_of(tried.group("old"), known) if tried else None
-    return [Transition("went-back", old, new_of(back.group("new"), known), sentence)]
+    old = name_of(tried.group("old"), known, context=sentence) if tried else None
+    new = new_of(back.group("new"), known, context=sentence)
+    return [Transition("went-back", old, new, sentence)]
 
 
 def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     out: list[Transition] = []
     for rule, rx in _FROM_TO:
         for m in rx.finditer(sentence):
-            old, new = name_of(m.group("old"), known), new_of(m.group("new"), known)
+            old = name_of(m.group("old"), known, context=sentence)
+            new = new_of(m.group("new"), known, context=sentence)
             if old is not None and new is not None and old.name == new.name:
                 old, new = _versioned(m.group("old")), _versioned(m.group("new"))
             if old is not None and new is not None and old.name != new.name:
@@ -492,13 +503,15 @@ def _instead_of(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _INSTEAD:
         m = rx.search(sentence)
         if m is not None:
-            old = name_of(m.group("old"), known)
+            old = name_of(m.group("old"), known, context=sentence)
             # The replacement is named in the same clause: in "doesn't need ElasticSearch
             # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
             clause = _CLAUSE_BREAK.split(sentence[: m.start()])[-1]
             before = [n for _, n in names_in(clause, known)]
             new = before[-1] if before else None
-            if old is not None and (new is None or new.name != old.name):
+            # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
+            # names no replacement in its clause describes a practice, not a change.
+            if old is not None and new is not None and new.name != old.name:
                 return [Transition(rule, old, new, sentence)]
     return []
 
@@ -509,7 +522,7 @@ def _no_longer(sentence: str, known: Sequence[Name]) -> list[Transition]:
         if m is not None:
             # What is no longer used is the verb's object: "don't support the AWS agent"
             # is not "no longer uses AWS".
-            old = name_of(_FILLER.sub("", m.group("old")), known, within=0)
+            old = name_of(_FILLER.sub("", m.group("old")), known, within=0, context=sentence)
             if old is not None:
                 return [Transition(rule, old, None, sentence)]
     return []
@@ -519,7 +532,7 @@ def _switch_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _SWITCH_TO:
         m = rx.search(sentence)
         if m is not None:
-            new = name_of(m.group("new"), known)
+            new = name_of(m.group("new"), known, context=sentence)
             if new is not None:
                 subject = frozenset(subject_before(sentence, m.start()))
                 return [Transition(rule, None, new, sentence, subject)]
@@ -643,11 +656,6 @@ def _judge_transition(
         if t.new is None
         else f"the newer memory replaces {t.old.name} with {t.new.name}"
     )
-    if t.new is None and t.rule in ("instead-of", "zh-instead-of"):
-        # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
-        # names no replacement describes a practice more often than it changes a choice.
-        confidence = CONTRAST
-        what += " (a contrast that names no replacement)"
     return _verdict(t.rule, confidence, hedged, t, t.old, older, what)
 
 
