@@ -228,6 +228,10 @@ class ServiceCore:
         self.supersede_settings = SupersedeSettings()
         """Supersede judging's tiers and limits (config `[supersede]`)."""
         self.llm_judge_inline = True
+        self.status_speakers: dict[str, set[str]] = {}
+        """Per scope, the judged memories whose body has a status word ("Superseded by"):
+        read once per scope by one scan, then kept up by `judge_written`; dropped by the
+        writes that change bodies wholesale (sync import, merge, reindex)."""
         """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
         must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
         `judge_queue` and its worker judges them off the writer, after a restart too."""

@@ -886,6 +886,7 @@ class Syncing(ServiceCore):
         return self.vault.path_for(memory)
 
     def _apply(self, plan: _Plan, doc: RemoteDocument) -> None:
+        self.status_speakers.clear()  # bodies change wholesale: read the status lines again
         for info in plan.mark:
             self._mark_for_import(info)  # first: a keyring that cannot keep a key stops here
         for info in plan.scopes:

@@ -269,15 +269,32 @@ def status_lines(text: str) -> list[StatusLine]:
 # --------------------------------------------------------------------------- resolving
 
 
-def resolve(
-    ref: Ref, records: Sequence[Record], names: dict[str, tuple[set[int], set[str]]]
-) -> str | None:
+@dataclass
+class Names:
+    """The scope's records by number and by title key, for resolving references."""
+
+    by_number: dict[int, list[str]]
+    by_key: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, records: Sequence[Record]) -> Names:
+        by_number: dict[int, list[str]] = {}
+        by_key: dict[str, list[str]] = {}
+        for record in records:
+            numbers, keys = record_names(record)
+            for number in numbers:
+                by_number.setdefault(number, []).append(record.slug)
+            for key in keys:
+                by_key.setdefault(key, []).append(record.slug)
+        return cls(by_number, by_key)
+
+
+def resolve(ref: Ref, names: Names) -> str | None:
     """The one record of the scope a reference names, or None when none or several fit: a
     title key that matches picks among records of the same number."""
-    by_key = [r.slug for r in records if ref.key and ref.key in names[r.slug][1]]
-    by_number = [
-        r.slug for r in records if ref.number is not None and ref.number in names[r.slug][0]
-    ]
+    by_key = list(dict.fromkeys(names.by_key.get(ref.key, []))) if ref.key else []
+    by_number = names.by_number.get(ref.number, []) if ref.number is not None else []
+    by_number = list(dict.fromkeys(by_number))
     if by_number and by_key:
         both = [s for s in by_number if s in by_key]
         if len(both) == 1:
@@ -285,9 +302,12 @@ def resolve(
     if not by_key and ref.key and ref.key.count("-") >= 2:
         # A file name is often the title cut short ("switch-back-to-github-flow" for "Switch
         # back to GitHub Flow, but keeping the automated beta releases").
-        by_key = [
-            r.slug for r in records if any(k.startswith(ref.key + "-") for k in names[r.slug][1])
-        ]
+        prefix = ref.key + "-"
+        by_key = list(
+            dict.fromkeys(
+                s for k, slugs in names.by_key.items() if k.startswith(prefix) for s in slugs
+            )
+        )
     if len(by_key) == 1:
         return by_key[0]
     if len(by_number) == 1 and not by_key:
@@ -299,12 +319,12 @@ def links(records: Sequence[Record], speakers: Iterable[Record] | None = None) -
     """Every link the status lines of `speakers` (default: all records) state among
     `records`, each once: "A supersedes B" said by A and "B superseded by A" said by B are
     one link, kept with the first line that said it."""
-    names = {r.slug: record_names(r) for r in records}
+    names = Names.of(records)
     out: dict[tuple[str, str], Link] = {}
     for record in records if speakers is None else speakers:
         for status in status_lines(record.body):
             for ref in status.refs:
-                other = resolve(ref, records, names)
+                other = resolve(ref, names)
                 if other is None or other == record.slug:
                     continue
                 if status.kind == "supersedes":
