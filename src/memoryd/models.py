@@ -272,6 +272,10 @@ class SupersedeDecision(BaseModel):
     """What judged it: `rule:<name>` or `llm:<provider>/<model>`."""
     entity_id: str | None = None
     reason: str | None = Field(default=None, max_length=2000)
+    rules: int | None = Field(default=None, ge=1)
+    """The version of the rules that made an automatic decision (None: before versions were
+    kept, or a person's or the LLM's decision): on open, automatic decisions of an older
+    version are judged again."""
 
     @field_validator("decided_at")
     @classmethod

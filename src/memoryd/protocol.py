@@ -322,6 +322,11 @@ class MemoryAPI(Protocol):
         """Supersede candidates waiting for a human, most confident first."""
         ...
 
+    def automatic_supersedes(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        """Automatic supersede decisions (active and candidates) with rule, version and
+        evidence, newest first."""
+        ...
+
     def decide_supersede(
         self,
         newer: str,

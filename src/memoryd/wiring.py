@@ -13,7 +13,13 @@ from pathlib import Path
 from memoryd.audit import AuditLog
 from memoryd.config import Settings, load_settings
 from memoryd.enrichment import EnrichmentPolicy
-from memoryd.errors import AuditChainBroken, GraphLocked, PolicyDenied, StorageError
+from memoryd.errors import (
+    AuditChainBroken,
+    GraphLocked,
+    MemorydError,
+    PolicyDenied,
+    StorageError,
+)
 from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.promotions import ReviewPolicy
@@ -195,6 +201,11 @@ def open_service(
             # Reads (and `audit verify`, which says what is wrong) must still work; the
             # intents stay and are settled once the log is restored.
             logger.error("unfinished writes are not settled: %s", exc)
+        if not read_only:
+            try:
+                service.repair_supersedes()  # one query when nothing is owed
+            except MemorydError as exc:
+                logger.warning("supersede decisions of older rules not judged again: %s", exc)
         if refill:
             service.refill_search_index()
     except BaseException:

@@ -188,6 +188,7 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             yield name, "no error"
     yield "judge_supersedes", rec.judge_supersedes(slug, use_llm=False)
     yield "supersede_candidates", rec.supersede_candidates(scope=project)
+    yield "automatic_supersedes", rec.automatic_supersedes(scope=project)
     yield "decay_sweep", rec.decay_sweep(dry_run=True)
     yield "duplicates", rec.duplicates(scope=project)
     yield "schedule", rec.schedule()

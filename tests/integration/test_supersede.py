@@ -23,6 +23,7 @@ from memoryd.daemon.judging import judge_round
 from memoryd.doctor import service_checks
 from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede import (
+    Name,
     Pair,
     SupersedeJob,
     Tiers,
@@ -490,12 +491,18 @@ def test_the_bench_prints_the_confusion_table_per_tier_and_writes_json(tmp_path:
     assert "auto " in result.stdout
     assert "candidate " in result.stdout
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert report["pairs"] == len(load_pairs())
-    auto = report["groups"]["all"]["auto"]
-    assert auto["tp"] + auto["fp"] + auto["fn"] + auto["tn"] == report["pairs"]
+    pairs = report["pairs"]
+    assert pairs["pairs"] == len(load_pairs())
+    auto = pairs["groups"]["all"]["auto"]
+    assert auto["tp"] + auto["fp"] + auto["fn"] + auto["tn"] == pairs["pairs"]
     assert auto["precision"] >= 0.95
     assert auto["recall"] >= 0.6
-    assert set(report["groups"]["all"]) == {"auto", "candidate"}
+    assert set(pairs["groups"]["all"]) == {"auto", "candidate"}
+    # The real decision records: every stated replacement counted, no invented one.
+    records = report["records"]["overall"]
+    assert records["records"] >= 144
+    assert records["auto"]["precision"] >= 0.95
+    assert records["auto"]["false_per_50"] <= 1.0
 
 
 def test_the_daemon_records_without_waiting_for_the_llm_and_its_worker_judges_later(
@@ -561,22 +568,30 @@ def test_a_graph_from_before_supersede_judging_keeps_its_edges_active(
         store.close()
     store = kuzu_store.KuzuGraphStore(directory, engine=ENGINE, buffer_pool_mb=128)
     try:
-        assert store.schema_version() == kuzu_store.SCHEMA_VERSION == 3
+        assert store.schema_version() == kuzu_store.SCHEMA_VERSION == 4
         assert store.superseded_by(["use-react"]) == {"use-react": "use-solid"}
         (row,) = store.supersedes_chain("use-react")
-        assert (row.status, row.judge, row.decided_by) == ("active", None, "user")
+        assert (row.status, row.judge, row.decided_by, row.rules) == ("active", None, "user", None)
     finally:
         store.close()
 
 
 def test_a_session_transcript_supersedes_automatically_only_between_known_names() -> None:
-    older = Pair("helpers", "Formatting helpers call format_row for every table.", None, "x")
+    # `fmtkit` is a tool only the graph knows (an entity both memories mention), `format_row`
+    # nothing at all: a word the rules may never take as the replaced thing.
+    fmtkit = Name("fmtkit", ("fmtkit",), "tool")
+    helpers = Pair("helpers", "Formatting helpers call format_row for every table.", None, "x")
+    graph = Pair("graph", "Tables are formatted with fmtkit.", None, "fmtkit", (fmtkit,))
     tools = Pair("packaging", "The importer is packaged with Poetry.", None, "Poetry")
-    text = "Replace format_row with render_row in the helpers. Switched from Poetry to uv."
+    text = (
+        "Replace format_row with render_row in the helpers. Replace fmtkit with tabulate"
+        " for tables. Switched from Poetry to uv."
+    )
     for session, expected in ((False, "auto"), (True, "candidate")):
-        job = SupersedeJob("newer", text, [older, tools], session=session)
+        job = SupersedeJob("newer", text, [helpers, graph, tools], session=session)
         judge_pairs(job)
-        assert Tiers().tier(job.verdicts["helpers"].confidence) == expected
+        assert "helpers" not in job.verdicts
+        assert Tiers().tier(job.verdicts["graph"].confidence) == expected
         assert Tiers().tier(job.verdicts["packaging"].confidence) == "auto"
 
 

@@ -49,6 +49,16 @@ async def supersede_candidates(
     return page(rows[offset : offset + limit + 1], limit, offset)
 
 
+@router.get("/automatic")
+async def automatic_supersedes(
+    api: Api, scope: ScopeQuery = None, limit: Limit = 100, offset: Offset = 0
+) -> Page[SupersedeRow]:
+    """Automatic supersede decisions (active and candidates): the rule or model that made
+    each, its rules version and its evidence, newest first."""
+    rows = await api.runner.read(api.service.automatic_supersedes, scope_param(scope))
+    return page(rows[offset : offset + limit + 1], limit, offset)
+
+
 async def _decide(
     api: Api,
     actor: str,

@@ -1,6 +1,7 @@
 """`memoryd supersede …`: the candidates supersede judging left for a human, and decisions.
 
     memoryd supersede list [--scope P]       candidates waiting (judged 0.5–0.85)
+    memoryd supersede list --auto            automatic decisions: rule, version, evidence
     memoryd supersede accept NEW OLD         the older memory is superseded from now on
     memoryd supersede reject NEW OLD         both stay current; the pair is not proposed again
     memoryd supersede undo NEW OLD           an active supersede (automatic or not) is undone
@@ -33,15 +34,49 @@ DigestOpt = Annotated[
 ]
 
 
+AutoOpt = Annotated[
+    bool,
+    typer.Option(
+        "--auto",
+        help="List the automatic decisions (active and candidates) with the rule that made"
+        " each, its version and its evidence, instead of the candidates waiting.",
+    ),
+]
+
+
 @supersede_app.command("list")
-def supersede_list(scope: ScopeOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """Supersede candidates waiting for a decision, most confident first."""
-    rows = run(home, lambda svc: svc.supersede_candidates(scope))
+def supersede_list(
+    scope: ScopeOpt = None, home: HomeOpt = None, as_json: JsonOpt = False, auto: AutoOpt = False
+) -> None:
+    """Supersede candidates waiting for a decision, most confident first (--auto: the
+    automatic decisions, newest first)."""
+    if auto:
+        rows = run(home, lambda svc: svc.automatic_supersedes(scope))
+    else:
+        rows = run(home, lambda svc: svc.supersede_candidates(scope))
     if as_json:
         emit_json(rows)
         return
     if not rows:
-        typer.echo("no supersede candidates")
+        typer.echo("no automatic supersedes" if auto else "no supersede candidates")
+        return
+    if auto:
+        print_table(
+            ["newer", "older", "status", "confidence", "judge", "rules", "evidence"],
+            [
+                [
+                    r.newer,
+                    r.older,
+                    r.status,
+                    f"{r.confidence:.2f}",
+                    r.judge or "",
+                    "" if r.rules is None else str(r.rules),
+                    r.reason or "",
+                ]
+                for r in rows
+            ],
+            wrap=("evidence",),
+        )
         return
     print_table(
         ["newer", "older", "confidence", "judge", "reason"],

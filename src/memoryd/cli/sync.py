@@ -187,6 +187,8 @@ def _describe(report: ImportReport) -> None:
         typer.echo(f"{verb}merge entity {merged}")
     for alias in report.aliases_added:
         typer.echo(f"{verb}alias {alias}")
+    if report.superseded:
+        typer.echo(f"the added memories supersede {report.superseded} older ones here")
     if report.identity_snapshot in ("written", "conflict"):
         typer.echo(f"identity snapshot: {verb}{report.identity_snapshot}")
     typer.echo(

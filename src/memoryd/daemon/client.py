@@ -591,6 +591,11 @@ class RemoteService(MemoryAPI):
         pages = self._pages(SupersedeRow, "/v1/supersedes/candidates", params, None, PAGE)
         return [row for items in pages for row in items]
 
+    def automatic_supersedes(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        params = {"scope": scope_hash_of(scope)}
+        pages = self._pages(SupersedeRow, "/v1/supersedes/automatic", params, None, PAGE)
+        return [row for items in pages for row in items]
+
     def decide_supersede(
         self,
         newer: str,

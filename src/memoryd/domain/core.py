@@ -229,6 +229,10 @@ class ServiceCore:
         self.supersede_settings = SupersedeSettings()
         """Supersede judging's tiers and limits (config `[supersede]`)."""
         self.llm_judge_inline = True
+        self.status_speakers: dict[str, set[str]] = {}
+        """Per scope, the judged memories whose body has a status word ("Superseded by"):
+        read once per scope by one scan, then kept up by `judge_written`; dropped by the
+        writes that change bodies wholesale (sync import, merge, reindex)."""
         """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
         must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
         `judge_queue` and its worker judges them off the writer, after a restart too."""
@@ -276,6 +280,7 @@ class ServiceCore:
     """Provided by `domain.guarding.Guarding`."""
 
     judge_supersedes: Callable[..., list[SupersedeDecision]]
+    judge_written: Callable[..., list[tuple[str, str]]]
     """Provided by `domain.superseding.Superseding`: writes judge what they may replace."""
     profile_rewrite: Callable[..., Any]
     profile_report: Callable[..., Any]
@@ -812,32 +817,10 @@ class ServiceCore:
         except MemorydError as exc:  # the memory is written; `analyze-session` scores it
             logger.warning("session memories not queued for DURA scoring: %s", exc)
 
-    def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> None:
-        """Judge new long-term memories against the older ones they may replace. A failure is
-        logged: the memory is written, and `memoryd supersede judge SLUG` can run it again."""
-        judged = [
-            m
-            for m in memories
-            if m.meta.type.long_term
-            and not m.sensitive  # the graph holds no entities of it to judge against
-            and (m.meta.observations or m.meta.relations)
-        ]
-        if len(judged) > SUPERSEDE_BULK_LIMIT:
-            logger.info(
-                "%d memories imported: too many to judge supersedes now; run"
-                " `memoryd supersede judge SLUG` for those that matter",
-                len(judged),
-            )
-            return
-        inline = use_llm and self.llm_judge_inline
-        for memory in judged:
-            try:
-                self.judge_supersedes(memory.slug, use_llm=inline)
-            except MemorydError as exc:
-                logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
-                continue
-            if use_llm and not inline and self.llm is not None:
-                self.governance.queue_judges([memory.slug], self.clock())
+    def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> list[tuple[str, str]]:
+        """Judge new long-term memories against the older ones they may replace
+        (`Superseding.judge_written`): the (newer, older) supersedes written."""
+        return self.judge_written(memories, use_llm=use_llm)
 
     def _dura_input(
         self, memory: Memory, scope: ScopeInfo | None, rules: Extraction

@@ -121,7 +121,8 @@ class Entities(ServiceCore):
             " OPTIONAL MATCH (o)-[:MENTIONS]->(eo:Entity {id: $id})"
             " WITH n, r, o, en, eo WHERE r.entity_id = $id OR en IS NOT NULL OR eo IS NOT NULL"
             " RETURN DISTINCT n.slug, o.slug, r.entity_id, r.confidence, r.decided_at,"
-            " r.decided_by, r.reason, r.status, r.judge ORDER BY r.decided_at, n.slug, o.slug",
+            " r.decided_by, r.reason, r.status, r.judge, r.rules"
+            " ORDER BY r.decided_at, n.slug, o.slug",
             {"id": eid},
             limit=10_000,
         )

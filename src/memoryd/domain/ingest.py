@@ -76,7 +76,12 @@ class Ingest(ServiceCore):
                 self._write_batch(batch, sync_each=not bulk)
                 written.extend(batch)
         self._queue_sessions(written)
-        self._judge_written(written, use_llm=not bulk)
+        superseded = self._judge_written(written, use_llm=not bulk)
+        if superseded:
+            logger.info("%d memories recorded; they supersede %d", len(written), len(superseded))
+            # The result shows the decisions judging wrote into the new memories' files.
+            changed = {newer for newer, _ in superseded}
+            written = [self._load(m.slug) if m.slug in changed else m for m in written]
         return written
 
     # -- graph facts (the MCP memory-server tools) ----------------------------------------

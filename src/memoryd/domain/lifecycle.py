@@ -76,6 +76,7 @@ class Lifecycle(Recalling):
 
     def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
         """Fold the `drop` memories into `keep` (`memoryd.governance.merge`)."""
+        self.status_speakers.clear()  # the kept memory's body may gain a status line
         self._require_writable("merge memories")
         self.flush_recall_stats()  # the counts being summed are in the files
         result = merge(

@@ -240,6 +240,7 @@ class Maintenance(ServiceCore):
         interrupted reindex leaves the previous graph and index usable. The vault is
         streamed in batches, so memory stays flat however large it is.
         """
+        self.status_speakers.clear()
         self._require_writable("reindex")
         started = time.perf_counter()
         skipped: list[str] = []

@@ -5,16 +5,18 @@ human's decisions on candidates (the rules and the LLM judge live in
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from memoryd.domain.core import ServiceCore
-from memoryd.errors import InvalidInput, NotFound, PolicyDenied
-from memoryd.governance import supersede
+from memoryd.domain.core import SUPERSEDE_BULK_LIMIT, ServiceCore
+from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
+from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.store import SupersedeRow
-from memoryd.models import SupersedeDecision
+from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -28,14 +30,19 @@ class Superseding(ServiceCore):
         cfg = self.supersede_settings
         return supersede.Tiers(auto=cfg.auto_threshold, candidate=cfg.candidate_threshold)
 
-    def prepare_supersede(self, slug: str) -> supersede.SupersedeJob | None:
+    def prepare_supersede(
+        self, slug: str, pairs: list[supersede.Pair] | None = None
+    ) -> supersede.SupersedeJob | None:
         """A read: the older memories this one may replace, with the rules' verdicts; None
-        when there is nothing to judge (a sensitive memory's text never leaves its file)."""
+        when there is nothing to judge (a sensitive memory's text never leaves its file).
+        `pairs`: found already for a batch (`find_pairs_many`)."""
         memory = self._load(slug)
         scope = self.vault.read_scope(memory.meta.scope_hash)
         if sensitive(memory, scope):
             return None
-        pairs = supersede.find_pairs(self.graph, memory, limit=self.supersede_settings.max_pairs)
+        if pairs is None:
+            limit = self.supersede_settings.max_pairs
+            pairs = supersede.find_pairs(self.graph, memory, limit=limit)
         if not pairs:
             return None
         text = supersede.pair_texts(memory.meta.title, memory.body)
@@ -85,10 +92,341 @@ class Superseding(ServiceCore):
             self._replace_everywhere(old, new, event_type="supersede", details=details)
         return decisions
 
-    def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
+    # -- explicit status lines ("Superseded by ADR-0036") ---------------------------------
+    def _speakers(self, scope_hash: str, new: Sequence[Memory] = ()) -> set[str]:
+        """The scope's memories whose body has a status word: one scan of the scope the first
+        time (0.6 s at 5,000 memories), then what `new` adds."""
+        known = self.status_speakers.get(scope_hash)
+        if known is None:
+            rows = self.graph.cypher(
+                "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
+                " AND NOT o.sensitive AND o.decay_state <> 'forgotten'"
+                " AND regexp_matches(o.body, $words) RETURN o.slug",
+                {
+                    "scope": scope_hash,
+                    "types": list(supersede.JUDGED_TYPES),
+                    "words": status_lines.STATUS_KEYWORDS,
+                },
+                limit=1_000_000,
+            ).rows
+            known = self.status_speakers[scope_hash] = {str(r[0]) for r in rows}
+        known |= {
+            m.slug
+            for m in new
+            if m.meta.scope_hash == scope_hash and re.search(status_lines.STATUS_KEYWORDS, m.body)
+        }
+        return known
+
+    def _status_records(
+        self, scope_hash: str, new: Sequence[Memory] = ()
+    ) -> tuple[list[status_lines.Record], list[status_lines.Record]]:
+        """The scope's judged memories as status-line references can name them, and those of
+        them whose body has a status word (the rest are read only as far as a first heading);
+        nothing when the scope has no status line."""
+        speaking = self._speakers(scope_hash, new)
+        if not speaking:
+            return [], []
+        # Plain queries: kuzu 0.11.3 returned some rows twice and others not at all for
+        # `WITH o, regexp_matches(…) AS says RETURN … CASE WHEN says …` over the same match.
+        rows = self.graph.cypher(
+            "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
+            " AND NOT o.sensitive AND o.decay_state <> 'forgotten'"
+            " RETURN o.slug, o.title, o.tags, o.source, substring(o.body, 1, 600)",
+            {"scope": scope_hash, "types": list(supersede.JUDGED_TYPES)},
+            limit=1_000_000,
+        ).rows
+        said = self.graph.cypher(
+            "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.body",
+            {"slugs": sorted(speaking)},
+            limit=1_000_000,
+        ).rows
+        bodies = {str(slug): str(body or "") for slug, body in said}
+        records: list[status_lines.Record] = []
+        speakers: list[status_lines.Record] = []
+        for slug, title, tags, source, head in rows:
+            record = status_lines.Record(
+                str(slug),
+                str(title or ""),
+                bodies.get(str(slug), str(head or "")),
+                tuple(tags or ()),
+                str(source or ""),
+            )
+            records.append(record)
+            if record.slug in bodies:
+                speakers.append(record)
+        return records, speakers
+
+    def apply_status_lines(
+        self, scope_hash: str, slugs: Collection[str] | None = None, new: Sequence[Memory] = ()
+    ) -> list[tuple[str, str]]:
+        """Write what the scope's status lines state ("Superseded by ADR-0036", "Supersedes:
+        0004", "Amended by …") between its records, for the links that touch `slugs` (None:
+        all of them). A replacement is an automatic supersede quoting the line; an amendment
+        a `cites` relation labelled `amends` in the amending memory's file. A pair a person
+        decided is left as it is. Returns the (newer, older) supersedes written."""
+        records, speakers = self._status_records(scope_hash, new)
+        if not speakers:
+            return []
+        wanted = None if slugs is None else set(slugs)
+        links = [
+            link
+            for link in status_lines.links(records, speakers)
+            if wanted is None or {link.newer, link.older, link.said_by} & wanted
+        ]
+        by_newer: dict[str, list[status_lines.Link]] = {}
+        for link in links:
+            by_newer.setdefault(link.newer, []).append(link)
+        written: list[tuple[str, str]] = []
+        for newer, group in by_newer.items():
+            try:
+                written += [(newer, older) for older in self._write_status_links(newer, group)]
+            except MemorydError as exc:
+                logger.warning("status lines of %s not recorded: %s", newer, exc)
+        return written
+
+    def _write_status_links(self, newer: str, links: Sequence[status_lines.Link]) -> list[str]:
+        with self._file_lock(newer):
+            old = self._load(newer)
+            now = self.clock()
+            current = {d.older: d for d in old.meta.supersede_decisions}
+            decisions: list[SupersedeDecision] = []
+            relations = list(old.meta.relations)
+            cited = {(r.object, r.label) for r in relations if r.predicate is Predicate.CITES}
+            added: list[str] = []
+            for link in links:
+                reason = f'status line of {link.said_by}: "{link.line}"'
+                if link.kind == "amends":
+                    if (link.older, "amends") not in cited:
+                        relations.append(
+                            RelationRef(
+                                predicate=Predicate.CITES,
+                                object=link.older,
+                                label="amends",
+                                confidence=supersede.STATUS,
+                            )
+                        )
+                        cited.add((link.older, "amends"))
+                        added.append(link.older)
+                    continue
+                d = current.get(link.older)
+                by_hand = d is None and link.older in old.meta.supersedes
+                if by_hand or (d is not None and d.decided_by != "auto"):
+                    continue  # a person's decision stands
+                if d is not None and d.judge == supersede.STATUS_JUDGE and d.status == "active":
+                    continue
+                decisions.append(
+                    SupersedeDecision(
+                        older=link.older,
+                        status=SupersedeStatus.ACTIVE,
+                        confidence=supersede.STATUS,
+                        decided_by="auto",
+                        decided_at=now,
+                        judge=supersede.STATUS_JUDGE,
+                        reason=reason[:2000],
+                        rules=supersede.RULES_VERSION,
+                    )
+                )
+            if not decisions and not added:
+                return []
+            changes = supersede.with_decisions(old, decisions)
+            if added:
+                changes["relations"] = relations
+            new = self._edited(old, changes, old.path)
+            details = {
+                "decisions": [
+                    {
+                        "older": d.older,
+                        "status": d.status.value,
+                        "confidence": d.confidence,
+                        "judge": d.judge,
+                        "reason": d.reason,
+                    }
+                    for d in decisions
+                ],
+                "amends": added,
+            }
+            self._replace_everywhere(old, new, event_type="supersede", details=details)
+        return [d.older for d in decisions]
+
+    def judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> list[tuple[str, str]]:
+        """Judge newly written long-term memories the same way, one write or an import: the
+        status lines of their scopes first (a record that names the one it replaces, or the
+        one that replaces it, recorded before or after it), then the rules for each memory
+        in `created_at` order. A failure is logged: the memories are written, and `memoryd
+        supersede judge SLUG` runs it again. Returns the (newer, older) supersedes written."""
+        judged = sorted(
+            (
+                m
+                for m in memories
+                if m.meta.type.long_term and not m.sensitive  # no entities of it in the graph
+            ),
+            key=lambda m: (m.meta.created_at, m.slug),
+        )
+        if len(judged) > SUPERSEDE_BULK_LIMIT:
+            logger.info(
+                "%d memories imported: too many to judge supersedes now; run"
+                " `memoryd supersede judge SLUG` for those that matter",
+                len(judged),
+            )
+            return []
+        written: list[tuple[str, str]] = []
+        slugs = {m.slug for m in judged}
+        for scope_hash in dict.fromkeys(m.meta.scope_hash for m in judged):
+            try:
+                written += self.apply_status_lines(scope_hash, slugs, judged)
+            except MemorydError as exc:
+                logger.warning("status lines of scope %s not read: %s", scope_hash, exc)
+        inline = use_llm and self.llm_judge_inline
+        linked = [m for m in judged if m.meta.observations or m.meta.relations]
+        try:
+            found = supersede.find_pairs_many(
+                self.graph, linked, limit=self.supersede_settings.max_pairs
+            )
+        except MemorydError as exc:
+            logger.warning("supersede pairs of %d memories not found: %s", len(linked), exc)
+            return written
+        edges: set[tuple[str, str]] = set()  # the decisions of this loop, candidates too
+        for memory in linked:  # the rest share no entity with anything: no pair
+            # Memories written in the same second are older to each other: the one judged
+            # first may have replaced this one meanwhile.
+            taken = {newer for newer, older in edges if older == memory.slug}
+            pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
+            try:
+                decisions = self.judge_supersedes(memory.slug, use_llm=inline, pairs=pairs)
+            except MemorydError as exc:
+                logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
+                continue
+            written += [
+                (memory.slug, d.older) for d in decisions if d.status is SupersedeStatus.ACTIVE
+            ]
+            edges |= {(memory.slug, d.older) for d in decisions}
+            if use_llm and not inline and self.llm is not None:
+                self.governance.queue_judges([memory.slug], self.clock())
+        return written
+
+    # -- repair: automatic decisions an older version of the rules made -----------------
+    def repair_supersedes(self) -> int:
+        """Judge again, with the current rules, every automatic decision an older version of
+        the rules made (on open; one query when nothing is owed). Each is kept, changed
+        (automatic ↔ candidate) or removed, with a `supersede` audit event per rewritten
+        memory listing what happened to each pair; the status lines of the scopes touched
+        are read afterwards. A person's decision and the LLM's are never touched. Returns how
+        many decisions changed or were removed."""
+        self._require_writable("repair supersede decisions")
+        owed = self.graph.cypher(
+            "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.decided_by = 'auto'"
+            " AND r.judge STARTS WITH 'rule:' AND (r.rules IS NULL OR r.rules < $version)"
+            " RETURN DISTINCT n.slug, n.scope_hash",
+            {"version": supersede.RULES_VERSION},
+            limit=1_000_000,
+        ).rows
+        if not owed:
+            return 0
+        changed = 0
+        scopes: dict[str, None] = {}
+        for slug, scope_hash in owed:
+            scopes[str(scope_hash)] = None
+            try:
+                changed += self._rejudge(str(slug))
+            except MemorydError as exc:
+                logger.warning("supersede decisions of %s not judged again: %s", slug, exc)
+        for scope_hash in scopes:
+            try:
+                self.apply_status_lines(scope_hash)
+            except MemorydError as exc:
+                logger.warning("status lines of scope %s not read: %s", scope_hash, exc)
+        logger.info(
+            "judged again %d memories' automatic supersedes made by older rules: %d changed",
+            len(owed),
+            changed,
+        )
+        return changed
+
+    def _rejudge(self, slug: str) -> int:
+        tiers = self.supersede_tiers
+        with self._file_lock(slug):
+            old = self._load(slug)
+            owed = [
+                d
+                for d in old.meta.supersede_decisions
+                if d.decided_by == "auto"
+                and (d.judge or "").startswith("rule:")
+                and (d.rules is None or d.rules < supersede.RULES_VERSION)
+            ]
+            if not owed:
+                return 0
+            newer_text = supersede.pair_texts(old.meta.title, old.body)
+            verdicts: dict[str, supersede.Verdict] = {}
+            for d in owed:
+                pair = supersede.pair_of(self.graph, slug, d.older)
+                if pair is None:
+                    continue  # the older memory is gone or forgotten: nothing to replace
+                verdict = supersede.judge_by_rules(newer_text, pair.older_text, pair.known)
+                if verdict is not None:
+                    verdicts[d.older] = verdict
+            current = sum(
+                1
+                for d in old.meta.supersede_decisions
+                if d.status is SupersedeStatus.ACTIVE
+                and d.rules == supersede.RULES_VERSION
+                and d.judge != supersede.STATUS_JUDGE
+            )
+            supersede.limit_fan_out(verdicts, tiers, already=current)
+            now = self.clock()
+            outcome: dict[str, SupersedeDecision | None] = {}
+            report: list[dict[str, object]] = []
+            for d in owed:
+                verdict = verdicts.get(d.older)
+                status = None if verdict is None else tiers.status(verdict.confidence)
+                if verdict is None or status is None:
+                    outcome[d.older] = None
+                    report.append({"older": d.older, "was": d.status.value, "now": "removed"})
+                    continue
+                outcome[d.older] = d.model_copy(
+                    update={
+                        "status": status,
+                        "confidence": verdict.confidence,
+                        "judge": verdict.judge,
+                        "reason": verdict.reason,
+                        "rules": supersede.RULES_VERSION,
+                        "decided_at": now,
+                    }
+                )
+                report.append(
+                    {
+                        "older": d.older,
+                        "was": d.status.value,
+                        "now": "kept" if status is d.status else status.value,
+                        "judge": verdict.judge,
+                        "reason": verdict.reason,
+                    }
+                )
+            kept = [
+                d
+                for d in (outcome.get(d.older, d) for d in old.meta.supersede_decisions)
+                if d is not None
+            ]
+            active = [d.older for d in kept if d.status is SupersedeStatus.ACTIVE]
+            supersedes = [s for s in old.meta.supersedes if s not in outcome or s in active]
+            supersedes += [s for s in active if s in outcome and s not in supersedes]
+            new = self._edited(
+                old, {"supersede_decisions": kept, "supersedes": supersedes}, old.path
+            )
+            details = {"rules": supersede.RULES_VERSION, "rejudged": report}
+            self._replace_everywhere(old, new, event_type="supersede", details=details)
+        return sum(1 for r in report if r["now"] != "kept")
+
+    def automatic_supersedes(self, scope: Path | str | None = None) -> list[SupersedeRow]:
+        """The automatic supersede decisions (active and candidates), with the rule or model
+        that made them, its version and its evidence: `memoryd supersede list --auto`."""
+        return supersede.automatic(self.graph, self.scope_hash_of(scope))
+
+    def judge_supersedes(
+        self, slug: str, *, use_llm: bool = True, pairs: list[supersede.Pair] | None = None
+    ) -> list[SupersedeDecision]:
         """Judge whether this memory replaces older ones, and record what was decided."""
         self._require_writable("judge supersedes")
-        job = self.prepare_supersede(slug)
+        job = self.prepare_supersede(slug, pairs)
         if job is None:
             return []
         if use_llm:

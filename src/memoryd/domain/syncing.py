@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.audit import AuditEvent
-from memoryd.domain.core import BULK_BATCH, ServiceCore, search_doc
+from memoryd.domain.core import BULK_BATCH, SUPERSEDE_BULK_LIMIT, ServiceCore, search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import EntityRow
@@ -898,6 +898,7 @@ class Syncing(ServiceCore):
         return self.vault.path_for(memory)
 
     def _apply(self, plan: _Plan, doc: RemoteDocument) -> None:
+        self.status_speakers.clear()  # bodies change wholesale: read the status lines again
         for info in plan.mark:
             self._mark_for_import(info)  # first: a keyring that cannot keep a key stops here
         for info in plan.scopes:
@@ -977,8 +978,10 @@ class Syncing(ServiceCore):
         )
 
     def _apply_adds(self, doc: RemoteDocument, plan: _Plan, details: dict[str, Any]) -> None:
-        """New memories, read from the file again batch by batch, then their links."""
+        """New memories, read from the file again batch by batch, then their links; then
+        supersede judging of the added long-term memories, as `record_many` judges."""
         linked: list[Memory] = []
+        judged: list[Memory] = []
         with fewer_collections():
             for start in range(0, len(plan.adds), BULK_BATCH):
                 chunk = plan.adds[start : start + BULK_BATCH]
@@ -990,6 +993,12 @@ class Syncing(ServiceCore):
                         meta.supersedes or meta.supersede_decisions or meta.promoted_from
                     ):
                         linked.append(memory)
+                    if (
+                        meta.forgotten_at is None
+                        and meta.type.long_term
+                        and len(judged) <= SUPERSEDE_BULK_LIMIT  # past it, none is judged
+                    ):
+                        judged.append(memory)
                 self._add_batch(batch, details)
         for start in range(0, len(linked), BULK_BATCH):
             self.graph.link_memories(linked[start : start + BULK_BATCH])
@@ -999,6 +1008,7 @@ class Syncing(ServiceCore):
             for memory in sealed:
                 plan.base[memory.slug] = SyncBase.pack(digests(memory))
             self._add_batch(sealed, details)
+        plan.report.superseded = len(self._judge_written(judged, use_llm=False))
 
     def _add_batch(self, batch: list[Memory], details: dict[str, Any]) -> None:
         """Write imported memories as they are (slug, times, state): vault, graph, index,

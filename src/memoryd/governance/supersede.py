@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache
 from typing import Any, Literal
@@ -39,9 +39,26 @@ WENT_BACK = 0.9
 SWITCH_TO_SAME_KIND = 0.88
 PARTIAL = 0.6
 SINGLE_VALUED = 0.65
+FAN_OUT = 0.7
+"""One of many older memories a newer one would replace at once: a candidate."""
+STATUS = 0.99
+"""A status line of one record names the other ("Superseded by ADR-0036")."""
+STATUS_JUDGE = "rule:status-line"
+RULES_VERSION = 2
+"""The version of the rules that made an automatic decision, kept with it: a data dir whose
+automatic decisions an older version made gets them judged again on open. 1 (unrecorded):
+any word after "no longer" / "instead of" was a replaced thing; 2: only a known name, an
+explicit status line, at most `MAX_AUTOMATIC` at once."""
 HEDGED = 0.35
 """A transition that is only considered, planned or asked about: the newer memory does not
 present it as the current state."""
+
+CHOICE_TYPES = frozenset({"tool", "library", "concept"})
+"""Entity types that can be a replaced choice (a tool, library, service, protocol); concepts
+come only from the curated lexicon (protocols) or, from the graph, never."""
+
+GRAPH_CHOICE_TYPES = frozenset({"tool", "library"})
+"""Types of graph entities a rule may take as the replaced thing besides the lexicon's."""
 
 SINGLE_VALUED_KINDS = frozenset({"database", "framework", "build-tool", "runtime", "cloud"})
 """Lexicon kinds of which a role has one current choice (a package manager, a framework…)."""
@@ -109,6 +126,8 @@ def _lexicon() -> dict[str, Name]:
     for entry in load_lexicon():
         if not entry.kind and entry.source != "curated":
             continue  # package-registry names: too many are ordinary words
+        if entry.type.value not in CHOICE_TYPES:
+            continue  # a company, a person or a place is not a choice a record replaces
         name = Name(entry.name, (entry.name, *entry.aliases), entry.kind)
         for surface in name.surfaces:
             found.setdefault(surface.casefold(), name)
@@ -139,44 +158,66 @@ def _lexicon_pattern() -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.@/-])(?:{alts})(?![\w-]|\.\w)", re.IGNORECASE)
 
 
-def names_in(text: str) -> list[tuple[int, Name]]:
-    """Known names in the text with their offsets, in order."""
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def names_in(
+    text: str, known: Sequence[Name] = (), *, chinese: bool | None = None
+) -> list[tuple[int, Name]]:
+    """Known names in the text with their offsets, in order: the lexicon's, and `known`
+    (entities of the graph both memories mention)."""
     lex = _lexicon()
-    return [
+    # Case tells "Black" the formatter from "black" the colour in English; in Chinese text a
+    # Latin word is a name however it is written ("格式化工具用 black").
+    if chinese is None:
+        chinese = _CJK.search(text) is not None
+    found = [
         (m.start(), lex[m.group(0).casefold()])
         for m in _lexicon_pattern().finditer(text)
-        if _is_name(m.group(0))
+        if chinese or _is_name(m.group(0))
     ]
+    for name in known:
+        if name.surfaces[0].casefold() in lex:
+            continue
+        found += [(m.start(), name) for m in name.pattern.finditer(text)]
+    return sorted(found, key=lambda item: item[0])
 
 
-_SLOT_END = re.compile(
+def name_of(
+    slot: str, known: Sequence[Name] = (), *, within: int = 12, context: str = ""
+) -> Name | None:
+    """The thing a captured slot names: a lexicon name or a known entity at its start
+    (within `within` characters). Any other word ("be", "to", "need", a person) names
+    nothing a memory could replace. `context`: the sentence the slot is from."""
+    slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
+    found = names_in(slot[:60], known, chinese=_CJK.search(context or slot) is not None)
+    if found and found[0][0] <= within:
+        return found[0][1]
+    return None
+
+
+_NEW_END = re.compile(
     r"\s+(?:for|in|on|at|because|since|as|so|to|and|but|which|that|when|after|before|"
-    r"across|with|via|from|now|because)\b|[,;:!?()\[\]，。；：！？、（）]|\.(?!\w)|的|来|做|作为|因为|后|了",
+    r"across|with|via|from|now)\b|[,;:!?()\[\]，。；：！？、（）]|\.(?!\w)|的|来|做|作为|因为|后|了",
     re.IGNORECASE,
 )
-_WORD = re.compile(r"[A-Za-z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*){0,2}|[\u4e00-\u9fff]{2,6}")
+_NEW_WORD = re.compile(r"[A-Za-z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*){0,2}|[\u4e00-\u9fff]{2,6}")
 
 
-def name_of(slot: str) -> Name | None:
-    """The thing a captured slot names: a lexicon name at its start, else its first words."""
+def new_of(slot: str, known: Sequence[Name] = (), *, context: str = "") -> Name | None:
+    """What a change moves to: a known name, else the first words of the slot. Only the
+    new side may be a name memoryd does not know ("replaced Celery with Dramatiq"): the
+    replaced side is what an older memory is matched on, and must be a known name."""
+    found = name_of(slot, known, context=context)
+    if found is not None:
+        return found
     slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
-    known = names_in(slot[:60])
-    if known and known[0][0] <= 12:
-        return known[0][1]
-    cut = _SLOT_END.search(slot)
-    head = (slot[: cut.start()] if cut else slot).strip()
-    word = _WORD.match(head)
+    cut = _NEW_END.search(slot)
+    word = _NEW_WORD.match((slot[: cut.start()] if cut else slot).strip())
     if word is None:
         return None
     text = word.group(0).strip()
-    if text.casefold() in _STOP_SLOTS:
-        return None
     return Name(text, (text,))
-
-
-_STOP_SLOTS = frozenset(
-    {"it", "this", "that", "them", "us", "we", "our", "the", "a", "an", "there", "here", "one"}
-)
 
 
 # --------------------------------------------------------------------------- patterns
@@ -270,7 +311,7 @@ _NO_LONGER = [
         "no-longer",
         _rx(
             r"\b(?:no longer|not\s+(?:using|use)\s+\S+\s+any\s?more|stopped|stop|don't|do not|"
-            r"won't|will not)\s+(?:use|using|run|running|rely on|relying on|need|depend on)?\s*"
+            r"won't|will not)\s+(?:use|using|run|running|rely on|relying on|need|depend on)\s+"
             rf"(?P<old>{_NG})(?=$|[\s,.;:!?)])"
         ),
     ),
@@ -286,7 +327,8 @@ _SWITCH_TO = [
         "switch-to",
         _rx(
             r"\b(?:switched|migrated|moved|changed|standardi[sz]ed|converted|are switching|"
-            r"have switched|have moved|have migrated)\s+(?:\w+\s+){0,4}?(?:to|on|onto|over to)\s+"
+            r"have switched|have moved|have migrated|will switch|will migrate|will move)\s+"
+            r"(?:\w+\s+){0,4}?(?:to|on|onto|over to)\s+"
             rf"(?P<new>{_NG})(?=$|[\s,.;:!?)])"
         ),
     ),
@@ -417,33 +459,36 @@ def subject_before(sentence: str, start: int) -> set[str]:
     return words - _SUBJECT_STOP
 
 
-def transitions(text: str) -> list[Transition]:
+def transitions(text: str, known: Sequence[Name] = ()) -> list[Transition]:
     """The changes of choice a text states, sentence by sentence: in each, the first kind of
-    wording that applies (a return, both sides named, one side named)."""
+    wording that applies (a return, both sides named, one side named). Each side is a name
+    the lexicon or `known` holds; wording about anything else states no change of choice."""
     out: list[Transition] = []
     for sentence in _sentences(text):
         for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
-            found = reader(sentence)
+            found = reader(sentence, known)
             if found:
                 out.extend(found)
                 break
     return out
 
 
-def _went_back(sentence: str) -> list[Transition]:
+def _went_back(sentence: str, known: Sequence[Name]) -> list[Transition]:
     back = _WENT_BACK.search(sentence)
     if back is None:
         return []
     tried = _TRIED.search(sentence)
-    old = name_of(tried.group("old")) if tried else None
-    return [Transition("went-back", old, name_of(back.group("new")), sentence)]
+    old = name_of(tried.group("old"), known, context=sentence) if tried else None
+    new = new_of(back.group("new"), known, context=sentence)
+    return [Transition("went-back", old, new, sentence)]
 
 
-def _from_to(sentence: str) -> list[Transition]:
+def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     out: list[Transition] = []
     for rule, rx in _FROM_TO:
         for m in rx.finditer(sentence):
-            old, new = name_of(m.group("old")), name_of(m.group("new"))
+            old = name_of(m.group("old"), known, context=sentence)
+            new = new_of(m.group("new"), known, context=sentence)
             if old is not None and new is not None and old.name == new.name:
                 old, new = _versioned(m.group("old")), _versioned(m.group("new"))
             if old is not None and new is not None and old.name != new.name:
@@ -451,33 +496,43 @@ def _from_to(sentence: str) -> list[Transition]:
     return out
 
 
-def _instead_of(sentence: str) -> list[Transition]:
+_CLAUSE_BREAK = re.compile(r"\s[-–—]\s|[;:；：]|\bbut\b|但是?")
+
+
+def _instead_of(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _INSTEAD:
         m = rx.search(sentence)
         if m is not None:
-            old = name_of(m.group("old"))
-            before = [n for _, n in names_in(sentence[: m.start()])]
+            old = name_of(m.group("old"), known, context=sentence)
+            # The replacement is named in the same clause: in "doesn't need ElasticSearch
+            # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
+            clause = _CLAUSE_BREAK.split(sentence[: m.start()])[-1]
+            before = [n for _, n in names_in(clause, known)]
             new = before[-1] if before else None
-            if old is not None and (new is None or new.name != old.name):
+            # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
+            # names no replacement in its clause describes a practice, not a change.
+            if old is not None and new is not None and new.name != old.name:
                 return [Transition(rule, old, new, sentence)]
     return []
 
 
-def _no_longer(sentence: str) -> list[Transition]:
+def _no_longer(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _NO_LONGER:
         m = rx.search(sentence)
         if m is not None:
-            old = name_of(_FILLER.sub("", m.group("old")))
+            # What is no longer used is the verb's object: "don't support the AWS agent"
+            # is not "no longer uses AWS".
+            old = name_of(_FILLER.sub("", m.group("old")), known, within=0, context=sentence)
             if old is not None:
                 return [Transition(rule, old, None, sentence)]
     return []
 
 
-def _switch_to(sentence: str) -> list[Transition]:
+def _switch_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _SWITCH_TO:
         m = rx.search(sentence)
         if m is not None:
-            new = name_of(m.group("new"))
+            new = name_of(m.group("new"), known, context=sentence)
             if new is not None:
                 subject = frozenset(subject_before(sentence, m.start()))
                 return [Transition(rule, None, new, sentence, subject)]
@@ -529,12 +584,14 @@ def _roles(text: str) -> set[str]:
 # --------------------------------------------------------------------------- the rules
 
 
-def judge_by_rules(newer: str, older: str) -> Verdict | None:
+def judge_by_rules(newer: str, older: str, known: Sequence[Name] = ()) -> Verdict | None:
     """The deterministic judgement of whether `newer` supersedes `older`, or None when the
-    rules have nothing to say (the LLM judge, when configured, may)."""
+    rules have nothing to say (the LLM judge, when configured, may). `known`: entities of
+    the graph both memories mention (tools, libraries) that count as names besides the
+    lexicon's."""
     best: Verdict | None = None
-    for t in transitions(newer):
-        verdict = _judge_transition(t, newer, older)
+    for t in transitions(newer, known):
+        verdict = _judge_transition(t, newer, older, known)
         if verdict is not None and (best is None or verdict.confidence > best.confidence):
             best = verdict
     if best is None:
@@ -542,13 +599,15 @@ def judge_by_rules(newer: str, older: str) -> Verdict | None:
     return best
 
 
-def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
+def _judge_transition(
+    t: Transition, newer: str, older: str, known: Sequence[Name]
+) -> Verdict | None:
     hedged = _HEDGE.search(t.sentence) is not None
     if t.rule == "went-back":
         # "Tried Solid, went back to React": React is current. It replaces an older memory
         # that adopted what was tried (or any other value of the same kind), never one that
         # already held React.
-        if t.new is None or (asserts(older, t.new) and not _adopts(older, t.new)):
+        if t.new is None or (asserts(older, t.new) and not _adopts(older, t.new, known)):
             return None
         old = t.old if t.old is not None and asserts(older, t.old) else None
         if old is None:
@@ -589,7 +648,7 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
         )
     if not asserts(older, t.old):
         return None
-    if t.new is not None and asserts(older, t.new) and not _moved_away_from(older, t.new):
+    if t.new is not None and asserts(older, t.new) and not _moved_away_from(older, t.new, known):
         return None  # the older memory already held the new value: nothing it said changed
     confidence = NO_LONGER if t.new is None else EXPLICIT
     what = (
@@ -600,14 +659,14 @@ def _judge_transition(t: Transition, newer: str, older: str) -> Verdict | None:
     return _verdict(t.rule, confidence, hedged, t, t.old, older, what)
 
 
-def _adopts(older: str, name: Name) -> bool:
+def _adopts(older: str, name: Name, known: Sequence[Name]) -> bool:
     """The older memory says it moved to `name` (what a later "went back" undoes)."""
-    return any(t.new is not None and t.new.name == name.name for t in transitions(older))
+    return any(t.new is not None and t.new.name == name.name for t in transitions(older, known))
 
 
-def _moved_away_from(older: str, name: Name) -> bool:
+def _moved_away_from(older: str, name: Name, known: Sequence[Name]) -> bool:
     """The older memory itself moved away from `name` (so naming it is not holding it)."""
-    return any(t.old is not None and t.old.name == name.name for t in transitions(older))
+    return any(t.old is not None and t.old.name == name.name for t in transitions(older, known))
 
 
 def _same_kind_value(older: str, new: Name) -> Name | None:
@@ -617,9 +676,15 @@ def _same_kind_value(older: str, new: Name) -> Name | None:
     values = {
         n.name: n
         for _, n in names_in(older)
-        if n.kind == new.kind and n.name != new.name and asserts(older, n)
+        if n.kind == new.kind and n.name != new.name and not _family(n, new) and asserts(older, n)
     }
     return next(iter(values.values())) if len(values) == 1 else None
+
+
+def _family(a: Name, b: Name) -> bool:
+    """Names of one family ("AWS" and "AWS Lambda", "Azure DevOps" and "Azure"): a service
+    of a platform is not a rival choice to the platform."""
+    return a.name.split()[0].casefold() == b.name.split()[0].casefold()
 
 
 def _verdict(
@@ -663,7 +728,11 @@ def _single_valued(newer: str, older: str) -> Verdict | None:
     for name, new in new_values.items():
         if name in old_values:
             continue
-        rivals = [o for o in old_values.values() if o.kind == new.kind and o.name not in new_values]
+        rivals = [
+            o
+            for o in old_values.values()
+            if o.kind == new.kind and o.name not in new_values and not _family(o, new)
+        ]
         if len(rivals) != 1:
             continue
         old = rivals[0]
@@ -693,6 +762,9 @@ class Pair:
     older_text: str
     entity_id: str | None
     entity_name: str
+    known: tuple[Name, ...] = ()
+    """The tools and libraries of the graph both memories mention: names the rules may take
+    as the replaced thing besides the lexicon's."""
 
 
 @dataclass
@@ -717,7 +789,7 @@ a change between names the lexicon knows (tools, frameworks, databases) is autom
 def judge_pairs(job: SupersedeJob) -> None:
     """Run the rules over every pair of the job (pure: no store, no network)."""
     for pair in job.pairs:
-        verdict = judge_by_rules(job.newer_text, pair.older_text)
+        verdict = judge_by_rules(job.newer_text, pair.older_text, pair.known)
         if verdict is None:
             continue
         if job.session and (verdict.old is None or verdict.old.casefold() not in _lexicon()):
@@ -728,6 +800,35 @@ def judge_pairs(job: SupersedeJob) -> None:
                 verdict.old,
             )
         job.verdicts[pair.older] = verdict
+
+
+MAX_AUTOMATIC = 2
+"""The most older memories one newer memory replaces automatically. A record that would
+replace more at once is almost always restating a general choice (one ADR "superseded" 20
+on the real records): those verdicts wait for a human. Measured in bench/RESULTS.md."""
+
+
+def limit_fan_out(verdicts: dict[str, Verdict], tiers: Tiers, *, already: int = 0) -> None:
+    """Demote to candidates the automatic verdicts of a newer memory that would replace
+    more than `MAX_AUTOMATIC` older ones at once (an explicit status line is not counted:
+    a record may name several it replaces). `already`: automatic supersedes the newer
+    memory holds from earlier judging, counted with these."""
+    auto = [
+        older
+        for older, v in verdicts.items()
+        if v.confidence >= tiers.auto and v.judge != STATUS_JUDGE
+    ]
+    if len(auto) + already <= MAX_AUTOMATIC:
+        return
+    for older in auto:
+        v = verdicts[older]
+        verdicts[older] = Verdict(
+            round(min(v.confidence, FAN_OUT), 3),
+            f"{v.reason} (one of {len(auto) + already} older memories it would replace at once:"
+            " for a human to confirm)",
+            v.judge,
+            v.old,
+        )
 
 
 def needs_llm(job: SupersedeJob, tiers: Tiers, limit: int) -> list[Pair]:
@@ -799,7 +900,8 @@ _PAIRS_QUERY = (
     " WHERE o.scope_hash = n.scope_hash AND o.slug <> n.slug AND o.type IN $types"
     " AND o.created_at <= n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
     " AND NOT EXISTS { MATCH (o)-[:SUPERSEDES]->(n) }"
-    " RETURN o.slug, o.title, o.body, o.created_at, e.id, e.name, e.mention_count"
+    " RETURN o.slug, o.title, o.body, o.created_at, e.id, e.name, e.mention_count, e.type,"
+    " e.aliases"
     " ORDER BY o.created_at DESC, o.slug"
 )
 
@@ -811,27 +913,135 @@ def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
     and so is a memory that itself replaces the newer one. Timestamps are to the second: one
     written in the same second counts as older (judging runs as the newer one is written)."""
     decided = set(newer.meta.supersedes) | {d.older for d in newer.meta.supersede_decisions}
+    # A record it amends (a status line said so) is refined, not replaced.
+    decided |= {r.object for r in newer.meta.relations if r.label == "amends"}
     rows = graph.cypher(
         _PAIRS_QUERY, {"slug": newer.slug, "types": list(JUDGED_TYPES)}, limit=100_000
     ).rows
+    texts = {str(r[0]): pair_texts(str(r[1]), str(r[2] or "")) for r in rows}
+    return _pairs([r[:1] + r[3:] for r in rows], texts, decided, limit)
+
+
+def _pairs(
+    rows: Sequence[Sequence[Any]], texts: dict[str, str], decided: set[str], limit: int
+) -> list[Pair]:
+    """Rows of (older slug, created_at, entity id, name, mention count, type, aliases), newest
+    older first, as pairs: each with its most specific shared entity and the tools and
+    libraries both memories mention."""
     best: dict[str, tuple[int, Pair]] = {}
+    known: dict[str, dict[str, Name]] = {}
     order: list[str] = []
-    for slug, title, body, _created, eid, name, mentioned in rows:
+    for slug, _created, eid, name, mentioned, etype, aliases in rows:
         if slug in decided:
             continue
-        pair = Pair(str(slug), pair_texts(str(title), str(body or "")), str(eid), str(name))
+        if etype in GRAPH_CHOICE_TYPES and name:
+            surfaces = tuple(dict.fromkeys([str(name), *(str(a) for a in aliases or ())]))
+            known.setdefault(slug, {})[str(eid)] = Name(str(name), surfaces, str(etype))
+        pair = Pair(str(slug), texts[str(slug)], str(eid), str(name))
         count = int(mentioned or 0)
         if slug not in best:
             order.append(slug)
             best[slug] = (count, pair)
         elif count < best[slug][0]:
             best[slug] = (count, pair)
-    return [best[slug][1] for slug in order[:limit]]
+    return [
+        replace(best[slug][1], known=tuple(known.get(slug, {}).values())) for slug in order[:limit]
+    ]
+
+
+_PAIRS_MANY = (
+    "UNWIND $slugs AS s MATCH (n:Memory {slug: s})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash = n.scope_hash AND o.slug <> n.slug AND o.type IN $types"
+    " AND o.created_at <= n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
+    " AND NOT EXISTS { MATCH (o)-[:SUPERSEDES]->(n) }"
+    " AND NOT EXISTS { MATCH (n)-[:SUPERSEDES]->(o) }"
+    " RETURN n.slug, o.slug, o.created_at, e.id, e.name, e.mention_count, e.type, e.aliases"
+    " ORDER BY n.slug, o.created_at DESC, o.slug"
+)
+
+
+def find_pairs_many(
+    graph: GraphStore, newers: Sequence[Memory], *, limit: int
+) -> dict[str, list[Pair]]:
+    """`find_pairs` for a batch of newly written memories in two queries instead of one per
+    memory (an import judges hundreds). A pair with a SUPERSEDES edge either way is left out
+    (status lines were written first); what the newer memory's file decided otherwise is
+    left out as in `find_pairs`."""
+    if not newers:
+        return {}
+    rows = graph.cypher(
+        _PAIRS_MANY,
+        {"slugs": [m.slug for m in newers], "types": list(JUDGED_TYPES)},
+        limit=10_000_000,
+    ).rows
+    olders = sorted({str(r[1]) for r in rows})
+    texts = {
+        str(slug): pair_texts(str(title), str(body or ""))
+        for slug, title, body in graph.cypher(
+            "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body",
+            {"slugs": olders},
+            limit=10_000_000,
+        ).rows
+    }
+    by_newer: dict[str, list[Sequence[Any]]] = {}
+    for row in rows:
+        by_newer.setdefault(str(row[0]), []).append(row[1:])
+    out: dict[str, list[Pair]] = {}
+    for memory in newers:
+        decided = set(memory.meta.supersedes) | {d.older for d in memory.meta.supersede_decisions}
+        decided |= {r.object for r in memory.meta.relations if r.label == "amends"}
+        out[memory.slug] = _pairs(by_newer.get(memory.slug, []), texts, decided, limit)
+    return out
+
+
+def pair_of(graph: GraphStore, newer: str, older: str) -> Pair | None:
+    """One pair as `find_pairs` sees it (the older memory's text and the tools and
+    libraries both mention), whatever was decided about it; None when the older memory is
+    gone, forgotten or sensitive."""
+    rows = graph.cypher(
+        "MATCH (o:Memory {slug: $older}) WHERE o.decay_state <> 'forgotten' AND NOT o.sensitive"
+        " OPTIONAL MATCH (n:Memory {slug: $newer})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o)"
+        " RETURN o.title, o.body, e.id, e.name, e.type, e.aliases",
+        {"newer": newer, "older": older},
+        limit=10_000,
+    ).rows
+    if not rows:
+        return None
+    known: dict[str, Name] = {}
+    for _title, _body, eid, name, etype, aliases in rows:
+        if eid is not None and etype in GRAPH_CHOICE_TYPES and name:
+            surfaces = tuple(dict.fromkeys([str(name), *(str(a) for a in aliases or ())]))
+            known[str(eid)] = Name(str(name), surfaces, str(etype))
+    title, body, eid, name = rows[0][:4]
+    return Pair(
+        older,
+        pair_texts(str(title), str(body or "")),
+        None if eid is None else str(eid),
+        str(name or ""),
+        tuple(known.values()),
+    )
+
+
+def automatic(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
+    """Automatic supersede decisions (active and candidates) with their judge, rules
+    version and reason, newest first."""
+    result = graph.cypher(
+        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.decided_by = 'auto'"
+        " AND r.status IN ['active', 'candidate']"
+        " AND ($scope IS NULL OR n.scope_hash = $scope)"
+        " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
+        " r.reason, r.status, r.judge, r.rules ORDER BY r.decided_at DESC, n.slug, o.slug",
+        {"scope": scope_hash},
+        limit=1_000_000,
+    )
+    keys = list(SupersedeRow.model_fields)  # the RETURN order above
+    return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
 
 
 def new_decisions(job: SupersedeJob, tiers: Tiers, now: datetime) -> list[SupersedeDecision]:
     """The decisions the job's verdicts make: automatic or candidate; the rest are ignored."""
     entity = {p.older: p.entity_id for p in job.pairs}
+    limit_fan_out(job.verdicts, tiers)
     out: list[SupersedeDecision] = []
     for older, verdict in job.verdicts.items():
         status = tiers.status(verdict.confidence)
@@ -847,6 +1057,7 @@ def new_decisions(job: SupersedeJob, tiers: Tiers, now: datetime) -> list[Supers
                 judge=verdict.judge,
                 entity_id=entity.get(older),
                 reason=verdict.reason,
+                rules=RULES_VERSION if verdict.judge.startswith("rule:") else None,
             )
         )
     return out
@@ -921,7 +1132,7 @@ def candidates(graph: GraphStore, scope_hash: str | None = None) -> list[Superse
         "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'candidate'"
         " AND ($scope IS NULL OR n.scope_hash = $scope)"
         " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
-        " r.reason, r.status, r.judge ORDER BY r.confidence DESC, r.decided_at, n.slug",
+        " r.reason, r.status, r.judge, r.rules ORDER BY r.confidence DESC, r.decided_at, n.slug",
         {"scope": scope_hash},
         limit=100_000,
     )

@@ -114,6 +114,8 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE SUPERSEDES ADD status STRING DEFAULT 'active'",
         "ALTER TABLE SUPERSEDES ADD judge STRING",
     ],
+    # 4: the version of the supersede rules that made an automatic decision.
+    ["ALTER TABLE SUPERSEDES ADD rules INT64"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -762,13 +764,14 @@ class KuzuGraphStore:
                 "UNWIND $rows AS r"
                 " WITH r.newer AS newer, r.older AS older, CAST(r.at AS TIMESTAMP) AS at,"
                 " r.confidence AS confidence, r.decided_by AS decided_by, r.status AS status,"
-                " r.judge AS judge, r.reason AS reason, r.entity_id AS entity_id"
+                " r.judge AS judge, r.reason AS reason, r.entity_id AS entity_id,"
+                " CAST(r.rules AS INT64) AS rules"
                 " MATCH (n:Memory {slug: newer})"
-                " WITH n, older, at, confidence, decided_by, status, judge, reason, entity_id"
-                " MATCH (o:Memory {slug: older})"
+                " WITH n, older, at, confidence, decided_by, status, judge, reason, entity_id,"
+                " rules MATCH (o:Memory {slug: older})"
                 " CREATE (n)-[:SUPERSEDES {confidence: confidence, decided_at: at,"
                 " decided_by: decided_by, status: status, judge: judge, reason: reason,"
-                " entity_id: entity_id}]->(o)",
+                " entity_id: entity_id, rules: rules}]->(o)",
                 {"rows": supersedes},
             )
         promoted = [
@@ -1356,7 +1359,7 @@ class KuzuGraphStore:
             "MATCH (a:Memory {slug: $slug})-[:SUPERSEDES* 0..20]-(x:Memory)"
             " WITH DISTINCT x MATCH (n:Memory)-[r:SUPERSEDES]->(x)"
             " RETURN DISTINCT n.slug, x.slug, r.entity_id, r.confidence, r.decided_at,"
-            " r.decided_by, r.reason, r.status, r.judge ORDER BY r.decided_at, n.slug",
+            " r.decided_by, r.reason, r.status, r.judge, r.rules ORDER BY r.decided_at, n.slug",
             {"slug": slug},
         )
         keys = list(SupersedeRow.model_fields)  # the RETURN order above
@@ -1511,7 +1514,7 @@ class KuzuGraphStore:
         )
         supersedes = self._rows(
             "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug, r.decided_by,"
-            " r.confidence, r.status ORDER BY n.slug, o.slug"
+            " r.confidence, r.status, r.rules ORDER BY n.slug, o.slug"
         )
         promoted = self._rows(
             "MATCH (n:Memory)-[:PROMOTED_FROM]->(o:Memory) RETURN n.slug, o.slug ORDER BY n.slug"

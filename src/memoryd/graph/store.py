@@ -85,6 +85,8 @@ class SupersedeRow(BaseModel):
     """`active` demotes the older memory; a `candidate` waits for a human."""
     judge: str | None = None
     """What judged it: `rule:<name>`, `llm:<provider>/<model>`, or None when a person said so."""
+    rules: int | None = None
+    """The version of the rules that made an automatic decision (None before versions)."""
 
 
 def supersede_edges(memory: Memory) -> list[dict[str, Any]]:
@@ -106,6 +108,7 @@ def supersede_edges(memory: Memory) -> list[dict[str, Any]]:
                 "judge": d.judge if d else None,
                 "reason": d.reason if d else None,
                 "entity_id": d.entity_id if d else None,
+                "rules": d.rules if d else None,
             }
         )
     for d in memory.meta.supersede_decisions:
@@ -121,6 +124,7 @@ def supersede_edges(memory: Memory) -> list[dict[str, Any]]:
                     "judge": d.judge,
                     "reason": d.reason,
                     "entity_id": d.entity_id,
+                    "rules": d.rules,
                 }
             )
     return edges

@@ -103,6 +103,9 @@ class ImportReport(BaseModel):
     embeddings_to_compute: int = 0
     """Memories whose carried vectors do not fit here (another model, or the text merged
     differently): the embedding worker makes theirs."""
+    superseded: int = 0
+    """Older memories here that the added ones supersede, judged as a `record_many` judges
+    (status lines, then the rules in `created_at` order); 0 for a dry run."""
 
 
 class ChangedMemory(BaseModel):
