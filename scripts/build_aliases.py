@@ -168,9 +168,9 @@ CONCEPTS: list[tuple[str, str, Surfaces]] = [
 DEVTOOLS: list[tuple[str, str, str, list[str]]] = [
     # (name, type, kind, surfaces): targets of ABBREVIATIONS the lexicon lacks
     ("GitLab CI", "tool", "devtool", []),
-    ("Google Kubernetes Engine", "tool", "cloud", []),
-    ("Azure Kubernetes Service", "tool", "cloud", []),
-    ("Google Cloud Storage", "tool", "cloud", []),
+    ("Google Kubernetes Engine", "tool", "cloud-service", []),
+    ("Azure Kubernetes Service", "tool", "cloud-service", []),
+    ("Google Cloud Storage", "tool", "cloud-service", []),
     ("Argo CD", "tool", "devtool", []),
 ]
 
@@ -212,7 +212,7 @@ def aws_rows(botocore_data: Path) -> list[dict[str, Any]]:
             {
                 "name": name,
                 "type": "tool",
-                "kind": "cloud",
+                "kind": "cloud-service",
                 "aliases": surfaces,
                 "source": "botocore",
                 **({"cues": cues} if cues else {}),
@@ -349,7 +349,7 @@ def build(sources: Path) -> tuple[list[dict[str, Any]], list[str]]:
             "botocore",
             [(a, tuple(cued[a])) if a in cued else a for a in row["aliases"]],
             "tool",
-            "cloud",
+            "cloud-service",
         )
     for name, etype, kind, surfaces in DEVTOOLS:
         built.add(name, "curated", list(surfaces), etype, kind)

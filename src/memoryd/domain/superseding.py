@@ -292,7 +292,7 @@ class Superseding(ServiceCore):
             taken = {newer for newer, older in edges if older == memory.slug}
             pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
             try:
-                decisions = self.judge_supersedes(memory.slug, use_llm=inline, pairs=pairs)
+                decisions = self._judge_supersedes(memory.slug, use_llm=inline, pairs=pairs)
             except MemorydError as exc:
                 logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
                 continue
@@ -421,10 +421,15 @@ class Superseding(ServiceCore):
         that made them, its version and its evidence: `memoryd supersede list --auto`."""
         return supersede.automatic(self.graph, self.scope_hash_of(scope))
 
-    def judge_supersedes(
-        self, slug: str, *, use_llm: bool = True, pairs: list[supersede.Pair] | None = None
-    ) -> list[SupersedeDecision]:
+    def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
         """Judge whether this memory replaces older ones, and record what was decided."""
+        return self._judge_supersedes(slug, use_llm=use_llm, pairs=None)
+
+    def _judge_supersedes(
+        self, slug: str, *, use_llm: bool, pairs: list[supersede.Pair] | None
+    ) -> list[SupersedeDecision]:
+        """`judge_supersedes` on candidate `pairs` a bulk write found for its whole batch
+        (None: this memory's own query)."""
         self._require_writable("judge supersedes")
         job = self.prepare_supersede(slug, pairs)
         if job is None:

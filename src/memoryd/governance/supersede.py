@@ -682,9 +682,14 @@ def _same_kind_value(older: str, new: Name) -> Name | None:
 
 
 def _family(a: Name, b: Name) -> bool:
-    """Names of one family ("AWS" and "AWS Lambda", "Azure DevOps" and "Azure"): a service
-    of a platform is not a rival choice to the platform."""
-    return a.name.split()[0].casefold() == b.name.split()[0].casefold()
+    """Names of one family ("AWS" and "AWS Lambda", "Azure DevOps" and "Azure", "Amazon EC2"
+    and AWS, written "Amazon Web Services" too): a service of a platform is not a rival choice
+    to the platform. The family is the first word of any of a name's surfaces."""
+    return not _first_words(a).isdisjoint(_first_words(b))
+
+
+def _first_words(name: Name) -> frozenset[str]:
+    return frozenset(s.split()[0].casefold() for s in name.surfaces if s.split())
 
 
 def _verdict(
