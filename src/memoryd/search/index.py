@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -430,6 +431,9 @@ class SearchIndex:
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
         self.generation = 0
+        self._commits: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=_COMMITS_KEPT)
+        """(generation, the slugs its commit wrote, deleted or moved; None: unknown) of the
+        last commits: a reader process behind us refreshes only those (`changes_since`)."""
         self.touched: set[str] = set()
         self._lightened: set[str] = set()
         """The documents of the write under way read without their text (`_light_doc`)."""
@@ -454,13 +458,53 @@ class SearchIndex:
         self._words: dict[str, tuple[str, ...]] = {}
         """A word → its tokens (`_word_tokens`): the analyser's, which never change."""
 
-    def refresh(self) -> None:
-        """Search what is committed on disk now (another process writes this index)."""
+    def refresh(self, changed: Collection[str] | None = None) -> None:
+        """Search what is committed on disk now (another process writes this index).
+
+        `changed` names the memories the writer's commits since our last refresh wrote,
+        deleted or moved (its `changes_since`): the statistics then take those out as they
+        counted them and put in what the index holds of them now, instead of counting every
+        recalled scope again on the next recall (a background worker committing once a
+        second made every recall a recount). None: every tally is counted afresh."""
         self._require_open()
         with self._stats_lock, self._errors("reloading the reader"):
             self._index.reload()
             self._overlay = self._overlay.reload(REINDEX_HINT)
+            if changed is None:
+                self._stats.forget()
+            elif changed:
+                self._recount(changed)
+
+    def _recount(self, slugs: Collection[str]) -> None:
+        """Bring the tallies up to the index for `slugs` (the caller holds the lock)."""
+        held = self._stats.entries_of(slugs)
+        if held is None:  # two memories share a slug key: count afresh
             self._stats.forget()
+            return
+        now = self._stored(self._index.searcher(), list(slugs))
+        self._stats.apply(
+            held, [self._entry(doc) for doc in now.values() if self._stats.wants(doc.scope_hash)]
+        )
+
+    def changes_since(self, generation: int) -> frozenset[str] | None:
+        """The slugs the commits made through this object after `generation` wrote, deleted
+        or moved (for `refresh`); None when that is unknown (too long ago, too many, a clear
+        or a reindex)."""
+        current, commits = self.generation, list(self._commits)
+        if generation >= current:
+            return frozenset()
+        if not commits or commits[0][0] > generation + 1:
+            return None
+        changed: set[str] = set()
+        for made, slugs in commits:
+            if made <= generation:
+                continue
+            if slugs is None:
+                return None
+            changed |= slugs
+            if len(changed) > _CHANGES_KEPT:
+                return None
+        return frozenset(changed)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -775,8 +819,11 @@ class SearchIndex:
                 removed, added = self._entries_for_stats(changed)
                 with self._stats_lock:
                     writer.commit()
-                    self.generation += 1
                     overlay, self._overlay_next = self._overlay_next, None
+                    self._commits.append(
+                        (self.generation + 1, _commit_slugs(changed, self._overlay, overlay))
+                    )
+                    self.generation += 1
                     if overlay is not None:
                         # Searches see the commit's states with its documents; the file
                         # follows (a failure to write it is raised: the write's intent stays,
@@ -1806,6 +1853,10 @@ edge of the read rarely needs reading whole."""
 
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
+_COMMITS_KEPT = 1024
+_CHANGES_KEPT = 4096
+"""Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
+
 _QUERIES_KEPT = 64
 """At most this many analysed queries are kept (`_parsed`)."""
 _WORDS_KEPT = 100_000
@@ -1922,3 +1973,17 @@ def _snippet(body: str, position: int) -> str:
     if space > budget // 2:
         cut = cut[:space]
     return prefix + cut.rstrip() + "…"
+
+
+def _commit_slugs(
+    changed: _Changed, before: DecayOverlay, after: DecayOverlay | None
+) -> frozenset[str] | None:
+    """The slugs one commit wrote, deleted or moved to another decay state; None when it
+    removed everything or changed too many to name."""
+    if changed is None:
+        return None
+    slugs = {doc.slug for docs in changed for doc in docs}
+    if after is not None:
+        old, new = before.states, after.states
+        slugs.update(slug for slug in old.keys() | new.keys() if old.get(slug) != new.get(slug))
+    return frozenset(slugs) if len(slugs) <= _CHANGES_KEPT else None
