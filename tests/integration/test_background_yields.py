@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,38 @@ def test_extraction_builds_each_pipeline_once_per_extractor(
         extractor.extract("我们决定从 MySQL 切到 PostgreSQL,用 Redis 做缓存。", title="迁移")
         extractor.extract("We switched from React to Solid; the API runs on Redis.", title="UI")
     assert sorted(built) == ["en", "zh"]
+
+
+def test_an_english_recall_loads_no_jieba_though_the_scope_holds_chinese(
+    settings: Settings, project: Path, tmp_path: Path
+) -> None:
+    """The first recall counts its scope's statistics from the stored documents: Chinese text
+    as the index stored its segmentation, so nothing is cut again and jieba stays unloaded."""
+    with open_service(settings) as svc:
+        svc.record(
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Redis for the session cache",
+                body="We chose Redis over Memcached for the session cache.",
+                scope_path=project,
+            )
+        )
+        svc.record(
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="数据库迁移",
+                body="迁移到 PostgreSQL 之后查询变快了。",
+                scope_path=project,
+            )
+        )
+    script = (
+        "import sys, memoryd\n"
+        f"with memoryd.open({str(settings.home)!r}) as svc:\n"
+        f"    hits = svc.recall('redis session cache', scope={str(project)!r}).hits\n"
+        "print(len(hits), 'jieba' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "False"]

@@ -481,10 +481,10 @@ class SearchIndex:
         if held is None:  # two memories share a slug key: count afresh
             self._stats.forget()
             return
-        now = self._stored(self._index.searcher(), list(slugs))
-        self._stats.apply(
-            held, [self._entry(doc) for doc in now.values() if self._stats.wants(doc.scope_hash)]
-        )
+        cuts: dict[str, str] = {}
+        now = self._stored(self._index.searcher(), list(slugs), cuts)
+        wanted = [doc for doc in now.values() if self._stats.wants(doc.scope_hash)]
+        self._stats.apply(held, [self._entry(doc, cuts) for doc in wanted])
 
     def changes_since(self, generation: int) -> frozenset[str] | None:
         """The slugs the commits made through this object after `generation` wrote, deleted
@@ -1193,22 +1193,29 @@ class SearchIndex:
         """`text`'s tokens as the index analyses queries and documents."""
         return list(self._analyzer.analyze(base_forms(segment(text))))
 
-    def _tokens_of(self, title: str, body: str) -> tuple[Tokens, Tokens]:
+    def _tokens_of(
+        self, title: str, body: str, cuts: Mapping[str, str] | None = None
+    ) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the index analyses them. Kept by their text (so an
         edit, or another process's write, never serves stale tokens) up to `_TOKENS_KEPT`
-        tokens: recalls meet the same memories again, and a rewrite meets its old version."""
+        tokens: recalls meet the same memories again, and a rewrite meets its old version.
+        `cuts`: text → its segmentation as a stored document holds it (`_learn_cuts`)."""
         key = (title, body)
         known = self._counts.get(key)
         if known is None:
-            known = (self._analysed(title), self._analysed(body))
+            known = (self._analysed(title, cuts), self._analysed(body, cuts))
             size = len(known[0]) + len(known[1])
             if self._tokens_kept + size <= _TOKENS_KEPT:
                 self._counts[key] = known
                 self._tokens_kept += size
         return known
 
-    def _analysed(self, text: str) -> Tokens:
-        return tuple(sys.intern(t) for t in self._analyzer.analyze(base_forms(segment(text))))
+    def _analysed(self, text: str, cuts: Mapping[str, str] | None = None) -> Tokens:
+        cut = cuts.get(text) if cuts else None
+        return tuple(
+            sys.intern(t)
+            for t in self._analyzer.analyze(base_forms(segment(text) if cut is None else cut))
+        )
 
     def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the statistics count them (`analysis_version`
@@ -1234,9 +1241,9 @@ class SearchIndex:
             self._stats.missing([scope_hash], is_turn)  # registers the turn test
             self._stats.load((self._entry(doc) for doc in docs), [scope_hash])
 
-    def _entry(self, doc: SearchDoc) -> Entry:
-        """What the scope statistics count of a memory."""
-        title, body = self._tokens_of(doc.title, doc.body)
+    def _entry(self, doc: SearchDoc, cuts: Mapping[str, str] | None = None) -> Entry:
+        """What the scope statistics count of a memory (`cuts`: as for `_tokens_of`)."""
+        title, body = self._tokens_of(doc.title, doc.body, cuts)
         return Entry(
             doc.slug,
             doc.scope_hash,
@@ -1265,9 +1272,14 @@ class SearchIndex:
             every = self._visible(missing, include_forgotten=True)
             total = _count(searcher, every)
             hits = searcher.search(every, limit=total, count=False).hits if total else []
+            # Chinese text is counted as the documents store its segmentation: a count cuts
+            # nothing again, and an English recall never loads jieba's dictionary.
+            cuts: dict[str, str] = {}
             self._stats.load(
                 (
-                    self._entry(_stored_doc(searcher.doc(address), self._overlay.states))
+                    self._entry(
+                        _stored_doc(searcher.doc(address), self._overlay.states, cuts), cuts
+                    )
                     for _, address in hits
                 ),
                 missing,
@@ -1301,8 +1313,11 @@ class SearchIndex:
         with self._errors("reading stored memories"):
             return self._stored(self._index.searcher(), slugs)
 
-    def _stored(self, searcher: tantivy.Searcher, slugs: Sequence[str]) -> dict[str, SearchDoc]:
-        """The indexed documents of `slugs` as written (unknown slugs are absent)."""
+    def _stored(
+        self, searcher: tantivy.Searcher, slugs: Sequence[str], cuts: dict[str, str] | None = None
+    ) -> dict[str, SearchDoc]:
+        """The indexed documents of `slugs` as written (unknown slugs are absent); `cuts`
+        learns their stored segmentations (`_learn_cuts`)."""
         wanted = list(dict.fromkeys(slugs))
         if not wanted:
             return {}
@@ -1312,7 +1327,7 @@ class SearchIndex:
         found = {}
         states = self._overlay.states
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
-            doc = _stored_doc(searcher.doc(address), states)
+            doc = _stored_doc(searcher.doc(address), states, cuts)
             found[doc.slug] = doc
         return found
 
