@@ -77,7 +77,10 @@ def build(home: Path, projects: Path, base: int, sessions: int) -> None:
     print(f"built {home}: {base} memories, {pending(home)} sessions queued", flush=True)
 
 
-def recall_batch(daemon: Daemon, requests: list[dict[str, Any]]) -> list[float]:
+def recall_batch(
+    daemon: Daemon, requests: list[dict[str, Any]], think_s: float = 0.0
+) -> list[float]:
+    """One client's recalls, `think_s` apart (an agent between two tool calls)."""
     latencies = []
     with daemon.client() as http:
         for params in requests:
@@ -85,6 +88,8 @@ def recall_batch(daemon: Daemon, requests: list[dict[str, Any]]) -> list[float]:
             response = http.get("/v1/recall", params=params)
             latencies.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
+            if think_s:
+                time.sleep(think_s)
     return latencies
 
 
@@ -123,7 +128,7 @@ def run(source: Path, projects: Path, args: argparse.Namespace) -> dict[str, Any
             before, started = daemon_cpu(pid), time.perf_counter()
             busy: list[float] = []
             while len(busy) < args.backlog_requests:
-                busy += recall_batch(daemon, requests)
+                busy += recall_batch(daemon, requests, args.think_ms / 1000)
                 time.sleep(args.gap_s)
             busy_wall = time.perf_counter() - started
             busy_cpu = daemon_cpu(pid) - before
@@ -139,7 +144,7 @@ def run(source: Path, projects: Path, args: argparse.Namespace) -> dict[str, Any
             recall_batch(daemon, requests[:10])
             calm: list[float] = []
             while len(calm) < args.backlog_requests:
-                calm += recall_batch(daemon, requests)
+                calm += recall_batch(daemon, requests, args.think_ms / 1000)
                 time.sleep(args.gap_s)
             time.sleep(args.settle_s)
             before, started = daemon_cpu(pid), time.perf_counter()
@@ -177,6 +182,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--backlog-requests", type=int, default=300)
     parser.add_argument("--gap-s", type=float, default=0.0, help="pause between query rounds")
+    parser.add_argument("--think-ms", type=float, default=0.0, help="pause after each recall")
     parser.add_argument("--idle-s", type=float, default=30.0)
     parser.add_argument("--settle-s", type=float, default=5.0)
     parser.add_argument("--home", type=Path, help="keep the built home here (reused if present)")
