@@ -108,7 +108,7 @@ def daemon_recalls(home: Path, scope: Path) -> dict[str, Any]:
     daemon = Daemon(home, "kuzu")
     try:
         with daemon.client() as http:
-            params = {"q": QUERY, "scope": str(scope), "track": False}
+            params: dict[str, str | bool] = {"q": QUERY, "scope": str(scope), "track": False}
             started = time.perf_counter()
             http.get("/v1/recall", params=params).raise_for_status()
             first = (time.perf_counter() - started) * 1000

@@ -78,6 +78,36 @@ def test_a_steady_stream_of_requests_does_not_hold_background_work_for_ever() ->
     assert 0.03 <= quiet < 1.0  # the quiet time after the last request, not the deadline
 
 
+def test_requests_in_a_burst_make_background_work_wait_for_the_burst_to_end() -> None:
+    """Recalls 150 ms apart: a step started in one of their pauses would overlap the next,
+    so the worker waits longer than the pause (twice the spacing) and runs only after it."""
+    runner = ServiceRunner()
+
+    async def scenario() -> tuple[bool, float]:
+        async def client() -> None:
+            for _ in range(8):
+                runner.request_started()
+                await asyncio.sleep(0.01)
+                runner.request_ended()
+                await asyncio.sleep(0.15)
+
+        burst = asyncio.create_task(client())
+        await asyncio.sleep(0.5)  # a few requests in
+        started = asyncio.get_running_loop().time()
+        await runner.yield_to_requests(quiet_s=0.05, starve_s=10.0)
+        waited = asyncio.get_running_loop().time() - started
+        done = burst.done()
+        await burst
+        return done, waited
+
+    try:
+        done, waited = asyncio.run(scenario())
+    finally:
+        runner.close()
+    assert done, "the worker ran in a pause of the burst"
+    assert waited < 5.0
+
+
 def test_requests_are_counted_around_the_app_and_health_probes_are_not() -> None:
     runner = ServiceRunner()
     seen: list[tuple[str, int]] = []

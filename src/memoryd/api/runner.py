@@ -29,8 +29,11 @@ from memoryd.errors import StorageError
 logger = logging.getLogger(__name__)
 
 QUIET_S = 0.05
-"""Background work starts a step only once no request arrived or ended for this long: an
-agent's calls come in bursts (a recall, then another a few milliseconds later)."""
+"""Background work starts a step only once no request arrived or ended for this long, or
+for twice the recent spacing of requests if that is longer (at most `BURST_S`): an agent's
+calls come in bursts, and a step started in a pause would overlap the burst's next call."""
+BURST_S = 1.0
+"""Requests further apart than this belong to no burst (they do not lengthen the wait)."""
 STARVE_S = 5.0
 """...and at the latest after waiting this long, so a steady stream of requests cannot hold
 the queue back for ever (one step, a few tens of milliseconds, then it waits again)."""
@@ -92,6 +95,9 @@ class ServiceRunner:
         self._pending_lock = threading.Lock()
         self._requests = 0
         self._last_request = 0.0
+        self._last_start = 0.0
+        self._spacing = 0.0
+        """The recent spacing of requests within a burst (moving average of their gaps)."""
         self._no_requests: asyncio.Event | None = None
 
     # -- requests in flight (event-loop thread only) --------------------------------------
@@ -100,6 +106,10 @@ class ServiceRunner:
         return self._requests
 
     def request_started(self) -> None:
+        now = time.monotonic()
+        gap, self._last_start = now - self._last_start, now
+        # Gaps past BURST_S are pauses between bursts: they let the spacing decay.
+        self._spacing = 0.7 * self._spacing + 0.3 * (gap if gap < BURST_S else 0.0)
         self._requests += 1
         if self._no_requests is not None:
             self._no_requests.clear()
@@ -113,8 +123,9 @@ class ServiceRunner:
     async def yield_to_requests(
         self, quiet_s: float = QUIET_S, starve_s: float = STARVE_S
     ) -> float:
-        """Wait until no request is in flight and none ended in the last `quiet_s`, or
-        `starve_s` went by; background work calls it before each step. Returns the wait."""
+        """Wait until no request is in flight and none ended in the last `quiet_s` (or twice
+        the recent spacing of requests, see `QUIET_S`), or `starve_s` went by; background
+        work calls it before each step. Returns the wait."""
         started = time.monotonic()
         deadline = started + starve_s
         if self._no_requests is None:
@@ -126,7 +137,8 @@ class ServiceRunner:
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._no_requests.wait(), deadline - now)
                 continue
-            quiet = self._last_request + quiet_s - now
+            wait = max(quiet_s, min(2.0 * self._spacing, BURST_S))
+            quiet = self._last_request + wait - now
             if quiet <= 0:
                 break
             await asyncio.sleep(min(quiet, deadline - now))
