@@ -137,7 +137,9 @@ class Reader:
                 else None
             )
             self.conn.send(("call", name, args, kwargs, wanted, changes))
-            self.state = wanted
+            # Known caught up only once it answered: after an error (its catch-up may have
+            # failed) the next call hands it no changes, and it counts afresh.
+            self.state = None
             while True:
                 if not self.conn.poll(READER_TIMEOUT_S):
                     raise ReaderGone(f"no answer within {READER_TIMEOUT_S:.0f} s")
@@ -146,6 +148,7 @@ class Reader:
                 if kind == "graph":
                     self.conn.send(_graph_read(service, message[1], message[2], message[3]))
                 elif kind == "ok":
+                    self.state = wanted
                     return message[1]
                 elif kind == "err":
                     raise _rebuilt(message)
