@@ -212,13 +212,77 @@ def quality(json_path: Path | None, show_errors: bool) -> int:
     return 0 if met and real["real"].precision >= REAL_PRECISION_TARGET else 1
 
 
+def enrichment_round(n: int) -> int:
+    """The enrichment worker's steps per session memory, as the daemon runs them (no LLM):
+    `prepare_enrichment` (the spaCy rules, the known entities, DURA's input; `extract` alone
+    beside it) and `apply_enrichment` (the writes and the rules' supersede judging), CPU ms.
+    A home of 2,000 bench memories, then `n` sessions queued by `record_many`."""
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import memoryd
+    from _corpus import drafts
+    from memoryd.models import MemoryType
+
+    os.environ.setdefault("MEMORYD_CONFIG", os.devnull)
+    with tempfile.TemporaryDirectory(prefix="memoryd-enrich-") as tmp:
+        root = Path(tmp)
+        with memoryd.open(root / "home", extraction={"enabled": True}) as svc:
+            svc.record_many(drafts(2000, root / "projects"))
+            notes = drafts(n + 5, root / "projects", seed=13, start_at=2000)
+            for draft in notes:
+                draft.type = MemoryType.SESSION
+            svc.record_many(notes)
+            due = svc.enrichment_due(n + 5)
+            assert svc.extractor is not None
+            extract = svc.extractor.extract
+            spent: dict[str, list[float]] = {"extract": [], "prepare": [], "apply": []}
+
+            def timed(text: str, **kwargs: object) -> object:
+                started = time.process_time()
+                try:
+                    return extract(text, **kwargs)  # type: ignore[arg-type]
+                finally:
+                    spent["extract"].append(time.process_time() - started)
+
+            svc.extractor.extract = timed  # type: ignore[method-assign]
+            for i, slug in enumerate(due):
+                started = time.process_time()
+                job = svc.prepare_enrichment(slug)
+                prepared = time.process_time()
+                if job is not None:
+                    svc.apply_enrichment(job, None)
+                if i >= 5:  # the first few build the pipelines and caches
+                    spent["prepare"].append(prepared - started)
+                    spent["apply"].append(time.process_time() - prepared)
+            spent["extract"] = spent["extract"][5:]
+    report = {
+        step: {
+            "median_cpu_ms": round(statistics.median(values) * 1000, 2),
+            "mean_cpu_ms": round(statistics.mean(values) * 1000, 2),
+        }
+        for step, values in spent.items()
+        if values
+    }
+    print(json.dumps({"sessions": len(spent["prepare"]), "steps": report}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--texts", type=int, default=200)
     parser.add_argument("--json", nargs="?", const=True, default=None)
     parser.add_argument("--quality", action="store_true", help="score the labelled set")
     parser.add_argument("--show-errors", action="store_true", help="with --quality")
+    parser.add_argument(
+        "--enrichment",
+        type=int,
+        metavar="N",
+        help="CPU per session of the enrichment worker's steps, in process, over N sessions",
+    )
     args = parser.parse_args(argv)
+    if args.enrichment:
+        return enrichment_round(args.enrichment)
     if args.quality:
         target = None if args.json is None else DEFAULT_QUALITY_JSON
         if isinstance(args.json, str):

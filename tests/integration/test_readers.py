@@ -187,7 +187,7 @@ def test_catch_up_reloads_only_what_changed(settings: Any, project: Path) -> Non
     with open_service(settings) as svc:
         calls: list[str] = []
         svc.reopen_index = lambda: calls.append("reopen")  # type: ignore[method-assign]
-        svc.index.refresh = lambda: calls.append("refresh")  # type: ignore[method-assign]
+        svc.index.refresh = lambda changed=None: calls.append("refresh")  # type: ignore[method-assign]
         svc.forget_entities = lambda: calls.append("forget")  # type: ignore[method-assign]
         first = catch_up(svc, None, ReaderState(0, 0, 0, 0))
         assert calls == ["refresh", "forget"]

@@ -127,6 +127,52 @@ def test_statistics_kept_by_writes_equal_a_recount(tmp_path: Path, seed: int) ->
         assert rankings(fresh) == kept
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_reader_refreshed_by_the_writers_changes_equals_a_recount(
+    tmp_path: Path, seed: int
+) -> None:
+    """A reader process's index (`refresh(changes_since)`) keeps its tallies by the slugs
+    the writer's commits name, without counting a scope again, and they equal a recount."""
+    rng = random.Random(seed)
+    directory = tmp_path / "search"
+    with SearchIndex.open(directory) as index, SearchIndex.open(directory) as reader:
+        index.upsert([random_doc(rng, f"m{i}") for i in range(12)])
+        reader.refresh()
+        assert views(reader) == recounted(directory)
+        seen = index.generation
+        counted: list[object] = []
+        original = reader._stats.load
+
+        def load(*args: Any) -> None:
+            counted.append(args)
+            original(*args)
+
+        reader._stats.load = load  # type: ignore[method-assign,assignment]
+        serial = 12
+        for step in range(40):
+            live = sorted(index.slugs())
+            action = rng.random()
+            if action < 0.4 or not live:
+                index.upsert([random_doc(rng, f"m{serial}")])
+                serial += 1
+            elif action < 0.8:
+                chosen = rng.sample(live, k=min(len(live), rng.randint(1, 3)))
+                index.upsert([random_doc(rng, slug) for slug in chosen])
+            else:
+                index.delete(rng.sample(live, k=1))
+            if step % 3 == 2:
+                changes = index.changes_since(seen)
+                assert changes is not None
+                reader.refresh(changes)
+                seen = index.generation
+                assert views(reader) == recounted(directory), f"after step {step}"
+        reader.refresh(index.changes_since(seen))
+        assert counted == []
+        assert rankings(reader) == rankings(index)
+        assert index.changes_since(index.generation) == frozenset()
+        assert index.changes_since(-5) is None  # from before the oldest commit kept
+
+
 def test_a_recall_after_a_write_counts_nothing_again(tmp_path: Path) -> None:
     """Once a scope is counted, a write changes its tallies without reading the scope."""
     with SearchIndex.open(tmp_path / "search") as index:

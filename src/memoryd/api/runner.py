@@ -5,6 +5,9 @@
 - Reads run concurrently on the threadpool (each thread has its own graph connection).
 - Exclusive calls (reindex swaps the graph and the search index underneath everyone) run on
   the writer thread and also shut reads out with a read/write gate.
+- Background work (the enrichment worker, supersede judging, scheduled sweeps) waits, between
+  its steps, until no request is in flight (`yield_to_requests`; the requests are counted by
+  `CountRequests` around the app), so a user's recall or write never queues behind it.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import anyio.to_thread
@@ -23,6 +27,16 @@ import anyio.to_thread
 from memoryd.errors import StorageError
 
 logger = logging.getLogger(__name__)
+
+QUIET_S = 0.05
+"""Background work starts a step only once no request arrived or ended for this long, or
+for twice the recent spacing of requests if that is longer (at most `BURST_S`): an agent's
+calls come in bursts, and a step started in a pause would overlap the burst's next call."""
+BURST_S = 1.0
+"""Requests further apart than this belong to no burst (they do not lengthen the wait)."""
+STARVE_S = 5.0
+"""...and at the latest after waiting this long, so a steady stream of requests cannot hold
+the queue back for ever (one step, a few tens of milliseconds, then it waits again)."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -79,6 +93,56 @@ class ServiceRunner:
         self._closed = False
         self._pending = 0
         self._pending_lock = threading.Lock()
+        self._requests = 0
+        self._last_request = 0.0
+        self._last_start = 0.0
+        self._spacing = 0.0
+        """The recent spacing of requests within a burst (moving average of their gaps)."""
+        self._no_requests: asyncio.Event | None = None
+
+    # -- requests in flight (event-loop thread only) --------------------------------------
+    @property
+    def requests_in_flight(self) -> int:
+        return self._requests
+
+    def request_started(self) -> None:
+        now = time.monotonic()
+        gap, self._last_start = now - self._last_start, now
+        # Gaps past BURST_S are pauses between bursts: they let the spacing decay.
+        self._spacing = 0.7 * self._spacing + 0.3 * (gap if gap < BURST_S else 0.0)
+        self._requests += 1
+        if self._no_requests is not None:
+            self._no_requests.clear()
+
+    def request_ended(self) -> None:
+        self._requests -= 1
+        self._last_request = time.monotonic()
+        if not self._requests and self._no_requests is not None:
+            self._no_requests.set()
+
+    async def yield_to_requests(
+        self, quiet_s: float = QUIET_S, starve_s: float = STARVE_S
+    ) -> float:
+        """Wait until no request is in flight and none ended in the last `quiet_s` (or twice
+        the recent spacing of requests, see `QUIET_S`), or `starve_s` went by; background
+        work calls it before each step. Returns the wait."""
+        started = time.monotonic()
+        deadline = started + starve_s
+        if self._no_requests is None:
+            self._no_requests = asyncio.Event()
+            if not self._requests:
+                self._no_requests.set()
+        while (now := time.monotonic()) < deadline:
+            if self._requests:
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._no_requests.wait(), deadline - now)
+                continue
+            wait = max(quiet_s, min(2.0 * self._spacing, BURST_S))
+            quiet = self._last_request + wait - now
+            if quiet <= 0:
+                break
+            await asyncio.sleep(min(quiet, deadline - now))
+        return time.monotonic() - started
 
     @property
     def pending_writes(self) -> int:
@@ -145,6 +209,25 @@ class ServiceRunner:
     def _alone(self, call: Callable[[], T]) -> T:
         with self.gate.exclusive():
             return call()
+
+
+class CountRequests:
+    """ASGI wrapper: counts the HTTP requests in flight on the runner (health probes aside),
+    for `ServiceRunner.yield_to_requests`."""
+
+    def __init__(self, app: Any, runner: ServiceRunner) -> None:
+        self.app = app
+        self.runner = runner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") == "/v1/health":
+            await self.app(scope, receive, send)
+            return
+        self.runner.request_started()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.runner.request_ended()
 
 
 def _log_failure(future: Future[Any]) -> None:

@@ -24,10 +24,12 @@ async def judge_round(service: MemoryService, runner: ServiceRunner, limit: int)
     for row in await runner.read(service.judges_due, limit):
         errors: list[str] = []
         try:
+            await runner.yield_to_requests()  # a user's request first
             job = await runner.read(service.prepare_supersede, row.slug)
             if job is not None:
                 await asyncio.to_thread(service.judge_supersedes_llm, job)
                 if job.verdicts:
+                    await runner.yield_to_requests()
                     await runner.write(service.apply_supersede, job)
                 errors = job.llm_errors
         except NotFound:

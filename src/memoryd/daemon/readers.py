@@ -111,6 +111,8 @@ class Reader:
             raise StorageError(f"cannot start a recall reader: {exc}") from exc
         self.conn.send(("hello", str(home), max_fanout))
         self._expect_ready()
+        self.state: ReaderState | None = None
+        """The daemon's state as of the last call this reader answered."""
 
     def _expect_ready(self) -> None:
         if not self.conn.poll(START_TIMEOUT_S):
@@ -129,7 +131,16 @@ class Reader:
              kwargs: dict[str, Any]) -> Any:  # fmt: skip
         """Run `name` in the reader, serving its graph reads from `service` meanwhile."""
         try:
-            self.conn.send(("call", name, args, kwargs, ReaderState.of(service)))
+            wanted, have = ReaderState.of(service), self.state
+            changes = (
+                service.index.changes_since(have.index_generation)
+                if have is not None and have.index_epoch == wanted.index_epoch
+                else None
+            )
+            self.conn.send(("call", name, args, kwargs, wanted, changes))
+            # Known caught up only once it answered: after an error (its catch-up may have
+            # failed) the next call hands it no changes, and it counts afresh.
+            self.state = None
             while True:
                 if not self.conn.poll(READER_TIMEOUT_S):
                     raise ReaderGone(f"no answer within {READER_TIMEOUT_S:.0f} s")
@@ -138,6 +149,7 @@ class Reader:
                 if kind == "graph":
                     self.conn.send(_graph_read(service, message[1], message[2], message[3]))
                 elif kind == "ok":
+                    self.state = wanted
                     return message[1]
                 elif kind == "err":
                     raise _rebuilt(message)
@@ -423,12 +435,12 @@ def serve_reader(conn: Connection) -> None:
                 message = conn.recv()
             except EOFError:
                 return
-            _, name, args, kwargs, wanted = message
+            _, name, args, kwargs, wanted, changes = message
             if name not in SERVICE_CALLS:
                 conn.send(("err", "InvalidInput", f"{name} is not a reader call", None))
                 continue
             try:
-                state = catch_up(service, state, wanted)
+                state = catch_up(service, state, wanted, changes)
                 graph.forget_before(wanted.graph_generation)
                 reply: tuple[Any, ...] = ("ok", _service_call(service, name)(*args, **kwargs))
             except MemorydError as exc:
@@ -438,12 +450,19 @@ def serve_reader(conn: Connection) -> None:
         service.index.close()
 
 
-def catch_up(service: MemoryService, have: ReaderState | None, wanted: ReaderState) -> ReaderState:
-    """Bring a reader's service up to the daemon's state (see `ReaderState`)."""
+def catch_up(
+    service: MemoryService,
+    have: ReaderState | None,
+    wanted: ReaderState,
+    changes: frozenset[str] | None = None,
+) -> ReaderState:
+    """Bring a reader's service up to the daemon's state (see `ReaderState`); `changes` are
+    the memories the daemon's index commits wrote since this reader's last call (None:
+    unknown), so its statistics are brought up to date for those alone."""
     if have is not None and have.index_epoch != wanted.index_epoch:
         service.reopen_index()
     elif have is None or have.index_generation != wanted.index_generation:
-        service.index.refresh()
+        service.index.refresh(changes if have is not None else None)
     if have is None or have.entities_version != wanted.entities_version:
         service.forget_entities()
     return wanted

@@ -24,6 +24,7 @@ async def run_due(service: MemoryService, runner: ServiceRunner, started: dateti
     due = await runner.read(service.due_jobs, started)
     for name in due:
         try:
+            await runner.yield_to_requests()  # a sweep starts between requests
             if name == "identity":
                 job = await runner.read(service.prepare_profile, scheduled=True)
                 await asyncio.to_thread(service.profile_llm, job)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memoryd.api.runner import Batcher, ServiceRunner
+from memoryd.api.runner import Batcher, CountRequests, ServiceRunner
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
 from memoryd.daemon.files import DaemonFiles
@@ -182,18 +182,22 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     Each is three steps, so nothing long holds the writer: the file is read and the spaCy
     rules run as a read; the LLM call (HTTP, seconds, retries) runs on a plain thread; only
     writing the result is a writer job, which checks the content did not change meanwhile.
+    Before each step it waits until no request is in flight (`yield_to_requests`).
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
     settled = 0
     await judge_round(service, runner, limit)  # recorded memories: the rules ran, the LLM next
+    await runner.yield_to_requests()
     for slug in await runner.read(service.enrichment_due, limit):
         try:
+            await runner.yield_to_requests()  # a user's request first (`ServiceRunner`)
             job = await runner.read(service.prepare_enrichment, slug)
             if job is None:
                 continue
             result = None
             if job.use_llm and service.llm is not None:
                 result = await asyncio.to_thread(run_llm_stage, service.llm, job)
+            await runner.yield_to_requests()
             state = await runner.write(service.apply_enrichment, job, result)
         except MemorydError as exc:
             logger.warning("enrichment of %s stays queued: %s", slug, exc)
@@ -380,7 +384,8 @@ async def _serve(
     readers = ReaderPool(service, readers_wanted) if readers_wanted else None
     app.state.backend.readers = readers
     mcp_sessions = mount_mcp(app, service, runner, readers)
-    guarded = [LocalOnly(app), LocalOnly(app, token=token, refused=SOCKET_ONLY)]
+    counted = CountRequests(app, runner)
+    guarded = [LocalOnly(counted), LocalOnly(counted, token=token, refused=SOCKET_ONLY)]
     servers = [
         Server(
             uvicorn.Config(

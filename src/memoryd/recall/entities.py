@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -93,17 +94,29 @@ def build_matcher(catalogue: Sequence[EntityRow]) -> EntityMatcher:
     PostgreSQL, USA → United States) and kinds (database, city) for those it names: one
     construction for the graph's entities and for a granted scope's in-memory view."""
     from memoryd.extraction.linking import normalise_name
-    from memoryd.extraction.pipeline import load_lexicon, load_places
-    from memoryd.models import entity_id
 
     ids = {e.id: e for e in catalogue}
     kinds: dict[str, str] = {}
-    for entry in (*load_lexicon(), *load_places()):
-        known = ids.get(entity_id(entry.type, entry.name))
+    for eid, aliases, kind in _shipped_names():
+        known = ids.get(eid)
         if known is None:
             continue
-        if entry.aliases:
-            known.aliases = [*known.aliases, *entry.aliases]
-        if entry.kind:
-            kinds[known.id] = entry.kind
+        if aliases:
+            known.aliases = [*known.aliases, *aliases]
+        if kind:
+            kinds[known.id] = kind
     return EntityMatcher(list(catalogue), normalise_name, kinds)
+
+
+@functools.cache
+def _shipped_names() -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """(entity id, aliases, kind) of the shipped lexicon's and places' entries, in their
+    order: the ids cost most of a matcher's build (thousands of hashes), and the daemon
+    rebuilds its matcher after every write that adds an entity."""
+    from memoryd.extraction.pipeline import load_lexicon, load_places
+    from memoryd.models import entity_id
+
+    return tuple(
+        (entity_id(entry.type, entry.name), tuple(entry.aliases), entry.kind)
+        for entry in (*load_lexicon(), *load_places())
+    )

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -430,6 +431,9 @@ class SearchIndex:
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
         self.generation = 0
+        self._commits: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=_COMMITS_KEPT)
+        """(generation, the slugs its commit wrote, deleted or moved; None: unknown) of the
+        last commits: a reader process behind us refreshes only those (`changes_since`)."""
         self.touched: set[str] = set()
         self._lightened: set[str] = set()
         """The documents of the write under way read without their text (`_light_doc`)."""
@@ -454,13 +458,53 @@ class SearchIndex:
         self._words: dict[str, tuple[str, ...]] = {}
         """A word → its tokens (`_word_tokens`): the analyser's, which never change."""
 
-    def refresh(self) -> None:
-        """Search what is committed on disk now (another process writes this index)."""
+    def refresh(self, changed: Collection[str] | None = None) -> None:
+        """Search what is committed on disk now (another process writes this index).
+
+        `changed` names the memories the writer's commits since our last refresh wrote,
+        deleted or moved (its `changes_since`): the statistics then take those out as they
+        counted them and put in what the index holds of them now, instead of counting every
+        recalled scope again on the next recall (a background worker committing once a
+        second made every recall a recount). None: every tally is counted afresh."""
         self._require_open()
         with self._stats_lock, self._errors("reloading the reader"):
             self._index.reload()
             self._overlay = self._overlay.reload(REINDEX_HINT)
+            if changed is None:
+                self._stats.forget()
+            elif changed:
+                self._recount(changed)
+
+    def _recount(self, slugs: Collection[str]) -> None:
+        """Bring the tallies up to the index for `slugs` (the caller holds the lock)."""
+        held = self._stats.entries_of(slugs)
+        if held is None:  # two memories share a slug key: count afresh
             self._stats.forget()
+            return
+        cuts: dict[str, str] = {}
+        now = self._stored(self._index.searcher(), list(slugs), cuts)
+        wanted = [doc for doc in now.values() if self._stats.wants(doc.scope_hash)]
+        self._stats.apply(held, [self._entry(doc, cuts) for doc in wanted])
+
+    def changes_since(self, generation: int) -> frozenset[str] | None:
+        """The slugs the commits made through this object after `generation` wrote, deleted
+        or moved (for `refresh`); None when that is unknown (too long ago, too many, a clear
+        or a reindex)."""
+        current, commits = self.generation, list(self._commits)
+        if generation >= current:
+            return frozenset()
+        if not commits or commits[0][0] > generation + 1:
+            return None
+        changed: set[str] = set()
+        for made, slugs in commits:
+            if made <= generation:
+                continue
+            if slugs is None:
+                return None
+            changed |= slugs
+            if len(changed) > _CHANGES_KEPT:
+                return None
+        return frozenset(changed)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -775,8 +819,11 @@ class SearchIndex:
                 removed, added = self._entries_for_stats(changed)
                 with self._stats_lock:
                     writer.commit()
-                    self.generation += 1
                     overlay, self._overlay_next = self._overlay_next, None
+                    self._commits.append(
+                        (self.generation + 1, _commit_slugs(changed, self._overlay, overlay))
+                    )
+                    self.generation += 1
                     if overlay is not None:
                         # Searches see the commit's states with its documents; the file
                         # follows (a failure to write it is raised: the write's intent stays,
@@ -1146,22 +1193,29 @@ class SearchIndex:
         """`text`'s tokens as the index analyses queries and documents."""
         return list(self._analyzer.analyze(base_forms(segment(text))))
 
-    def _tokens_of(self, title: str, body: str) -> tuple[Tokens, Tokens]:
+    def _tokens_of(
+        self, title: str, body: str, cuts: Mapping[str, str] | None = None
+    ) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the index analyses them. Kept by their text (so an
         edit, or another process's write, never serves stale tokens) up to `_TOKENS_KEPT`
-        tokens: recalls meet the same memories again, and a rewrite meets its old version."""
+        tokens: recalls meet the same memories again, and a rewrite meets its old version.
+        `cuts`: text → its segmentation as a stored document holds it (`_learn_cuts`)."""
         key = (title, body)
         known = self._counts.get(key)
         if known is None:
-            known = (self._analysed(title), self._analysed(body))
+            known = (self._analysed(title, cuts), self._analysed(body, cuts))
             size = len(known[0]) + len(known[1])
             if self._tokens_kept + size <= _TOKENS_KEPT:
                 self._counts[key] = known
                 self._tokens_kept += size
         return known
 
-    def _analysed(self, text: str) -> Tokens:
-        return tuple(sys.intern(t) for t in self._analyzer.analyze(base_forms(segment(text))))
+    def _analysed(self, text: str, cuts: Mapping[str, str] | None = None) -> Tokens:
+        cut = cuts.get(text) if cuts else None
+        return tuple(
+            sys.intern(t)
+            for t in self._analyzer.analyze(base_forms(segment(text) if cut is None else cut))
+        )
 
     def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the statistics count them (`analysis_version`
@@ -1187,9 +1241,9 @@ class SearchIndex:
             self._stats.missing([scope_hash], is_turn)  # registers the turn test
             self._stats.load((self._entry(doc) for doc in docs), [scope_hash])
 
-    def _entry(self, doc: SearchDoc) -> Entry:
-        """What the scope statistics count of a memory."""
-        title, body = self._tokens_of(doc.title, doc.body)
+    def _entry(self, doc: SearchDoc, cuts: Mapping[str, str] | None = None) -> Entry:
+        """What the scope statistics count of a memory (`cuts`: as for `_tokens_of`)."""
+        title, body = self._tokens_of(doc.title, doc.body, cuts)
         return Entry(
             doc.slug,
             doc.scope_hash,
@@ -1218,9 +1272,14 @@ class SearchIndex:
             every = self._visible(missing, include_forgotten=True)
             total = _count(searcher, every)
             hits = searcher.search(every, limit=total, count=False).hits if total else []
+            # Chinese text is counted as the documents store its segmentation: a count cuts
+            # nothing again, and an English recall never loads jieba's dictionary.
+            cuts: dict[str, str] = {}
             self._stats.load(
                 (
-                    self._entry(_stored_doc(searcher.doc(address), self._overlay.states))
+                    self._entry(
+                        _stored_doc(searcher.doc(address), self._overlay.states, cuts), cuts
+                    )
                     for _, address in hits
                 ),
                 missing,
@@ -1254,8 +1313,11 @@ class SearchIndex:
         with self._errors("reading stored memories"):
             return self._stored(self._index.searcher(), slugs)
 
-    def _stored(self, searcher: tantivy.Searcher, slugs: Sequence[str]) -> dict[str, SearchDoc]:
-        """The indexed documents of `slugs` as written (unknown slugs are absent)."""
+    def _stored(
+        self, searcher: tantivy.Searcher, slugs: Sequence[str], cuts: dict[str, str] | None = None
+    ) -> dict[str, SearchDoc]:
+        """The indexed documents of `slugs` as written (unknown slugs are absent); `cuts`
+        learns their stored segmentations (`_learn_cuts`)."""
         wanted = list(dict.fromkeys(slugs))
         if not wanted:
             return {}
@@ -1265,7 +1327,7 @@ class SearchIndex:
         found = {}
         states = self._overlay.states
         for _, address in searcher.search(by_slug, limit=len(wanted), count=False).hits:
-            doc = _stored_doc(searcher.doc(address), states)
+            doc = _stored_doc(searcher.doc(address), states, cuts)
             found[doc.slug] = doc
         return found
 
@@ -1806,6 +1868,10 @@ edge of the read rarely needs reading whole."""
 
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
+_COMMITS_KEPT = 1024
+_CHANGES_KEPT = 4096
+"""Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
+
 _QUERIES_KEPT = 64
 """At most this many analysed queries are kept (`_parsed`)."""
 _WORDS_KEPT = 100_000
@@ -1922,3 +1988,17 @@ def _snippet(body: str, position: int) -> str:
     if space > budget // 2:
         cut = cut[:space]
     return prefix + cut.rstrip() + "…"
+
+
+def _commit_slugs(
+    changed: _Changed, before: DecayOverlay, after: DecayOverlay | None
+) -> frozenset[str] | None:
+    """The slugs one commit wrote, deleted or moved to another decay state; None when it
+    removed everything or changed too many to name."""
+    if changed is None:
+        return None
+    slugs = {doc.slug for docs in changed for doc in docs}
+    if after is not None:
+        old, new = before.states, after.states
+        slugs.update(slug for slug in old.keys() | new.keys() if old.get(slug) != new.get(slug))
+    return frozenset(slugs) if len(slugs) <= _CHANGES_KEPT else None

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from memoryd.models import DecayState, MemoryType
+from memoryd.search.overlay import slug_key
 
 Tokens = tuple[str, ...]
 TurnTest = Callable[[MemoryType, str], bool]
@@ -245,6 +246,22 @@ class ScopeStatistics:
                 tally = self._scopes[entry.scope_hash] = self._new_tally()
             if tally is not None:
                 self._change(tally, entry, +1)
+
+    def entries_of(self, slugs: Iterable[str]) -> list[Entry] | None:
+        """The tallied entries of `slugs` (a slug no tallied scope holds is absent); None
+        when one of them cannot be told apart (two memories of a scope share its key)."""
+        found: list[Entry] = []
+        for slug in slugs:
+            key = slug_key(slug)
+            for tally in self._scopes.values():
+                if key not in tally.keyed:
+                    continue
+                held = tally.keyed[key]
+                if held is None:
+                    return None
+                if held.slug == slug:
+                    found.append(held)
+        return found
 
     def wants(self, scope: str) -> bool:
         """Whether a write in `scope` changes a tally (its memories must then be analysed)."""

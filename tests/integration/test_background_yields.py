@@ -1,0 +1,189 @@
+"""Issue 28: the daemon's background work never runs a step while a user's request is in
+flight (`ServiceRunner.yield_to_requests`, `CountRequests`), and extraction builds its
+pipelines once per process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from memoryd.api.runner import CountRequests, ServiceRunner
+from memoryd.config import Settings
+from memoryd.daemon.server import enrich_round
+from memoryd.extraction import spacy_stages
+from memoryd.extraction.pipeline import Extractor
+from memoryd.models import MemoryDraft, MemoryType
+from memoryd.wiring import open_service
+
+
+def test_the_enrichment_worker_waits_while_a_request_is_in_flight(
+    settings: Settings, project: Path
+) -> None:
+    with open_service(settings) as svc:
+        memory = svc.record(
+            MemoryDraft(
+                type=MemoryType.SESSION,
+                title="Moved the cache to Redis",
+                body="We moved the session cache from Memcached to Redis; p95 fell to 4 ms.",
+                scope_path=project,
+            )
+        )
+        assert svc.enrichment_due(8) == [memory.slug]
+        prepared: list[str] = []
+        original = svc.prepare_enrichment
+
+        def prepare(slug: str, **kwargs: Any) -> Any:  # the real step, watched
+            prepared.append(slug)
+            return original(slug, **kwargs)
+
+        svc.prepare_enrichment = prepare  # type: ignore[method-assign]
+        runner = ServiceRunner()
+
+        async def scenario() -> tuple[list[str], int]:
+            runner.request_started()  # a recall arrives before the round starts
+            round_ = asyncio.create_task(enrich_round(svc, runner, 8))
+            await asyncio.sleep(0.6)
+            during = list(prepared)
+            runner.request_ended()
+            return during, await round_
+
+        try:
+            during, settled = asyncio.run(scenario())
+        finally:
+            runner.close()
+        assert during == []
+        assert (prepared, settled) == ([memory.slug], 1)
+        assert svc.enrichment_due(8) == []
+
+
+def test_a_steady_stream_of_requests_does_not_hold_background_work_for_ever() -> None:
+    runner = ServiceRunner()
+
+    async def scenario() -> tuple[float, float]:
+        runner.request_started()
+        waited = await runner.yield_to_requests(quiet_s=0.01, starve_s=0.2)
+        runner.request_ended()
+        quiet = await runner.yield_to_requests(quiet_s=0.05, starve_s=5.0)
+        return waited, quiet
+
+    try:
+        waited, quiet = asyncio.run(scenario())
+    finally:
+        runner.close()
+    assert 0.2 <= waited < 2.0
+    assert 0.03 <= quiet < 1.0  # the quiet time after the last request, not the deadline
+
+
+def test_requests_in_a_burst_make_background_work_wait_for_the_burst_to_end() -> None:
+    """Recalls 150 ms apart: a step started in one of their pauses would overlap the next,
+    so the worker waits longer than the pause (twice the spacing) and runs only after it."""
+    runner = ServiceRunner()
+
+    async def scenario() -> tuple[bool, float]:
+        async def client() -> None:
+            for _ in range(8):
+                runner.request_started()
+                await asyncio.sleep(0.01)
+                runner.request_ended()
+                await asyncio.sleep(0.15)
+
+        burst = asyncio.create_task(client())
+        await asyncio.sleep(0.5)  # a few requests in
+        started = asyncio.get_running_loop().time()
+        await runner.yield_to_requests(quiet_s=0.05, starve_s=10.0)
+        waited = asyncio.get_running_loop().time() - started
+        done = burst.done()
+        await burst
+        return done, waited
+
+    try:
+        done, waited = asyncio.run(scenario())
+    finally:
+        runner.close()
+    assert done, "the worker ran in a pause of the burst"
+    assert waited < 5.0
+
+
+def test_requests_are_counted_around_the_app_and_health_probes_are_not() -> None:
+    runner = ServiceRunner()
+    seen: list[tuple[str, int]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope["path"], runner.requests_in_flight))
+        if scope["path"] == "/v1/fail":
+            raise RuntimeError("the route failed")
+
+    counted = CountRequests(app, runner)
+
+    async def call(path: str) -> None:
+        await counted({"type": "http", "path": path}, None, None)
+
+    async def scenario() -> None:
+        await call("/v1/recall")
+        await call("/v1/health")
+        with contextlib.suppress(RuntimeError):
+            await call("/v1/fail")
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        runner.close()
+    assert seen == [("/v1/recall", 1), ("/v1/health", 0), ("/v1/fail", 1)]
+    assert runner.requests_in_flight == 0
+
+
+def test_extraction_builds_each_pipeline_once_per_extractor(
+    monkeypatch: Any, tmp_path: Path
+) -> None:
+    built: list[str] = []
+    original = spacy_stages.blank_pipeline
+
+    def blank(lang: str) -> Any:
+        built.append(lang)
+        return original(lang)
+
+    monkeypatch.setattr(spacy_stages, "blank_pipeline", blank)
+    extractor = Extractor(cache_dir=tmp_path)
+    for _ in range(3):
+        extractor.extract("我们决定从 MySQL 切到 PostgreSQL,用 Redis 做缓存。", title="迁移")
+        extractor.extract("We switched from React to Solid; the API runs on Redis.", title="UI")
+    assert sorted(built) == ["en", "zh"]
+
+
+def test_an_english_recall_loads_no_jieba_though_the_scope_holds_chinese(
+    settings: Settings, project: Path, tmp_path: Path
+) -> None:
+    """The first recall counts its scope's statistics from the stored documents: Chinese text
+    as the index stored its segmentation, so nothing is cut again and jieba stays unloaded."""
+    with open_service(settings) as svc:
+        svc.record(
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Redis for the session cache",
+                body="We chose Redis over Memcached for the session cache.",
+                scope_path=project,
+            )
+        )
+        svc.record(
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="数据库迁移",
+                body="迁移到 PostgreSQL 之后查询变快了。",
+                scope_path=project,
+            )
+        )
+    script = (
+        "import sys, memoryd\n"
+        f"with memoryd.open({str(settings.home)!r}) as svc:\n"
+        f"    hits = svc.recall('redis session cache', scope={str(project)!r}).hits\n"
+        "print(len(hits), 'jieba' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "False"]
