@@ -4,7 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test browser lint types unit fuzz slow bench clean
+# pytest-xdist workers for `make test` and `make check` (PYTEST_WORKERS=0 runs in one process).
+# Two suit the 2-core machines CI and most developers have: see bench/RESULTS.md (test suite).
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
+
+.PHONY: install demo test check browser lint types unit unit-fast fuzz slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +27,9 @@ demo: $(STAMP)
 ## live daemon, tests/e2e/test_api_fuzz.py); graph contract tests on both engines
 test: $(STAMP) browser lint types unit
 
+## make check: for a small change: lint, types and the unit tests (about 2 minutes)
+check: $(STAMP) lint types unit-fast
+
 ## Debian chromium + chromedriver for the graph page's browser test (installed when root)
 browser:
 	scripts/ensure-chromium.sh
@@ -34,8 +42,11 @@ types: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest -q
-	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q tests/integration/test_graph_store.py
+	$(BIN)/pytest -q $(XDIST)
+	MEMORYD_TEST_ENGINE=ladybug $(BIN)/pytest -q $(XDIST) tests/integration/test_graph_store.py
+
+unit-fast: $(STAMP)
+	$(BIN)/pytest -q $(XDIST) tests/unit
 
 ## make fuzz: the long schemathesis run against a live daemon's OpenAPI (minutes)
 fuzz: $(STAMP)

@@ -36,9 +36,18 @@ def isolate_environment(patch: pytest.MonkeyPatch, root: Path) -> None:
 def _shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One user cache dir for the whole run, never the developer's: the derived data kept
     there (the lexicon's tokens, `memoryd.extraction.token_cache`) is built by the first
-    memoryd the suite starts and read by every later one, test daemons and CLI runs too."""
+    memoryd the suite starts and read by every later one, test daemons and CLI runs too.
+
+    Under pytest-xdist every worker has its own base temp dir inside the run's; the cache goes
+    in the run's, so the workers share it and only the first builds it (its files are written
+    by temp + rename: a worker reads a whole file or none)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "xdg-cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("xdg-cache")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        patch.setenv("XDG_CACHE_HOME", str(cache))
         yield
 
 
@@ -149,7 +158,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     Python writes bytecode, so every daemon, recall reader and CLI run the suite starts
     compiled memoryd's 50k lines again: about a quarter of a second of CPU each. Reading
     bytecode is still allowed, and compileall writes it whatever the variable says; a source
-    newer than its bytecode is compiled afresh as always, so nothing stale is ever run."""
+    newer than its bytecode is compiled afresh as always, so nothing stale is ever run.
+    Under pytest-xdist the controller does it before it starts the workers."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     for package in (Path(memoryd.__file__).parent, Path(__file__).parent):
         compileall.compile_dir(package, quiet=2)
 
