@@ -16,6 +16,10 @@ Sources (build time only, nothing is downloaded at run time):
 - simple-icons 16.37.0 (CC0-1.0): `aka` aliases of brands the lexicon already lists
   (`Express.js`, `11ty`), and the check that each curated abbreviation's target is spelled as
   its brand spells it.
+- the CNCF landscape's `landscape.yml` (Apache-2.0), the item names of its "Continuous
+  Integration & Delivery" subcategory (`LANDSCAPE_CI`, copied at `LANDSCAPE_COMMIT`): kind
+  `ci` for build-and-test systems, of which a repository has one (so "switch to GitHub
+  Actions" finds the older record's Concourse), `cd` for the deployment tools run beside one.
 - `ABBREVIATIONS` below: the short forms none of these lists ("k8s", "GHA", "TF", "CI"),
   each mapped to a name of the lexicon or of the sources above; `CONCEPTS`: standards and
   practices named by an acronym (TLS, SBOM, CI/CD).
@@ -167,12 +171,53 @@ CONCEPTS: list[tuple[str, str, Surfaces]] = [
 
 DEVTOOLS: list[tuple[str, str, str, list[str]]] = [
     # (name, type, kind, surfaces): targets of ABBREVIATIONS the lexicon lacks
-    ("GitLab CI", "tool", "devtool", []),
+    ("GitLab CI", "tool", "ci", []),
     ("Google Kubernetes Engine", "tool", "cloud-service", []),
     ("Azure Kubernetes Service", "tool", "cloud-service", []),
     ("Google Cloud Storage", "tool", "cloud-service", []),
     ("Argo CD", "tool", "devtool", []),
 ]
+
+
+LANDSCAPE_COMMIT = "0006137a90591fa6455095d56dc261f8f0ba27d3"
+LANDSCAPE_CI = (
+    "Agola", "Appveyor", "Argo", "AWS CodePipeline", "Azure Pipelines", "Bamboo", "Brigade",
+    "Buildkite", "CircleCI", "Cloud 66 Skycap", "Cloudbees Codeship", "Codefresh", "Concourse",
+    "D2iQ Dispatch", "Drone", "Flux", "GitHub Actions", "GitLab", "GoCD", "Google Cloud Build",
+    "Harness.io", "HyScale", "Jenkins", "JenkinsX", "Keptn", "Octopus Deploy", "Razee",
+    "Screwdriver", "Semaphore", "Spinnaker", "TeamCity", "Tekton Pipelines", "Travis CI",
+    "Weave Flagger", "werf", "XL Deploy",
+)  # fmt: skip
+"""The item names of the CNCF landscape's (Apache-2.0) "Continuous Integration & Delivery"
+subcategory, `landscape.yml` at `LANDSCAPE_COMMIT`, in its order."""
+
+LANDSCAPE_DELIVERY = frozenset(
+    {
+        "Argo", "Cloud 66 Skycap", "D2iQ Dispatch", "Flux", "Harness.io", "HyScale", "Keptn",
+        "Octopus Deploy", "Razee", "Spinnaker", "Weave Flagger", "werf", "XL Deploy",
+    }
+)  # fmt: skip
+"""The subcategory's deployment tools (GitOps, release orchestration, canaries): a repository
+runs one of them beside its CI system, so they are kind `cd`, not the single-valued `ci`."""
+
+LANDSCAPE_SKIP = frozenset({"GitLab"})
+"""A forge first (the lexicon's devtool GitLab); its CI is the row `GitLab CI`."""
+
+
+def landscape_ci_rows(nouns: set[str]) -> list[tuple[str, Surfaces, str]]:
+    """(name, surfaces, kind) of the landscape's CI & Delivery items. A name that is an
+    everyday noun ("Concourse", "Drone", "Semaphore") is no name alone in prose: it counts
+    as "<name> CI", the form its users write, and in its own capitalised case."""
+    rows: list[tuple[str, Surfaces, str]] = []
+    for name in LANDSCAPE_CI:
+        if name in LANDSCAPE_SKIP:
+            continue
+        kind = "cd" if name in LANDSCAPE_DELIVERY else "ci"
+        surfaces: Surfaces = []
+        if kind == "ci" and name.casefold() in nouns:
+            surfaces.append(f"{name} CI")
+        rows.append((name, surfaces, kind))
+    return rows
 
 
 def _acronym(word: str) -> bool:
@@ -353,6 +398,9 @@ def build(sources: Path) -> tuple[list[dict[str, Any]], list[str]]:
         )
     for name, etype, kind, surfaces in DEVTOOLS:
         built.add(name, "curated", list(surfaces), etype, kind)
+    nouns = set((DATA / "everyday_nouns.txt").read_text(encoding="utf-8").split())
+    for name, landscape_surfaces, kind in landscape_ci_rows(nouns):
+        built.add(name, "cncf-landscape", landscape_surfaces, "tool", kind)
     for name, kind, concept_surfaces in CONCEPTS:
         built.add(name, "curated", concept_surfaces, "concept", kind)
     si_aka, titles = simple_icons_aka(
@@ -377,6 +425,8 @@ def build(sources: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if not row["aliases"] and row["name"] in built.by_name:
             continue
         exact = [a for a in row["aliases"] if len(a) >= 4 and (a.isupper() or a in common)]
+        if row["name"] not in built.by_name and str(row["name"]).casefold() in nouns:
+            exact.append(str(row["name"]))  # "Concourse", never "the concourse"
         if exact:
             row["case_sensitive"] = sorted(exact)
         out.append(row)
@@ -389,8 +439,10 @@ HEADER = {
         "Built by scripts/build_aliases.py; do not edit by hand. Sources: botocore "
         f"{BOTOCORE_VERSION} (Apache-2.0, AWS service names), linguist-languages "
         f"{LINGUIST_VERSION} (MIT, GitHub Linguist language aliases), simple-icons {SI_VERSION} "
-        "(CC0-1.0, brand aliases), and the script's curated abbreviations. Each row adds aliases "
-        "to the lexicon entry of the same name, or is a new entry."
+        "(CC0-1.0, brand aliases), the CNCF landscape at "
+        f"{LANDSCAPE_COMMIT[:12]} (Apache-2.0, CI and delivery systems), and the script's "
+        "curated abbreviations. Each row adds aliases to the lexicon entry of the same name, or "
+        "is a new entry."
     )
 }
 

@@ -306,7 +306,6 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("GitLab", "tool", ()),
             ("Bitbucket", "tool", ()),
             ("Gitee", "tool", ("码云",)),
-            ("GitHub Actions", "tool", ()),
             ("Docker", "tool", ()),
             ("Docker Compose", "tool", ("docker-compose",)),
             ("Podman", "tool", ()),
@@ -322,9 +321,6 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("Netlify", "tool", ()),
             ("Heroku", "tool", ()),
             ("Fly.io", "tool", ()),
-            ("Jenkins", "tool", ()),
-            ("CircleCI", "tool", ()),
-            ("Travis CI", "tool", ()),
             ("Sentry", "tool", ()),
             ("Datadog", "tool", ()),
             ("Grafana", "tool", ()),
@@ -339,6 +335,16 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("tmux", "tool", ()),
             ("Homebrew", "tool", ("brew",)),
             ("Ollama", "tool", ()),
+        ],
+    ),
+    # continuous integration: the build-and-test systems a repository has one of
+    (
+        "ci",
+        [
+            ("GitHub Actions", "tool", ()),
+            ("Jenkins", "tool", ()),
+            ("CircleCI", "tool", ()),
+            ("Travis CI", "tool", ()),
         ],
     ),
     # clouds and hosted platforms

@@ -322,3 +322,71 @@ def test_sync_import_judges_what_it_adds_and_reports_it(tmp_path: Path, project:
         assert (again.added, again.superseded) == ([], 0)
     finally:
         b.close()
+
+
+# --------------------------------------------------------------------------- a CI system
+
+CONCOURSE = (
+    "Use Concourse CI. The team runs a self-hosted Jenkins server for CI/CD. Replace self"
+    " hosted Jenkins with self hosted Concourse CI pipelines."
+)
+GITHUB_ACTIONS = (
+    "Use GitHub Actions. Cloud Platform uses a self managed Concourse instance for its"
+    " deployment pipelines. We will switch to using GitHub Actions for our deployment"
+    " pipelines. We will decommission our Concourse pipelines once the move is done."
+)
+
+
+def test_switching_ci_system_replaces_the_record_that_chose_the_old_one() -> None:
+    # cloud-platform ADR 040 -> 003 (issue 27): the older record moved from Jenkins to
+    # Concourse, so Concourse is its one CI system; the newer names Concourse only as what
+    # it retires.
+    verdict = judge_by_rules(GITHUB_ACTIONS, CONCOURSE)
+    assert verdict is not None
+    assert (verdict.judge, verdict.old) == ("rule:switch-to", "Concourse")
+    assert verdict.confidence >= Settings().supersede.auto_threshold
+
+
+@pytest.mark.parametrize(
+    "older",
+    [
+        # named on the way, not chosen (cloud-platform ADRs 027 and 008)
+        "AWS Console access for users. A Concourse pipeline creates the roles and permissions.",
+        "Support deployments from third party CI. Product teams can still use Concourse CI,"
+        " but do not depend on it to get their applications deployed.",
+    ],
+)
+def test_switching_ci_system_leaves_records_that_only_use_the_old_one(older: str) -> None:
+    assert judge_by_rules(GITHUB_ACTIONS, older) is None
+
+
+def test_switching_ci_system_while_keeping_the_old_one_replaces_nothing() -> None:
+    newer = "Use GitHub Actions. We will switch to GitHub Actions for builds; Concourse stays."
+    verdict = judge_by_rules(newer, CONCOURSE)
+    assert verdict is None or verdict.confidence < Settings().supersede.auto_threshold
+    assert verdict is None or verdict.judge != "rule:switch-to"
+
+
+def test_the_older_record_sharing_the_replaced_tool_is_judged_before_newer_ones(
+    settings: Settings, project: Path
+) -> None:
+    # More newer records than `max_pairs` share only Kubernetes with the newest one: the
+    # record that shares Concourse with it is still among the pairs judged.
+    limited = settings.model_copy(
+        update={"supersede": settings.supersede.model_copy(update={"max_pairs": 2})}
+    )
+    svc = open_service(limited)
+    try:
+        concourse = svc.record(draft(project, "Use Concourse CI", CONCOURSE, 1))
+        svc.record_many(
+            [
+                draft(project, f"Cluster {i}", f"Cluster {i} runs on Kubernetes.", 2 + i)
+                for i in range(3)
+            ]
+        )
+        newer = svc.record(
+            draft(project, "Use GitHub Actions", GITHUB_ACTIONS + " It deploys to Kubernetes.", 9)
+        )
+        assert edges(svc)[(newer.slug, concourse.slug)][:2] == ("active", "rule:switch-to")
+    finally:
+        svc.close()

@@ -144,3 +144,28 @@ def test_a_cited_url_and_a_single_guessed_name_still_count(extractor: Extractor)
     found = ids(extractor, "See https://docs.example.org/guide/setup. We moved to Hetzner.")
     assert found == {"entity:concept:docs.example.org/guide/setup", "entity:tool:Hetzner"}
     assert ids(extractor, "We moved to Hetzner Cloud.") == set()  # a longer, unknown name
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Replace Jenkins with Concourse CI.", "Concourse"),
+        ("Deploys run in Concourse.", "Concourse"),
+        ("The pipeline moved to Buildkite.", "Buildkite"),
+        ("Builds run on GitHub Actions.", "GitHub Actions"),
+    ],
+)
+def test_the_cncf_landscape_ci_systems_are_entities_of_kind_ci(
+    extractor: Extractor, text: str, name: str
+) -> None:
+    assert f"entity:tool:{name}" in ids(extractor, text)
+    kinds = {e.name: e.kind for e in load_lexicon() if e.name == name}
+    assert kinds == {name: "ci"}
+
+
+def test_a_ci_system_named_by_an_everyday_noun_counts_only_as_its_name(
+    extractor: Extractor,
+) -> None:
+    assert "entity:tool:Concourse" not in ids(extractor, "We met in the airport concourse.")
+    kinds = {e.name: e.kind for e in load_lexicon() if e.name in {"Spinnaker", "Argo"}}
+    assert kinds == {"Spinnaker": "cd", "Argo": "cd"}  # run beside a CI system, not one

@@ -60,8 +60,9 @@ come only from the curated lexicon (protocols) or, from the graph, never."""
 GRAPH_CHOICE_TYPES = frozenset({"tool", "library"})
 """Types of graph entities a rule may take as the replaced thing besides the lexicon's."""
 
-SINGLE_VALUED_KINDS = frozenset({"database", "framework", "build-tool", "runtime", "cloud"})
-"""Lexicon kinds of which a role has one current choice (a package manager, a framework…)."""
+SINGLE_VALUED_KINDS = frozenset({"database", "framework", "build-tool", "runtime", "cloud", "ci"})
+"""Lexicon kinds of which a role has one current choice (a package manager, a framework, the
+CI system)."""
 
 
 @dataclass(frozen=True)
@@ -611,7 +612,7 @@ def _judge_transition(
             return None
         old = t.old if t.old is not None and asserts(older, t.old) else None
         if old is None:
-            old = _same_kind_value(older, t.new)
+            old = _same_kind_value(older, t.new, known)
         if old is None:
             return None
         return _verdict(
@@ -627,14 +628,14 @@ def _judge_transition(
         # "switched to B" / "改用 B": the older memory's one value of B's kind is replaced.
         if t.new is None or mentions(older, t.new):
             return None
-        old = _same_kind_value(older, t.new)
+        old = _same_kind_value(older, t.new, known)
         folded = older.casefold()
         if old is None and any(word in folded for word in t.subject):
             # The same role, named before the change ("the docs site", "状态管理").
             values = {n.name: n for _, n in names_in(older) if asserts(older, n)}
             values.pop(t.new.name, None)
             old = next(iter(values.values())) if len(values) == 1 else None
-        if old is None or asserts(newer, old):
+        if old is None or (asserts(newer, old) and not _retires(newer, old)):
             return None
         return _verdict(
             t.rule,
@@ -669,16 +670,51 @@ def _moved_away_from(older: str, name: Name, known: Sequence[Name]) -> bool:
     return any(t.old is not None and t.old.name == name.name for t in transitions(older, known))
 
 
-def _same_kind_value(older: str, new: Name) -> Name | None:
-    """The one value the older memory asserts of `new`'s single-valued kind, if exactly one."""
+def _same_kind_value(older: str, new: Name, known: Sequence[Name] = ()) -> Name | None:
+    """The one value the older memory asserts of `new`'s single-valued kind, if exactly one.
+    A value the older memory itself replaced ("Replace Jenkins with Concourse") is its past,
+    not a second current value."""
     if new.kind not in SINGLE_VALUED_KINDS:
         return None
     values = {
         n.name: n
         for _, n in names_in(older)
-        if n.kind == new.kind and n.name != new.name and not _family(n, new) and asserts(older, n)
+        if n.kind == new.kind
+        and n.name != new.name
+        and not _family(n, new)
+        and asserts(older, n)
+        and not _moved_away_from(older, n, known)
+        and _chooses(older, n, known)
     }
     return next(iter(values.values())) if len(values) == 1 else None
+
+
+def _chooses(older: str, name: Name, known: Sequence[Name]) -> bool:
+    """The older memory is the choice of `name`: it moved to it, or its first sentence (a
+    record's title) chooses it. A memory that only uses the value on the way ("product teams
+    can still use Concourse", "a Concourse pipeline creates the roles") is about something
+    else, which a later "switch to" leaves standing."""
+    if _adopts(older, name, known):
+        return True
+    first = next(iter(_sentences(older)), "")
+    return _CHOICE.search(first) is not None and name.pattern.search(first) is not None
+
+
+_RETIRED_BEFORE = _rx(
+    r"\b(?:decomm?iss?ion(?:s|ed|ing)?|retire[sd]?|retiring|sunset(?:s|ting)?|phase out|"
+    r"phasing out|phased out|turn off|turning off|shut down|shutting down|移除|下线|停用)"
+    r"\s*(?:(?:the|our|all|of|existing|current|old)\s+)*$"
+)
+"""Words before a name that retire it ("we will decommission our Concourse pipelines")."""
+
+
+def _retires(text: str, name: Name) -> bool:
+    """The text says `name` is being retired: its other mentions there describe what held
+    before the change, not a value kept beside the new one."""
+    return any(
+        _RETIRED_BEFORE.search(text[max(0, m.start() - 40) : m.start()])
+        for m in name.pattern.finditer(text)
+    )
 
 
 def _family(a: Name, b: Name) -> bool:
@@ -949,8 +985,12 @@ def _pairs(
             best[slug] = (count, pair)
         elif count < best[slug][0]:
             best[slug] = (count, pair)
+    # The `limit` older memories sharing the most specific entity first (newest first among
+    # equals): a record that shares the replaced tool with the newer one is judged before
+    # twenty newer ones that share only the platform both run on.
+    ranked = sorted(order, key=lambda slug: best[slug][0])
     return [
-        replace(best[slug][1], known=tuple(known.get(slug, {}).values())) for slug in order[:limit]
+        replace(best[slug][1], known=tuple(known.get(slug, {}).values())) for slug in ranked[:limit]
     ]
 
 
