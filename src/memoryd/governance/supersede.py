@@ -949,10 +949,11 @@ _PAIRS_QUERY = (
 
 def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
     """The older preference, decision and fact memories of the newer one's scope that share
-    an entity with it, newest first, each with the most specific entity they share (the
-    least mentioned: `React` says more than `frontend`). Pairs already decided are left out,
-    and so is a memory that itself replaces the newer one. Timestamps are to the second: one
-    written in the same second counts as older (judging runs as the newer one is written)."""
+    an entity with it, each with the most specific entity they share (the least mentioned:
+    `React` says more than `frontend`), those sharing the most specific one first. Pairs
+    already decided are left out, and so is a memory that itself replaces the newer one.
+    Timestamps are to the second: one written in the same second counts as older (judging
+    runs as the newer one is written)."""
     decided = set(newer.meta.supersedes) | {d.older for d in newer.meta.supersede_decisions}
     # A record it amends (a status line said so) is refined, not replaced.
     decided |= {r.object for r in newer.meta.relations if r.label == "amends"}
@@ -968,7 +969,7 @@ def _pairs(
 ) -> list[Pair]:
     """Rows of (older slug, created_at, entity id, name, mention count, type, aliases), newest
     older first, as pairs: each with its most specific shared entity and the tools and
-    libraries both memories mention."""
+    libraries both memories mention, the `limit` with the most specific one kept."""
     best: dict[str, tuple[int, Pair]] = {}
     known: dict[str, dict[str, Name]] = {}
     order: list[str] = []
