@@ -70,7 +70,11 @@ def sample(client: Notebook) -> dict[str, object]:
         "recall": [h.slug for h in client.recall("React or Solid for the storefront", k=5).hits],
         "nodes": sorted(g.nodes(data="mention_count")),
         "edges": sorted((u, v, k) for u, v, k in g.edges(keys=True)),
-        "chain": client.supersedes(entity="React").to_dict("list"),
+        # NaN is not equal to itself: compare a missing value as None
+        "chain": client.supersedes(entity="React")
+        .astype(object)
+        .where(lambda df: df.notna(), None)
+        .to_dict("list"),
     }
 
 

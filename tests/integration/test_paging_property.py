@@ -46,6 +46,7 @@ PAGED = {
     ("get", "/v1/audit"),
     ("get", "/v1/promotions"),
     ("get", "/v1/supersedes/candidates"),
+    ("get", "/v1/supersedes/automatic"),
     ("get", "/v1/digest"),
     ("get", "/v1/profile/versions"),
 }
