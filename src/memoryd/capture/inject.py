@@ -24,6 +24,7 @@ import os
 import re
 import socket
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,10 @@ IDENTITY_SHARE = 3
 """The identity section never takes more than a third of the budget."""
 DAEMON_TIMEOUT_S = 5.0
 """A hook that waits longer than this has already cost the agent more than it gives."""
+READY_WAIT_S = 1.0
+"""With no daemon, the hook starts one and waits this long (from its start) for its socket."""
+FIRST_ANSWER_S = 1.4
+"""…and answers within this much in all: a fresh daemon's first recall may be slow."""
 
 
 @dataclass
@@ -328,9 +333,12 @@ def inject_logging(home: Path) -> Iterator[None]:
         package.propagate = propagate
 
 
-def context_for(args: Args, call: HookCall) -> str:
-    """Ask the daemon for the memories (the fast path), else recall in-process."""
+def context_for(args: Args, call: HookCall, started: float | None = None) -> str:
+    """Ask the daemon for the memories (the fast path). With none, start one and answer
+    nothing unless it is ready within `READY_WAIT_S` of `started` (time.monotonic); when the
+    user opted out of autostart, recall in-process (slow: the stores open in this process)."""
     from memoryd.capture_limits import load_capture_config
+    from memoryd.daemon.autostart import opted_out
     from memoryd.memfile import scope_of
 
     config = load_capture_config(args.home)
@@ -343,8 +351,32 @@ def context_for(args: Args, call: HookCall) -> str:
     try:
         items = items_from_daemon(home, call.prompt, scope_hash, args.k, DAEMON_TIMEOUT_S)
     except NoDaemon:
-        items = _items_in_process(home, call.prompt, scope_hash, args.k)
+        if opted_out(config.autostart):
+            items = _items_in_process(home, call.prompt, scope_hash, args.k)
+        else:
+            begun = time.monotonic() if started is None else started
+            items = _items_from_new_daemon(home, call.prompt, scope_hash, args.k, begun)
     return render(items, scope_hash, args.budget_tokens, identity)
+
+
+def _items_from_new_daemon(
+    home: Path, prompt: str | None, scope_hash: str | None, k: int, started: float
+) -> list[Item]:
+    """Start the daemon in the background; its answer if it comes within the budget, else
+    none (the next prompt finds the daemon)."""
+    from memoryd.daemon.autostart import start_in_background, wait_for_socket
+
+    if not start_in_background(home):
+        return []  # logged why
+    if not wait_for_socket(home, started + READY_WAIT_S):
+        logger.info("inject: the daemon is starting; this prompt gets no recall")
+        return []
+    left = max(0.1, started + FIRST_ANSWER_S - time.monotonic())
+    try:
+        return items_from_daemon(home, prompt, scope_hash, k, left)
+    except (NoDaemon, TimeoutError) as exc:
+        logger.info("inject: the new daemon did not answer within the budget (%s)", exc)
+        return []
 
 
 def _items_in_process(home: Path, prompt: str | None, scope_hash: str | None, k: int) -> list[Item]:
@@ -375,6 +407,7 @@ def main(
     argv: Sequence[str], *, stdin: IO[Any] | None = None, stdout: IO[str] | None = None
 ) -> int:
     """Run one inject hook call. Always returns 0; stdout gets only the documented reply."""
+    started = time.monotonic()
     out = stdout or sys.stdout
     args = parse_args(argv)
     call = HookCall()
@@ -392,7 +425,7 @@ def main(
             if args.source not in SOURCES:
                 logger.warning("inject: unknown --source %r", args.source)
             elif can_inject(args.source, call):
-                text = context_for(args, call)
+                text = context_for(args, call, started)
         except Exception:
             logger.exception("inject failed (source %s, event %s)", args.source, call.event)
             text = ""
