@@ -495,20 +495,10 @@ def _capture_main(args: Args, stdin: IO[Any] | None) -> str:
             )
         except BaseException as exc:  # the hook must never fail the agent
             _keep_failed(config, args, stdin_text, exc)
-        _start_daemon(config)
+        from memoryd.daemon.autostart import start_unless_opted_out  # stdlib, never raises
+
+        start_unless_opted_out(config.home, config.autostart)  # it indexes what we captured
     return stdin_text
-
-
-def _start_daemon(config: CaptureConfig) -> None:
-    """Start the daemon in the background if none runs (it indexes the inbox and serves the
-    next prompt's recall); never waits for it, never fails the hook."""
-    try:
-        from memoryd.daemon.autostart import opted_out, start_in_background
-
-        if not opted_out(config.autostart):
-            start_in_background(config.home)
-    except Exception as exc:
-        logger.warning("could not start the daemon: %s", exc)
 
 
 class RetryReport(NamedTuple):

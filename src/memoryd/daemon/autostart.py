@@ -208,3 +208,13 @@ def start_in_background(home: Path) -> bool:
         return True
     finally:
         os.close(lock_fd)
+
+
+def start_unless_opted_out(home: Path, config_autostart: bool = True) -> None:
+    """`start_in_background` for a hook that does not wait for the daemon (capture): nothing
+    when the user opted out, and never an exception (the hook must not fail the agent)."""
+    try:
+        if not opted_out(config_autostart):
+            start_in_background(home)
+    except Exception as exc:
+        logger.warning("could not start the daemon: %s", exc)
