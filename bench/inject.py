@@ -91,7 +91,7 @@ def main() -> None:
     prompt = {
         "hook_event_name": "UserPromptSubmit",
         "cwd": str(project),
-        "prompt": "which tool do we use for task3?",
+        "prompt": "do we use tool3 for task3?",
     }
     result: dict[str, object] = {
         "first_target_ms": FIRST_TARGET_MS,
