@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.autostart import MARKER_NAME, socket_answers, start_in_background
+from memoryd.daemon.autostart import (
+    MARKER_NAME,
+    NO_AUTOSTART_ENV,
+    opted_out,
+    socket_answers,
+    start_in_background,
+)
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
 
@@ -201,3 +207,23 @@ def test_no_daemon_for_a_data_dir_it_cannot_write(tmp_path: Path) -> None:
         assert not (home / "logs").exists()
     finally:
         home.chmod(0o700)
+
+
+def test_the_hooks_and_the_settings_read_one_autostart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[daemon] autostart` as the hook reads it (no pydantic) and as `memoryd` does."""
+    from memoryd.capture_limits import load_capture_config
+    from memoryd.config import load_settings
+
+    assert load_capture_config().autostart is load_settings().daemon.autostart is False  # pinned
+    monkeypatch.delenv("MEMORYD_DAEMON__AUTOSTART")
+    assert load_capture_config().autostart is load_settings().daemon.autostart is True
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nautostart = false\n")
+    monkeypatch.setenv("MEMORYD_CONFIG", str(config))
+    assert load_capture_config().autostart is load_settings().daemon.autostart is False
+    monkeypatch.setenv("MEMORYD_CONFIG", str(tmp_path / "none.toml"))
+    for value, off in (("1", True), ("yes", True), ("0", False), ("", False), ("false", False)):
+        monkeypatch.setenv(NO_AUTOSTART_ENV, value)
+        assert opted_out(load_capture_config().autostart) is off, value
