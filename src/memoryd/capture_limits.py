@@ -70,6 +70,8 @@ class CaptureConfig(NamedTuple):
     problems: tuple[str, ...] = ()
     """Settings that were ignored, to be logged once logging is set up."""
     inject: InjectLimits = InjectLimits()
+    autostart: bool = True
+    """`[daemon] autostart`: hooks that find no daemon start one (`daemon.autostart`)."""
 
 
 def default_home() -> Path:
@@ -165,6 +167,7 @@ def load_capture_config(home: Path | str | None = None) -> CaptureConfig:
     toml = _read_toml(config_file_in_use(), problems)
     capture = _section(toml, "capture", CaptureLimits._field_defaults, problems)
     inject = _section(toml, "inject", InjectLimits._field_defaults, problems)
+    daemon = _section(toml, "daemon", {"autostart": True}, problems)
     if home is None:
         home = _env("MEMORYD_HOME") or toml.get("home") or default_home()
     return CaptureConfig(
@@ -172,4 +175,5 @@ def load_capture_config(home: Path | str | None = None) -> CaptureConfig:
         limits=CaptureLimits(**capture),
         problems=tuple(problems),
         inject=InjectLimits(**inject),
+        autostart=daemon.get("autostart", True),
     )

@@ -257,6 +257,11 @@ class DaemonSettings(BaseModel):
 
     port: int = Field(default=7423, ge=0, le=65535, description="TCP port on 127.0.0.1 (0: any)")
     tcp: bool = Field(default=True, description="also listen on 127.0.0.1:port (bearer token)")
+    autostart: bool = Field(
+        default=True,
+        description="hooks that find no daemon start one in the background"
+        " (MEMORYD_NO_AUTOSTART=1 also turns this off)",
+    )
     start_timeout_s: float = Field(
         default=60.0, gt=0, description="how long `serve --detach` waits for /v1/health"
     )

@@ -9,15 +9,16 @@ peak RSS 789 MB with the default arenas and 696 MB with two.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import logging
 import os
-import socket
-import subprocess
 import sys
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hooks import this module for `child_environment`: keep it light
+    import subprocess
+    from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> None:
     set it, wins."""
     if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
         return
+    import ctypes
+
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
@@ -51,6 +54,10 @@ def spawn_child(module: str) -> tuple[subprocess.Popen[bytes], Connection]:
     """`python -m module FD` with a socket pair's end as FD (the graph-query sandbox, the
     recall readers): the child, and this side's connection to it. OSError if it cannot
     start; the caller names what failed."""
+    import socket
+    import subprocess
+    from multiprocessing.connection import Connection
+
     ours, theirs = socket.socketpair()
     try:
         process = subprocess.Popen(

@@ -71,6 +71,7 @@ LAYERS: dict[str, int] = {
     "memoryd.capture_limits": BASE,
     "memoryd.redact": BASE,
     "memoryd.daemon.files": BASE,
+    "memoryd.daemon.autostart": BASE,  # stdlib: the hooks start the daemon with it
     # a session, its hook-event journal and its summary: stdlib, shared by the hook and the
     # service, which assembles a sensitive scope's session from its sealed journal
     "memoryd.capture.session": BASE,

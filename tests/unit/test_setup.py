@@ -958,3 +958,20 @@ def test_setup_help_lists_commands() -> None:
     assert result.exit_code == 0
     for name in ("hooks", "mcp", "undo", "auto-install"):
         assert name in result.stdout
+
+
+def test_setup_hooks_says_what_it_set_up_and_that_hooks_start_the_daemon(
+    home: Path, user_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORYD_DAEMON__AUTOSTART", "1")  # the suite pins it off
+    code, out, _ = install(home, "hooks", "claude-code", "--user")
+    assert code == 0
+    assert "SessionStart, UserPromptSubmit run `memoryd inject`" in out
+    assert "Stop, PreCompact, SessionEnd run `memoryd capture`" in out
+    assert "start the memoryd daemon in the background" in out
+    (user_home / ".claude/settings.json").unlink()
+    monkeypatch.setenv("MEMORYD_NO_AUTOSTART", "1")
+    code, out, _ = install(home, "hooks", "claude-code", "--user")
+    assert code == 0
+    assert "autostart is off" in out
+    assert "memoryd serve --detach" in out

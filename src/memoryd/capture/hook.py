@@ -495,6 +495,9 @@ def _capture_main(args: Args, stdin: IO[Any] | None) -> str:
             )
         except BaseException as exc:  # the hook must never fail the agent
             _keep_failed(config, args, stdin_text, exc)
+        from memoryd.daemon.autostart import start_unless_opted_out  # stdlib, never raises
+
+        start_unless_opted_out(config.home, config.autostart)  # it indexes what we captured
     return stdin_text
 
 

@@ -17,13 +17,13 @@ before the full CLI is imported (see `capture.fastpath`).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import logging
 import os
 import re
 import socket
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +54,10 @@ IDENTITY_SHARE = 3
 """The identity section never takes more than a third of the budget."""
 DAEMON_TIMEOUT_S = 5.0
 """A hook that waits longer than this has already cost the agent more than it gives."""
+READY_WAIT_S = 1.0
+"""With no daemon, the hook starts one and waits this long (from its start) for its socket."""
+FIRST_ANSWER_S = 1.4
+"""…and answers within this much in all: a fresh daemon's first recall may be slow."""
 
 
 @dataclass
@@ -244,27 +248,54 @@ def render(
 
 
 # -- talking to the daemon with the standard library only -----------------------------------
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP over the daemon's Unix socket: httpx and pydantic cost more to import than a
-    SessionStart hook may take, so the hook speaks plain HTTP/1.1 itself."""
-
-    def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = str(path)
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 class NoDaemon(Exception):
     """Nothing listens on the data dir's socket: recall in-process instead."""
+
+
+def _exchange(path: Path, request: bytes, timeout_s: float) -> bytes:
+    """Send one HTTP/1.1 request on the Unix socket and read the whole answer.
+
+    Not httpx (with pydantic, more to import than a hook may take) and not http.client (it
+    imports ssl and the email parser: about 40 ms of the hook's CPU, measured with -X
+    importtime): the request is one JSON POST with `Connection: close`."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+            raise NoDaemon(str(exc)) from exc
+        sock.sendall(request)
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    finally:
+        sock.close()
+    return b"".join(chunks)
+
+
+def _parse_response(raw: bytes) -> tuple[int, bytes]:
+    """The status and body of an HTTP/1.1 answer (Content-Length or chunked)."""
+    head, sep, rest = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    parts = lines[0].split()
+    if not sep or len(parts) < 2 or not parts[1].isdigit():
+        raise RuntimeError(f"the daemon's answer is not HTTP: {raw[:80]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        body = b""
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                break
+            body, rest = body + rest[:size], rest[size + 2 :]
+        return int(parts[1]), body
+    length = headers.get(b"content-length")
+    return int(parts[1]), rest[: int(length)] if length and length.isdigit() else rest
 
 
 def items_from_daemon(
@@ -273,26 +304,19 @@ def items_from_daemon(
     """`POST /v1/recall/context` on the daemon's socket; NoDaemon when none listens."""
     from memoryd.daemon.files import SOCKET_NAME
 
-    conn = _UnixConnection(home / SOCKET_NAME, timeout_s)
     body = json.dumps({"prompt": prompt, "scope": scope_hash, "k": k}).encode()
-    try:
-        try:
-            conn.connect()
-        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
-            raise NoDaemon(str(exc)) from exc
-        conn.request(
-            "POST",
-            CONTEXT_ROUTE,
-            body=body,
-            headers={"Content-Type": "application/json", "X-Memoryd-Actor": "inject"},
-        )
-        response = conn.getresponse()
-        data = json.loads(response.read() or b"{}")
-    finally:
-        conn.close()
-    if response.status != 200:
+    head = (
+        f"POST {CONTEXT_ROUTE} HTTP/1.1\r\nHost: localhost\r\n"
+        "Content-Type: application/json\r\nX-Memoryd-Actor: inject\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    status, payload = _parse_response(
+        _exchange(home / SOCKET_NAME, head.encode("ascii") + body, timeout_s)
+    )
+    data = json.loads(payload or b"{}")
+    if status != 200:
         error = data.get("error", {}) if isinstance(data, dict) else {}
-        raise RuntimeError(f"the daemon answered {response.status}: {error.get('message', data)}")
+        raise RuntimeError(f"the daemon answered {status}: {error.get('message', data)}")
     return [
         Item(**{name: str(row.get(name) or "") for name in ITEM_FIELDS}) for row in data["items"]
     ]
@@ -328,9 +352,12 @@ def inject_logging(home: Path) -> Iterator[None]:
         package.propagate = propagate
 
 
-def context_for(args: Args, call: HookCall) -> str:
-    """Ask the daemon for the memories (the fast path), else recall in-process."""
+def context_for(args: Args, call: HookCall, started: float | None = None) -> str:
+    """Ask the daemon for the memories (the fast path). With none, start one and answer
+    nothing unless it is ready within `READY_WAIT_S` of `started` (time.monotonic); when the
+    user opted out of autostart, recall in-process (slow: the stores open in this process)."""
     from memoryd.capture_limits import load_capture_config
+    from memoryd.daemon.autostart import opted_out
     from memoryd.memfile import scope_of
 
     config = load_capture_config(args.home)
@@ -343,8 +370,32 @@ def context_for(args: Args, call: HookCall) -> str:
     try:
         items = items_from_daemon(home, call.prompt, scope_hash, args.k, DAEMON_TIMEOUT_S)
     except NoDaemon:
-        items = _items_in_process(home, call.prompt, scope_hash, args.k)
+        if opted_out(config.autostart):
+            items = _items_in_process(home, call.prompt, scope_hash, args.k)
+        else:
+            begun = time.monotonic() if started is None else started
+            items = _items_from_new_daemon(home, call.prompt, scope_hash, args.k, begun)
     return render(items, scope_hash, args.budget_tokens, identity)
+
+
+def _items_from_new_daemon(
+    home: Path, prompt: str | None, scope_hash: str | None, k: int, started: float
+) -> list[Item]:
+    """Start the daemon in the background; its answer if it comes within the budget, else
+    none (the next prompt finds the daemon)."""
+    from memoryd.daemon.autostart import start_in_background, wait_for_socket
+
+    if not start_in_background(home):
+        return []  # logged why
+    if not wait_for_socket(home, started + READY_WAIT_S):
+        logger.info("inject: the daemon is starting; this prompt gets no recall")
+        return []
+    left = max(0.1, started + FIRST_ANSWER_S - time.monotonic())
+    try:
+        return items_from_daemon(home, prompt, scope_hash, k, left)
+    except (NoDaemon, TimeoutError) as exc:
+        logger.info("inject: the new daemon did not answer within the budget (%s)", exc)
+        return []
 
 
 def _items_in_process(home: Path, prompt: str | None, scope_hash: str | None, k: int) -> list[Item]:
@@ -375,6 +426,7 @@ def main(
     argv: Sequence[str], *, stdin: IO[Any] | None = None, stdout: IO[str] | None = None
 ) -> int:
     """Run one inject hook call. Always returns 0; stdout gets only the documented reply."""
+    started = time.monotonic()
     out = stdout or sys.stdout
     args = parse_args(argv)
     call = HookCall()
@@ -392,7 +444,7 @@ def main(
             if args.source not in SOURCES:
                 logger.warning("inject: unknown --source %r", args.source)
             elif can_inject(args.source, call):
-                text = context_for(args, call)
+                text = context_for(args, call, started)
         except Exception:
             logger.exception("inject failed (source %s, event %s)", args.source, call.event)
             text = ""

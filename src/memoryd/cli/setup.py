@@ -12,6 +12,9 @@ from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, path_param
 from memoryd.errors import MemorydError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from memoryd.setup.agents import HookEvent
     from memoryd.setup.configfiles import FileChange, Written
     from memoryd.setup.schedules import SchedulePlan, ScheduleResult
 
@@ -106,7 +109,36 @@ def _configure(
     notes = list(where.notes) if where is not None else []
     if kind == "mcp" and scope == "project":
         notes += agents.project_mcp_notes(exe, baked_home)
+    if kind == "hooks" and spec.hooks is not None and change.status != "unchanged":
+        notes += _hook_notes(spec.hooks.events, home)
     _report(kind, spec.name, scope, change, written, dry_run, notes, as_json)
+
+
+def _hook_notes(events: Sequence[HookEvent], home: Path | None) -> list[str]:
+    """What the hooks do, and whether they start the daemon (the first prompt's cost)."""
+    from memoryd.config import load_settings
+    from memoryd.daemon.autostart import NO_AUTOSTART_ENV, opted_out
+
+    by_action: dict[str, list[str]] = {}
+    for event in events:
+        by_action.setdefault(event.action, []).append(event.event)
+    notes = [
+        f"{', '.join(names)} run `memoryd {action}`"
+        + (" (recall into the prompt)" if action == "inject" else " (save the session)")
+        for action, names in by_action.items()
+    ]
+    if opted_out(load_settings(home).daemon.autostart):
+        notes.append(
+            "autostart is off: start the daemon yourself (`memoryd serve --detach`), or each"
+            " recall opens the stores in the hook (seconds per prompt)"
+        )
+    else:
+        notes.append(
+            "the hooks start the memoryd daemon in the background when none runs (the first"
+            " prompt may get no recall while it starts); turn that off with"
+            f" {NO_AUTOSTART_ENV}=1 or `[daemon] autostart = false`"
+        )
+    return notes
 
 
 def _report(

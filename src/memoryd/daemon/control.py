@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memoryd.daemon.autostart import serve_command, spawn_serve
 from memoryd.daemon.client import connect
 from memoryd.daemon.files import DaemonFiles, pid_alive
 from memoryd.errors import GraphLocked, MemorydError, StorageError
-from memoryd.native import child_environment
 from memoryd.private import make_private_dir
 
 if TYPE_CHECKING:
@@ -50,28 +49,7 @@ def start_detached(settings: Settings, *, port: int | None, tcp: bool | None) ->
     ensure_home(settings.home)
     refuse_second_daemon(files)
     make_private_dir(files.log.parent)
-    command = [sys.executable, "-m", "memoryd", "serve", "--home", str(settings.home)]
-    if port is not None:
-        command += ["--port", str(port)]
-    if tcp is False:
-        command.append("--no-tcp")
-    # posix_spawn, not Popen: the daemon outlives this process, and a Popen object of a
-    # running child complains when it is collected.
-    log_fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        pid = os.posix_spawn(
-            sys.executable,
-            command,
-            child_environment(),
-            setsid=True,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, log_fd, 1),
-                (os.POSIX_SPAWN_DUP2, log_fd, 2),
-            ],
-        )
-    finally:
-        os.close(log_fd)
+    pid = spawn_serve(serve_command(settings.home, port=port, tcp=tcp), files.log)
     deadline = time.monotonic() + settings.daemon.start_timeout_s
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
