@@ -429,9 +429,9 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("WeChat", "tool", ("微信",)),
         ],
     ),
-    # package managers, build tools, linters, test runners
+    # package managers: a project installs its packages with one
     (
-        "build-tool",
+        "package-manager",
         [
             ("npm", "tool", ()),
             ("pnpm", "tool", ()),
@@ -441,11 +441,56 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("pipx", "tool", ()),
             ("Poetry", "tool", ()),
             ("Conda", "tool", ("Anaconda", "Miniconda")),
-            ("virtualenv", "tool", ()),
-            ("tox", "tool", ()),
-            ("nox", "tool", ()),
-            ("Hatch", "tool", ("hatchling",)),
-            ("pre-commit", "tool", ()),
+        ],
+    ),
+    # bundlers and compilers of front-end code: one per build
+    (
+        "bundler",
+        [
+            ("Vite", "tool", ("Vitejs",)),
+            ("webpack", "tool", ()),
+            ("Rollup", "tool", ()),
+            ("esbuild", "tool", ()),
+            ("Turbopack", "tool", ()),
+            ("SWC", "tool", ("swc",)),
+            ("Babel", "tool", ()),
+        ],
+    ),
+    # test runners: one per language of a project
+    (
+        "test-runner",
+        [
+            ("pytest", "tool", ("py.test",)),
+            ("Jest", "tool", ("jest",)),
+            ("Vitest", "tool", ()),
+            ("Mocha", "tool", ()),
+        ],
+    ),
+    # browser automation for end-to-end tests: one per project
+    (
+        "e2e-testing",
+        [
+            ("Playwright", "tool", ()),
+            ("Puppeteer", "tool", ()),
+            ("Selenium", "tool", ()),
+            ("Cypress", "tool", ()),
+        ],
+    ),
+    # build systems: one per project
+    (
+        "build-tool",
+        [
+            ("CMake", "tool", ()),
+            ("Bazel", "tool", ()),
+            ("Gradle", "tool", ()),
+            ("Maven", "tool", ()),
+            ("Cargo", "tool", ("cargo",)),
+        ],
+    ),
+    # linters, formatters and type checkers: a project runs several side by side
+    (
+        "linter",
+        [
             ("Ruff", "tool", ("ruff",)),
             ("mypy", "tool", ()),
             ("Pyright", "tool", ()),
@@ -453,27 +498,23 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("isort", "tool", ()),
             ("Flake8", "tool", ()),
             ("Pylint", "tool", ()),
-            ("pytest", "tool", ("py.test",)),
-            ("Hypothesis", "library", ()),
-            ("Sphinx", "tool", ()),
-            ("MkDocs", "tool", ()),
-            ("Vite", "tool", ("Vitejs",)),
-            ("webpack", "tool", ()),
-            ("Rollup", "tool", ()),
-            ("esbuild", "tool", ()),
-            ("Babel", "tool", ()),
-            ("SWC", "tool", ("swc",)),
-            ("Turbopack", "tool", ()),
             ("ESLint", "tool", ()),
             ("Prettier", "tool", ()),
             ("Biome", "tool", ()),
-            ("Jest", "tool", ("jest",)),
-            ("Vitest", "tool", ()),
-            ("Mocha", "tool", ()),
-            ("Playwright", "tool", ()),
-            ("Puppeteer", "tool", ()),
-            ("Selenium", "tool", ()),
-            ("Cypress", "tool", ()),
+        ],
+    ),
+    # other development tools: environments, hooks, docs, servers, schedulers
+    (
+        "devtool",
+        [
+            ("virtualenv", "tool", ()),
+            ("tox", "tool", ()),
+            ("nox", "tool", ()),
+            ("Hatch", "tool", ("hatchling",)),
+            ("pre-commit", "tool", ()),
+            ("Hypothesis", "library", ()),
+            ("Sphinx", "tool", ()),
+            ("MkDocs", "tool", ()),
             ("Storybook", "tool", ()),
             ("Husky", "tool", ()),
             ("Sass", "tool", ("SCSS",)),
@@ -481,11 +522,6 @@ CURATED_SECTIONS: list[tuple[str, list[Curated]]] = [
             ("Locust", "tool", ()),
             ("Prefect", "tool", ()),
             ("Airflow", "tool", ("Apache Airflow",)),
-            ("CMake", "tool", ()),
-            ("Bazel", "tool", ()),
-            ("Gradle", "tool", ()),
-            ("Maven", "tool", ()),
-            ("Cargo", "tool", ("cargo",)),
             ("rustup", "tool", ()),
             ("uvicorn", "tool", ()),
             ("Gunicorn", "tool", ()),

@@ -390,3 +390,36 @@ def test_the_older_record_sharing_the_replaced_tool_is_judged_before_newer_ones(
         assert edges(svc)[(newer.slug, concourse.slug)][:2] == ("active", "rule:switch-to")
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize(
+    ("newer", "older", "replaced"),
+    [
+        # a role has one choice: a different test runner or browser driver replaces the old one
+        ("We use Vitest for the unit tests.", "We use Jest for the unit tests.", "Jest"),
+        (
+            "We use Cypress for the end-to-end tests.",
+            "We use Playwright for the end-to-end tests.",
+            "Playwright",
+        ),
+        # tools of different roles run side by side: running Playwright keeps pnpm, and Ruff
+        # beside Black replaces nothing (both pairs were one "build-tool" kind before)
+        (
+            "Session: migrate cart and checkout to Solid, remove React\n\n**Commands:** `pnpm"
+            " build`, `pnpm playwright test` (all 64 tests green).",
+            "Use pnpm, never npm or yarn\n\nThe frontend uses pnpm; the lockfile is"
+            " `web/pnpm-lock.yaml`. Agents must run `pnpm install --frozen-lockfile` and must"
+            " not create `package-lock.json` or `yarn.lock`.",
+            None,
+        ),
+        ("We use Ruff for linting.", "We use Black to format the code.", None),
+    ],
+)
+def test_a_single_valued_choice_is_one_per_role(
+    newer: str, older: str, replaced: str | None
+) -> None:
+    verdict = supersede.judge_by_rules(newer, older)
+    assert (verdict.old if verdict else None) == replaced
+    if verdict is not None:
+        assert verdict.judge == "rule:single-valued"
+        assert verdict.confidence < 0.85  # a candidate for a human, never automatic

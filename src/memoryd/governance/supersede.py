@@ -60,9 +60,23 @@ come only from the curated lexicon (protocols) or, from the graph, never."""
 GRAPH_CHOICE_TYPES = frozenset({"tool", "library"})
 """Types of graph entities a rule may take as the replaced thing besides the lexicon's."""
 
-SINGLE_VALUED_KINDS = frozenset({"database", "framework", "build-tool", "runtime", "cloud", "ci"})
+SINGLE_VALUED_KINDS = frozenset(
+    {
+        "database",
+        "framework",
+        "runtime",
+        "cloud",
+        "ci",
+        "package-manager",
+        "bundler",
+        "test-runner",
+        "e2e-testing",
+        "build-tool",
+    }
+)
 """Lexicon kinds of which a role has one current choice (a package manager, a framework, the
-CI system)."""
+CI system). Linters, formatters and other development tools run side by side: a project that
+adds Playwright keeps pnpm."""
 
 
 @dataclass(frozen=True)
