@@ -71,6 +71,7 @@ from memoryd.models import (
     MemoryDraft,
     MemoryType,
     PromotionProposal,
+    RelationRef,
     ScopeInfo,
     SearchHit,
     SearchHits,
@@ -83,7 +84,13 @@ from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
 from memoryd.recall.entities import build_matcher
 from memoryd.recall.granted import Held, ScopeView, ScopeViews
 from memoryd.redact import redact
-from memoryd.redact.fields import clean_meta, clean_proposal, clean_slug, clean_stored
+from memoryd.redact.fields import (
+    clean_meta,
+    clean_proposal,
+    clean_slug,
+    clean_stored,
+    redact_field,
+)
 from memoryd.scope import resolve_scope, scope_hash_of_path
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.sensitive.envelope import ScopeKey
@@ -123,12 +130,15 @@ def slugify(title: str, when: datetime) -> str:
 
     Latin letters lose their accents; kana, CJK ideographs and Hangul stay as they are
     (`2026-06-15-数据库迁移到-postgres-1c2297`): a slug should say what the memory is about."""
-    kept = "".join(
-        char
-        if _CJK_CHAR.match(char)
-        else unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode() or " "
-        for char in unicodedata.normalize("NFKC", title).lower()
-    )
+    if title.isascii():  # NFKC and NFKD leave ASCII as it is: the loop below would too
+        kept = title.lower()
+    else:
+        kept = "".join(
+            char
+            if _CJK_CHAR.match(char)
+            else unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode() or " "
+            for char in unicodedata.normalize("NFKC", title).lower()
+        )
     words = re.findall(rf"[a-z0-9]+|[{CJK}]+", kept)
     stem = "-".join(words)[:48].strip("-")
     parts = [when.strftime("%Y-%m-%d"), stem, secrets.token_hex(3)]
@@ -627,10 +637,19 @@ class ServiceCore:
         return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
 
     # -- writes ---------------------------------------------------------------------------
-    def _prepare(self, draft: MemoryDraft, scope: ScopeInfo, now: datetime) -> Memory:
+    def _prepare(
+        self,
+        draft: MemoryDraft,
+        scope: ScopeInfo,
+        now: datetime,
+        *,
+        observations: Sequence[str] = (),
+        relations: Sequence[RelationRef] = (),
+    ) -> Memory:
         # Every path that records a memory passes here: secrets and control characters
-        # never reach the vault, the graph or the index.
-        title = redact(draft.title).strip()
+        # never reach the vault, the graph or the index. A graph fact's entity ids and
+        # relations come in here too, so its frontmatter is cleaned in one `clean_meta` pass.
+        title = redact_field(draft.title).strip()
         if not title:
             raise InvalidInput("title is empty", hint="give the memory a short title with --title")
         body = redact(draft.body).strip()
@@ -660,8 +679,10 @@ class ServiceCore:
                 ttl_days=ttl,
                 supersedes=draft.supersedes,
                 promoted_from=draft.promoted_from,
+                observations=list(dict.fromkeys(observations)),
+                relations=list(relations),
             )
-            meta = clean_meta(meta)  # tags, triggers, category, source, links
+            meta = clean_meta(meta)  # tags, triggers, category, source, links, graph facts
         except ValidationError as exc:
             raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
         return Memory(meta=meta, body=body, sensitive=scope.sensitive)

@@ -35,7 +35,7 @@ from memoryd.models import (
     utcnow,
 )
 from memoryd.native import fewer_collections
-from memoryd.redact.fields import clean_meta
+from memoryd.redact.fields import one_batch
 from memoryd.scope import resolve_scope
 from memoryd.vault import fsync_dir, storage_error
 
@@ -58,11 +58,12 @@ class Ingest(ServiceCore):
         now = utcnow()
         scopes: dict[str, ScopeInfo] = {}
         memories: list[Memory] = []
-        for draft in drafts:
-            key = str(draft.scope_path or Path.cwd())
-            if key not in scopes:
-                scopes[key] = resolve_scope(draft.scope_path)
-            memories.append(self._prepare(draft, scopes[key], now))
+        with one_batch():  # a tag or source every draft repeats is redacted once
+            for draft in drafts:
+                key = str(draft.scope_path or Path.cwd())
+                if key not in scopes:
+                    scopes[key] = resolve_scope(draft.scope_path)
+                memories.append(self._prepare(draft, scopes[key], now))
         self._refuse_duplicates(memories, drafts)
         if not bulk:
             for memory in memories:
@@ -109,15 +110,20 @@ class Ingest(ServiceCore):
         now = utcnow()
         scopes: dict[str, ScopeInfo] = {}
         memories: list[Memory] = []
-        for fact in facts:
-            key = str(fact.draft.scope_path or Path.cwd())
-            if key not in scopes:
-                scopes[key] = resolve_scope(fact.draft.scope_path)
-            memory = self._prepare(fact.draft, scopes[key], now)
-            memory.meta.observations = list(dict.fromkeys(fact.entity_ids))
-            memory.meta.relations = list(fact.relations)
-            memory.meta = clean_meta(memory.meta)
-            memories.append(memory)
+        with one_batch():  # tags, source and entity ids the facts repeat: redacted once
+            for fact in facts:
+                key = str(fact.draft.scope_path or Path.cwd())
+                if key not in scopes:
+                    scopes[key] = resolve_scope(fact.draft.scope_path)
+                memories.append(
+                    self._prepare(
+                        fact.draft,
+                        scopes[key],
+                        now,
+                        observations=fact.entity_ids,
+                        relations=fact.relations,
+                    )
+                )
         self._refuse_duplicates(memories, [fact.draft for fact in facts])
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)

@@ -14,6 +14,9 @@ A slug is a file name and an identity: one that holds a secret has the secret re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from memoryd.models import (
@@ -26,6 +29,34 @@ from memoryd.models import (
 )
 from memoryd.redact import clean_slug as _clean_slug
 from memoryd.redact import redact, redact_json
+
+_BATCH: ContextVar[dict[str, str] | None] = ContextVar("memoryd_redact_batch", default=None)
+
+
+@contextmanager
+def one_batch() -> Iterator[None]:
+    """While a batch of memories is prepared, a text met twice is redacted once: the tags,
+    source and entity ids an import repeats on every memory, and a title `_prepare` redacted
+    before `clean_meta` sees it again. `redact` is a function of its text, so the result is
+    the same; the texts are dropped when the batch is prepared (no plaintext outlives it)."""
+    memo: dict[str, str] = {}
+    token = _BATCH.set(memo)
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+        memo.clear()
+
+
+def redact_field(text: str) -> str:
+    """`redact`, once per text inside `one_batch`."""
+    memo = _BATCH.get()
+    if memo is None:
+        return redact(text)
+    out = memo.get(text)
+    if out is None:
+        out = memo[text] = redact(text)
+    return out
 
 
 def clean_slug(slug: str) -> str:
@@ -40,19 +71,19 @@ def _ref(value: str | None) -> str | None:
         return None
     if value.startswith("memory:"):
         return "memory:" + clean_slug(value.removeprefix("memory:"))
-    return redact(value)
+    return redact_field(value)
 
 
 def _texts(values: list[str]) -> list[str]:
-    return [redact(v) for v in values]
+    return [redact_field(v) for v in values]
 
 
 def _decision(d: SupersedeDecision) -> SupersedeDecision:
     update = {
         "older": clean_slug(d.older),
-        "judge": None if d.judge is None else redact(d.judge),
+        "judge": None if d.judge is None else redact_field(d.judge),
         "entity_id": _ref(d.entity_id),
-        "reason": None if d.reason is None else redact(d.reason),
+        "reason": None if d.reason is None else redact_field(d.reason),
     }
     if all(getattr(d, k) == v for k, v in update.items()):
         return d
@@ -63,7 +94,7 @@ def _relation(r: RelationRef) -> RelationRef:
     update = {
         "subject": _ref(r.subject),
         "object": _ref(r.object) or r.object,
-        "label": None if r.label is None else redact(r.label),
+        "label": None if r.label is None else redact_field(r.label),
     }
     if all(getattr(r, k) == v for k, v in update.items()):
         return r
@@ -74,12 +105,12 @@ def clean_meta(meta: Frontmatter) -> Frontmatter:
     """The frontmatter with every text field redacted and every slug cleaned: `meta` itself
     when nothing changed, else a copy (the caller's object stays as it was)."""
     update: dict[str, Any] = {
-        "title": redact(meta.title).strip()[:500] or "[REDACTED]",
+        "title": redact_field(meta.title).strip()[:500] or "[REDACTED]",
         "slug": clean_slug(meta.slug),
-        "source": redact(meta.source).strip() or "unknown",
+        "source": redact_field(meta.source).strip() or "unknown",
         "tags": _texts(meta.tags),
         "triggers": _texts(meta.triggers),
-        "category": None if meta.category is None else redact(meta.category),
+        "category": None if meta.category is None else redact_field(meta.category),
         "promoted_from": None if meta.promoted_from is None else clean_slug(meta.promoted_from),
         "supersedes": [clean_slug(s) for s in meta.supersedes],
         "supersede_decisions": [_decision(d) for d in meta.supersede_decisions],

@@ -228,7 +228,9 @@ class RuleSet:
         trigrams = {lowered[i : i + 3] for i in range(len(lowered) - 2)}
         trigrams.add("")  # keywords shorter than three characters: searched for
         by_trigram = self.by_trigram
-        for trigram in trigrams:
+        # Only the text's trigrams some keyword starts with (a set intersection, in C); the
+        # set's order is arbitrary already (hash-seeded), so the order of rules is too.
+        for trigram in trigrams.intersection(by_trigram):
             for keyword in by_trigram.get(trigram, ()):
                 if keyword in lowered:
                     for rule in self.by_keyword[keyword]:

@@ -1,0 +1,59 @@
+"""`redact.fields.one_batch`: a text met twice in a batch is redacted once, to the same
+result as `redact`, and nothing is kept once the batch ends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memoryd.redact import fields, redact
+from memoryd.redact.fields import one_batch, redact_field
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "secrets"
+
+
+def corpus() -> list[str]:
+    positives = [
+        json.loads(line)["text"]
+        for line in (CORPUS / "positives.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    negatives = (CORPUS / "negatives.txt").read_text(encoding="utf-8").splitlines()
+    return positives + [line for line in negatives if line.strip()]
+
+
+def test_batch_redacts_as_redact_does_on_the_secret_corpus() -> None:
+    texts = corpus()
+    assert len(texts) > 100
+    want = [redact(t) for t in texts]
+    with one_batch():
+        first = [redact_field(t) for t in texts]
+        again = [redact_field(t) for t in texts]  # from the batch's memo
+    assert first == want
+    assert again == want
+    assert any(w != t for w, t in zip(want, texts, strict=True))  # secrets were hidden
+
+
+def test_a_repeated_text_is_redacted_once_and_forgotten_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+
+    def counting(text: str) -> str:
+        calls.append(text)
+        return redact(text)
+
+    monkeypatch.setattr(fields, "redact", counting)
+    with one_batch():
+        for _ in range(5):
+            assert redact_field("mcp-memory") == "mcp-memory"
+        memo = fields._BATCH.get()
+        assert memo == {"mcp-memory": "mcp-memory"}
+    assert calls == ["mcp-memory"]
+    assert memo == {}  # cleared: no plaintext outlives the batch
+    assert fields._BATCH.get() is None
+    redact_field("mcp-memory")
+    redact_field("mcp-memory")
+    assert len(calls) == 3  # outside a batch every call redacts
