@@ -15,7 +15,7 @@ import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from memoryd.models import DecayState, MemoryType
 from memoryd.search.overlay import slug_key
@@ -49,6 +49,39 @@ class Entry(NamedTuple):
     state: DecayState
     tags: tuple[str, ...]
     triggers: tuple[str, ...]
+
+
+class SavedRows(Protocol):
+    """Entries saved beside the index (`stats_file`), decoded one at a time when asked."""
+
+    def entry(self, row: int) -> Entry: ...
+
+    def raw(self, row: int) -> bytes:
+        """The row as saved (to save it again without decoding it)."""
+        ...
+
+
+class Pending:
+    """A saved entry not decoded yet: a first recall decodes only the entries it ranks."""
+
+    __slots__ = ("row", "rows", "slug")
+
+    def __init__(self, slug: str, row: int, rows: SavedRows) -> None:
+        self.slug = slug
+        self.row = row
+        self.rows = rows
+
+
+Held = Entry | Pending | None
+"""What a tally keeps of a slug key: the entry (maybe still saved), None when two share it."""
+
+
+def _held(keyed: dict[int, Held], key: int) -> Entry | None:
+    """The entry `keyed` holds for `key` (which it has), decoded if it was still saved."""
+    held = keyed[key]
+    if isinstance(held, Pending):
+        held = keyed[key] = held.rows.entry(held.row)
+    return held
 
 
 class Counts:
@@ -146,7 +179,7 @@ class ScopeTally:
     visible: Counts = field(default_factory=Counts)
     hidden: Counts = field(default_factory=Counts)
     lines: dict[TurnTest | None, tuple[TurnLine, TurnLine]] = field(default_factory=dict)
-    keyed: dict[int, Entry | None] = field(default_factory=dict)
+    keyed: dict[int, Held] = field(default_factory=dict)
     """Slug key → the live memory's entry (None: two slugs of this scope share the key)."""
 
 
@@ -256,12 +289,45 @@ class ScopeStatistics:
             for tally in self._scopes.values():
                 if key not in tally.keyed:
                     continue
-                held = tally.keyed[key]
+                held = _held(tally.keyed, key)
                 if held is None:
                     return None
                 if held.slug == slug:
                     found.append(held)
         return found
+
+    def tallied(self) -> list[str]:
+        """The scopes tallied now."""
+        return list(self._scopes)
+
+    def saved(self, scope: str) -> tuple[Counts, Counts, list[Entry | Pending]] | None:
+        """A tallied scope's counts and entries, to save (`adopt` takes them back); None when
+        it is not tallied or two of its memories share a slug key (entries would be lost)."""
+        tally = self._scopes.get(scope)
+        if tally is None or any(entry is None for entry in tally.keyed.values()):
+            return None
+        return tally.visible, tally.hidden, [e for e in tally.keyed.values() if e is not None]
+
+    def adopt(
+        self,
+        scope: str,
+        visible: Counts,
+        hidden: Counts,
+        keyed: dict[int, Held],
+        turns: list[Entry],
+    ) -> None:
+        """Tally `scope` from saved counts and entries (`saved`) instead of counting it:
+        `keyed` holds every entry by slug key (decoded when first asked), `turns` the
+        session memories among them, decoded (the turn lines need their text)."""
+        tally = self._new_tally()
+        tally.visible, tally.hidden, tally.keyed = visible, hidden, keyed
+        turns = sorted(turns, key=lambda e: (e.at, e.slug))
+        for test, (shown, every) in tally.lines.items():
+            for entry in turns:
+                if test is None or test(entry.type, entry.text):
+                    for line in (every,) if entry.hidden else (shown, every):
+                        line.add(entry.slug, entry.at, entry.body)
+        self._scopes[scope] = tally
 
     def wants(self, scope: str) -> bool:
         """Whether a write in `scope` changes a tally (its memories must then be analysed)."""
@@ -313,7 +379,7 @@ class ScopeStatistics:
                 if key in held:
                     if found is not None or held[key] is None:
                         return None  # two memories share the key: the caller reads the hit
-                    found = held[key]
+                    found = _held(held, key)
             return found
 
         return StatsView(
