@@ -13,7 +13,7 @@ import pytest
 from memoryd.models import DecayState
 from memoryd.search.index import SearchIndex
 from memoryd.search.stats import Pending
-from memoryd.search.stats_file import STATS_DIR
+from memoryd.search.stats_file import STATS_DIR, index_opstamp
 from tests.integration.test_search_stats import SCOPES, TESTS, random_doc
 
 LISTED: list[list[str]] = [[SCOPES[0]], [SCOPES[1], SCOPES[2]], list(SCOPES)]
@@ -50,7 +50,7 @@ def fresh_views(directory: Path) -> tuple[list[object], int]:
             counted.extend(scopes or ["<all>"])
             original(entries, scopes)
 
-        fresh._stats.load = load  # type: ignore[method-assign]
+        fresh._stats.load = load  # type: ignore[method-assign,assignment]
         return listed_views(fresh), len(counted)
 
 
@@ -65,6 +65,8 @@ def test_loaded_statistics_equal_a_count_after_writes_deletes_and_decay(
         index.upsert([random_doc(rng, f"m{i}") for i in range(20)])
         serial = 20
         for step in range(30):
+            if rng.random() < 0.4:
+                index._stats.forget()  # a writer that never recalled (the daemon's)
             live = sorted(index.slugs())
             action = rng.random()
             if action < 0.3 or not live:
@@ -106,12 +108,15 @@ def test_a_fresh_index_decodes_only_the_entries_it_ranks(tmp_path: Path) -> None
     assert fresh_views(directory)[1] == 0
 
 
-def _tallied_home(directory: Path, seed: int) -> SearchIndex:
+def _tallied_home(directory: Path, seed: int, last_body: str = "") -> SearchIndex:
     rng = random.Random(seed)
     index = SearchIndex.open(directory)
     index.upsert([random_doc(rng, f"m{i}") for i in range(30)])
     listed_views(index)
-    index.upsert([random_doc(rng, f"n{i}") for i in range(3)])
+    last = [random_doc(rng, f"n{i}") for i in range(3)]
+    if last_body:  # other words, the same operations (so the same opstamps)
+        last = [doc.model_copy(update={"body": last_body}) for doc in last]
+    index.upsert(last)
     return index
 
 
@@ -144,7 +149,8 @@ def test_a_corrupt_cut_or_foreign_file_is_counted_again(tmp_path: Path) -> None:
 
     # Another index written the same way reaches the same opstamps: its files are foreign.
     other = tmp_path / "other"
-    _tallied_home(other, 8).close()
+    _tallied_home(other, 7, last_body="kafka consumer lag kafka").close()
+    assert index_opstamp(other) == index_opstamp(directory)
     shutil.rmtree(directory / STATS_DIR)
     shutil.copytree(other / STATS_DIR, directory / STATS_DIR)
     loaded, counted = fresh_views(directory)
