@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,32 @@ def test_an_in_memory_index_saves_nothing() -> None:
         index.upsert([random_doc(random.Random(13), f"s{i}") for i in range(5)])
         listed_views(index)
         assert index._files is None
+
+
+def test_small_writes_save_the_statistics_now_and_then_and_on_close(tmp_path: Path) -> None:
+    """Saving a scope costs what writing its whole file costs: a burst of small writes saves
+    it once at the start, and closing saves what is left."""
+    directory = tmp_path / "search"
+    index = _tallied_home(directory, 14)
+    assert index._files is not None
+    saves: list[str] = []
+    original = index._files.save
+
+    def save(scope: str, *args: Any) -> None:
+        saves.append(scope)
+        original(scope, *args)
+
+    index._files.save = save  # type: ignore[method-assign,assignment]
+    index._save_next = 0.0
+    index._flush_stats(force=False)
+    rng = random.Random(15)
+    index._save_next = time.monotonic() + 3600  # the last save was slow
+    for i in range(10):
+        index.upsert([random_doc(rng, f"burst{i}")])
+    assert saves == []
+    assert fresh_views(directory)[1] > 0  # behind: counted afresh, never loaded stale
+    index.close()
+    assert saves  # on close
+    loaded, counted = fresh_views(directory)
+    assert counted == 0
+    assert loaded == from_scratch(directory)

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -429,6 +430,10 @@ class SearchIndex:
         self._files = files
         """The scopes' statistics saved beside the index (none for an in-memory index)."""
         self._opstamp = opstamp
+        self._unsaved: set[str] = set()
+        """Tallied scopes whose saved statistics are behind ours (saved when it is time)."""
+        self._save_next = 0.0
+        """`time.monotonic()` from which the next save may run (`_flush_stats`)."""
         """The commit our reader shows (None: not known for sure; nothing is loaded or saved)."""
         self._index = index
         self._schema = schema
@@ -890,11 +895,34 @@ class SearchIndex:
             return
         if held is None or held != prior:
             self._stats.forget()  # another process committed before us: count afresh
+            self._unsaved.clear()
             return
         tallied = set(self._stats.tallied())
-        for scope in sorted(tallied if scopes is None else tallied & scopes):
+        self._unsaved = (
+            self._unsaved | (tallied if scopes is None else tallied & scopes)
+        ) & tallied
+        self._flush_stats(force=False)
+
+    def _flush_stats(self, force: bool) -> None:
+        """Save the tallies the files are behind on: when `force`d (closing), or when saving
+        has had no more than `_SAVE_SHARE` of the time since the last save (a 10k scope takes
+        ~45 ms to save; every small write saving it would double the write). The caller holds
+        the statistics' lock. A process that opens the index before the save counts those
+        scopes afresh (and saves them)."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None or not self._unsaved:
+            return
+        started = time.monotonic()
+        if not force and started < self._save_next:
+            return
+        if not files.fresh_at(stamp, self._overlay.digest):
+            self._unsaved.clear()  # the manifest is not ours to trust: nothing is saved
+            return
+        for scope in sorted(self._unsaved):
             if (saved := self._stats.saved(scope)) is not None:
                 files.save(scope, stamp, *saved)
+        self._unsaved.clear()
+        self._save_next = time.monotonic() + (time.monotonic() - started) / _SAVE_SHARE
 
     def _entries_for_stats(self, changed: _Changed) -> tuple[list[Entry], list[Entry]]:
         """The written and removed documents of tallied scopes, analysed (before the commit,
@@ -1883,6 +1911,8 @@ class SearchIndex:
         with self._write_lock:
             if self._closed:
                 return
+            with self._stats_lock:
+                self._flush_stats(force=True)
             self._closed = True
             writer, self._writer = self._writer, None
             if writer is not None:
@@ -1938,6 +1968,8 @@ edge of the read rarely needs reading whole."""
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
 _COMMITS_KEPT = 1024
+_SAVE_SHARE = 0.05
+"""At most this share of the writer's time goes to saving statistics (`_flush_stats`)."""
 _CHANGES_KEPT = 4096
 """Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
 
