@@ -14,6 +14,7 @@ Only an on-disk index has them (a granted sensitive scope's index lives in memor
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import os
@@ -30,8 +31,7 @@ import orjson
 
 from memoryd.models import DecayState, MemoryType
 from memoryd.private import FILE_MODE, make_private_dir
-from memoryd.search.overlay import slug_key
-from memoryd.search.stats import Counts, Entry, Held, Pending
+from memoryd.search.stats import Counts, Entry, Held, SavedRows
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +43,9 @@ _STATES = {s.value: s for s in DecayState}
 _MAGIC = b"memoryd scope statistics\n"
 _HEAD = struct.Struct(">QI")
 """The header's length and the CRC-32 of the header and the entries after it."""
-Loaded = tuple[Counts, Counts, dict[int, Held], list[Entry]]
-"""Visible and hidden counts, the entries by slug key, the session memories among them."""
+Loaded = tuple[Counts, Counts, dict[int, Held], SavedRows, list[Entry]]
+"""Visible and hidden counts, the entries by slug key (`Held`), where those still saved are,
+and the session memories among them (decoded)."""
 
 
 def index_opstamp(directory: Path) -> int | None:
@@ -125,6 +126,10 @@ class StatsFiles:
         manifest = self._manifest()
         if manifest is None or opstamp > manifest["opstamp"]:
             return None
+        # Decoding makes ~3 objects per memory, all kept: the collector's passes over them
+        # would find nothing to free.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             raw = (self._dir / f"{scope}.stats").read_bytes()
             if not raw.startswith(_MAGIC):
@@ -149,6 +154,9 @@ class StatsFiles:
             return None
         except struct.error:
             return None
+        finally:
+            if collecting:
+                gc.enable()
 
     def save(
         self,
@@ -156,18 +164,18 @@ class StatsFiles:
         opstamp: int,
         visible: Counts,
         hidden: Counts,
-        entries: list[Entry | Pending],
+        entries: list[tuple[int, Entry | str]],
+        rows: SavedRows | None,
     ) -> None:
         """Replace the file of `scope` with its statistics at `opstamp` (best effort: a file
         that cannot be written is counted again by the next process). Entries still saved
         as they were read are copied without decoding them."""
         if self.identity is None:
             return
-        rows = [
-            held.rows.raw(held.row) if isinstance(held, Pending) else _encode(held)
-            for held in entries
+        encoded = [
+            _encode(held) if isinstance(held, Entry) else _raw(rows, key) for key, held in entries
         ]
-        ends = list(itertools.accumulate(map(len, rows)))
+        ends = list(itertools.accumulate(map(len, encoded)))
         header = orjson.dumps(
             {
                 "format": _FORMAT,
@@ -176,20 +184,17 @@ class StatsFiles:
                 "scope": scope,
                 "opstamp": opstamp,
                 "counts": [_counts(visible), _counts(hidden)],
-                "slugs": [held.slug for held in entries],
-                "keys": [
-                    slug_key(held.slug) if isinstance(held, Pending) else held.key
-                    for held in entries
-                ],
+                "slugs": [held if isinstance(held, str) else held.slug for _, held in entries],
+                "keys": [key for key, _ in entries],
                 "ends": ends,
                 "turns": [
                     i
-                    for i, held in enumerate(entries)
+                    for i, (_, held) in enumerate(entries)
                     if isinstance(held, Entry) and held.type is MemoryType.SESSION
                 ],
             }
         )
-        body = header + b"".join(rows)
+        body = header + b"".join(encoded)
         try:
             self._write_bytes(
                 f"{scope}.stats", _MAGIC + _HEAD.pack(len(header), zlib.crc32(body)) + body
@@ -218,6 +223,12 @@ def _counts(counts: Counts) -> list[Any]:
     return [counts.docs, counts.titles, counts.bodies, counts.df]
 
 
+def _raw(rows: SavedRows | None, key: int) -> bytes:
+    if rows is None:
+        raise LookupError("an entry still saved, and no saved entries")
+    return rows.raw(key)
+
+
 def _encode(e: Entry) -> bytes:
     return orjson.dumps(
         [
@@ -238,7 +249,7 @@ def _encode(e: Entry) -> bytes:
 class _Rows:
     """The entries of one scope file, decoded when asked (`SavedRows`)."""
 
-    __slots__ = ("_blob", "_ends", "_keys", "_scope", "_slugs")
+    __slots__ = ("_blob", "_ends", "_keys", "_row_of", "_scope", "_slugs")
 
     def __init__(
         self, scope: str, blob: memoryview, slugs: list[str], keys: list[int], ends: list[int]
@@ -248,11 +259,16 @@ class _Rows:
         self._slugs = slugs
         self._keys = keys
         self._ends = ends
+        self._row_of = dict(zip(keys, range(len(keys)), strict=True))
 
-    def raw(self, row: int) -> bytes:
+    def raw(self, key: int) -> bytes:
+        row = self._row_of[key]
         return bytes(self._blob[self._ends[row - 1] if row else 0 : self._ends[row]])
 
-    def entry(self, row: int) -> Entry:
+    def entry(self, key: int) -> Entry:
+        return self.at(self._row_of[key])
+
+    def at(self, row: int) -> Entry:
         kind, hid, at, title, body, text, written, state, tags, triggers = orjson.loads(
             self._blob[self._ends[row - 1] if row else 0 : self._ends[row]]
         )
@@ -289,17 +305,14 @@ def _decode(scope: str, data: dict[str, Any], blob: memoryview) -> Loaded:
     if ends and ends[-1] != len(blob):
         raise ValueError("the entries are cut short")
     rows = _Rows(scope, blob, slugs, keys, ends)
-    keyed: dict[int, Held] = {
-        key: Pending(slug, row, rows)
-        for row, (slug, key) in enumerate(zip(slugs, keys, strict=True))
-    }
-    if len(keyed) != len(slugs):
+    keyed: dict[int, Held] = dict(zip(keys, slugs, strict=True))
+    if len(keyed) != len(slugs) or not all(isinstance(slug, str) for slug in slugs):
         raise ValueError("two entries share a slug key")
     turns = []
     for row in data["turns"]:
-        entry = rows.entry(row)
+        entry = rows.at(row)
         if entry.type is not MemoryType.SESSION:
             raise ValueError("a turn that is no session memory")
         keyed[entry.key] = entry
         turns.append(entry)
-    return visible, hidden, keyed, turns
+    return visible, hidden, keyed, rows, turns
