@@ -223,3 +223,34 @@ def test_small_writes_save_the_statistics_now_and_then_and_on_close(tmp_path: Pa
     loaded, counted = fresh_views(directory)
     assert counted == 0
     assert loaded == from_scratch(directory)
+
+
+def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: Path) -> None:
+    """A scope whose memories are taken out of the index (a scope marked sensitive: the
+    on-disk index then holds nothing of it) keeps no copy of them beside it."""
+    directory = tmp_path / "search"
+    index = _tallied_home(directory, 16)
+    index.close()
+    path = directory / STATS_DIR / f"{SCOPES[0]}.stats"
+    with SearchIndex.open(directory) as writer:
+        gone = [
+            d.slug
+            for d in writer.stored(sorted(writer.slugs())).values()
+            if d.scope_hash == SCOPES[0]
+        ]
+        assert gone
+        assert all(slug.encode() in path.read_bytes() for slug in gone)
+        writer.delete(gone)
+        assert not path.exists()  # a writer that never recalled: dropped, not saved
+    with SearchIndex.open(directory) as writer:
+        listed_views(writer)  # tallied: the next commit saves what is left
+        writer.upsert(
+            [
+                random_doc(random.Random(17), "elsewhere").model_copy(
+                    update={"scope_hash": SCOPES[1]}
+                )
+            ]
+        )
+    held = path.read_bytes() if path.exists() else b""
+    assert not any(slug.encode() in held for slug in gone)
+    assert fresh_views(directory)[0] == from_scratch(directory)

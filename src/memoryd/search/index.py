@@ -850,7 +850,10 @@ class SearchIndex:
             try:
                 changed = operations(writer)
                 removed, added = self._entries_for_stats(changed)
-                prior = index_opstamp(self._directory) if self._files else None
+                prior = None
+                if self._files:
+                    prior = index_opstamp(self._directory)
+                    self._files.drop(_scopes_of(changed))  # before the index forgets them
                 with self._stats_lock:
                     stamp = writer.commit()
                     overlay, self._overlay_next = self._overlay_next, None
@@ -885,7 +888,8 @@ class SearchIndex:
         if files is None:
             return
         held, self._opstamp = self._opstamp, stamp
-        scopes = None if changed is None else {doc.scope_hash for docs in changed for doc in docs}
+        scopes = _scopes_of(changed)
+        files.drop(scopes)  # again: one a reader saved meanwhile
         try:
             if files.identity is None:  # an index from before identities: give it one
                 files.identity = _write_meta(self._directory)
@@ -2089,6 +2093,11 @@ def _snippet(body: str, position: int) -> str:
     if space > budget // 2:
         cut = cut[:space]
     return prefix + cut.rstrip() + "…"
+
+
+def _scopes_of(changed: _Changed) -> set[str] | None:
+    """The scopes whose memories a commit changes (None: every scope, a clear)."""
+    return None if changed is None else {doc.scope_hash for docs in changed for doc in docs}
 
 
 def _commit_slugs(

@@ -77,6 +77,21 @@ class StatsFiles:
         """Drop every file of the index in `directory` (a new index: none describes it)."""
         shutil.rmtree(directory / STATS_DIR, ignore_errors=True)
 
+    def drop(self, scopes: Collection[str] | None) -> None:
+        """Remove the files of `scopes` (all when None): a commit is changing them, so they
+        could never be taken again, and a scope whose memories leave the index (marked
+        sensitive, forgotten) leaves nothing of them here."""
+        try:
+            paths = (
+                list(self._dir.glob("*.stats"))
+                if scopes is None
+                else [self._dir / f"{scope}.stats" for scope in scopes]
+            )
+            for path in paths:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("cannot remove saved statistics in %s: %s", self._dir, exc)
+
     def _manifest(self) -> dict[str, Any] | None:
         try:
             data = orjson.loads((self._dir / _MANIFEST).read_bytes())
