@@ -426,7 +426,8 @@ def test_open_creates_a_missing_directory(tmp_path: Path) -> None:
     with SearchIndex.open(directory) as index:
         assert index.count() == 0
     meta = json.loads((directory / META_FILE).read_text())
-    assert meta == {"schema_version": SCHEMA_VERSION}
+    assert meta["schema_version"] == SCHEMA_VERSION
+    assert len(meta["index_id"]) == 32  # what saved statistics name (`stats_file`)
 
 
 def test_documents_persist_across_reopen(tmp_path: Path) -> None:

@@ -74,7 +74,9 @@ def views(index: SearchIndex) -> list[object]:
 
 
 def recounted(directory: Path) -> list[object]:
+    """The statistics counted from scratch (the saved ones left unread)."""
     with SearchIndex.open(directory) as fresh:
+        fresh._files = None
         return views(fresh)
 
 

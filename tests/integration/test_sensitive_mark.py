@@ -388,3 +388,22 @@ def test_sensitive_extraction_stays_in_memory_and_skips_the_llm_unless_allowed(
     svc.llm_allow_sensitive = True
     svc.record(draft(project, "Cache", "We put Redis in front of the ledger."))
     assert len(fake.calls) == 1
+
+
+def test_a_recalled_scope_marked_sensitive_leaves_no_saved_statistics(
+    keyed_svc: MemoryService, settings: Settings, project: Path, home: Path
+) -> None:
+    """A recall saves the scope's statistics beside the index (its memories' text and
+    tokens); marking the scope, in a process that never recalled it, takes its memories out
+    of the index, and those go too."""
+    plant(keyed_svc, project)
+    assert keyed_svc.recall(f"deploy {CANARIES[0]}", scope=project, track=False)
+    keyed_svc.close()
+    saved = list((home / "search" / "stats").glob("*.stats"))
+    assert any(CANARIES[0].lower().encode() in path.read_bytes() for path in saved)
+    marking = open_service(settings)
+    try:
+        marking.sensitive_mark(project)
+    finally:
+        marking.close()
+    assert leaks(home / "search") == []

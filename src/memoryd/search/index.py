@@ -26,6 +26,8 @@ import os
 import re
 import sys
 import threading
+import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +52,7 @@ from memoryd.search.stats import (
     Tokens,
     TurnTest,
 )
+from memoryd.search.stats_file import StatsFiles, index_opstamp
 from memoryd.search.words import IRREGULAR_TEXT, LIGHT_WORDS, STOPWORDS, base_forms
 from memoryd.text import blank_cjk, contains_cjk, query_terms, segment
 
@@ -349,8 +352,9 @@ def _placed_doc(slug: str, place: Placed) -> SearchDoc:
     )
 
 
-def _check_meta(directory: Path) -> None:
-    """Refuse an index written with another schema version, or by something else."""
+def _check_meta(directory: Path) -> str | None:
+    """Refuse an index written with another schema version, or by something else; return its
+    identity (None: written before indexes had one)."""
     path = directory / META_FILE
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
@@ -367,15 +371,21 @@ def _check_meta(directory: Path) -> None:
             f"this memoryd uses {SCHEMA_VERSION}",
             hint=REINDEX_HINT,
         )
+    identity = meta.get("index_id")
+    return identity if isinstance(identity, str) else None
 
 
-def _write_meta(directory: Path) -> None:
+def _write_meta(directory: Path) -> str:
+    """Write the index's schema version and a new identity (returned): saved statistics name
+    the index they describe, so a file copied from another index is never taken."""
+    identity = uuid.uuid4().hex
     path = directory / META_FILE
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"schema_version": SCHEMA_VERSION}) + "\n")
+        handle.write(json.dumps({"schema_version": SCHEMA_VERSION, "index_id": identity}) + "\n")
     os.replace(tmp, path)
+    return identity
 
 
 class _Query:
@@ -413,8 +423,18 @@ class SearchIndex:
         index: tantivy.Index,
         schema: tantivy.Schema,
         overlay: DecayOverlay | None = None,
+        files: StatsFiles | None = None,
+        opstamp: int | None = None,
     ) -> None:
         self._directory = directory
+        self._files = files
+        """The scopes' statistics saved beside the index (none for an in-memory index)."""
+        self._opstamp = opstamp
+        self._unsaved: set[str] = set()
+        """Tallied scopes whose saved statistics are behind ours (saved when it is time)."""
+        self._save_next = 0.0
+        """`time.monotonic()` from which the next save may run (`_flush_stats`)."""
+        """The commit our reader shows (None: not known for sure; nothing is loaded or saved)."""
         self._index = index
         self._schema = schema
         self._overlay = overlay or DecayOverlay(None, {})
@@ -468,8 +488,14 @@ class SearchIndex:
         second made every recall a recount). None: every tally is counted afresh."""
         self._require_open()
         with self._stats_lock, self._errors("reloading the reader"):
+            before = index_opstamp(self._directory) if self._files else None
             self._index.reload()
             self._overlay = self._overlay.reload(REINDEX_HINT)
+            if self._files:
+                after = index_opstamp(self._directory)
+                self._opstamp = before if before == after else None
+                if self._files.identity is None:
+                    self._files.identity = _check_meta(self._directory)
             if changed is None:
                 self._stats.forget()
             elif changed:
@@ -529,7 +555,8 @@ class SearchIndex:
                     f"the search index at {directory} has lost its files", hint=REINDEX_HINT
                 )
             return cls._create(directory, schema)
-        _check_meta(directory)
+        identity = _check_meta(directory)
+        before = index_opstamp(directory)
         try:
             index = tantivy.Index.open(str(directory))
         except _TANTIVY_ERRORS as exc:
@@ -543,8 +570,10 @@ class SearchIndex:
                 hint=REINDEX_HINT,
             )
         overlay = DecayOverlay.load(directory, REINDEX_HINT)
+        after = index_opstamp(directory)
         logger.debug("opened search index %s", directory)
-        return cls(directory, index, schema, overlay)
+        files = StatsFiles(directory, analysis_version, identity)
+        return cls(directory, index, schema, overlay, files, before if before == after else None)
 
     @classmethod
     def recreate(cls, directory: Path) -> SearchIndex:
@@ -580,11 +609,15 @@ class SearchIndex:
         try:
             index = tantivy.Index(schema, path=str(directory), reuse=False)
             (directory / OVERLAY_FILE).unlink(missing_ok=True)  # a new index holds no state
-            _write_meta(directory)
+            StatsFiles.remove_in(directory)
+            identity = _write_meta(directory)
         except _TANTIVY_ERRORS as exc:
             raise StorageError(f"cannot create the search index at {directory}: {exc}") from exc
         logger.info("created search index %s (schema version %s)", directory, SCHEMA_VERSION)
-        return cls(directory, index, schema, DecayOverlay(directory, {}))
+        files = StatsFiles(directory, analysis_version, identity)
+        return cls(
+            directory, index, schema, DecayOverlay(directory, {}), files, index_opstamp(directory)
+        )
 
     @property
     def directory(self) -> Path:
@@ -817,8 +850,12 @@ class SearchIndex:
             try:
                 changed = operations(writer)
                 removed, added = self._entries_for_stats(changed)
+                prior = None
+                if self._files:
+                    prior = index_opstamp(self._directory)
+                    self._files.drop(_scopes_of(changed))  # before the index forgets them
                 with self._stats_lock:
-                    writer.commit()
+                    stamp = writer.commit()
                     overlay, self._overlay_next = self._overlay_next, None
                     self._commits.append(
                         (self.generation + 1, _commit_slugs(changed, self._overlay, overlay))
@@ -834,12 +871,62 @@ class SearchIndex:
                         self._overlay_unsaved = True
                         self._overlay.save()
                         self._overlay_unsaved = False
+                    self._save_stats(prior, stamp, changed)
             except _TANTIVY_ERRORS as exc:
                 self._overlay_next = None
                 self._rollback(writer)
                 raise StorageError(
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
+
+    def _save_stats(self, prior: int | None, stamp: int, changed: _Changed) -> None:
+        """Record a commit (from opstamp `prior` to `stamp`) beside the index, and save the
+        statistics of the tallied scopes it changed (the caller holds the statistics' lock;
+        the overlay is saved). Statistics that may have missed another process's commits are
+        not saved: the files only ever hold what a count would find."""
+        files = self._files
+        if files is None:
+            return
+        held, self._opstamp = self._opstamp, stamp
+        scopes = _scopes_of(changed)
+        files.drop(scopes)  # again: one a reader saved meanwhile
+        try:
+            if files.identity is None:  # an index from before identities: give it one
+                files.identity = _write_meta(self._directory)
+            files.committed(prior, stamp, self._overlay.digest, scopes)
+        except OSError as exc:
+            logger.warning("search index %s: cannot record the commit: %s", self._directory, exc)
+            return
+        if held is None or held != prior:
+            self._stats.forget()  # another process committed before us: count afresh
+            self._unsaved.clear()
+            return
+        tallied = set(self._stats.tallied())
+        self._unsaved = (
+            self._unsaved | (tallied if scopes is None else tallied & scopes)
+        ) & tallied
+        self._flush_stats(force=False)
+
+    def _flush_stats(self, force: bool) -> None:
+        """Save the tallies the files are behind on: when `force`d (closing), or when saving
+        has had no more than `_SAVE_SHARE` of the time since the last save (a 10k scope takes
+        ~45 ms to save; every small write saving it would double the write). The caller holds
+        the statistics' lock. A process that opens the index before the save counts those
+        scopes afresh (and saves them)."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None or not self._unsaved:
+            return
+        started = time.monotonic()
+        if not force and started < self._save_next:
+            return
+        if not files.fresh_at(stamp, self._overlay.digest):
+            self._unsaved.clear()  # the manifest is not ours to trust: nothing is saved
+            return
+        for scope in sorted(self._unsaved):
+            if (saved := self._stats.saved(scope)) is not None:
+                files.save(scope, stamp, *saved)
+        self._unsaved.clear()
+        self._save_next = time.monotonic() + (time.monotonic() - started) / _SAVE_SHARE
 
     def _entries_for_stats(self, changed: _Changed) -> tuple[list[Entry], list[Entry]]:
         """The written and removed documents of tallied scopes, analysed (before the commit,
@@ -1267,6 +1354,12 @@ class SearchIndex:
         has met yet from their live memories, hidden ones included (the caller holds the
         statistics' lock, so no commit lands between the count and its registration)."""
         missing = self._stats.missing(scopes, is_turn)
+        files, stamp = self._files, self._opstamp
+        if missing and files is not None and stamp is not None:
+            for scope in list(missing):
+                if (loaded := files.load(scope, stamp)) is not None:
+                    self._stats.adopt(scope, *loaded)
+                    missing.remove(scope)
         if missing is None or missing:
             searcher = self._index.searcher()
             every = self._visible(missing, include_forgotten=True)
@@ -1284,6 +1377,14 @@ class SearchIndex:
                 ),
                 missing,
             )
+            if (
+                files is not None
+                and stamp is not None
+                and files.fresh_at(stamp, self._overlay.digest)
+            ):
+                for scope in self._stats.tallied() if missing is None else missing:
+                    if (saved := self._stats.saved(scope)) is not None:
+                        files.save(scope, stamp, *saved)
         return self._stats.view(scopes, include_forgotten, is_turn)
 
     def _visible(self, scopes: list[str] | None, include_forgotten: bool) -> tantivy.Query:
@@ -1814,6 +1915,8 @@ class SearchIndex:
         with self._write_lock:
             if self._closed:
                 return
+            with self._stats_lock:
+                self._flush_stats(force=True)
             self._closed = True
             writer, self._writer = self._writer, None
             if writer is not None:
@@ -1869,6 +1972,8 @@ edge of the read rarely needs reading whole."""
 _TOKENS_KEPT = 8_000_000
 """At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
 _COMMITS_KEPT = 1024
+_SAVE_SHARE = 0.05
+"""At most this share of the writer's time goes to saving statistics (`_flush_stats`)."""
 _CHANGES_KEPT = 4096
 """Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
 
@@ -1988,6 +2093,11 @@ def _snippet(body: str, position: int) -> str:
     if space > budget // 2:
         cut = cut[:space]
     return prefix + cut.rstrip() + "…"
+
+
+def _scopes_of(changed: _Changed) -> set[str] | None:
+    """The scopes whose memories a commit changes (None: every scope, a clear)."""
+    return None if changed is None else {doc.scope_hash for docs in changed for doc in docs}
 
 
 def _commit_slugs(

@@ -42,7 +42,9 @@ def slug_key(slug: str) -> int:
 class DecayOverlay:
     """slug → the decay state of a memory whose indexed document holds an older one."""
 
-    def __init__(self, directory: Path | None, states: dict[str, DecayState]) -> None:
+    def __init__(
+        self, directory: Path | None, states: dict[str, DecayState], digest: str = ""
+    ) -> None:
         self._path = None if directory is None else directory / OVERLAY_FILE
         self.states: Mapping[str, DecayState] = states
         self.hidden_slugs: frozenset[str] = frozenset(
@@ -52,6 +54,9 @@ class DecayOverlay:
         self.hidden_keys: frozenset[int] = frozenset(map(slug_key, self.hidden_slugs))
         """Their slug keys: what a search that leaves them out looks its hits up in."""
         self._stamp = self._file_stamp()
+        self.digest = digest
+        """The BLAKE2b of the file as read or saved ("" for none): saved statistics name the
+        overlay they were counted under (`stats_file`)."""
 
     @classmethod
     def load(cls, directory: Path | None, hint: str) -> DecayOverlay:
@@ -73,7 +78,7 @@ class DecayOverlay:
             states = {str(slug): _STATES[value] for slug, value in data["states"].items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StorageError(f"{path} is not a decay-state overlay: {exc}", hint=hint) from exc
-        return cls(directory, states)
+        return cls(directory, states, _digest(raw))
 
     def reload(self, hint: str) -> DecayOverlay:
         """This overlay, or the one on disk if the file changed since it was read."""
@@ -106,13 +111,16 @@ class DecayOverlay:
         try:
             if not self.states:
                 path.unlink(missing_ok=True)
+                self.digest = ""
             else:
                 body = {"format": _FORMAT, "states": {s: v.value for s, v in self.states.items()}}
+                raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
                 tmp = path.with_name(path.name + ".tmp")
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(raw)
                 os.replace(tmp, path)
+                self.digest = _digest(raw)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}") from exc
         self._stamp = self._file_stamp()
@@ -125,3 +133,7 @@ class DecayOverlay:
         except OSError:
             return None
         return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()

@@ -4,9 +4,10 @@ Recall ranks a scope on statistics over that scope's live memories alone (DESIGN
 there are, their titles' and bodies' mean length, in how many each word occurs, and the
 length of each conversation turn's context (its nearest turns). Counting them means reading
 every memory of the scope (~290 ms for 5,000), so they are counted once per scope, on the
-first recall there, and from then on every write adds what it writes and takes away what it
-replaces or deletes. A replaced or deleted memory therefore never counts, and the tallies
-always equal a recount of the live memories (a test checks it on random writes).
+first recall there (or loaded as `stats_file` saved them), and from then on every write adds
+what it writes and takes away what it replaces or deletes. A replaced or deleted memory
+therefore never counts, and the tallies always equal a recount of the live memories (a test
+checks it on random writes).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from memoryd.models import DecayState, MemoryType
 from memoryd.search.overlay import slug_key
@@ -49,6 +50,25 @@ class Entry(NamedTuple):
     state: DecayState
     tags: tuple[str, ...]
     triggers: tuple[str, ...]
+
+
+class SavedRows(Protocol):
+    """Entries saved beside the index (`stats_file`), decoded one at a time when asked."""
+
+    def entry(self, key: int) -> Entry: ...
+
+    def raw(self, key: int) -> bytes:
+        """The entry as saved (to save it again without decoding it)."""
+        ...
+
+
+Held = Entry | str | None
+"""What a tally keeps of a slug key: the entry; the slug of one still saved in the tally's
+`rows` (a first recall decodes only the entries it ranks); None when two memories share it."""
+
+
+def _slug(held: Entry | str) -> str:
+    return held if isinstance(held, str) else held.slug
 
 
 class Counts:
@@ -112,6 +132,13 @@ class TurnLine:
         self._at[slug] = at
         self.context_total += self._pair(where - 1, where) + self._pair(where, where + 1)
 
+    def fill(self, turns: Sequence[Entry]) -> None:
+        """Fill an empty line with `turns`, in time order (then by slug)."""
+        self._keys = [(e.at, e.slug) for e in turns]
+        self._tokens = {e.slug: e.body for e in turns}
+        self._at = {e.slug: e.at for e in turns}
+        self.context_total = sum(self._pair(i, i + 1) for i in range(len(turns) - 1))
+
     def remove(self, slug: str) -> None:
         at = self._at.pop(slug, None)
         if at is None:
@@ -146,7 +173,19 @@ class ScopeTally:
     visible: Counts = field(default_factory=Counts)
     hidden: Counts = field(default_factory=Counts)
     lines: dict[TurnTest | None, tuple[TurnLine, TurnLine]] = field(default_factory=dict)
-    keyed: dict[int, Entry | None] = field(default_factory=dict)
+    keyed: dict[int, Held] = field(default_factory=dict)
+    rows: SavedRows | None = None
+    """Where the entries still saved are (`Held`)."""
+
+    def held(self, key: int) -> Entry | None:
+        """The entry kept for `key` (which `keyed` has), decoded if it was still saved."""
+        held = self.keyed[key]
+        if isinstance(held, str):
+            if self.rows is None:
+                raise LookupError(f"no saved entries to decode {held} from")
+            held = self.keyed[key] = self.rows.entry(key)
+        return held
+
     """Slug key → the live memory's entry (None: two slugs of this scope share the key)."""
 
 
@@ -256,12 +295,50 @@ class ScopeStatistics:
             for tally in self._scopes.values():
                 if key not in tally.keyed:
                     continue
-                held = tally.keyed[key]
+                held = tally.held(key)
                 if held is None:
                     return None
                 if held.slug == slug:
                     found.append(held)
         return found
+
+    def tallied(self) -> list[str]:
+        """The scopes tallied now."""
+        return list(self._scopes)
+
+    def saved(
+        self, scope: str
+    ) -> tuple[Counts, Counts, list[tuple[int, Entry | str]], SavedRows | None] | None:
+        """A tallied scope's counts and entries by slug key (`Held`), to save (`adopt` takes
+        them back); None when it is not tallied or two of its memories share a slug key."""
+        tally = self._scopes.get(scope)
+        if tally is None:
+            return None
+        entries = [(key, held) for key, held in tally.keyed.items() if held is not None]
+        if len(entries) != len(tally.keyed):
+            return None
+        return tally.visible, tally.hidden, entries, tally.rows
+
+    def adopt(
+        self,
+        scope: str,
+        visible: Counts,
+        hidden: Counts,
+        keyed: dict[int, Held],
+        rows: SavedRows,
+        turns: list[Entry],
+    ) -> None:
+        """Tally `scope` from saved counts and entries (`saved`) instead of counting it:
+        `keyed` holds every entry by slug key (decoded when first asked), `turns` the
+        session memories among them, decoded (the turn lines need their text)."""
+        tally = self._new_tally()
+        tally.visible, tally.hidden, tally.keyed, tally.rows = visible, hidden, keyed, rows
+        turns = sorted(turns, key=lambda e: (e.at, e.slug))
+        for test, (shown, every) in tally.lines.items():
+            chosen = [e for e in turns if test is None or test(e.type, e.text)]
+            every.fill(chosen)
+            shown.fill([e for e in chosen if not e.hidden])
+        self._scopes[scope] = tally
 
     def wants(self, scope: str) -> bool:
         """Whether a write in `scope` changes a tally (its memories must then be analysed)."""
@@ -305,15 +382,13 @@ class ScopeStatistics:
             line = lines.get(scope)
             return () if line is None else line.context(slug)
 
-        keyed = [t.keyed for t in chosen]
-
         def entry(key: int) -> Entry | None:
             found: Entry | None = None
-            for held in keyed:
-                if key in held:
-                    if found is not None or held[key] is None:
+            for tally in chosen:
+                if key in tally.keyed:
+                    if found is not None or tally.keyed[key] is None:
                         return None  # two memories share the key: the caller reads the hit
-                    found = held[key]
+                    found = tally.held(key)
             return found
 
         return StatsView(
@@ -361,9 +436,9 @@ class ScopeStatistics:
         keyed = tally.keyed
         if sign > 0:
             held = keyed.get(entry.key, entry)
-            same = held is not None and held.slug == entry.slug
+            same = held is not None and _slug(held) == entry.slug
             keyed[entry.key] = entry if same else None
-        elif (held := keyed.get(entry.key)) is not None and held.slug == entry.slug:
+        elif (held := keyed.get(entry.key)) is not None and _slug(held) == entry.slug:
             del keyed[entry.key]
         if entry.type is not MemoryType.SESSION:
             return
