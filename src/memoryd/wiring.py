@@ -331,15 +331,15 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
     It takes no data-dir lock (so it does not make a CLI command wait), opens the graph
     read-only (Kuzu refuses while another process has it open read-write: GraphLocked), uses
     the search index as it is (never rebuilt here), and reads governance.db immutably so
-    SQLite creates no -wal/-shm beside it. The service refuses writes (PolicyDenied) and
-    does not count recalls.
+    SQLite creates no -wal/-shm beside it. The service refuses writes (PolicyDenied),
+    does not count recalls and saves no scope statistics.
     """
     home = settings.home
     _require_data(home)
     factory = graph_factory(settings, read_only=True)
     graph = factory(home / GRAPH_DIR)
     try:
-        service = _read_only_service(home, graph, factory, actor=actor)
+        service = _read_only_service(home, graph, factory, actor=actor, saves=False)
     except BaseException:
         graph.close()
         raise
@@ -356,7 +356,8 @@ def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
     def no_graph(directory: Path) -> GraphStore:
         raise PolicyDenied(f"a recall reader does not open graphs ({directory})")
 
-    service = _read_only_service(home, graph, no_graph, actor="daemon")
+    # Under its daemon's lock, a reader saves the statistics it counted for the next process.
+    service = _read_only_service(home, graph, no_graph, actor="daemon", saves=True)
     # A reader ranks as its daemon does: the daemon's environment and config file are its.
     recall = load_settings(home).recall
     open_vectors(service, recall.vectors, recall.vector_model)
@@ -398,11 +399,11 @@ def witness_audit(audit: AuditLog, governance: GovernanceStore) -> None:
 
 
 def _read_only_service(
-    home: Path, graph: GraphStore, factory: GraphFactory, *, actor: str
+    home: Path, graph: GraphStore, factory: GraphFactory, *, actor: str, saves: bool
 ) -> MemoryService:
     governance_path = home / GOVERNANCE_DB
     with ExitStack() as undo:
-        index = SearchIndex.open(home / SEARCH_DIR)
+        index = SearchIndex.open(home / SEARCH_DIR, saves=saves)
         undo.callback(index.close)
         governance = GovernanceStore.open_read_only(governance_path)
         undo.pop_all()

@@ -240,7 +240,7 @@ def test_a_search_index_of_schema_version_2_is_rebuilt_on_open(
         assert service.search("schema version") == []  # the old index's documents are gone
         assert service.consistency() == (set(), set(), set())
         meta = json.loads((home / "search" / "index_meta.json").read_text(encoding="utf-8"))
-        assert meta == {"schema_version": SCHEMA_VERSION}
+        assert meta["schema_version"] == SCHEMA_VERSION
         assert SCHEMA_VERSION > 2
 
 

@@ -535,12 +535,13 @@ class SearchIndex:
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path) -> SearchIndex:
+    def open(cls, directory: Path, *, saves: bool = True) -> SearchIndex:
         """Open the index in `directory`, creating it (and the directory) when there is none.
 
         Raises StorageError, with the hint to reindex, when the index was written with another
         schema version or cannot be read: the index is derived, so the caller rebuilds it
-        (see `recreate`).
+        (see `recreate`). With `saves` False (a read that must write nothing) the scopes'
+        saved statistics are read and none is saved.
         """
         directory = Path(directory)
         schema = _schema()
@@ -572,7 +573,7 @@ class SearchIndex:
         overlay = DecayOverlay.load(directory, REINDEX_HINT)
         after = index_opstamp(directory)
         logger.debug("opened search index %s", directory)
-        files = StatsFiles(directory, analysis_version, identity)
+        files = StatsFiles(directory, analysis_version, identity, writable=saves)
         return cls(directory, index, schema, overlay, files, before if before == after else None)
 
     @classmethod

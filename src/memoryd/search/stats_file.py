@@ -61,12 +61,22 @@ class StatsFiles:
     """The saved statistics of one on-disk index (`analysis`: the analyser's version; tokens
     counted by another are foreign)."""
 
-    def __init__(self, directory: Path, analysis: Callable[[], str], identity: str | None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        analysis: Callable[[], str],
+        identity: str | None,
+        *,
+        writable: bool = True,
+    ) -> None:
         self._dir = directory / STATS_DIR
         self._analysis_of = analysis
         self.identity = identity
         """The index's identity (its `index_meta.json`): None for an index from before there
         were any, whose files are neither read nor written until its writer gives it one."""
+        self.writable = writable
+        """False in a process that must write nothing (a notebook's embedded read): it loads
+        the saved files and saves none."""
 
     @property
     def _analysis(self) -> str:
@@ -185,7 +195,7 @@ class StatsFiles:
         """Replace the file of `scope` with its statistics at `opstamp` (best effort: a file
         that cannot be written is counted again by the next process). Entries still saved
         as they were read are copied without decoding them."""
-        if self.identity is None:
+        if self.identity is None or not self.writable:
             return
         encoded = [
             _encode(held) if isinstance(held, Entry) else _raw(rows, key) for key, held in entries
