@@ -256,8 +256,8 @@ def _exchange(path: Path, request: bytes, timeout_s: float) -> bytes:
     """Send one HTTP/1.1 request on the Unix socket and read the whole answer.
 
     Not httpx (with pydantic, more to import than a hook may take) and not http.client (it
-    imports ssl and the email parser: about 40 ms of the hook's CPU, measured with -X
-    importtime): the request is one JSON POST with `Connection: close`."""
+    imports ssl and the email parser, most of what the hook would import): the request is one
+    JSON POST with `Connection: close`."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout_s)
     try:

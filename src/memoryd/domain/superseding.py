@@ -95,7 +95,7 @@ class Superseding(ServiceCore):
     # -- explicit status lines ("Superseded by ADR-0036") ---------------------------------
     def _speakers(self, scope_hash: str, new: Sequence[Memory] = ()) -> set[str]:
         """The scope's memories whose body has a status word: one scan of the scope the first
-        time (0.6 s at 5,000 memories), then what `new` adds."""
+        time, then what `new` adds."""
         known = self.status_speakers.get(scope_hash)
         if known is None:
             rows = self.graph.cypher(

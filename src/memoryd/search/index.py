@@ -910,10 +910,10 @@ class SearchIndex:
 
     def _flush_stats(self, force: bool) -> None:
         """Save the tallies the files are behind on: when `force`d (closing), or when saving
-        has had no more than `_SAVE_SHARE` of the time since the last save (a 10k scope takes
-        ~45 ms to save; every small write saving it would double the write). The caller holds
-        the statistics' lock. A process that opens the index before the save counts those
-        scopes afresh (and saves them)."""
+        has had no more than `_SAVE_SHARE` of the time since the last save (saving a large
+        scope costs as much as a small write, so each write saving would double it). The
+        caller holds the statistics' lock. A process that opens the index before the save
+        counts those scopes afresh (and saves them)."""
         files, stamp = self._files, self._opstamp
         if files is None or stamp is None or not self._unsaved:
             return

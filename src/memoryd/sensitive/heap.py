@@ -18,11 +18,10 @@ a warning is logged once.
 `M_PERTURB` does not reach two caches in front of glibc's `free`: CPython's own allocator
 (pymalloc keeps objects up to 512 bytes, most of a memory's strings, in its arenas and never
 clears a freed one) and glibc's per-thread cache (up to 7 freed chunks per size). A granted
-scope's titles, bodies and tags outlived their grant there: 250 copies of 60 canaries in the
-daemon 22 s after the revoke (bench/heap_canary.py). A daemon whose data dir holds a
-sensitive scope therefore runs with both off (`daemon_env`, applied by re-executing
-`memoryd serve` once at start): every Python object is a `malloc` chunk, and every freed one
-is overwritten at once. The same run then left 1.
+scope's titles, bodies and tags outlived their grant there (bench/heap_canary.py counts
+them). A daemon whose data dir holds a sensitive scope therefore runs with both off
+(`daemon_env`, applied by re-executing `memoryd serve` once at start): every Python object is
+a `malloc` chunk, and every freed one is overwritten at once.
 """
 
 from __future__ import annotations
@@ -76,8 +75,8 @@ def daemon_env(environ: Mapping[str, str], home: Path) -> dict[str, str] | None:
     """The environment the daemon re-executes itself with, so freed plaintext is cleared:
     CPython's allocator off (`PYTHONMALLOC=malloc`) and glibc's thread cache off (a
     tunable read at start). None when the process already runs so, is not on glibc, or
-    its data dir has no sensitive scope: the allocators cost the daemon about 45% more CPU
-    on a bulk import (bench/RESULTS.md), paid only where there is plaintext to clear. A
+    its data dir has no sensitive scope: without pymalloc the daemon costs markedly more CPU
+    (bench/RESULTS.md), paid only where there is plaintext to clear. A
     scope marked while the daemon runs is scrubbed from the daemon's next start."""
     if environ.get(DAEMON_HEAP_ENV) == "scrubbed" or not _glibc():
         return None
