@@ -1085,14 +1085,26 @@ def pair_of(graph: GraphStore, newer: str, older: str) -> Pair | None:
 def automatic(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
     """Automatic supersede decisions (active and candidates) with their judge, rules
     version and reason, newest first."""
+    return _edge_rows(
+        graph,
+        "r.decided_by = 'auto' AND r.status IN ['active', 'candidate']",
+        "r.decided_at DESC, n.slug, o.slug",
+        scope_hash,
+        limit=1_000_000,
+    )
+
+
+def _edge_rows(
+    graph: GraphStore, where: str, order: str, scope_hash: str | None, *, limit: int
+) -> list[SupersedeRow]:
+    """SUPERSEDES edges matching `where` (over `n`-[r]->`o`) in the scope, as rows."""
     result = graph.cypher(
-        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.decided_by = 'auto'"
-        " AND r.status IN ['active', 'candidate']"
+        f"MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE {where}"
         " AND ($scope IS NULL OR n.scope_hash = $scope)"
         " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
-        " r.reason, r.status, r.judge, r.rules ORDER BY r.decided_at DESC, n.slug, o.slug",
+        f" r.reason, r.status, r.judge, r.rules ORDER BY {order}",
         {"scope": scope_hash},
-        limit=1_000_000,
+        limit=limit,
     )
     keys = list(SupersedeRow.model_fields)  # the RETURN order above
     return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
@@ -1188,13 +1200,10 @@ def decide(
 def candidates(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
     """Supersede candidates waiting for a human (SUPERSEDES edges with status `candidate`),
     most confident first: `memoryd supersede list` and the digest."""
-    result = graph.cypher(
-        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.status = 'candidate'"
-        " AND ($scope IS NULL OR n.scope_hash = $scope)"
-        " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
-        " r.reason, r.status, r.judge, r.rules ORDER BY r.confidence DESC, r.decided_at, n.slug",
-        {"scope": scope_hash},
+    return _edge_rows(
+        graph,
+        "r.status = 'candidate'",
+        "r.confidence DESC, r.decided_at, n.slug",
+        scope_hash,
         limit=100_000,
     )
-    keys = list(SupersedeRow.model_fields)  # the RETURN order above
-    return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
