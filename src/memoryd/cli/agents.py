@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, fail
+from memoryd.cli.options import HomeOpt
+from memoryd.cli.output import fail
 from memoryd.errors import MemorydError
 
 logger = logging.getLogger(__name__)

@@ -16,19 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import (
-    HomeOpt,
-    JsonOpt,
-    ScopeOpt,
-    emit_json,
-    err,
-    fail,
-    load_settings,
-    out,
-    printable,
-    run,
-    service,
-)
+from memoryd.cli.options import HomeOpt, JsonOpt, ScopeOpt
+from memoryd.cli.output import emit_json, err, fail, out, printable
+from memoryd.cli.running import load_settings, run, service
 from memoryd.errors import InvalidInput, MemorydError
 
 if TYPE_CHECKING:

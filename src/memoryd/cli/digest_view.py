@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from memoryd.cli.main import printable
+from memoryd.cli.output import printable
 from memoryd.governance.digest import Digest
 
 

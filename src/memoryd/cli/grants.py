@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, err, path_param, print_table, run
+from memoryd.cli.options import HomeOpt, JsonOpt, path_param
+from memoryd.cli.output import emit_json, err, print_table
+from memoryd.cli.running import run
 from memoryd.models import GrantDuration
 
 if TYPE_CHECKING:

@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, path_param, service
+from memoryd.cli.options import HomeOpt, JsonOpt, path_param
+from memoryd.cli.output import emit_json, fail
+from memoryd.cli.running import service
 from memoryd.errors import InvalidInput, MemorydError
 
 import_app = typer.Typer(help="Import memories from other tools' files.", no_args_is_help=True)

@@ -8,20 +8,9 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from memoryd.cli.main import (
-    LIMIT_HELP,
-    HomeOpt,
-    JsonOpt,
-    ScopeOpt,
-    emit_json,
-    err,
-    fail,
-    out,
-    print_table,
-    printable,
-    run,
-    say_hidden,
-)
+from memoryd.cli.options import LIMIT_HELP, HomeOpt, JsonOpt, ScopeOpt
+from memoryd.cli.output import emit_json, err, fail, out, print_table, printable, say_hidden
+from memoryd.cli.running import run
 from memoryd.errors import InvalidInput
 from memoryd.models import MemoryType
 

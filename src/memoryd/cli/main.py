@@ -1,63 +1,62 @@
 """The `memoryd` CLI: each command parses, calls the service, renders. Nothing else.
 
-Exit codes (stable, documented in the README):
-0 ok · 1 unexpected error · 2 invalid input · 3 not found · 4 conflict · 5 policy denied ·
-6 graph locked · 7 storage error · 8 config error · 9 audit chain broken.
-
-Over 600 lines: the core commands and their one error mapping; command groups with their own
-subject live beside it (`knowledge`, `setup`, `interop`, `capture`, `agents`).
+The core commands live here and register the command groups with their own subject
+(`knowledge`, `setup`, `interop`, `capture`, `agents` …). What every command shares is below
+them, so a group never imports this module: the options (`cli.options`), the consoles, tables
+and the exit codes (`cli.output`) and how a command reaches the service (`cli.running`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from memoryd import __version__
+from memoryd.cli import agents, interop, knowledge, maintenance, reports, review
+from memoryd.cli import digest as digest_cli
+from memoryd.cli import grants as grants_cli
+from memoryd.cli import profile as profile_cli
+from memoryd.cli import sensitive as sensitive_cli
+from memoryd.cli import setup as setup_cli
+from memoryd.cli import supersede as supersede_cli
+from memoryd.cli import sync as sync_cli
 from memoryd.cli.capture import capture_command
+from memoryd.cli.options import (
+    LIMIT_HELP,
+    HomeOpt,
+    JsonOpt,
+    ScopeOpt,
+    parse_since,
+    path_param,
+    utf8_option,
+)
+from memoryd.cli.output import (
+    emit_json,
+    err,
+    fail,
+    out,
+    print_table,
+    printable,
+    say_hidden,
+)
+from memoryd.cli.running import Service, load_settings, run, service
 from memoryd.errors import (
-    AuditChainBroken,
     ConfigError,
-    Conflict,
-    GraphLocked,
     InvalidInput,
     MemorydError,
     NotFound,
-    PolicyDenied,
     StorageError,
 )
 from memoryd.models import DecayState, MemoryType
 from memoryd.private import private_umask
-from memoryd.scope import path_problem
 
 if TYPE_CHECKING:
-    from rich.text import Text
-
-    from memoryd.config import Settings
-    from memoryd.models import HiddenResults, Memory, MemorySummary
-    from memoryd.protocol import MemoryAPI
-
-EXIT_CODES: list[tuple[type[MemorydError], int]] = [
-    (AuditChainBroken, 9),
-    (GraphLocked, 6),
-    (StorageError, 7),
-    (ConfigError, 8),
-    (InvalidInput, 2),
-    (NotFound, 3),
-    (Conflict, 4),
-    (PolicyDenied, 5),
-]
+    from memoryd.models import Memory, MemorySummary
 
 app = typer.Typer(
     name="memoryd",
@@ -72,173 +71,6 @@ scope_app = typer.Typer(help="Scopes: which project a memory belongs to.", no_ar
 app.add_typer(audit_app, name="audit")
 app.add_typer(scope_app, name="scope")
 app.command("capture")(capture_command)
-
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def path_param(param: typer.CallbackParam, value: Any) -> Any:
-    """Every path option and argument: one no file system call could take (a NUL, a name
-    past the OS's limit …) is a usage error, exit 2, named by click (`Invalid value for
-    '--out': contains a NUL character …`). `--map-scope OLD=NEW` is checked on both sides."""
-    for item in value if isinstance(value, list | tuple) else [value]:
-        if item is None:
-            continue
-        parts = str(item).split("=", 1) if param.name == "map_scope" else [str(item)]
-        for part in parts:
-            problem = path_problem(part)
-            if problem is not None:
-                raise typer.BadParameter(problem)
-    return value
-
-
-HomeOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--home",
-        envvar="MEMORYD_HOME",
-        help="Data dir (default: the platform data dir).",
-        callback=path_param,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-ScopeOpt = Annotated[
-    str | None,
-    typer.Option("--scope", help="A project path (or a 12-hex scope hash).", callback=path_param),
-]
-LIMIT_HELP = "How many to show at most."
-"""Every command that caps its output takes `--limit` (short `-k`), the API's name for it."""
-
-T = TypeVar("T")
-Service: TypeAlias = "MemoryAPI"
-
-
-def load_settings(home: Path | None) -> Settings:
-    """`memoryd.config.load_settings`, imported when a command runs: pydantic-settings is
-    start-up time that `--help` and the commands which need no settings should not pay."""
-    from memoryd.config import load_settings as load
-
-    return load(home)
-
-
-def exit_code(exc: MemorydError) -> int:
-    return next((code for cls, code in EXIT_CODES if isinstance(exc, cls)), 1)
-
-
-def fail(exc: MemorydError) -> typer.Exit:
-    hint = f" (hint: {exc.hint})" if exc.hint else ""
-    err.print(f"error: {exc.message}{hint}", markup=False)
-    return typer.Exit(exit_code(exc))
-
-
-@contextmanager
-def service(home: Path | None, *, rebuild: bool = False, writes: bool = False) -> Iterator[Service]:
-    """The service for one command: the daemon's client when a daemon serves the data dir
-    (it owns the graph), else the stores opened in-process. Every MemorydError becomes one
-    line and an exit code, the same in both modes.
-
-    A command that `writes` first indexes the captures waiting in the inbox (in-process, with
-    their spaCy rules; the LLM work is left to a daemon). A read does no hidden work: it only
-    says on stderr when captures wait, so a `get` stays fast."""
-    from memoryd.daemon.client import captures_waiting, index_captures, open_service_or_client
-
-    try:
-        settings = load_settings(home)
-        with open_service_or_client(settings, rebuild=rebuild) as svc:
-            if writes:
-                index_captures(svc)
-            elif waiting := captures_waiting(svc, settings.home):
-                err.print(
-                    f"{waiting} capture{'s' if waiting > 1 else ''} waiting; run memoryd serve"
-                    " or memoryd capture retry",
-                    markup=False,
-                )
-            yield svc
-    except MemorydError as exc:
-        raise fail(exc) from exc
-
-
-def run(home: Path | None, action: Callable[[Service], T], *, writes: bool = False) -> T:
-    with service(home, writes=writes) as svc:
-        return action(svc)
-
-
-def say_hidden(hidden: Iterable[HiddenResults]) -> None:
-    """Say what a read left out in sensitive scopes (on stderr: `--json` stays one document)."""
-    for item in hidden:
-        err.print(item.message, markup=False)
-
-
-def emit_json(value: Any) -> None:
-    from pydantic import BaseModel
-
-    def default(obj: Any) -> Any:
-        if isinstance(obj, BaseModel):
-            return obj.model_dump(mode="json")
-        if isinstance(obj, datetime | Path):
-            return str(obj)
-        raise TypeError(type(obj).__name__)
-
-    typer.echo(json.dumps(value, default=default, ensure_ascii=False, indent=2))
-
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""Characters a terminal acts on rather than shows (ESC, CSI, backspace, carriage return,
-bidi overrides): stored text must not move the cursor, recolour or retitle a terminal."""
-TABLE_FLEX_MIN = 24
-"""The narrowest a wrapping column (a title) gets before a table grows past the terminal."""
-
-
-def printable(text: str) -> str:
-    """`text` with control characters shown escaped (`\\x1b`); newlines and tabs stay.
-    For tables and plain output only: `--json` prints stored text exactly."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-def print_table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[str | Text]],
-    *,
-    wrap: Collection[str] = ("title",),
-) -> None:
-    """A table whose cells are never cut: only the `wrap` columns (titles) wrap, and when
-    the other columns (slugs, ids) do not fit the terminal the table grows past it rather
-    than truncate a slug someone wants to copy. Cells are text, never rich markup."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(*headers)
-    cells = [[c if isinstance(c, Text) else Text(printable(c)) for c in row] for row in rows]
-    for row in cells:
-        table.add_row(*row)
-    need = 3 * len(headers) + 1  # a space each side of a cell, and the borders
-    for i, column in enumerate(table.columns):
-        widest = max(
-            (line.cell_len for row in cells for line in row[i].split("\n")),
-            default=0,
-        )
-        widest = max(widest, len(headers[i]))
-        column.overflow = "fold"  # a word wider than its column breaks; nothing becomes "…"
-        if headers[i] in wrap:
-            need += min(widest, TABLE_FLEX_MIN)
-        else:
-            column.no_wrap = True
-            need += widest
-    if need > out.width:
-        table.width = need
-    out.print(table)
-
-
-def utf8_option(value: str, flag: str) -> str:
-    """An option's text, refused when it is not UTF-8 (the shell passes bytes through)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(
-            f"{flag} is not UTF-8 text (character {exc.start})",
-            hint="re-encode the text as UTF-8",
-        ) from exc
-    return value
 
 
 def split_list(value: str | None) -> list[str]:
@@ -272,15 +104,6 @@ def read_body(body: str | None) -> str:
             hint="pass --body TEXT, or pipe the text in: echo TEXT | memoryd record …",
         )
     return text
-
-
-def parse_since(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise fail(InvalidInput(f"--since {value!r} is not a date like 2026-05-18")) from exc
 
 
 @app.callback()
@@ -754,43 +577,17 @@ def main() -> None:
     app()
 
 
-# Command groups that live in their own modules; they import the helpers above.
-from memoryd.cli import knowledge  # noqa: E402
-
+# Command groups that live in their own modules (they import cli.options, output, running).
 knowledge.register(app)
-from memoryd.cli import agents  # noqa: E402
-
 agents.register(app)
-from memoryd.cli import interop  # noqa: E402
-
 interop.register(app)
-from memoryd.cli import setup as setup_cli  # noqa: E402
-
 setup_cli.register(app)
-from memoryd.cli import review  # noqa: E402
-
 review.register(app)
-from memoryd.cli import supersede as supersede_cli  # noqa: E402
-
 supersede_cli.register(app)
-from memoryd.cli import maintenance  # noqa: E402
-
 maintenance.register(app)
-from memoryd.cli import grants as grants_cli  # noqa: E402
-
 grants_cli.register(app)
-from memoryd.cli import sensitive as sensitive_cli  # noqa: E402
-
 sensitive_cli.register(app)
-from memoryd.cli import reports  # noqa: E402
-
 reports.register(app)
-from memoryd.cli import digest as digest_cli  # noqa: E402
-
 digest_cli.register(app)
-from memoryd.cli import profile as profile_cli  # noqa: E402
-
 profile_cli.register(app)
-from memoryd.cli import sync as sync_cli  # noqa: E402
-
 sync_cli.register(app)

@@ -6,16 +6,9 @@ from typing import Annotated
 
 import typer
 
-from memoryd.cli.main import (
-    HomeOpt,
-    JsonOpt,
-    ScopeOpt,
-    emit_json,
-    out,
-    print_table,
-    printable,
-    run,
-)
+from memoryd.cli.options import HomeOpt, JsonOpt, ScopeOpt
+from memoryd.cli.output import emit_json, out, print_table, printable
+from memoryd.cli.running import run
 
 
 def decay_sweep(

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, out, print_table, printable, run
+from memoryd.cli.options import HomeOpt, JsonOpt
+from memoryd.cli.output import emit_json, out, print_table, printable
+from memoryd.cli.running import run
 
 if TYPE_CHECKING:
     from memoryd.governance.profile import ProfileRewrite

@@ -16,16 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import (
-    HomeOpt,
-    JsonOpt,
-    ScopeOpt,
-    emit_json,
-    out,
-    parse_since,
-    print_table,
-    run,
-)
+from memoryd.cli.options import HomeOpt, JsonOpt, ScopeOpt, parse_since
+from memoryd.cli.output import emit_json, out, print_table
+from memoryd.cli.running import run
 from memoryd.models import format_ts
 
 if TYPE_CHECKING:

@@ -8,21 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 from rich.text import Text
 
-from memoryd.cli.main import (
-    LIMIT_HELP,
-    HomeOpt,
-    JsonOpt,
-    ScopeOpt,
-    Service,
-    emit_json,
-    err,
-    fail,
-    out,
-    path_param,
-    printable,
-    run,
-    utf8_option,
-)
+from memoryd.cli.options import LIMIT_HELP, HomeOpt, JsonOpt, ScopeOpt, path_param, utf8_option
+from memoryd.cli.output import emit_json, err, fail, out, printable
+from memoryd.cli.running import Service, run
 from memoryd.errors import InvalidInput, MemorydError
 from memoryd.models import MemoryType
 

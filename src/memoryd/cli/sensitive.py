@@ -14,17 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoryd.cli.main import (
-    HomeOpt,
-    JsonOpt,
-    emit_json,
-    fail,
-    load_settings,
-    out,
-    path_param,
-    print_table,
-    run,
-)
+from memoryd.cli.options import HomeOpt, JsonOpt, path_param
+from memoryd.cli.output import emit_json, fail, out, print_table
+from memoryd.cli.running import load_settings, run
 from memoryd.errors import InvalidInput, MemorydError
 from memoryd.scope import resolve_scope
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, emit_json, fail, path_param
+from memoryd.cli.options import HomeOpt, JsonOpt, path_param
+from memoryd.cli.output import emit_json, fail
 from memoryd.errors import MemorydError
 
 if TYPE_CHECKING:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from memoryd.cli.main import HomeOpt, JsonOpt, ScopeOpt, emit_json, print_table, run
+from memoryd.cli.options import HomeOpt, JsonOpt, ScopeOpt
+from memoryd.cli.output import emit_json, print_table
+from memoryd.cli.running import run
 
 if TYPE_CHECKING:
     from memoryd.models import SupersedeDecision

@@ -7,15 +7,9 @@ from typing import Annotated
 
 import typer
 
-from memoryd.cli.main import (
-    HomeOpt,
-    JsonOpt,
-    emit_json,
-    fail,
-    path_param,
-    print_table,
-    service,
-)
+from memoryd.cli.options import HomeOpt, JsonOpt, path_param
+from memoryd.cli.output import emit_json, fail, print_table
+from memoryd.cli.running import service
 from memoryd.errors import InvalidInput
 from memoryd.sync.models import ConflictStrategy, ImportReport
 
