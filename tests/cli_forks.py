@@ -6,7 +6,7 @@ runs some 60 commands. `serve` imports the CLI and builds the shared extractor o
 forks one child per command. `shim` is the `memoryd` on the shell's PATH: it hands its stdin,
 stdout and stderr, its arguments, environment and working directory to the server and exits
 with the child's status. Each command is still its own process with its own descriptors, and
-runs the console script's entry point (`memoryd.capture.fastpath.main`) from the start.
+runs the console script's entry point (`memoryd.entry.main`) from the start.
 
     python -m tests.cli_forks serve SOCKET
 """
@@ -79,7 +79,7 @@ def _run_child(listener: socket.socket, request: dict[str, object], fds: list[in
         argv = request["argv"]
         assert isinstance(argv, list)
         sys.argv = [str(Path(memoryd.__file__).with_name("__main__.py")), *argv]
-        from memoryd.capture.fastpath import main
+        from memoryd.entry import main
 
         try:
             main()

@@ -1,3 +1,3 @@
-from memoryd.capture.fastpath import main
+from memoryd.entry import main
 
 main()

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from memoryd.capture.fastpath import is_capture_call
 from memoryd.cli.main import app
 from memoryd.config import Settings
+from memoryd.entry import is_capture_call
 from memoryd.inbox import Inbox, IndexRequest
 from memoryd.scope import resolve_scope
 from memoryd.wiring import open_service

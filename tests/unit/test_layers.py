@@ -12,21 +12,22 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-SURFACES, SERVICE, DOMAIN, STORES, BASE = 5, 4, 3, 2, 1
-LAYER_NAMES = {SURFACES: "surfaces", SERVICE: "service", DOMAIN: "domain", STORES: "stores",
-               BASE: "base"}  # fmt: skip
+ENTRY, SURFACES, SERVICE, DOMAIN, STORES, BASE = 6, 5, 4, 3, 2, 1
+LAYER_NAMES = {ENTRY: "entry", SURFACES: "surfaces", SERVICE: "service", DOMAIN: "domain",
+               STORES: "stores", BASE: "base"}  # fmt: skip
 # The most specific prefix wins. A new module must be placed here (the test says so).
 LAYERS: dict[str, int] = {
+    # entry: the `memoryd` console script and `python -m memoryd`: the hooks, else the CLI
+    "memoryd.entry": ENTRY,
+    "memoryd.__main__": ENTRY,
     # surfaces: what users and agents talk to
     "memoryd": SURFACES,  # the package itself: `memoryd.open`, `memoryd.connect`
-    "memoryd.__main__": SURFACES,
     "memoryd.cli": SURFACES,
     "memoryd.api": SURFACES,
     "memoryd.mcp": SURFACES,
     "memoryd.interop": SURFACES,
     "memoryd.notebook": SURFACES,
     "memoryd.capture": SURFACES,
-    "memoryd.capture.fastpath": SURFACES,  # the `memoryd` entry point: the hook, else the CLI
     "memoryd.setup": SURFACES,
     "memoryd.demo": SURFACES,
     "memoryd.daemon": SURFACES,  # the process that hosts the api and mcp surfaces

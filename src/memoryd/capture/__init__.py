@@ -21,8 +21,8 @@ together), so this package is held to rules the rest of memoryd is not:
 Modules: `session` (the normalised session and what a tool call did), `sources` (each agent's
 payloads and transcript formats), `journal` (hook events of agents without a transcript file),
 `summary` (the markdown body), `hook` (the command), `sealing` (what a sensitive scope's hook
-keeps: sealed for the scope's public key), `inject` (the inject hook), `fastpath` (dispatch
-before the CLI is imported). `session`, `journal` and `summary` sit below the service (the
-service assembles a sensitive scope's journaled session from its sealed journal); the rest
-is a surface nothing else imports (the daemon's retry route excepted).
+keeps: sealed for the scope's public key), `inject` (the inject hook); `memoryd.entry` runs
+`hook` and `inject` before the CLI is imported. `session`, `journal` and `summary` sit below
+the service (the service assembles a sensitive scope's journaled session from its sealed
+journal); the rest is a surface nothing else imports (the daemon's retry route excepted).
 """

@@ -11,7 +11,7 @@ default.
 
 Like `memoryd capture` it never breaks the agent: it always exits 0, prints nothing but the
 documented JSON (or nothing), and logs what went wrong to `<home>/logs/inject.log`. It runs
-before the full CLI is imported (see `capture.fastpath`).
+before the full CLI is imported (see `memoryd.entry`).
 """
 
 from __future__ import annotations

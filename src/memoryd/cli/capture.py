@@ -1,6 +1,6 @@
 """`memoryd capture`: the agents' hook command, and `memoryd capture retry`.
 
-Hooks reach `memoryd.capture.hook.main` through `memoryd.capture.fastpath` without importing
+Hooks reach `memoryd.capture.hook.main` through `memoryd.entry` without importing
 this module or the rest of the CLI. This typer command gives the same behaviour for `--help`,
 for `memoryd -v capture …`, and for tests driving the CLI; it passes its arguments to the same
 `main`, so both paths parse and behave alike.

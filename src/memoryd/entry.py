@@ -1,9 +1,9 @@
-"""Run `memoryd capture` before the rest of the CLI is imported.
+"""memoryd's entry points: the `memoryd` console script and `python -m memoryd`.
 
 `memoryd.cli.main` imports typer, rich, pydantic, the settings, the service, the search index
-and tantivy: more than a SessionEnd hook's whole budget. So the `memoryd` console script and
-`python -m memoryd` enter here: `memoryd capture …` runs and exits before any of that is
-loaded, and every other command falls through to the full CLI.
+and tantivy: more than a SessionEnd hook's whole budget. So both enter here: `memoryd capture …`
+and `memoryd inject …` (the hooks) run and exit before any of that is loaded, and every other
+command falls through to the full CLI.
 """
 
 from __future__ import annotations
