@@ -43,7 +43,8 @@ from tests.entity_gold import (
     score,
 )
 
-from memoryd.extraction.pipeline import Extractor, KnownEntity
+from memoryd.extraction.linking import KnownEntity
+from memoryd.extraction.pipeline import Extractor
 from memoryd.models import EntityType
 
 DEFAULT_JSON = Path(__file__).parent / "results" / "extraction.json"

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.extraction.pipeline import (
-    Extractor,
-    KnownEntity,
-    LexiconEntry,
-    load_lexicon,
-    merge_aliases,
-)
+from memoryd.extraction.linking import KnownEntity
+from memoryd.extraction.pipeline import Extractor, LexiconEntry, load_lexicon, merge_aliases
 from memoryd.models import EntityType
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from memoryd.extraction.linking import normalise_name
+from memoryd.extraction.linking import KnownEntity, normalise_name
 from memoryd.extraction.patterns import split_sentences
-from memoryd.extraction.pipeline import Extractor, KnownEntity, load_common_words, load_lexicon
+from memoryd.extraction.pipeline import Extractor, load_lexicon
+from memoryd.extraction.wordlists import load_common_words
 from memoryd.models import EntityType, Extraction, Predicate
 
 POSTGRES = KnownEntity(

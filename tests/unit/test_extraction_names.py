@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from memoryd.extraction import patterns
+from memoryd.extraction.linking import KnownEntity
 from memoryd.extraction.pipeline import (
     Extractor,
-    KnownEntity,
-    load_common_words,
     load_everyday_nouns,
     load_first_names,
     load_lexicon,
     load_places,
 )
+from memoryd.extraction.wordlists import load_common_words
 from memoryd.models import EntityType, Extraction
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.extraction.linking import normalise_name, query_name_grams
-from memoryd.extraction.pipeline import Extractor, KnownEntity
+from memoryd.extraction.linking import KnownEntity, normalise_name, query_name_grams
+from memoryd.extraction.pipeline import Extractor
 from memoryd.graph.store import EntityRow
 from memoryd.recall import EntityMatcher
 from tests.entity_gold import (

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.extraction.linking import LINKED_MIN_CONFIDENCE, KnownIndex, link, normalise_name
-from memoryd.extraction.pipeline import KnownEntity
+from memoryd.extraction.linking import (
+    LINKED_MIN_CONFIDENCE,
+    KnownEntity,
+    KnownIndex,
+    link,
+    normalise_name,
+)
 from memoryd.models import EntityType, ProposedEntity
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.extraction.pipeline import Extractor, KnownEntity
+from memoryd.extraction.linking import KnownEntity
+from memoryd.extraction.pipeline import Extractor
 from memoryd.extraction.token_cache import TokenCache, fingerprint
 from memoryd.models import EntityType
 from tests.entity_gold import load_items

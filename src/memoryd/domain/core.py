@@ -46,7 +46,8 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
-from memoryd.extraction.pipeline import Extractor, KnownEntity
+from memoryd.extraction.linking import KnownEntity
+from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.analyze import (
     Candidate,
     SessionText,

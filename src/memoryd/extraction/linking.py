@@ -14,13 +14,25 @@ import unicodedata
 from collections.abc import Sequence
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.extraction.patterns import GENERIC_TECH_WORDS, generic_word, has_cjk
+from memoryd.extraction.wordlists import load_common_words
 from memoryd.models import EntityType, ProposedEntity
 
-if TYPE_CHECKING:
-    from memoryd.extraction.pipeline import KnownEntity
+
+class KnownEntity(BaseModel):
+    """An entity the graph already holds, passed in so extraction can find and link it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    type: EntityType
+    aliases: list[str] = Field(default_factory=list)
+
 
 LINKED_MIN_CONFIDENCE = 0.8
 """A proposal of another stage that matches an entity the graph already holds is at least this
@@ -228,8 +240,6 @@ def query_name_grams(query: str, segments: Sequence[str] = (), max_words: int = 
     as a name, not as a common word. Written with its own capitals ("Solid", "Linear"), a
     common word is a name again; a compound ("webshop") is a name.
     """
-    from memoryd.extraction.pipeline import load_common_words  # the pipeline imports us
-
     common = load_common_words()
     tokens = [t.strip(".-/") for t in _QUERY_TOKEN_RE.findall(query)]
     # the first word's capital is the sentence's, not a name's

@@ -41,16 +41,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from memoryd.extraction import patterns, relations, spacy_stages
-from memoryd.extraction.linking import KnownIndex, link_with_index, normalise_name
+from memoryd.extraction.linking import KnownEntity, KnownIndex, link_with_index, normalise_name
 from memoryd.extraction.patterns import LiteralMatcher, PatternHit, has_cjk
 from memoryd.extraction.token_cache import TokenCache, fingerprint
+from memoryd.extraction.wordlists import data_file, load_common_words
 from memoryd.models import EntityType, Extraction, Predicate, ProposedEntity, ProposedRelation
 
 log = logging.getLogger(__name__)
@@ -84,17 +82,6 @@ VENDOR_KINDS = frozenset({"cloud", "company"})
 VENDOR_PRODUCT_CONFIDENCE = 0.8
 
 
-class KnownEntity(BaseModel):
-    """An entity the graph already holds, passed in so extraction can find and link it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    type: EntityType
-    aliases: list[str] = Field(default_factory=list)
-
-
 @dataclass(frozen=True)
 class LexiconEntry:
     """One line of `data/lexicon.jsonl` or `data/places.jsonl`."""
@@ -113,10 +100,6 @@ class LexiconEntry:
     text for them to name this entry ("terraform", "plan"; "sql", "database")."""
 
 
-def _data_file(name: str) -> Any:
-    return resources.files("memoryd.extraction").joinpath("data", name)
-
-
 def load_lexicon(path: Path | None = None) -> tuple[LexiconEntry, ...]:
     """The shipped lexicon, or another file in the same format."""
     if path is None:
@@ -126,8 +109,8 @@ def load_lexicon(path: Path | None = None) -> tuple[LexiconEntry, ...]:
 
 @cache
 def _default_lexicon() -> tuple[LexiconEntry, ...]:
-    lexicon = _parse_lexicon(_data_file("lexicon.jsonl").read_text(encoding="utf-8"))
-    aliases = _parse_lexicon(_data_file("aliases.jsonl").read_text(encoding="utf-8"))
+    lexicon = _parse_lexicon(data_file("lexicon.jsonl").read_text(encoding="utf-8"))
+    aliases = _parse_lexicon(data_file("aliases.jsonl").read_text(encoding="utf-8"))
     return merge_aliases(lexicon, aliases)
 
 
@@ -167,7 +150,7 @@ def _lexicon_cues() -> dict[tuple[EntityType, str, str], frozenset[str]]:
 @cache
 def load_places() -> tuple[LexiconEntry, ...]:
     """The shipped place gazetteer: countries, first-level regions and large cities."""
-    return _parse_lexicon(_data_file("places.jsonl").read_text(encoding="utf-8"))
+    return _parse_lexicon(data_file("places.jsonl").read_text(encoding="utf-8"))
 
 
 def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
@@ -197,17 +180,10 @@ def _parse_lexicon(text: str) -> tuple[LexiconEntry, ...]:
 
 
 @cache
-def load_common_words() -> frozenset[str]:
-    """Everyday English words; shape-based guesses made of them are not entities."""
-    text = _data_file("common_words.txt").read_text(encoding="utf-8")
-    return frozenset(word.strip() for word in text.splitlines() if word.strip())
-
-
-@cache
 def load_everyday_nouns() -> frozenset[str]:
     """Lower-case English nouns (WordNet's): a capitalised phrase ending in one ("German
     Shepherd") is no person unless a first name opens it."""
-    text = _data_file("everyday_nouns.txt").read_text(encoding="utf-8")
+    text = data_file("everyday_nouns.txt").read_text(encoding="utf-8")
     return frozenset(word.strip() for word in text.splitlines() if word.strip())
 
 
@@ -215,7 +191,7 @@ def load_everyday_nouns() -> frozenset[str]:
 def load_hyponyms() -> dict[str, tuple[str, ...]]:
     """Kinds of everyday things and the words for them (WordNet's): "sport" → archery,
     basketball, surfing …; recall reads them for questions asking for a kind."""
-    text = _data_file("hyponyms.jsonl").read_text(encoding="utf-8")
+    text = data_file("hyponyms.jsonl").read_text(encoding="utf-8")
     rows = (json.loads(line) for line in text.splitlines() if line.strip())
     return {row["kind"]: tuple(row["words"]) for row in rows}
 
@@ -223,7 +199,7 @@ def load_hyponyms() -> dict[str, tuple[str, ...]]:
 @cache
 def load_first_names() -> frozenset[str]:
     """Common first names, capitalised ("Kyle"); a lone one in prose is a weak `person`."""
-    text = _data_file("first_names.txt").read_text(encoding="utf-8")
+    text = data_file("first_names.txt").read_text(encoding="utf-8")
     return frozenset(name.strip() for name in text.splitlines() if name.strip())
 
 
