@@ -11,6 +11,7 @@ import pytest
 from memoryd import recall as recall_rules
 from memoryd.extraction.pipeline import load_hyponyms
 from memoryd.models import DecayState, EntityType, MemoryDraft, MemoryType
+from memoryd.recall.fusion import evidence_fusion
 from memoryd.search.index import SearchDoc, SearchIndex
 from memoryd.service import MemoryService
 
@@ -134,7 +135,7 @@ def test_context_ranks_with_the_text_stage() -> None:
     pool.at("hit").add("bm25", 10.0)
     pool.at("weak").add("bm25", 2.0)
     pool.at("reply").add("context", 5.0)
-    fused = pool.fuse(["bm25", "context"])
+    fused = evidence_fusion(pool, ["bm25", "context"])
     assert sorted(fused, key=lambda s: -fused[s]) == ["hit", "reply", "weak"]
     assert recall_rules.ranking(pool, "bm25", "context") == ["hit", "reply", "weak"]
 

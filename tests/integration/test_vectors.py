@@ -24,6 +24,7 @@ from memoryd.errors import StorageError
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import CandidatePool
 from memoryd.recall.config import INJECT_MIN_SCORE
+from memoryd.recall.fusion import evidence_fusion
 from memoryd.recall.vectors import (
     COSINE_FLOOR,
     COSINE_FULL,
@@ -217,7 +218,7 @@ def test_fusion_adds_the_calibrated_cosine_not_a_rank() -> None:
     pool.at("text-hit").add("vector", 0.5)
     pool.at("paraphrase").add("vector", 0.7)
     pool.at("vague").add("vector", COSINE_FLOOR + 0.05)
-    fused = pool.fuse(["bm25", "vector"])
+    fused = evidence_fusion(pool, ["bm25", "vector"])
     assert fused["text-hit"] == pytest.approx(0.6 + dense_evidence(0.5))
     assert fused["paraphrase"] == pytest.approx(dense_evidence(0.7))
     assert fused["vague"] < INJECT_MIN_SCORE
@@ -228,7 +229,7 @@ def test_fusion_adds_the_calibrated_cosine_not_a_rank() -> None:
     # The same cosines fused again give the same scores: no dependence on rank or pool size.
     alone = CandidatePool()
     alone.at("paraphrase").add("vector", 0.7)
-    assert alone.fuse(["vector"])["paraphrase"] == fused["paraphrase"]
+    assert evidence_fusion(alone, ["vector"])["paraphrase"] == fused["paraphrase"]
 
 
 # -- wiring, doctor, explain ---------------------------------------------------------------------
@@ -488,7 +489,7 @@ def test_static_evidence_reorders_but_leaves_the_calibrated_score_to_the_text() 
     pool.at("meant").add("bm25", 0.28)
     pool.at("meant").add("vector", 0.70)
     pool.at("unworded").add("vector", 0.75)
-    fused = pool.fuse(["bm25", "vector"], STATIC)
+    fused = evidence_fusion(pool, ["bm25", "vector"], STATIC)
     assert fused["meant"] > fused["worded"]
     assert fused["meant"] == pytest.approx(0.28 + dense_evidence(0.70, STATIC))
     assert pool["meant"].relevance == pytest.approx(0.28)
@@ -498,7 +499,7 @@ def test_static_evidence_reorders_but_leaves_the_calibrated_score_to_the_text() 
     again = CandidatePool()
     again.at("meant").add("bm25", 0.28)
     again.at("meant").add("vector", 0.70)
-    again.fuse(["bm25", "vector"], MINILM)
+    evidence_fusion(again, ["bm25", "vector"], MINILM)
     assert again["meant"].relevance == pytest.approx(0.28 + dense_evidence(0.70, MINILM))
     # A conversation turn is too short for an average of its words' rows to mean much: the
     # static evidence is fenced from it (MiniLM's is not).
@@ -508,9 +509,9 @@ def test_static_evidence_reorders_but_leaves_the_calibrated_score_to_the_text() 
     turns.at("turn").add("bm25", 0.28)
     turns.at("turn").add("vector", 0.70)
     turns["turn"].shape = TurnShape(words=12, asks=False)
-    assert turns.fuse(["bm25", "vector"], STATIC)["turn"] == pytest.approx(0.28)
+    assert evidence_fusion(turns, ["bm25", "vector"], STATIC)["turn"] == pytest.approx(0.28)
     assert "vector" not in turns["turn"].factors
-    assert turns.fuse(["bm25", "vector"], MINILM)["turn"] > 0.28
+    assert evidence_fusion(turns, ["bm25", "vector"], MINILM)["turn"] > 0.28
     # Each embedder has its own floor: a static cosine of 0.4 is noise, a MiniLM one is not.
     assert dense_relevance(0.4, STATIC) == 0.0 < dense_relevance(0.4, MINILM)
 

@@ -134,12 +134,6 @@ class CandidatePool(dict[str, Candidate]):
     def has_stage(self, stage: str) -> bool:
         return any(stage in c.stage_scores for c in self.values())
 
-    def fuse(self, stages: Sequence[str], dense: Calibration | None = None) -> dict[str, float]:
-        """The text score with the graph stages' bounded evidence (`evidence_fusion`)."""
-        from memoryd.recall.fusion import evidence_fusion
-
-        return evidence_fusion(self, stages, dense)
-
 
 @dataclass(frozen=True)
 class MemoryFacts:

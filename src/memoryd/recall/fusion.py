@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from memoryd.recall.candidates import Calibration, Candidate, rank_key
 from memoryd.recall.conversation import ASKING_PENALTY
+from memoryd.recall.vectors import MINILM, dense_evidence
 
 RRF_K = 20
 """Reciprocal-rank-fusion constant; lower than the usual 60 because candidate lists are short."""
@@ -76,8 +77,6 @@ def evidence_fusion(
     if "vector" in stages:
         # The cosine, calibrated, not the dense rank: a rank says nothing about whether
         # anything fits, and the fused score must still say it (`recall.vectors`).
-        from memoryd.recall.vectors import MINILM, dense_evidence
-
         calibration = dense or MINILM
         for slug, cand in candidates.items():
             if "vector" in cand.stage_scores and (calibration.turns or cand.shape is None):

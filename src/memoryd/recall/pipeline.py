@@ -19,6 +19,7 @@ from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, Vec
 from memoryd.recall.config import RecallConfig
 from memoryd.recall.entities import EntityMatcher
 from memoryd.recall.explain import explain_expansion, recall_hit
+from memoryd.recall.fusion import evidence_fusion
 from memoryd.search.index import LocalRanking, LocalScore, SearchDoc, SearchIndex
 from memoryd.text import query_terms
 
@@ -141,7 +142,9 @@ class RecallPipeline:
             pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
         if vector_stage is not None and dense is None:
             rescore(vector_stage, query, scopes, pool)
-        fused = pool.fuse(stages, None if vector_stage is None else vector_stage.calibration)
+        fused = evidence_fusion(
+            pool, stages, None if vector_stage is None else vector_stage.calibration
+        )
         named_enough = text.query_confidence(self._shares.mass)
         for slug, score in fused.items():
             pool[slug].score = score
