@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _corpus import TOOLS, VERBS, body, queries
 from memoryd.models import DecayState, MemoryType
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.text import segment
 
 SCOPES = [f"{i:012x}" for i in range(20)]

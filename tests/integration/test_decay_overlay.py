@@ -14,7 +14,8 @@ import pytest
 
 from memoryd.errors import StorageError
 from memoryd.models import DecayState, MemoryType
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.search.overlay import OVERLAY_FILE
 from tests.integration.test_search_index import CREATED, SCOPE_A, SCOPE_B, doc, slugs_of
 

@@ -12,7 +12,8 @@ from memoryd import recall as recall_rules
 from memoryd.extraction.pipeline import load_hyponyms
 from memoryd.models import DecayState, EntityType, MemoryDraft, MemoryType
 from memoryd.recall.fusion import evidence_fusion
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.service import MemoryService
 
 SCOPE = "aaaaaaaaaaaa"

@@ -13,14 +13,8 @@ import pytest
 
 import memoryd.search.index as index_module
 from memoryd.models import DecayState, MemoryType
-from memoryd.search.index import (
-    CONTEXT_FIELD,
-    SCHEMA_VERSION,
-    Placed,
-    SearchDoc,
-    SearchIndex,
-    _document,
-)
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import CONTEXT_FIELD, SCHEMA_VERSION, Placed, SearchIndex, _document
 from memoryd.search.sessions import CONTEXT_WINDOW
 from memoryd.service import MemoryService
 from memoryd.text import contains_cjk, segment

@@ -15,7 +15,8 @@ import tantivy
 
 from memoryd.errors import InvalidInput, StorageError
 from memoryd.models import DecayState, MemoryType
-from memoryd.search.index import META_FILE, SCHEMA_VERSION, SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import META_FILE, SCHEMA_VERSION, SearchIndex
 
 SCOPE_A = "aaaaaaaaaaaa"
 SCOPE_B = "bbbbbbbbbbbb"

@@ -13,7 +13,8 @@ import pytest
 import memoryd.search.index as search_index
 from memoryd.models import DecayState, MemoryType
 from memoryd.recall.conversation import is_turn
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.search.stats import TurnTest
 
 SCOPES = ("aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc")

@@ -36,7 +36,8 @@ from memoryd.recall.vectors import (
     expected,
     indexed_docs,
 )
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.search.vectors import (
     DB_FILE,
     MODEL_NAME,

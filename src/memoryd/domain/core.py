@@ -93,7 +93,8 @@ from memoryd.redact.fields import (
     redact_field,
 )
 from memoryd.scope import resolve_scope, scope_hash_of_path
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import opaque_slug
 from memoryd.sensitive.keys import KeyStore

@@ -17,7 +17,8 @@ from memoryd.audit import AuditLog
 from memoryd.graph.store import GraphStore
 from memoryd.journal import Journal
 from memoryd.models import Memory
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.vault import Vault
 
 

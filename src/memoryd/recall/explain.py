@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from memoryd.models import RecallHit, SearchHit
 from memoryd.recall.candidates import Candidate
 from memoryd.recall.fusion import STAGE_WEIGHTS
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 
 
 def explain_expansion(

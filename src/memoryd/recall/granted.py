@@ -34,7 +34,8 @@ from memoryd.graph.store import CypherResult, EntityRow, SupersedeRow
 from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 from memoryd.recall import conversation
 from memoryd.recall.entities import EntityMatcher, build_matcher
-from memoryd.search.index import SearchDoc, SearchIndex, analysis_version
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex, analysis_version
 from memoryd.search.stats import Tokens
 from memoryd.vault import parse
 

@@ -20,7 +20,8 @@ from memoryd.recall.config import RecallConfig
 from memoryd.recall.entities import EntityMatcher
 from memoryd.recall.explain import explain_expansion, recall_hit
 from memoryd.recall.fusion import evidence_fusion
-from memoryd.search.index import LocalRanking, LocalScore, SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import LocalRanking, LocalScore, SearchIndex
 from memoryd.text import query_terms
 
 

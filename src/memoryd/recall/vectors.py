@@ -21,7 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from memoryd.recall.candidates import Calibration, VectorStage
-from memoryd.search.index import SearchDoc, SearchIndex
+from memoryd.search.doc import SearchDoc
+from memoryd.search.index import SearchIndex
 from memoryd.search.vectors import (
     MODEL_NAME,
     STATIC_MODEL_NAME,

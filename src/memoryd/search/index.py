@@ -37,11 +37,11 @@ from types import TracebackType
 from typing import Any, NamedTuple, Self, TypeVar
 
 import tantivy
-from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import InvalidInput, StorageError
 from memoryd.models import DecayState, MemoryType, SearchHit, to_utc, typed
 from memoryd.private import FILE_MODE, make_private_dir
+from memoryd.search.doc import SearchDoc
 from memoryd.search.overlay import OVERLAY_FILE, DecayOverlay, slug_key
 from memoryd.search.sessions import CONTEXT_TYPE, CONTEXT_WINDOW, SessionView, from_nanos, nanos
 from memoryd.search.stats import (
@@ -113,25 +113,6 @@ _SEGMENT_FILE_RE = re.compile(r"^[0-9a-f]{32}\.(?:\d+\.del|[a-z]+(?:\.temp)?)$")
 
 # pyo3 maps tantivy's errors to these.
 _TANTIVY_ERRORS = (ValueError, RuntimeError, OSError)
-
-
-class SearchDoc(BaseModel):
-    """What the index holds of one memory: what it searches, filters on and shows in a hit."""
-
-    model_config = ConfigDict(frozen=True)
-
-    slug: str = Field(min_length=1)
-    scope_hash: str
-    type: MemoryType
-    decay_state: DecayState
-    title: str
-    body: str
-    tags: list[str] = Field(default_factory=list)
-    triggers: list[str] = Field(default_factory=list)
-    created_at: datetime
-    withheld: bool = False
-    """A sensitive memory: the on-disk index holds nothing of it, so `upsert` removes its
-    slug instead of indexing it (an in-memory index under a grant indexes it as any other)."""
 
 
 _Changed = tuple[list[SearchDoc], list[SearchDoc]] | None

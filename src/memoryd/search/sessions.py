@@ -3,8 +3,8 @@
 A reply is about what the turn before it said, so the search index (`memoryd.search.index`)
 gives every session memory a `context` field: the bodies of its nearest visible turns of the
 same scope within `CONTEXT_WINDOW`. `SessionView` works out, for one write, which contexts
-change and what they become. It reads the index only through `SearchIndex`, so tantivy's
-calls stay there; recall is the one reader of the field.
+change and what they become. It reads the index only through `TurnReads` (two methods of
+`SearchIndex`), so tantivy's calls stay there; recall is the one reader of the field.
 """
 
 from __future__ import annotations
@@ -12,18 +12,28 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from memoryd.models import MemoryType, to_utc
+from memoryd.search.doc import SearchDoc
 
 if TYPE_CHECKING:
     import tantivy
 
-    from memoryd.search.index import SearchDoc, SearchIndex
-
 CONTEXT_WINDOW = timedelta(minutes=30)
 """Session memories of one scope at most this far apart in time are neighbouring turns."""
 CONTEXT_TYPE = MemoryType.SESSION
+
+
+class TurnReads(Protocol):
+    """The two reads the view makes of the index (`SearchIndex` has them): tantivy's queries
+    stay in the index."""
+
+    def doc_at(self, searcher: tantivy.Searcher, address: tantivy.DocAddress) -> SearchDoc: ...
+
+    def _session_entries(
+        self, searcher: tantivy.Searcher, scope_hash: str, span: tuple[datetime, datetime]
+    ) -> list[tuple[int, tantivy.DocAddress]]: ...
 
 
 def _position(doc: SearchDoc) -> tuple[datetime, str]:
@@ -50,7 +60,7 @@ class SessionView:
 
     def __init__(
         self,
-        index: SearchIndex,
+        index: TurnReads,
         searcher: tantivy.Searcher,
         writing: Mapping[str, SearchDoc],
         gone: set[str],
