@@ -1,6 +1,8 @@
 """The layering of docs/ARCHITECTURE.md holds: a module imports only its own layer or the
-layers below it, and the stores never import one another. Every import counts, the ones
-inside functions and under TYPE_CHECKING too: a lazy import is still a dependency."""
+layers below it, the stores never import one another, and no imports go round in a loop,
+between packages or between the modules of one package. Every import counts, the ones inside
+functions and under TYPE_CHECKING too: a lazy import is still a dependency, and one made lazy
+to dodge a loop is still the loop."""
 
 from __future__ import annotations
 
@@ -161,6 +163,8 @@ def test_no_module_imports_a_higher_layer_or_another_store() -> None:
         ("memoryd.vault", "memoryd.graph.store", "store -> another store"),
         ("memoryd.config", "memoryd.capture.hook", "base -> surfaces"),
         ("memoryd.service", "memoryd.api.routes", "service -> surfaces"),
+        ("memoryd.cli.main", "memoryd.entry", "surfaces -> entry"),
+        ("memoryd.capture.hook", "memoryd.__main__", "surfaces -> entry"),
     ],
 )
 def test_the_check_catches_a_bad_import(
@@ -200,6 +204,68 @@ def unit_cycles() -> list[list[str]]:
 
 def test_no_import_cycles_between_packages() -> None:
     assert unit_cycles() == []
+
+
+def module_cycles() -> list[list[str]]:
+    """The import loops between single modules: each strongly connected component of the
+    import graph with more than one module, sorted. A package's `__init__` is a module here
+    (`from memoryd.recall import X` reads it), so a module importing its own package's names
+    while the package imports it is a loop too."""
+    edges = {m: sorted({t for _, t in imports(m) if t in MODULES and t != m}) for m in MODULES}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    loops: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        on_stack.add(module)
+        for target in edges[module]:
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            component: list[str] = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for module in sorted(MODULES):
+        if module not in order:
+            visit(module)
+    return sorted(loops)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    assert module_cycles() == []
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [
+        ("memoryd.cli.options", "memoryd.cli.main"),  # a command group's helpers from main
+        ("memoryd.extraction.linking", "memoryd.extraction.pipeline"),
+        ("memoryd.recall.candidates", "memoryd.recall.fusion"),  # through conversation
+        ("memoryd.search.sessions", "memoryd.search.index"),
+        ("memoryd.recall.pipeline", "memoryd.recall"),  # a package's names into its module
+    ],
+)
+def test_the_check_catches_a_loop_between_modules(
+    module: str, target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = imports
+
+    def with_one_more(name: str) -> list[tuple[int, str]]:
+        return real(name) + ([(1, target)] if name == module else [])
+
+    monkeypatch.setitem(globals(), "imports", with_one_more)
+    assert any({module, target} <= set(loop) for loop in module_cycles())
 
 
 LONG_MODULE = 600
