@@ -26,6 +26,7 @@ from rich.console import Console
 
 from memoryd import __version__
 from memoryd.cli.capture import capture_command
+from memoryd.cli.helpfmt import MemorydGroup
 from memoryd.errors import (
     AuditChainBroken,
     ConfigError,
@@ -65,7 +66,8 @@ app = typer.Typer(
     no_args_is_help=True,
     invoke_without_command=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
+    cls=MemorydGroup,
 )
 audit_app = typer.Typer(help="The hash-chained audit log.", invoke_without_command=True)
 scope_app = typer.Typer(help="Scopes: which project a memory belongs to.", no_args_is_help=True)
