@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Annotated
 
@@ -23,7 +24,7 @@ from memoryd.cli.main import (
     say_hidden,
 )
 from memoryd.errors import InvalidInput
-from memoryd.models import MemoryType
+from memoryd.models import RELEVANCE_NOTE, MemoryType
 
 INJECT_MIN_SCORE = 0.12
 """`memoryd.recall.config.INJECT_MIN_SCORE`, for the help text: importing the recall package
@@ -88,8 +89,10 @@ def recall(
                 )
             row.append("\n".join(why))
         rows.append(row)
-    headers = ["#", "score", "type", "title", "slug"] + (["why"] if explain else [])
+    headers = ["#", "relevance", "type", "title", "slug"] + (["why"] if explain else [])
     print_table(headers, rows, wrap=("title", "why"))
+    if any(a.score < b.score for a, b in itertools.pairwise(result.hits)):
+        err.print(RELEVANCE_NOTE, style="dim", markup=False)
     if explain and result.entities:
         out.print(printable(f"linked entities: {', '.join(result.entities)}"), markup=False)
     if explain:

@@ -432,10 +432,14 @@ def search(
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also soft-forgotten memories.")
     ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show each hit's raw BM25 score.")
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Full-text (BM25) search over titles, bodies, tags and triggers."""
+    """Full-text (BM25) search over titles, bodies, tags and triggers, best first. Raw BM25
+    is on no 0-1 scale, so only --explain shows it (recall's relevance is the 0-1 one)."""
     hits = run(
         home,
         lambda svc: svc.search(
@@ -450,10 +454,17 @@ def search(
         err.print("no matches")
         return
     print_table(
-        ["score", "slug", "type", "title", "matched"],
+        ["#", *(["bm25"] if explain else []), "slug", "type", "title", "matched"],
         [
-            [f"{h.score:.2f}", h.slug, h.type.value, h.title, ", ".join(h.matched_terms)]
-            for h in hits
+            [
+                str(rank),
+                *([f"{h.score:.2f}"] if explain else []),
+                h.slug,
+                h.type.value,
+                h.title,
+                ", ".join(h.matched_terms),
+            ]
+            for rank, h in enumerate(hits, 1)
         ],
         wrap=("title", "matched"),
     )
