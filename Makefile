@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: install demo test check browser lint types unit unit-fast fuzz slow bench clean
+.PHONY: install demo test check browser lint types unit unit-fast quickstart fuzz slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,9 @@ demo: $(STAMP)
 	$(BIN)/memoryd demo
 
 ## make test: lint, types, the whole test suite (with a time-boxed schemathesis pass over a
-## live daemon, tests/e2e/test_api_fuzz.py); graph contract tests on both engines
-test: $(STAMP) browser lint types unit
+## live daemon, tests/e2e/test_api_fuzz.py); graph contract tests on both engines; the README's
+## quick start from a built wheel in a fresh venv
+test: $(STAMP) browser lint types unit quickstart
 
 ## make check: for a small change: lint, types and the unit tests (about 2 minutes)
 check: $(STAMP) lint types unit-fast
@@ -47,6 +48,11 @@ unit: $(STAMP)
 
 unit-fast: $(STAMP)
 	$(BIN)/pytest -q $(XDIST) tests/unit
+
+## make quickstart: build the wheel, install it with no extras into a fresh venv, check the base
+## install and run the quick start to a first recall (needs the package registry; 1-2 minutes)
+quickstart: $(STAMP)
+	PYTHON=$(BIN)/python scripts/wheel-quickstart.sh
 
 ## make fuzz: the long schemathesis run against a live daemon's OpenAPI (minutes)
 fuzz: $(STAMP)

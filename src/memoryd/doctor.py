@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from memoryd.service import MemoryService
 
 REQUIRED_MODULES = ("tantivy", "jieba", "yaml", "pydantic", "typer")
+EXTRA_OF = {"ladybug": "ladybug", "anthropic": "llm"}
+"""A module the config asks for → the optional extra (pyproject.toml) that installs it."""
 
 
 def _install_checks(settings: Settings) -> list[DoctorCheck]:
@@ -28,9 +30,14 @@ def _install_checks(settings: Settings) -> list[DoctorCheck]:
             fix="install Python 3.11 or newer",
         )
     ]
-    missing = [
-        m for m in (*REQUIRED_MODULES, settings.graph.engine) if not importlib.util.find_spec(m)
-    ]
+    wanted = [*REQUIRED_MODULES, settings.graph.engine]
+    if settings.llm.provider == "anthropic":
+        wanted.append("anthropic")
+    missing = [m for m in wanted if not importlib.util.find_spec(m)]
+    extras = sorted({EXTRA_OF[m] for m in missing if m in EXTRA_OF})
+    plain = [m for m in missing if m not in EXTRA_OF]
+    commands = [f"pip install {' '.join(plain)}"] if plain else []
+    commands += [f"pip install 'memoryd[{','.join(extras)}]'"] if extras else []
     checks.append(
         DoctorCheck(
             name="packages",
@@ -38,7 +45,7 @@ def _install_checks(settings: Settings) -> list[DoctorCheck]:
             detail="all required packages import"
             if not missing
             else f"missing: {', '.join(missing)}",
-            fix=f"pip install {' '.join(missing)}" if missing else "",
+            fix="; ".join(commands),
         )
     )
     return checks

@@ -18,6 +18,7 @@ store never raises a surface's error type and a surface never sees an engine's e
     │   ├── ResourceExhausted    the buffer pool or the disk is full
     │   └── AuditChainBroken     the audit log does not verify
     └── ConfigError              the config file or an environment variable is wrong
+        ├── MissingExtra         a feature whose optional extra is not installed
         ├── MissingKey           a sensitive scope's key is not on this machine (or wrong)
         └── KeyringUnavailable   no usable OS keyring to keep a scope key in
 """
@@ -106,6 +107,21 @@ class AuditChainBroken(StorageError):
 
 class ConfigError(MemorydError):
     code = "config_error"
+
+
+class MissingExtra(ConfigError):
+    """A feature asked for whose packages are an optional extra (pyproject.toml) not installed
+    here: the base install holds only what the default product needs."""
+
+    code = "missing_extra"
+
+    def __init__(self, feature: str, extra: str, missing: str) -> None:
+        super().__init__(
+            f"{feature} needs the `{extra}` extra ({missing} is not installed):"
+            f" pip install 'memoryd[{extra}]'",
+            hint=f"uv tool install 'memoryd[{extra}]' if memoryd came from uv",
+        )
+        self.extra = extra
 
 
 class EncryptedFileBroken(BrokenMemoryFile):

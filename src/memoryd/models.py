@@ -683,6 +683,13 @@ class Extraction(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+RELEVANCE_NOTE = (
+    "relevance: the calibrated 0-1 score inject thresholds; rows are in rank order, which"
+    " also weighs evidence that counts in no score (--explain shows the factors)"
+)
+"""Said under a recall table whose relevance column is not in rank order (CLI, demo)."""
+
+
 class RecallHit(BaseModel):
     """One recall result, with how it was found so it can explain itself."""
 

@@ -24,18 +24,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-import networkx as nx
-import pandas as pd
-
 from memoryd.config import Settings, load_settings
 from memoryd.daemon.client import RemoteService, socket_accepts
 from memoryd.daemon.client import connect as connect_daemon
 from memoryd.daemon.files import DaemonFiles
-from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
+from memoryd.errors import GraphLocked, InvalidInput, MissingExtra, PolicyDenied, StorageError
 from memoryd.governance.reports import SupersedeReport
 from memoryd.governance.trends import Trends
 from memoryd.graph.store import CypherResult, EntityContext
 from memoryd.models import DecayState, Memory, MemoryType, RecallResult
+
+try:
+    import networkx as nx
+    import pandas as pd
+except ImportError as exc:  # the base install leaves them out
+    raise MissingExtra("memoryd.connect() (notebooks)", "notebooks", exc.name or "pandas") from exc
 
 if TYPE_CHECKING:
     from memoryd.protocol import MemoryAPI

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,6 +106,21 @@ def tighten(home: Path) -> list[Path]:
             continue
         changed.append(path)
     return changed
+
+
+def tighten_if_empty(directory: Path) -> bool:
+    """Take group and other bits from an empty `directory` this user owns (a data dir made
+    by hand before memoryd first opened it); whether its mode changed."""
+    if sys.platform == "win32":  # no POSIX modes to tighten
+        return False
+    info = directory.stat()
+    if not info.st_mode & _SHARED_BITS or info.st_uid != os.getuid():
+        return False
+    with os.scandir(directory) as entries:
+        if next(entries, None) is not None:
+            return False
+    os.chmod(directory, stat.S_IMODE(info.st_mode) & ~_SHARED_BITS)
+    return True
 
 
 def tighten_shallow(directory: Path) -> None:

@@ -30,7 +30,7 @@ from memoryd.graph.store import GraphStore
 from memoryd.llm.base import LLMProvider
 from memoryd.locking import HomeLock
 from memoryd.native import limit_malloc_arenas
-from memoryd.private import make_private_dir, tighten_shallow
+from memoryd.private import make_private_dir, tighten_if_empty, tighten_shallow
 from memoryd.search.index import META_FILE as SEARCH_META_FILE
 from memoryd.search.index import SearchIndex
 from memoryd.sensitive.files import ScopeCipher
@@ -48,9 +48,13 @@ GOVERNANCE_DB = "governance.db"
 
 
 def ensure_home(home: Path) -> None:
-    """Create the data dir (mode 0700), or say plainly why it cannot be used."""
+    """Create the data dir (mode 0700), or say plainly why it cannot be used. An empty data
+    dir the user made (`mkdir`, mode 0755) is memoryd's from its first open, so it is made
+    0700 as if memoryd had created it; a dir that already holds files keeps its mode
+    (`memoryd doctor` names it)."""
     try:
         make_private_dir(home)
+        tighten_if_empty(home)
     except OSError as exc:
         raise StorageError(
             f"cannot create the data dir {home}: {exc.strerror}",

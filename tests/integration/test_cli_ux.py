@@ -327,3 +327,24 @@ def test_slugs_keep_cjk_and_drop_accents(title: str, words: str) -> None:
     slug = slugify(title, when)
     assert re.fullmatch(rf"2026-06-15-{re.escape(words)}-[0-9a-f]{{6}}", slug), slug
     assert SLUG_RE.match(slug)
+
+
+# -- one score scale ----------------------------------------------------------------------
+def test_search_shows_raw_bm25_only_with_explain(home: Path, project: Path) -> None:
+    """recall's relevance is the 0-1 scale; search's raw BM25 is on none, so its table ranks
+    the hits and names BM25 only with --explain (issue 29)."""
+    record(home, project, "Kafka retention", "Kafka keeps events for seven days.")
+    record(home, project, "Kafka consumers", "Kafka consumers commit offsets after a batch.")
+    code, out, err = cli(home, "search", "kafka retention")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if "slug" in line)
+    assert re.findall(r"\w+", header) == ["slug", "type", "title", "matched"], header
+    assert "bm25" not in out
+    assert "score" not in out
+    code, out, err = cli(home, "search", "kafka retention", "--explain")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if "slug" in line)
+    assert re.findall(r"\w+", header) == ["bm25", "slug", "type", "title", "matched"], header
+    code, out, err = cli(home, "recall", "kafka retention")
+    assert code == 0, err
+    assert "relevance" in next(line for line in out.splitlines() if "slug" in line)

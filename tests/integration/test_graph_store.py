@@ -721,6 +721,23 @@ def test_bulk_new_memories_are_stored_as_one_at_a_time(graph: KuzuGraphStore) ->
     assert uv.mention_count == 3 * count
 
 
+def test_bulk_write_without_pyarrow_goes_in_by_unwind(
+    graph: KuzuGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base install has no pyarrow (it is the `notebooks` extra): a bulk write then goes
+    in by UNWIND, imports no pyarrow, and stores what the COPY path stores."""
+    import memoryd.graph.kuzu_store as kuzu_store
+
+    count = 80
+    graph.upsert_memories([_bulk_memory(n, "copied") for n in range(count)], new=True)
+    monkeypatch.setattr(kuzu_store, "_has_arrow", lambda: False)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # any import of it now fails
+    graph.upsert_memories([_bulk_memory(n, "unwound") for n in range(count)], new=True)
+    unwound = _stored(graph, "unwound")
+    assert len(unwound) == count
+    assert unwound == _stored(graph, "copied")
+
+
 def test_bulk_write_refuses_a_slug_already_stored(graph: KuzuGraphStore) -> None:
     graph.upsert_memories([memory("taken-001")])
     batch = [_bulk_memory(n, "taken") for n in range(80)]

@@ -185,6 +185,28 @@ def test_library_use_keeps_the_umask_and_the_home_private(
     assert_private(settings.home)
 
 
+def test_a_data_dir_made_by_hand_is_tightened_on_first_open(tmp_path: Path) -> None:
+    """`mkdir ~/memories` (0755 under umask 022), then `memoryd doctor --home ~/memories`:
+    the empty dir becomes memoryd's and 0700, so doctor passes (issue 29). A dir that
+    already holds other files keeps its mode and doctor names it."""
+    made = tmp_path / "by-hand"
+    made.mkdir(mode=0o755)
+    made.chmod(0o755)
+    checked = memoryd(made, "doctor")
+    assert checked.returncode == 0, checked.stdout
+    assert "ok   permissions:" in checked.stdout
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert_private(made)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    (shared / "notes.txt").write_text("mine")
+    found = memoryd(shared, "doctor")
+    assert found.returncode == 1
+    assert f"{shared} (0755)" in found.stdout
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+
+
 def test_doctor_reports_loose_modes_and_fix_tightens_them(home: Path, project: Path) -> None:
     made = record(home, project)
     assert made.returncode == 0, made.stderr

@@ -73,8 +73,9 @@ def history(home: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def cmd(action: str, agent: str, home: Path) -> str:
-    return f"{EXE} {action} --source={agent} --home={home}"
+def cmd(action: str, agent: str, home: Path | None) -> str:
+    """A hook's command; a project's hooks (shared with the repository) name no data dir."""
+    return f"{EXE} {action} --source={agent}" + (f" --home={home}" if home else "")
 
 
 # -- hooks --------------------------------------------------------------------------------------
@@ -201,7 +202,8 @@ def test_hooks_for_every_agent_and_scope(
     for item in spec.hooks.events:
         [entry] = doc["hooks"][item.event]
         handler = entry["hooks"][0] if spec.hooks.nested else entry
-        assert handler[spec.hooks.command_key] == cmd(item.action, agent, home)
+        baked = home if scope == "user" else None
+        assert handler[spec.hooks.command_key] == cmd(item.action, agent, baked)
         if spec.hooks.nested:
             assert entry.get("matcher") == item.matcher
     if agent in ("cursor", "copilot"):
@@ -223,7 +225,7 @@ def test_agent_hook_shapes(home: Path, user_home: Path, proj: Path) -> None:
             "hooks": [
                 {
                     "type": "command",
-                    "command": cmd("capture", "gemini", home),
+                    "command": cmd("capture", "gemini", None),
                     "timeout": 10000,  # Gemini CLI counts milliseconds
                     "name": "memoryd",
                 }
@@ -232,11 +234,11 @@ def test_agent_hook_shapes(home: Path, user_home: Path, proj: Path) -> None:
     ]
     windsurf = json.loads((proj / ".windsurf/hooks.json").read_text())["hooks"]
     assert windsurf["post_cascade_response"] == [
-        {"command": cmd("capture", "windsurf", home), "show_output": False}
+        {"command": cmd("capture", "windsurf", None), "show_output": False}
     ]
     copilot = json.loads((proj / ".github/hooks/memoryd.json").read_text())
     assert copilot["hooks"]["agentStop"] == [
-        {"type": "command", "bash": cmd("capture", "copilot", home), "timeoutSec": 30}
+        {"type": "command", "bash": cmd("capture", "copilot", None), "timeoutSec": 30}
     ]
 
 
@@ -532,6 +534,54 @@ def test_a_project_mcp_config_from_an_older_run_loses_its_machine_paths(
     assert (proj / ".codex/config.toml").read_text() == (
         '# shared\n[mcp_servers.memoryd]\ncommand = "memoryd"\nargs = ["mcp"]\n'
     )
+
+
+def test_project_hooks_are_portable(home: Path, proj: Path) -> None:
+    """A project's hooks file is committed with the repository: without --command its hooks
+    run `memoryd` from PATH and name no data dir, and the output says it can be committed."""
+    code, out, err = setup_cli(
+        home, "hooks", "--agent", "claude-code", "--project", "--dir", str(proj)
+    )
+    assert code == 0, err
+    text = (proj / ".claude/settings.json").read_text()
+    doc = json.loads(text)
+    commands = [h["command"] for group in doc["hooks"].values() for g in group for h in g["hooks"]]
+    assert commands
+    assert all(c.startswith("memoryd ") and "--home" not in c for c in commands), commands
+    assert str(home) not in text
+    assert "note: This file names no path of this machine, so it can be committed" in out
+    assert f"The data dir {home} is not written into a project's config" in out
+
+
+def test_setup_undo_dry_run_says_what_it_would_do_and_changes_nothing(
+    home: Path, user_home: Path, proj: Path
+) -> None:
+    path = user_home / ".cursor/hooks.json"
+    path.parent.mkdir()
+    path.write_text("{}\n")
+    assert install(home, "hooks", "cursor")[0] == 0
+    assert install(home, "hooks", "copilot", "--dir", str(proj))[0] == 0
+    created = proj / ".github/hooks/memoryd.json"
+    installed, before = path.read_bytes(), history(home)
+    code, out, err = setup_cli(home, "undo", "--all", "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"would delete {created}"
+    assert lines[1].startswith(f"would restore {path} from ")
+    assert lines[2] == "(dry run: nothing was changed)"
+    assert path.read_bytes() == installed
+    assert created.exists()
+    assert history(home) == before
+    code, out, _ = setup_cli(home, "undo", "--all", "--dry-run", "--json")
+    assert [(r["action"], r["dry_run"]) for r in json.loads(out)] == [
+        ("deleted", True),
+        ("restored", True),
+    ]
+    path.write_text("{ }\n")  # changed since: the dry run refuses as the undo would
+    code, _, err = setup_cli(home, "undo", "--agent", "cursor", "--dry-run")
+    assert code == 4, err
+    assert f"{path} changed since memoryd wrote it" in err
+    assert path.read_text() == "{ }\n"
 
 
 def test_a_project_mcp_config_with_an_absolute_command_says_it_is_not_portable(

@@ -352,7 +352,7 @@ async def memory_supersedes(
 @router.get("/search", tags=["recall"])
 async def search(
     api: Api,
-    q: Annotated[str, Query(min_length=1, description="words to look for")],
+    q: Annotated[str, Query(description="words to look for (not blank)")],
     scope: ScopeQuery = None,
     type: Annotated[list[MemoryType] | None, Query()] = None,
     include_forgotten: bool = False,
@@ -378,7 +378,7 @@ async def search(
 @router.get("/recall", tags=["recall"])
 async def recall(
     api: Api,
-    q: Annotated[str, Query(min_length=1, description="what to remember")],
+    q: Annotated[str, Query(description="what to remember (not blank)")],
     scope: ScopeQuery = None,
     type: Annotated[list[MemoryType] | None, Query()] = None,
     include_forgotten: bool = False,

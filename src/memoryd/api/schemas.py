@@ -141,7 +141,8 @@ class RecallQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    q: str = Field(min_length=1, description="what to remember")
+    # No min_length: an empty query gets check_query's message, as on every other surface.
+    q: str = Field(description="what to remember (not blank)")
     scope: PathText | None = Field(
         default=None, description="a 12-hex scope hash, or the absolute path of a project"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from memoryd.cli.options import LIMIT_HELP, HomeOpt, JsonOpt, ScopeOpt
 from memoryd.cli.output import emit_json, err, fail, out, print_table, printable, say_hidden
 from memoryd.cli.running import run
 from memoryd.errors import InvalidInput
-from memoryd.models import MemoryType
+from memoryd.models import RELEVANCE_NOTE, MemoryType
 
 INJECT_MIN_SCORE = 0.12
 """`memoryd.recall.config.INJECT_MIN_SCORE`, for the help text: importing the recall package
@@ -77,8 +78,10 @@ def recall(
                 )
             row.append("\n".join(why))
         rows.append(row)
-    headers = ["#", "score", "type", "title", "slug"] + (["why"] if explain else [])
+    headers = ["#", "relevance", "type", "title", "slug"] + (["why"] if explain else [])
     print_table(headers, rows, wrap=("title", "why"))
+    if any(a.score < b.score for a, b in itertools.pairwise(result.hits)):
+        err.print(RELEVANCE_NOTE, style="dim", markup=False)
     if explain and result.entities:
         out.print(printable(f"linked entities: {', '.join(result.entities)}"), markup=False)
     if explain:

@@ -26,6 +26,7 @@ from memoryd.cli import setup as setup_cli
 from memoryd.cli import supersede as supersede_cli
 from memoryd.cli import sync as sync_cli
 from memoryd.cli.capture import capture_command
+from memoryd.cli.helpfmt import MemorydGroup
 from memoryd.cli.options import (
     LIMIT_HELP,
     HomeOpt,
@@ -64,7 +65,8 @@ app = typer.Typer(
     no_args_is_help=True,
     invoke_without_command=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
+    cls=MemorydGroup,
 )
 audit_app = typer.Typer(help="The hash-chained audit log.", invoke_without_command=True)
 scope_app = typer.Typer(help="Scopes: which project a memory belongs to.", no_args_is_help=True)
@@ -253,10 +255,14 @@ def search(
     include_forgotten: Annotated[
         bool, typer.Option("--include-forgotten", help="Also soft-forgotten memories.")
     ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show each hit's raw BM25 score.")
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Full-text (BM25) search over titles, bodies, tags and triggers."""
+    """Full-text (BM25) search over titles, bodies, tags and triggers, best first. Raw BM25
+    is on no 0-1 scale, so only --explain shows it (recall's relevance is the 0-1 one)."""
     hits = run(
         home,
         lambda svc: svc.search(
@@ -271,10 +277,17 @@ def search(
         err.print("no matches")
         return
     print_table(
-        ["score", "slug", "type", "title", "matched"],
+        ["#", *(["bm25"] if explain else []), "slug", "type", "title", "matched"],
         [
-            [f"{h.score:.2f}", h.slug, h.type.value, h.title, ", ".join(h.matched_terms)]
-            for h in hits
+            [
+                str(rank),
+                *([f"{h.score:.2f}"] if explain else []),
+                h.slug,
+                h.type.value,
+                h.title,
+                ", ".join(h.matched_terms),
+            ]
+            for rank, h in enumerate(hits, 1)
         ],
         wrap=("title", "matched"),
     )

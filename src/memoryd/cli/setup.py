@@ -44,7 +44,8 @@ CommandOpt = Annotated[
     str | None,
     typer.Option(
         "--command",
-        help="The memoryd command agents run (default: this install's absolute path).",
+        help="The memoryd command agents run (default: this install's absolute path;"
+        " `memoryd` in a project's config).",
     ),
 ]
 DryRunOpt = Annotated[
@@ -81,10 +82,7 @@ def _configure(
     try:
         spec = agents.get_agent(agent)
         scope = agents.pick_scope(spec, project=project, user=user)
-        if kind == "mcp":
-            exe = agents.mcp_executable(command, scope)
-        else:
-            exe = agents.resolve_executable(command)
+        exe = agents.mcp_executable(command, scope)
         history, baked_home = _manifest_path(home)
         planner = install.plan_hooks if kind == "hooks" else install.plan_mcp
         change = planner(
@@ -108,8 +106,9 @@ def _configure(
         raise fail(exc) from exc
     where = spec.hooks if kind == "hooks" else spec.mcp
     notes = list(where.notes) if where is not None else []
-    if kind == "mcp" and scope == "project":
-        notes += agents.project_mcp_notes(exe, baked_home)
+    if scope == "project":
+        runs = "mcp" if kind == "mcp" else "capture/inject"
+        notes += agents.project_mcp_notes(exe, baked_home, runs)
     if kind == "hooks" and spec.hooks is not None and change.status != "unchanged":
         notes += _hook_notes(spec.hooks.events, home)
     _report(kind, spec.name, scope, change, written, dry_run, notes, as_json)
@@ -244,6 +243,9 @@ def undo(
     force: Annotated[
         bool, typer.Option("--force", help="Restore even files changed since memoryd wrote them.")
     ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be restored; change nothing.")
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -253,7 +255,9 @@ def undo(
     try:
         name = agents.get_agent(agent).name if agent is not None else None
         history, _ = _manifest_path(home)
-        done = configfiles.undo(configfiles.Manifest(history), agent=name, every=every, force=force)
+        done = configfiles.undo(
+            configfiles.Manifest(history), agent=name, every=every, force=force, dry_run=dry_run
+        )
     except MemorydError as exc:
         raise fail(exc) from exc
     if as_json:
@@ -265,6 +269,7 @@ def undo(
                     "agent": r.agent,
                     "run": r.run,
                     "backup": str(r.backup) if r.backup else None,
+                    "dry_run": dry_run,
                 }
                 for r in done
             ]
@@ -272,7 +277,14 @@ def undo(
         return
     for r in done:
         source = f" from {r.backup}" if r.backup else ""
-        typer.echo(f"{r.action} {r.path}{source}")
+        action = (
+            {"restored": "would restore", "deleted": "would delete"}[r.action]
+            if dry_run
+            else r.action
+        )
+        typer.echo(f"{action} {r.path}{source}")
+    if dry_run:
+        typer.echo("(dry run: nothing was changed)")
 
 
 @setup_app.command("auto-install")

@@ -23,7 +23,9 @@ here, one method per store operation.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -44,6 +46,7 @@ from memoryd.errors import (
     GraphLocked,
     InvalidInput,
     MemorydError,
+    MissingExtra,
     PolicyDenied,
     QueryLimitExceeded,
     ResourceExhausted,
@@ -230,9 +233,11 @@ def load_engine(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise StorageError(
-            f"graph engine {name!r} is not installed", hint=f"pip install {name}"
-        ) from exc
+        if name == "kuzu":
+            raise StorageError(
+                "graph engine 'kuzu' is not installed", hint="pip install memoryd"
+            ) from exc
+        raise MissingExtra(f"graph.engine = {name!r}", name, name) from exc
 
 
 def engine_error(exc: Exception, path: Path) -> StorageError:
@@ -259,6 +264,13 @@ def _utc(value: Any) -> Any:
     if isinstance(value, datetime) and value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value
+
+
+@functools.cache
+def _has_arrow() -> bool:
+    """Whether pyarrow is installed (the `notebooks` extra): a bulk write goes in by COPY from
+    an Arrow table then, else by UNWIND like a small one (the base install has no pyarrow)."""
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 def _copy(conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]]) -> None:
@@ -695,7 +707,7 @@ class KuzuGraphStore:
             self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
-        if new and len(mems) >= COPY_ROWS:
+        if new and len(mems) >= COPY_ROWS and _has_arrow():
             self._copy_memories(conn, mems)
             return
         conn.execute(

@@ -17,7 +17,7 @@ from typing import assert_never
 import httpx
 
 from memoryd.config import LLMSettings
-from memoryd.errors import ConfigError
+from memoryd.errors import ConfigError, MissingExtra
 from memoryd.llm.base import (
     GENERIC_KEY_ENV,
     KEYRING_SERVICE,
@@ -48,7 +48,14 @@ def provider_from_settings(
     if provider == "none":
         return None
     if provider == "anthropic":
-        from memoryd.llm.anthropic_provider import AnthropicProvider
+        try:  # the SDK and its httpx2 are the `llm` extra, not the base install
+            import anthropic  # noqa: F401
+
+            from memoryd.llm.anthropic_provider import AnthropicProvider
+        except ImportError as exc:
+            raise MissingExtra(
+                'llm.provider = "anthropic"', "llm", exc.name or "anthropic"
+            ) from exc
 
         return AnthropicProvider(
             api_key=_require_key(provider, api_key),

@@ -276,31 +276,31 @@ def resolve_executable(override: str | None) -> list[str]:
 
 
 PORTABLE_EXE = "memoryd"
-"""What a project's MCP config runs: `memoryd` from PATH, the same on every machine."""
+"""What a project's MCP config and hooks run: `memoryd` from PATH, the same on every machine."""
 MACHINE_ENV = ("MEMORYD_HOME",)
 """Variables an MCP entry may carry that name this machine (left out of a project's config)."""
 
 
 def mcp_executable(override: str | None, scope: Scope) -> list[str]:
-    """The argv prefix of memoryd's MCP entry. A project's config is shared (committed with
-    the repository), so it runs `memoryd` from PATH: an absolute path would name this
-    machine's install. A user's config keeps the absolute path (`resolve_executable`), as
-    hooks do. `--command` wins at either scope."""
+    """The argv prefix of memoryd's MCP entry or hooks. A project's config is shared
+    (committed with the repository), so it runs `memoryd` from PATH: an absolute path would
+    name this machine's install. A user's config keeps the absolute path
+    (`resolve_executable`). `--command` wins at either scope."""
     if override is None and scope == "project":
         return [PORTABLE_EXE]
     return resolve_executable(override)
 
 
-def project_mcp_notes(exe: Sequence[str], home: Path | None) -> list[str]:
-    """What to know about a project's MCP config: whether it is portable, and what of this
-    machine it leaves out."""
+def project_mcp_notes(exe: Sequence[str], home: Path | None, runs: str = "mcp") -> list[str]:
+    """What to know about a project's MCP config or hooks (`runs`: what memoryd command they
+    run): whether it is portable, and what of this machine it leaves out."""
     notes = []
     if Path(exe[0]).is_absolute():
         notes.append(f"{exe[0]} is a path on this machine: other clones cannot run it.")
     else:
         notes.append(
             "This file names no path of this machine, so it can be committed: each machine"
-            f" runs `{shlex.join(exe)} mcp` from its PATH with its own data dir."
+            f" runs `{shlex.join(exe)} {runs}` from its PATH with its own data dir."
         )
     if home is not None:
         notes.append(

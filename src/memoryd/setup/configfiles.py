@@ -328,12 +328,14 @@ def undo(
     agent: str | None = None,
     every: bool = False,
     force: bool = False,
+    dry_run: bool = False,
     now: datetime | None = None,
 ) -> list[Restored]:
     """Restore the files of the latest setup run (of `agent`), or of every run not yet undone.
 
     All checks run before anything is written: a file changed since memoryd wrote it is a
-    Conflict (unless `force`), so an undo never half-happens.
+    Conflict (unless `force`), so an undo never half-happens. `dry_run` runs the same checks
+    and says what would be restored or deleted, writing nothing (the history neither).
     """
     records = manifest.read()
     undone = {r["undo"] for r in records if isinstance(r.get("undo"), str)}
@@ -363,12 +365,21 @@ def undo(
             if saved is not None and not saved.exists():
                 raise NotFound(f"the backup {saved} of {path} is gone; nothing was undone")
             expected[path] = _current_sha(saved) if saved is not None else None
+    if dry_run:
+        return [_planned(record, run) for run in chosen for record in reversed(runs[run])]
     done: list[Restored] = []
     for run in chosen:
         for record in reversed(runs[run]):
             done.append(_restore(record, run))
         manifest.append([{"undo": run, "time": (now or _now()).isoformat()}])
     return done
+
+
+def _planned(record: dict[str, Any], run: str) -> Restored:
+    """What `_restore` would do with this record."""
+    saved = Path(record["backup"]) if record.get("backup") else None
+    action = "restored" if saved is not None else "deleted"
+    return Restored(Path(record["path"]), action, run, str(record.get("agent", "")), saved)
 
 
 def _restore(record: dict[str, Any], run: str) -> Restored:

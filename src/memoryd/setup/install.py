@@ -30,9 +30,10 @@ def plan_hooks(
     exe: Sequence[str],
     home: Path | None = None,
 ) -> FileChange:
-    """The agent's hooks file with memoryd's capture and recall hooks merged in."""
+    """The agent's hooks file with memoryd's capture and recall hooks merged in. A project's
+    file is shared, so its hooks name no data dir (as a project's MCP config)."""
     path = config_path(spec, "hooks", scope, user_home, project)
-    wanted = hook_entries(spec, exe, home)
+    wanted = hook_entries(spec, exe, None if scope == "project" else home)
 
     def edit(doc: dict[str, Any]) -> dict[str, Any]:
         return merge_hooks(

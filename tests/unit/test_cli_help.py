@@ -1,0 +1,59 @@
+"""`--help` reads cleanly and the shell completes memoryd's commands (issue 29).
+
+Every command's help is rendered at 80 columns: options show click-style metavars (`SCOPE`),
+flags none, a choice's values in its help text; never typer's `<bool>`/`<str>` labels, nor a
+type label cut across lines. `--install-completion` exists and the bash protocol answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import typer.main
+from typer.core import TyperGroup
+from typer.testing import CliRunner
+
+from memoryd.cli.main import app
+
+runner = CliRunner()
+
+
+def _paths(command: object, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    yield prefix
+    if isinstance(command, TyperGroup):
+        for name, sub in command.commands.items():
+            yield from _paths(sub, (*prefix, name))
+
+
+def test_every_help_page_shows_plain_metavars() -> None:
+    root = typer.main.get_command(app)
+    pages = 0
+    for path in _paths(root):
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, prog_name="memoryd")
+        assert result.exit_code == 0, (path, result.output)
+        options = [line for line in result.output.splitlines() if "--" in line]
+        for label in ("<bool>", "<str>", "<int", "<float", "<path>", "<list["):
+            assert not [line for line in options if label in line], (path, label, result.output)
+        pages += 1
+    assert pages > 50  # every command and group, not only the root
+
+
+def test_a_choice_lists_its_values_in_the_help_text() -> None:
+    result = runner.invoke(app, ["recall", "--help"], env={"COLUMNS": "80"}, prog_name="memoryd")
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "One of: session, decision, preference, fact, playbook, warning." in text
+
+
+def test_shell_completion_is_on() -> None:
+    top = runner.invoke(app, ["--help"], env={"COLUMNS": "80"}, prog_name="memoryd")
+    assert "--install-completion" in top.output
+    script = runner.invoke(app, ["--show-completion", "bash"], prog_name="memoryd")
+    assert script.exit_code == 0
+    assert "_MEMORYD_COMPLETE=complete_bash" in script.output
+    env = {
+        "_MEMORYD_COMPLETE": "complete_bash",
+        "COMP_WORDS": "memoryd setup ho",
+        "COMP_CWORD": "2",
+    }
+    completed = runner.invoke(app, [], env=env, prog_name="memoryd")
+    assert completed.output.split() == ["hooks"]

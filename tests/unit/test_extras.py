@@ -1,0 +1,53 @@
+"""The base install leaves the extras' packages out (pyproject.toml): a feature that needs one
+says which extra to install, in the CLI's one-line style, instead of an ImportError."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+from memoryd.config import LLMSettings
+from memoryd.errors import ConfigError, MissingExtra
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Make `import <module>` fail as it does where the package is not installed."""
+    for name in modules:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_notebooks_without_pandas_name_the_notebooks_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "memoryd.notebook", raising=False)
+    _without(monkeypatch, "pandas")
+    with pytest.raises(MissingExtra) as caught:
+        importlib.import_module("memoryd.notebook")
+    assert isinstance(caught.value, ConfigError)
+    assert caught.value.extra == "notebooks"
+    assert "pip install 'memoryd[notebooks]'" in str(caught.value)
+    assert "pandas is not installed" in str(caught.value)
+
+
+def test_the_anthropic_provider_without_its_sdk_names_the_llm_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memoryd.llm.factory import provider_from_settings
+
+    monkeypatch.delitem(sys.modules, "memoryd.llm.anthropic_provider", raising=False)
+    _without(monkeypatch, "anthropic")
+    settings = LLMSettings(provider="anthropic", model="claude-haiku-4-5")
+    with pytest.raises(MissingExtra, match=r"pip install 'memoryd\[llm\]'") as caught:
+        provider_from_settings(settings, api_key="sk-test")
+    assert 'llm.provider = "anthropic"' in str(caught.value)
+
+
+def test_the_ladybug_engine_without_its_wheel_names_the_ladybug_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memoryd.graph.kuzu_store import load_engine
+
+    monkeypatch.delitem(sys.modules, "kuzu", raising=False)  # one engine per process
+    _without(monkeypatch, "ladybug")
+    with pytest.raises(MissingExtra, match=r"pip install 'memoryd\[ladybug\]'"):
+        load_engine("ladybug")
