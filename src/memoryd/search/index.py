@@ -624,8 +624,8 @@ class SearchIndex:
 
         def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
             # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
-            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
-            # deleted.
+            # indexing in 1,000-document batches was slower, bench/RESULTS.md), so only
+            # indexed slugs are deleted.
             indexed = [slug for slug in latest if searcher.doc_freq("slug", slug)]
             return latest, list(self._stored(searcher, indexed).values())
 
