@@ -16,9 +16,9 @@ the batch (Linux `syncfs`: only that filesystem, not every disk as `sync` does).
 
 What is left is the kernel's inode allocation, and on ext4 without a journal it depends on
 what else happened on the disk: each new inode is searched for past every inode of its block
-group freed in the last 1-5 minutes (`recently_deleted`). 100k files written right after 100k
-were removed nearby took 45-50 s of kernel time, against 4 s with nothing removed (issue 18);
-one file per memory leaves nothing to batch there.
+group freed in the last 1-5 minutes (`recently_deleted`), so 100k files written right after
+100k were removed nearby take many times the kernel time (issue 18; bench/RESULTS.md); one
+file per memory leaves nothing to batch there.
 
 Stdlib only.
 """

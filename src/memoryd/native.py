@@ -2,8 +2,7 @@
 
 The graph engine allocates from its worker threads. glibc gives each thread that contends for
 the heap its own arena (up to 8 per core) and keeps freed memory in all of them, so a long
-ingest or a reindex leaves hundreds of MB of free but unreturned heap: measured at 30k memories,
-peak RSS 789 MB with the default arenas and 696 MB with two.
+ingest or a reindex leaves free but unreturned heap behind (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -81,10 +80,9 @@ def fewer_collections(young: int = 50_000) -> Iterator[None]:
 
     A 100k import or `record_many` keeps every memory of the batch alive while it is
     written, and each young-generation overflow promotes them, so full collections walk
-    everything allocated so far again and again (about 9 s of CPU in a 100k import,
-    measured by the bulk-write work). Objects alive when the write starts are frozen out of
-    collection and the young threshold is raised; both are put back afterwards, so garbage
-    cycles are still collected, just in fewer, larger passes.
+    everything allocated so far again and again (bench/RESULTS.md). Objects alive when the
+    write starts are frozen out of collection and the young threshold is raised; both are put
+    back afterwards, so garbage cycles are still collected, just in fewer, larger passes.
     """
     thresholds = gc.get_threshold()
     gc.freeze()

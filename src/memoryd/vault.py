@@ -64,7 +64,7 @@ DECAY_LEDGER = "decay.jsonl"
 _RANK = {state: rank for rank, state in enumerate(DecayState)}
 _TYPE_DIRS = {t.dir_name for t in MemoryType}
 
-try:  # the C loader is ~10x faster; reindex of 100k files depends on it
+try:  # the C loader is many times faster (bench/RESULTS.md); reindex of 100k files needs it
     _Loader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader

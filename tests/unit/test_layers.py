@@ -206,6 +206,21 @@ def test_no_import_cycles_between_packages() -> None:
     assert unit_cycles() == []
 
 
+def test_a_module_placed_on_its_own_sits_on_another_floor() -> None:
+    """A LAYERS entry for a module inside a package makes it a unit of its own, which the
+    package loop check sees apart from its package: that is only for a module on another floor
+    than its package (the hook's stdlib session, the daemon's client), never a way around a
+    loop (`capture/fastpath.py` importing the CLI from inside `capture/` was one)."""
+    same_floor = [
+        name
+        for name in LAYERS
+        if name.count(".") > 1  # inside a package of memoryd, not memoryd's own modules
+        and (parent := owner(name.rsplit(".", 1)[0], LAYERS)) is not None
+        and LAYERS[parent] == LAYERS[name]
+    ]
+    assert same_floor == []
+
+
 def module_cycles() -> list[list[str]]:
     """The import loops between single modules: each strongly connected component of the
     import graph with more than one module, sorted. A package's `__init__` is a module here

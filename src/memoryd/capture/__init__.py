@@ -3,13 +3,12 @@
 `memoryd capture` runs inside agents' hooks (Claude Code gives every SessionEnd hook 1.5 s
 together), so this package is held to rules the rest of memoryd is not:
 
-* **Standard library only.** Building memoryd's pydantic models costs 150–300 ms of CPU at
-  import on this machine, pydantic-settings another 60–250 ms, typer and rich 90–120 ms — the
-  whole budget before a byte of the transcript is read. So capture renders the vault's file
-  format itself (`memoryd.memfile`), reads the settings it needs itself
-  (`memoryd.capture_limits`), and a test checks both against `vault.parse`/`vault.render` and
-  `config.load_settings`. Those two and `memoryd.redact` live below the service, which uses
-  them too.
+* **Standard library only.** Importing memoryd's pydantic models, pydantic-settings, typer
+  and rich takes the whole budget before a byte of the transcript is read (bench/RESULTS.md).
+  So capture renders the vault's file format itself (`memoryd.memfile`), reads the settings
+  it needs itself (`memoryd.capture_limits`), and a test checks both against
+  `vault.parse`/`vault.render` and `config.load_settings`. Those two and `memoryd.redact`
+  live below the service, which uses them too.
 * **Never breaks the agent.** `hook.main` always returns 0, prints only the agent's documented
   JSON (`sources.stdout_reply`), logs to `<home>/logs/capture.log`, and keeps a redacted copy of
   any payload it could not capture in `<home>/inbox/failed/` for `memoryd capture retry`.

@@ -85,9 +85,9 @@ def read_jsonl(
 
 
 def _decode(line: bytes) -> Any:
-    """One JSON value, or None. orjson parses the bench's 2 MB transcript in 9 ms against the
-    stdlib's 25 (a hook's budget); the stdlib takes what orjson refuses (NaN, integers beyond
-    64 bits)."""
+    """One JSON value, or None. orjson parses a transcript well within a hook's budget, the
+    stdlib much slower (bench/RESULTS.md); the stdlib takes what orjson refuses (NaN, integers
+    beyond 64 bits)."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:

@@ -90,7 +90,7 @@ STRATEGIES = ("merge", "prefer-local", "prefer-remote")
 @dataclass
 class _Local:
     """This data dir's memories, found by slug and by (scope, content hash). Paths are kept
-    as strings: 100k `Path` objects cost ~100 MB."""
+    as strings: a `Path` object per memory adds up at 100k memories (bench/RESULTS.md)."""
 
     by_slug: dict[str, str] = field(default_factory=dict)
     by_hash: dict[tuple[str, str], str] = field(default_factory=dict)

@@ -16,10 +16,11 @@ what the graph said when the sweep planned the move. Time is a parameter, so tes
 400 days.
 
 How a sweep writes (decided after profiling a sweep that moves all of a 100k vault,
-`bench/governance.py --decay-n 100000`; the numbers are in the commit that made it so). A
-sweep never rewrites a memory file: rewriting each one (a temp file and a rename per memory,
-and an unlink for a forgotten one) was two thirds of a 100k sweep's time, most of it waiting
-on the disk's metadata work. Instead (the vault's docstring has the storage):
+`bench/governance.py --decay-n 100000`; the numbers are in the commit that made it so and
+in bench/RESULTS.md). A sweep never rewrites a memory file: rewriting each one (a temp file
+and a rename per memory, and an unlink for a forgotten one) was most of a 100k sweep's time,
+most of it waiting on the disk's metadata work. Instead (the vault's docstring has the
+storage):
 * dim and soft-forgotten are lines in the scope's decay ledger (`scopes/<hash>/decay.jsonl`,
   append-only, compacted), one append and one fsync per scope and batch; each line keeps the
   `last_recalled_at` it was decided on, so a later recall, get or restore, which writes a new
@@ -29,7 +30,7 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
 * so the sweep needs no file content at all: a sensitive scope's encrypted memories decay
   like the others, without the scope key (planned from their graph skeletons; the ledger
   holds their opaque slugs, states and times only);
-* the plan is one graph query; nothing due reads no file (the daily no-op is about 0.1 s);
+* the plan is one graph query; nothing due reads no file;
 * each batch of `SWEEP_BATCH` is a write intent (op `decay`): the ledger lines first, then
   its forgotten files handed to the renames (`governance.renames`: for a sweep that forgets
   thousands, a child process moves them while this one goes on); then the search index,
@@ -44,25 +45,8 @@ on the disk's metadata work. Instead (the vault's docstring has the storage):
   name: rolled forward when its ledger line landed (a rename left undone is finished),
   back when it did not, with one graph and one index write per intent, and `doctor` is
   clean; the sweep being idempotent, the next one moves what it had not reached.
-Measured on the 100k first sweep (6k dim, 18.5k soft-forgotten, 75k forgotten; 2 shared
-cores), whose target is 10 s: 78 s before the ledger, 10.4 s wall in session 11. The
-machine's speed varies from day to day (a plain Python loop takes 2.5 to 4.3 s), so
-compare only runs made side by side. On one day, the tree before the decay overlay
-(`search.overlay`) took 13.9-17.0 s, and with it 8.9-9.6 s: the index no longer deletes
-and re-adds the 24.7k documents that only change state (reading them back, analysing their
-text, rebuilding their contexts: about two thirds of the index's part). With batches of
-25k (fewer fsyncs) and the child renamer, pairs against the tree before the renamer:
-8.56/8.63/9.34 s against 8.91/9.19/11.20 s. Where a sweep's time went then (one run, 7.8 s
-wall): planning 1.3 (the graph query 0.8), the batches 1.7 (the journal 1.0, handing the
-renames over 0.4), the index 2.8 while the child renamed and the graph deleted (0.9 s),
-and 1.9 s after it (waiting for the renames and the graph's deletions, 1.2 s of them in
-another run, the audit log, ending the intents, compacting the ledgers). Deleting each
-batch's memories from the graph as soon as they moved (rather than all after the last
-rename) took that wait away: in a run at 10.6 s, on a slow moment, the deletions were done
-2.3 s before the index write ended; pairs side by side, 8.37/6.91 and 6.43/6.12 s. The
-index write is then the longest part: it shares the two cores with the renames and the
-graph. The whole sweep runs under `native.fewer_collections` with a young
-threshold of `SWEEP_YOUNG_OBJECTS` (4 GC passes instead of 39, 0.6-0.7 s less).
+The whole sweep runs under `native.fewer_collections` with a young threshold of
+`SWEEP_YOUNG_OBJECTS`.
 """
 
 from __future__ import annotations

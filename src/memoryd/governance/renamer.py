@@ -4,8 +4,7 @@ scope's `forgotten/` folder while the sweep writes the search index (`decay.Chil
 A rename is kernel work, and renames across folders of one file system take turns (the
 kernel serialises them), so they cannot go faster; what helps is doing them beside the
 sweep's other work. A thread cannot: with the sweep's thread busy in Python, each rename
-waits for the GIL. So they run here, in a process of their own: 75k renames of a 100k first
-sweep are about 2 s of kernel time.
+waits for the GIL. So they run here, in a process of their own (bench/RESULTS.md).
 
 It runs as a script (`python -I -S renamer.py PARENT_PID`) and imports only the standard
 library, so it starts in milliseconds. Each line it reads from stdin is one batch, JSON:

@@ -4,9 +4,8 @@ The sweep (`governance.decay`) hands over each batch's files once their ledger l
 landed. A sweep that forgets many (`CHILD_RENAMES`) has them moved by the child renamer
 (`governance.renamer`, a process of its own) while it writes the search index: renames are
 kernel work that the file system serialises, and a thread cannot overlap them with the
-sweep's Python work (each rename would wait for the GIL). Measured on a 100k first sweep
-(75k renames, 2 cores): about 0.5 s less wall time, pairs run side by side. A few are moved
-here, as is everything when the child cannot start.
+sweep's Python work (each rename would wait for the GIL); measured: bench/RESULTS.md.
+A few are moved here, as is everything when the child cannot start.
 
 Either way each lock stripe is taken once for all its files (the capture hook takes the
 same locks), a file whose stripe stayed locked or that is gone is skipped and named with
@@ -37,8 +36,8 @@ logger = logging.getLogger(__name__)
 
 CHILD_RENAMES = 2_000
 """A sweep that forgets at least this many files has the child renamer move them; fewer
-are moved in the sweep's process (starting the child takes about 20 ms; 2,000 renames
-about 50 ms)."""
+are moved in the sweep's process, where they cost less than starting the child (measured:
+bench/RESULTS.md)."""
 RENAMER_SCRIPT = Path(__file__).with_name("renamer.py")
 """The child renamer, run as a script (it imports only the standard library)."""
 
@@ -264,7 +263,7 @@ def _rename_stripe(
 
 class _Folders:
     """Folders held open while a batch renames, so each rename names two files relative to
-    them (renameat) rather than walking both full paths: 15% less kernel time."""
+    them (renameat) rather than walking both full paths: less kernel time (bench/RESULTS.md)."""
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}

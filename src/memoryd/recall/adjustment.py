@@ -44,10 +44,8 @@ def adjust(
     that project's life).
     A whole session (`Candidate.whole_session`) is not favoured for being recent: it is one
     episode of a project's history, no staler for being older, and for a question about
-    what is current `current_first` decides by what the sessions say (measured on
-    DevMemBench, record / capture: hit@1 0.829 → 0.834 / 0.869 → 0.874, MRR 0.903 → 0.906 /
-    0.925 → 0.927, newest-first 0.923 both; with recency off for turns too LoCoMo hit@5 fell
-    0.774 → 0.771, so turns keep it).
+    what is current `current_first` decides by what the sessions say; conversation turns
+    keep their recency (both measured: bench/RESULTS.md).
     """
     if now is None:
         now = max((facts[slug].created_at for slug in candidates), default=None)
@@ -191,8 +189,7 @@ def current_first(
     memory within `CURRENT_MARGIN` of the older's score that holds at least `CURRENT_COVER`
     of the query weight the older holds is what is current, so it ranks first. The pipeline
     runs this only for a question that asks what is current (`asks_for_current`): for "when
-    was X added" the older memory is the answer (measured on DevMemBench: on every question
-    it cost 0.02 MRR; on these alone, newest-first 0.54 → 0.69 at unchanged MRR)."""
+    was X added" the older memory is the answer (measured: bench/RESULTS.md)."""
 
     def weight(words: frozenset[str]) -> float:
         return sum(shares.get(word, 0.0) for word in words)

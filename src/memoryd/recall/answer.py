@@ -13,13 +13,7 @@ and "how many" by counting across memories, so neither is a type here.
 The second check (`modified_heads`, `modified_otherwise`) reads the frame "what / which
 <modifier> <head>": a session saying "provider" only as "the Credentials provider" and never
 "cloud" talks about another kind of provider than "What cloud provider …" asks for
-(`RecallPipeline._answer_type`).
-
-Measured on DevMemBench (vectors off; record / capture), the stage off → on, with the rest of
-recall as shipped: hit@1 0.880 → 0.880 / 0.874 → 0.874, MRR 0.930 → 0.930 / 0.927 → 0.927,
-abstention AUC 0.920 → 0.940 / 0.928 → 0.944, `inject` at 0.12 silent on 0.72 → 0.84 of
-abstention questions on record. On LoCoMo no question asks for a typed value and the
-modifier check leaves turns alone: its rankings are unchanged.
+(`RecallPipeline._answer_type`). What the stage changes was measured: bench/RESULTS.md.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ TELLING_SPREAD = 0.5
 """The part of `CONTEXT_SPREAD` a matching turn lends when it tells something rather than only
 asks: it answers for itself, so its neighbours matter less than the reply to a question does.
 At the full share a telling turn's neighbours crowded the answers from other sessions out of
-the top ten (LoCoMo multi-hop all@10 0.27 → 0.31 at half; hit@5 0.777 → 0.773)."""
+the top ten (measured: bench/RESULTS.md)."""
 CONTEXT_WINDOW = timedelta(minutes=30)
 
 ASKING_PENALTY = 0.65
@@ -37,8 +37,7 @@ LENGTH_FACTOR_RANGE = (0.75, 1.35)
 lose a little: BM25's length normalisation favours "Do you paint too?" over the turn that
 tells what was painted. The factor is the square root of the length ratio, bounded: on the
 calibrated text scale (shares of the query, not ranks) a fifth power barely moved a turn
-(measured on LoCoMo: exponent 0.2 → 0.5 took hit@5 0.777 → 0.783, multi-hop all@10 0.273 →
-0.280)."""
+(measured: bench/RESULTS.md)."""
 
 
 TURN_MAX_WORDS = 150

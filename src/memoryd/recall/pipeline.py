@@ -181,12 +181,10 @@ class RecallPipeline:
         # A name the query holds (a person, a linked entity; for the memories the kind stage
         # counts for, an entity found by its kind) makes a title name all of the query: a
         # turn's speaker, a note's subject. A whole session's title is its opening prompt,
-        # naming entities in passing: it names only its words' share of the query (measured
-        # on DevMemBench capture: hit@1 0.851 -> 0.857, newest-first 0.846 -> 0.923). A
+        # naming entities in passing: it names only its words' share of the query. A
         # session recorded as a transcript under another title is about its opening request
-        # just as well (`conversation.opening_request`): it names with its title (measured on
-        # DevMemBench record, titles "Session S01": hit@1 0.834 -> 0.874, MRR 0.906 ->
-        # 0.927; capture and LoCoMo unchanged, their sessions open otherwise or are turns).
+        # just as well (`conversation.opening_request`): it names with its title. Both
+        # measured: bench/RESULTS.md.
         named_by, kind_names = names
         titles = {slug: doc.title for slug, doc in stored.items() if slug in pool}
         whole = {
@@ -226,11 +224,9 @@ class RecallPipeline:
         conversation turn, holds none of the modifiers and says the head only as another
         compound ("the Credentials provider", `answer.modified_otherwise`) loses the head's
         share of the query: a memory of many lines about a cloud provider says "cloud"; a
-        one-line turn answering "What music events …" with "the jazz night was a great
-        event" need not (measured on LoCoMo, where counting turns too cost hit@5 0.774 →
-        0.773 and multi-hop all@10 0.309 → 0.305). A head said alone ("the services") may be
-        the thing asked about ("What external services …"): counting it too cost DevMemBench
-        record hit@1 0.880 → 0.874."""
+        one-line turn naming the instance need not. A head said alone ("the services") may
+        be the thing asked about, so it does not count. Both choices were measured:
+        bench/RESULTS.md."""
         if "answer" not in self.config.stages:
             return
         for mods, heads in answer.modified_heads(query, self.index.analyse):
@@ -389,9 +385,7 @@ class RecallPipeline:
         PostgreSQL"), which later sessions only mention. That evidence reorders; it stays
         out of the calibrated relevance, since an entity of the kind ("FastAPI" for "What
         frontend framework …") says nothing about whether the question is answered
-        (measured on DevMemBench, record / capture: hit@1 0.811 → 0.823 / 0.863 → 0.863,
-        MRR 0.890 → 0.900 / 0.917 → 0.921; counted in the relevance, abstention AUC fell
-        0.914 → 0.888 on record)."""
+        (measured: bench/RESULTS.md)."""
         asked = kinds.kind_words(query)
         if not asked:
             return []

@@ -1,9 +1,8 @@
 """The optional vector stage: a query's nearest memories by their best passage, and how a
 cosine counts as evidence beside the text score.
 
-Measured (bench/devmem.py, bench/locomo.py): fusing the dense ranking by reciprocal rank
-lifts MRR but wrecks the calibrated score, since a rank says nothing about whether anything
-fits (DevMemBench abstention AUC 0.88 → 0.77). So the cosine itself is calibrated
+Fusing the dense ranking by reciprocal rank wrecks the calibrated score, since a rank says
+nothing about whether anything fits (bench/RESULTS.md). So the cosine itself is calibrated
 (`dense_relevance`) and added to the text relevance as bounded evidence, like the graph
 stages' (`fusion.evidence_fusion`): a memory nothing near the query still scores low.
 
@@ -37,17 +36,13 @@ logger = logging.getLogger(__name__)
 
 MINILM = Calibration(floor=0.25, full=0.75, in_relevance=True)
 """all-MiniLM-L6-v2: alone its top cosine separates answerable from abstention questions
-about as well as BM25 (DevMemBench AUC 0.88)."""
+about as well as BM25, so it counts in the calibrated score (measured: bench/RESULTS.md)."""
 STATIC = Calibration(floor=0.45, full=0.75, in_relevance=False, turns=False)
-"""The static table (`search.vectors.StaticMiniLM`): on DevMemBench a question's cosine with
-a session that does not answer it has median 0.44, with one that does 0.55 (95th percentile
-0.75). Alone its top cosine separates abstention questions poorly (AUC 0.74 against BM25's
-0.85), so it reorders hits but leaves the calibrated score to the text: counted in it, it
-cost abstention AUC 0.914 → 0.899 (record) and inject silence 0.60 → 0.44. Floors from 0.40
-to 0.50 gave MRR within 0.008 of each other (measured, both loading paths). It is fenced
-from conversation turns: an average of a dozen words' rows is mostly the few words a turn
-happens to use, and on LoCoMo (one memory per turn) it cost hit@5 0.770 → 0.720 and
-multi-hop all@10 0.309 → 0.273."""
+"""The static table (`search.vectors.StaticMiniLM`). Alone its top cosine separates
+abstention questions poorly, so it reorders hits but leaves the calibrated score to the text.
+It is fenced from conversation turns: an average of a dozen words' rows is mostly the few
+words a turn happens to use. Floor, fence and calibration were measured:
+bench/RESULTS.md."""
 CALIBRATIONS = {MODEL_NAME: MINILM, STATIC_MODEL_NAME: STATIC}
 COSINE_FLOOR = MINILM.floor
 COSINE_FULL = MINILM.full

@@ -7,11 +7,11 @@ update it. The rules are RE2 (Go) regexes; `translate` turns each into Python `r
 (a flag group in mid-pattern scopes to the rest of its group, `\\z`, POSIX classes, literal
 `[` in a class), and they are compiled with `re.ASCII`, as RE2's `\\w`, `\\s` and `\\b` are.
 
-Why this and not `detect-secrets`: importing its plugins costs 140-230 ms (it loads its whole
-scanner, `requests` and YAML), most of a capture hook's budget, and it knows 27 formats to
+Why this and not `detect-secrets`: importing its plugins (it loads its whole scanner,
+`requests` and YAML) takes most of a capture hook's budget, and it knows 27 formats to
 gitleaks' 220. The hook reads the rules from `data/gitleaks_rules.json`, made from the TOML by
-`scripts/build_secret_rules.py` (JSON loads in ~1 ms; importing `tomllib` and parsing the TOML
-took ~30 ms here), and compiles a rule only when one of its keywords occurs in the text, as
+`scripts/build_secret_rules.py` (the JSON loads far faster than `tomllib` reads the TOML,
+bench/RESULTS.md), and compiles a rule only when one of its keywords occurs in the text, as
 gitleaks itself does. A text longer than 32 KiB is searched only around those keywords
 (gitleaks' RE2 is linear; Python's backtracking `re` is not), and a match that reaches a
 window's edge is matched again on the whole text, so no secret is cut short.
@@ -329,7 +329,7 @@ def _compile_allowlist(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_toml(path: Path = TOML_FILE) -> dict[str, Any]:
-    """Build time and tests: the JSON form of a gitleaks TOML config (`tomllib`: ~30 ms to
+    """Build time and tests: the JSON form of a gitleaks TOML config (`tomllib` is slow to
     import and parse, so the hook reads the JSON instead)."""
     import tomllib
 

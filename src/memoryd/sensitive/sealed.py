@@ -116,8 +116,8 @@ def _x25519() -> Any:
     """The X25519 functions (`generate_key`, `from_public_bytes`, `from_private_bytes`).
 
     `X25519PrivateKey.generate()` and `from_public_bytes()` import the whole OpenSSL backend
-    (RSA, EC, cipher modes) only to ask whether X25519 is supported: about 7 ms of CPU in
-    every sealed hook call (bench/capture.py). They then call these Rust functions, which
+    (RSA, EC, cipher modes) only to ask whether X25519 is supported, a cost in every sealed
+    hook call (bench/RESULTS.md). They then call these Rust functions, which
     return the same key objects; the public API is the fallback should they move."""
     try:
         from cryptography.hazmat.bindings._rust import openssl as rust_openssl
