@@ -32,7 +32,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -53,20 +52,15 @@ from memoryd.graph.kuzu_support import (
     query_error,
     release_free_memory,
 )
-from memoryd.graph.rows import entity_row as _entity_row
-from memoryd.graph.rows import graph_rows
 from memoryd.graph.rows import jsonable as _jsonable
 from memoryd.graph.rows import utc as _utc
 from memoryd.graph.store import (
     CypherResult,
-    EntityRow,
     GraphCopy,
     check_cypher,
     check_page,
     cypher_code,
-    supersede_edges,
 )
-from memoryd.models import DecayState, Memory
 from memoryd.private import make_private_dir
 
 __all__ = [
@@ -118,6 +112,7 @@ class KuzuGraphStore(CypherGraphStore):
     """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
 
     LABEL = "label({})"
+    FIRST = 1
 
     def __init__(
         self,
@@ -344,110 +339,11 @@ class KuzuGraphStore(CypherGraphStore):
             self._db.close()
         release_free_memory()
 
-    def schema_version(self) -> int:
-        found = self._rows("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
-        return int(found[0][0]) if found else 0
-
-    def upsert_memories(
-        self, memories: Sequence[Memory], *, link_memories: bool = True, new: bool = False
-    ) -> None:
-        """Write memories and their edges. `new=True` (fresh slugs, e.g. bulk ingest or a
-        rebuild) skips looking for old edges to replace, which is a scan per batch."""
-        if not memories:
-            return
-        plan = graph_rows(memories)
-        memories, mems, slugs = plan.memories, plan.mems, plan.slugs
-        mentions, entity_rows, relates = plan.mentions, plan.entity_rows, plan.relates
-        with self._transaction(keeps_supersedes=not self._in_supersedes(slugs)) as conn:
-            touched: list[str] = []
-            if not new:
-                touched = [
-                    row[0]
-                    for row in self._collect(
-                        conn,
-                        "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
-                        " RETURN DISTINCT e.id",
-                        {"slugs": slugs},
-                    )
-                ]
-                conn.execute(
-                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:MENTIONS]->() DELETE r",
-                    {"slugs": slugs},
-                )
-                conn.execute(
-                    "UNWIND $slugs AS s MATCH ()-[r:RELATES]->() WHERE r.source_memory = s"
-                    " DELETE r",
-                    {"slugs": slugs},
-                )
-            self._write_memories(conn, mems, new=new)
-            if entity_rows:
-                conn.execute(
-                    "UNWIND $rows AS r MERGE (e:Entity {id: r.id}) ON CREATE SET e.name = r.name,"
-                    " e.type = r.type, e.aliases = CAST([] AS STRING[]), e.mention_count = 0,"
-                    " e.scope_hash = r.scope_hash, e.decay_state = 'fresh'",
-                    {"rows": list(entity_rows.values())},
-                )
-            if mentions:
-                # Not by COPY: an entity's mention count, read back from the edges in this
-                # transaction, came out wrong after a COPY of them (kuzu 0.11.3; the demo
-                # vault's `pandas` counted 4 of its 2 edges, `SQL` 0 of 1).
-                conn.execute(
-                    "UNWIND $rows AS r"
-                    " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
-                    " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
-                    " MATCH (e:Entity {id: id})"
-                    " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
-                    {
-                        "rows": [
-                            {"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()
-                        ]
-                    },
-                )
-            for (s_kind, o_kind), rows in relates.items():
-                s_label = "Entity" if s_kind == "entity" else "Memory"
-                o_label = "Entity" if o_kind == "entity" else "Memory"
-                s_key = "id" if s_kind == "entity" else "slug"
-                o_key = "id" if o_kind == "entity" else "slug"
-                conn.execute(
-                    "UNWIND $rows AS r WITH r.s AS s, r.o AS o, r.predicate AS predicate,"
-                    " CAST(r.confidence AS DOUBLE) AS confidence, r.source AS source,"
-                    " CAST(r.created_at AS TIMESTAMP) AS created_at,"
-                    " CAST(r.valid_from AS TIMESTAMP) AS valid_from,"
-                    " CAST(r.superseded_at AS TIMESTAMP) AS superseded_at,"
-                    " CAST(r.label AS STRING) AS label"
-                    f" MATCH (a:{s_label} {{{s_key}: s}})"
-                    " WITH a, o, predicate, confidence, source, created_at, valid_from,"
-                    f" superseded_at, label MATCH (b:{o_label} {{{o_key}: o}})"
-                    " CREATE (a)-[:RELATES {predicate: predicate, confidence: confidence,"
-                    " source_memory: source, created_at: created_at, valid_from: valid_from,"
-                    " superseded_at: superseded_at, label: label}]->(b)",
-                    {"rows": rows},
-                )
-            if link_memories and self._link(conn, memories):
-                self._supersede_writes += 1
-            self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
-
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
         if new and len(mems) >= COPY_ROWS:
             self._copy_memories(conn, mems)
             return
-        conn.execute(
-            # Kuzu infers a parameter column's type from its values (an all-null column
-            # is STRING), so every nullable typed column is cast explicitly.
-            f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
-            " SET m.type = r.type,"
-            " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
-            " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
-            " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
-            " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
-            " m.recall_count = CAST(r.recall_count AS INT64),"
-            " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
-            " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
-            " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
-            " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
-            " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
-            {"rows": mems},
-        )
+        super()._write_memories(conn, mems, new=new)
 
     def _copy_memories(self, conn: Any, mems: list[dict[str, Any]]) -> None:
         """New memories by COPY from an Arrow table: converting a list parameter row by row
@@ -466,149 +362,21 @@ class KuzuGraphStore(CypherGraphStore):
             conn, "Memory", [(name, kind, [m[name] for m in mems]) for name, kind in _MEMORY_COPY]
         )
 
-    @staticmethod
-    def _collect(conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
+    def _concat(self, first: str, second: str) -> str:
+        return f"list_concat({first}, {second})"
+
+    def _distinct(self, items: str) -> str:
+        return f"list_distinct({items})"
+
+    def _returning(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        return self._collect(conn, query, params)
+
+    def _collect(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
         result = conn.execute(query, params)
         rows: list[list[Any]] = []
         while result.has_next():
             rows.append(result.get_next())
         return rows
-
-    def _link(self, conn: Any, memories: Sequence[Memory]) -> bool:
-        """Rewrite the memories' SUPERSEDES and PROMOTED_FROM edges; whether it wrote any
-        SUPERSEDES edge."""
-        slugs = [m.meta.slug for m in memories]
-        conn.execute(
-            "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:SUPERSEDES]->() DELETE r",
-            {"slugs": slugs},
-        )
-        conn.execute(
-            "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:PROMOTED_FROM]->() DELETE r",
-            {"slugs": slugs},
-        )
-        supersedes = [edge for m in memories for edge in supersede_edges(m)]
-        if supersedes:
-            conn.execute(
-                "UNWIND $rows AS r"
-                " WITH r.newer AS newer, r.older AS older, CAST(r.at AS TIMESTAMP) AS at,"
-                " r.confidence AS confidence, r.decided_by AS decided_by, r.status AS status,"
-                " r.judge AS judge, r.reason AS reason, r.entity_id AS entity_id,"
-                " CAST(r.rules AS INT64) AS rules"
-                " MATCH (n:Memory {slug: newer})"
-                " WITH n, older, at, confidence, decided_by, status, judge, reason, entity_id,"
-                " rules MATCH (o:Memory {slug: older})"
-                " CREATE (n)-[:SUPERSEDES {confidence: confidence, decided_at: at,"
-                " decided_by: decided_by, status: status, judge: judge, reason: reason,"
-                " entity_id: entity_id, rules: rules}]->(o)",
-                {"rows": supersedes},
-            )
-        promoted = [
-            {"slug": m.meta.slug, "source": m.meta.promoted_from, "at": m.meta.created_at}
-            for m in memories
-            if m.meta.promoted_from
-        ]
-        if promoted:
-            conn.execute(
-                "UNWIND $rows AS r"
-                " WITH r.slug AS slug, r.source AS source, CAST(r.at AS TIMESTAMP) AS at"
-                " MATCH (n:Memory {slug: slug}) WITH n, source, at MATCH (o:Memory {slug: source})"
-                " CREATE (n)-[:PROMOTED_FROM {promoted_at: at}]->(o)",
-                {"rows": promoted},
-            )
-        return bool(supersedes)
-
-    @staticmethod
-    def _refresh_entity_stats(conn: Any, entity_ids: Sequence[str]) -> None:
-        """mention_count, first/last seen and the home scope (the one scope that mentions it, or
-        none when several do) derive from MENTIONS, so reindex reproduces them."""
-        if not entity_ids:
-            return
-        conn.execute(
-            "UNWIND $ids AS i MATCH (e:Entity {id: i}) OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
-            " WITH e, count(m) AS n, min(m.created_at) AS f, max(m.created_at) AS l,"
-            " collect(DISTINCT m.scope_hash) AS scopes"
-            " SET e.mention_count = n, e.first_seen_at = f, e.last_seen_at = l,"
-            " e.scope_hash = CASE WHEN size(scopes) = 1 THEN scopes[1] ELSE NULL END",
-            {"ids": list(entity_ids)},
-        )
-
-    def set_recall(
-        self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
-    ) -> None:
-        with self._transaction(keeps_supersedes=True) as conn:
-            conn.execute(
-                "MATCH (m:Memory {slug: $slug}) SET m.recall_count = $n,"
-                " m.last_recalled_at = $at, m.decay_state = $state",
-                {
-                    "slug": slug,
-                    "n": recall_count,
-                    "at": last_recalled_at,
-                    "state": decay_state.value,
-                },
-            )
-
-    def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
-        with self._transaction(keeps_supersedes=True) as conn:
-            conn.execute(
-                "MERGE (s:Scope {hash: $hash}) SET s.path = $path, s.sensitive = $sensitive,"
-                " s.aliases = CAST($aliases AS STRING[])",
-                {"hash": scope_hash, "path": path, "sensitive": sensitive, "aliases": aliases},
-            )
-
-    def memory_paths_outside(self, prefix: str) -> list[str]:
-        return [
-            row[0]
-            for row in self._rows(
-                "MATCH (m:Memory) WHERE m.path <> '' AND NOT starts_with(m.path, $prefix)"
-                " RETURN m.path",
-                {"prefix": prefix},
-            )
-        ]
-
-    def rebase_memory_paths(self, old_prefix: str, new_prefix: str) -> int:
-        with self._transaction(keeps_supersedes=True) as conn:
-            rows = self._collect(
-                conn,
-                "MATCH (m:Memory) WHERE starts_with(m.path, $old)"
-                " SET m.path = $new + substring(m.path, $rest, size(m.path))"
-                " RETURN count(m)",
-                {"old": old_prefix, "new": new_prefix, "rest": len(old_prefix) + 1},
-            )
-        return int(rows[0][0]) if rows else 0
-
-    def list_entities(
-        self,
-        *,
-        type: str | None = None,
-        query: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[EntityRow]:
-        where = []
-        params: dict[str, Any] = {}
-        if type is not None:
-            where.append("e.type = $type")
-            params["type"] = type
-        bind = ""
-        if query:
-            # kuzu 0.11.3 asserts (KU_UNREACHABLE) on a $parameter inside a list lambda, so
-            # the parameter is bound to a variable first.
-            bind = "WITH $q AS q "
-            where.append(
-                "(lower(e.name) CONTAINS q OR any(a IN e.aliases WHERE lower(a) CONTAINS q))"
-            )
-            params["q"] = query.lower()
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows, _ = self._page(
-            f"{bind}MATCH (e:Entity) {clause} RETURN count(e)",
-            f"{bind}MATCH (e:Entity) {clause} RETURN e.id, e.name, e.type, e.aliases, e.context,"
-            " e.first_seen_at, e.last_seen_at, e.mention_count, e.scope_hash, e.decay_state"
-            " ORDER BY e.mention_count DESC, e.id",
-            params,
-            limit=limit,
-            offset=offset,
-        )
-        return [_entity_row(r) for r in rows]
 
     def cypher(
         self,
@@ -717,73 +485,3 @@ class KuzuGraphStore(CypherGraphStore):
             generation=generation,
             size=size,
         )
-
-    def add_entity_aliases(self, entity_id: str, aliases: Sequence[str]) -> None:
-        with self._transaction(keeps_supersedes=True) as conn:
-            conn.execute(
-                "MATCH (e:Entity {id: $id}) SET e.aliases = list_distinct("
-                "list_concat(coalesce(e.aliases, CAST([] AS STRING[])), CAST($a AS STRING[])))",
-                {"id": entity_id, "a": list(aliases)},
-            )
-
-    def merge_entities(self, keep: str, drop: str) -> None:
-        """Move every edge of `drop` onto `keep`, keep its name as an alias, delete it."""
-        with self._transaction(keeps_supersedes=True) as conn:
-            conn.execute(
-                "MATCH (m:Memory)-[r:MENTIONS]->(:Entity {id: $drop}), (k:Entity {id: $keep})"
-                " CREATE (m)-[:MENTIONS {confidence: r.confidence}]->(k)",
-                {"drop": drop, "keep": keep},
-            )
-            props = (
-                "{predicate: r.predicate, confidence: r.confidence, source_memory: r.source_memory,"
-                " created_at: r.created_at, valid_from: r.valid_from,"
-                " superseded_at: r.superseded_at, label: r.label}"
-            )
-            for other in ("Entity", "Memory"):
-                # a relation between the two merged entities would become a self-loop: dropped
-                not_keep = "WHERE o.id <> $keep" if other == "Entity" else ""
-                conn.execute(
-                    f"MATCH (d:Entity {{id: $drop}})-[r:RELATES]->(o:{other}),"
-                    f" (k:Entity {{id: $keep}}) {not_keep} CREATE (k)-[:RELATES {props}]->(o)",
-                    {"drop": drop, "keep": keep},
-                )
-                conn.execute(
-                    f"MATCH (o:{other})-[r:RELATES]->(d:Entity {{id: $drop}}),"
-                    f" (k:Entity {{id: $keep}}) {not_keep} CREATE (o)-[:RELATES {props}]->(k)",
-                    {"drop": drop, "keep": keep},
-                )
-            conn.execute(
-                "MATCH (d:Entity {id: $drop}), (k:Entity {id: $keep}) SET k.aliases ="
-                " list_distinct(list_concat(coalesce(k.aliases, CAST([] AS STRING[])),"
-                " list_concat([d.name], coalesce(d.aliases, CAST([] AS STRING[])))))",
-                {"drop": drop, "keep": keep},
-            )
-            conn.execute("MATCH (d:Entity {id: $drop}) DETACH DELETE d", {"drop": drop})
-            self._refresh_entity_stats(conn, [keep])
-
-    def record_recalls(self, recalls: Mapping[str, tuple[int, datetime]]) -> dict[str, int]:
-        """Add `n` recalls at `at` to each memory (slug → (n, at)) and bring it back to
-        alive; returns each one's new count (absent slugs are left out).
-
-        One statement for the whole batch: one statement per memory would hold the GIL to
-        prepare each (the daemon flushes hundreds at once). The WITH: see the UNWIND note at the
-        top of this module.
-        """
-        if not recalls:
-            return {}
-        rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
-        with self._transaction(keeps_supersedes=True) as conn:
-            result = conn.execute(
-                "UNWIND $rows AS r"
-                " WITH r.slug AS slug, CAST(r.n AS INT64) AS n, CAST(r.at AS TIMESTAMP) AS at"
-                " MATCH (m:Memory {slug: slug})"
-                " SET m.recall_count = m.recall_count + n,"
-                " m.last_recalled_at = at, m.decay_state = 'alive'"
-                " RETURN m.slug, m.recall_count",
-                {"rows": rows},
-            )
-            counted: dict[str, int] = {}
-            while result.has_next():
-                slug, count = result.get_next()
-                counted[str(slug)] = int(count)
-        return counted
