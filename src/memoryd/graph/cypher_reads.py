@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 from memoryd.graph.rows import EDGE_KEYS as _EDGE_KEYS
@@ -17,7 +18,7 @@ from memoryd.graph.rows import entity_row as _entity_row
 from memoryd.graph.rows import jsonable as _jsonable
 from memoryd.graph.rows import memory_filter
 from memoryd.graph.rows import prefixed as _prefixed
-from memoryd.graph.store import CypherResult, EntityRow, MemoryRow, SupersedeRow
+from memoryd.graph.store import CypherResult, EntityRow, GraphCopy, MemoryRow, SupersedeRow
 from memoryd.models import DecayState, MemorySummary, MemoryType, Predicate
 
 
@@ -46,6 +47,25 @@ class CypherReads(ABC):
         (a conversation's speakers), a kuzu round trip each (~3 ms). Any write empties it."""
 
     # -- plumbing each engine supplies ------------------------------------------------------
+    @abstractmethod
+    def close(self) -> None:
+        """Close the store (a second close does nothing)."""
+
+    @abstractmethod
+    def cypher(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
+    ) -> CypherResult:
+        """memoryd's own read-only Cypher (Kuzu's dialect)."""
+
+    @abstractmethod
+    def copy_to(self, target: Path) -> GraphCopy:
+        """A consistent copy of the committed graph in the new directory `target`."""
+
     @abstractmethod
     def _rows(
         self,
