@@ -2,7 +2,8 @@
 
 memoryd writes each statement once (`cypher_reads`, `cypher_store`, the governance jobs) and
 FalkorDB runs it translated: no `CAST` (a typed value is its own type; a timestamp is a
-`localdatetime`), `lower` is `toLower`, a node's label is `labels(n)[0]`, and a datetime
+`localdatetime`), `lower` is `toLower`, a node's label is `labels(n)[0]`, a substring's
+start counts from 0, `EXISTS { MATCH … }` is a pattern comprehension's size, and a datetime
 parameter travels as ISO text (the client sends parameters as query text and has no datetime
 literal) that the statement turns back into a `localdatetime`. Lists and substrings that start
 at 1 in Kuzu are the stores' `FIRST`, not a translation. Users' Cypher is never translated.
@@ -27,6 +28,9 @@ _CAST = re.compile(
 )
 _LOWER = re.compile(r"(?<![\w.])lower\(", re.IGNORECASE)
 _LABEL = re.compile(r"(?<![\w.])label\((\w+)\)")
+_SUBSTRING = re.compile(r"(?<![\w.])substring\(([^,()]+),\s*(\d+)\s*,", re.IGNORECASE)
+_EXISTS = re.compile(r"\bEXISTS\s*\{\s*MATCH\s+([^{}]+?)\s*\}", re.IGNORECASE)
+_REGEXP = re.compile(r"(?<![\w.])regexp_matches\([^()]*\)", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -37,7 +41,22 @@ def translate(statement: str) -> str:
         statement,
     )
     out = _LOWER.sub("toLower(", out)
+    out = _SUBSTRING.sub(lambda m: f"substring({m[1]}, {int(m[2]) - 1},", out)
+    out = _EXISTS.sub(_exists, out)
+    # No regular expressions in FalkorDB: the filter keeps every row. memoryd uses one only
+    # to narrow what it then matches again in Python (`domain.superseding._speakers`).
+    out = _REGEXP.sub("true", out)
     return _LABEL.sub(r"labels(\1)[0]", out)
+
+
+def _exists(match: re.Match[str]) -> str:
+    """`EXISTS { MATCH p }` as the pattern predicate `p`; with a WHERE, as the size of a
+    pattern comprehension (FalkorDB cannot always resolve a comprehension's aliases
+    beside another one, so the plain predicate is used where it can be)."""
+    pattern = match[1]
+    if re.search(r"\bWHERE\b", pattern, re.IGNORECASE):
+        return f"size([{pattern} | 1]) > 0"
+    return pattern
 
 
 def text_time(value: datetime) -> str:
