@@ -248,3 +248,42 @@ def test_one_scenario_gives_equal_results_on_kuzu_and_falkordb(
             assert mine == theirs, part
     assert on_falkor == on_kuzu
     assert on_falkor["reindexed"] == on_falkor["snapshot"]
+
+
+def test_setup_falkordb_starts_a_local_server_the_cli_then_uses() -> None:
+    """`memoryd setup falkordb` starts a detached server in <home>/falkordb/; with
+    graph.engine = "falkordb" the CLI records, queries and checks against it; --stop ends it."""
+    import json
+    import os
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="mdfk-home-", dir="/tmp"))
+    env = {**os.environ, "MEMORYD_GRAPH__ENGINE": "falkordb"}
+
+    def memoryd(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "memoryd", *args, "--home", str(home)]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+    try:
+        started = memoryd("setup", "falkordb", "--json")
+        assert started.returncode == 0, started.stderr
+        info = json.loads(started.stdout)
+        assert info["url"] == f"unix://{home / 'falkordb' / 'falkordb.sock'}"
+        assert (home / "falkordb").stat().st_mode & 0o077 == 0
+        recorded = memoryd(
+            "record", "--type", "decision", "--title", "Database", "--body", "We keep Postgres."
+        )
+        assert recorded.returncode == 0, recorded.stderr
+        rows = memoryd("graph", "query", "MATCH (m:Memory) RETURN m.title", "--json")
+        assert rows.returncode == 0, rows.stderr
+        assert "Database" in rows.stdout
+        refused = memoryd("graph", "query", "CREATE (:Memory {slug: 'x'})")
+        assert refused.returncode == 5
+        doctor = memoryd("doctor", "--json")
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    finally:
+        stopped = memoryd("setup", "falkordb", "--stop")
+        shutil.rmtree(home, ignore_errors=True)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped the server" in stopped.stdout
