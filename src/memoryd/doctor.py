@@ -115,6 +115,9 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
     from memoryd.governance.store import GovernanceStore
     from memoryd.graph.kuzu_store import SCHEMA_VERSION
 
+    if settings.graph.engine == "falkordb":
+        from memoryd.graph.falkordb_store import SCHEMA_VERSION
+
     checks: list[DoctorCheck] = []
     graph_version = svc.graph.schema_version()
     checks.append(

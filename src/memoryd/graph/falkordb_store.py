@@ -1,0 +1,486 @@
+"""The graph store on FalkorDB, a graph module inside a Redis server: the only module that
+imports `falkordb` and `redis` (ruff enforces it).
+
+What differs from the embedded engines (`kuzu_store`):
+- the graph is a key on a server (`graph.url`, a `redis://` or `unix://` address) that
+  several daemons can reach; the graph directory holds only `falkordb.json`, naming the key,
+  so a reindex builds a new key beside the live one and the directory swap switches them;
+- a write transaction is a Redis `MULTI`/`EXEC` of `GRAPH.QUERY` calls: atomic, but with no
+  rollback, so a statement that fails inside it leaves the others applied (the write journal
+  replays the memory, as after a crash);
+- one writer per graph: a lease key in Redis, renewed while the store is open; a second
+  writer is refused with `GraphLocked` naming the holder;
+- reads go through `GRAPH.RO_QUERY` (the server refuses a write clause) with a per-query
+  timeout; users' Cypher runs there too, under the server's memory cap, with no sandbox copy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+from falkordb import FalkorDB
+from falkordb.edge import Edge
+from falkordb.node import Node
+from falkordb.path import Path as GraphPath
+from falkordb.query_result import QueryResult
+
+from memoryd.errors import (
+    GraphLocked,
+    InvalidInput,
+    MemorydError,
+    PolicyDenied,
+    QueryLimitExceeded,
+    StorageError,
+)
+from memoryd.graph.cypher_store import CypherGraphStore
+from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, translate
+from memoryd.graph.rows import jsonable
+from memoryd.graph.store import (
+    MEMORY_HINT,
+    TIME_HINT,
+    CypherResult,
+    GraphCopy,
+    check_cypher,
+    check_page,
+)
+from memoryd.private import make_private_dir
+
+logger = logging.getLogger(__name__)
+
+MARKER = FALKOR_MARKER
+LEASE_MS = 30_000
+"""How long a writer's lease lasts unless renewed (it is renewed at a third of that)."""
+
+MIGRATIONS: list[list[str]] = [
+    [
+        "CREATE INDEX FOR (m:Meta) ON (m.key)",
+        "CREATE INDEX FOR (m:Memory) ON (m.slug)",
+        "CREATE INDEX FOR (m:Memory) ON (m.fingerprint)",
+        "CREATE INDEX FOR (e:Entity) ON (e.id)",
+        "CREATE INDEX FOR (s:Scope) ON (s.hash)",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+PROCEDURES = frozenset(
+    {
+        "db.labels",
+        "db.relationshiptypes",
+        "db.propertykeys",
+        "db.indexes",
+        "db.constraints",
+        "db.meta.stats",
+        "dbms.procedures",
+        "dbms.functions",
+    }
+)
+"""The procedures a user's `CALL` may name on FalkorDB: they describe the graph and change
+nothing. The algorithms (`algo.*`, unbounded work) and the index builders are refused."""
+
+_LEASE_RENEW = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then"
+    " return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end"
+)
+_LEASE_RELEASE = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else"
+    " return 0 end"
+)
+
+
+class _Transaction:
+    """The statements of one write transaction, sent together in MULTI/EXEC at commit."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, dict[str, Any], list[list[Any]] | None]] = []
+
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
+        self.queue(query, params, None)
+
+    def queue(
+        self, query: str, params: Mapping[str, Any] | None, rows: list[list[Any]] | None
+    ) -> None:
+        text, values = bind(translate(query), params)
+        self.statements.append((text, values, rows))
+
+
+class FalkorGraphStore(CypherGraphStore):
+    """A graph on a FalkorDB server, under the key `falkordb.json` in `directory` names."""
+
+    LABEL = "labels({})[0]"
+    FIRST = 0
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        url: str,
+        name: str,
+        password: str | None = None,
+        max_fanout: int = 64,
+        query_timeout_ms: int = 10_000,
+        read_only: bool = False,
+    ) -> None:
+        super().__init__(max_fanout=max_fanout, read_only=read_only)
+        self.directory = directory
+        self.path = directory / MARKER
+        self.engine_name = "falkordb"
+        self.url = url
+        self.name = name
+        self._timeout_ms = query_timeout_ms
+        self._write_lock = threading.Lock()
+        self._lease_stop = threading.Event()
+        self._lease_thread: threading.Thread | None = None
+        self._holder = f"{socket.gethostname()} pid {os.getpid()} ({directory.parent})"
+        if read_only and not self.path.exists():
+            raise StorageError(
+                f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
+            )
+        try:
+            self._redis = redis.Redis.from_url(url, password=password, decode_responses=True)
+            self._redis.ping()
+        except (redis.RedisError, ValueError) as exc:
+            raise _server_error(exc, url) from exc
+        self.key = self._graph_key()
+        self._graph = FalkorDB(connection_pool=self._redis.connection_pool).select_graph(self.key)
+        if not read_only:
+            self._take_lease()
+            try:
+                self._migrate()
+            except BaseException:
+                self.close()
+                raise
+
+    # -- the key, the lease ---------------------------------------------------------------
+    def _graph_key(self) -> str:
+        """The key this directory's graph lives under: read from the marker, or made new
+        (`<name>:<random>`) with the marker written, for a writable store."""
+        try:
+            return str(json.loads(self.path.read_text(encoding="utf-8"))["graph"])
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StorageError(f"unreadable graph marker {self.path}: {exc}") from exc
+        key = f"{self.name}:{secrets.token_hex(6)}"
+        try:
+            make_private_dir(self.directory)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"graph": key, "url": self.url}), encoding="utf-8")
+            os.chmod(tmp, 0o600)
+            tmp.replace(self.path)
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        return key
+
+    @property
+    def lease_key(self) -> str:
+        return f"{self.name}:writer"
+
+    def _take_lease(self) -> None:
+        try:
+            taken = self._redis.set(self.lease_key, self._holder, nx=True, px=LEASE_MS)
+            holder = None if taken else str(self._redis.get(self.lease_key))
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+        if not taken:
+            raise GraphLocked(
+                f"another memoryd writes the graph {self.name} on {self.url}: {holder}",
+                hint="stop that daemon, or point this data dir at another graph (graph.name)",
+            )
+        self._lease_thread = threading.Thread(
+            target=self._renew_lease, name="memoryd-falkordb-lease", daemon=True
+        )
+        self._lease_thread.start()
+
+    def _renew_lease(self) -> None:
+        while not self._lease_stop.wait(LEASE_MS / 3000):
+            try:
+                if not self._redis.eval(_LEASE_RENEW, 1, self.lease_key, self._holder, LEASE_MS):
+                    logger.error("the writer lease on %s was lost", self.name)
+            except redis.RedisError:
+                logger.warning("cannot renew the writer lease on %s", self.name, exc_info=True)
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _query(
+        self, query: str, params: Mapping[str, Any] | None, *, timeout_ms: int | None = None
+    ) -> QueryResult:
+        if self._closed:
+            raise StorageError("the graph store is closed")
+        text, values = bind(translate(query), params)
+        try:
+            return self._graph.ro_query(text, values, timeout=timeout_ms or self._timeout_ms)
+        except redis.ResponseError as exc:
+            raise query_error(exc, timeout_ms or self._timeout_ms) from exc
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+
+    def _rows(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        times: Sequence[int] | None = None,
+    ) -> list[list[Any]]:
+        """The rows of a read query (the client gives times as UTC datetimes already)."""
+        return [list(row) for row in self._query(query, params).result_set]
+
+    def _page(
+        self,
+        count_query: str,
+        query: str,
+        params: dict[str, Any],
+        *,
+        limit: int,
+        offset: int,
+        convert: Callable[[Any], Any] = lambda value: value,
+    ) -> tuple[list[list[Any]], int]:
+        check_page(limit, offset)
+        total = int(self._rows(count_query, params)[0][0])
+        if offset >= total or limit == 0:
+            return [], total
+        rows = self._rows(
+            f"{query} SKIP $page_skip LIMIT $page_take",
+            {**params, "page_skip": offset, "page_take": min(limit, total - offset)},
+        )
+        return [[convert(v) for v in row] for row in rows], total
+
+    @contextmanager
+    def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[_Transaction]:
+        """The statements run on what this yields go to the server in one MULTI/EXEC."""
+        if self.read_only:
+            raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
+        with self._write_lock:
+            if self._closed:
+                raise StorageError("the graph store is closed")
+            tx = _Transaction()
+            yield tx
+            try:
+                self._commit(tx)
+            finally:
+                self._generation += 1
+                if not keeps_supersedes:
+                    self._supersede_writes += 1
+
+    def _commit(self, tx: _Transaction) -> None:
+        if not tx.statements:
+            return
+        pipe = self._redis.pipeline(transaction=True)
+        for text, values, _ in tx.statements:
+            header = self._graph._build_params_header(values) if values else ""
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                "GRAPH.QUERY", self.key, header + text, "--compact"
+            )
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+        failed = [reply for reply in replies if isinstance(reply, Exception)]
+        for (_, _, rows), reply in zip(tx.statements, replies, strict=True):
+            if rows is not None and not isinstance(reply, Exception):
+                rows.extend(list(row) for row in QueryResult(self._graph, reply).result_set)
+        if failed:
+            raise StorageError(
+                f"graph write on {self.key} failed ({len(failed)} of {len(replies)} statements,"
+                f" the others applied): {failed[0]}",
+                hint="run `memoryd doctor`; `memoryd reindex` rebuilds the graph from the vault",
+            )
+
+    def _collect(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        """A read inside a write transaction sees the graph as committed before it."""
+        return self._rows(query, params)
+
+    def _returning(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
+        rows: list[list[Any]] = []
+        conn.queue(query, params, rows)
+        return rows
+
+    def _concat(self, first: str, second: str) -> str:
+        return f"({first} + {second})"
+
+    def _distinct(self, items: str) -> str:
+        return f"reduce(seen = [], x IN {items} | CASE WHEN x IN seen THEN seen ELSE seen + x END)"
+
+    def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
+        """New memories are CREATEd: refused when a slug is already stored (CREATE would
+        store a second node under it)."""
+        if new:
+            slugs = [m["slug"] for m in mems]
+            taken = {row[0] for row in self._rows(_SLUGS_STORED, {"slugs": slugs})}
+            if taken or len(set(slugs)) < len(slugs):
+                repeated = taken or {s for s in slugs if slugs.count(s) > 1}
+                raise StorageError(
+                    f"graph {self.key}: memory {min(repeated)} is already stored",
+                    hint="a new memory needs a slug of its own",
+                )
+        super()._write_memories(conn, mems, new=new)
+
+    def _migrate(self) -> None:
+        current = self.schema_version() if self._exists() else 0
+        if current > SCHEMA_VERSION:
+            raise StorageError(
+                f"the graph {self.key} is at schema {current} but this memoryd knows "
+                f"{SCHEMA_VERSION}",
+                hint="upgrade memoryd, or run `memoryd reindex` to rebuild the graph",
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self._transaction() as tx:
+                for statement in MIGRATIONS[version - 1]:
+                    tx.execute(statement)
+                tx.execute(
+                    "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
+                )
+            logger.info("graph %s migrated to schema %d", self.key, version)
+
+    def _exists(self) -> bool:
+        try:
+            return bool(self._redis.exists(self.key))
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._write_lock:
+            self._closed = True
+        if self._lease_thread is not None:
+            self._lease_stop.set()
+            self._lease_thread.join(timeout=5)
+            try:
+                self._redis.eval(_LEASE_RELEASE, 1, self.lease_key, self._holder)
+            except redis.RedisError:
+                logger.warning("cannot release the writer lease on %s", self.name, exc_info=True)
+        self._redis.close()
+
+    def drop(self) -> None:
+        """Delete this store's graph from the server (a graph the vault no longer needs)."""
+        try:
+            self._redis.delete(self.key)
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+
+    # -- users' Cypher --------------------------------------------------------------------
+    def cypher(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
+    ) -> CypherResult:
+        """memoryd's own read-only Cypher (Kuzu's dialect, translated)."""
+        check_cypher(query, params)
+        return self._result(self._query(query, params, timeout_ms=timeout_ms), limit)
+
+    def user_cypher(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        limit: int = 1000,
+        timeout_ms: int | None = None,
+    ) -> CypherResult:
+        """A user's read-only Cypher, in FalkorDB's dialect: refused before the server sees it
+        when it writes or calls a procedure off `PROCEDURES`; run by `GRAPH.RO_QUERY`, which
+        refuses writes again, stops it at `timeout_ms`, and at the server's per-query memory
+        cap (`QUERY_MEM_CAPACITY`)."""
+        check_cypher(query, params, procedures=PROCEDURES)
+        if self._closed:
+            raise StorageError("the graph store is closed")
+        timeout = timeout_ms or self._timeout_ms
+        try:
+            result = self._graph.ro_query(query, params or {}, timeout=timeout)
+        except redis.ResponseError as exc:
+            raise query_error(exc, timeout) from exc
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+        return self._result(result, limit)
+
+    @staticmethod
+    def _result(result: QueryResult, limit: int) -> CypherResult:
+        columns = [str(column[1]) for column in result.header]
+        rows = [[_plain(v) for v in row] for row in result.result_set[:limit]]
+        return CypherResult(columns=columns, rows=rows, truncated=len(result.result_set) > limit)
+
+    def copy_to(self, target: Path) -> GraphCopy:
+        raise StorageError(
+            "a FalkorDB graph is not copied: users' Cypher runs on the server, under its limits",
+            hint="call user_cypher()",
+        )
+
+
+_SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
+
+
+def _plain(value: Any) -> Any:
+    """A result value as JSON: a node or edge as its properties (and labels or type)."""
+    if isinstance(value, Node):
+        return {"_labels": value.labels, **jsonable(value.properties)}
+    if isinstance(value, Edge):
+        return {"_type": value.relation, **jsonable(value.properties)}
+    if isinstance(value, GraphPath):
+        return {
+            "nodes": [_plain(n) for n in value.nodes()],
+            "edges": [_plain(e) for e in value.edges()],
+        }
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return jsonable(value)
+
+
+def query_error(exc: redis.ResponseError, timeout_ms: int) -> MemorydError:
+    """The typed error for a query the server refused or stopped."""
+    text = str(exc)
+    lowered = text.lower()
+    if "timed out" in lowered or "timeout" in lowered:
+        return QueryLimitExceeded(
+            f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
+            hint=f"{TIME_HINT}; or raise graph.cypher_timeout_ms",
+            limit="time",
+        )
+    if "mem" in lowered and "capacity" in lowered:
+        return QueryLimitExceeded(
+            f"the graph query needed more memory than a query may use ({text})",
+            hint=f"{MEMORY_HINT}; or raise the server's QUERY_MEM_CAPACITY",
+            limit="memory",
+        )
+    if "read-only" in lowered or "RO_QUERY" in text:
+        return PolicyDenied(
+            f"graph queries are read-only: {text}",
+            hint="use `memoryd record` and the entity commands to change the graph",
+        )
+    return InvalidInput(f"invalid Cypher: {text}")
+
+
+def graph_password(url: str) -> str | None:
+    """The FalkorDB server's password: `MEMORYD_GRAPH_PASSWORD`, else the OS keyring
+    (service `memoryd`, user `falkordb`), else none. Never the config file."""
+    if password := os.environ.get("MEMORYD_GRAPH_PASSWORD"):
+        return password
+    if url.startswith("unix://"):
+        return None  # a local socket: the directory's mode guards it
+    import keyring
+    import keyring.errors
+
+    try:
+        return keyring.get_password("memoryd", "falkordb")
+    except keyring.errors.KeyringError as exc:
+        logger.debug("no keyring to read the FalkorDB password from: %s", exc)
+        return None
+
+
+def _server_error(exc: Exception, url: str) -> StorageError:
+    return StorageError(
+        f"cannot reach the FalkorDB server at {url}: {exc}",
+        hint="start it (`memoryd setup falkordb`), or check graph.url and the password",
+    )

@@ -1,0 +1,258 @@
+"""Kuzu-specific parts of the graph store that need no engine import: the schema and its
+migrations, the checkpoint gate, and the translation of engine errors into typed ones."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memoryd.errors import (
+    GraphLocked,
+    InvalidInput,
+    MemorydError,
+    PolicyDenied,
+    QueryLimitExceeded,
+    ResourceExhausted,
+    StorageError,
+)
+from memoryd.graph.store import MEMORY_HINT, TIME_HINT
+
+logger = logging.getLogger(__name__)
+
+# UNWIND note. A statement that UNWINDs a list of rows projects their fields with WITH before
+# it MATCHes by key: matched on `r.slug` itself, the engine compares every row with every node
+# (800 recall counts at 100k memories: 860 ms), while on a projected column it hash-joins
+# (57 ms). A pattern of two nodes matches one, then the other: written as one comma pattern,
+# the planner may build their cross product first and exhaust the buffer pool.
+
+# Each migration is a list of statements; the version is its 1-based position.
+MIGRATIONS: list[list[str]] = [
+    [
+        "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, value STRING)",
+        "CREATE NODE TABLE Memory(slug STRING PRIMARY KEY, type STRING, scope_hash STRING,"
+        " title STRING, body STRING, source STRING, created_at TIMESTAMP, updated_at TIMESTAMP,"
+        " ttl_days INT64, decay_state STRING, recall_count INT64, last_recalled_at TIMESTAMP,"
+        " fingerprint STRING, category STRING, tags STRING[], triggers STRING[], dura STRING,"
+        " sensitive BOOLEAN, promoted_from STRING, path STRING)",
+        "CREATE NODE TABLE Entity(id STRING PRIMARY KEY, name STRING, type STRING,"
+        " aliases STRING[], context STRING, first_seen_at TIMESTAMP, last_seen_at TIMESTAMP,"
+        " mention_count INT64, scope_hash STRING, decay_state STRING)",
+        "CREATE NODE TABLE Scope(hash STRING PRIMARY KEY, path STRING, sensitive BOOLEAN,"
+        " aliases STRING[])",
+        "CREATE REL TABLE MENTIONS(FROM Memory TO Entity, confidence DOUBLE)",
+        "CREATE REL TABLE RELATES(FROM Entity TO Entity, FROM Memory TO Entity,"
+        " FROM Entity TO Memory, FROM Memory TO Memory, predicate STRING, confidence DOUBLE,"
+        " source_memory STRING, created_at TIMESTAMP, valid_from TIMESTAMP,"
+        " superseded_at TIMESTAMP)",
+        "CREATE REL TABLE SUPERSEDES(FROM Memory TO Memory, entity_id STRING, confidence DOUBLE,"
+        " decided_at TIMESTAMP, decided_by STRING, reason STRING)",
+        "CREATE REL TABLE PROMOTED_FROM(FROM Memory TO Memory, promoted_at TIMESTAMP)",
+    ],
+    # 2: a relation keeps the name its source gave it (`inspired by`) beside the predicate.
+    ["ALTER TABLE RELATES ADD label STRING"],
+    # 3: supersede judging: a candidate waits for a human; `judge` names the rule or model.
+    [
+        "ALTER TABLE SUPERSEDES ADD status STRING DEFAULT 'active'",
+        "ALTER TABLE SUPERSEDES ADD judge STRING",
+    ],
+    # 4: the version of the supersede rules that made an automatic decision.
+    ["ALTER TABLE SUPERSEDES ADD rules INT64"],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+COPY_ROWS = 64
+"""A write of at least this many new memories goes in by COPY; fewer by UNWIND,
+which needs no pyarrow import (a single `memoryd record` stays quick)."""
+_MEMORY_COPY = (
+    ("slug", "string"),
+    ("type", "string"),
+    ("scope_hash", "string"),
+    ("title", "string"),
+    ("body", "string"),
+    ("source", "string"),
+    ("created_at", "timestamp"),
+    ("updated_at", "timestamp"),
+    ("ttl_days", "int64"),
+    ("decay_state", "string"),
+    ("recall_count", "int64"),
+    ("last_recalled_at", "timestamp"),
+    ("fingerprint", "string"),
+    ("category", "string"),
+    ("tags", "string[]"),
+    ("triggers", "string[]"),
+    ("dura", "string"),
+    ("sensitive", "bool"),
+    ("promoted_from", "string"),
+    ("path", "string"),
+)
+"""The Memory columns `_memory_params` fills, with their Arrow types (`_copy`)."""
+_SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
+
+
+class CheckpointGate:
+    """Reads share the store; a checkpoint has it alone.
+
+    The engine's CHECKPOINT waits for the open transactions to end and fails after 5 s. A
+    read in Python is one transaction across several engine calls (the query, then each
+    row), and with the checkpoint holding the engine those calls do not get through: beside
+    a single thread reading in a loop, 10 of 10 checkpoints failed (kuzu 0.11.3). So a
+    checkpoint stops new reads and waits for the running ones here first.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._checkpointing = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A read section: it must not call the store again (a nested read would wait for
+        a checkpoint that waits for this one)."""
+        with self._cond:
+            while self._checkpointing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def checkpoint(self) -> Iterator[None]:
+        with self._cond:
+            while self._checkpointing:
+                self._cond.wait()
+            self._checkpointing = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._checkpointing = False
+                self._cond.notify_all()
+
+
+def engine_error(exc: Exception, path: Path) -> StorageError:
+    """Translate the engine's RuntimeError into the typed error a user can act on."""
+    text = str(exc)
+    if "Could not set lock" in text or "lock on file" in text:
+        return GraphLocked(
+            f"another memoryd process holds the graph at {path}: use `memoryd serve`, or wait"
+        )
+    if "buffer pool is full" in text or "Unable to allocate memory" in text:
+        return ResourceExhausted(
+            f"the graph ran out of its buffer pool: {text}",
+            hint="raise graph.buffer_pool_mb in config.toml (MEMORYD_GRAPH__BUFFER_POOL_MB)",
+        )
+    if "interrupted" in text.lower() or "timeout" in text.lower():
+        return ResourceExhausted(
+            f"graph query timed out: {text}",
+            hint="narrow the query or raise graph.query_timeout_ms",
+        )
+    return StorageError(f"graph error at {path}: {text}")
+
+
+def _copy(conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]]) -> None:
+    """COPY rows into the node `table` from an Arrow table built column by column (name, type,
+    values). Arrow, not pandas: COPY from pandas with null strings corrupts memory (DESIGN.md
+    §4)."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "double": pa.float64(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "string[]": pa.list_(pa.string()),
+    }
+    rows = pa.table({name: pa.array(values, types[kind]) for name, kind, values in columns})
+    listed = ", ".join(name for name, _, _ in columns)
+    conn.execute(f"COPY {table} ({listed}) FROM $rows", {"rows": rows})
+
+
+def _values_in(params: Mapping[str, Any] | None) -> int:
+    """How many values a statement's parameters hold (a list counts its items, a row of a
+    list its fields), for `READER_BUDGET`."""
+    count = 1
+    for value in (params or {}).values():
+        if isinstance(value, list | tuple):
+            count += sum(len(item) if isinstance(item, dict) else 1 for item in value)
+        else:
+            count += 1
+    return count
+
+
+# Engine messages that mean the caller's Cypher or parameters are at fault, not the store.
+_QUERY_FAULTS = (
+    "Parser exception",
+    "Binder exception",
+    "Catalog exception",
+    "Conversion exception",
+    "Overflow exception",
+    "Runtime exception",
+    "Not implemented",
+    "Cannot convert Python object",
+    "Parameter ",
+)
+_OUT_OF_MEMORY = ("std::bad_alloc", "Unable to allocate memory", "buffer pool is full")
+
+
+def query_error(exc: RuntimeError, path: Path, timeout_ms: int) -> MemorydError:
+    """The typed error for a failed graph query: the caller's fault (InvalidInput), a write
+    (PolicyDenied), a limit it ran into (QueryLimitExceeded), or the store's (StorageError)."""
+    text = str(exc)
+    if text.startswith("Interrupted"):
+        return QueryLimitExceeded(
+            f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
+            hint=f"{TIME_HINT}; or raise graph.cypher_timeout_ms",
+            limit="time",
+        )
+    if any(marker in text for marker in _OUT_OF_MEMORY):
+        return QueryLimitExceeded(
+            f"the graph query needed more memory than a query may use ({text})",
+            hint=f"{MEMORY_HINT}; or raise graph.cypher_memory_mb",
+            limit="memory",
+        )
+    if "read-only database" in text:
+        return PolicyDenied(
+            f"graph queries are read-only: {text}",
+            hint="use `memoryd record` and the entity commands to change the graph",
+        )
+    if text.startswith("Parameter ") and text.rstrip(".").endswith("not found"):
+        name = text.removeprefix("Parameter ").rsplit(" not found", 1)[0]
+        return InvalidInput(
+            f"the query does not use the parameter ${name}",
+            hint="remove it from the parameters, or refer to it in the query",
+        )
+    if any(marker in text for marker in _QUERY_FAULTS):
+        return InvalidInput(f"invalid Cypher: {text}")
+    return engine_error(exc, path)
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy a file readable by its owner only (the graph holds private memories)."""
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    shutil.copyfile(source, target)  # keeps the mode; copies in the kernel (sendfile)
+
+
+def release_free_memory() -> None:
+    """Hand the engine's freed heap back to the OS (glibc keeps it otherwise), so a process
+    that closes one database and opens another (reindex) does not hold both at its peak."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            logger.debug("malloc_trim is not available")

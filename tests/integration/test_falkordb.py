@@ -1,0 +1,289 @@
+"""FalkorDB as the graph engine: what differs from the embedded engines (the writer lease,
+users' Cypher on the server, the dialect translation) and one service scenario that must
+give the same answers on Kuzu and on FalkorDB. The contract itself runs on FalkorDB in
+test_graph_store.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.config import load_settings
+from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded
+from memoryd.graph.falkordb_dialect import bind, translate
+from memoryd.graph.falkordb_store import FalkorGraphStore
+from memoryd.models import Frontmatter, Memory, MemoryDraft
+from memoryd.wiring import open_service
+from tests.conftest import ENGINE
+
+pytestmark = pytest.mark.skipif(ENGINE != "kuzu", reason="runs beside the kuzu leg only")
+
+
+def memory(slug: str, **meta: object) -> Memory:
+    fields: dict[str, object] = {
+        "title": slug,
+        "slug": slug,
+        "type": "decision",
+        "scope_hash": "0123456789ab",
+        "source": "manual",
+        "created_at": datetime(2026, 5, 1, tzinfo=UTC),
+    }
+    fields.update(meta)
+    return Memory(meta=Frontmatter.model_validate(fields), body=f"body of {slug}")
+
+
+@pytest.fixture
+def store(falkordb_url: str, tmp_path: Path) -> Iterator[FalkorGraphStore]:
+    graph = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=f"t-{uuid.uuid4().hex}")
+    yield graph
+    graph.close()
+
+
+def test_the_dialect_translation() -> None:
+    assert translate("SET m.x = CAST(r.at AS TIMESTAMP), m.y = CAST(r.n AS INT64)") == (
+        "SET m.x = localdatetime(r.at), m.y = (r.n)"
+    )
+    assert translate("SET e.aliases = coalesce(e.aliases, CAST([] AS STRING[]))") == (
+        "SET e.aliases = coalesce(e.aliases, ([]))"
+    )
+    assert translate("RETURN label(a), lower(e.name), m.lower") == (
+        "RETURN labels(a)[0], toLower(e.name), m.lower"
+    )
+    assert translate("RETURN substring(o.body, 1, 600)") == "RETURN substring(o.body, 0, 600)"
+    assert translate("WHERE NOT EXISTS { MATCH (o)-[:SUPERSEDES]->(n) } RETURN 1") == (
+        "WHERE NOT (o)-[:SUPERSEDES]->(n) RETURN 1"
+    )
+    assert translate("RETURN EXISTS { MATCH (:M)-[s:S]->(m) WHERE s.x = 1 } AS y") == (
+        "RETURN size([(:M)-[s:S]->(m) WHERE s.x = 1 | 1]) > 0 AS y"
+    )
+    assert translate("WHERE a AND regexp_matches(o.body, $w) RETURN o") == (
+        "WHERE a AND true RETURN o"
+    )
+    at = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
+    text, params = bind("WHERE m.t <= $at AND m.u <= localdatetime($at)", {"at": at})
+    assert text == "WHERE m.t <= localdatetime($at) AND m.u <= localdatetime($at)"
+    assert params == {"at": "2026-05-01T09:30:00"}
+    _, rows = bind("UNWIND $rows AS r", {"rows": [{"at": at, "n": 1}]})
+    assert rows == {"rows": [{"at": "2026-05-01T09:30:00", "n": 1}]}
+
+
+def test_a_second_writer_is_refused(store: FalkorGraphStore, tmp_path: Path) -> None:
+    """One writer per graph: a second store (here another process, as a second daemon would
+    be) is refused with GraphLocked, which the CLI exits 6 with, naming the holder; a
+    reader is not; once the writer closes, the lease is free."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from memoryd.errors import GraphLocked
+        from memoryd.graph.falkordb_store import FalkorGraphStore
+        try:
+            FalkorGraphStore(Path({str(tmp_path / "other")!r}), url={store.url!r},
+                             name={store.name!r})
+        except GraphLocked as exc:
+            print(exc)
+            sys.exit(6)
+        sys.exit(0)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 6, result.stderr
+    assert f"another memoryd writes the graph {store.name}" in result.stdout
+    assert f"pid {__import__('os').getpid()}" in result.stdout  # the holder, named
+    store.upsert_memories([memory("m-1")])
+    reader = FalkorGraphStore(store.directory, url=store.url, name=store.name, read_only=True)
+    assert reader.count_memories() == 1
+    reader.close()
+    with pytest.raises(GraphLocked):
+        FalkorGraphStore(tmp_path / "third", url=store.url, name=store.name)
+    store.close()
+    again = FalkorGraphStore(store.directory, url=store.url, name=store.name)
+    assert again.count_memories() == 1
+    again.close()
+
+
+def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
+    """A write clause, a procedure off the allow-list and a runaway query are refused or
+    stopped, and the server keeps serving."""
+    store.upsert_memories([memory("m-1", observations=["entity:tool:git"])])
+    store.upsert_memories([memory(f"many-{i}") for i in range(300)], new=True)
+    for query in (
+        "MATCH (m) DETACH DELETE m",
+        "CREATE (:Memory {slug: 'x'})",
+        "CALL algo.pageRank('Memory', 'MENTIONS') YIELD node RETURN node",
+        "CALL db.idx.fulltext.createNodeIndex('Memory', 'title')",
+    ):
+        with pytest.raises(PolicyDenied, match="read-only"):
+            store.user_cypher(query)
+    # the server refuses a write too, past the text checks
+    with pytest.raises(PolicyDenied):
+        store._query("CREATE (:Memory {slug: 'y'})", None)
+    labels = {row[0] for row in store.user_cypher("CALL db.labels()").rows}
+    assert {"Memory", "Entity"} <= labels
+    node = store.user_cypher("MATCH (m:Memory) RETURN m").rows[0][0]
+    assert (node["_labels"], node["slug"]) == (["Memory"], "m-1")
+    with pytest.raises(QueryLimitExceeded) as slow:
+        store.user_cypher(
+            "MATCH (a:Memory), (b:Memory), (c:Memory), (d:Memory) RETURN count(*)", timeout_ms=200
+        )
+    assert slow.value.limit == "time"
+    with pytest.raises(QueryLimitExceeded) as big:
+        store.user_cypher("UNWIND range(1, 20000000) AS x RETURN collect(x)")
+    assert big.value.limit == "memory"
+    assert store.count_memories() == 301  # still serving
+    assert store.user_cypher("MATCH (m:Memory) RETURN count(m)").rows == [[301]]
+
+
+# ----------------------------------------------------------------------- one scenario
+
+
+def _draft(project: Path, title: str, body: str, type: str, day: int) -> MemoryDraft:
+    return MemoryDraft.model_validate(
+        {
+            "type": type,
+            "title": title,
+            "body": body,
+            "scope_path": project,
+            "created_at": datetime(2026, 5, day, 9, 0, tzinfo=UTC),
+        }
+    )
+
+
+def _scenario(settings: Any, project: Path) -> dict[str, Any]:
+    """Record, extract, supersede, recall, Cypher, reindex: what each step answers."""
+    svc = open_service(settings)
+    try:
+        older = svc.record(
+            _draft(
+                project, "Frontend framework", "Prefer React for the dashboard.", "preference", 1
+            )
+        )
+        newer = svc.record(
+            _draft(
+                project,
+                "Dashboard moves to Solid",
+                "Switched the dashboard from React to Solid; the bundle is 40% smaller.",
+                "decision",
+                20,
+            )
+        )
+        db = svc.record(
+            _draft(
+                project,
+                "Database",
+                "We keep Postgres 16 for the billing service and run migrations with Alembic.",
+                "decision",
+                3,
+            )
+        )
+        out: dict[str, Any] = {
+            "superseded": svc.graph.superseded_by([older.slug]),
+            "chain": [
+                (r.newer, r.older, r.status, r.decided_by) for r in svc.supersedes_chain(older.slug)
+            ],
+            "recall": [
+                (h.slug, h.superseded_by)
+                for h in svc.recall("React dashboard", scope=str(project)).hits
+            ],
+            "recall_db": [h.slug for h in svc.recall("billing database", scope=str(project)).hits],
+            "entities": sorted(e.id for e in svc.graph.entity_catalogue()),
+            "cypher": svc.cypher(
+                "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) RETURN m.slug AS slug, e.id AS id"
+                " ORDER BY slug, id"
+            ).rows,
+            "snapshot": svc.graph.snapshot(),
+        }
+        svc.reindex()
+        out["reindexed"] = svc.graph.snapshot()
+        names = {older.slug: "OLDER", newer.slug: "NEWER", db.slug: "DB", str(settings.home): "~"}
+        return {key: _renamed(value, names) for key, value in out.items()}
+    finally:
+        svc.close()
+
+
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    """`value` with each home's own names (slugs carry a random part, paths the home) as
+    placeholders, and the run's clock (any time after the scenario's May) as NOW, so two
+    homes' answers compare."""
+    if isinstance(value, datetime) and value > datetime(2026, 6, 1, tzinfo=UTC):
+        return "NOW"
+    if isinstance(value, str):
+        for old, new in names.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {_renamed(k, names): _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_renamed(v, names) for v in value)
+    return value
+
+
+def test_one_scenario_gives_equal_results_on_kuzu_and_falkordb(
+    tmp_path: Path, falkordb_url: str, project: Path
+) -> None:
+    kuzu = load_settings(
+        tmp_path / "kuzu", graph={"engine": "kuzu", "buffer_pool_mb": 128}, lock_timeout_s=1.0
+    )
+    falkor = load_settings(
+        tmp_path / "falkor",
+        graph={"engine": "falkordb", "url": falkordb_url, "name": f"s-{uuid.uuid4().hex}"},
+        lock_timeout_s=1.0,
+    )
+    on_kuzu = _scenario(kuzu, project)
+    on_falkor = _scenario(falkor, project)
+    assert on_kuzu["superseded"] == {"OLDER": "NEWER"}
+    assert on_kuzu["recall"][:2] == [("NEWER", None), ("OLDER", "NEWER")]
+    assert on_kuzu["recall_db"][0] == "DB"
+    assert len(on_kuzu["entities"]) >= 3, "extraction found the entities"
+    for part, rows in on_kuzu["snapshot"].items():
+        for mine, theirs in zip(on_falkor["snapshot"][part], rows, strict=True):
+            assert mine == theirs, part
+    assert on_falkor == on_kuzu
+    assert on_falkor["reindexed"] == on_falkor["snapshot"]
+
+
+def test_setup_falkordb_starts_a_local_server_the_cli_then_uses() -> None:
+    """`memoryd setup falkordb` starts a detached server in <home>/falkordb/; with
+    graph.engine = "falkordb" the CLI records, queries and checks against it; --stop ends it."""
+    import json
+    import os
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="mdfk-home-", dir="/tmp"))
+    env = {**os.environ, "MEMORYD_GRAPH__ENGINE": "falkordb"}
+
+    def memoryd(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "memoryd", *args, "--home", str(home)]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+    try:
+        started = memoryd("setup", "falkordb", "--json")
+        assert started.returncode == 0, started.stderr
+        info = json.loads(started.stdout)
+        assert info["url"] == f"unix://{home / 'falkordb' / 'falkordb.sock'}"
+        assert (home / "falkordb").stat().st_mode & 0o077 == 0
+        recorded = memoryd(
+            "record", "--type", "decision", "--title", "Database", "--body", "We keep Postgres."
+        )
+        assert recorded.returncode == 0, recorded.stderr
+        rows = memoryd("graph", "query", "MATCH (m:Memory) RETURN m.title", "--json")
+        assert rows.returncode == 0, rows.stderr
+        assert "Database" in rows.stdout
+        refused = memoryd("graph", "query", "CREATE (:Memory {slug: 'x'})")
+        assert refused.returncode == 5
+        doctor = memoryd("doctor", "--json")
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    finally:
+        stopped = memoryd("setup", "falkordb", "--stop")
+        shutil.rmtree(home, ignore_errors=True)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped the server" in stopped.stdout
