@@ -382,7 +382,7 @@ def falkordb(
 ) -> None:
     """Start a local FalkorDB server (from the `falkordb` extra's wheel) in <home>/falkordb/,
     on a Unix socket only, for graph.engine = "falkordb". A team sets graph.url instead."""
-    from memoryd.cli.main import load_settings
+    from memoryd.cli.running import load_settings
     from memoryd.graph import falkordb_server
     from memoryd.wiring import falkordb_address
 
