@@ -204,6 +204,14 @@ def load_common_words() -> frozenset[str]:
 
 
 @cache
+def load_common_words_ranked() -> dict[str, int]:
+    """`load_common_words` with each word's frequency rank (0 is the commonest)."""
+    text = _data_file("common_words.txt").read_text(encoding="utf-8")
+    words = [word.strip() for word in text.splitlines() if word.strip()]
+    return {word: rank for rank, word in reversed(list(enumerate(words)))}
+
+
+@cache
 def load_everyday_nouns() -> frozenset[str]:
     """Lower-case English nouns (WordNet's): a capitalised phrase ending in one ("German
     Shepherd") is no person unless a first name opens it."""
