@@ -245,20 +245,23 @@ def code_name(slot: str) -> Name | None:
 def _not_a_word(text: str) -> bool:
     """A lower-case word of three letters or more that no English word list holds, however
     it is inflected, and no first name: a tool's name (`gofmt`), not prose."""
-    from memoryd.extraction.pipeline import (
-        load_common_words,
-        load_everyday_nouns,
-        load_first_names,
-    )
+    from memoryd.extraction.pipeline import load_first_names
 
     if not re.fullmatch(r"[a-z][a-z0-9-]{3,30}", text):
         return False
-    words = load_common_words() | load_everyday_nouns()
+    words = _english()
     stems = {text, _INFLECTION.sub("", text), re.sub(r"(?:es|s|ed|d)$", "", text)}
     stems |= {s + "e" for s in tuple(stems)}
     if stems & words or any(part in words for part in text.split("-")):
         return False
     return text.capitalize() not in load_first_names()
+
+
+@cache
+def _english() -> frozenset[str]:
+    from memoryd.extraction.pipeline import load_common_words, load_everyday_nouns
+
+    return load_common_words() | load_everyday_nouns()
 
 
 def word_name(slot: str) -> Name | None:
