@@ -524,3 +524,45 @@ def test_a_planned_move_is_carried_out_by_the_successor_of_the_record_it_names()
     # While the named record still holds, a plan is only a plan.
     found = {(link.newer, link.older) for link in status_lines.links(records[:1] + records[2:])}
     assert found == set()
+
+
+def test_a_stray_alias_entity_is_merged_into_the_lexicons_entity_on_open(
+    settings: Settings, project: Path, home: Path
+) -> None:
+    """A data dir where an older extraction made "K8s" an entity beside "Kubernetes"
+    (issue 27: "k8s" named two entities): opening it merges the stray into the alias
+    lexicon's entity, audited, and a memory that named the stray is found through the one."""
+    svc = open_service(settings)
+    try:
+        hosted = svc.record(draft(project, "Hosting", "Services run on Kubernetes.", 1))
+        assert "entity:tool:Kubernetes" in hosted.meta.observations
+        # What the older extraction wrote: the alias as an entity of its own.
+        stray = svc.record_graph_facts(
+            draft(project, "Cluster", "The K8s cluster is upgraded twice a year.", 2),
+            entity_ids=["entity:tool:K8s"],
+        )
+        assert svc.graph.get_entity("entity:tool:K8s") is not None
+    finally:
+        svc.close()
+
+    svc = open_service(settings)
+    try:
+        assert svc.graph.get_entity("entity:tool:K8s") is None
+        kubernetes = svc.graph.get_entity("entity:tool:Kubernetes")
+        assert kubernetes is not None
+        assert "K8s" in kubernetes.aliases
+        mentioning = {slug for _, slug, _ in svc.graph.mentioning(["entity:tool:Kubernetes"])}
+        assert {hosted.slug, stray.slug} <= mentioning
+        (merge,) = audit_events(home, "entity_merge")
+        assert merge["details"] == {"drop": "entity:tool:K8s", "by": "alias-lexicon"}
+        svc.reindex()  # the files still name the stray: the audited merge is replayed
+        assert svc.graph.get_entity("entity:tool:K8s") is None
+    finally:
+        svc.close()
+
+    svc = open_service(settings)  # nothing is owed now: nothing is written
+    try:
+        assert svc.repair_stray_entities() == 0
+        assert len(audit_events(home, "entity_merge")) == 1
+    finally:
+        svc.close()

@@ -989,6 +989,8 @@ def _single_valued(newer: str, older: str) -> Verdict | None:
         if len(rivals) != 1:
             continue
         old = rivals[0]
+        if not _chooses(older, old, ()):
+            continue  # the older memory uses it on the way ("need to move to postgres")
         roles_new, roles_old = _roles(newer), _roles(older)
         if roles_new and roles_old and not roles_new & roles_old:
             continue
