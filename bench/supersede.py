@@ -316,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"  false auto {name}: {e['newer']} -> {e['older']}"
                         f" ({e['judge']}, {e['confidence']}): {e['reason']}"
                     )
+                for e in r["false_candidates"]:
+                    print(
+                        f"  false candidate {name}: {e['newer']} -> {e['older']}"
+                        f" ({e['judge']}, {e['confidence']}): {e['reason']}"
+                    )
                 for missed in r["missed"]:
                     print(f"  missed {name}: {missed}")
         for text, met in records_targets(overall):

@@ -241,6 +241,10 @@ def open_service(
                 service.repair_supersedes()  # one query when nothing is owed
             except MemorydError as exc:
                 logger.warning("supersede decisions of older rules not judged again: %s", exc)
+            try:
+                service.repair_stray_entities()  # one query when nothing is owed
+            except MemorydError as exc:
+                logger.warning("stray entities not merged: %s", exc)
         if refill:
             service.refill_search_index()
     except BaseException:

@@ -177,6 +177,7 @@ def test_cli_import_export(home: Path, project: Path, tmp_path: Path) -> None:
         "observations_added": 3,
         "relations_added": 2,
         "ignored_lines": [],
+        "superseded": 0,
     }
     out = tmp_path / "out.jsonl"
     result = runner.invoke(app, ["export", "mcp-memory", "--output", str(out), "--home", str(home)])
@@ -193,3 +194,53 @@ def test_cli_import_export(home: Path, project: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code != 0
     assert "line 6" in result.stderr
+
+
+def test_import_judges_supersedes_as_a_write_does_and_reports_them(
+    svc: MemoryService, project: Path
+) -> None:
+    """An observation that replaces an earlier one of the same entity supersedes it, as the
+    same text recorded by hand would (issue 27: imports judge like single writes)."""
+    graph = json.dumps(
+        {
+            "type": "entity",
+            "name": "web-app",
+            "entityType": "project",
+            "observations": [
+                "Unit tests run with Jest.",
+                "Unit tests now use Vitest instead of Jest.",
+            ],
+        }
+    )
+    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(graph), scope_path=project)
+    assert report.superseded == 1
+    rows = svc.cypher(
+        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.body, o.body, r.judge, r.status"
+    ).rows
+    assert rows == [
+        [
+            "web-app: Unit tests now use Vitest instead of Jest.",
+            "web-app: Unit tests run with Jest.",
+            "rule:instead-of",
+            "active",
+        ]
+    ]
+
+
+def test_cli_import_says_how_many_it_superseded(home: Path, project: Path, tmp_path: Path) -> None:
+    source = tmp_path / "more.jsonl"
+    source.write_text(
+        json.dumps(
+            {
+                "type": "entity",
+                "name": "api",
+                "entityType": "project",
+                "observations": ["Packages install with npm.", "We switched from npm to pnpm."],
+            }
+        ),
+        encoding="utf-8",
+    )
+    args = ["import", "mcp-memory", str(source), "--scope", str(project), "--home", str(home)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    assert "they supersede 1 older memories" in result.stdout

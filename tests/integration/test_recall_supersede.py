@@ -167,3 +167,44 @@ def test_the_query_naming_the_edges_entity_by_another_name_puts_the_current_one_
     assert [h.slug for h in hits][:2] == [new, old]
     assert hits[1].factors["superseded"] == 0.6
     assert hits[1].paths[0].startswith(f"superseded by {new} (the query names k8s)")
+
+
+def test_a_question_asking_what_is_current_reaches_the_successor_with_evidence_of_its_own(
+    svc: MemoryService, project: Path
+) -> None:
+    """cloud-platform's cp-02 (tests/data/supersede/records/): the record that replaced
+    Concourse says "deployment pipelines" but not "CI/CD tool"; asked what runs the
+    pipelines now, it goes above the record it replaced. Asked how things were, the stale
+    record keeps its place, and a successor with no query word of its own never moves."""
+    others(svc, project)
+    concourse = rec(
+        svc,
+        project,
+        "3 Use Concourse CI",
+        "Concourse CI is the CI/CD tool that runs the platform deployment pipelines; "
+        "CI/CD tool choice: Concourse over Jenkins.",
+    )
+    actions = rec(
+        svc,
+        project,
+        "40 Use GitHub Actions",
+        "We will switch to using GitHub Actions for our deployment pipelines.",
+    )
+    judged_edge(
+        svc,
+        actions,
+        concourse,
+        judge="rule:switch-to",
+        reason="We will switch to using GitHub Actions for our deployment pipelines.",
+        entity=None,
+    )
+    now = [
+        h.slug
+        for h in svc.recall("what CI/CD tool runs the deployment pipelines now", scope=project).hits
+    ]
+    assert now.index(actions) < now.index(concourse)
+    then = [
+        h.slug
+        for h in svc.recall("what CI/CD tool runs the deployment pipelines", scope=project).hits
+    ]
+    assert then[0] == concourse

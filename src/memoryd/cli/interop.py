@@ -59,12 +59,14 @@ def import_mcp_memory(
                 "observations_added": report.observations_added,
                 "relations_added": report.relations_added,
                 "ignored_lines": report.ignored_lines,
+                "superseded": report.superseded,
             }
         )
         return
     typer.echo(
         f"imported {file}: {report.entities_created} new entities,"
         f" {report.observations_added} observations, {report.relations_added} relations"
+        + (f"; they supersede {report.superseded} older memories" if report.superseded else "")
     )
     if report.ignored_lines:
         lines = ", ".join(map(str, report.ignored_lines))

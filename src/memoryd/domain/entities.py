@@ -180,6 +180,47 @@ class Entities(ServiceCore):
         self._merges = None
         return self.resolve_entity(kept.id)
 
+    def repair_stray_entities(self) -> int:
+        """Merge into the alias lexicon's entity each entity an older extraction made of one
+        of its aliases ("K8s" beside "Kubernetes"): one thing, one entity. On open; one query
+        of primary keys when nothing is owed. Each merge is an audited `entity_merge` (by
+        `alias-lexicon`), as `memoryd entity merge` writes it. Returns how many merged."""
+        self._require_writable("repair stray entities")
+        from memoryd.extraction.pipeline import load_alias_lexicon
+        from memoryd.models import EntityType, entity_id
+
+        canonical: dict[str, str] = {}
+        for entry in load_alias_lexicon():  # not the whole lexicon: this runs on every open
+            keep = entity_id(entry.type, entry.name)
+            for alias in entry.aliases:
+                for kind in dict.fromkeys((entry.type, EntityType.CONCEPT)):
+                    stray = entity_id(kind, alias)
+                    if stray != keep:
+                        canonical.setdefault(stray, keep)
+        rows = self.graph.cypher(
+            "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id",
+            {"ids": sorted(canonical)},
+            limit=100_000,
+        ).rows
+        merged = 0
+        for (stray,) in rows:
+            keep = canonical[str(stray)]
+            if self.graph.get_entity(keep) is None:
+                continue  # the only entity of the thing: nothing to merge it with
+            try:
+                self._entity_write(
+                    "entity_merge", keep, {"drop": str(stray), "by": "alias-lexicon"}
+                )
+            except MemorydError as exc:
+                logger.warning("stray entity %s not merged into %s: %s", stray, keep, exc)
+                continue
+            merged += 1
+        if merged:
+            self.forget_entities()
+            self._merges = None
+            logger.info("merged %d stray entities into the alias lexicon's entities", merged)
+        return merged
+
     def _entity_write(self, event_type: str, entity_id: str, details: dict[str, Any]) -> None:
         """A change to an entity (merge, alias, delete): the graph, then its audit line, which
         `reindex` replays. Under a write intent, so a crash between the two is rolled

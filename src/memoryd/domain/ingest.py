@@ -131,6 +131,12 @@ class Ingest(ServiceCore):
             for batch in iter_batches(memories, BULK_BATCH):
                 self._write_batch(batch, sync_each=sync_each)
         self.forget_entities()
+        # Judged as `record` and `record_many` judge (`import mcp-memory` too): the result
+        # shows the decisions written.
+        superseded = self._judge_written(memories, use_llm=sync_each)
+        if superseded:
+            changed = {newer for newer, _ in superseded}
+            memories = [self._load(m.slug) if m.slug in changed else m for m in memories]
         return memories
 
     # -- edits (HTTP PATCH and DELETE) ----------------------------------------------------

@@ -114,6 +114,13 @@ def _default_lexicon() -> tuple[LexiconEntry, ...]:
     return merge_aliases(lexicon, aliases)
 
 
+@cache
+def load_alias_lexicon() -> tuple[LexiconEntry, ...]:
+    """The alias lexicon alone (`data/aliases.jsonl`): the names engineers type for a thing
+    ("K8s" for Kubernetes), a few hundred rows, read without the whole lexicon."""
+    return _parse_lexicon(data_file("aliases.jsonl").read_text(encoding="utf-8"))
+
+
 def merge_aliases(
     lexicon: Sequence[LexiconEntry], aliases: Sequence[LexiconEntry]
 ) -> tuple[LexiconEntry, ...]:

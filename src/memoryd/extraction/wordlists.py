@@ -17,3 +17,11 @@ def load_common_words() -> frozenset[str]:
     """Everyday English words; shape-based guesses made of them are not entities."""
     text = data_file("common_words.txt").read_text(encoding="utf-8")
     return frozenset(word.strip() for word in text.splitlines() if word.strip())
+
+
+@cache
+def load_common_words_ranked() -> dict[str, int]:
+    """`load_common_words` with each word's frequency rank (0 is the commonest)."""
+    text = data_file("common_words.txt").read_text(encoding="utf-8")
+    words = [word.strip() for word in text.splitlines() if word.strip()]
+    return {word: rank for rank, word in reversed(list(enumerate(words)))}

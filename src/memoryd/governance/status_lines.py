@@ -24,6 +24,7 @@ Kind = Literal["supersedes", "superseded-by", "amends", "amended-by"]
 
 STATUS_KEYWORDS = (
     r"(?i)supersed|replaced by|replaces|obsolete|deprecated|rejected|retired|amend|favou?r of"
+    r"|until now|up to now|until recently|move on from|moving on from"
     r"|取代|替代|替换|废弃|修订"
 )
 """A body that matches none of these has no status line (what the scope query filters on)."""
@@ -45,6 +46,9 @@ class StatusLine:
     refs: tuple[Ref, ...]
     line: str
     """The line as written (trimmed): the evidence a decision quotes."""
+    planned: bool = False
+    """"We're looking to move on from this decision - see [021]": the named record planned
+    the replacement; the record that replaced the plan (its own successor) carried it out."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Link:
     kind: Literal["supersedes", "amends"]
     said_by: str
     line: str
+    planned: bool = False
 
 
 # --------------------------------------------------------------------------- names
@@ -94,6 +99,12 @@ _NUMBER_OF = re.compile(
 )
 _HEADING = re.compile(r"^\s*#{1,3}\s+(.+)$", re.MULTILINE)
 _GENERATED_SLUG = re.compile(r"^\d{4}-\d{2}-\d{2}-(.+?)(?:-[0-9a-f]{6})?$")
+
+
+def strip_number(title: str) -> str:
+    """A title without its record number, date or `ADR-12:` label ("33 Manager cluster"
+    → "Manager cluster")."""
+    return _NUMBER_PREFIX.sub("", title.strip()).strip()
 
 
 def _number(text: str) -> int | None:
@@ -198,6 +209,23 @@ _ZH: list[tuple[Kind, re.Pattern[str]]] = [
     ),
     ("amends", re.compile(rf"(?<![被由])修订(?:了)?{_SEP}{_ZH_REF}", re.I)),
 ]
+_PROSE: list[tuple[Kind, re.Pattern[str]]] = [
+    # "Until now we have been recommending `node-fetch` through [ADR013](./adr013-….md)":
+    # what the linked record decided held until this one.
+    (
+        "supersedes",
+        re.compile(
+            r"\b(?:until now|up to now|until recently)\b(?:[^.\n]|\.(?=\w)){0,200}?"
+            rf"(?P<refs>{_LINK_REF})",
+            re.IGNORECASE,
+        ),
+    ),
+]
+_PLANNED = re.compile(
+    r"\b(?:move|moving)\s+on\s+from\s+this\b(?:[^.\n]|\.(?=\w)){0,160}?\bsee"
+    rf"{_SEP}(?P<refs>{_LINK_REF})",
+    re.IGNORECASE,
+)
 _ONE_REF = re.compile(_REF, re.IGNORECASE)
 _BARE = re.compile(r"#?\d{1,8}")
 _STRONG = re.compile(r"(?i)supersed|supercedes|amend|取代|替代|修订")
@@ -263,6 +291,22 @@ def status_lines(text: str) -> list[StatusLine]:
                 if refs and (kind, m.group(0)) not in seen:
                     seen.add((kind, m.group(0)))
                     out.append(StatusLine(kind, refs, line.strip()[:300]))
+    # Prose that runs over wrapped lines is read a paragraph at a time.
+    for paragraph in re.split(r"\n\s*\n", text):
+        joined = " ".join(paragraph.split())
+        if not re.search(STATUS_KEYWORDS, joined):
+            continue
+        found = [(kind, rx, False) for kind, rx in _PROSE] + [("superseded-by", _PLANNED, True)]
+        for kind, rx, planned in found:
+            for m in rx.finditer(joined):
+                refs = tuple(
+                    r
+                    for r in (_ref(x.group(0)) for x in _ONE_REF.finditer(m.group("refs")))
+                    if r is not None
+                )
+                if refs and (kind, m.group(0)) not in seen:
+                    seen.add((kind, m.group(0)))
+                    out.append(StatusLine(kind, refs, m.group(0).strip()[:300], planned))
     return out
 
 
@@ -330,10 +374,38 @@ def links(records: Sequence[Record], speakers: Iterable[Record] | None = None) -
                 if status.kind == "supersedes":
                     link = Link(record.slug, other, "supersedes", record.slug, status.line)
                 elif status.kind == "superseded-by":
-                    link = Link(other, record.slug, "supersedes", record.slug, status.line)
+                    link = Link(
+                        other, record.slug, "supersedes", record.slug, status.line, status.planned
+                    )
                 elif status.kind == "amends":
                     link = Link(record.slug, other, "amends", record.slug, status.line)
                 else:
                     link = Link(other, record.slug, "amends", record.slug, status.line)
                 out.setdefault((link.newer, link.older), link)
-    return list(out.values())
+    return _carry_out(out)
+
+
+def _carry_out(found: dict[tuple[str, str], Link]) -> list[Link]:
+    """Links with each planned replacement resolved: a plan ("move on from this decision,
+    see [021]") is a replacement only when the record it names was itself replaced (021
+    "Superseded by 036"): its successor carried the plan out, and replaces the planning
+    record, quoting both lines. A plan whose record still holds is a plan, and no link."""
+    plain = {key: link for key, link in found.items() if not link.planned}
+    successor: dict[str, Link] = {}
+    for link in plain.values():
+        if link.kind == "supersedes":
+            successor.setdefault(link.older, link)
+    for link in found.values():
+        if not link.planned:
+            continue
+        head, seen, lines = link.newer, {link.older}, [link.line]
+        while head in successor and head not in seen:
+            seen.add(head)
+            lines.append(successor[head].line)
+            head = successor[head].newer
+        if head != link.newer and head != link.older:
+            plain.setdefault(
+                (head, link.older),
+                Link(head, link.older, "supersedes", link.said_by, " … ".join(lines)[:300]),
+            )
+    return list(plain.values())

@@ -199,16 +199,89 @@ def names_in(
 
 
 def name_of(
-    slot: str, known: Sequence[Name] = (), *, within: int = 12, context: str = ""
+    slot: str, known: Sequence[Name] = (), *, within: int = 12, context: str = "", code: bool = True
 ) -> Name | None:
     """The thing a captured slot names: a lexicon name or a known entity at its start
-    (within `within` characters). Any other word ("be", "to", "need", a person) names
-    nothing a memory could replace. `context`: the sentence the slot is from."""
+    (within `within` characters), else a code-like name opening it (`code_name`). Any
+    other word ("be", "to", "need", a person) names nothing a memory could replace.
+    `context`: the sentence the slot is from; `code`: whether a code-like name counts."""
     slot = slot.strip().removeprefix("the ").removeprefix("The ").strip()
     found = names_in(slot[:60], known, chinese=_CJK.search(context or slot) is not None)
     if found and found[0][0] <= within:
         return found[0][1]
-    return None
+    return code_name(_FILLER.sub("", slot)) if code else None
+
+
+_CODE_TOKEN = re.compile(
+    r"`(?P<tick>[A-Za-z][\w.+#-]{1,39})`|(?P<word>[A-Za-z][\w.+#-]{1,39})(?![/\w])"
+)
+_CODE_SHAPE = re.compile(
+    r"^(?:[a-z]+[A-Z][A-Za-z]*|[A-Z][a-z]+[A-Z][A-Za-z]*|[A-Za-z]+\.(?:js|ts|py|rs|go|io|net)"
+    r"|[A-Za-z]+\d+[A-Za-z\d]*)$"
+)
+"""Names written as code: camel case (MobX, GraphQL), a language extension (Chart.js), letters
+with digits (log4j)."""
+_INFLECTION = re.compile(r"(?:ies|es|s|ed|ing|er|ers|ly)$")
+
+
+def code_name(slot: str) -> Name | None:
+    """The code-like name opening a slot when memoryd does not know it: in backticks, shaped
+    as code (`_CODE_SHAPE`), or a word that is no English word, first name or inflection of
+    one ("gofmt", "argparse"). Function words, verbs and people never are."""
+    m = _CODE_TOKEN.match(slot.strip())
+    if m is None:
+        return None
+    if m.group("tick"):
+        text = m.group("tick").strip("()")
+    else:
+        text = m.group("word").rstrip(".-")
+        if not (_CODE_SHAPE.match(text) or _not_a_word(text)):
+            return None
+    if len(text) < 3 or not re.search(r"[A-Za-z]", text):
+        return None
+    return Name(text, (text,))
+
+
+def _not_a_word(text: str) -> bool:
+    """A lower-case word of three letters or more that no English word list holds, however
+    it is inflected, and no first name: a tool's name (`gofmt`), not prose."""
+    from memoryd.extraction.pipeline import load_first_names
+
+    if not re.fullmatch(r"[a-z][a-z0-9-]{3,30}", text):
+        return False
+    words = _english()
+    stems = {text, _INFLECTION.sub("", text), re.sub(r"(?:es|s|ed|d)$", "", text)}
+    stems |= {s + "e" for s in tuple(stems)}
+    if stems & words or any(part in words for part in text.split("-")):
+        return False
+    return text.capitalize() not in load_first_names()
+
+
+@cache
+def _english() -> frozenset[str]:
+    from memoryd.extraction.pipeline import load_everyday_nouns
+    from memoryd.extraction.wordlists import load_common_words
+
+    return load_common_words() | load_everyday_nouns()
+
+
+def word_name(slot: str) -> Name | None:
+    """The rarer word opening the replaced side of "use httpx instead of requests", taken
+    as a name only when the other side is one: a lower-case word of four letters or more
+    outside the commonest English words (`RARE_FROM` on)."""
+    from memoryd.extraction.wordlists import load_common_words_ranked
+
+    m = re.match(r"\s*([a-z][a-z0-9]{3,30})(?![/\w-])", _FILLER.sub("", slot))
+    if m is None:
+        return None
+    rank = load_common_words_ranked().get(m.group(1))
+    if rank is not None and rank < RARE_FROM:
+        return None
+    return Name(m.group(1), (m.group(1),))
+
+
+RARE_FROM = 2000
+"""Words ranked below this in `common_words.txt` (ordered by frequency) are never names."""
 
 
 _NEW_END = re.compile(
@@ -504,6 +577,8 @@ def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
         for m in rx.finditer(sentence):
             old = name_of(m.group("old"), known, context=sentence)
             new = new_of(m.group("new"), known, context=sentence)
+            if old is None and name_of(m.group("new"), known, context=sentence) is not None:
+                old = word_name(m.group("old"))  # "from requests to httpx": both sides named
             if old is not None and new is not None and old.name == new.name:
                 old, new = _versioned(m.group("old")), _versioned(m.group("new"))
             if old is not None and new is not None and old.name != new.name:
@@ -523,7 +598,14 @@ def _instead_of(sentence: str, known: Sequence[Name]) -> list[Transition]:
             # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
             clause = _CLAUSE_BREAK.split(sentence[: m.start()])[-1]
             before = [n for _, n in names_in(clause, known)]
+            # A name memoryd does not know counts right before the contrast: "use httpx
+            # instead of requests", not a word anywhere in a long clause.
+            before = before or [
+                n for w in re.split(r"\s+", clause.rstrip())[-3:] if (n := code_name(w)) is not None
+            ]
             new = before[-1] if before else None
+            if old is None and new is not None:
+                old = word_name(m.group("old"))  # "use httpx instead of requests"
             # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
             # names no replacement in its clause describes a practice, not a change.
             if old is not None and new is not None and new.name != old.name:
@@ -547,7 +629,8 @@ def _switch_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     for rule, rx in _SWITCH_TO:
         m = rx.search(sentence)
         if m is not None:
-            new = name_of(m.group("new"), known, context=sentence)
+            # One side only: the name must be one memoryd knows (its kind finds the old one).
+            new = name_of(m.group("new"), known, context=sentence, code=False)
             if new is not None:
                 subject = frozenset(subject_before(sentence, m.start()))
                 return [Transition(rule, None, new, sentence, subject)]
@@ -609,9 +692,125 @@ def judge_by_rules(newer: str, older: str, known: Sequence[Name] = ()) -> Verdic
         verdict = _judge_transition(t, newer, older, known)
         if verdict is not None and (best is None or verdict.confidence > best.confidence):
             best = verdict
+    for verdict in (_retires_record(newer, older, known), _adopts_declined(newer, older, known)):
+        if verdict is not None and (best is None or verdict.confidence > best.confidence):
+            best = verdict
     if best is None:
         best = _single_valued(newer, older)
     return best
+
+
+# --------------------------------------------------------------------------- records
+
+RETIRES = 0.92
+"""The newer memory retires what the older one's title is about ("We will decommission our
+management cluster" against "33 Manager cluster")."""
+ADOPTS_DECLINED = 0.9
+"""The newer memory's title chooses what the older one's decision declined ("EKS" against
+"manage the cluster ourselves rather than using EKS")."""
+
+_RETIRE = _rx(
+    r"\b(?:decomm?iss?ion(?:s|ed|ing)?|retire[sd]?|retiring|sunset(?:s|ting)?|"
+    r"phas(?:e|es|ed|ing) out|shut(?:s|ting)? down|turn(?:s|ed|ing)? off|"
+    r"(?:transition|mov|migrat)\w*\s+away\s+from)\s+"
+    r"(?:(?:the|our|its|their|all|of|existing|current|old|remaining)\s+)*"
+    r"(?P<obj>[^.;:,\n]{2,80})"
+)
+_OBJECT_END = _rx(r"\s+(?:once|when|after|before|because|as soon|by|in favou?r|until|so that)\b")
+_TITLE_CHOICE = _rx(
+    r"^(?:use|using|adopt|adopting|introduce|introducing|choose|move to|switch to|"
+    r"migrate to|go with|prefer)\s+(?:a\s+|an\s+|the\s+)?"
+)
+_TITLE_STOP = frozenset(
+    {"a", "an", "the", "of", "for", "to", "in", "on", "and", "or", "our", "with", "as", "by"}
+)
+
+
+def _title(text: str) -> str:
+    """A memory's title as a record's subject: its first line without a heading mark,
+    a record number or an `ADR-12:` label."""
+    from memoryd.governance.status_lines import strip_number
+
+    first = text.strip().split("\n", 1)[0].lstrip("#").strip()
+    return strip_number(first)
+
+
+def _stem(word: str) -> str:
+    word = word.casefold()
+    for suffix in ("ements", "ement", "ments", "ment", "ers", "er", "ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def _content_stems(text: str) -> list[str]:
+    return [_stem(w) for w in re.findall(r"[A-Za-z][\w-]*", text) if w.lower() not in _TITLE_STOP]
+
+
+def _retires_record(newer: str, older: str, known: Sequence[Name]) -> Verdict | None:
+    """The newer memory decommissions, retires or moves away from the thing the older
+    memory's title is about: every content word of that title (two or more, or one name)
+    is in the retired object. Evidence naming both sides: the object is the older
+    record's subject."""
+    subject = _TITLE_CHOICE.sub("", _title(older))
+    stems = _content_stems(subject)
+    named = len(stems) == 1 and (
+        name_of(subject, known, within=0) is not None or code_name(subject) is not None
+    )
+    if not stems or len(stems) > 4 or (len(stems) < 2 and not named):
+        return None
+    for sentence in _sentences(newer):
+        if _HEDGE.search(sentence):
+            continue
+        for m in _RETIRE.finditer(sentence):
+            obj = m.group("obj")
+            end = _OBJECT_END.search(obj)
+            obj = obj[: end.start()] if end else obj
+            if set(stems) <= set(_content_stems(obj)):
+                return Verdict(
+                    RETIRES,
+                    f"rule retires-record: the newer memory retires {obj.strip()!r}, what the"
+                    f" older one is about ({subject!r}): {sentence.strip()[:200]!r}",
+                    "rule:retires-record",
+                    subject,
+                )
+    return None
+
+
+_DECLINE = _rx(
+    r"\b(?:rather than|instead of|decided against|chose not to use|not to use)\s+"
+    r"(?:using\s+|use\s+|adopting\s+)?(?P<old>[^.;:,\n]{1,60})"
+)
+
+
+def _adopts_declined(newer: str, older: str, known: Sequence[Name]) -> Verdict | None:
+    """The newer memory's title chooses what the older memory decided against ("EKS"
+    after "we decided to manage the cluster ourselves rather than using EKS"): the
+    older decision is reversed. Only a title that is the name alone or "Use <name>"."""
+    title = _TITLE_CHOICE.sub("", _title(newer)).strip()
+    chosen = names_in(title, known)
+    if len(chosen) != 1 or chosen[0][0] != 0:
+        return None
+    name = chosen[0][1]
+    if not re.fullmatch(name.pattern.pattern + r"\W*", title, re.IGNORECASE):
+        return None
+    for sentence in _sentences(older):
+        if not re.search(r"(?i)\b(?:decided|decision|chose|we will|we)\b", sentence):
+            continue
+        m = _DECLINE.search(sentence)
+        if m is None:
+            continue
+        declined = name_of(m.group("old"), known, within=0, context=sentence)
+        same = declined is not None and (declined.name == name.name or _family(declined, name))
+        if same and asserts(newer, name) and not _HEDGE.search(title):
+            return Verdict(
+                ADOPTS_DECLINED,
+                f"rule adopts-declined: the newer memory chooses {name.name}, which the"
+                f" older decided against: {sentence.strip()[:200]!r}",
+                "rule:adopts-declined",
+                None,
+            )
+    return None
 
 
 def _judge_transition(
@@ -791,6 +990,8 @@ def _single_valued(newer: str, older: str) -> Verdict | None:
         if len(rivals) != 1:
             continue
         old = rivals[0]
+        if not _chooses(older, old, ()):
+            continue  # the older memory uses it on the way ("need to move to postgres")
         roles_new, roles_old = _roles(newer), _roles(older)
         if roles_new and roles_old and not roles_new & roles_old:
             continue

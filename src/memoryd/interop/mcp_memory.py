@@ -649,6 +649,8 @@ class ImportReport:
     observations_added: int = 0
     relations_added: int = 0
     ignored_lines: list[int] = field(default_factory=list)
+    superseded: int = 0
+    """Older memories the imported ones superseded (judged as any write is)."""
 
 
 def _pick(ids: Sequence[str], wanted: EntityType) -> str | None:
@@ -670,6 +672,7 @@ class _Batches:
         self.svc = svc
         self.facts: list[GraphFact] = []
         self.lines: list[int] = []
+        self.superseded = 0
 
     def add(self, line: int, facts: Sequence[GraphFact]) -> None:
         for fact in facts:
@@ -682,7 +685,7 @@ class _Batches:
         if not self.facts:
             return
         try:
-            self.svc.record_graph_facts_many(self.facts)
+            written = self.svc.record_graph_facts_many(self.facts)
         except MemorydError as exc:
             first, last = self.lines[0], self.lines[-1]
             exc.message = (
@@ -690,6 +693,7 @@ class _Batches:
             )
             exc.args = (exc.message,)
             raise
+        self.superseded += sum(len(m.meta.supersedes) for m in written)
         self.facts, self.lines = [], []
 
 
@@ -758,6 +762,7 @@ def import_graph(
         have_rels.add(triple)
         report.relations_added += 1
     batches.flush()
+    report.superseded = batches.superseded
     return report
 
 

@@ -132,6 +132,8 @@ def edges_about(
     edges: Mapping[str, SupersedeRow],
     named: Mapping[str, str],
     shares: Mapping[str, float],
+    *,
+    current: bool = False,
 ) -> dict[str, str]:
     """older → why its supersede edge is about the query's subject, for the edges that are.
 
@@ -141,7 +143,12 @@ def edges_about(
     naming it, "k8s" for Kubernetes) and the successor mentions it too. Otherwise a wrong edge
     (between two unrelated decisions) would bury the memory that answers under one that says
     nothing of the query. Sharing an entity the query names is not enough: a scope's hub (the
-    platform every record mentions) would let wrong edges through."""
+    platform every record mentions) would let wrong edges through.
+
+    A question asking what is current (`current`, `asks_for_current`) asks for the end of
+    the chain: there the successor needs only evidence of its own, a word of the query the
+    superseded memory matches too ("what CI tool runs the deployment pipelines now": the
+    record that replaced Concourse says "deployment pipelines", not "CI/CD")."""
 
     def weight(words: frozenset[str]) -> float:
         return sum(shares.get(word, 0.0) for word in words)
@@ -156,6 +163,8 @@ def edges_about(
             about[older] = f"the query names {named[edge.entity_id]}"
         elif held > 0 and weight(old.matched & new.matched) >= CURRENT_COVER * held:
             about[older] = "both match the query"
+        elif current and weight(old.matched & new.matched) > 0:
+            about[older] = "the question asks what is current; both match it"
     return about
 
 

@@ -210,9 +210,10 @@ class RecallPipeline:
         }
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
-        about = adjustment.edges_about(pool, edges, linked, self._shares.shares)
+        current = "current" in self.config.stages and adjustment.asks_for_current(query)
+        about = adjustment.edges_about(pool, edges, linked, self._shares.shares, current=current)
         ranked = adjustment.adjust(pool, facts, edges, about=about)
-        if "current" in self.config.stages and adjustment.asks_for_current(query):
+        if current:
             adjustment.current_first(ranked, facts, self._shares.shares)
         return ranked
 
