@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import digest, errors, facts, grants, supersedes, sync
+from memoryd.api import digest, errors, facts, grants, page, supersedes, sync
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.profile import router as profile_router
 from memoryd.api.reports import router as reports_router
@@ -95,6 +95,7 @@ def create_app(
     app.include_router(digest.router)
     app.include_router(profile_router)
     app.include_router(sync.router)
+    app.include_router(page.router)
     install_page(app)
     return app
 
