@@ -50,7 +50,9 @@ FEED_POLL_S = 0.5
 FEED_STREAM_S = 60.0
 """A feed stream ends after this long and the page reconnects (from the last id it saw)."""
 NEW_MEMORY_EVENTS = frozenset({"record", "capture", "import", "promote"})
-CHANGE_EVENTS = frozenset({"update", "archive", "restore", "enrich", "supersede", "decay"})
+CHANGE_EVENTS = frozenset(
+    {"update", "archive", "restore", "merge", "merged_into", "enrich", "supersede", "decay"}
+)
 HISTORY_EVENTS = NEW_MEMORY_EVENTS | CHANGE_EVENTS | {"analyze", "propose", "reject", "recover"}
 
 
@@ -458,7 +460,9 @@ def _history(api: Backend, slug: str) -> list[AuditRecord]:
     return [
         AuditRecord.model_validate(record)
         for record in api.service.audit.scan(HISTORY_EVENTS)
-        if record.get("target_id") == slug or quoted in str(record.get("details") or "")
+        if record.get("target_id") == slug
+        # a sweep lists its moves, a merge the memories it folded in
+        or (record["event_type"] in ("decay", "merge") and quoted in str(record.get("details")))
     ]
 
 
