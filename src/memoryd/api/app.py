@@ -31,6 +31,9 @@ error has the shape `{"error": {"code", "message", "hint"}}`; lists are paginate
 
 `/` is a page to browse the graph (`memoryd ui` opens it with the token in its URL fragment);
 `/docs` is this description in Swagger UI (`memoryd ui --docs`), served from the package.
+`GET /v1/events` (not listed here: a stream) sends server-sent events, one per new or changed
+memory, from the audit log; resume with `Last-Event-ID` or `?after=SEQ`. A write carrying an
+`Origin` header must come from the daemon's own origin.
 """
 # The page runs only its own scripts and talks only to this origin; nobody may frame it.
 # Inline styles are allowed because cytoscape sets its container's style attribute.

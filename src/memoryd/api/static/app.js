@@ -377,6 +377,7 @@
   // -- memories ---------------------------------------------------------------------------
   function listMemories(context) {
     const entity = context.entity;
+    $("entity-section").hidden = false;
     $("entity-title").textContent = entity.name;
     const aliases = entity.aliases.length ? " · also " + entity.aliases.join(", ") : "";
     $("entity-meta").textContent =
