@@ -39,7 +39,7 @@ def wait(what: str, check: object, timeout_s: float = 60.0) -> None:
         try:
             if callable(check) and check():
                 return
-        except Exception:  # noqa: BLE001  (not ready yet)
+        except Exception:  # not ready yet
             pass
         time.sleep(0.1)
     raise SystemExit(f"timed out waiting for {what}")
@@ -80,7 +80,7 @@ def main() -> None:
         finally:
             daemon.terminate()
             daemon.wait(timeout=60)
-    print(args.out)
+    sys.stdout.write(f"{args.out}\n")
 
 
 def shoot(base: str, token: str, title: str, theme: str, out: Path) -> None:
@@ -100,7 +100,9 @@ def shoot(base: str, token: str, title: str, theme: str, out: Path) -> None:
         wait("the home list", lambda: int(driver.execute_script(
             "return Number(document.getElementById('home').dataset.loaded || 0)")) > 3)  # fmt: skip
         rows = driver.find_elements(By.CSS_SELECTOR, "#home-list li[data-slug]")
-        chosen = next((r for r in rows if r.find_element(By.CLASS_NAME, "title").text == title), rows[0])
+        chosen = next(
+            (r for r in rows if r.find_element(By.CLASS_NAME, "title").text == title), rows[0]
+        )
         chosen.click()
         wait("the memory", lambda: driver.find_element(By.ID, "memory").is_displayed())
         wait("its history", lambda: driver.find_elements(By.CSS_SELECTOR, "#memory-timeline li"))

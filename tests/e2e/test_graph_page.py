@@ -24,6 +24,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
+from memoryd.scope import resolve_scope
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, free_port, running, uds_client
 
@@ -340,7 +341,8 @@ def test_api_errors_are_shown(served: Served, browser: webdriver.Chrome) -> None
 
 def test_ui_prints_and_opens_the_page(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     home = str(served.daemon.home)
-    expected = f"{served.url}/#token={served.daemon.token()}"
+    here = resolve_scope(with_remote=False).scope_hash  # the page opens on this project
+    expected = f"{served.url}/#token={served.daemon.token()}&project={here}"
     result = cli.invoke(app, ["ui", "--print-only", "--home", home])
     assert result.exit_code == 0, result.output
     assert result.stdout == expected + "\n"
