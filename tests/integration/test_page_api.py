@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from memoryd.service import MemoryService
@@ -234,3 +235,39 @@ def test_a_write_from_another_origin_is_refused(
     same = client.delete(f"/v1/memories/{slug}", headers={"Origin": "http://localhost"})
     assert same.status_code == 200
     assert same.json()["meta"]["decay_state"] == "forgotten"
+
+
+def events(http: TestClient, **params: Any) -> list[dict[str, Any]]:
+    """The `memory` events of one (shortened) stream, as the page reads them."""
+    found = []
+    with http.stream("GET", "/v1/events", params=params) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        for block in stream.read().decode().split("\n\n"):
+            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+            if fields.get("event") == "memory":
+                found.append({"id": int(fields["id"]), **json.loads(fields["data"])})
+    return found
+
+
+def test_the_event_stream_sends_new_and_changed_memories_and_resumes(
+    client: TestClient,  # noqa: F811
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("memoryd.api.page.FEED_STREAM_S", 1.0)
+    first = fact(client, project, "First", [KUZU])
+    second = fact(client, project, "Second", [KUZU])
+    client.delete(f"/v1/memories/{first}", headers=PAGE)
+    seen = events(client, after=0)
+    assert [(e["kind"], e["event_type"], e["slug"], e["actor"]) for e in seen] == [
+        ("new", "record", first, "api"),
+        ("new", "record", second, "api"),
+        ("changed", "archive", first, "page"),
+    ]
+    assert [e["id"] for e in seen] == [e["seq"] for e in seen] == sorted(e["seq"] for e in seen)
+    assert seen[2]["memory"]["decay_state"] == "forgotten"
+    assert seen[1]["memory"]["title"] == "Second"
+    # a client resumes after the last id it saw; without one it starts from now
+    assert [e["slug"] for e in events(client, after=seen[1]["seq"])] == [first]
+    assert events(client) == []
+    assert client.get("/v1/events", params={"after": -1}).status_code == 422

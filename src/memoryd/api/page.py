@@ -478,7 +478,8 @@ class FeedEvent(BaseModel):
     scope_hash: str | None
     slug: str | None
     memory: MemorySummary | None = None
-    """The memory as the graph has it now (null once it left the graph)."""
+    """The memory as the graph has it now (null once it left the graph, and for a sensitive
+    one: the graph holds no title of it, and the home list shows it only under a grant)."""
 
 
 # Not in the OpenAPI document: it cannot describe a stream, and a fuzzer would wait on it.
@@ -544,6 +545,8 @@ def _feed_events(api: Backend, records: list[AuditRecord]) -> list[FeedEvent]:
     for record in records:
         for slug in targets[record.seq]:
             row = rows.get(slug) if slug else None
+            if row is not None and row.sensitive:
+                row = None
             out.append(
                 FeedEvent(
                     seq=record.seq,
@@ -551,7 +554,7 @@ def _feed_events(api: Backend, records: list[AuditRecord]) -> list[FeedEvent]:
                     kind="new" if record.event_type in NEW_MEMORY_EVENTS else "changed",
                     event_type=record.event_type,
                     actor=record.actor,
-                    scope_hash=row.scope_hash if row else record.scope_hash,
+                    scope_hash=record.scope_hash,
                     slug=slug,
                     memory=MemorySummary(**row.model_dump()) if row else None,
                 )
