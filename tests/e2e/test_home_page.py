@@ -4,7 +4,6 @@ script, editing, forgetting, restoring and merging a memory, and the live feed."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -479,10 +478,8 @@ def test_live_feed_shows_new_captures_without_a_reload(
         )
         assert made.status_code == 201, made.text
     recorded = made.json()["meta"]["slug"]
-    first = wait_for("the new memory on top", lambda: (rows := home_rows(browser)) and rows[0])
     wait_for("the new memory on top", lambda: home_rows(browser)[0]["slug"] == recorded)
     assert home_rows(browser)[0]["fresh"]
-    assert first
 
     captured = captured_session(seeded.daemon.home, seeded.project)  # the hook's inbox drop
     wait_for("the capture on top", lambda: home_rows(browser)[0]["slug"] == captured)
@@ -491,7 +488,5 @@ def test_live_feed_shows_new_captures_without_a_reload(
         " li.dataset.event])"
     )
     assert feed[:2] == [[captured, "capture"], [recorded, "record"]]
-    with uds_client(seeded.daemon.home) as http:
-        assert http.get("/v1/health").json()["status"] == "ok"
-    assert json.loads(json.dumps(feed))  # plain data
+    assert browser.find_element(By.ID, "feed-count").text == str(len(feed))
     assert severe(browser) == []
