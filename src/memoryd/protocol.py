@@ -122,8 +122,10 @@ class MemoryAPI(Protocol):
         slug: str,
         tags: Sequence[str] | None = None,
         triggers: Sequence[str] | None = None,
+        *,
+        title: str | None = None,
     ) -> Memory:
-        """Replace a memory's tags and/or triggers (None: keep them)."""
+        """Replace a memory's title, tags and/or triggers (None: keep them)."""
         ...
 
     def archive(self, slug: str) -> Memory:

@@ -24,6 +24,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
+from memoryd.scope import resolve_scope
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, free_port, running, uds_client
 
@@ -233,12 +234,23 @@ def test_search_draw_recentre_and_read_a_memory(served: Served, browser: webdriv
     assert "token" not in browser.current_url
     assert browser.execute_script("return sessionStorage.getItem('memoryd.token')") == token
 
+    from selenium.webdriver.support.select import Select
+
+    Select(browser.find_element(By.ID, "graph-depth")).select_by_value("2")
     box = browser.find_element(By.ID, "search")
     box.send_keys("ad", Keys.ENTER)
     result_button(browser, ADA).click()
     assert graph_labels(browser, ADA) == ["Ada", "Kuzu", "Ruff", "memoryd"]  # Linux: 3 hops
-    edges = browser.execute_script("return window.memorydGraph.edges().map(e => e.data('label'))")
-    assert sorted(edges) == ["prefers", "uses", "works_on"]
+    edges = browser.execute_script(
+        "return window.memorydGraph.edges().map(e => [e.data('kind'), e.data('label')])"
+    )
+    assert sorted(label for kind, label in edges if kind == "relation") == [
+        "prefers",
+        "uses",
+        "works_on",
+    ]
+    # each fact names the two entities of its relation: a co-mention beside each arrow
+    assert sorted(kind for kind, _ in edges) == ["co_mention"] * 3 + ["relation"] * 3
     assert sorted(memory_titles(browser)) == ["Ada prefers Ruff", "Ada works on memoryd"]
     assert "person" in browser.find_element(By.ID, "entity-meta").text
 
@@ -261,6 +273,7 @@ def test_search_draw_recentre_and_read_a_memory(served: Served, browser: webdriv
     assert browser.find_element(By.ID, "memory-body").text == (
         "The daemon owns one embedded Kuzu database."
     )
+    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#memory-body a")] == ["Kuzu"]
     meta = browser.find_element(By.ID, "memory-meta").text
     assert "fact" in meta
     assert slug in meta
@@ -283,12 +296,13 @@ def test_deep_links(served: Served, browser: webdriver.Chrome) -> None:
     open_page(browser, f"{served.url}/?memory={slug}#token={token}")
     panel = browser.find_element(By.ID, "memory")
     wait_for("the memory from ?memory=", lambda: panel.get_attribute("data-slug") == slug)
+    # markdown: a single newline is a soft break
     assert browser.find_element(By.ID, "memory-body").text == (
-        "Ada wants Ruff for linting and formatting,\nwith the line length at 100."
+        "Ada wants Ruff for linting and formatting, with the line length at 100."
     )
 
     open_page(browser, f"{served.url}/#entity={ADA}&memory={served.slugs['Kuzu builds on Linux']}")
-    assert graph_labels(browser, ADA) == ["Ada", "Kuzu", "Ruff", "memoryd"]
+    assert graph_labels(browser, ADA) == ["Ada", "Ruff", "memoryd"]  # one hop by default
     wait_for(
         "the memory from #memory=",
         lambda: browser.find_element(By.ID, "memory-title").text == "Kuzu builds on Linux",
@@ -327,7 +341,8 @@ def test_api_errors_are_shown(served: Served, browser: webdriver.Chrome) -> None
 
 def test_ui_prints_and_opens_the_page(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     home = str(served.daemon.home)
-    expected = f"{served.url}/#token={served.daemon.token()}"
+    here = resolve_scope(with_remote=False).scope_hash  # the page opens on this project
+    expected = f"{served.url}/#token={served.daemon.token()}&project={here}"
     result = cli.invoke(app, ["ui", "--print-only", "--home", home])
     assert result.exit_code == 0, result.output
     assert result.stdout == expected + "\n"
@@ -466,18 +481,18 @@ def test_ui_docs_opens_the_docs_page(served: Served) -> None:
 @needs_browser
 def test_arrows_keep_the_stored_direction(served: Served, browser: webdriver.Chrome) -> None:
     """Centred on the middle of the chain Ada -> memoryd -> Kuzu -> Linux, every arrow still
-    points from the relation's subject to its object."""
+    points from the relation's subject to its object (one hop: the default depth)."""
     stored = {relation for *_, relations in FACTS for relation in relations}
     token = served.daemon.token()
-    for centre, depth_two in ((MEMORYD, 4), (KUZU, 3), (LINUX, 2)):
+    for centre, depth_one in ((MEMORYD, 2), (KUZU, 2), (LINUX, 1)):
         open_page(browser, f"{served.url}/#token={token}&entity={centre}")
         graph_labels(browser, centre)
         drawn = browser.execute_script(
-            "return window.memorydGraph.edges().map("
+            "return window.memorydGraph.edges('.relation').map("
             "e => [e.data('source'), e.data('label'), e.data('target')])"
         )
         arrows = {tuple(edge) for edge in drawn}
-        assert len(arrows) == len(drawn) == depth_two
+        assert len(arrows) == len(drawn) == depth_one
         assert arrows <= stored, arrows - stored
 
 

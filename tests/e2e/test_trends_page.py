@@ -3,7 +3,10 @@ chart of mentions per day for the top entities, and the supersede report as a ti
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from collections.abc import Callable
+from datetime import date, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,14 @@ def chart_state(driver: webdriver.Chrome) -> dict[str, Any] | None:
         " loaded: document.getElementById('trends').dataset.loaded || null};"
     )
     return state
+
+
+def chart_when(
+    driver: webdriver.Chrome, what: str, check: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    return wait_for(
+        what, lambda: state if (state := chart_state(driver)) is not None and check(state) else None
+    )
 
 
 def timeline(driver: webdriver.Chrome) -> list[dict[str, str]]:
@@ -135,6 +146,24 @@ def test_trends_view_draws_the_mentions_chart_and_the_supersede_timeline(
         Select(browser.find_element(By.ID, "trends-days")).select_by_value("30")
         wait_for("30 days", lambda: len((chart_state(browser) or {}).get("labels", [])) == 30)
         assert "days=30" in browser.current_url
+
+        # past 60 days the days are summed: per week up to 180 days, per month beyond
+        Select(browser.find_element(By.ID, "trends-days")).select_by_value("365")
+        months = chart_when(browser, "months", lambda s: len(s["labels"]) in (12, 13))
+        assert all(re.fullmatch(r"\d{4}-\d{2}", label) for label in months["labels"])
+        assert months["labels"][-1] == now.strftime("%Y-%m")
+        with uds_client(home) as http:
+            year = http.get("/v1/trends", params={"days": 365}).json()
+        assert {d["label"]: sum(d["data"]) for d in months["datasets"]} == {
+            s["name"]: sum(s["counts"]) for s in year["mentions"]
+        }
+        heading = browser.find_element(By.ID, "trends-heading").text
+        assert heading == "Mentions per month of the entities mentioned most"
+        Select(browser.find_element(By.ID, "trends-days")).select_by_value("180")
+        weeks = chart_when(browser, "weeks", lambda s: len(s["labels"]) in (26, 27))
+        mondays = [date.fromisoformat(label) for label in weeks["labels"]]
+        assert all(d.weekday() == 0 for d in mondays)
+        assert [b - a for a, b in pairwise(mondays)] == [7 * DAY] * (len(mondays) - 1)
 
         # a decision in the timeline opens its memory
         browser.find_element(By.CSS_SELECTOR, "#timeline .decision .what button").click()

@@ -123,6 +123,7 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
         # caller counts it, as the CLI's `get` does.
         api.count_read(slug)
     yield "update_keywords", rec.update_keywords(slug, tags=["lint"], triggers=["ruff"])
+    yield "update_title", rec.update_keywords(slug, title=first.meta.title + ", edited")
     yield "list_memories", rec.list_memories(scope=project, limit=10)
     yield "count_memories", rec.count_memories(scope=project, type=MemoryType.FACT)
     yield "scope_hash_of", rec.scope_hash_of(project)

@@ -33,6 +33,7 @@ COUNTS = st.one_of(
 )
 PAGED = {
     ("get", "/v1/memories"),
+    ("get", "/v1/page/memories"),
     ("get", "/v1/memories/{slug}/supersedes"),
     ("get", "/v1/search"),
     ("get", "/v1/recall"),

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from memoryd import __version__
-from memoryd.api import digest, errors, facts, grants, supersedes, sync
+from memoryd.api import digest, errors, facts, grants, page, supersedes, sync
 from memoryd.api.maintenance import router as maintenance_router
 from memoryd.api.profile import router as profile_router
 from memoryd.api.reports import router as reports_router
@@ -31,6 +31,9 @@ error has the shape `{"error": {"code", "message", "hint"}}`; lists are paginate
 
 `/` is a page to browse the graph (`memoryd ui` opens it with the token in its URL fragment);
 `/docs` is this description in Swagger UI (`memoryd ui --docs`), served from the package.
+`GET /v1/events` (not listed here: a stream) sends server-sent events, one per new or changed
+memory, from the audit log; resume with `Last-Event-ID` or `?after=SEQ`. A write carrying an
+`Origin` header must come from the daemon's own origin.
 """
 # The page runs only its own scripts and talks only to this origin; nobody may frame it.
 # Inline styles are allowed because cytoscape sets its container's style attribute.
@@ -95,6 +98,7 @@ def create_app(
     app.include_router(digest.router)
     app.include_router(profile_router)
     app.include_router(sync.router)
+    app.include_router(page.router)
     install_page(app)
     return app
 

@@ -91,6 +91,7 @@ class Backend:
     """The daemon's background enrichment, woken when captures are indexed."""
     readers: RecallReaders | None = None
     """The daemon's recall readers (`memoryd.daemon.readers`); None: rank in this process."""
+    stopping: Callable[[], bool] = lambda: False  # the daemon is stopping: `/v1/events` ends
     recalls: Batcher[RecallResult] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -318,10 +319,8 @@ async def get_memory(api: Api, slug: Slug) -> Memory:
 
 @router.patch("/memories/{slug}", tags=["memories"])
 async def update_memory(api: Api, slug: Slug, body: KeywordsPatch, actor: Actor = "api") -> Memory:
-    """Replace tags and/or triggers; the vault file is rewritten atomically."""
-    return await api.write(
-        actor, api.service.update_keywords, slug, tags=body.tags, triggers=body.triggers
-    )
+    """Replace the title, tags and/or triggers; the vault file is rewritten atomically."""
+    return await api.write(actor, api.service.update_keywords, slug, **body.model_dump())
 
 
 @router.delete("/memories/{slug}", tags=["memories"])

@@ -211,16 +211,19 @@ class ServiceRunner:
             return call()
 
 
+UNCOUNTED = frozenset({"/v1/health", "/v1/events"})
+
+
 class CountRequests:
-    """ASGI wrapper: counts the HTTP requests in flight on the runner (health probes aside),
-    for `ServiceRunner.yield_to_requests`."""
+    """ASGI wrapper: counts the HTTP requests in flight on the runner (health probes and the
+    page's event stream, which stays open, aside), for `ServiceRunner.yield_to_requests`."""
 
     def __init__(self, app: Any, runner: ServiceRunner) -> None:
         self.app = app
         self.runner = runner
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") == "/v1/health":
+        if scope["type"] != "http" or scope.get("path") in UNCOUNTED:
             await self.app(scope, receive, send)
             return
         self.runner.request_started()

@@ -96,9 +96,11 @@ class MemoryBatch(BaseModel):
 
 
 class KeywordsPatch(BaseModel):
-    """New tags and/or triggers; a field left out keeps its value."""
+    """A new title, tags and/or triggers; a field left out keeps its value."""
 
     model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, min_length=1, max_length=500)
 
     tags: list[str] | None = Field(default=None, max_length=200)
     triggers: list[str] | None = Field(default=None, max_length=200)

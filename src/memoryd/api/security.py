@@ -5,6 +5,10 @@ host name (DNS rebinding), so every request must name localhost in its Host head
 socket is guarded by its file mode (0600), so it needs no token; TCP is reachable by every
 local user, so it does.
 
+A write (any method but GET and HEAD) that carries an `Origin` header must come from the
+daemon's own origin (`http://` + its Host): a page elsewhere, on another port of localhost
+too, cannot make the browser write, token or not (CSRF; the graph page edits memories).
+
 The pages' files (`/`, `/docs` and the files under `static/`) are the one exception to the
 token: a browser cannot add a header to a page it navigates to, and those files hold no data.
 A page reads the token from its URL fragment (or the tab's sessionStorage) and sends it with
@@ -160,6 +164,23 @@ class LocalOnly:
                     extra=[(b"www-authenticate", b"Bearer")],
                 )
                 return
+        origin = headers.get(b"origin")
+        if (
+            origin is not None
+            and scope["type"] == "http"
+            and scope.get("method") not in PAGE_METHODS
+            and origin.lower() != b"http://" + host.lower().encode("latin-1")
+        ):
+            logger.warning("refused a write from the origin %r", origin)
+            await _refuse(
+                send,
+                403,
+                "policy_denied",
+                f"a write from {origin.decode('latin-1')!r} is refused: only pages the daemon"
+                " serves may write",
+                "edit from the graph page (`memoryd ui`) or without a browser",
+            )
+            return
         if str(scope.get("path", "")).startswith(self._refused):
             await _refuse(
                 send,

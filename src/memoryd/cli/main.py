@@ -478,12 +478,14 @@ def ui(
     ] = False,
 ) -> None:
     """Open the graph page of the running daemon (or its API docs); the URL carries the token
-    in its fragment (`#token=…`), which the browser keeps to itself."""
+    in its fragment (`#token=…`), which the browser keeps to itself, and the page opens on
+    the project of the current directory when it has memories."""
     import webbrowser
     from urllib.parse import quote
 
     from memoryd.daemon import control
     from memoryd.daemon.files import DaemonFiles
+    from memoryd.scope import resolve_scope
 
     try:
         settings = load_settings(home)
@@ -509,6 +511,8 @@ def ui(
         raise fail(exc) from exc
     page = "/docs" if docs else "/"
     url = f"http://127.0.0.1:{health['tcp_port']}{page}#token={quote(token, safe='')}"
+    if not docs:
+        url += f"&project={resolve_scope(with_remote=False).scope_hash}"
     typer.echo(url)
     if not print_only and not webbrowser.open(url):
         err.print("no browser could be started here: open the URL above yourself", markup=False)

@@ -409,8 +409,12 @@ class RemoteService(MemoryAPI):
         slug: str,
         tags: Sequence[str] | None = None,
         triggers: Sequence[str] | None = None,
+        *,
+        title: str | None = None,
     ) -> Memory:
-        body = {"tags": tags, "triggers": triggers}
+        body: dict[str, Any] = {"tags": tags, "triggers": triggers}
+        if title is not None:
+            body["title"] = title
         return self._model(Memory, "PATCH", f"/v1/memories/{quote(slug, safe='')}", json=body)
 
     def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:

@@ -399,6 +399,7 @@ async def _serve(
         )
         for guard, _ in zip(guarded, sockets, strict=False)
     ]
+    app.state.backend.stopping = lambda: servers[0].should_exit  # the page's event stream
     loop = asyncio.get_running_loop()
 
     def stop(signum: int) -> None:

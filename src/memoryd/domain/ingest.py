@@ -145,15 +145,17 @@ class Ingest(ServiceCore):
         slug: str,
         tags: Sequence[str] | None = None,
         triggers: Sequence[str] | None = None,
+        *,
+        title: str | None = None,
     ) -> Memory:
-        """Replace a memory's tags and/or triggers (None keeps them).
+        """Replace a memory's title, tags and/or triggers (None keeps them; the slug stays).
 
         The vault file is rewritten atomically first, then the graph, the search index and the
         audit log follow; if a later step fails the earlier ones are undone.
         """
         self._require_writable("update a memory")
-        if tags is None and triggers is None:
-            raise InvalidInput("nothing to update", hint="give new tags, triggers or both")
+        if tags is None and triggers is None and title is None:
+            raise InvalidInput("nothing to update", hint="give a new title, tags, triggers or all")
         with self._file_lock(slug):  # the capture hook rewrites session files too
             old = self._load(slug)
             # It answers with the memory's text: a sensitive one needs a grant, as a get does.
@@ -163,8 +165,13 @@ class Ingest(ServiceCore):
                 changes["tags"] = list(tags)
             if triggers is not None:
                 changes["triggers"] = list(triggers)
+            details: dict[str, Any] = {
+                f"{field}_count": len(value) for field, value in changes.items()
+            }
+            if title is not None:
+                changes["title"] = title
+                details["title_changed"] = title != old.meta.title
             new = self._edited(old, changes, old.path)  # redacted as it is written
-            details = {f"{field}_count": len(value) for field, value in changes.items()}
             self._replace_everywhere(old, new, event_type="update", details=details)
         return new
 

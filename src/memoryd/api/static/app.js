@@ -1,14 +1,25 @@
-/* The memoryd graph page: search an entity, draw its neighbourhood, read its memories.
+/* The memoryd graph page: the home list (home.js), an entity's neighbourhood, a memory.
  *
  * No framework and no build step: cytoscape (vendored, see vendor/README.md) draws the graph,
  * everything else is DOM calls. Data is only ever put into the page with textContent, never
- * parsed as HTML: memory bodies are user text.
+ * parsed as HTML: memory bodies are user text (md.js renders their markdown as DOM nodes).
  *
  * Auth: on TCP the daemon wants `Authorization: Bearer <token>`. `memoryd ui` opens
  * `/#token=…`; the fragment never reaches the server, and the token moves into sessionStorage
- * (this tab only) and out of the address bar and history at once.
+ * (this tab only) and out of the address bar and history at once. No cookie is involved, and
+ * the daemon refuses writes from another origin, so another site cannot write (CSRF).
  *
- * Deep links: `#entity=ID`, `#memory=SLUG`, `#review=1` (also `?entity=` / `?memory=`).
+ * Deep links: `#entity=ID`, `#memory=SLUG`, `#review=1`, `#trends=1`, `#project=HASH`
+ * (also `?entity=` / `?memory=`).
+ *
+ * The entity view draws `/v1/page/graph`: relations as solid arrows, co-mentions (two entities
+ * named by one memory) as dashed lines whose width grows with the memories they share, with a
+ * depth and a cap; the note under the controls says what the cap left out.
+ *
+ * The memory panel renders the body as markdown with the memory's entities as links, and edits
+ * it through the API every client uses, as actor `page` (so the audit log says who): PATCH
+ * (title, tags, triggers), DELETE (forget: archived, never erased), POST …/restore and
+ * POST /v1/merge. Its history (a session's timeline) is `/v1/memories/SLUG/history`.
  *
  * Review: the pending promotions (`/v1/promotions`) with their evidence — DURA scores and who
  * scored, the source session, the sentences quoted from it — and approve / edit / reject,
@@ -16,8 +27,8 @@
  * supersede candidates (judged 0.5–0.85): Accept or Reject POSTs
  * `/v1/supersedes/NEW/OLD/accept|reject` and reloads that list.
  * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
- * entity drawn last. The Trends view (`#trends=1`) lives in trends.js and uses the helpers this
- * file shares as `window.memorydPage`.
+ * entity drawn last. home.js and trends.js use the helpers this file shares as
+ * `window.memorydPage`.
  */
 (function () {
   "use strict";
@@ -50,15 +61,17 @@
   }
 
   // -- the API ----------------------------------------------------------------------------
-  async function api(path, payload) {
+  async function api(path, payload, method) {
     const headers = { Accept: "application/json" };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = "Bearer " + token;
     const init = { headers, cache: "no-store" };
-    if (payload !== undefined) {
-      init.method = "POST";
-      headers["Content-Type"] = "application/json";
+    if (payload !== undefined || method) {
+      init.method = method || "POST";
       headers["X-Memoryd-Actor"] = "page";
+    }
+    if (payload !== undefined) {
+      headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(payload);
     }
     let response;
@@ -184,16 +197,25 @@
     const seq = ++latest.centre;
     clearError();
     setStatus("loading " + id + " …");
+    const params = new URLSearchParams({ entity: id, depth: $("graph-depth").value, cap: $("graph-cap").value });
     const [context, hood] = await Promise.all([
       api(entityPath(id, "/context") + "?limit=100"),
-      api(entityPath(id, "/neighbors") + "?depth=2"),
+      api("/v1/page/graph?" + params),
     ]);
     if (seq !== latest.centre) return;
     centred = context.entity.id;
-    draw(context.entity, hood.rows);
+    showGraph();
+    draw(hood);
     listMemories(context);
     remember("entity", centred);
     setStatus("centred on " + context.entity.name);
+  }
+
+  /** The entity view in front: the home view steps aside. */
+  function showGraph() {
+    $("home").hidden = true;
+    remember("home", null);
+    if (cy) cy.resize();
   }
 
   /** `entity:library:React` → ["library", "React"]; names may contain colons. */
@@ -203,28 +225,31 @@
     return ["", id];
   }
 
-  function draw(entity, rows) {
-    const nodes = new Map([[entity.id, { id: entity.id, label: entity.name, type: entity.type }]]);
-    const edges = [];
-    for (const [from, predicate, to] of rows) {
-      for (const id of [from, to]) {
-        if (!nodes.has(id)) {
-          const [type, name] = splitId(id);
-          nodes.set(id, { id, label: name, type });
-        }
-      }
-      edges.push({ id: "e" + edges.length, source: from, target: to, label: predicate });
-    }
+  function draw(hood) {
     const graph = ensureGraph();
+    const most = Math.max(1, ...hood.edges.filter((e) => e.kind === "co_mention").map((e) => e.count));
     graph.batch(() => {
       graph.elements().remove();
       graph.add([
-        ...[...nodes.values()].map((data) => ({
+        ...hood.nodes.map((n) => ({
           group: "nodes",
-          data,
-          classes: data.id === entity.id ? "centre" : "",
+          data: { id: n.id, label: n.name, type: n.type, hop: n.hop, mentions: n.mention_count },
+          classes: n.id === hood.centre.id ? "centre" : "",
         })),
-        ...edges.map((data) => ({ group: "edges", data })),
+        ...hood.edges.map((e, i) => ({
+          group: "edges",
+          data: {
+            id: "e" + i,
+            source: e.source,
+            target: e.target,
+            label: e.kind === "relation" ? e.label : "",
+            title: e.label,
+            kind: e.kind,
+            count: e.count,
+            width: e.kind === "co_mention" ? 1 + (4 * e.count) / most : 1.8,
+          },
+          classes: e.kind === "co_mention" ? "co-mention" : "relation",
+        })),
       ]);
     });
     // Force-directed: neighbourhoods are often chains, which rings would draw as a line.
@@ -233,63 +258,99 @@
         name: "cose",
         animate: false,
         fit: false,
+        randomize: false,
         nodeRepulsion: () => 30000,
-        idealEdgeLength: () => 110,
+        idealEdgeLength: (edge) => (edge.data("kind") === "relation" ? 110 : 150),
         nodeOverlap: 40,
       })
       .run();
     fitView();
-    $("graph").dataset.centre = entity.id;
+    const relations = hood.edges.filter((e) => e.kind === "relation").length;
+    const shared = hood.edges.length - relations;
+    let note = `${hood.nodes.length} entities, ${relations} relations, ${shared} co-mention pairs`;
+    if (hood.left_out) {
+      note += ` · ${hood.left_out} more left out by the cap of ${hood.cap}: ${hood.left_out_names.join(", ")}` +
+        (hood.left_out > hood.left_out_names.length ? ", …" : "");
+    }
+    if (hood.truncated) note += " · the busiest hop was cut short";
+    $("graph-note").textContent = note;
+    $("graph-note").classList.toggle("capped", hood.left_out > 0);
+    $("graph-note").dataset.leftOut = String(hood.left_out);
+    $("graph").dataset.centre = hood.centre.id;
   }
 
-  function ensureGraph() {
-    if (cy) return cy;
+  function cssVar(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
+  function graphStyle() {
     const typeStyles = Object.entries(TYPE_COLOURS).map(([type, colour]) => ({
       selector: `node[type = "${type}"]`,
       style: { "background-color": colour },
     }));
+    const fg = cssVar("--fg");
+    const bg = cssVar("--bg");
+    return [
+      {
+        selector: "node",
+        style: {
+          label: "data(label)",
+          "background-color": "#8792a2",
+          width: 22,
+          height: 22,
+          "font-size": 12,
+          "text-valign": "bottom",
+          "text-margin-y": 4,
+          color: fg,
+          "text-background-color": bg,
+          "text-background-opacity": 0.85,
+        },
+      },
+      ...typeStyles,
+      {
+        selector: "node.centre",
+        style: { width: 36, height: 36, "border-width": 3, "border-color": fg, "font-weight": "bold" },
+      },
+      {
+        selector: "edge",
+        style: {
+          label: "data(label)",
+          width: "data(width)",
+          "curve-style": "bezier",
+          "font-size": 10,
+          color: cssVar("--muted"),
+          "text-rotation": "autorotate",
+          "text-background-color": bg,
+          "text-background-opacity": 0.85,
+        },
+      },
+      {
+        selector: "edge.relation",
+        style: {
+          "line-color": cssVar("--relation"),
+          "target-arrow-color": cssVar("--relation"),
+          "target-arrow-shape": "triangle",
+        },
+      },
+      {
+        selector: "edge.co-mention",
+        style: { "line-style": "dashed", "line-color": cssVar("--co-mention"), opacity: 0.8 },
+      },
+    ];
+  }
+
+  /** Colours follow the theme (home.js calls it when the theme changes). */
+  function restyle() {
+    if (cy) cy.style(graphStyle());
+  }
+
+  function ensureGraph() {
+    if (cy) return cy;
     cy = cytoscape({
       container: $("graph"),
       minZoom: 0.2,
       maxZoom: 3,
-      style: [
-        {
-          selector: "node",
-          style: {
-            label: "data(label)",
-            "background-color": "#8792a2",
-            width: 22,
-            height: 22,
-            "font-size": 12,
-            "text-valign": "bottom",
-            "text-margin-y": 4,
-            color: "#1d2330",
-            "text-background-color": "#f7f8fa",
-            "text-background-opacity": 0.85,
-          },
-        },
-        ...typeStyles,
-        {
-          selector: "node.centre",
-          style: { width: 36, height: 36, "border-width": 3, "border-color": "#1d2330", "font-weight": "bold" },
-        },
-        {
-          selector: "edge",
-          style: {
-            label: "data(label)",
-            width: 1.5,
-            "line-color": "#b4bccb",
-            "target-arrow-color": "#b4bccb",
-            "target-arrow-shape": "triangle",
-            "curve-style": "bezier",
-            "font-size": 10,
-            color: "#667085",
-            "text-rotation": "autorotate",
-            "text-background-color": "#f7f8fa",
-            "text-background-opacity": 0.85,
-          },
-        },
-      ],
+      style: graphStyle(),
     });
     // The panel and the error bar change the graph's size; cytoscape only watches the window.
     new ResizeObserver(() => {
@@ -316,6 +377,7 @@
   // -- memories ---------------------------------------------------------------------------
   function listMemories(context) {
     const entity = context.entity;
+    $("entity-section").hidden = false;
     $("entity-title").textContent = entity.name;
     const aliases = entity.aliases.length ? " · also " + entity.aliases.join(", ") : "";
     $("entity-meta").textContent =
@@ -355,6 +417,15 @@
     clearError();
     const memory = await api("/v1/memories/" + encodeURIComponent(slug));
     if (seq !== latest.memory) return;
+    showMemory(memory);
+    remember("memory", memory.meta.slug);
+    loadHistory(memory).catch(showError);
+  }
+
+  let shown = null; // the memory in the panel
+
+  function showMemory(memory) {
+    shown = memory;
     const meta = memory.meta;
     $("memory-title").textContent = meta.title;
     const rows = [
@@ -383,15 +454,132 @@
       const dt = document.createElement("dt");
       dt.textContent = name;
       const dd = document.createElement("dd");
+      dd.dataset.field = name;
       if (name === "entities") dd.append(...links(value, (id) => centre(id), (id) => splitId(id)[1]));
       else if (name === "supersedes") dd.append(...links(value, (s) => openMemory(s), (s) => s));
       else dd.textContent = String(value);
       list.append(dt, dd);
     }
-    $("memory-body").textContent = memory.body;
+    const entities = meta.observations.map((id) => ({ id, name: splitId(id)[1] }));
+    $("memory-body").replaceChildren(window.memorydMarkdown.render(memory.body, entities));
+    const forgotten = meta.decay_state === "forgotten";
+    $("memory-forget").hidden = forgotten;
+    $("memory-restore").hidden = meta.decay_state === "alive";
+    $("memory-edit").hidden = true;
+    $("memory-merge").hidden = true;
     $("memory").hidden = false;
     $("memory").dataset.slug = meta.slug;
-    remember("memory", meta.slug);
+    $("memory").dataset.state = meta.decay_state;
+  }
+
+  /** The audit records about the memory; a session's labelled parts come first. */
+  async function loadHistory(memory) {
+    const slug = memory.meta.slug;
+    const records = await api("/v1/memories/" + encodeURIComponent(slug) + "/history");
+    if (!shown || shown.meta.slug !== slug) return;
+    const list = $("memory-timeline");
+    list.replaceChildren();
+    const session = memory.meta.type === "session";
+    $("memory-timeline-title").textContent = session ? "Timeline of the session" : "History";
+    if (session) {
+      for (const step of window.memorydMarkdown.steps(memory.body)) {
+        const li = element("li", "step");
+        li.append(element("span", "label", step.label), " ", step.text);
+        list.append(li);
+      }
+    }
+    for (const record of records) {
+      const li = element("li", "event " + record.event_type);
+      li.dataset.event = record.event_type;
+      const when = element("time", "when", record.ts.slice(0, 16).replace("T", " "));
+      when.dateTime = record.ts;
+      li.append(when, " ", element("span", "label", describeEvent(record)), " by " + record.actor);
+      list.append(li);
+    }
+    if (!list.children.length) list.append(item("nothing recorded yet", "empty"));
+  }
+
+  const EVENT_WORDS = {
+    record: "written",
+    capture: "captured",
+    update: "edited",
+    archive: "forgotten",
+    restore: "restored",
+    merge: "merged",
+    merged_into: "merged into another",
+    decay: "decayed",
+    enrich: "enriched",
+    analyze: "scored",
+    propose: "proposed for promotion",
+    promote: "promoted",
+    reject: "promotion rejected",
+    supersede: "supersede decided",
+    import: "imported",
+    recover: "recovered after a crash",
+  };
+
+  function describeEvent(record) {
+    return EVENT_WORDS[record.event_type] || record.event_type;
+  }
+
+  // -- edits: the same API calls as every client, audited as actor `page` -------------------
+  function memoryPath(slug, suffix) {
+    return "/v1/memories/" + encodeURIComponent(slug) + (suffix || "");
+  }
+
+  function words(text) {
+    return text.split(",").map((w) => w.trim()).filter(Boolean);
+  }
+
+  function openEdit() {
+    if (!shown) return;
+    $("edit-title").value = shown.meta.title;
+    $("edit-tags").value = shown.meta.tags.join(", ");
+    $("edit-triggers").value = shown.meta.triggers.join(", ");
+    $("memory-merge").hidden = true;
+    $("memory-edit").hidden = false;
+    $("edit-title").focus();
+  }
+
+  async function saveEdit() {
+    const slug = shown.meta.slug;
+    clearError();
+    const memory = await api(
+      memoryPath(slug),
+      { title: $("edit-title").value, tags: words($("edit-tags").value), triggers: words($("edit-triggers").value) },
+      "PATCH",
+    );
+    afterEdit(memory, "saved " + slug);
+  }
+
+  async function forget() {
+    const slug = shown.meta.slug;
+    clearError();
+    afterEdit(await api(memoryPath(slug), undefined, "DELETE"), "forgot " + slug + " (Restore brings it back)");
+  }
+
+  async function restore() {
+    const slug = shown.meta.slug;
+    clearError();
+    const result = await api(memoryPath(slug, "/restore"), {});
+    afterEdit(await api(memoryPath(slug)), "restored " + slug + " (was " + result.from_state + ")");
+  }
+
+  async function merge() {
+    const keep = shown.meta.slug;
+    const drop = words($("merge-drop").value);
+    if (!drop.length) return;
+    clearError();
+    const result = await api("/v1/merge", { keep, drop });
+    afterEdit(await api(memoryPath(keep)), "merged " + result.dropped.join(", ") + " into " + keep);
+    $("merge-drop").value = "";
+  }
+
+  function afterEdit(memory, text) {
+    showMemory(memory);
+    loadHistory(memory).catch(showError);
+    setStatus(text);
+    document.dispatchEvent(new CustomEvent("memoryd:changed", { detail: memory }));
   }
 
   /** Buttons separated by commas, each running `go` (errors shown). */
@@ -411,6 +599,7 @@
 
   function closeMemory() {
     latest.memory++;
+    shown = null;
     $("memory").hidden = true;
     delete $("memory").dataset.slug;
     remember("memory", null);
@@ -610,6 +799,36 @@
     $("memory-close").addEventListener("click", closeMemory);
     $("review-open").addEventListener("click", () => openReview().catch(showError));
     $("review-close").addEventListener("click", closeReview);
+    $("memory-edit-open").addEventListener("click", openEdit);
+    $("edit-cancel").addEventListener("click", () => ($("memory-edit").hidden = true));
+    $("memory-edit").addEventListener("submit", (event) => {
+      event.preventDefault();
+      saveEdit().catch(showError);
+    });
+    $("memory-forget").addEventListener("click", () => forget().catch(showError));
+    $("memory-restore").addEventListener("click", () => restore().catch(showError));
+    $("memory-merge-open").addEventListener("click", () => {
+      $("memory-edit").hidden = true;
+      $("memory-merge").hidden = false;
+      $("merge-drop").focus();
+    });
+    $("merge-cancel").addEventListener("click", () => ($("memory-merge").hidden = true));
+    $("memory-merge").addEventListener("submit", (event) => {
+      event.preventDefault();
+      merge().catch(showError);
+    });
+    // An entity named in a memory's text: centre the graph on it.
+    $("memory-body").addEventListener("click", (event) => {
+      const link = event.target.closest("a.entity-link");
+      if (!link) return;
+      event.preventDefault();
+      centre(link.dataset.entity).catch(showError);
+    });
+    for (const control of ["graph-depth", "graph-cap"]) {
+      $(control).addEventListener("change", () => {
+        if (centred) centre(centred).catch(showError);
+      });
+    }
     window.addEventListener("hashchange", () => {
       takeToken();
       follow();
@@ -627,8 +846,27 @@
     follow();
   }
 
-  // What trends.js (the Trends view) shares with this page.
-  window.memorydPage = { api, showError, clearError, setStatus, remember, fragment, openMemory, element, item };
+  // What home.js and trends.js share with this page.
+  window.memorydPage = {
+    api,
+    showError,
+    clearError,
+    setStatus,
+    remember,
+    fragment,
+    openMemory,
+    closeMemory,
+    openEdit,
+    forget: () => (shown && shown.meta.decay_state !== "forgotten" ? forget() : Promise.resolve()),
+    centre,
+    centred: () => centred,
+    restyle,
+    element,
+    item,
+    kind,
+    splitId,
+    search,
+  };
 
   start();
 })();

@@ -6,6 +6,10 @@
  * `GET /v1/reports/supersedes` (decisions grouped per entity; a decision filed under two
  * entities is shown once, naming both). Text goes into the page with textContent only.
  *
+ * Over more than 60 days the daily counts are summed per week (each labelled by its Monday),
+ * over more than 180 per month: a year of daily spikes reads as noise. The project switcher's
+ * choice scopes the chart (`scope=`).
+ *
  * Deep link: `#trends=1` (and `&days=N`). For tests, the chart is `window.memorydTrendsChart`,
  * and `#trends[data-loaded]` says how many series and decisions the last load drew.
  */
@@ -25,8 +29,10 @@
     page.remember("days", days);
     const seq = ++latest;
     page.clearError();
+    const params = new URLSearchParams({ days });
+    if (page.project && page.project()) params.set("scope", page.project());
     const [trends, report] = await Promise.all([
-      page.api("/v1/trends?" + new URLSearchParams({ days })),
+      page.api("/v1/trends?" + params),
       page.api("/v1/reports/supersedes"),
     ]);
     if (seq !== latest) return;
@@ -45,21 +51,53 @@
   }
 
   // -- the chart ----------------------------------------------------------------------------
+  /** The ISO date of the Monday of `day`'s week (UTC). */
+  function monday(day) {
+    const t = new Date(day + "T00:00:00Z");
+    t.setUTCDate(t.getUTCDate() - ((t.getUTCDay() + 6) % 7));
+    return t.toISOString().slice(0, 10);
+  }
+
+  /** Daily counts as they are (≤ 60 days), or summed per week (≤ 180) or per month. */
+  function buckets(trends) {
+    const days = trends.days;
+    const unit = days.length <= 60 ? "day" : days.length <= 180 ? "week" : "month";
+    if (unit === "day") return { unit, labels: days, series: trends.mentions };
+    const key = unit === "week" ? monday : (day) => day.slice(0, 7);
+    const labels = [];
+    const slot = days.map((day) => {
+      const k = key(day);
+      if (labels[labels.length - 1] !== k) labels.push(k);
+      return labels.length - 1;
+    });
+    const series = trends.mentions.map((s) => {
+      const counts = labels.map(() => 0);
+      s.counts.forEach((n, i) => (counts[slot[i]] += n));
+      return { name: s.name, counts };
+    });
+    return { unit, labels, series };
+  }
+
   function drawChart(trends) {
     const empty = !trends.mentions.length;
     $("trends-empty").hidden = !empty;
     $("trends-empty").textContent = empty
       ? "No memory mentioned an entity in the last " + trends.window_days + " days."
       : "";
+    const { unit, labels, series } = buckets(trends);
+    $("trends-heading").textContent = "Mentions per " + unit + " of the entities mentioned most";
+    $("trends").dataset.unit = unit;
+    const muted = getComputedStyle(document.documentElement).getPropertyValue("--muted").trim();
+    Chart.defaults.color = muted || Chart.defaults.color;
     const data = {
-      labels: trends.days,
-      datasets: trends.mentions.map((series, i) => ({
-        label: series.name,
-        data: series.counts,
+      labels,
+      datasets: series.map((s, i) => ({
+        label: s.name,
+        data: s.counts,
         borderColor: COLOURS[i % COLOURS.length],
         backgroundColor: COLOURS[i % COLOURS.length],
         tension: 0.2,
-        pointRadius: trends.days.length > 60 ? 0 : 3,
+        pointRadius: labels.length > 60 ? 0 : 3,
       })),
     };
     if (chart) {
@@ -152,6 +190,9 @@
   $("trends-close").addEventListener("click", closeTrends);
   $("trends-days").addEventListener("change", () => openTrends().catch(page.showError));
   window.addEventListener("hashchange", follow);
+  document.addEventListener("memoryd:project", () => {
+    if (!$("trends").hidden) openTrends().catch(page.showError);
+  });
   if (typeof Chart !== "function") {
     page.showError(new Error("Chart.js did not load (/static/vendor/chart.umd.min.js)"));
     return;
