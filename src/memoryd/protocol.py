@@ -146,8 +146,14 @@ class MemoryAPI(Protocol):
         """Delete an entity; memories naming it are rewritten without it, nothing erased."""
         ...
 
-    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
-        """Rebuild the graph and the search index from the vault."""
+    def reindex(
+        self,
+        warn: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
+        """Rebuild the graph and the search index from the vault; `progress(done, total)`
+        after each batch of memory files (in this process only: a daemon's reindex calls
+        nothing back)."""
         ...
 
     def drain_inbox(self) -> int:

@@ -674,7 +674,11 @@ class RemoteService(MemoryAPI):
     def audit_verify(self) -> AuditVerification:
         return self._model(AuditVerification, "GET", "/v1/audit/verify")
 
-    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
+    def reindex(
+        self,
+        warn: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
         report = self._model(ReindexReport, "POST", "/v1/reindex", timeout=None)
         if warn is not None:
             for message in report.skipped:
