@@ -472,9 +472,11 @@ class MemoryAPI(Protocol):
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ExportReport:
         """Write memories.json (deterministic); a sensitive memory only sealed with
-        `passphrase` under a grant, else left out and counted."""
+        `passphrase` under a grant, else left out and counted. `progress(done, total)` in
+        this process only (a daemon calls nothing back)."""
         ...
 
     def sync_import(
@@ -486,9 +488,11 @@ class MemoryAPI(Protocol):
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
         """Import memories.json (or an mcp-memory-service export); idempotent. Sealed
-        memories open with `passphrase` and are sealed again under the local scope key."""
+        memories open with `passphrase` and are sealed again under the local scope key.
+        `progress(done, total)` in this process only."""
         ...
 
     def sync_diff(

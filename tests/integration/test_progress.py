@@ -13,25 +13,40 @@ from pathlib import Path
 
 from memoryd.cli.progress import PROGRESS_MIN
 from memoryd.config import Settings
-from memoryd.domain.maintenance import PROGRESS_STEP
+from memoryd.domain.core import PROGRESS_STEP
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.wiring import open_service
 
 
-def test_reindex_reports_progress(settings: Settings, project: Path) -> None:
-    count = PROGRESS_STEP + 50
-    drafts = [
+def _drafts(project: Path, count: int) -> list[MemoryDraft]:
+    return [
         MemoryDraft(
             type=MemoryType.FACT, title=f"Fact {n}", body=f"Body number {n}.", scope_path=project
         )
         for n in range(count)
     ]
+
+
+def test_reindex_and_sync_report_progress(
+    settings: Settings, project: Path, tmp_path: Path
+) -> None:
+    count = PROGRESS_STEP + 50
+    out = tmp_path / "memories.json"
     with open_service(settings) as svc:
-        svc.record_many(drafts, bulk=True)
+        svc.record_many(_drafts(project, count), bulk=True)
         calls: list[tuple[int, int]] = []
         report = svc.reindex(progress=lambda done, total: calls.append((done, total)))
-    assert report.indexed == count
-    assert calls == [(PROGRESS_STEP, count), (count, count)]
+        assert report.indexed == count
+        assert calls == [(PROGRESS_STEP, count), (count, count)]
+        exported: list[tuple[int, int]] = []
+        svc.sync_export(out, progress=lambda done, total: exported.append((done, total)))
+        assert exported == [(PROGRESS_STEP, count), (count, count)]
+    other = settings.model_copy(update={"home": tmp_path / "other"})
+    with open_service(other) as svc:
+        imported: list[tuple[int, int]] = []
+        result = svc.sync_import(out, progress=lambda done, total: imported.append((done, total)))
+        assert len(result.added) == count
+        assert imported == [(count, count)]
 
 
 def _graph_file(path: Path, entities: int) -> Path:

@@ -751,6 +751,7 @@ class RemoteService(MemoryAPI):
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ExportReport:
         body = {
             "passphrase": passphrase,
@@ -771,6 +772,7 @@ class RemoteService(MemoryAPI):
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
         body = {
             "passphrase": passphrase,

@@ -15,6 +15,7 @@ from memoryd.audit import AuditEvent
 from memoryd.domain.core import (
     BULK_BATCH,
     CREATING_EVENTS,
+    PROGRESS_STEP,
     ServiceCore,
     _swap_dir,
     copy_message,
@@ -49,8 +50,6 @@ from memoryd.search.index import SearchIndex
 from memoryd.vault import FORGOTTEN_DIR, file_slug
 
 logger = logging.getLogger(__name__)
-PROGRESS_STEP = 250
-"""A reindex calls `progress` every this many memory files."""
 
 
 def _count(items: list[str], one: str, many: str) -> str:
