@@ -39,8 +39,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
+# The capture and inject hooks' modules, type-checked for Windows and macOS too (a first step
+# toward Windows: a portable file lock, no daemon there, hooks recall in-process).
+HOOK_PATH := $(wildcard $(addprefix src/memoryd/,entry.py filelock.py capture_limits.py \
+	context.py inbox.py memfile.py private.py redact/__init__.py redact/gitleaks.py \
+	sensitive/sealed.py daemon/autostart.py daemon/files.py $(addprefix capture/,fastpath.py \
+	hook.py inject.py journal.py sealing.py session.py sources.py summary.py transcripts.py)))
+
 types: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy --platform win32 --follow-imports=silent $(HOOK_PATH)
+	$(BIN)/mypy --platform darwin --follow-imports=silent $(HOOK_PATH)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q $(XDIST)

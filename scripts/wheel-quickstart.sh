@@ -53,20 +53,20 @@ grep -q "pip install 'memoryd\[notebooks\]'" <<<"$out" \
 
 step "quick start in a temp HOME"
 export HOME="$work/home" MEMORYD_HOME="$work/data" MEMORYD_DAEMON__AUTOSTART=0
-mkdir -p "$HOME/src/webshop"
-cd "$HOME/src/webshop"
+# The README's quick start, line for line (README.md, "Quick start").
 "$bin/memoryd" setup hooks --agent claude-code
 grep -q "memoryd inject" "$HOME/.claude/settings.json" || fail "setup hooks wrote no inject hook"
 "$bin/memoryd" setup mcp --agent claude-code
 grep -q '"mcp"' "$HOME/.claude.json" || fail "setup mcp wrote no MCP server"
-slug=$("$bin/memoryd" record --type decision --title "Switch the storefront to Solid" \
-  --body "We switched from React to Solid because the bundle was too big." --scope .)
-"$bin/memoryd" recall "react bundle" --scope . | tee "$work/recall.txt"
-grep -q "Solid" "$work/recall.txt" || fail "recall did not find the memory it just recorded"
-"$bin/memoryd" recall "react bundle" --scope . --json | grep -q "$slug" \
+mkdir -p ~/src/shop && cd ~/src/shop
+slug=$("$bin/memoryd" record --type decision --title "Checkout uses Stripe" \
+  --body "Payments go through Stripe Checkout, not PayPal." --scope .)
+"$bin/memoryd" recall "stripe checkout" | tee "$work/recall.txt"
+grep -q "Checkout uses Stripe" "$work/recall.txt" || fail "recall did not find the new memory"
+"$bin/memoryd" recall "stripe checkout" --json | grep -q "$slug" \
   || fail "recall --json did not name $slug"
 printf '{"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": "%s",
-  "prompt": "why is the storefront on Solid and not React?"}' "$PWD" \
+  "prompt": "which payment provider does checkout use, Stripe?"}' "$PWD" \
   | "$bin/memoryd" inject --source=claude-code >"$work/inject.json"
 grep -q "$slug" "$work/inject.json" || fail "the prompt hook recalled nothing: $(cat "$work/inject.json")"
 step "ok: the wheel's quick start reached a first recall (CLI and prompt hook)"

@@ -19,7 +19,6 @@ each takes `memory_lock` around its read-modify-write, so neither loses what the
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from memoryd.filelock import lock, try_lock, unlock
 from memoryd.private import make_private_dir
 
 SCOPES_DIR = "scopes"
@@ -370,22 +370,21 @@ def memory_lock(home: Path, slug: str, *, timeout_s: float | None = None) -> Ite
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         if timeout_s is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock(fd)
         else:
             deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError(
-                            f"the memory file of {slug} stayed locked for {timeout_s:g} s"
-                        ) from None
-                    time.sleep(0.005)
-        yield
+            while not try_lock(fd):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"the memory file of {slug} stayed locked for {timeout_s:g} s"
+                    )
+                time.sleep(0.005)
+        try:
+            yield
+        finally:
+            unlock(fd)
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        os.close(fd)
 
 
 def same_content(old: str, new: str) -> bool:

@@ -148,8 +148,14 @@ class MemoryAPI(Protocol):
         """Delete an entity; memories naming it are rewritten without it, nothing erased."""
         ...
 
-    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
-        """Rebuild the graph and the search index from the vault."""
+    def reindex(
+        self,
+        warn: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
+        """Rebuild the graph and the search index from the vault; `progress(done, total)`
+        after each batch of memory files (in this process only: a daemon's reindex calls
+        nothing back)."""
         ...
 
     def drain_inbox(self) -> int:
@@ -468,9 +474,11 @@ class MemoryAPI(Protocol):
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ExportReport:
         """Write memories.json (deterministic); a sensitive memory only sealed with
-        `passphrase` under a grant, else left out and counted."""
+        `passphrase` under a grant, else left out and counted. `progress(done, total)` in
+        this process only (a daemon calls nothing back)."""
         ...
 
     def sync_import(
@@ -482,9 +490,11 @@ class MemoryAPI(Protocol):
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
         """Import memories.json (or an mcp-memory-service export); idempotent. Sealed
-        memories open with `passphrase` and are sealed again under the local scope key."""
+        memories open with `passphrase` and are sealed again under the local scope key.
+        `progress(done, total)` in this process only."""
         ...
 
     def sync_diff(

@@ -248,15 +248,14 @@ def test_errors_have_one_shape(client: TestClient, project: Path) -> None:
 def test_an_empty_query_gets_the_rule_every_surface_gives(client: TestClient) -> None:
     """`q=""` is refused with check_query's message and hint, as the CLI and MCP refuse it,
     not with a validation dump pointing at /docs (issue 29)."""
-    for method, path, params, body in (
-        ("GET", "/v1/recall", {"q": ""}, None),
-        ("GET", "/v1/search", {"q": ""}, None),
-        ("POST", "/v1/recall", None, {"q": ""}),
-        ("GET", "/v1/recall", {"q": "  \t"}, None),
+    for response in (
+        client.get("/v1/recall", params={"q": ""}),
+        client.get("/v1/search", params={"q": ""}),
+        client.post("/v1/recall", json={"q": ""}),
+        client.get("/v1/recall", params={"q": "  \t"}),
     ):
-        response = client.request(method, path, params=params, json=body)
         error = assert_error(response, 422, "invalid_input")
-        assert error["message"] == "the query is empty", (method, path, error)
+        assert error["message"] == "the query is empty", (response.url, error)
         assert "/docs" not in error["hint"], error
 
 

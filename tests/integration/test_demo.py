@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import subprocess
 import sys
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -114,6 +116,43 @@ def test_run_demo_records_and_searches(tmp_path: Path) -> None:
         hit for result in report.queries if HAN.search(result.text) for hit in result.hits
     ]
     assert any(HAN.search(hit.title) for hit in chinese_hits)
+
+
+def test_the_demo_shows_the_product_at_its_best(tmp_path: Path) -> None:
+    """Issue 29: the demo's dates end just before now (Trends has a week to show, the digest
+    has no demo session fading), its supersede chains are the declared ones with no false
+    candidate, each question's top hit is a memory that answers it, and a relevance column
+    out of rank order says why."""
+    from memoryd.demo import DEMO_SPAN
+    from memoryd.models import RELEVANCE_NOTE
+    from memoryd.wiring import open_service
+
+    home = tmp_path / "home"
+    before = datetime.now(UTC)
+    buffer = io.StringIO()
+    report = run_demo(home, as_json=False, console=Console(file=buffer, width=200))
+    data = load_demo_data()
+    key_of = {slug: key for key, slug in report.slugs.items()}
+    for query, result in zip(data.queries, report.queries, strict=True):
+        assert query.expect, query.text
+        top = key_of[result.hits[0].slug]
+        assert top in query.expect, (query.text, top, [key_of[h.slug] for h in result.hits])
+        if any(a.score < b.score for a, b in itertools.pairwise(result.hits)):
+            assert RELEVANCE_NOTE in " ".join(buffer.getvalue().split())
+    with open_service(load_settings(home)) as svc:
+        rows = svc.list_memories(limit=1000)
+        created = [r.created_at for r in rows]
+        assert min(created) >= before - DEMO_SPAN - timedelta(minutes=1)
+        assert max(created) <= datetime.now(UTC)
+        trends = svc.trends(7)
+        assert trends.rising_entities, "the last week of the demo shows in Trends"
+        assert svc.digest().fading == []
+        assert svc.supersede_candidates() == []
+        declared = {
+            (report.slugs[m.key], report.slugs[old]) for m in data.memories for old in m.supersedes
+        }
+        chains = svc.cypher("MATCH (n:Memory)-[:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug").rows
+        assert {(newer, older) for newer, older in chains} == declared
 
 
 def test_demo_command_json_and_refuses_a_used_home(

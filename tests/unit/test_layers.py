@@ -70,6 +70,7 @@ LAYERS: dict[str, int] = {
     "memoryd.bulkfiles": BASE,
     "memoryd.native": BASE,
     "memoryd.locking": BASE,
+    "memoryd.filelock": BASE,
     "memoryd.memfile": BASE,
     "memoryd.capture_limits": BASE,
     "memoryd.redact": BASE,

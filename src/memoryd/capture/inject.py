@@ -258,6 +258,8 @@ def _exchange(path: Path, request: bytes, timeout_s: float) -> bytes:
     Not httpx (with pydantic, more to import than a hook may take) and not http.client (it
     imports ssl and the email parser, most of what the hook would import): the request is one
     JSON POST with `Connection: close`."""
+    if sys.platform == "win32":  # the daemon listens on a Unix socket only
+        raise NoDaemon("no Unix socket on Windows")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout_s)
     try:

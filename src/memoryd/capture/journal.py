@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -33,6 +32,7 @@ from typing import Any, NamedTuple
 from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts
 from memoryd.capture.summary import summarize, trivial_reason
 from memoryd.capture_limits import CaptureLimits
+from memoryd.filelock import lock, unlock
 from memoryd.memfile import format_ts
 from memoryd.private import make_private_dir
 from memoryd.redact import redact_json
@@ -286,8 +286,11 @@ def session_lock(home: Path, agent: str, session_id: str) -> Iterator[None]:
     make_private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        lock(fd)
+        try:
+            yield
+        finally:
+            unlock(fd)
     finally:
         os.close(fd)
 

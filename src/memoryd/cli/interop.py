@@ -47,9 +47,11 @@ def import_mcp_memory(
         parsed = mcp_memory.parse_jsonl(text, source=str(file))
     except MemorydError as exc:
         raise fail(exc) from exc
-    with service(home, writes=True) as svc:
+    from memoryd.cli.progress import progress_bar
+
+    with service(home, writes=True) as svc, progress_bar("import", quiet=as_json) as progress:
         try:
-            report = mcp_memory.import_graph(svc, parsed, scope_path=scope)
+            report = mcp_memory.import_graph(svc, parsed, scope_path=scope, progress=progress)
         except MemorydError as exc:
             raise fail(exc) from exc
     if as_json:

@@ -296,8 +296,13 @@ def reindex(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         if not as_json:
             err.print(f"warning: {message}", markup=False)
 
-    with service(home, rebuild=True, writes=True) as svc:
-        report = svc.reindex(warn)
+    from memoryd.cli.progress import progress_bar
+
+    with (
+        service(home, rebuild=True, writes=True) as svc,
+        progress_bar("reindex", quiet=as_json) as progress,
+    ):
+        report = svc.reindex(warn, progress)
     if as_json:
         emit_json(report)
     else:

@@ -125,7 +125,9 @@ def export(
     is sealed (mcp-memory-service never sees it), else it is left out."""
     prompt = "Passphrase to seal the sensitive memories with" if encrypt else None
     phrase = _passphrase(passphrase_file, prompt, confirm=True)
-    with service(home, writes=True) as svc:
+    from memoryd.cli.progress import progress_bar
+
+    with service(home, writes=True) as svc, progress_bar("export", quiet=as_json) as progress:
         report = svc.sync_export(
             out,
             scope=scope,
@@ -133,6 +135,7 @@ def export(
             include_embeddings=include_embeddings,
             chunk_size_mb=chunk_size_mb,
             passphrase=phrase,
+            progress=progress,
         )
     if as_json:
         emit_json(report)
@@ -227,7 +230,12 @@ def import_(
     sealed = sealed_count(source)
     prompt = f"Passphrase of the {sealed} sealed memories in {source.name}" if sealed else None
     phrase = _passphrase(passphrase_file, prompt, confirm=False)
-    with service(home, writes=not dry_run) as svc:
+    from memoryd.cli.progress import progress_bar
+
+    with (
+        service(home, writes=not dry_run) as svc,
+        progress_bar("import", quiet=as_json) as progress,
+    ):
         report = svc.sync_import(
             source,
             conflict=strategy,
@@ -235,6 +243,7 @@ def import_(
             map_scope=mapping,
             scope=Path(scope).resolve() if scope else Path.cwd(),
             passphrase=phrase,
+            progress=progress,
         )
     if as_json:
         emit_json(report)

@@ -18,7 +18,6 @@ daemon. `MEMORYD_NO_AUTOSTART=1` or `[daemon] autostart = false` turns all this 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import socket
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from memoryd.daemon.files import LOG_DIR, DaemonFiles, pid_alive
+from memoryd.filelock import try_lock
 from memoryd.native import child_environment
 from memoryd.private import make_private_dir
 
@@ -42,6 +42,9 @@ START_GRACE_S = 60.0
 RETRY_S = 30.0
 """A daemon a hook started that died this soon is not started again before this much time
 (a broken config must not cost every prompt a daemon's start-up)."""
+NO_DAEMON_ON_WINDOWS = (
+    "the daemon needs Unix sockets and POSIX process control; on Windows hooks recall in-process"
+)
 _SHELL = "/bin/sh"
 # `sh LOG ARGV…`: the daemon in the background, its output appended to LOG, its pid on stdout.
 _LAUNCH = 'log=$1; shift; "$@" </dev/null >>"$log" 2>&1 & echo $!'
@@ -68,6 +71,8 @@ def spawn_serve(command: list[str], log: Path) -> int:
     A child of this process (the caller reaps it: `serve --detach` waits on it)."""
     # posix_spawn, not Popen: the daemon outlives this process, and a Popen object of a
     # running child complains when it is collected.
+    if sys.platform == "win32":
+        raise OSError(NO_DAEMON_ON_WINDOWS)
     log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
         return os.posix_spawn(
@@ -88,7 +93,9 @@ def spawn_serve(command: list[str], log: Path) -> int:
 def spawn_orphan(command: list[str], log: Path) -> int:
     """`command` in the background as init's child, not ours (no zombie whatever happens to
     it, however long this process lives); its pid."""
-    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    if sys.platform == "win32":
+        raise OSError(NO_DAEMON_ON_WINDOWS)
+    read_end, write_end = os.pipe()  # not inheritable (PEP 446); macOS has no pipe2
     try:
         shell = os.posix_spawn(
             _SHELL,
@@ -116,6 +123,8 @@ def spawn_orphan(command: list[str], log: Path) -> int:
 
 def socket_answers(home: Path, timeout_s: float = 0.2) -> bool:
     """Whether a process listens on the data dir's socket (a dead daemon's file refuses)."""
+    if sys.platform == "win32":
+        return False  # the daemon listens on a Unix socket only
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
         try:
@@ -159,6 +168,9 @@ def _read_marker(path: Path) -> tuple[int, float] | None:
 def start_in_background(home: Path) -> bool:
     """Start `memoryd serve` for `home` unless one is starting or was just tried; whether a
     daemon is (now) on its way. Never raises for an expected failure: it logs why."""
+    if sys.platform == "win32":
+        logger.warning("not starting a daemon: %s", NO_DAEMON_ON_WINDOWS)
+        return False
     if socket_answers(home):
         return True
     if not writable_home(home):
@@ -172,9 +184,7 @@ def start_in_background(home: Path) -> bool:
         logger.warning("not starting a daemon: cannot write %s: %s", logs, exc)
         return False
     try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not try_lock(lock_fd):
             return True  # another hook is starting it right now
         if socket_answers(home):
             return True

@@ -678,7 +678,11 @@ class RemoteService(MemoryAPI):
     def audit_verify(self) -> AuditVerification:
         return self._model(AuditVerification, "GET", "/v1/audit/verify")
 
-    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
+    def reindex(
+        self,
+        warn: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
         report = self._model(ReindexReport, "POST", "/v1/reindex", timeout=None)
         if warn is not None:
             for message in report.skipped:
@@ -751,6 +755,7 @@ class RemoteService(MemoryAPI):
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ExportReport:
         body = {
             "passphrase": passphrase,
@@ -771,6 +776,7 @@ class RemoteService(MemoryAPI):
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
         body = {
             "passphrase": passphrase,

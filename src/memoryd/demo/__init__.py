@@ -9,12 +9,14 @@ memory. Importing this module does nothing; `run_demo` does the work.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import shlex
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,7 +30,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from memoryd.errors import Conflict, InvalidInput
-from memoryd.models import MemoryDraft, MemoryType, RecallHit, to_utc
+from memoryd.models import RELEVANCE_NOTE, MemoryDraft, MemoryType, RecallHit, to_utc
 
 if TYPE_CHECKING:
     from memoryd.models import Memory
@@ -49,6 +51,11 @@ DATA_FILE = "memories.yaml"
 PROJECTS_DIR = "demo-projects"
 PROJECTS: tuple[str, ...] = ("webshop", "ingest-pipeline")
 SEARCH_K = 5
+DEMO_SPAN = timedelta(days=80)
+"""The demo's year is replayed over the 80 days before now (`rebase_dates`): inside the 90
+days a session stays alive without a recall (`decay.dim_days`), so no demo session is fading
+in the digest, and the last week holds enough for `trends`."""
+_DATE_IN_TEXT = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 
 Project = Literal["webshop", "ingest-pipeline"]
 Source = Literal["claude-code", "codex", "cursor", "manual"]
@@ -98,6 +105,9 @@ class DemoQuery(BaseModel):
 
     text: str = Field(min_length=1)
     scope: Project | None = None
+    expect: list[str] = Field(default_factory=list)
+    """The keys of the memories that answer it: the demo's top hit must be one of them
+    (tests/integration/test_demo.py)."""
 
 
 class DemoData(BaseModel):
@@ -166,6 +176,41 @@ def _check_links(memories: list[DemoMemory]) -> None:
                 )
 
 
+def _check_expected(queries: list[DemoQuery], memories: list[DemoMemory]) -> None:
+    keys = {m.key for m in memories}
+    for query in queries:
+        for key in query.expect:
+            if key not in keys:
+                raise InvalidInput(f"demo data: query {query.text!r} expects unknown key {key!r}")
+
+
+def rebase_dates(data: DemoData, now: datetime) -> DemoData:
+    """The demo data with its dates moved to just before `now`: the first memory's date maps
+    to `now - DEMO_SPAN`, the last one's to an hour before `now`, the rest in proportion (so
+    the order, and every supersede's newer-than check, holds). A date a body names
+    (`2026-05-28`) moves with them, so the text still agrees with its memory's date."""
+    first = min(m.created_at for m in data.memories)
+    last = max(m.created_at for m in data.memories)
+    start, end = to_utc(now) - DEMO_SPAN, to_utc(now) - timedelta(hours=1)
+    ratio = (end - start) / max(last - first, timedelta(seconds=1))
+
+    def moved(when: datetime) -> datetime:
+        return start + (when - first) * ratio
+
+    def moved_text(text: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            day = datetime.fromisoformat(match.group(0)).replace(tzinfo=UTC)
+            return moved(day).date().isoformat()
+
+        return _DATE_IN_TEXT.sub(one, text)
+
+    memories = [
+        m.model_copy(update={"created_at": moved(m.created_at), "body": moved_text(m.body)})
+        for m in data.memories
+    ]
+    return data.model_copy(update={"memories": memories})
+
+
 def load_demo_data(text: str | None = None) -> DemoData:
     """Parse and check the demo data (default: the shipped `memories.yaml`).
 
@@ -182,6 +227,7 @@ def load_demo_data(text: str | None = None) -> DemoData:
     memories: list[DemoMemory] = _parse_list(raw["memories"], "memories", DemoMemory)
     _check_links(memories)
     queries: list[DemoQuery] = _parse_list(raw["queries"], "queries", DemoQuery)
+    _check_expected(queries, memories)
     return DemoData(queries=queries, memories=memories)
 
 
@@ -252,7 +298,7 @@ def _hits_table(result: DemoQueryResult, project_of: dict[str, str]) -> Table:
     where = f"in {result.scope}" if result.scope else "in every project"
     table = Table(
         Column("#", justify="right"),
-        Column("score", justify="right"),
+        Column("relevance", justify="right"),
         "type",
         "project",
         "title",
@@ -273,13 +319,18 @@ def _hits_table(result: DemoQueryResult, project_of: dict[str, str]) -> Table:
 
 
 def _print_report(console: Console, report: DemoReport, project_of: dict[str, str]) -> None:
+    unordered = False
     for result in report.queries:
         console.print()
         if result.hits:
             console.print(_hits_table(result, project_of))
+            unordered |= any(a.score < b.score for a, b in itertools.pairwise(result.hits))
         else:
             where = f" in {result.scope}" if result.scope else ""
             console.print(Text(f"recall {result.text!r}{where}: no matches", style="bold"))
+    if unordered:
+        console.print()
+        console.print(Text(RELEVANCE_NOTE, style="dim"))
     home = shlex.quote(str(report.home))
     ingest = shlex.quote(str(report.projects["ingest-pipeline"]))
     decision = report.slugs.get("ws-dec-solid") or next(iter(report.slugs.values()), "<slug>")
@@ -306,7 +357,7 @@ def run_demo(home: Path | None, *, as_json: bool, console: Console) -> DemoRepor
     from memoryd.config import load_settings
     from memoryd.wiring import open_service
 
-    data = load_demo_data()
+    data = rebase_dates(load_demo_data(), datetime.now(UTC))
     home = _prepare_home(home)
     if not as_json:
         console.print(f"[bold]Demo data dir:[/bold] [bold cyan]{escape(str(home))}[/bold cyan]")

@@ -108,6 +108,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BULK_BATCH = 5000
+PROGRESS_STEP = 250
+"""A long job (reindex, sync export) calls its `progress(done, total)` every this many
+memory files."""
 MAX_BODY_CHARS = 1_000_000
 FILE_LOCK_TIMEOUT_S = 5.0
 """How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""

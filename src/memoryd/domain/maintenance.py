@@ -15,6 +15,7 @@ from memoryd.audit import AuditEvent
 from memoryd.domain.core import (
     BULK_BATCH,
     CREATING_EVENTS,
+    PROGRESS_STEP,
     ServiceCore,
     _swap_dir,
     copy_message,
@@ -233,7 +234,11 @@ class Maintenance(ServiceCore):
     def load_vault(self, warn: Callable[[str], None]) -> list[Memory]:
         return list(self.iter_vault(warn))
 
-    def reindex(self, warn: Callable[[str], None] | None = None) -> ReindexReport:
+    def reindex(
+        self,
+        warn: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
         """Rebuild the graph and the search index from the vault alone.
 
         Both are built beside the live ones and swapped in only when complete, so an
@@ -258,7 +263,8 @@ class Maintenance(ServiceCore):
             shutil.rmtree(stale, ignore_errors=True)
         # Only one engine buffer pool at a time: the live graph closes while the new one builds.
         self.graph.close()
-        indexed = 0
+        indexed = read = 0
+        total = sum(1 for _ in self.vault.iter_files(encrypted=True)) if progress else 0
         indexed_scopes: dict[str, tuple[str, MemoryType]] = {}
         index_closed = False
         try:
@@ -270,6 +276,9 @@ class Maintenance(ServiceCore):
                 linked: list[Memory] = []
                 batch: list[Memory] = []
                 for memory in self.iter_vault(note, encrypted=True):
+                    read += 1
+                    if progress is not None and read % PROGRESS_STEP == 0:
+                        progress(read, max(total, read))
                     if memory.meta.forgotten_at is not None:
                         continue  # forgotten by decay: only `restore` brings it back
                     indexed_scopes[memory.meta.slug] = (memory.meta.scope_hash, memory.meta.type)
@@ -289,6 +298,8 @@ class Maintenance(ServiceCore):
                     fresh.upsert_memories(batch, link_memories=False, new=True)
                     fresh_index.upsert([search_doc(m) for m in batch])
                     indexed += len(batch)
+                if progress is not None:
+                    progress(max(total, read), max(total, read))
                 for links in iter_batches(linked, BULK_BATCH):
                     fresh.link_memories(links)
                 self._replay_entity_events(fresh)

@@ -30,7 +30,13 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.audit import AuditEvent
-from memoryd.domain.core import BULK_BATCH, SUPERSEDE_BULK_LIMIT, ServiceCore, search_doc
+from memoryd.domain.core import (
+    BULK_BATCH,
+    PROGRESS_STEP,
+    SUPERSEDE_BULK_LIMIT,
+    ServiceCore,
+    search_doc,
+)
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import EntityRow
@@ -156,8 +162,10 @@ class Syncing(ServiceCore):
         include_embeddings: bool = False,
         chunk_size_mb: float = 5.0,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ExportReport:
         """Write this data dir (or one scope) to `out`; the same state gives the same bytes.
+        `progress(done, total)` as the vault's memory files are read.
 
         A sensitive memory's plaintext is never exported: with `passphrase` (and a grant on
         its scope, as for any read of it) it is sealed into the `encryption` block
@@ -194,9 +202,13 @@ class Syncing(ServiceCore):
         disputes = self._conflict_files() if sealer is not None else {}
         omitted = self._seal_sensitive(sealer, collect, scopes, wanted, disputes)
 
+        total = sum(1 for _ in self.vault.iter_files()) if progress else 0
+
         def memories() -> Iterator[dict[str, Any]]:
             nonlocal omitted
-            for memory in self.iter_vault(lambda m: logger.warning("%s", m)):
+            for read, memory in enumerate(self.iter_vault(lambda m: logger.warning("%s", m)), 1):
+                if progress is not None and (read % PROGRESS_STEP == 0 or read == total):
+                    progress(read, max(read, total))
                 if wanted is not None and memory.meta.scope_hash != wanted:
                     continue
                 if sensitive(memory, scopes.get(memory.meta.scope_hash)):
@@ -415,8 +427,10 @@ class Syncing(ServiceCore):
         map_scope: Mapping[str, str] | None = None,
         scope: Path | str | None = None,
         passphrase: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
-        """Import a memories.json file. Everything is checked and planned before the first
+        """Import a memories.json file (`progress(done, total)` after each batch of new
+        memories written). Everything is checked and planned before the first
         write; `dry_run` returns that plan, which is exactly what a real import does.
         Importing the same file twice changes nothing the second time.
 
@@ -434,7 +448,7 @@ class Syncing(ServiceCore):
             sealed, disputes = self._open_sealed(doc, passphrase)
             plan = self._plan(doc, conflict, dry_run, map_scope or {}, scope, sealed, disputes)
             if not dry_run:
-                self._apply(plan, doc)
+                self._apply(plan, doc, progress)
         finally:
             doc.close()
         return plan.report
@@ -897,14 +911,19 @@ class Syncing(ServiceCore):
             return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / name
         return self.vault.path_for(memory)
 
-    def _apply(self, plan: _Plan, doc: RemoteDocument) -> None:
+    def _apply(
+        self,
+        plan: _Plan,
+        doc: RemoteDocument,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.status_speakers.clear()  # bodies change wholesale: read the status lines again
         for info in plan.mark:
             self._mark_for_import(info)  # first: a keyring that cannot keep a key stops here
         for info in plan.scopes:
             self._ensure_scope(info)
         details = {"kind": "memory", "source": doc.source_machine, "remote_head": doc.chain_head}
-        self._apply_adds(doc, plan, details)
+        self._apply_adds(doc, plan, details, progress)
         fields_of = {c.slug: [f.field for f in c.fields] for c in plan.report.updated}
         for old, merged in plan.updates:
             with self._file_lock(old.slug):
@@ -977,7 +996,13 @@ class Syncing(ServiceCore):
             },
         )
 
-    def _apply_adds(self, doc: RemoteDocument, plan: _Plan, details: dict[str, Any]) -> None:
+    def _apply_adds(
+        self,
+        doc: RemoteDocument,
+        plan: _Plan,
+        details: dict[str, Any],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         """New memories, read from the file again batch by batch, then their links; then
         supersede judging of the added long-term memories, as `record_many` judges."""
         linked: list[Memory] = []
@@ -1000,6 +1025,8 @@ class Syncing(ServiceCore):
                     ):
                         judged.append(memory)
                 self._add_batch(batch, details)
+                if progress is not None:
+                    progress(start + len(chunk), len(plan.adds))
         for start in range(0, len(linked), BULK_BATCH):
             self.graph.link_memories(linked[start : start + BULK_BATCH])
         for start in range(0, len(plan.sealed_adds), BULK_BATCH):

@@ -668,8 +668,9 @@ class _Batches:
     """Facts of an import with the input line each came from, written `IMPORT_BATCH` at a
     time; a failed batch names its lines (the batches before it stay written)."""
 
-    def __init__(self, svc: GraphService) -> None:
+    def __init__(self, svc: GraphService, progress: Callable[[int], None] | None = None) -> None:
         self.svc = svc
+        self.progress = progress
         self.facts: list[GraphFact] = []
         self.lines: list[int] = []
         self.superseded = 0
@@ -694,6 +695,8 @@ class _Batches:
             exc.args = (exc.message,)
             raise
         self.superseded += sum(len(m.meta.supersedes) for m in written)
+        if self.progress is not None:
+            self.progress(self.lines[-1])
         self.facts, self.lines = [], []
 
 
@@ -703,12 +706,14 @@ def import_graph(
     *,
     scope_path: Path | None = None,
     source: str = "mcp-memory-import",
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Write a parsed upstream graph as the MCP tools do (the same memories), in batches of
     `IMPORT_BATCH` through `record_graph_facts_many`.
 
     Idempotent: observations already stored for the entity (counted, so repeated texts
-    survive) and relations already present are skipped."""
+    survive) and relations already present are skipped. `progress(line, last line)` after
+    each batch written."""
     scope = scope_path
     report = ImportReport(ignored_lines=list(graph.ignored_lines))
     current = export_graph(svc)
@@ -718,7 +723,8 @@ def import_graph(
     for eid, name in _all_rows(svc, "MATCH (e:Entity) RETURN e.id, e.name ORDER BY e.id"):
         by_name.setdefault(name, []).append(eid)
 
-    batches = _Batches(svc)
+    last = max([e.line for e in graph.entities] + [r.line for r in graph.relations], default=0)
+    batches = _Batches(svc, None if progress is None else lambda line: progress(line, last))
     declared = _names(current)
     for ent in graph.entities:
         mapped = entity_type_of(ent.entity_type)
