@@ -138,3 +138,23 @@ def test_a_session_with_room_keeps_the_middle_of_its_long_messages(
     assert "MIDDLE-DETAIL" in section(body, "Final answer")
     assert "characters skipped" not in body
     assert len(body.encode("utf-8")) <= 16_384
+
+
+def test_a_cut_message_keeps_the_headings_of_its_middle(
+    home: Path, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long answer that must be cut keeps its head and tail, and the headings of what was
+    skipped name what the middle was about."""
+    monkeypatch.setenv("MEMORYD_CAPTURE__MAX_BODY_BYTES", "4096")
+    transcript = ClaudeTranscript(tmp_path / "t.jsonl", "sess-outline", str(project))
+    transcript.prompt("Implement logging for the tools.")
+    filler = "The framework records every call in detail. " * 150
+    transcript.say(
+        f"Done.\n{filler}\n#### **3. Decorator Framework**\n{filler}\n"
+        f"```python\n# not a heading: a comment\n```\n{filler}\nThat is all."
+    )
+    capture(home, "claude-code", transcript.payload())
+    final = only_memory(home).body.split("## Final answer")[1]
+    assert "characters skipped: 3. Decorator Framework]" in final
+    assert "not a heading" not in final
+    assert final.rstrip().endswith("That is all.")

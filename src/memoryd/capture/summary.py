@@ -16,9 +16,9 @@ Sections, each only when it has something to say:
 Bulk tool output never enters the body, nor do tool calls an exporter rendered into a message
 as markup (`readable`). The body fills `max_body_bytes`: when the sections do not fit, every
 part is shortened (fewer items, shorter excerpts, always keeping head and tail and saying how
-much was left out) until they do; when they fit with room to spare, every part keeps more,
-up to whole messages (`_grow`), since recall finds a session by the words its body holds.
-Every text is redacted.
+much was left out, with the headings of what was) until they do; when they fit with room to
+spare, every part keeps more, up to whole messages (`_grow`), since recall finds a session by
+the words its body holds. Every text is redacted.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ _TELLING = (
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception)\b")
 _BORING_COMMANDS = frozenset({"cd", "ls", "cat", "echo", "pwd", "head", "tail", "true", "sed"})
 _RENDERED_TOOLS = re.compile(r"<(tool-use|details)\b[^>]*>.*?(?:</\1>|\Z)", re.DOTALL)
+_HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*#*\r?$", re.MULTILINE)
 _BLANK_RUNS = re.compile(r"\n(?:[ \t]*(?:---)?[ \t]*\r?\n){2,}")
 
 
@@ -291,9 +292,23 @@ class _Writer:
         return max(1, int(value * self.scale))
 
     def excerpt(self, text: str, head: int, tail: int) -> str:
-        return redact_excerpt(
-            text.strip(), self.n(head), self.n(tail), high_entropy=self.high_entropy
-        )
+        """Head and tail of `text`; the skipped middle's headings are kept in its marker."""
+        text = text.strip()
+        head, tail = self.n(head), self.n(tail)
+        cut = redact_excerpt(text, head, tail, high_entropy=self.high_entropy)
+        if cut is text or "#" not in text:
+            return cut
+        middle = text[head : len(text) - tail]
+        if "```" in middle:  # a code comment is no heading
+            middle = _FENCE.sub(" ", middle)
+        found = [
+            " ".join(match.group(1).replace("*", "").split()) for match in _HEADING.finditer(middle)
+        ]
+        outline = " · ".join(dict.fromkeys(line for line in found if line))
+        if not outline:
+            return cut
+        outline = _one_line(outline, self.n(300), high_entropy=self.high_entropy)
+        return cut.replace(" characters skipped] …", f" characters skipped: {outline}] …", 1)
 
     def line(self, text: str, limit: int) -> str:
         return _one_line(text, self.n(limit), high_entropy=self.high_entropy)
@@ -415,22 +430,15 @@ becomes 45 KB, beyond the largest `max_body_bytes` worth keeping in one memory).
 
 
 def _grow(render: Callable[[float], str], fits: Callable[[str], bool], body: str) -> str:
-    """The body at the largest scale >= 1 that still fits: a session with room to spare
-    keeps its messages whole rather than their head and tail. The scale doubles while the
-    body fits and changes, then halves the last gap twice."""
-    low, high = 1.0, 0.0
-    while low < _MAX_SCALE:
-        bigger = render(low * 2)
-        if bigger == body:
-            return body  # nothing was cut: a larger scale cannot add anything
-        if not fits(bigger):
-            high = low * 2
-            break
-        low, body = low * 2, bigger
-    if not high:
-        return body
-    for _ in range(2):
-        middle = (low + high) / 2
+    """The body at about the largest scale >= 1 that still fits: a session with room to
+    spare keeps its messages whole rather than their head and tail. Whole first (most
+    sessions fit whole), else four halvings of the scale's range, in ratio."""
+    whole = render(_MAX_SCALE)
+    if whole == body or fits(whole):
+        return whole
+    low, high = 1.0, _MAX_SCALE
+    for _ in range(4):
+        middle = (low * high) ** 0.5
         candidate = render(middle)
         if fits(candidate):
             low, body = middle, candidate
@@ -494,9 +502,8 @@ def summarize(
     facts = _Facts(session, roots)
     high_entropy = limits.redact_high_entropy
 
-    def render(scale: float) -> str:
-        body = _Writer(session, limits, facts, scale).body(agent_name)
-        return redact(body, high_entropy=high_entropy)
+    def render(scale: float) -> str:  # cut parts are redacted, the whole body once at the end
+        return _Writer(session, limits, facts, scale).body(agent_name)
 
     def fits(body: str) -> bool:
         return len(body.encode("utf-8")) <= limits.max_body_bytes
@@ -509,6 +516,7 @@ def summarize(
         while not fits(body) and scale >= 0.05:
             scale *= 0.6
             body = render(scale)
+    body = redact(body, high_entropy=high_entropy)
     body = redact(_fit(body, limits.max_body_bytes), high_entropy=high_entropy)
     tags, triggers = keywords(session, roots)
     return Summary(
