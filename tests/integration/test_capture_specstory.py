@@ -158,3 +158,16 @@ def test_a_cut_message_keeps_the_headings_of_its_middle(
     assert "characters skipped: 3. Decorator Framework]" in final
     assert "not a heading" not in final
     assert final.rstrip().endswith("That is all.")
+
+
+def test_a_history_past_max_bytes_keeps_its_start_and_end(tmp_path: Path) -> None:
+    text = CURSOR.read_text(encoding="utf-8")
+    middle = "\n\n".join(f"_**User**_\n\nfiller prompt {n}\n\n---" for n in range(3000))
+    path = tmp_path / "long.md"
+    cut = text.index("_**Agent")
+    path.write_text(text[:cut] + middle + "\n\n" + text[cut:], encoding="utf-8")
+    session = read_specstory(path, "specstory", 65536)
+    assert session.skipped_bytes == path.stat().st_size - 65536
+    assert session.title_hint == "Nuxt three-section layout"
+    assert session.final is not None
+    assert "Wrapped `<NuxtPage />` with `<NuxtLayout />`" in session.final
