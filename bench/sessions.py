@@ -1,6 +1,6 @@
 """Real-sessions recall benchmark: public coding-agent transcripts, memoryd against plain BM25.
 
-    python bench/sessions.py [--data tests/data/sessions] [--paths record,capture]
+    python bench/sessions.py [--data tests/data/sessions] [--paths record,capture,specstory]
                              [--stages-off graph,entity] [--ablation] [--vectors off|on|auto]
                              [--json OUT]
 
@@ -16,9 +16,12 @@ directory of its own, as a user's checkout would be).
   assistant turns, in the line shapes of the interop fixture, timestamps from the file name and
   the turns' own headers) and a SessionEnd hook payload goes to `memoryd capture
   --source=claude-code` with `cwd` = its project's directory; then the inbox is drained and
-  enrichment runs (the rules; no LLM). memoryd has no SpecStory reader, so this is what a user
-  would have to do to get these sessions through the hook; sessions the hook judges trivial
-  are not captured, and their questions count as misses.
+  enrichment runs (the rules; no LLM). Sessions the hook judges trivial are not captured, and
+  their questions count as misses.
+* **specstory** (the hook's path for the files as they are): each session file goes to
+  `memoryd capture --source=specstory <file>` with `cwd` = its project's directory, which
+  reads the SpecStory Markdown itself (`capture.specstory`: turns, tool-use blocks as tool
+  calls, the heading as the title); then as capture.
 
 A question is asked in its project's scope. Metrics: hit@1, hit@5, MRR over the first K hits
 (a hit is any of the question's expected sessions); "later above earlier" for change questions
@@ -54,6 +57,7 @@ from memoryd import memfile
 from memoryd.capture import hook
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.recall import STAGES
+from memoryd.redact import clean_slug
 from memoryd.service import MemoryService
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "sessions"
@@ -200,6 +204,26 @@ def load_capture(
     return slugs
 
 
+def load_specstory(
+    sessions: list[Session], dirs: dict[str, Path], home: Path, data: Path
+) -> dict[str, str]:
+    """Every session file through `memoryd capture --source=specstory <file>`, the file where
+    SpecStory writes it in its project's checkout (the scope is that project); slug → file
+    name."""
+    slugs = {}
+    for session in sessions:
+        history = dirs[session.project] / ".specstory" / "history"
+        history.mkdir(parents=True, exist_ok=True)
+        path = history / session.name
+        path.write_bytes(
+            (data / session.project / ".specstory" / "history" / session.name).read_bytes()
+        )
+        argv = ["--source=specstory", f"--home={home}", str(path)]
+        hook.main(argv, stdin=io.StringIO(""), stdout=io.StringIO())
+        slugs[memfile.session_slug("specstory", clean_slug(path.stem))] = session.name
+    return slugs
+
+
 # -- rankers ---------------------------------------------------------------------------------
 def bm25_ranker(sessions: dict[str, list[Session]]) -> Ranker:
     indexes = {p: Okapi({s.name: s.text for s in group}) for p, group in sessions.items()}
@@ -302,6 +326,7 @@ def run_path(
     stages_off: frozenset[str],
     ablation: bool,
     vectors: str,
+    data: Path = DEFAULT_DATA,
 ) -> dict[str, Any]:
     flat = [s for group in sessions.values() for s in group]
     with tempfile.TemporaryDirectory(prefix=f"memoryd-sessions-{path}-") as tmp:
@@ -318,7 +343,10 @@ def run_path(
                 slugs = load_record(svc, flat, dirs)
             else:
                 svc.close()
-                slugs = load_capture(flat, dirs, home, root / "transcripts")
+                if path == "specstory":
+                    slugs = load_specstory(flat, dirs, home, data)
+                else:
+                    slugs = load_capture(flat, dirs, home, root / "transcripts")
                 svc = open_in_process(home, **settings)
                 svc.drain_inbox()
                 svc.enrich_pending(use_llm=False)
@@ -387,8 +415,8 @@ def main() -> None:
         "bm25": evaluate(bm25_ranker(sessions), questions),
     }
     for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
-        if path not in ("record", "capture"):
-            raise SystemExit(f"unknown loading path {path!r}: use record and/or capture")
+        if path not in ("record", "capture", "specstory"):
+            raise SystemExit(f"unknown loading path {path!r}: use record, capture, specstory")
         print(f"loading and ranking: {path}", file=sys.stderr)
         results[path] = run_path(
             path,
@@ -397,13 +425,14 @@ def main() -> None:
             stages_off=stages_off,
             ablation=args.ablation,
             vectors=args.vectors,
+            data=args.data,
         )
         results[path]["versus_bm25"] = versus(results[path], results["bm25"])
     n_sessions = sum(len(g) for g in sessions.values())
     n_questions = sum(len(q) for q in questions.values())
     print(f"{len(sessions)} projects, {n_sessions} sessions, {n_questions} questions")
     print(f"{'system':<24}" + "".join(f"{k:>8}" for k in METRICS) + f"{'later':>8}{'AUC':>8}")
-    systems = [name for name in ("bm25", "record", "capture") if name in results]
+    systems = [name for name in ("bm25", "record", "capture", "specstory") if name in results]
     for name in systems:
         print(row(name, results[name]))
     for project in sessions:

@@ -40,6 +40,8 @@ EDIT_TOOLS = frozenset(
         "str_replace_based_edit_tool",
         "update_file",
         "write_code",
+        "search_replace",
+        "edit_file_v2",
     }
 )
 PATCH_TOOLS = frozenset({"apply_patch"})

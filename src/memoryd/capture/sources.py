@@ -18,6 +18,8 @@ the events that (re)write the memory:
   unreadable); AfterAgent, PreCompress, SessionEnd.
 * copilot — none sent: one session per sessionStart and scope; `cwd`; none (journal);
   agentStop, sessionEnd.
+* specstory — the file's name (a SpecStory history, `.specstory/history/*.md`); `cwd`, else
+  the project holding `.specstory/`; the path given; every call.
 * manual — `session_id`, else a hash of the input; `cwd`, else here; optional
   `transcript_path` (format sniffed); every call.
 
@@ -47,6 +49,7 @@ SOURCES = (
     "windsurf",
     "gemini",
     "copilot",
+    "specstory",
     "manual",
 )
 AGENT_OF_SOURCE = {source: source for source in SOURCES} | {"codex-rollout": "codex"}
@@ -58,6 +61,7 @@ AGENT_NAMES = {
     "windsurf": "Windsurf",
     "gemini": "Gemini CLI",
     "copilot": "Copilot CLI",
+    "specstory": "SpecStory",
     "manual": "Manual",
 }
 RENDER_EVENTS = {
@@ -421,7 +425,8 @@ _FILE_KEYS = ("transcript_path", "rollout_path", "session_file", "sessionFile", 
 
 
 def _session_file(hook: HookInput, payload: dict[str, Any], arg: str | None) -> None:
-    """codex-rollout, openclaw: the session file is the argument, or named in the payload."""
+    """codex-rollout, openclaw, specstory: the session file is the argument, or named in the
+    payload."""
     path = _path(arg) if arg and not arg.lstrip().startswith("{") else None
     for key in _FILE_KEYS:
         path = path or _path(payload.get(key))
@@ -433,10 +438,16 @@ def _session_file(hook: HookInput, payload: dict[str, Any], arg: str | None) -> 
     if path is None:
         raise InvalidPayload(f"--source={hook.source} needs the session file (argument or path)")
     hook.session_file = path
-    hook.file_format = "codex" if hook.agent == "codex" else "openclaw"
+    hook.file_format = {"codex": "codex", "specstory": "specstory"}.get(hook.agent, "openclaw")
     hook.file_expected = True
     hook.cwd = _str(payload.get("cwd"))
     hook.session_id = _str(payload.get("session_id")) or _str(payload.get("sessionId"))
+    if hook.agent == "specstory":
+        # One memory per history file: SpecStory can write one chat id into two files.
+        hook.session_id = hook.session_id or path.stem
+        history = path.resolve().parent
+        if hook.cwd is None and history.name == "history" and history.parent.name == ".specstory":
+            hook.cwd = str(history.parent.parent)
 
 
 def _manual(hook: HookInput, payload: dict[str, Any], raw: str) -> None:
@@ -479,7 +490,7 @@ def parse_input(source: str, stdin_text: str, arg: str | None = None) -> HookInp
         stripped = text.strip()
         payload = _load_json(stripped) if stripped.startswith("{") else {}
         _manual(hook, payload, text)
-    elif source in ("codex-rollout", "openclaw"):
+    elif source in ("codex-rollout", "openclaw", "specstory"):
         payload = _load_json(text) if text.strip() else {}
         _session_file(hook, payload, arg)
     else:

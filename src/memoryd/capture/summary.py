@@ -13,9 +13,12 @@ Sections, each only when it has something to say:
   and versions of the middle of a session live there;
 * **Final answer** — the agent's last message.
 
-Bulk tool output never enters the body. The body is capped at `max_body_bytes`: when the
-sections do not fit, every part is shortened (fewer items, shorter excerpts, always keeping
-head and tail and saying how much was left out) until they do. Every text is redacted.
+Bulk tool output never enters the body, nor do tool calls an exporter rendered into a message
+as markup (`readable`). The body fills `max_body_bytes`: when the sections do not fit, every
+part is shortened (fewer items, shorter excerpts, always keeping head and tail and saying how
+much was left out, with the headings of what was) until they do; when they fit with room to
+spare, every part keeps more, up to whole messages (`_grow`), since recall finds a session by
+the words its body holds. Every text is redacted.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ _TELLING = (
 )
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception)\b")
 _BORING_COMMANDS = frozenset({"cd", "ls", "cat", "echo", "pwd", "head", "tail", "true", "sed"})
+_RENDERED_TOOLS = re.compile(r"<(tool-use|details)\b[^>]*>.*?(?:</\1>|\Z)", re.DOTALL)
+_HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+(.+?)[ \t]*#*\r?$", re.MULTILINE)
+_BLANK_RUNS = re.compile(r"\n(?:[ \t]*(?:---)?[ \t]*\r?\n){2,}")
 
 
 T = TypeVar("T")
@@ -120,10 +126,45 @@ def _bullets(items: list[str], limit: int, noun: str) -> list[str]:
     return [*(f"- {item}" for item in head), *middle, *(f"- {item}" for item in tail)]
 
 
-def decisions(session: Session) -> list[str]:
+def readable(text: str) -> str:
+    """A message without the tool calls an exporter rendered into it as markup: SpecStory's
+    `<tool-use>` blocks, collapsed `<details>` sections and the empty code fences Copilot
+    Chat leaves for an edit. They are bulk (file contents, search results, diffs) that would
+    take a summary's room from what the user asked and the agent concluded; the calls
+    themselves are read as tool calls where the format has them (`transcripts`)."""
+    if "<" not in text and "```" not in text:
+        return text
+    cleaned = _RENDERED_TOOLS.sub("", text) if "<" in text else text
+    if "```" in cleaned:
+        cleaned = _without_empty_fences(cleaned)
+    if cleaned == text:
+        return text
+    return _BLANK_RUNS.sub("\n\n", cleaned).strip()
+
+
+def _without_empty_fences(text: str) -> str:
+    """`text` without its code fences that hold only blank lines."""
+    lines = text.split("\n")
+    kept: list[str] = []
+    opened: int | None = None  # where the open fence is in `kept`
+    for line in lines:
+        if line.strip().startswith("```"):
+            if opened is None:
+                opened = len(kept)
+            else:
+                if all(not row.strip() for row in kept[opened + 1 :]):
+                    del kept[opened:]
+                    opened = None
+                    continue
+                opened = None
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def decisions(prompts: Sequence[str], messages: Sequence[str]) -> list[str]:
     """Sentences with decision or causal language, first occurrence of each."""
     found: dict[str, str] = {}
-    for text in (*session.prompts, *session.assistant, *(filter(None, [session.final]))):
+    for text in (*prompts, *messages):
         for sentence in _SENTENCE.split(_FENCE.sub(" ", text) if "```" in text else text):
             sentence = sentence.strip()
             if sentence[:1] in _BULLET_START:
@@ -187,7 +228,15 @@ class _Facts:
 
     def __init__(self, session: Session, roots: Sequence[str]) -> None:
         self.tools = session.visible_tools()
-        self.decisions = decisions(session)
+        self.prompts = [text for text in map(readable, session.prompts) if text]
+        self.final = readable(session.final) if session.final else None
+        self.steps = [
+            (readable(text), [call for call in calls if not call.is_memoryd()])
+            for text, calls in session.steps()
+        ]
+        self.decisions = decisions(
+            self.prompts, [*(text for text, _ in self.steps), *filter(None, [self.final])]
+        )
         self.files = files_changed(self.tools, roots)
         self.commands = commands_run(self.tools)
         failed = [call for call in self.tools if call.failed]
@@ -202,10 +251,6 @@ class _Facts:
             self.errors.setdefault(text, None)
         self.failed_count = len(failed) + len(session.errors)
         self.roots = roots
-        self.steps = [
-            (text, [call for call in calls if not call.is_memoryd()])
-            for text, calls in session.steps()
-        ]
 
 
 def _work_done(calls: list[ToolCall], roots: Sequence[str]) -> list[str]:
@@ -247,9 +292,23 @@ class _Writer:
         return max(1, int(value * self.scale))
 
     def excerpt(self, text: str, head: int, tail: int) -> str:
-        return redact_excerpt(
-            text.strip(), self.n(head), self.n(tail), high_entropy=self.high_entropy
-        )
+        """Head and tail of `text`; the skipped middle's headings are kept in its marker."""
+        text = text.strip()
+        head, tail = self.n(head), self.n(tail)
+        cut = redact_excerpt(text, head, tail, high_entropy=self.high_entropy)
+        if cut is text or "#" not in text:
+            return cut
+        middle = text[head : len(text) - tail]
+        if "```" in middle:  # a code comment is no heading
+            middle = _FENCE.sub(" ", middle)
+        found = [
+            " ".join(match.group(1).replace("*", "").split()) for match in _HEADING.finditer(middle)
+        ]
+        outline = " · ".join(dict.fromkeys(line for line in found if line))
+        if not outline:
+            return cut
+        outline = _one_line(outline, self.n(300), high_entropy=self.high_entropy)
+        return cut.replace(" characters skipped] …", f" characters skipped: {outline}] …", 1)
 
     def line(self, text: str, limit: int) -> str:
         return _one_line(text, self.n(limit), high_entropy=self.high_entropy)
@@ -277,7 +336,7 @@ class _Writer:
         return " · ".join(parts)
 
     def asked(self) -> list[str]:
-        head, skipped, tail = _head_tail(self.session.prompts, self.n(8))
+        head, skipped, tail = _head_tail(self.facts.prompts, self.n(8))
         rows = [self.excerpt(p, 600, 200).replace("\n", "\n  ") for p in head]
         if skipped:
             rows.append(f"… {skipped} more prompts …")
@@ -332,6 +391,7 @@ class _Writer:
 
     def body(self, agent_name: str) -> str:
         s = self.session
+        final = self.facts.final
         sections: list[tuple[str, Callable[[], list[str]]]] = [
             ("Notes", lambda: [self.excerpt(n, 6000, 2000) for n in s.notes]),
             ("Asked", self.asked),
@@ -344,7 +404,7 @@ class _Writer:
                 lambda: [self.excerpt(s.compactions[-1], 1500, 300)] if s.compactions else [],
             ),
             ("Along the way", self.steps),
-            ("Final answer", lambda: [self.excerpt(s.final, 2500, 500)] if s.final else []),
+            ("Final answer", lambda: [self.excerpt(final, 2500, 500)] if final else []),
         ]
         parts = [self.header(agent_name)]
         for heading, render in sections:
@@ -362,6 +422,29 @@ def _fit(body: str, max_bytes: int) -> str:
     cut = data[: max(0, max_bytes - len(note.encode("utf-8")) - 64)].decode("utf-8", "ignore")
     cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
     return cut + note
+
+
+_MAX_SCALE = 64.0
+"""Past this, every part of any session a body can hold is whole (a 700-character excerpt
+becomes 45 KB, beyond the largest `max_body_bytes` worth keeping in one memory)."""
+
+
+def _grow(render: Callable[[float], str], fits: Callable[[str], bool], body: str) -> str:
+    """The body at about the largest scale >= 1 that still fits: a session with room to
+    spare keeps its messages whole rather than their head and tail. Whole first (most
+    sessions fit whole), else four halvings of the scale's range, in ratio."""
+    whole = render(_MAX_SCALE)
+    if whole == body or fits(whole):
+        return whole
+    low, high = 1.0, _MAX_SCALE
+    for _ in range(4):
+        middle = (low * high) ** 0.5
+        candidate = render(middle)
+        if fits(candidate):
+            low, body = middle, candidate
+        else:
+            high = middle
+    return body
 
 
 TITLE_CHARS = 90
@@ -418,14 +501,22 @@ def summarize(
     """
     facts = _Facts(session, roots)
     high_entropy = limits.redact_high_entropy
+
+    def render(scale: float) -> str:  # cut parts are redacted, the whole body once at the end
+        return _Writer(session, limits, facts, scale).body(agent_name)
+
+    def fits(body: str) -> bool:
+        return len(body.encode("utf-8")) <= limits.max_body_bytes
+
     scale = 1.0
-    while True:
-        body = redact(
-            _Writer(session, limits, facts, scale).body(agent_name), high_entropy=high_entropy
-        )
-        if len(body.encode("utf-8")) <= limits.max_body_bytes or scale < 0.05:
-            break
-        scale *= 0.6
+    body = render(scale)
+    if fits(body):
+        body = _grow(render, fits, body)
+    else:
+        while not fits(body) and scale >= 0.05:
+            scale *= 0.6
+            body = render(scale)
+    body = redact(body, high_entropy=high_entropy)
     body = redact(_fit(body, limits.max_body_bytes), high_entropy=high_entropy)
     tags, triggers = keywords(session, roots)
     return Summary(

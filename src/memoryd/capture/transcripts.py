@@ -5,6 +5,7 @@
 * Codex rollout JSONL: `session_meta`, `response_item`, `event_msg`, `turn_context`, `compacted`.
 * OpenClaw (pi-coding-agent) session JSONL: a tree; the active branch ends at the latest leaf.
 * Gemini CLI chat JSON: `{sessionId, startTime, messages: [{type, content, toolCalls}]}`.
+* SpecStory Markdown histories (`.specstory/history/*.md`): read by `capture.specstory`.
 
 Unknown entry types and fields are ignored; a line that is not JSON is skipped. A file larger
 than `max_bytes` is read head and tail only (the middle is counted, not parsed).
@@ -22,11 +23,12 @@ from typing import Any
 
 import orjson
 
+from memoryd.capture import specstory
 from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts, text_of
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("claude", "codex", "openclaw", "gemini")
+FORMATS = ("claude", "codex", "openclaw", "gemini", "specstory")
 
 _CLAUDE_TAGS = re.compile(
     r"<(system-reminder|local-command-stdout|local-command-stderr|command-message)>.*?</\1>",
@@ -105,6 +107,8 @@ def sniff(path: Path) -> str | None:
     except OSError:
         return None
     text = head.decode("utf-8", "replace").lstrip()
+    if text.startswith(specstory.MARKER):
+        return "specstory"
     if text.startswith("{") and '"messages"' in text and "\n{" not in text[:2000]:
         return "gemini"
     for line in text.splitlines()[:20]:
@@ -126,6 +130,11 @@ def read_session_file(path: Path, fmt: str, agent: str, max_bytes: int) -> Sessi
         return read_openclaw(path, agent, max_bytes)
     if fmt == "gemini":
         return read_gemini(path, agent, max_bytes)
+    if fmt == "specstory":
+        try:
+            return specstory.read_specstory(path, agent, max_bytes)
+        except specstory.SpecStoryUnreadable as exc:
+            raise TranscriptUnreadable(str(exc)) from exc
     raise TranscriptUnreadable(f"{path}: unknown session file format {fmt!r}")
 
 
