@@ -566,3 +566,17 @@ def test_a_stray_alias_entity_is_merged_into_the_lexicons_entity_on_open(
         assert len(audit_events(home, "entity_merge")) == 1
     finally:
         svc.close()
+
+
+def test_a_name_known_only_by_its_shape_must_be_chosen_by_the_older_memory() -> None:
+    # backstage ADR007 against ADR003 (a shared home): "codebase" is no tool ADR003 chose.
+    newer = "- Gradually will replace the codebase with `msw`"
+    assert (
+        judge_by_rules(newer, "Manual codebase searching is easier with a unique symbol.") is None
+    )
+    verdict = judge_by_rules(
+        "Switched the dashboard charts from Chart.js to ECharts.",
+        "Charts on the dashboard are drawn with Chart.js.",
+    )
+    assert verdict is not None
+    assert verdict.old == "Chart.js"

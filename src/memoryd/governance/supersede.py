@@ -239,7 +239,26 @@ def code_name(slot: str) -> Name | None:
             return None
     if len(text) < 3 or not re.search(r"[A-Za-z]", text):
         return None
-    return Name(text, (text,))
+    return Name(text, (text,), CODE_KIND)
+
+
+CODE_KIND = "code"
+"""The kind of a name memoryd knows only by its shape (`code_name`, `word_name`)."""
+_VALUE_BEFORE = re.compile(
+    r"\b(?:on|with|is|are|was|were|use|uses|used|using|via|chose|chosen|picked|prefer|"
+    r"prefers|adopted|decided on)\s+(?:the\s+|plain\s+|`)?$",
+    re.IGNORECASE,
+)
+
+
+def states_value(text: str, name: Name) -> bool:
+    """The text states `name` as the value of a choice ("decided on MobX", "the client is
+    requests", "built with argparse"), not as a word in passing ("manual codebase
+    searching"): what a name known only by its shape needs in the older memory."""
+    return any(
+        _VALUE_BEFORE.search(text[max(0, m.start() - 30) : m.start()])
+        for m in name.pattern.finditer(text)
+    )
 
 
 def _not_a_word(text: str) -> bool:
@@ -277,7 +296,7 @@ def word_name(slot: str) -> Name | None:
     rank = load_common_words_ranked().get(m.group(1))
     if rank is not None and rank < RARE_FROM:
         return None
-    return Name(m.group(1), (m.group(1),))
+    return Name(m.group(1), (m.group(1),), CODE_KIND)
 
 
 RARE_FROM = 2000
@@ -862,6 +881,8 @@ def _judge_transition(
         )
     if not asserts(older, t.old):
         return None
+    if t.old.kind == CODE_KIND and not states_value(older, t.old):
+        return None  # known only by its shape: the older memory must have chosen it
     if t.new is not None and asserts(older, t.new) and not _moved_away_from(older, t.new, known):
         return None  # the older memory already held the new value: nothing it said changed
     confidence = NO_LONGER if t.new is None else EXPLICIT
