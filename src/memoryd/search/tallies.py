@@ -27,13 +27,7 @@ from memoryd.search.engine import (
 )
 from memoryd.search.overlay import slug_key
 from memoryd.search.reader import IndexReader
-from memoryd.search.stats import (
-    Entry,
-    Snapshot,
-    StatsView,
-    Tokens,
-    TurnTest,
-)
+from memoryd.search.stats import Entry, Snapshot, StatsView, Tokens, TurnTest
 from memoryd.search.stats_file import index_opstamp
 from memoryd.search.words import base_forms
 from memoryd.text import segment

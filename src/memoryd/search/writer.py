@@ -17,22 +17,12 @@ from typing import NamedTuple
 from memoryd.errors import StorageError
 from memoryd.models import DecayState, typed
 from memoryd.search.doc import SearchDoc
-from memoryd.search.engine import (
-    _TANTIVY_ERRORS,
-    _Cuts,
-    _document,
-    _values,
-    tantivy,
-)
+from memoryd.search.engine import _TANTIVY_ERRORS, _Cuts, _document, _values, tantivy
 from memoryd.search.neighbours import NeighbourTurns
 from memoryd.search.overlay import DecayOverlay
 from memoryd.search.sessions import CONTEXT_TYPE, SessionView
 from memoryd.search.stats_file import index_opstamp
-from memoryd.search.tallies import (
-    IndexTallies,
-    _Changed,
-    _scopes_of,
-)
+from memoryd.search.tallies import IndexTallies, _Changed, _scopes_of
 from memoryd.text import segment
 
 logger = logging.getLogger(__name__)
