@@ -20,12 +20,12 @@ from memoryd.graph.store import EntityRow
 from memoryd.models import AuditRecord, Memory, ScopeInfo
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import ScopeCipher, decrypt_scope, encrypted_files
-from memoryd.sync import cipher, document
+from memoryd.sync import cipher, document, writing
 from memoryd.sync.base import SyncBase
-from memoryd.sync.document import ExportParts
 from memoryd.sync.export import Collector
 from memoryd.sync.merge import digests
 from memoryd.sync.models import ExportReport
+from memoryd.sync.writing import ExportParts
 from memoryd.vault import ENCRYPTED_SUFFIX, parse
 
 logger = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class SyncExporting(ServiceCore):
                 hint="install the vectors extra (memoryd[vectors]) and run `memoryd reindex`",
             )
         out = Path(out)
-        document.check_out(out)  # before any work: a device or a symlink is never replaced
+        writing.check_out(out)  # before any work: a device or a symlink is never replaced
         if not self.read_only:
             self.flush_recall_stats()  # the files carry the recall counts
         wanted = self.scope_hash_of(scope)
@@ -94,7 +94,7 @@ class SyncExporting(ServiceCore):
         base_store = SyncBase(self.home)
         collect = Collector(
             out=out,
-            machine=document.machine_name(),
+            machine=writing.machine_name(),
             chunk_bytes=int(chunk_size_mb * 1024 * 1024),
             base=base_store.load(),
             embedding=self._embeddings() if include_embeddings else None,
@@ -151,7 +151,7 @@ class SyncExporting(ServiceCore):
             relations=collect.sorted_rows(collect.relations),
             supersedes_chain=collect.sorted_rows(collect.supersedes),
             scopes=[
-                document.scope_item(s)
+                writing.scope_item(s)
                 for h, s in sorted(scopes.items())
                 if wanted is None or h == wanted
             ],
@@ -160,7 +160,7 @@ class SyncExporting(ServiceCore):
             audit_chain=audit_chain,
             encryption=sealer.block if sealer is not None else None,
         )
-        size, sha = document.write_document(out, parts)
+        size, sha = writing.write_document(out, parts)
         collect.drop_stale_chunks()
         if not self.read_only:
             base_store.save(collect.base)
