@@ -43,7 +43,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from memoryd.extraction import patterns, relations, spacy_stages
+from memoryd.extraction import code_context, generic_names, patterns, relations, spacy_stages
 from memoryd.extraction.linking import KnownEntity, KnownIndex, link_with_index, normalise_name
 from memoryd.extraction.patterns import has_cjk
 from memoryd.extraction.phrase_index import (
@@ -263,7 +263,7 @@ class Extractor:
                         priority=PRIORITY_LEXICON,
                         everyday=surface != surface.lower() and surface.lower() in common,
                         generic=entry.source in REGISTRY_SOURCES
-                        and patterns.generic_word(surface, common),
+                        and generic_names.generic_word(surface, common),
                         cues=cues.get(surface, frozenset()),
                         kind=entry.kind,
                     )
@@ -333,7 +333,7 @@ class Extractor:
         items: list[tuple[str, bool, _Target]] = []
         for entity in known:
             for surface in (entity.name, *entity.aliases):
-                everyday = surface.lower() in common or patterns.generic_word(
+                everyday = surface.lower() in common or generic_names.generic_word(
                     surface, common, compounds=False
                 )
                 target = _Target(
@@ -406,7 +406,9 @@ class Extractor:
         canonical = dict(lexicon.canonical)
         if known_index is not None:
             canonical.update(known_index.canonical)
-        candidates += [_from_hit(h, "pattern") for h in patterns.scan_code_context(full, canonical)]
+        candidates += [
+            _from_hit(h, "pattern") for h in code_context.scan_code_context(full, canonical)
+        ]
         candidates += [_from_hit(h, "pattern") for h in scan.hits]
         candidates += _module_roots(scan, canonical)
         accepted = _resolve(candidates, scan.shields)
@@ -455,9 +457,11 @@ class Extractor:
         for start, end, key in found:
             target = index.targets[key]
             surface = text[start:end]
-            if patterns.fence_label(text, start) or patterns.in_identifier(text, start, end):
+            if generic_names.fence_label(text, start) or generic_names.in_identifier(
+                text, start, end
+            ):
                 continue
-            if target.generic and not patterns.name_evidence(text, start, end):
+            if target.generic and not generic_names.name_evidence(text, start, end):
                 continue
             if target.needs_cue and not _after_cue(text, start):
                 continue
@@ -490,8 +494,8 @@ class Extractor:
             )
             if (
                 target.everyday
-                and patterns.opens_clause(text, start, starts)
-                and not patterns.clause_start_evidence(text, start, end)
+                and generic_names.opens_clause(text, start, starts)
+                and not generic_names.clause_start_evidence(text, start, end)
             ):
                 pending.append(candidate)
             else:
