@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.domain.core import search_doc
 from memoryd.domain.sync_exporting import CONFLICTS_DIR, IDENTITY, SyncExporting
+from memoryd.domain.writes import search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey
 from memoryd.models import Memory, ScopeInfo
 from memoryd.redact import redact

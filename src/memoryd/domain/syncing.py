@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.audit import AuditEvent
-from memoryd.domain.core import BULK_BATCH, SUPERSEDE_BULK_LIMIT, search_doc
+from memoryd.domain.core import BULK_BATCH, SUPERSEDE_BULK_LIMIT
 from memoryd.domain.sync_exporting import CONFLICTS_DIR, IDENTITY
 from memoryd.domain.sync_planning import SyncPlanning, _as_slug, _Plan
+from memoryd.domain.writes import search_doc
 from memoryd.errors import InvalidInput, MemorydError, NotFound
 from memoryd.journal import IntentItem
 from memoryd.models import DecayState, Memory, ScopeInfo
