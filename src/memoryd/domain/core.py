@@ -7,9 +7,6 @@ The order of a write is fixed: vault file (the source of truth) → graph → se
 audit line. If a later step fails, the earlier ones are undone, so nothing is left
 half-written. A crash cannot undo anything, so each write first records an intent in the
 journal (`memoryd.journal`) and `recover` (`ingest`) settles the writes a crash cut short.
-
-Over 600 lines: the plumbing every job shares (the stores, reads, locks, the entity cache,
-the DURA input); split further, the jobs would call one another instead of this core.
 """
 
 from __future__ import annotations
