@@ -16,11 +16,8 @@ from memoryd.domain.core import (
     BULK_BATCH,
     CREATING_EVENTS,
     FILE_LOCK_TIMEOUT_S,
-    MAX_BODY_CHARS,
     GraphFactory,
     copy_message,
-    search_doc,
-    slugify,
 )
 from memoryd.domain.digesting import Digesting
 from memoryd.domain.enriching import Enriching
@@ -36,6 +33,7 @@ from memoryd.domain.reporting import Reporting
 from memoryd.domain.sensitivity import Sensitivity
 from memoryd.domain.superseding import Superseding
 from memoryd.domain.syncing import Syncing
+from memoryd.domain.writes import MAX_BODY_CHARS, search_doc, slugify
 from memoryd.errors import MemorydError
 from memoryd.protocol import MemoryAPI
 

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import memoryd.search.index as index_module
+import memoryd.search.engine as engine_module
+import memoryd.search.reader as reader_module
+import memoryd.search.tallies as tallies_module
+import memoryd.search.writer as writer_module
 from memoryd.models import DecayState, MemoryType
 from memoryd.search.doc import SearchDoc
-from memoryd.search.index import CONTEXT_FIELD, SCHEMA_VERSION, Placed, SearchIndex, _document
+from memoryd.search.engine import _document
+from memoryd.search.index import CONTEXT_FIELD, SCHEMA_VERSION, Placed, SearchIndex
 from memoryd.search.sessions import CONTEXT_WINDOW
 from memoryd.service import MemoryService
 from memoryd.text import contains_cjk, segment
@@ -379,7 +383,8 @@ def test_a_decay_write_cuts_no_stored_chinese_text_again(
         cut.append(text)
         return real(text)
 
-    monkeypatch.setattr(index_module, "segment", counted)
+    for module in (engine_module, reader_module, tallies_module, writer_module):
+        monkeypatch.setattr(module, "segment", counted)
     with open_index(tmp_path / "swept") as swept:  # reopened: nothing cached in the process
         swept.set_decay_states(states, gone)
         written = {

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-import memoryd.search.index as search_index
+import memoryd.search.engine as search_engine
+import memoryd.search.tallies as search_tallies
 from memoryd.models import DecayState, MemoryType
 from memoryd.recall.conversation import is_turn
 from memoryd.search.doc import SearchDoc
@@ -296,7 +297,8 @@ def test_memories_that_share_a_slug_key_are_read_and_rank_the_same(
     with SearchIndex.open(tmp_path / "distinct") as index:
         index.upsert(docs)
         expected = rankings(index)
-    monkeypatch.setattr(search_index, "slug_key", lambda slug: 7)
+    for module in (search_engine, search_tallies):  # the documents' keys and the entries'
+        monkeypatch.setattr(module, "slug_key", lambda slug: 7)
     with SearchIndex.open(tmp_path / "shared") as index:
         index.upsert(docs)
         reads: list[object] = []

@@ -1,44 +1,34 @@
-"""The service's shared state and the plumbing every job uses: the stores, scopes, the
-write journal's intents, preparing and writing a batch, per-file locks, rewriting a memory
-everywhere it lives, the entity cache, and the DURA input several jobs read.
+"""The service's shared state and the plumbing every job uses: the stores, scopes, reads,
+per-file locks, the entity cache, and the DURA input several jobs read. The write path (the
+write journal's intents, preparing and writing a batch, rewriting a memory everywhere it
+lives) is its base class, `domain.writes.Writes`.
 
 The order of a write is fixed: vault file (the source of truth) → graph → search index →
 audit line. If a later step fails, the earlier ones are undone, so nothing is left
 half-written. A crash cannot undo anything, so each write first records an intent in the
 journal (`memoryd.journal`) and `recover` (`ingest`) settles the writes a crash cut short.
-
-Over 600 lines: the plumbing every job shares (the write path, locks, the entity cache, the
-DURA input); split further, the jobs would call one another instead of this core.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import re
-import secrets
 import shutil
 import threading
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.config import SupersedeSettings
-from memoryd.enrichment import (
-    EnrichmentPolicy,
-    content_fingerprint,
-)
+from memoryd.domain.writes import Writes, search_doc
+from memoryd.enrichment import EnrichmentPolicy, content_fingerprint
 from memoryd.errors import (
     BrokenMemoryFile,
-    Conflict,
     InvalidInput,
     MemorydError,
     NotFound,
@@ -48,11 +38,7 @@ from memoryd.errors import (
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.linking import KnownEntity
 from memoryd.extraction.pipeline import Extractor
-from memoryd.governance.analyze import (
-    Candidate,
-    SessionText,
-    refusal,
-)
+from memoryd.governance.analyze import Candidate, SessionText, refusal
 from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.gate import Gate
 from memoryd.governance.promotions import Review, ReviewPolicy
@@ -60,50 +46,37 @@ from memoryd.governance.store import GovernanceStore, Proposed
 from memoryd.governance.stores import Stores
 from memoryd.graph.sandbox import CypherLimits, CypherSandbox
 from memoryd.graph.store import GraphStore, MemoryRow
-from memoryd.journal import Intent, IntentItem, Journal
+from memoryd.journal import IntentItem, Journal
 from memoryd.llm.base import LLMProvider
 from memoryd.memfile import memory_lock, split_summary
 from memoryd.models import (
-    CJK,
     DecayState,
     Extraction,
-    Frontmatter,
     Memory,
     MemoryDraft,
     MemoryType,
     PromotionProposal,
-    RelationRef,
     ScopeInfo,
     SearchHit,
     SearchHits,
     check_query,
-    describe_validation,
-    to_utc,
     utcnow,
 )
 from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
 from memoryd.recall.entities import build_matcher
 from memoryd.recall.granted import Held, ScopeView, ScopeViews
-from memoryd.redact import redact
-from memoryd.redact.fields import (
-    clean_meta,
-    clean_proposal,
-    clean_slug,
-    clean_stored,
-    redact_field,
-)
+from memoryd.redact.fields import clean_meta, clean_proposal
 from memoryd.scope import resolve_scope, scope_hash_of_path
-from memoryd.search.doc import SearchDoc
 from memoryd.search.index import SearchIndex
 from memoryd.sensitive.envelope import ScopeKey
-from memoryd.sensitive.files import opaque_slug
 from memoryd.sensitive.keys import KeyStore
 from memoryd.sensitive.snapshot import Fingerprint
-from memoryd.vault import Vault, rebased, render
+from memoryd.vault import Vault, rebased
 
 if TYPE_CHECKING:
     from memoryd.models import SupersedeDecision
     from memoryd.recall.vectors import DenseIndex
+
 
 logger = logging.getLogger(__name__)
 
@@ -111,74 +84,18 @@ BULK_BATCH = 5000
 PROGRESS_STEP = 250
 """A long job (reindex, sync export) calls its `progress(done, total)` every this many
 memory files."""
-MAX_BODY_CHARS = 1_000_000
 FILE_LOCK_TIMEOUT_S = 5.0
 """How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
 GraphFactory = Callable[[Path], GraphStore]
 SUPERSEDE_BULK_LIMIT = 2000
 """An import of more long-term memories than this is not judged as it lands (one graph query
 per memory): a 100k-memory import would wait minutes for it."""
-ENRICH_BULK_LIMIT = 2000
-"""An import of more session memories than this is not queued for DURA scoring as it lands
-(each would be read, scored and rewritten by the next command or the daemon); `memoryd
-analyze-session SLUG` scores the ones that matter."""
 CREATING_EVENTS = ("record", "capture", "adopt", "import")
 """The audit events that bring a memory into the stores (`import`: a sync import wrote it);
 `audit verify` wants one for each."""
 
 
-_CJK_CHAR = re.compile(f"[{CJK}]")
-
-
-def slugify(title: str, when: datetime) -> str:
-    """`2026-05-18-use-solid-instead-of-react-3f9a1c`: date, readable words, a random tail.
-
-    Latin letters lose their accents; kana, CJK ideographs and Hangul stay as they are
-    (`2026-06-15-数据库迁移到-postgres-1c2297`): a slug should say what the memory is about."""
-    if title.isascii():  # NFKC and NFKD leave ASCII as it is: the loop below would too
-        kept = title.lower()
-    else:
-        kept = "".join(
-            char
-            if _CJK_CHAR.match(char)
-            else unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode() or " "
-            for char in unicodedata.normalize("NFKC", title).lower()
-        )
-    words = re.findall(rf"[a-z0-9]+|[{CJK}]+", kept)
-    stem = "-".join(words)[:48].strip("-")
-    parts = [when.strftime("%Y-%m-%d"), stem, secrets.token_hex(3)]
-    return "-".join(p for p in parts if p)
-
-
-def search_doc(memory: Memory, *, in_memory: bool = False) -> SearchDoc:
-    """The index document of a memory. A sensitive one is `withheld` (the on-disk index
-    removes it) with no text, unless it is for an in-memory index under a grant."""
-    meta = memory.meta
-    if memory.sensitive and not in_memory:
-        return SearchDoc(
-            slug=meta.slug,
-            scope_hash=meta.scope_hash,
-            type=meta.type,
-            decay_state=meta.decay_state,
-            title="",
-            body="",
-            created_at=meta.created_at,
-            withheld=True,
-        )
-    return SearchDoc(
-        slug=meta.slug,
-        scope_hash=meta.scope_hash,
-        type=meta.type,
-        decay_state=meta.decay_state,
-        title=meta.title,
-        body=memory.body,
-        tags=meta.tags,
-        triggers=meta.triggers,
-        created_at=meta.created_at,
-    )
-
-
-class ServiceCore:
+class ServiceCore(Writes):
     """What every job of `MemoryService` shares (construct it with `wiring.open_service`)."""
 
     def __init__(
@@ -333,21 +250,6 @@ class ServiceCore:
         if re.fullmatch(r"[0-9a-f]{12}", text) and not Path(text).exists():
             return text
         return scope_hash_of_path(scope)
-
-    def _begin_write(self, op: str, items: list[IntentItem]) -> Intent:
-        return self.journal.begin(
-            op=op, actor=self.actor, audit_seq=self.audit.last_seq(), items=items
-        )
-
-    @staticmethod
-    def _intended_event(intent: Intent, item: IntentItem, **extra: Any) -> AuditEvent:
-        return AuditEvent(
-            actor=intent.actor,
-            event_type=item.event_type,
-            scope_hash=item.scope_hash,
-            target_id=item.slug,
-            details={**item.details, **extra},
-        )
 
     def _resync_many(self, memories: dict[str, Memory | None]) -> None:
         """The graph and the search index hold each memory for its slug (None: nothing), in
@@ -517,94 +419,6 @@ class ServiceCore:
         else:
             raise StorageError(f"the write journal names an unknown entity event {item.event_type}")
 
-    def _edited(self, old: Memory, changes: dict[str, Any], path: Path | None) -> Memory:
-        try:
-            meta = Frontmatter.model_validate(
-                {**old.meta.model_dump(), **changes, "updated_at": utcnow()}
-            )
-        except ValueError as exc:
-            raise InvalidInput(f"invalid change to {old.slug}: {exc}") from exc
-        return Memory(meta=meta, body=old.body, path=path, sensitive=old.sensitive)
-
-    def _carry_recalls(self, old: Memory, new: Memory) -> bool:
-        """Give `new` the recalls counted since `old`'s file was written: the daemon counts
-        them in memory and in the graph and writes the files later, so a rewrite from the
-        file (an edit, enrichment, DURA scoring) would otherwise put the file's older count
-        back into the graph and lose them. True when `new` took counts the file lacked."""
-        slug = new.slug
-        pending = self._recall_pending.pop(slug, None)
-        if pending is not None:
-            for counted, total in self.graph.record_recalls({slug: pending}).items():
-                self._recall_dirty[counted] = (total, pending[1], DecayState.ALIVE)
-        dirty = self._recall_dirty.get(slug)
-        if dirty is None:
-            return False
-        count, at, state = dirty
-        meta = new.meta
-        meta.recall_count = max(meta.recall_count, count)
-        if meta.last_recalled_at is None or meta.last_recalled_at < at:
-            meta.last_recalled_at = at
-        if meta.decay_state == old.meta.decay_state:  # the edit itself did not set one
-            meta.decay_state = state
-        return True
-
-    def _replace_everywhere(
-        self, old: Memory, new: Memory, *, event_type: str, details: dict[str, Any]
-    ) -> None:
-        """Write `new` over `old` in the vault, graph, index and audit log, in that order,
-        under a write intent (see `_write_batch`)."""
-        if old.path is None or new.path is None:
-            raise StorageError(f"memory {old.slug} has no file path")
-        # Edits, enrichment (the LLM's summary), supersede decisions, sync updates: every
-        # rewrite is redacted like a new memory (`redact.fields`), before anything is written.
-        clean_stored(new)
-        counted = self._carry_recalls(old, new)
-        data = render(new).encode("utf-8")
-        intent = self._begin_write(
-            "replace",
-            [
-                IntentItem(
-                    slug=new.slug,
-                    path=str(new.path),
-                    event_type=event_type,
-                    scope_hash=new.meta.scope_hash,
-                    details=details,
-                    old_path=str(old.path) if old.path != new.path else None,
-                    sha256=hashlib.sha256(data).hexdigest(),
-                )
-            ],
-        )
-        try:
-            self.vault.write(new)
-        except MemorydError:
-            self.journal.end(intent)  # an atomic write that failed changed nothing
-            raise
-        try:
-            if new.path != old.path:
-                self.vault.remove(old.path)
-            self.graph.upsert_memories([new])
-            self.index.upsert([search_doc(new)])
-            self.audit.append_many([self._intended_event(intent, intent.items[0])])
-            if counted:  # the file holds them now
-                self._recall_dirty.pop(new.slug, None)
-        except MemorydError:
-            try:
-                self._carry_recalls(old, old)  # the graph keeps the counts it held
-                self.vault.write(old)
-                if new.path != old.path:
-                    self.vault.remove(new.path)
-                self.graph.upsert_memories([old])
-                self.index.upsert([search_doc(old)])
-            except MemorydError:
-                # The intent stays: the next start settles the write.
-                logger.exception("could not undo the %s of %s", event_type, old.slug)
-            else:
-                self.journal.end(intent)
-            raise
-        self.journal.end(intent)
-        if content_fingerprint(new) != content_fingerprint(old):
-            self._queue_sessions([new])  # an edited session is scored again, once
-
     @contextlib.contextmanager
     def _file_lock(self, slug: str) -> Iterator[None]:
         """The memory file's lock, shared with the capture hook, as a bounded wait."""
@@ -641,62 +455,6 @@ class ServiceCore:
             raise StorageError(f"memory {memory.slug} has no file path")
         return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
 
-    # -- writes ---------------------------------------------------------------------------
-    def _prepare(
-        self,
-        draft: MemoryDraft,
-        scope: ScopeInfo,
-        now: datetime,
-        *,
-        observations: Sequence[str] = (),
-        relations: Sequence[RelationRef] = (),
-    ) -> Memory:
-        # Every path that records a memory passes here: secrets and control characters
-        # never reach the vault, the graph or the index. A graph fact's entity ids and
-        # relations come in here too, so its frontmatter is cleaned in one `clean_meta` pass.
-        title = redact_field(draft.title).strip()
-        if not title:
-            raise InvalidInput("title is empty", hint="give the memory a short title with --title")
-        body = redact(draft.body).strip()
-        if len(body) > MAX_BODY_CHARS:
-            raise InvalidInput(
-                f"body is {len(body)} characters; the limit is {MAX_BODY_CHARS}",
-                hint="split it into several memories",
-            )
-        created = to_utc(draft.created_at) if draft.created_at else now
-        ttl = draft.ttl_days if draft.ttl_days is not None else draft.type.default_ttl_days
-        try:
-            meta = Frontmatter(
-                title=title,
-                # A sensitive scope's slugs are opaque: a chosen or a title-made slug says
-                # what the memory is about.
-                slug=opaque_slug(created)
-                if scope.sensitive
-                else (draft.slug and clean_slug(draft.slug)) or slugify(title, created),
-                type=draft.type,
-                scope_hash=scope.scope_hash,
-                source=draft.source,
-                created_at=created,
-                updated_at=None,
-                tags=draft.tags,
-                triggers=draft.triggers,
-                category=draft.category,
-                ttl_days=ttl,
-                supersedes=draft.supersedes,
-                promoted_from=draft.promoted_from,
-                observations=list(dict.fromkeys(observations)),
-                relations=list(relations),
-            )
-            meta = clean_meta(meta)  # tags, triggers, category, source, links, graph facts
-        except ValidationError as exc:
-            raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
-        return Memory(meta=meta, body=body, sensitive=scope.sensitive)
-
-    def _check_links(self, memory: Memory) -> None:
-        for slug in (*memory.meta.supersedes, *(filter(None, [memory.meta.promoted_from]))):
-            if self.graph.get_memory(slug) is None:
-                raise NotFound(f"memory {slug} (named in supersedes/promoted_from) does not exist")
-
     def _extract(self, memories: Sequence[Memory]) -> None:
         """Fill observations and relations from the text (spaCy rules, then the LLM if set).
 
@@ -727,75 +485,6 @@ class ServiceCore:
             if memory.meta.observations or memory.meta.relations:
                 memory.meta = clean_meta(memory.meta)  # entity names, relation labels
 
-    def _refuse_duplicates(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
-        wanted: dict[str, set[str]] = {}
-        for memory, draft in zip(memories, drafts, strict=True):
-            if not draft.allow_duplicate and memory.body:
-                wanted.setdefault(memory.meta.scope_hash, set()).add(memory.fingerprint)
-        seen: dict[tuple[str, str], str] = {
-            (scope_hash, fp): slug
-            for scope_hash, fps in wanted.items()
-            for fp, slug in self.graph.find_fingerprints(scope_hash, sorted(fps)).items()
-        }
-        for memory, draft in zip(memories, drafts, strict=True):
-            if draft.allow_duplicate or not memory.body:
-                continue
-            key = (memory.meta.scope_hash, memory.fingerprint)
-            existing = seen.get(key)
-            if existing is not None:
-                raise Conflict(
-                    f"the same body is already stored in this scope as {existing}",
-                    hint="use `memoryd get` to read it, or pass --allow-duplicate",
-                )
-            seen[key] = memory.meta.slug
-
-    def _write_batch(self, batch: list[Memory], *, sync_each: bool) -> None:
-        """Write one batch; on failure undo what was written, newest step first.
-
-        A write intent names the batch before its first step and is removed after its audit
-        lines: a crash in between leaves it for `recover` to settle on the next start.
-        """
-        for memory in batch:
-            memory.path = self.vault.path_for(memory)
-        items = [
-            IntentItem(
-                slug=m.meta.slug,
-                path=str(m.path),
-                event_type="record",
-                scope_hash=m.meta.scope_hash,
-                details={"type": m.meta.type.value, "source": m.meta.source},
-            )
-            for m in batch
-        ]
-        intent = self._begin_write("record", items)
-        paths: list[Path] = []
-        try:
-            if sync_each:
-                for memory in batch:
-                    paths.append(self.vault.write(memory))
-            else:
-                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
-                self.vault.write_many(batch, paths)
-                self.vault.sync_all()
-            self.graph.upsert_memories(batch, new=True)
-            try:
-                self.index.upsert([search_doc(m) for m in batch])
-                self.audit.append_many([self._intended_event(intent, i) for i in items])
-            except MemorydError:
-                slugs = [m.meta.slug for m in batch]
-                self.index.delete(slugs)
-                self.graph.delete_memories(slugs)
-                raise
-        except MemorydError:
-            for path in paths:
-                self.vault.remove(path)
-            self.journal.end(intent)  # undone: nothing is left to settle
-            raise
-        self.journal.end(intent)
-        if any(m.meta.observations or m.meta.relations for m in batch):
-            # New entities are in the graph now: the next recall links queries to them.
-            self.forget_entities()
-
     def _record_in_scope(self, draft: MemoryDraft, scope_hash: str) -> Memory:
         """Record one memory into a scope known by its hash (a promotion's), not by a path."""
         self._require_writable("record a memory")
@@ -821,27 +510,6 @@ class ServiceCore:
             return False
         path = self._file_of(slug, row)
         return (path is not None and path.is_file()) or self.vault.find(slug) is not None
-
-    def _queue_sessions(self, memories: Sequence[Memory]) -> None:
-        """Session memories recorded by hand (`memoryd record --type session`, MCP
-        `remember`) or edited are scored on DURA like captured ones: queued for the
-        enrichment worker once per content (`enqueue_enrichments` keeps a content it has)."""
-        sessions = [m for m in memories if m.meta.type is MemoryType.SESSION]
-        if len(sessions) > ENRICH_BULK_LIMIT:
-            logger.info(
-                "%d session memories imported: too many to score now; run"
-                " `memoryd analyze-session SLUG` for those that matter",
-                len(sessions),
-            )
-            return
-        if not sessions:
-            return
-        try:
-            self.governance.enqueue_enrichments(
-                [(m.slug, content_fingerprint(m)) for m in sessions], utcnow()
-            )
-        except MemorydError as exc:  # the memory is written; `analyze-session` scores it
-            logger.warning("session memories not queued for DURA scoring: %s", exc)
 
     def _judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> list[tuple[str, str]]:
         """Judge new long-term memories against the older ones they may replace

@@ -20,8 +20,8 @@ from memoryd.domain.core import (
     _swap_dir,
     copy_message,
     iter_batches,
-    search_doc,
 )
+from memoryd.domain.writes import search_doc
 from memoryd.enrichment import (
     content_fingerprint,
 )

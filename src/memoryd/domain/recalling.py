@@ -9,10 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.domain.core import (
-    ServiceCore,
-    search_doc,
-)
+from memoryd.domain.core import ServiceCore
+from memoryd.domain.writes import search_doc
 from memoryd.errors import (
     InvalidInput,
     MemorydError,

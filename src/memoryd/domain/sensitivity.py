@@ -40,7 +40,8 @@ from memoryd.capture.journal import (
     plain_journals_of,
     seal_plain_journal,
 )
-from memoryd.domain.core import ServiceCore, search_doc
+from memoryd.domain.core import ServiceCore
+from memoryd.domain.writes import search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
 from memoryd.inbox import Inbox
 from memoryd.journal import IntentItem

@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.extraction.patterns import GENERIC_TECH_WORDS, generic_word, has_cjk
+from memoryd.extraction.generic_names import GENERIC_TECH_WORDS, generic_word
+from memoryd.extraction.patterns import has_cjk
 from memoryd.extraction.wordlists import load_common_words
 from memoryd.models import EntityType, ProposedEntity
 

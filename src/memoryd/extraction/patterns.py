@@ -31,6 +31,9 @@ What becomes an entity, and why:
   they shield their inside from other matches (`src/react/app.ts` does not mention React), and a
   module path credits its root package when that package is known (`spacy.pipeline` → spaCy).
 
+Packages named by install commands and imports are `extraction.code_context`; whether a
+name that is also an everyday word is meant as a name, `extraction.generic_names`.
+
 Over 600 lines: one rule table per entity kind, each with the regexes and exceptions it was
 measured with; splitting them would scatter one measured set.
 """
@@ -40,7 +43,6 @@ from __future__ import annotations
 import builtins
 import itertools
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from functools import partial
@@ -292,43 +294,6 @@ _POSSESSIVE_OR_COMMA_RE = re.compile(r"(?:['’]s\b|,)")
 _CLAUSE_OPENERS = (":", "—", "–")
 _OPENING_QUOTES = frozenset("\"“‘'(")
 _CODE_SPAN_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)
-
-# --- code context ------------------------------------------------------------------------------
-
-INSTALL_RE = re.compile(
-    r"\b(?P<mgr>pip3?|uv\s+pip|uv|poetry|pipx|pdm|conda|mamba|npm|pnpm|yarn|bun|npx|cargo|gem|"
-    r"brew|apt-get|apt|dnf|yum|apk)[ \t]+(?P<verb>install|add|i)\b(?:[ \t]+(?P<args>[^\n;&|`]+))?"
-)
-"""An install command and its arguments, on one line: `bun install` closing a line names no
-package, and the next line (`bun dev`) is another command."""
-TOOL_MANAGERS = frozenset({"brew", "apt-get", "apt", "dnf", "yum", "apk", "pipx"})
-PACKAGE_ARG_RE = re.compile(r"(@[a-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
-ARG_STOPWORDS = _words(
-    """
-    the a an it this that them all everything dependencies deps dependency package packages
-    requirements with from in into to and or then first again locally globally now instead
-    """
-)
-FLAGS_WITH_VALUE = frozenset(
-    {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "-i"}
-)
-PY_IMPORT_RE = re.compile(
-    r"^[ \t>]*(?:from\s+(?P<from>[A-Za-z_][\w.]*)\s+import\s+\S"
-    r"|import\s+(?P<imp>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)(?:\s+as\s+\w+)?[ \t]*$)",
-    re.MULTILINE,
-)
-JS_IMPORT_RE = re.compile(
-    r"(?:\bfrom\s+|\brequire\(\s*|\bimport\(\s*|^\s*import\s+)['\"](?P<pkg>(?:@[\w.-]+/)?[\w.-]+)"
-    r"(?:/[\w./-]*)?['\"]",
-    re.MULTILINE,
-)
-NODE_BUILTINS = _words(
-    """
-    assert buffer child_process cluster crypto dgram dns events fs http http2 https net os path
-    perf_hooks process querystring readline stream string_decoder timers tls tty url util v8
-    vm worker_threads zlib node
-    """
-)
 
 
 def _config_value(text: str, start: int) -> bool:
@@ -663,86 +628,6 @@ def noun_forms(word: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
-def _package_args(args: str) -> Iterable[tuple[int, str]]:
-    """(offset in args, package) for each package named after an install verb."""
-    skip_next = False
-    for token in re.finditer(r"\S+", args):
-        raw = token.group()
-        if skip_next:
-            skip_next = False
-            continue
-        if raw.startswith("-"):
-            skip_next = raw in FLAGS_WITH_VALUE
-            continue
-        if raw.lower() in ARG_STOPWORDS:
-            if raw.lower() in {"and", "or"}:
-                continue
-            return
-        ends_sentence = raw.endswith((".", ",", ";", ":", ")", "!", "?"))
-        bare = raw.strip("\"'(),.;:!?")
-        bare = re.split(r"[<>=!~\[]", bare, maxsplit=1)[0]
-        # drop a version: @scope/pkg@^1.2, pkg@1.2
-        bare = re.sub(r"(?<=.)@[^/]*$", "", bare) if bare.startswith("@") else bare.split("@")[0]
-        match = PACKAGE_ARG_RE.fullmatch(bare)
-        if match is None or len(bare) < 2 or bare.isdigit():
-            return
-        yield token.start() + raw.index(bare[0]), bare
-        if ends_sentence:
-            return
-
-
-def scan_code_context(
-    text: str, canonical: Mapping[str, tuple[str, EntityType]]
-) -> list[PatternHit]:
-    """Packages named by install commands and import statements.
-
-    `canonical` maps a casefolded surface to the lexicon's (name, type), so `pip install fastapi`
-    gives `FastAPI`; other names keep their spelling and are libraries (tools for brew/apt).
-    """
-    hits: list[PatternHit] = []
-
-    def add(start: int, package: str, default_type: EntityType) -> None:
-        name, etype = canonical.get(package.casefold(), (package, default_type))
-        hits.append(
-            PatternHit(
-                start,
-                start + len(package),
-                name,
-                etype,
-                CODE_CONTEXT_CONFIDENCE,
-                "code",
-                PRIORITY_CODE,
-                (package,) if package != name else (),
-            )
-        )
-
-    for match in INSTALL_RE.finditer(text):
-        manager = match.group("mgr").split()[0]
-        if manager.casefold() in canonical:  # the package manager is a tool used: `bun install`
-            add(match.start("mgr"), manager, EntityType.TOOL)
-        if match.group("args") is None:
-            continue
-        default = EntityType.TOOL if match.group("mgr") in TOOL_MANAGERS else EntityType.LIBRARY
-        base = match.start("args")
-        for offset, package in _package_args(match.group("args")):
-            add(base + offset, package, default)
-    stdlib = sys.stdlib_module_names
-    for match in PY_IMPORT_RE.finditer(text):
-        group = "from" if match.group("from") else "imp"
-        chunk = match.group(group)
-        for module in re.finditer(r"[A-Za-z_][\w.]*", chunk):
-            root = module.group().split(".", 1)[0]
-            if root in ("as",) or root in stdlib or root.startswith("_"):
-                continue
-            add(match.start(group) + module.start(), root, EntityType.LIBRARY)
-    for match in JS_IMPORT_RE.finditer(text):
-        package = match.group("pkg")
-        if package.startswith(".") or package.removeprefix("node:") in NODE_BUILTINS:
-            continue
-        add(match.start("pkg"), package, EntityType.LIBRARY)
-    return hits
-
-
 def scan_patterns(
     text: str,
     common_words: frozenset[str],
@@ -909,108 +794,3 @@ class LiteralMatcher:
             (m.start(), m.end(), self._keys[m.group().casefold()])
             for m in self._regex.finditer(text)
         ]
-
-
-# --- names that are also everyday words -------------------------------------------------------
-
-GENERIC_TECH_WORDS = _words(
-    """
-    api apis app apps backend frontend server servers client clients cluster clusters node
-    nodes pod pods container containers service services worker workers daemon dev devel prod
-    production staging local localhost test tests testing build builds config configs
-    configuration settings lockfile lock locks file files flow flows cache db database
-    databases proxy gateway queue queues job jobs cron script scripts module modules package
-    packages lib libs library core common util utils helper helpers web site docs doc admin auth
-    user users data model models schema index search store storage router routes route host
-    hosts port ports env environment deploy deployment release releases bundle bundler
-    compiler runtime plugin plugins middleware handler handlers hook hooks event events stream
-    streams task tasks pipeline pipelines repo repos branch main master upstream origin remote
-    debug log logs logger logging metrics monitor monitoring dashboard cli sdk ui ux frontend
-    mobile desktop infra network networking storage bucket buckets volume volumes image images
-    """
-)
-"""Developer words that name a role or a thing every project has ("the api", "local dev",
-"the lockfile", "the cluster"), never one library or tool: a lower-case name spelt like one
-needs evidence that it is used as a name."""
-_VERSION_AFTER_RE = re.compile(r"[ \t]*(?:@|==|>=|~=|\^|[ \t]v)?[ \t]*\d+(?:\.\d+)+")
-_CUE_AFTER_RE = re.compile(
-    r"[ \t]+(?:library|libraries|package|packages|module|crate|gem|plugin|sdk|SDK|framework)\b"
-)
-_AUXILIARY_AFTER_RE = re.compile(
-    r"[ \t]+(?:is|was|are|were|has|had|does|did|will|would|can|could|should|must|may|might"
-    r"|needs|keeps|stays|remains)\b"
-)
-_POSSESSIVE_AFTER_RE = re.compile(r"['’]s\b|,|[ \t]*[\u3400-\u4dbf\u4e00-\u9fff]")
-
-
-def generic_word(surface: str, common_words: Set[str], *, compounds: bool = True) -> bool:
-    """Whether a lower-case surface is everyday English or developer jargon: a common word, a
-    word of `GENERIC_TECH_WORDS`, or (with `compounds`) a compound of two or more common
-    words written as one (`lockfile`, `filelock`) or hyphenated (`source-map`). Compounds
-    count against registry names only: a project the user named `webshop` is a name."""
-    if surface != surface.lower() or not surface.isascii():
-        return False
-    word = surface.lower()
-    if word in common_words or word in GENERIC_TECH_WORDS:
-        return True
-    if not compounds:
-        return False
-    parts = [p for p in re.split(r"[-_]", word) if p]
-    if len(parts) > 1:
-        return all(p in common_words or p in GENERIC_TECH_WORDS for p in parts)
-    return word.isalpha() and _compound(word, common_words)
-
-
-def _compound(word: str, common_words: Set[str]) -> bool:
-    """`word` split into two or more common words of three letters or more."""
-    if len(word) < 6:
-        return False
-    for cut in range(3, len(word) - 2):
-        head, tail = word[:cut], word[cut:]
-        if head in common_words and (tail in common_words or _compound(tail, common_words)):
-            return True
-    return False
-
-
-def in_identifier(text: str, start: int, end: int) -> bool:
-    """Whether `text[start:end]` is one part of a lower-case hyphenated or underscored
-    identifier (`date-fns` in `date-fns-tz`, `ubuntu` in `ubuntu-latest`, `lockfile` in
-    `--frozen-lockfile`, `api` in `ecommerce-api`); a capitalised name in a prose compound
-    ("React-based", "non-Redis") stays a name."""
-    if text[start:end] != text[start:end].lower():
-        return False
-    before = text[start - 1] if start else ""
-    after = text[end : end + 2]
-    joined_before = before in ("-", "_")
-    joined_after = len(after) == 2 and after[0] in ("-", "_") and (after[1].isalnum())
-    return joined_before or joined_after
-
-
-def name_evidence(text: str, start: int, end: int) -> bool:
-    """Whether the words around a surface show it is used as a name: it is the whole of an
-    inline code span (`` `structlog` ``), a version follows it ("lockfile 0.12", "react@18"),
-    or a word such as "library" or "package" does."""
-    if text[start - 1 : start] == "`" and text[end : end + 1] == "`":
-        return True
-    return bool(_VERSION_AFTER_RE.match(text, end) or _CUE_AFTER_RE.match(text, end))
-
-
-def clause_start_evidence(text: str, start: int, end: int) -> bool:
-    """Whether a name opening a clause ("Black is the formatter", "Rust 写解析器") reads as
-    the name rather than the everyday word ("Solid flow.", "Click the button", "Go ahead"): a
-    verb such as "is" or "was", a comma, `'s` or Chinese text follows it, or `name_evidence`."""
-    return bool(
-        name_evidence(text, start, end)
-        or _AUXILIARY_AFTER_RE.match(text, end)
-        or _POSSESSIVE_AFTER_RE.match(text, end)
-    )
-
-
-def opens_clause(text: str, start: int, sentence_starts: Set[int]) -> bool:
-    """Whether the word at `start` is capitalised by position (see `_opens_clause`)."""
-    return _opens_clause(text, start, sentence_starts)
-
-
-def fence_label(text: str, start: int) -> bool:
-    """Whether the word at `start` is a code fence's language label (```` ```bash ````)."""
-    return text.startswith("```", max(0, start - 3)) and start >= 3

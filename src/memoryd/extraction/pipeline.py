@@ -26,36 +26,53 @@ over the whole text in both languages.
 
 This module never imports spaCy; `spacy_stages` does, lazily.
 
-Over 600 lines: the stage protocol, the lexicons it loads and the merge of stage results are one
-data flow.
+The known and lexicon stages match through one phrase index (`extraction.phrase_index`);
+the overlaps are settled and the proposals built in `extraction.resolving`.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from memoryd.extraction import patterns, relations, spacy_stages
+from memoryd.extraction import code_context, generic_names, patterns, relations, spacy_stages
 from memoryd.extraction.linking import KnownEntity, KnownIndex, link_with_index, normalise_name
-from memoryd.extraction.patterns import LiteralMatcher, PatternHit, has_cjk
-from memoryd.extraction.token_cache import TokenCache, fingerprint
+from memoryd.extraction.patterns import has_cjk
+from memoryd.extraction.phrase_index import (
+    _known_item,
+    _KnownEntry,
+    _own_name_first,
+    _PhraseIndex,
+    _Target,
+)
+from memoryd.extraction.resolving import (
+    _after_cue,
+    _Candidate,
+    _from_hit,
+    _inside_longer_name,
+    _module_roots,
+    _path_notes,
+    _proposal,
+    _relations,
+    _resolve,
+    _shift,
+    _vendor_products,
+)
+from memoryd.extraction.token_cache import TokenCache
 from memoryd.extraction.wordlists import data_file, load_common_words
-from memoryd.models import EntityType, Extraction, Predicate, ProposedEntity, ProposedRelation
+from memoryd.models import EntityType, Extraction
 
 log = logging.getLogger(__name__)
 
 KNOWN_CACHE_SIZE = 8
-CONTEXT_CHARS = 200
-MAX_FILE_NOTES = 20
 NER_MAX_CHARS = 100_000
 NER_CONFIDENCE: dict[EntityType, float] = {
     EntityType.PERSON: 0.6,
@@ -72,14 +89,7 @@ REGISTRY_SOURCES = frozenset({"pypi", "npm", "pypi+npm"})
 """Lexicon entries taken from package registries by rank; the rest were chosen by name."""
 PLACE_CONFIDENCE = 0.85
 """A gazetteer name found with its exact case; a few are also surnames ("Houston")."""
-_WORD_BEFORE_RE = re.compile(r"([A-Za-z]+)[ \t]+$")
-_CAPITALISED_BEFORE_RE = re.compile(r"(?<![\w.])([A-Z][a-z]+) $")
-_CAPITALISED_AFTER_RE = re.compile(r" ([A-Z][a-z]+)(?![\w])")
 _CUE_WORD_RE = re.compile(r"[^\W_]+")
-_PRODUCT_AFTER_RE = re.compile(r" ([A-Z][A-Za-z0-9]*(?: [A-Z][A-Za-z0-9]*)?)(?![\w-]|\.\w)")
-_STYLE_AFTER_RE = re.compile(r" (?:code )?style\b", re.IGNORECASE)
-VENDOR_KINDS = frozenset({"cloud", "company"})
-VENDOR_PRODUCT_CONFIDENCE = 0.8
 
 
 @dataclass(frozen=True)
@@ -210,155 +220,6 @@ def load_first_names() -> frozenset[str]:
     return frozenset(name.strip() for name in text.splitlines() if name.strip())
 
 
-@dataclass(frozen=True)
-class _Target:
-    """What a matched surface stands for."""
-
-    name: str
-    type: EntityType
-    stage: str
-    confidence: float
-    ambiguous: bool
-    priority: int
-    needs_cue: bool = False
-    """Only after a locative word: a place that is also a first name ("Jordan")."""
-    everyday: bool = False
-    """A capitalised name that is a common word in lower case ("Solid", "Click", "Go"): at
-    the start of a clause it needs evidence that it is the name."""
-    generic: bool = False
-    """A lower-case name that is everyday English or developer jargon ("lockfile", a graph
-    entity "api"): it needs evidence that it is a name wherever it stands."""
-    cues: frozenset[str] = frozenset()
-    """An ambiguous surface ("TF", "pg"): it names this entry only in a text that also holds
-    one of these words (casefolded)."""
-    kind: str = ""
-    """The lexicon entry's kind (`cloud`, `company` ...)."""
-
-
-def _own_name_first(surface: str, target: _Target) -> tuple[bool, str, str]:
-    """Which of the known entities sharing a surface it stands for: the one whose own name it
-    is before one that has it as an alias ("stripe": Stripe, not Stripe Inc), then by type
-    and name. Not by arrival: the cached index grows as the graph does, so arrival order is
-    history, and a fresh index must say the same as a grown one."""
-    return (surface.casefold() != target.name.casefold(), target.type.value, target.name)
-
-
-class _PhraseIndex:
-    """Phrase matchers and a substring matcher over (surface, exact-case?, target) items.
-
-    `add` grows it in place: the graph gains entities one write at a time, and adding ten
-    patterns is cheap where rebuilding a few thousand is not. When several targets share a
-    surface, `rank` (lowest wins) chooses, so the index is a function of its items whatever
-    order they came in; without one, the first added wins (the lexicon: its file's order).
-    """
-
-    def __init__(
-        self,
-        nlp: Any,
-        name: str,
-        rank: Callable[[str, _Target], tuple[Any, ...]] | None = None,
-    ) -> None:
-        self.nlp = nlp
-        self.name = name
-        self.rank = rank
-        self.targets: list[_Target] = []
-        self.matchers: dict[bool, Any] = {}
-        self.literal = LiteralMatcher({})
-        self.canonical: dict[str, tuple[str, EntityType]] = {}
-        self._canonical_rank: dict[str, tuple[Any, ...]] = {}
-        self._seen: dict[tuple[str, bool], tuple[int, tuple[Any, ...]]] = {}
-        self._literal_surfaces: dict[str, int] = {}
-
-    def _claim(self, surface: str, target: _Target) -> None:
-        """The canonical (name, type) a surface stands for, whoever claims it first or best."""
-        folded = surface.casefold()
-        if folded not in self.canonical:
-            self.canonical[folded] = (target.name, target.type)
-            if self.rank is not None:
-                self._canonical_rank[folded] = self.rank(surface, target)
-        elif self.rank is not None:
-            rank = self.rank(surface, target)
-            if rank < self._canonical_rank[folded]:
-                self.canonical[folded] = (target.name, target.type)
-                self._canonical_rank[folded] = rank
-
-    def add(
-        self, items: Iterable[tuple[str, bool, _Target]], cache: TokenCache | None = None
-    ) -> None:
-        """Add items; `cache` keeps the phrases' tokens between processes (the lexicon's)."""
-        phrases: list[spacy_stages.Phrase] = []
-        literal_added = False
-        for raw, exact, target in items:
-            surface = raw.strip()
-            if not surface:
-                continue
-            self._claim(surface, target)
-            key = (surface if exact else surface.casefold(), exact)
-            rank = self.rank(surface, target) if self.rank is not None else ()
-            seen = self._seen.get(key)
-            if seen is not None:
-                index, held = seen
-                if self.rank is not None and rank < held:
-                    self.targets[index] = target  # its pattern stays: the same surface
-                    self._seen[key] = (index, rank)
-                continue
-            self.targets.append(target)
-            index = len(self.targets) - 1
-            self._seen[key] = (index, rank)
-            if has_cjk(surface):
-                self._literal_surfaces.setdefault(surface, index)
-                literal_added = True
-            else:
-                phrases.append(spacy_stages.Phrase(surface, index, exact))
-        if phrases:
-            tokens = self._tokens(phrases, cache)
-            spacy_stages.add_phrases(self.nlp, self.matchers, phrases, tokens)
-        if literal_added:
-            self.literal = LiteralMatcher(self._literal_surfaces)
-
-    def _tokens(
-        self, phrases: Sequence[spacy_stages.Phrase], cache: TokenCache | None
-    ) -> list[tuple[int, ...]]:
-        if cache is None:
-            return spacy_stages.phrase_tokens(self.nlp, phrases)
-        key = fingerprint(
-            spacy_stages.tokenizer_fingerprint(self.nlp), [(p.text, p.exact) for p in phrases]
-        )
-        tokens = cache.load(self.name, key, len(phrases))
-        if tokens is None:
-            tokens = spacy_stages.phrase_tokens(self.nlp, phrases)
-            cache.save(self.name, key, tokens)
-        else:
-            log.debug("%s: %d phrases' tokens from the cache", self.name, len(tokens))
-        return tokens
-
-
-@dataclass
-class _KnownEntry:
-    """The known entities' matchers and linking index for one set of entities."""
-
-    items: frozenset[tuple[str, str, str, tuple[str, ...]]]
-    phrases: _PhraseIndex
-    linking: KnownIndex
-
-
-def _known_item(entity: KnownEntity) -> tuple[str, str, str, tuple[str, ...]]:
-    return (entity.id, entity.name, entity.type.value, tuple(entity.aliases))
-
-
-@dataclass(frozen=True)
-class _Candidate:  # frozen: `replace` makes the variants
-    start: int
-    end: int
-    name: str
-    type: EntityType
-    confidence: float
-    stage: str
-    priority: int
-    aliases: tuple[str, ...] = ()
-    kind: str = ""
-
-
 class Extractor:
     """Offline entity and relation extraction; safe to share between threads.
 
@@ -409,7 +270,7 @@ class Extractor:
                         priority=PRIORITY_LEXICON,
                         everyday=surface != surface.lower() and surface.lower() in common,
                         generic=entry.source in REGISTRY_SOURCES
-                        and patterns.generic_word(surface, common),
+                        and generic_names.generic_word(surface, common),
                         cues=cues.get(surface, frozenset()),
                         kind=entry.kind,
                     )
@@ -479,7 +340,7 @@ class Extractor:
         items: list[tuple[str, bool, _Target]] = []
         for entity in known:
             for surface in (entity.name, *entity.aliases):
-                everyday = surface.lower() in common or patterns.generic_word(
+                everyday = surface.lower() in common or generic_names.generic_word(
                     surface, common, compounds=False
                 )
                 target = _Target(
@@ -552,7 +413,9 @@ class Extractor:
         canonical = dict(lexicon.canonical)
         if known_index is not None:
             canonical.update(known_index.canonical)
-        candidates += [_from_hit(h, "pattern") for h in patterns.scan_code_context(full, canonical)]
+        candidates += [
+            _from_hit(h, "pattern") for h in code_context.scan_code_context(full, canonical)
+        ]
         candidates += [_from_hit(h, "pattern") for h in scan.hits]
         candidates += _module_roots(scan, canonical)
         accepted = _resolve(candidates, scan.shields)
@@ -601,9 +464,11 @@ class Extractor:
         for start, end, key in found:
             target = index.targets[key]
             surface = text[start:end]
-            if patterns.fence_label(text, start) or patterns.in_identifier(text, start, end):
+            if generic_names.fence_label(text, start) or generic_names.in_identifier(
+                text, start, end
+            ):
                 continue
-            if target.generic and not patterns.name_evidence(text, start, end):
+            if target.generic and not generic_names.name_evidence(text, start, end):
                 continue
             if target.needs_cue and not _after_cue(text, start):
                 continue
@@ -636,8 +501,8 @@ class Extractor:
             )
             if (
                 target.everyday
-                and patterns.opens_clause(text, start, starts)
-                and not patterns.clause_start_evidence(text, start, end)
+                and generic_names.opens_clause(text, start, starts)
+                and not generic_names.clause_start_evidence(text, start, end)
             ):
                 pending.append(candidate)
             else:
@@ -683,264 +548,3 @@ def _place_phrases(places: Iterable[LexiconEntry]) -> list[tuple[str, bool, _Tar
             )
             items.append((surface, True, target))
     return items
-
-
-def _vendor_products(
-    text: str, candidates: list[_Candidate], common: frozenset[str]
-) -> list[_Candidate]:
-    """A cloud or a company named before a product of its own is the product: "Azure DNS",
-    "Google Cloud DNS", "Google CloudDNS" are DNS services, not Azure or Google. The product
-    word must look like a name (an acronym, a CamelCase word or a capitalised word that is no
-    everyday word or its plural: "AWS Regions" stays AWS). And a company named before "style"
-    is a style guide ("Google style", "Airbnb code style"), not the company."""
-    out: list[_Candidate] = []
-    for cand in candidates:
-        vendor = cand.kind in VENDOR_KINDS or (
-            cand.type is EntityType.ORGANIZATION and cand.stage == "lexicon"
-        )
-        if not vendor:
-            out.append(cand)
-            continue
-        if cand.type is EntityType.ORGANIZATION and _STYLE_AFTER_RE.match(text, cand.end):
-            continue
-        product = _PRODUCT_AFTER_RE.match(text, cand.end)
-        end = cand.end
-        for word in product.group(1).split() if product else ():
-            if word in patterns.TITLE_STOPWORDS or any(
-                form in common for form in patterns.noun_forms(word)
-            ):
-                break  # "AWS CloudWatch Logs" is CloudWatch's logs
-            end = text.index(word, end) + len(word)
-        if end == cand.end:
-            out.append(cand)
-            continue
-        out.append(
-            replace(
-                cand,
-                end=end,
-                name=text[cand.start : end],
-                type=EntityType.TOOL,
-                confidence=min(cand.confidence, VENDOR_PRODUCT_CONFIDENCE),
-                aliases=(),
-                kind="",
-            )
-        )
-    return out
-
-
-def _after_cue(text: str, start: int) -> bool:
-    """Whether the word before `start` is a locative cue ("in", "to", "visited")."""
-    match = _WORD_BEFORE_RE.search(text, max(0, start - 20), start)
-    return match is not None and match.group(1).lower() in patterns.LOCATIVE_CUES
-
-
-def _inside_longer_name(
-    text: str, start: int, end: int, canonical: Mapping[str, tuple[str, EntityType]]
-) -> bool:
-    """Whether a place name is one word of a longer capitalised name ("Paris Hilton",
-    "George Washington", "Boston Dynamics").
-
-    A neighbour counts when it is capitalised, not a chat opener or function word and not
-    itself a known name ("Portland Oregon"); an everyday word counts only where its capital
-    says name, i.e. before the place in mid-sentence ("met George Washington"), not at a
-    sentence start ("Visited Paris") nor after it ("Paris Photos").
-    """
-    common = load_common_words()
-    before = _CAPITALISED_BEFORE_RE.search(text, max(0, start - 30), start)
-    after = _CAPITALISED_AFTER_RE.match(text, end)
-    for match, mid_sentence in (
-        (before, before is not None and _mid_sentence(text, before.start())),
-        (after, False),
-    ):
-        if match is None:
-            continue
-        word = match.group(1)
-        if (
-            word in patterns.TITLE_STOPWORDS
-            or word in patterns.INTERJECTIONS
-            or word.lower() in patterns.LOCATIVE_CUES
-            or word.casefold() in canonical
-            or (word.lower() in common and not mid_sentence)
-        ):
-            continue
-        return True
-    return False
-
-
-def _mid_sentence(text: str, pos: int) -> bool:
-    """Whether the word at `pos` follows other words of its sentence (so its capital is
-    a name's, not the sentence's)."""
-    before = text[max(0, pos - 10) : pos].rstrip(" \t")
-    return bool(before) and (before[-1].isalnum() or before[-1] == ",")
-
-
-def _from_hit(hit: PatternHit, stage: str) -> _Candidate:
-    return _Candidate(
-        hit.start,
-        hit.end,
-        hit.name,
-        hit.type,
-        hit.confidence,
-        stage,
-        hit.priority,
-        hit.aliases,
-        hit.kind,
-    )
-
-
-def _module_roots(
-    scan: patterns.PatternScan, canonical: dict[str, tuple[str, EntityType]]
-) -> list[_Candidate]:
-    """`spacy.pipeline.EntityRuler` mentions spaCy when its root is a name we know."""
-    out: list[_Candidate] = []
-    for start, _end, module in scan.modules:
-        root = module.split(".", 1)[0]
-        target = canonical.get(root.casefold())
-        if target is not None:
-            name, etype = target
-            out.append(
-                _Candidate(
-                    start,
-                    start + len(root),
-                    name,
-                    etype,
-                    patterns.MODULE_ROOT_CONFIDENCE,
-                    "pattern",
-                    patterns.PRIORITY_SHAPE,
-                    (root,) if root != name else (),
-                    "module-root",
-                )
-            )
-    return out
-
-
-def _resolve(
-    candidates: Sequence[_Candidate], shields: Sequence[tuple[int, int]]
-) -> list[_Candidate]:
-    """Keep the best candidate of each overlapping set, none inside a path or URL.
-
-    A candidate may cover a whole shield (`Node.js` looks like a file name; a URL entity is
-    its own shield) but not sit inside one (`react` in `src/react/app.ts`), and module roots
-    are allowed at the start of their own module path.
-    """
-    # Ties (two matchers or stages proposing one span) go by what they propose, never by the
-    # order they were found in: that order follows how the matchers were grown.
-    ranked = sorted(
-        candidates,
-        key=lambda c: (
-            c.priority,
-            -(c.end - c.start),
-            c.start,
-            -c.confidence,
-            c.type.value,
-            c.name,
-            c.stage,
-            c.kind,
-            c.aliases,
-        ),
-    )
-    walls = sorted(shields)
-    wall_starts = [start for start, _ in walls]
-    starts: list[int] = []  # accepted spans never overlap, so sorted starts find neighbours
-    accepted: list[_Candidate] = []
-    for cand in ranked:
-        if cand.kind != "module-root" and _inside_shield(cand, walls, wall_starts):
-            continue
-        at = bisect.bisect_right(starts, cand.start)
-        if at and accepted[at - 1].end > cand.start:
-            continue
-        if at < len(accepted) and accepted[at].start < cand.end:
-            continue
-        starts.insert(at, cand.start)
-        accepted.insert(at, cand)
-    return accepted
-
-
-def _inside_shield(
-    cand: _Candidate, walls: Sequence[tuple[int, int]], wall_starts: Sequence[int]
-) -> bool:
-    """Whether the candidate overlaps a shield without covering it whole."""
-    at = max(bisect.bisect_right(wall_starts, cand.start) - 1, 0)
-    while at < len(walls) and walls[at][0] < cand.end:
-        w_start, w_end = walls[at]
-        if cand.start < w_end and not (cand.start <= w_start and w_end <= cand.end):
-            return True
-        at += 1
-    return False
-
-
-def _sentence_of(
-    start: int, sentences: Sequence[tuple[int, int]], starts: Sequence[int]
-) -> tuple[int, int] | None:
-    at = bisect.bisect_right(starts, start) - 1
-    if at >= 0 and start < sentences[at][1]:
-        return sentences[at]
-    return None
-
-
-def _proposal(
-    cand: _Candidate, text: str, sentences: Sequence[tuple[int, int]], starts: Sequence[int]
-) -> ProposedEntity:
-    sentence = _sentence_of(cand.start, sentences, starts)
-    context = None
-    if sentence is not None:
-        context = " ".join(text[sentence[0] : sentence[1]].split())[:CONTEXT_CHARS]
-    return ProposedEntity(
-        name=cand.name,
-        type=cand.type,
-        confidence=cand.confidence,
-        aliases=[a for a in dict.fromkeys(cand.aliases) if a != cand.name],
-        context=context,
-        stage=cand.stage,
-        spans=[(cand.start, cand.end)],
-    )
-
-
-def _relations(
-    raw: Sequence[relations.RawRelation], entities: Sequence[ProposedEntity]
-) -> list[ProposedRelation]:
-    """Spans to entity ids; self-loops (both ends linked to one entity) and repeats dropped."""
-    by_span = {span: e.id for e in entities for span in e.spans}
-    best: dict[tuple[str, Predicate, str], ProposedRelation] = {}
-    for rel in raw:
-        subject = "memory" if rel.subject is None else by_span.get(rel.subject)
-        obj = "memory" if rel.object is None else by_span.get(rel.object)
-        if subject is None or obj is None or subject == obj:
-            continue
-        key = (subject, rel.predicate, obj)
-        current = best.get(key)
-        if current is None or rel.confidence > current.confidence:
-            best[key] = ProposedRelation(
-                subject=subject,
-                predicate=rel.predicate,
-                object=obj,
-                confidence=rel.confidence,
-                evidence=rel.evidence,
-            )
-    return list(best.values())
-
-
-def _path_notes(scan: patterns.PatternScan, accepted: Sequence[_Candidate]) -> list[str]:
-    """File and module paths, which are context rather than entities."""
-    covered = [(c.start, c.end) for c in accepted if c.kind != "module-root"]
-    covered_starts = [start for start, _ in covered]
-    notes: list[str] = []
-    files: list[str] = []
-    for start, end, path in scan.files:
-        at = bisect.bisect_right(covered_starts, start) - 1
-        if at < 0 or covered[at][1] < end:  # a name that looks like a file (Node.js) is no path
-            files.append(path)
-    unique = list(dict.fromkeys(files))
-    notes += [f"file: {path}" for path in unique[:MAX_FILE_NOTES]]
-    if len(unique) > MAX_FILE_NOTES:
-        notes.append(f"file: … and {len(unique) - MAX_FILE_NOTES} more")
-    notes += [f"module: {m}" for m in dict.fromkeys(module for _, _, module in scan.modules)]
-    return notes
-
-
-def _shift(entity: ProposedEntity, offset: int) -> ProposedEntity:
-    """Spans relative to the body: title occurrences are dropped from `spans`."""
-    if not offset:
-        return entity
-    spans = [(s - offset, e - offset) for s, e in entity.spans if s >= offset]
-    return entity.model_copy(update={"spans": spans})

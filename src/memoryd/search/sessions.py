@@ -18,7 +18,7 @@ from memoryd.models import MemoryType, to_utc
 from memoryd.search.doc import SearchDoc
 
 if TYPE_CHECKING:
-    import tantivy
+    from memoryd.search.engine import tantivy
 
 CONTEXT_WINDOW = timedelta(minutes=30)
 """Session memories of one scope at most this far apart in time are neighbouring turns."""

@@ -1,6 +1,6 @@
 """The words the index treats specially: function words dropped from queries, time words
 that say when rather than what, and irregular forms put in their base form. Plain data and
-string work, apart from the tantivy adapter (`search.index`) that applies it to documents and
+string work, apart from the tantivy adapter (`search.engine`) that applies it to documents and
 queries alike."""
 
 from __future__ import annotations

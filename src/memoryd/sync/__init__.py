@@ -1,3 +1,3 @@
 """Sync between devices, and to and from mcp-memory-service: one `memories.json` file
-(seeds/000, corrected by interop/FORMATS.md §1). `document` writes and reads the file,
-`merge` decides field by field what an import changes; `domain.syncing` applies it."""
+(seeds/000, corrected by interop/FORMATS.md §1). `writing` writes the file and `document`
+reads it, `merge` decides field by field what an import changes; `domain.syncing` applies it."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from memoryd.graph.store import EntityRow, supersede_edges
 from memoryd.models import Memory, format_ts
-from memoryd.sync import document
+from memoryd.sync import document, writing
 from memoryd.sync.base import SyncBase
 from memoryd.sync.merge import digests
 from memoryd.vault import atomic_write
@@ -55,7 +55,7 @@ class Collector:
         self.base[meta.slug] = SyncBase.pack(digests(memory))
         in_file, pointer = self._body(memory)
         vectors = self.embedding(meta.slug) if self.embedding is not None else None
-        item = document.memory_item(
+        item = writing.memory_item(
             memory,
             machine=self.machine,
             body_in_file=in_file,

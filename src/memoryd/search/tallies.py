@@ -1,0 +1,310 @@
+"""The recalled scopes' statistics kept beside the index: counted once per scope (or loaded from
+the files saved beside it, `search.stats_file`), then brought up to date by every commit and
+every `refresh`, and saved when it is time.
+
+The statistics themselves are `search.stats.ScopeStatistics`; this module counts documents
+into them (each analysed once and kept, `_tokens_of`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from memoryd.errors import StorageError
+from memoryd.models import to_utc
+from memoryd.search.doc import SearchDoc
+from memoryd.search.engine import (
+    _TANTIVY_ERRORS,
+    REINDEX_HINT,
+    _check_meta,
+    _count,
+    _stored_doc,
+    _values,
+    _write_meta,
+)
+from memoryd.search.overlay import slug_key
+from memoryd.search.reader import IndexReader
+from memoryd.search.stats import Entry, Snapshot, StatsView, Tokens, TurnTest
+from memoryd.search.stats_file import index_opstamp
+from memoryd.search.words import base_forms
+from memoryd.text import segment
+
+logger = logging.getLogger(__name__)
+
+_Changed = tuple[list[SearchDoc], list[SearchDoc]] | None
+"""What a write replaced or deleted (as it was) and what it wrote; None: it removed all."""
+
+_TOKENS_KEPT = 8_000_000
+"""At most this many analysed tokens are kept for `local_bm25` (about 70 MB)."""
+
+_SAVE_SHARE = 0.05
+"""At most this share of the writer's time goes to saving statistics (`_flush_stats`)."""
+
+
+def _scopes_of(changed: _Changed) -> set[str] | None:
+    """The scopes whose memories a commit changes (None: every scope, a clear)."""
+    return None if changed is None else {doc.scope_hash for docs in changed for doc in docs}
+
+
+class IndexTallies(IndexReader):
+    """The index's scope statistics: counting, keeping up to date, saving."""
+
+    def refresh(self, changed: Collection[str] | None = None) -> None:
+        """Search what is committed on disk now (another process writes this index).
+
+        `changed` names the memories the writer's commits since our last refresh wrote,
+        deleted or moved (its `changes_since`): the statistics then take those out as they
+        counted them and put in what the index holds of them now, instead of counting every
+        recalled scope again on the next recall (a background worker committing once a
+        second made every recall a recount). None: every tally is counted afresh."""
+        self._require_open()
+        with self._stats_lock, self._errors("reloading the reader"):
+            before = index_opstamp(self._directory) if self._files else None
+            self._index.reload()
+            self._overlay = self._overlay.reload(REINDEX_HINT)
+            if self._files:
+                after = index_opstamp(self._directory)
+                self._opstamp = before if before == after else None
+                if self._files.identity is None:
+                    self._files.identity = _check_meta(self._directory)
+            if changed is None:
+                self._stats.forget()
+            elif changed:
+                self._recount(changed)
+
+    def _recount(self, slugs: Collection[str]) -> None:
+        """Bring the tallies up to the index for `slugs` (the caller holds the lock)."""
+        held = self._stats.entries_of(slugs)
+        if held is None:  # two memories share a slug key: count afresh
+            self._stats.forget()
+            return
+        cuts: dict[str, str] = {}
+        now = self._stored(self._index.searcher(), list(slugs), cuts)
+        wanted = [doc for doc in now.values() if self._stats.wants(doc.scope_hash)]
+        self._stats.apply(held, [self._entry(doc, cuts) for doc in wanted])
+
+    def statistics(
+        self,
+        scope_hashes: Sequence[str] | None = None,
+        *,
+        include_forgotten: bool = False,
+        is_turn: TurnTest | None = None,
+    ) -> Snapshot:
+        """The statistics `local_bm25` ranks `scope_hashes` with (every scope when None), as
+        they stand now: kept up to date by each write, they equal a recount."""
+        self._require_open()
+        scopes = None if scope_hashes is None else _values(scope_hashes)
+        with self._stats_lock, self._errors("counting"):
+            self._tallied(scopes, include_forgotten, is_turn)
+            return self._stats.snapshot(scopes, include_forgotten, is_turn)
+
+    def _tokens_of(
+        self, title: str, body: str, cuts: Mapping[str, str] | None = None
+    ) -> tuple[Tokens, Tokens]:
+        """A title's and body's tokens as the index analyses them. Kept by their text (so an
+        edit, or another process's write, never serves stale tokens) up to `_TOKENS_KEPT`
+        tokens: recalls meet the same memories again, and a rewrite meets its old version.
+        `cuts`: text → its segmentation as a stored document holds it (`_learn_cuts`)."""
+        key = (title, body)
+        known = self._counts.get(key)
+        if known is None:
+            known = (self._analysed(title, cuts), self._analysed(body, cuts))
+            size = len(known[0]) + len(known[1])
+            if self._tokens_kept + size <= _TOKENS_KEPT:
+                self._counts[key] = known
+                self._tokens_kept += size
+        return known
+
+    def _analysed(self, text: str, cuts: Mapping[str, str] | None = None) -> Tokens:
+        cut = cuts.get(text) if cuts else None
+        return tuple(
+            sys.intern(t)
+            for t in self._analyzer.analyze(base_forms(segment(text) if cut is None else cut))
+        )
+
+    def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
+        """A title's and body's tokens as the statistics count them (`analysis_version`
+        names the analysis that made them)."""
+        return self._tokens_of(title, body)
+
+    def learn_tokens(self, known: Iterable[tuple[str, str, Tokens, Tokens]]) -> None:
+        """Take (title, body, their tokens) analysed earlier under this `analysis_version`,
+        so counting them does not analyse them again (a granted scope's snapshot keeps them)."""
+        for title, body, title_tokens, body_tokens in known:
+            key = (title, body)
+            size = len(title_tokens) + len(body_tokens)
+            if key in self._counts or self._tokens_kept + size > _TOKENS_KEPT:
+                continue
+            self._counts[key] = (title_tokens, body_tokens)
+            self._tokens_kept += size
+
+    def tally(self, scope_hash: str, docs: Iterable[SearchDoc], is_turn: TurnTest | None) -> None:
+        """Count a scope's recall statistics from `docs`, every live memory of it just
+        written, instead of reading them back on the first recall (a granted scope's
+        in-memory index is built whole, then recalled at once)."""
+        with self._stats_lock:
+            self._stats.missing([scope_hash], is_turn)  # registers the turn test
+            self._stats.load((self._entry(doc) for doc in docs), [scope_hash])
+
+    def _entry(self, doc: SearchDoc, cuts: Mapping[str, str] | None = None) -> Entry:
+        """What the scope statistics count of a memory (`cuts`: as for `_tokens_of`)."""
+        title, body = self._tokens_of(doc.title, doc.body, cuts)
+        return Entry(
+            doc.slug,
+            doc.scope_hash,
+            doc.type,
+            not doc.decay_state.visible_by_default,
+            to_utc(doc.created_at),
+            title,
+            body,
+            doc.body,
+            slug_key(doc.slug),
+            doc.title,
+            doc.decay_state,
+            tuple(doc.tags),
+            tuple(doc.triggers),
+        )
+
+    def _tallied(
+        self, scopes: list[str] | None, include_forgotten: bool, is_turn: TurnTest | None
+    ) -> StatsView:
+        """The searched scopes' statistics (`ScopeStatistics`), counting the scopes no recall
+        has met yet from their live memories, hidden ones included (the caller holds the
+        statistics' lock, so no commit lands between the count and its registration)."""
+        missing = self._stats.missing(scopes, is_turn)
+        files, stamp = self._files, self._opstamp
+        if missing and files is not None and stamp is not None:
+            for scope in list(missing):
+                if (loaded := files.load(scope, stamp)) is not None:
+                    self._stats.adopt(scope, *loaded)
+                    missing.remove(scope)
+        if missing is None or missing:
+            searcher = self._index.searcher()
+            every = self._visible(missing, include_forgotten=True)
+            total = _count(searcher, every)
+            hits = searcher.search(every, limit=total, count=False).hits if total else []
+            # Chinese text is counted as the documents store its segmentation: a count cuts
+            # nothing again, and an English recall never loads jieba's dictionary.
+            cuts: dict[str, str] = {}
+            self._stats.load(
+                (
+                    self._entry(
+                        _stored_doc(searcher.doc(address), self._overlay.states, cuts), cuts
+                    )
+                    for _, address in hits
+                ),
+                missing,
+            )
+            if (
+                files is not None
+                and stamp is not None
+                and files.fresh_at(stamp, self._overlay.digest)
+            ):
+                for scope in self._stats.tallied() if missing is None else missing:
+                    if (saved := self._stats.saved(scope)) is not None:
+                        files.save(scope, stamp, *saved)
+        return self._stats.view(scopes, include_forgotten, is_turn)
+
+    def _save_stats(self, prior: int | None, stamp: int, changed: _Changed) -> None:
+        """Record a commit (from opstamp `prior` to `stamp`) beside the index, and save the
+        statistics of the tallied scopes it changed (the caller holds the statistics' lock;
+        the overlay is saved). Statistics that may have missed another process's commits are
+        not saved: the files only ever hold what a count would find."""
+        files = self._files
+        if files is None:
+            return
+        held, self._opstamp = self._opstamp, stamp
+        scopes = _scopes_of(changed)
+        files.drop(scopes)  # again: one a reader saved meanwhile
+        try:
+            if files.identity is None:  # an index from before identities: give it one
+                files.identity = _write_meta(self._directory)
+            files.committed(prior, stamp, self._overlay.digest, scopes)
+        except OSError as exc:
+            logger.warning("search index %s: cannot record the commit: %s", self._directory, exc)
+            return
+        if held is None or held != prior:
+            self._stats.forget()  # another process committed before us: count afresh
+            self._unsaved.clear()
+            return
+        tallied = set(self._stats.tallied())
+        self._unsaved = (
+            self._unsaved | (tallied if scopes is None else tallied & scopes)
+        ) & tallied
+        self._flush_stats(force=False)
+
+    def _flush_stats(self, force: bool) -> None:
+        """Save the tallies the files are behind on: when `force`d (closing), or when saving
+        has had no more than `_SAVE_SHARE` of the time since the last save (saving a large
+        scope costs as much as a small write, so each write saving would double it). The
+        caller holds the statistics' lock. A process that opens the index before the save
+        counts those scopes afresh (and saves them)."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None or not self._unsaved:
+            return
+        started = time.monotonic()
+        if not force and started < self._save_next:
+            return
+        if not files.fresh_at(stamp, self._overlay.digest):
+            self._unsaved.clear()  # the manifest is not ours to trust: nothing is saved
+            return
+        for scope in sorted(self._unsaved):
+            if (saved := self._stats.saved(scope)) is not None:
+                files.save(scope, stamp, *saved)
+        self._unsaved.clear()
+        self._save_next = time.monotonic() + (time.monotonic() - started) / _SAVE_SHARE
+
+    def _entries_for_stats(self, changed: _Changed) -> tuple[list[Entry], list[Entry]]:
+        """The written and removed documents of tallied scopes, analysed (before the commit,
+        outside the statistics' lock; a scope tallied meanwhile is analysed under it)."""
+        if changed is None:
+            return [], []
+        removed, added = changed
+        return (
+            [self._entry(doc) for doc in removed if self._stats.wants(doc.scope_hash)],
+            [self._entry(doc) for doc in added if self._stats.wants(doc.scope_hash)],
+        )
+
+    def _apply_stats(
+        self,
+        changed: _Changed,
+        removed: list[Entry],
+        added: list[Entry],
+    ) -> None:
+        """Reload the reader and bring the statistics to the commit just made (the caller
+        holds the statistics' lock)."""
+        try:
+            with self._errors("reloading the reader"):
+                self._index.reload()
+        except StorageError:
+            self._stats.forget()
+            raise
+        if changed is None:
+            self._stats.emptied()
+            return
+        try:
+            # Documents of scopes counted since `_entries_for_stats` (so before this commit).
+            late: list[list[Entry]] = []
+            lightened, self._lightened = self._lightened, set()
+            if any(d.slug in lightened and self._stats.wants(d.scope_hash) for d in changed[0]):
+                # A scope counted since `_entries_for_stats` lost documents read without
+                # their text (`_light_doc`): its words cannot be subtracted; count afresh.
+                self._stats.forget()
+                return
+            for docs, early in zip(changed, (removed, added), strict=True):
+                seen = {entry.slug for entry in early}
+                late.append(
+                    [
+                        self._entry(doc)
+                        for doc in docs
+                        if doc.slug not in seen and self._stats.wants(doc.scope_hash)
+                    ]
+                )
+            self._stats.apply([*removed, *late[0]], [*added, *late[1]])
+        except _TANTIVY_ERRORS:
+            # The write is committed; statistics that missed part of it are counted afresh.
+            logger.exception("search index %s: updating the statistics failed", self._directory)
+            self._stats.forget()
