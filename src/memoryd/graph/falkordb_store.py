@@ -91,6 +91,10 @@ _LEASE_RENEW = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then"
     " return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end"
 )
+_LEASE_TAKE_OVER = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then"
+    " return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) else return 0 end"
+)
 _LEASE_RELEASE = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else"
     " return 0 end"
@@ -189,6 +193,13 @@ class FalkorGraphStore(CypherGraphStore):
         try:
             taken = self._redis.set(self.lease_key, self._holder, nx=True, px=LEASE_MS)
             holder = None if taken else str(self._redis.get(self.lease_key))
+            if holder is not None and _dead_here(holder):
+                # a writer on this machine that died (kill -9) left its lease: take it over
+                taken = bool(
+                    self._redis.eval(
+                        _LEASE_TAKE_OVER, 1, self.lease_key, holder, self._holder, LEASE_MS
+                    )
+                )
         except redis.RedisError as exc:
             raise _server_error(exc, self.url) from exc
         if not taken:
@@ -460,6 +471,22 @@ def query_error(exc: redis.ResponseError, timeout_ms: int) -> MemorydError:
             hint="use `memoryd record` and the entity commands to change the graph",
         )
     return InvalidInput(f"invalid Cypher: {text}")
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether a lease's holder (`host pid N (home)`) is a process of this machine that no
+    longer runs."""
+    host, _, rest = holder.partition(" pid ")
+    pid = rest.split(" ", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
 
 
 def graph_password(url: str) -> str | None:
