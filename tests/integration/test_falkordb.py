@@ -67,6 +67,13 @@ def test_the_dialect_translation() -> None:
     assert translate("WHERE a AND regexp_matches(o.body, $w) RETURN o") == (
         "WHERE a AND true RETURN o"
     )
+    assert translate("RETURN t + to_days(CASE x WHEN 1 THEN (a + 1) ELSE b END) AS due") == (
+        "RETURN t + duration({days: CASE x WHEN 1 THEN (a + 1) ELSE b END}) AS due"
+    )
+    assert translate("RETURN CAST(m.created_at AS DATE)") == (
+        "RETURN date({year: (m.created_at).year, month: (m.created_at).month,"
+        " day: (m.created_at).day})"
+    )
     at = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
     text, params = bind("WHERE m.t <= $at AND m.u <= localdatetime($at)", {"at": at})
     assert text == "WHERE m.t <= localdatetime($at) AND m.u <= localdatetime($at)"
