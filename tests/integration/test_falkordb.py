@@ -20,9 +20,10 @@ from memoryd.config import load_settings
 from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded
 from memoryd.graph.falkordb_dialect import bind, translate
 from memoryd.graph.falkordb_store import FalkorGraphStore
-from memoryd.models import Frontmatter, Memory, MemoryDraft
+from memoryd.models import Frontmatter, Memory
 from memoryd.wiring import open_service
 from tests.conftest import ENGINE
+from tests.integration.test_supersede import draft
 
 pytestmark = pytest.mark.skipif(ENGINE != "kuzu", reason="runs beside the kuzu leg only")
 
@@ -152,29 +153,15 @@ def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
 # ----------------------------------------------------------------------- one scenario
 
 
-def _draft(project: Path, title: str, body: str, type: str, day: int) -> MemoryDraft:
-    return MemoryDraft.model_validate(
-        {
-            "type": type,
-            "title": title,
-            "body": body,
-            "scope_path": project,
-            "created_at": datetime(2026, 5, day, 9, 0, tzinfo=UTC),
-        }
-    )
-
-
 def _scenario(settings: Any, project: Path) -> dict[str, Any]:
     """Record, extract, supersede, recall, Cypher, reindex: what each step answers."""
     svc = open_service(settings)
     try:
         older = svc.record(
-            _draft(
-                project, "Frontend framework", "Prefer React for the dashboard.", "preference", 1
-            )
+            draft(project, "Frontend framework", "Prefer React for the dashboard.", "preference", 1)
         )
         newer = svc.record(
-            _draft(
+            draft(
                 project,
                 "Dashboard moves to Solid",
                 "Switched the dashboard from React to Solid; the bundle is 40% smaller.",
@@ -183,7 +170,7 @@ def _scenario(settings: Any, project: Path) -> dict[str, Any]:
             )
         )
         db = svc.record(
-            _draft(
+            draft(
                 project,
                 "Database",
                 "We keep Postgres 16 for the billing service and run migrations with Alembic.",

@@ -336,20 +336,7 @@ class FalkorGraphStore(CypherGraphStore):
 
     def _migrate(self) -> None:
         current = self.schema_version() if self._exists() else 0
-        if current > SCHEMA_VERSION:
-            raise StorageError(
-                f"the graph {self.key} is at schema {current} but this memoryd knows "
-                f"{SCHEMA_VERSION}",
-                hint="upgrade memoryd, or run `memoryd reindex` to rebuild the graph",
-            )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            with self._transaction() as tx:
-                for statement in MIGRATIONS[version - 1]:
-                    tx.execute(statement)
-                tx.execute(
-                    "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
-                )
-            logger.info("graph %s migrated to schema %d", self.key, version)
+        self._migrate_from(current, MIGRATIONS, self.key)
 
     def _exists(self) -> bool:
         try:
