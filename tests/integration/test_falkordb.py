@@ -5,6 +5,7 @@ test_graph_store.py."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -116,6 +117,37 @@ def test_a_second_writer_is_refused(store: FalkorGraphStore, tmp_path: Path) -> 
     again = FalkorGraphStore(store.directory, url=store.url, name=store.name)
     assert again.count_memories() == 1
     again.close()
+
+
+def test_a_replaced_graph_is_deleted_once_no_directory_names_it(
+    falkordb_url: str, tmp_path: Path
+) -> None:
+    """Reindex's steps: the live graph closes, a new one builds in graph.rebuild (its own
+    key), the directories swap and the old one is removed; the next writer open deletes
+    the old key from the server, and only a name this home owns is cleaned."""
+    name = f"t-{uuid.uuid4().hex}"
+    live = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=name, owns_name=True)
+    live.upsert_memories([memory("old")])
+    old_key = live.key
+    live.close()
+    fresh = FalkorGraphStore(tmp_path / "graph.rebuild", url=falkordb_url, name=name)
+    fresh.upsert_memories([memory("new")])
+    new_key = fresh.key
+    fresh.close()
+    (tmp_path / "graph").rename(tmp_path / "graph.old")
+    (tmp_path / "graph.rebuild").rename(tmp_path / "graph")
+    shared = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=name)
+    assert shared._redis.exists(old_key)  # a name shared with other homes: left alone
+    shared.close()
+    shutil.rmtree(tmp_path / "graph.old")
+    again = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=name, owns_name=True)
+    try:
+        assert again.key == new_key
+        assert again.memory_slugs() == {"new"}
+        assert not again._redis.exists(old_key)
+        assert again._redis.exists(new_key)
+    finally:
+        again.close()
 
 
 def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:

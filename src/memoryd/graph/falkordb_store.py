@@ -133,7 +133,11 @@ class FalkorGraphStore(CypherGraphStore):
         max_fanout: int = 64,
         query_timeout_ms: int = 10_000,
         read_only: bool = False,
+        owns_name: bool = False,
     ) -> None:
+        """`owns_name`: no other data dir uses `name` (the default name, made from this
+        home's path), so a writer may delete the graphs under it that no graph directory of
+        this home names any more (the graph a reindex replaced)."""
         super().__init__(max_fanout=max_fanout, read_only=read_only)
         self.directory = directory
         self.path = directory / MARKER
@@ -159,6 +163,8 @@ class FalkorGraphStore(CypherGraphStore):
         if not read_only:
             self._take_lease()
             try:
+                if owns_name:
+                    self._drop_replaced()
                 self._migrate()
             except BaseException:
                 self.close()
@@ -211,6 +217,21 @@ class FalkorGraphStore(CypherGraphStore):
             target=self._renew_lease, name="memoryd-falkordb-lease", daemon=True
         )
         self._lease_thread.start()
+
+    def _drop_replaced(self) -> None:
+        """Delete this name's graphs that no marker in the home's graph directories names:
+        a reindex builds a new graph under a new key, and the directory swap that puts it in
+        place removes the old marker (so the swap is the atomic step; this reclaims)."""
+        named = set()
+        for marker in self.directory.parent.glob(f"*/{MARKER}"):
+            try:
+                named.add(str(json.loads(marker.read_text(encoding="utf-8"))["graph"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                return  # a marker we cannot read may name any of them: delete nothing
+        for key in self._redis.scan_iter(match=f"{self.name}:*", _type="graphdata"):
+            if str(key) not in named and str(key) != self.key:
+                logger.info("deleting the replaced graph %s", key)
+                self._redis.execute_command("GRAPH.DELETE", key)  # type: ignore[no-untyped-call]
 
     def _renew_lease(self) -> None:
         while not self._lease_stop.wait(LEASE_MS / 3000):
