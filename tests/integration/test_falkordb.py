@@ -5,6 +5,7 @@ test_graph_store.py."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,9 +21,10 @@ from memoryd.config import load_settings
 from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded
 from memoryd.graph.falkordb_dialect import bind, translate
 from memoryd.graph.falkordb_store import FalkorGraphStore
-from memoryd.models import Frontmatter, Memory, MemoryDraft
+from memoryd.models import Frontmatter, Memory
 from memoryd.wiring import open_service
 from tests.conftest import ENGINE
+from tests.integration.test_supersede import draft
 
 pytestmark = pytest.mark.skipif(ENGINE != "kuzu", reason="runs beside the kuzu leg only")
 
@@ -67,6 +69,13 @@ def test_the_dialect_translation() -> None:
     assert translate("WHERE a AND regexp_matches(o.body, $w) RETURN o") == (
         "WHERE a AND true RETURN o"
     )
+    assert translate("RETURN t + to_days(CASE x WHEN 1 THEN (a + 1) ELSE b END) AS due") == (
+        "RETURN t + duration({days: CASE x WHEN 1 THEN (a + 1) ELSE b END}) AS due"
+    )
+    assert translate("RETURN CAST(m.created_at AS DATE)") == (
+        "RETURN date({year: (m.created_at).year, month: (m.created_at).month,"
+        " day: (m.created_at).day})"
+    )
     at = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
     text, params = bind("WHERE m.t <= $at AND m.u <= localdatetime($at)", {"at": at})
     assert text == "WHERE m.t <= localdatetime($at) AND m.u <= localdatetime($at)"
@@ -110,6 +119,37 @@ def test_a_second_writer_is_refused(store: FalkorGraphStore, tmp_path: Path) -> 
     again.close()
 
 
+def test_a_replaced_graph_is_deleted_once_no_directory_names_it(
+    falkordb_url: str, tmp_path: Path
+) -> None:
+    """Reindex's steps: the live graph closes, a new one builds in graph.rebuild (its own
+    key), the directories swap and the old one is removed; the next writer open deletes
+    the old key from the server, and only a name this home owns is cleaned."""
+    name = f"t-{uuid.uuid4().hex}"
+    live = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=name, owns_name=True)
+    live.upsert_memories([memory("old")])
+    old_key = live.key
+    live.close()
+    fresh = FalkorGraphStore(tmp_path / "graph.rebuild", url=falkordb_url, name=name)
+    fresh.upsert_memories([memory("new")])
+    new_key = fresh.key
+    fresh.close()
+    (tmp_path / "graph").rename(tmp_path / "graph.old")
+    (tmp_path / "graph.rebuild").rename(tmp_path / "graph")
+    shared = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=name)
+    assert shared._redis.exists(old_key)  # a name shared with other homes: left alone
+    shared.close()
+    shutil.rmtree(tmp_path / "graph.old")
+    again = FalkorGraphStore(tmp_path / "graph", url=falkordb_url, name=name, owns_name=True)
+    try:
+        assert again.key == new_key
+        assert again.memory_slugs() == {"new"}
+        assert not again._redis.exists(old_key)
+        assert again._redis.exists(new_key)
+    finally:
+        again.close()
+
+
 def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
     """A write clause, a procedure off the allow-list and a runaway query are refused or
     stopped, and the server keeps serving."""
@@ -145,29 +185,15 @@ def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
 # ----------------------------------------------------------------------- one scenario
 
 
-def _draft(project: Path, title: str, body: str, type: str, day: int) -> MemoryDraft:
-    return MemoryDraft.model_validate(
-        {
-            "type": type,
-            "title": title,
-            "body": body,
-            "scope_path": project,
-            "created_at": datetime(2026, 5, day, 9, 0, tzinfo=UTC),
-        }
-    )
-
-
 def _scenario(settings: Any, project: Path) -> dict[str, Any]:
     """Record, extract, supersede, recall, Cypher, reindex: what each step answers."""
     svc = open_service(settings)
     try:
         older = svc.record(
-            _draft(
-                project, "Frontend framework", "Prefer React for the dashboard.", "preference", 1
-            )
+            draft(project, "Frontend framework", "Prefer React for the dashboard.", "preference", 1)
         )
         newer = svc.record(
-            _draft(
+            draft(
                 project,
                 "Dashboard moves to Solid",
                 "Switched the dashboard from React to Solid; the bundle is 40% smaller.",
@@ -176,7 +202,7 @@ def _scenario(settings: Any, project: Path) -> dict[str, Any]:
             )
         )
         db = svc.record(
-            _draft(
+            draft(
                 project,
                 "Database",
                 "We keep Postgres 16 for the billing service and run migrations with Alembic.",

@@ -9,18 +9,41 @@ statements in Kuzu's dialect; an engine that differs translates them (`falkordb_
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from memoryd.errors import StorageError
 from memoryd.graph.cypher_reads import CypherReads
 from memoryd.graph.rows import graph_rows
 from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
 
+logger = logging.getLogger(__name__)
+
 
 class CypherGraphStore(CypherReads):
     """Every store operation; the writes here, the reads in `CypherReads`."""
+
+    def _migrate_from(self, current: int, migrations: Sequence[Sequence[str]], where: str) -> None:
+        """Run the engine's migrations past schema `current` (a migration is a list of
+        statements, its version its 1-based position), each in one transaction that also
+        records the version it reaches; `where` names the graph in messages."""
+        if current > len(migrations):
+            raise StorageError(
+                f"the graph {where} is at schema {current} but this memoryd knows "
+                f"{len(migrations)}",
+                hint="upgrade memoryd, or run `memoryd reindex` to rebuild the graph",
+            )
+        for version in range(current + 1, len(migrations) + 1):
+            with self._transaction() as conn:
+                for statement in migrations[version - 1]:
+                    conn.execute(statement)
+                conn.execute(
+                    "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
+                )
+            logger.info("graph %s migrated to schema %d", where, version)
 
     def delete_memories(self, slugs: Sequence[str]) -> None:
         """Delete memories with their edges and the relations they sourced.

@@ -3,7 +3,8 @@
 memoryd writes each statement once (`cypher_reads`, `cypher_store`, the governance jobs) and
 FalkorDB runs it translated: no `CAST` (a typed value is its own type; a timestamp is a
 `localdatetime`), `lower` is `toLower`, a node's label is `labels(n)[0]`, a substring's
-start counts from 0, `EXISTS { MATCH … }` is a pattern comprehension's size, and a datetime
+start counts from 0, `to_days(n)` is `duration({days: n})`, a DATE is built from its parts,
+`EXISTS { MATCH … }` is a pattern predicate, and a datetime
 parameter travels as ISO text (the client sends parameters as query text and has no datetime
 literal) that the statement turns back into a `localdatetime`. Lists and substrings that start
 at 1 in Kuzu are the stores' `FIRST`, not a translation. Users' Cypher is never translated.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,10 +37,8 @@ _REGEXP = re.compile(r"(?<![\w.])regexp_matches\([^()]*\)", re.IGNORECASE)
 @functools.lru_cache(maxsize=1024)
 def translate(statement: str) -> str:
     """`statement` (memoryd's, in Kuzu's dialect) in FalkorDB's."""
-    out = _CAST.sub(
-        lambda m: f"localdatetime({m[1]})" if m[2].upper() == "TIMESTAMP" else f"({m[1]})",
-        statement,
-    )
+    out = _CAST.sub(_cast, statement)
+    out = _call(out, "to_days", lambda days: f"duration({{days: {days}}})")
     out = _LOWER.sub("toLower(", out)
     out = _SUBSTRING.sub(lambda m: f"substring({m[1]}, {int(m[2]) - 1},", out)
     out = _EXISTS.sub(_exists, out)
@@ -47,6 +46,27 @@ def translate(statement: str) -> str:
     # to narrow what it then matches again in Python (`domain.superseding._speakers`).
     out = _REGEXP.sub("true", out)
     return _LABEL.sub(r"labels(\1)[0]", out)
+
+
+def _cast(match: re.Match[str]) -> str:
+    value, kind = match[1], match[2].upper()
+    if kind == "TIMESTAMP":
+        return f"localdatetime({value})"
+    if kind == "DATE":
+        return f"date({{year: ({value}).year, month: ({value}).month, day: ({value}).day}})"
+    return f"({value})"
+
+
+def _call(text: str, name: str, rewrite: Callable[[str], str]) -> str:
+    """`text` with each call `name(args)` (args may nest parentheses) as `rewrite(args)`."""
+    pattern = re.compile(rf"(?<![\w.]){name}\(", re.IGNORECASE)
+    while match := pattern.search(text):
+        depth, end = 1, match.end()
+        while depth and end < len(text):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        text = text[: match.start()] + rewrite(text[match.end() : end - 1]) + text[end:]
+    return text
 
 
 def _exists(match: re.Match[str]) -> str:

@@ -91,6 +91,10 @@ _LEASE_RENEW = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then"
     " return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end"
 )
+_LEASE_TAKE_OVER = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then"
+    " return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) else return 0 end"
+)
 _LEASE_RELEASE = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else"
     " return 0 end"
@@ -129,7 +133,11 @@ class FalkorGraphStore(CypherGraphStore):
         max_fanout: int = 64,
         query_timeout_ms: int = 10_000,
         read_only: bool = False,
+        owns_name: bool = False,
     ) -> None:
+        """`owns_name`: no other data dir uses `name` (the default name, made from this
+        home's path), so a writer may delete the graphs under it that no graph directory of
+        this home names any more (the graph a reindex replaced)."""
         super().__init__(max_fanout=max_fanout, read_only=read_only)
         self.directory = directory
         self.path = directory / MARKER
@@ -155,6 +163,8 @@ class FalkorGraphStore(CypherGraphStore):
         if not read_only:
             self._take_lease()
             try:
+                if owns_name:
+                    self._drop_replaced()
                 self._migrate()
             except BaseException:
                 self.close()
@@ -189,6 +199,13 @@ class FalkorGraphStore(CypherGraphStore):
         try:
             taken = self._redis.set(self.lease_key, self._holder, nx=True, px=LEASE_MS)
             holder = None if taken else str(self._redis.get(self.lease_key))
+            if holder is not None and _dead_here(holder):
+                # a writer on this machine that died (kill -9) left its lease: take it over
+                taken = bool(
+                    self._redis.eval(
+                        _LEASE_TAKE_OVER, 1, self.lease_key, holder, self._holder, LEASE_MS
+                    )
+                )
         except redis.RedisError as exc:
             raise _server_error(exc, self.url) from exc
         if not taken:
@@ -200,6 +217,21 @@ class FalkorGraphStore(CypherGraphStore):
             target=self._renew_lease, name="memoryd-falkordb-lease", daemon=True
         )
         self._lease_thread.start()
+
+    def _drop_replaced(self) -> None:
+        """Delete this name's graphs that no marker in the home's graph directories names:
+        a reindex builds a new graph under a new key, and the directory swap that puts it in
+        place removes the old marker (so the swap is the atomic step; this reclaims)."""
+        named = set()
+        for marker in self.directory.parent.glob(f"*/{MARKER}"):
+            try:
+                named.add(str(json.loads(marker.read_text(encoding="utf-8"))["graph"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                return  # a marker we cannot read may name any of them: delete nothing
+        for key in self._redis.scan_iter(match=f"{self.name}:*", _type="graphdata"):
+            if str(key) not in named and str(key) != self.key:
+                logger.info("deleting the replaced graph %s", key)
+                self._redis.execute_command("GRAPH.DELETE", key)  # type: ignore[no-untyped-call]
 
     def _renew_lease(self) -> None:
         while not self._lease_stop.wait(LEASE_MS / 3000):
@@ -325,20 +357,7 @@ class FalkorGraphStore(CypherGraphStore):
 
     def _migrate(self) -> None:
         current = self.schema_version() if self._exists() else 0
-        if current > SCHEMA_VERSION:
-            raise StorageError(
-                f"the graph {self.key} is at schema {current} but this memoryd knows "
-                f"{SCHEMA_VERSION}",
-                hint="upgrade memoryd, or run `memoryd reindex` to rebuild the graph",
-            )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            with self._transaction() as tx:
-                for statement in MIGRATIONS[version - 1]:
-                    tx.execute(statement)
-                tx.execute(
-                    "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
-                )
-            logger.info("graph %s migrated to schema %d", self.key, version)
+        self._migrate_from(current, MIGRATIONS, self.key)
 
     def _exists(self) -> bool:
         try:
@@ -460,6 +479,22 @@ def query_error(exc: redis.ResponseError, timeout_ms: int) -> MemorydError:
             hint="use `memoryd record` and the entity commands to change the graph",
         )
     return InvalidInput(f"invalid Cypher: {text}")
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether a lease's holder (`host pid N (home)`) is a process of this machine that no
+    longer runs."""
+    host, _, rest = holder.partition(" pid ")
+    pid = rest.split(" ", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
 
 
 def graph_password(url: str) -> str | None:

@@ -325,20 +325,7 @@ class KuzuGraphStore(CypherGraphStore):
         if "Meta" in tables:
             found = self._rows("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
             current = int(found[0][0]) if found else 0
-        if current > SCHEMA_VERSION:
-            raise StorageError(
-                f"the graph at {self.path} is at schema {current} but this memoryd knows "
-                f"{SCHEMA_VERSION}",
-                hint="upgrade memoryd, or run `memoryd reindex` to rebuild the graph",
-            )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            with self._transaction() as conn:
-                for statement in MIGRATIONS[version - 1]:
-                    conn.execute(statement)
-                conn.execute(
-                    "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
-                )
-            logger.info("graph %s migrated to schema %d", self.path, version)
+        self._migrate_from(current, MIGRATIONS[:SCHEMA_VERSION], f"at {self.path}")
 
     def close(self) -> None:
         if self._closed:
