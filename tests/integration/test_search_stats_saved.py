@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memoryd.models import DecayState
-from memoryd.search.index import SearchIndex
+from memoryd.search.index import Placed, SearchIndex
 from memoryd.search.stats_file import STATS_DIR, index_opstamp
 from tests.integration.test_search_stats import SCOPES, TESTS, random_doc
 
@@ -254,3 +254,64 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
     held = path.read_bytes() if path.exists() else b""
     assert not any(slug.encode() in held for slug in gone)
     assert fresh_views(directory)[0] == from_scratch(directory)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_a_writer_that_keeps_the_files_updates_them_without_recalling(
+    tmp_path: Path, seed: int
+) -> None:
+    """The daemon's writer (`keeps_saved`) seldom recalls itself: its readers do. Its commits
+    update and save the files of the scopes they change instead of only dropping them, so a
+    fresh reader loads every scope rather than counting it, and loads what a count finds."""
+    rng = random.Random(seed)
+    directory = tmp_path / "search"
+    _tallied_home(directory, seed).close()
+    with SearchIndex.open(directory) as index:
+        index.keeps_saved = True
+        serial = 0
+        for step in range(12):
+            live = sorted(index.slugs())
+            action = rng.random()
+            if action < 0.35:
+                index.upsert([random_doc(rng, f"w{serial + i}") for i in range(2)])
+                serial += 2
+            elif action < 0.55:
+                index.upsert([random_doc(rng, slug) for slug in rng.sample(live, k=2)])
+            elif action < 0.75:
+                index.delete(rng.sample(live, k=1))
+            else:  # a sweep that reads what it moves (no places given, nothing deleted)
+                states = [DecayState.SOFT_FORGOTTEN, DecayState.DIM, DecayState.ALIVE]
+                index.set_decay_states({slug: rng.choice(states) for slug in rng.sample(live, k=3)})
+            index._save_next = 0.0  # saving is due (the share it may take is tested above)
+            index.save_statistics()
+            loaded, counted = fresh_views(directory)
+            assert counted == 0, f"step {step} left a scope to count"
+            assert loaded == from_scratch(directory), f"after step {step}"
+
+    # A sweep reads neither what it deletes nor what it is given the places of (in scopes not
+    # tallied yet): their words cannot be taken out, so their files are dropped and counted
+    # again by the next reader.
+    with SearchIndex.open(directory) as index:
+        index.keeps_saved = True
+        live = index.stored(sorted(index.slugs()))
+        moved, gone = live[sorted(live)[0]], sorted(live)[-1]
+        place = Placed(moved.scope_hash, moved.decay_state, moved.created_at)
+        index.set_decay_states({moved.slug: DecayState.DIM}, [gone], {moved.slug: place})
+        index._save_next = 0.0
+        index.save_statistics()
+        loaded, counted = fresh_views(directory)
+        assert counted == len({moved.scope_hash, live[gone].scope_hash})
+        assert loaded == from_scratch(directory)
+
+
+def test_a_writer_that_does_not_keep_the_files_drops_them(tmp_path: Path) -> None:
+    """A short-lived writer (a CLI command) loads no file to write: it drops the files of the
+    scopes it changes, and the next recall counts those."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 23).close()
+    with SearchIndex.open(directory) as index:
+        index.upsert([random_doc(random.Random(24), "one-more")])
+        assert index._stats.tallied() == []
+    loaded, counted = fresh_views(directory)
+    assert counted == 1
+    assert loaded == from_scratch(directory)

@@ -434,6 +434,11 @@ class SearchIndex:
         """Tallied scopes whose saved statistics are behind ours (saved when it is time)."""
         self._save_next = 0.0
         """`time.monotonic()` from which the next save may run (`_flush_stats`)."""
+        self.keeps_saved = False
+        """Keep the saved statistics of the scopes this process writes current (`_adopt_saved`):
+        for a long-lived writer (the daemon), which pays a scope's file once. A short-lived
+        one (a CLI command) drops the files of the scopes it changes, for the next recall to
+        count."""
         """The commit our reader shows (None: not known for sure; nothing is loaded or saved)."""
         self._index = index
         self._schema = schema
@@ -850,6 +855,8 @@ class SearchIndex:
             self._overlay_next = None
             try:
                 changed = operations(writer)
+                if self.keeps_saved:
+                    self._adopt_saved(changed)
                 removed, added = self._entries_for_stats(changed)
                 prior = None
                 if self._files:
@@ -907,6 +914,33 @@ class SearchIndex:
             self._unsaved | (tallied if scopes is None else tallied & scopes)
         ) & tallied
         self._flush_stats(force=False)
+
+    def _adopt_saved(self, changed: _Changed) -> None:
+        """Tally the scopes a write changes, not tallied here yet, from their saved files (the
+        caller holds the write lock, and the reader shows our last commit), so the commit
+        updates their statistics and saves them (`_flush_stats`) instead of only dropping the
+        files: otherwise every reader and fresh process that recalls the scope next counts it
+        from scratch. A scope that lost documents read without their text (`_light_doc`)
+        cannot be updated, and keeps only the drop."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None or changed is None:
+            return
+        light = {doc.scope_hash for doc in changed[0] if doc.slug in self._lightened}
+        scopes = sorted(_scopes_of(changed) or set())
+        with self._stats_lock:
+            for scope in scopes:
+                if scope in light or self._stats.wants(scope):
+                    continue
+                if (loaded := files.load(scope, stamp)) is not None:
+                    self._stats.adopt(scope, *loaded)
+
+    def save_statistics(self) -> None:
+        """Save the tallies the files are behind on, when saving is due (`_flush_stats`): a
+        long-lived writer calls it now and then, so the last writes of a burst are saved
+        before the process ends."""
+        with self._stats_lock:
+            if not self._closed:
+                self._flush_stats(force=False)
 
     def _flush_stats(self, force: bool) -> None:
         """Save the tallies the files are behind on: when `force`d (closing), or when saving
