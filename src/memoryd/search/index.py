@@ -689,6 +689,10 @@ class SearchIndex:
             known = _Cuts()
             self._cuts = known.stored
             try:
+                if self.keeps_saved:
+                    # Their scopes' saved statistics are kept (`_adopt_saved`): those moved
+                    # are read whole, so their words can be taken out and put back.
+                    self._adopt_scopes({place.scope_hash for place in places.values()})
                 unread = {
                     slug: place
                     for slug in [*moving, *gone]
@@ -922,16 +926,20 @@ class SearchIndex:
         files: otherwise every reader and fresh process that recalls the scope next counts it
         from scratch. A scope that lost documents read without their text (`_light_doc`)
         cannot be updated, and keeps only the drop."""
-        files, stamp = self._files, self._opstamp
-        if files is None or stamp is None or changed is None:
+        if changed is None:
             return
         light = {doc.scope_hash for doc in changed[0] if doc.slug in self._lightened}
-        scopes = sorted(_scopes_of(changed) or set())
+        self._adopt_scopes((_scopes_of(changed) or set()) - light)
+
+    def _adopt_scopes(self, scopes: Collection[str]) -> None:
+        """Tally `scopes` from their saved files where they are not tallied yet and their
+        files are current (`_adopt_saved`)."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None:
+            return
         with self._stats_lock:
-            for scope in scopes:
-                if scope in light or self._stats.wants(scope):
-                    continue
-                if (loaded := files.load(scope, stamp)) is not None:
+            for scope in sorted(scopes):
+                if not self._stats.wants(scope) and (loaded := files.load(scope, stamp)):
                     self._stats.adopt(scope, *loaded)
 
     def save_statistics(self) -> None:
