@@ -10,7 +10,8 @@ first on PYTHONPATH (said in the output: `env shared`); otherwise a venv of its 
 `<workdir>/<sha>/.venv` with the commit installed into it (pip's cache is reused). Each side
 builds its own home from the same corpus (`_corpus.drafts`, extraction off, session memories
 recorded as decisions so no enrichment backlog runs during the measurements; `--scopes`
-scopes, the first one recalled) and a separate home for the capture hook.
+scopes, the first one recalled), kept as built and copied afresh for every run, and a
+separate home for the capture hook.
 
 Each round runs every path on both sides one after the other, the side that goes first
 alternating, so both see the same load:
@@ -376,10 +377,16 @@ def main() -> None:
         side.prepare()
         print(f"{side.name} {side.sha[:10]}: env {'shared' if side.shared_env else 'own venv'}",
               flush=True)  # fmt: skip
-        if not (side.home / "governance.db").exists():
-            built[side.name] = side.probe("build", side.home, side.projects, args.n, args.scopes)
+        built_home = side.root / "home-built"
+        if not (built_home / "governance.db").exists():
+            shutil.rmtree(built_home, ignore_errors=True)
+            built[side.name] = side.probe("build", built_home, side.projects, args.n, args.scopes)
             print(f"{side.name}: built {args.n} memories in {built[side.name]['built_s']} s",
                   flush=True)  # fmt: skip
+        # Every run starts from the home as built: a kept workdir's home would otherwise hold
+        # the writes of earlier runs on one side only (more near-duplicate decisions to judge).
+        shutil.rmtree(side.home, ignore_errors=True)
+        shutil.copytree(built_home, side.home, symlinks=True)
     rounds: list[dict[str, dict[str, Any]]] = []
     try:
         for number in range(args.rounds):
