@@ -20,8 +20,11 @@ from memoryd.daemon.readers import (
     _graph_read,
     catch_up,
 )
+from memoryd.search.index import SearchIndex
+from memoryd.search.stats import Snapshot
 from memoryd.wiring import open_service
 from tests.daemon_harness import reader_pids, running, uds_client
+from tests.waiting import wait_until
 
 QUERIES = [
     "react storefront",
@@ -248,3 +251,58 @@ def test_a_reader_keeps_graph_reads_until_the_graph_commits(settings: Any, proje
         assert newer.slug in {slug for _, slug, _ in mentions}
         assert graph.superseded_by([first.slug, newer.slug]) == {first.slug: newer.slug}
         assert pipe.asked[3:] == ["mentioning", "supersede_edges"]
+
+
+def fresh_statistics(home: Path, scope: str) -> tuple[Snapshot, int]:
+    """A fresh process's statistics of `scope` (checked against a count from scratch), and
+    how many scopes it counted rather than loaded (saving nothing: checking changes nothing)."""
+    counted: list[object] = []
+    with SearchIndex.open(home / "search", saves=False) as fresh:
+        original = fresh._stats.load
+
+        def load(entries: Any, scopes: Any) -> None:
+            counted.append(scopes)
+            original(entries, scopes)
+
+        fresh._stats.load = load  # type: ignore[method-assign,assignment]
+        found = fresh.statistics([scope], include_forgotten=True)
+    with SearchIndex.open(home / "search", saves=False) as recount:
+        recount._files = None
+        assert found == recount.statistics([scope], include_forgotten=True)
+    return found, len(counted)
+
+
+def test_a_fresh_reader_loads_the_statistics_the_daemons_writes_kept(
+    home: Path, project: Path
+) -> None:
+    """The daemon's writer never recalled the scope (its readers do): its records and
+    archivals still keep the scope's saved statistics current, so a reader started later (or
+    the next process) loads them instead of counting the scope, and loads what a count finds.
+    A reindex drops them; the first recall after it counts and saves again."""
+    seed(home, project)
+    with open_service(load_settings(home)) as svc:
+        scope = svc.recall("storefront", scope=project, track=False).hits[0].scope_hash
+    assert fresh_statistics(home, scope)[1] == 0  # counted and saved by that recall
+    env = {"MEMORYD_DAEMON__RECALL_READERS": "1"}
+    memory = {"type": "decision", "title": "Queue", "body": "We use RabbitMQ for the jobs."}
+    with running(home, env=env) as daemon, uds_client(daemon.home) as client:
+        for title in ("Queue", "Broker"):
+            body = {**memory, "title": title, "body": f"{title}: {memory['body']}"}
+            made = client.post("/v1/memories", json={**body, "scope": str(project)})
+            assert made.status_code == 201, made.text
+        gone = client.delete(f"/v1/memories/{made.json()['meta']['slug']}")
+        assert gone.status_code == 200, gone.text
+        wait_until(
+            lambda: fresh_statistics(home, scope)[1] == 0,
+            what="the daemon to save the statistics its writes changed",
+            every_s=0.5,
+        )
+        before = fresh_statistics(home, scope)[0]
+    assert fresh_statistics(home, scope) == (before, 0)
+    with running(home, env=env) as daemon, uds_client(daemon.home) as client:
+        assert client.post("/v1/reindex").status_code == 200
+        assert fresh_statistics(home, scope)[1] == 1  # a new index: nothing saved describes it
+        assert recall(client, "rabbitmq jobs", project)["hits"]
+        made = client.post("/v1/memories", json={**memory, "scope": str(project), "title": "Jobs"})
+        assert made.status_code == 201, made.text
+    assert fresh_statistics(home, scope)[1] == 0

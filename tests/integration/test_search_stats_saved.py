@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memoryd.models import DecayState
-from memoryd.search.index import SearchIndex
+from memoryd.search.index import Placed, SearchIndex
 from memoryd.search.stats_file import STATS_DIR, index_opstamp
 from tests.integration.test_search_stats import SCOPES, TESTS, random_doc
 
@@ -179,6 +179,7 @@ def test_a_reader_behind_the_writer_never_loads_newer_statistics(tmp_path: Path)
     writer = _tallied_home(directory, 11)
     with SearchIndex.open(directory) as reader:
         before = listed_views(reader)
+        writer._save_next = 0.0  # saving is due (on a busy machine the last save was slow)
         writer.upsert([random_doc(random.Random(12), f"late{i}") for i in range(4)])
         listed_views(writer)
         assert fresh_views(directory)[1] == 0
@@ -254,3 +255,71 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
     held = path.read_bytes() if path.exists() else b""
     assert not any(slug.encode() in held for slug in gone)
     assert fresh_views(directory)[0] == from_scratch(directory)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_a_writer_that_keeps_the_files_updates_them_without_recalling(
+    tmp_path: Path, seed: int
+) -> None:
+    """The daemon's writer (`keeps_saved`) seldom recalls itself: its readers do. Its commits
+    update and save the files of the scopes they change instead of only dropping them, so a
+    fresh reader loads every scope rather than counting it, and loads what a count finds."""
+    rng = random.Random(seed)
+    directory = tmp_path / "search"
+    _tallied_home(directory, seed).close()
+    with SearchIndex.open(directory) as index:
+        index.keeps_saved = True
+        serial = 0
+        for step in range(12):
+            live = sorted(index.slugs())
+            action = rng.random()
+            if action < 0.35:
+                index.upsert([random_doc(rng, f"w{serial + i}") for i in range(2)])
+                serial += 2
+            elif action < 0.55:
+                index.upsert([random_doc(rng, slug) for slug in rng.sample(live, k=2)])
+            elif action < 0.75:
+                index.delete(rng.sample(live, k=1))
+            else:  # a sweep that reads what it moves (no places given, nothing deleted)
+                states = [DecayState.SOFT_FORGOTTEN, DecayState.DIM, DecayState.ALIVE]
+                index.set_decay_states({slug: rng.choice(states) for slug in rng.sample(live, k=3)})
+            index._save_next = 0.0  # saving is due (the share it may take is tested above)
+            index.save_statistics()
+            loaded, counted = fresh_views(directory)
+            assert counted == 0, f"step {step} left a scope to count"
+            assert loaded == from_scratch(directory), f"after step {step}"
+
+    # A sweep given where its memories stand (as the daemon's is) reads them whole in a
+    # scope whose file it takes: kept as well. One it deletes unplaced it reads without text
+    # (in a scope not tallied yet): that scope's words cannot be taken out, so its file is
+    # dropped and counted again by the next reader.
+    with SearchIndex.open(directory) as index:
+        index.keeps_saved = True
+        stored = index.stored(sorted(index.slugs()))
+        moved, gone = (stored[slug] for slug in sorted(stored)[:2])
+        places = {d.slug: Placed(d.scope_hash, d.decay_state, d.created_at) for d in (moved, gone)}
+        index.set_decay_states({moved.slug: DecayState.DIM}, [gone.slug], places)
+        index._save_next = 0.0
+        index.save_statistics()
+        assert fresh_views(directory) == (from_scratch(directory), 0)
+    with SearchIndex.open(directory) as index:
+        index.keeps_saved = True
+        index.set_decay_states({}, [sorted(index.slugs())[-1]])
+        index._save_next = 0.0
+        index.save_statistics()
+        loaded, counted = fresh_views(directory)
+        assert counted == 1
+        assert loaded == from_scratch(directory)
+
+
+def test_a_writer_that_does_not_keep_the_files_drops_them(tmp_path: Path) -> None:
+    """A short-lived writer (a CLI command) loads no file to write: it drops the files of the
+    scopes it changes, and the next recall counts those."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 23).close()
+    with SearchIndex.open(directory) as index:
+        index.upsert([random_doc(random.Random(24), "one-more")])
+        assert index._stats.tallied() == []
+    loaded, counted = fresh_views(directory)
+    assert counted == 1
+    assert loaded == from_scratch(directory)

@@ -69,6 +69,8 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
     try:
         service = open_service(settings, actor="daemon")
         service.llm_judge_inline = False  # the worker asks the LLM, never the writer
+        # Its readers and the next process load what it saved rather than count a scope.
+        service.index.keeps_saved = True
     except BaseException:
         signal.signal(signal.SIGTERM, previous)
         raise
@@ -417,11 +419,13 @@ async def _serve(
 
     async def flush_recall_stats() -> None:
         """Recalls are counted in memory, added to the graph every few seconds (one write
-        for many recalls), and to the vault files less often."""
+        for many recalls), and to the vault files less often. Scope statistics the last
+        writes left unsaved are saved too, when saving is due (`SearchIndex.save_statistics`)."""
         waited = 0.0
         while True:
             await asyncio.sleep(settings.daemon.count_interval_s)
             waited += settings.daemon.count_interval_s
+            runner.write_later(lambda: service.index.save_statistics())
             if waited >= settings.daemon.flush_interval_s:
                 waited = 0.0
                 runner.write_later(service.flush_recall_stats)

@@ -313,7 +313,8 @@ class Maintenance(ServiceCore):
         finally:
             self.graph = self._graph_factory(graph_dir)
             if index_closed:
-                self.index = SearchIndex.open(index_dir)
+                keeps, self.index = self.index.keeps_saved, SearchIndex.open(index_dir)
+                self.index.keeps_saved = keeps
                 self.index_epoch += 1
         self.forget_entities()
         if self.vectors is not None:

@@ -71,6 +71,11 @@ class IndexReader:
         """Tallied scopes whose saved statistics are behind ours (saved when it is time)."""
         self._save_next = 0.0
         """`time.monotonic()` from which the next save may run (`_flush_stats`)."""
+        self.keeps_saved = False
+        """Keep the saved statistics of the scopes this process writes current (`_adopt_saved`):
+        for a long-lived writer (the daemon), which pays a scope's file once. A short-lived
+        one (a CLI command) drops the files of the scopes it changes, for the next recall to
+        count."""
         """The commit our reader shows (None: not known for sure; nothing is loaded or saved)."""
         self._index = index
         self._schema = schema

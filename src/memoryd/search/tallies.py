@@ -236,6 +236,37 @@ class IndexTallies(IndexReader):
         ) & tallied
         self._flush_stats(force=False)
 
+    def _adopt_saved(self, changed: _Changed) -> None:
+        """Tally the scopes a write changes, not tallied here yet, from their saved files (the
+        caller holds the write lock, and the reader shows our last commit), so the commit
+        updates their statistics and saves them (`_flush_stats`) instead of only dropping the
+        files: otherwise every reader and fresh process that recalls the scope next counts it
+        from scratch. A scope that lost documents read without their text (`_light_doc`)
+        cannot be updated, and keeps only the drop."""
+        if changed is None:
+            return
+        light = {doc.scope_hash for doc in changed[0] if doc.slug in self._lightened}
+        self._adopt_scopes((_scopes_of(changed) or set()) - light)
+
+    def _adopt_scopes(self, scopes: Collection[str]) -> None:
+        """Tally `scopes` from their saved files where they are not tallied yet and their
+        files are current (`_adopt_saved`)."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None:
+            return
+        with self._stats_lock:
+            for scope in sorted(scopes):
+                if not self._stats.wants(scope) and (loaded := files.load(scope, stamp)):
+                    self._stats.adopt(scope, *loaded)
+
+    def save_statistics(self) -> None:
+        """Save the tallies the files are behind on, when saving is due (`_flush_stats`): a
+        long-lived writer calls it now and then, so the last writes of a burst are saved
+        before the process ends."""
+        with self._stats_lock:
+            if not self._closed:
+                self._flush_stats(force=False)
+
     def _flush_stats(self, force: bool) -> None:
         """Save the tallies the files are behind on: when `force`d (closing), or when saving
         has had no more than `_SAVE_SHARE` of the time since the last save (saving a large

@@ -158,6 +158,10 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             known = _Cuts()
             self._cuts = known.stored
             try:
+                if self.keeps_saved:
+                    # Their scopes' saved statistics are kept (`_adopt_saved`): those moved
+                    # are read whole, so their words can be taken out and put back.
+                    self._adopt_scopes({place.scope_hash for place in places.values()})
                 unread = {
                     slug: place
                     for slug in [*moving, *gone]
@@ -324,6 +328,8 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             self._overlay_next = None
             try:
                 changed = operations(writer)
+                if self.keeps_saved:
+                    self._adopt_saved(changed)
                 removed, added = self._entries_for_stats(changed)
                 prior = None
                 if self._files:
