@@ -76,8 +76,9 @@ def test_revoke_by_id_or_token_and_the_gate_refuses_it(store: TeamStore) -> None
     first = store.add_user("alice", NOW)
     second = store.add_token("alice", NOW)
     store.grant("alice", P, Role.WRITE, NOW)
-    row = store.tokens("alice")[0]
-    assert store.revoke_token(row.token_id, NOW).revoked_at == NOW
+    first_id = first.split("_")[1]  # the id `team user list` shows
+    assert {t.token_id for t in store.tokens("alice")} == {first_id, second.split("_")[1]}
+    assert store.revoke_token(first_id, NOW).revoked_at == NOW
     store.revoke_token(second, NOW + timedelta(seconds=1))
     for token in (first, second):
         with pytest.raises(TokenRefused, match="revoked"):

@@ -59,12 +59,22 @@ def init(
     falkordb_url: Annotated[
         str | None, typer.Option("--falkordb-url", help="redis://… or unix://… of FalkorDB.")
     ] = None,
+    graph_name: Annotated[
+        str, typer.Option("--graph-name", help="The team's graph on that server.")
+    ] = "team",
     home: HomeOpt = None,
 ) -> None:
     """Make a team data dir: team.toml, a self-signed TLS pair to try it, the user database."""
     try:
         settings = load_settings(home)
-        config = init_team(settings.home, utcnow(), host=host, port=port, falkordb_url=falkordb_url)
+        config = init_team(
+            settings.home,
+            utcnow(),
+            host=host,
+            port=port,
+            falkordb_url=falkordb_url,
+            graph_name=graph_name,
+        )
     except MemorydError as exc:
         raise fail(exc) from exc
     typer.echo(f"team data dir {settings.home}: https://{config.host}:{config.port}")

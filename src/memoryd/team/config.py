@@ -68,7 +68,13 @@ def open_store(config: TeamConfig) -> TeamStore:
 
 
 def init_team(
-    home: Path, now: datetime, *, host: str, port: int, falkordb_url: str | None
+    home: Path,
+    now: datetime,
+    *,
+    host: str,
+    port: int,
+    falkordb_url: str | None,
+    graph_name: str = "team",
 ) -> TeamConfig:
     """Make `home` a team data dir: team.toml (on the FalkorDB engine), a self-signed TLS
     pair, the token key and the team database. Refuses a dir already made."""
@@ -92,6 +98,7 @@ def init_team(
         database=home / "team.db",
         secret=home / "team.key",
         falkordb_url=falkordb_url,
+        graph_name=graph_name,
     )
     from memoryd.team.tls import self_signed  # cryptography: only when a pair is made
 

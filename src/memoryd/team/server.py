@@ -289,6 +289,7 @@ def bind_network(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections queue from here on, before uvicorn serves
     except OSError as exc:
         sock.close()
         raise StorageError(
