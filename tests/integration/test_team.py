@@ -184,5 +184,10 @@ def test_a_token_is_needed_and_a_revoked_one_is_refused_at_once(team: Team) -> N
         assert answer.status_code == 401
         assert answer.json()["error"]["code"] == "token_refused"
         assert "revoked" in answer.json()["error"]["message"]
+    listed = team.cli("user", "list", "--json")
+    assert "mdt_" not in listed  # ids and states only, never a token
+    bob = next(u for u in json.loads(listed) if u["user"] == "bob")
+    assert [t["state"].split()[0] for t in bob["tokens"]] == ["active", "revoked"]
+    assert bob["roles"] == {"github.com/acme/shop": "read"}
     with team.client("bob") as first:  # bob's other token still works
         assert first.get("/v1/recall", params={"q": "stripe", "scope": SHOP_SSH}).status_code == 200
