@@ -141,6 +141,7 @@ def test_different_repositories_give_different_keys() -> None:
         ("github.com", "no host and path"),
         ("https://github.com/", "no host and path"),
         ("https://github.com/acme/../etc", "'..'"),
+        ("https://github.com/.git/shop", "'.git'"),
         ("https://github.com/acme/sh op", "'sh op'"),
         ("/home/me/src/shop", "no host and path"),
     ],

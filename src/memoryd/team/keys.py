@@ -42,7 +42,7 @@ def project_key(remote: str) -> str:
     if not host or not _SEGMENT.match(host) or not segments:
         raise InvalidInput(f"{remote!r} is not a git remote (no host and path)", hint=hint)
     for segment in segments:
-        if segment in (".", "..") or not _SEGMENT.match(segment):
+        if segment in (".", "..", ".git") or not _SEGMENT.match(segment):
             raise InvalidInput(f"{remote!r} has a path part {segment!r} no remote holds", hint=hint)
     key = "/".join([host, *segments])
     if len(key) > MAX_KEY:

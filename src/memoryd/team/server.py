@@ -31,7 +31,7 @@ from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
 from memoryd.daemon.files import DaemonFiles
-from memoryd.daemon.server import bind_unix, prepare, run_loop
+from memoryd.daemon.server import bind_unix, embed, enrich, prepare, run_loop
 from memoryd.errors import InvalidInput, MemorydError, StorageError
 from memoryd.private import private_umask
 from memoryd.scope import scope_hash_of_path
@@ -380,19 +380,32 @@ async def _serve(
             server.force_exit = not first
             server.should_exit = True
 
-    async def flush_recall_counts() -> None:
+    async def flush_recall_stats() -> None:
+        """As the daemon does: counts to the graph often, to the vault files less often."""
+        waited = 0.0
         while True:
             await asyncio.sleep(settings.daemon.count_interval_s)
-            runner.write_later(service.flush_recall_counts)
+            waited += settings.daemon.count_interval_s
+            if waited >= settings.daemon.flush_interval_s:
+                waited = 0.0
+                runner.write_later(service.flush_recall_stats)
+            else:
+                runner.write_later(service.flush_recall_counts)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, signum)
-    chore = asyncio.create_task(flush_recall_counts())
+    # The daemon's workers: extraction, supersede judging and embedding of what users record.
+    chores = [
+        asyncio.create_task(flush_recall_stats()),
+        asyncio.create_task(enrich(service, runner, settings, asyncio.Event())),
+        asyncio.create_task(embed(service, runner, settings)),
+    ]
     try:
         await asyncio.gather(
             *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
         )
     finally:
-        chore.cancel()
+        for chore in chores:
+            chore.cancel()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
