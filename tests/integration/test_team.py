@@ -191,3 +191,27 @@ def test_a_token_is_needed_and_a_revoked_one_is_refused_at_once(team: Team) -> N
     assert bob["roles"] == {"github.com/acme/shop": "read"}
     with team.client("bob") as first:  # bob's other token still works
         assert first.get("/v1/recall", params={"q": "stripe", "scope": SHOP_SSH}).status_code == 200
+
+
+def test_a_memory_written_on_the_admin_socket_is_gated_by_its_project(team: Team) -> None:
+    """No author row (not recorded through the team listener): the get is decided by the
+    memory's own scope, read before the app's get counts it as a read."""
+    shop = team.home / "team-projects" / "github.com" / "acme" / "shop"
+    (shop / ".git").mkdir(parents=True, exist_ok=True)  # as the server makes it on first use
+    body = {"type": "fact", "title": "The shop's ledger runs on Postgres 16",
+            "body": "Upgraded in March.", "scope": str(shop)}  # fmt: skip
+    with uds_client(team.home, actor="admin") as admin:
+        made = admin.post("/v1/memories", json=body)
+    assert made.status_code == 201, made.text
+    slug = made.json()["meta"]["slug"]
+    with team.client("carol") as carol:
+        for _ in range(2):
+            answer = carol.get(f"/v1/memories/{slug}")
+            assert answer.status_code == 403
+            assert answer.json()["error"]["code"] == "scope_not_granted"
+    with team.client("bob") as bob:
+        got = bob.get(f"/v1/memories/{slug}")
+        assert got.status_code == 200
+        assert got.json()["recorded_by"] is None
+        assert got.json()["meta"]["recall_count"] == 0  # carol's refused gets counted nothing
+        assert bob.get("/v1/memories/no-such-memory").status_code == 404

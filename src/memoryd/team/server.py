@@ -20,7 +20,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -32,7 +32,7 @@ from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
 from memoryd.daemon.files import DaemonFiles
 from memoryd.daemon.server import bind_unix, embed, enrich, prepare, run_loop
-from memoryd.errors import InvalidInput, MemorydError, StorageError
+from memoryd.errors import InvalidInput, MemorydError, NotFound, StorageError
 from memoryd.private import private_umask
 from memoryd.scope import scope_hash_of_path
 from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store
@@ -41,6 +41,7 @@ from memoryd.team.policy import (
     Caller,
     NotForTeam,
     Operation,
+    ScopeNotGranted,
     TeamDenied,
     TokenRefused,
     authenticate,
@@ -60,6 +61,8 @@ Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Any]
 Send = Callable[[Message], Any]
+ScopeOf = Callable[[str], Awaitable[str | None]]
+"""A memory's scope hash by its slug (None: no such memory), read before a get is let in."""
 
 
 class Projects:
@@ -94,10 +97,11 @@ class Refused(Exception):
 class TeamGuard:
     """ASGI middleware: authenticate, gate, rewrite the project, filter the answer."""
 
-    def __init__(self, app: Any, store: TeamStore, projects: Projects) -> None:
+    def __init__(self, app: Any, store: TeamStore, projects: Projects, scope_of: ScopeOf) -> None:
         self.app = app
         self.store = store
         self.projects = projects
+        self.scope_of = scope_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -194,19 +198,27 @@ class TeamGuard:
         self, caller: Caller, scope: Scope, receive: Receive, send: Send, slug: str
     ) -> None:
         author = (await asyncio.to_thread(self.store.authors, [slug])).get(slug)
-        if author is not None:  # known: decide before the get counts as a read
+        if author is not None:
             authorize(caller, author.project, Operation.READ)
+        # Decided before the app's get runs: a get counts as a read of the memory.
+        scope_hash = await self.scope_of(slug)
+        if scope_hash is not None and scope_hash not in self._readable(caller):
+            raise _not_readable(slug, caller)
         status, headers, answer = await _call(self.app, scope, receive)
         if status == 200:
             data = json.loads(answer)
             if data["meta"].get("scope_hash") not in self._readable(caller):
-                raise NotForTeam(
-                    f"memory {slug!r} is not in a project user {caller.user!r} may read",
-                    hint="ask a team admin for a grant on its project",
-                )
+                raise _not_readable(slug, caller)
             data["recorded_by"] = author.user if author else None
             answer = json.dumps(data).encode("utf-8")
         await _send(send, status, headers, answer)
+
+
+def _not_readable(slug: str, caller: Caller) -> ScopeNotGranted:
+    return ScopeNotGranted(
+        f"memory {slug!r} is not in a project user {caller.user!r} may read",
+        hint="ask a team admin for a grant on its project",
+    )
 
 
 def _with_actor(headers: list[tuple[bytes, bytes]], actor: str) -> list[tuple[bytes, bytes]]:
@@ -323,6 +335,7 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
         runner = ServiceRunner()
         prepare(service, runner)
         sockets = [bind_unix(files.socket), bind_network(team.host, team.port)]
+        sockets[0].listen(128)  # both queue connections before the listen file says "up"
         host, port = sockets[1].getsockname()[:2]
         listen.write_text(json.dumps({"host": host, "port": port}), encoding="utf-8")
         logger.info("memoryd team server pid %d on https://%s:%d", os.getpid(), host, port)
@@ -364,7 +377,15 @@ async def _serve(
         "timeout_graceful_shutdown": None,
         "server_header": False,
     }
-    guard = TeamGuard(counted, store, Projects(settings.home / PROJECTS_DIR))
+
+    async def scope_of(slug: str) -> str | None:
+        try:
+            memory = await runner.read(service.get, slug)
+        except NotFound:
+            return None
+        return str(memory.meta.scope_hash)
+
+    guard = TeamGuard(counted, store, Projects(settings.home / PROJECTS_DIR), scope_of)
     servers = [
         Server(uvicorn.Config(LocalOnly(counted), **common)),
         Server(
