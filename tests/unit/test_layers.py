@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "memoryd.setup": SURFACES,
     "memoryd.demo": SURFACES,
     "memoryd.daemon": SURFACES,  # the process that hosts the api and mcp surfaces
+    "memoryd.team.server": SURFACES,  # the team server: the daemon's app behind the gate
     # service: the one MemoryAPI, in process and over the socket, and its composition
     "memoryd.protocol": SERVICE,
     "memoryd.service": SERVICE,
@@ -50,6 +51,7 @@ LAYERS: dict[str, int] = {
     "memoryd.journal": DOMAIN,
     "memoryd.governance": DOMAIN,
     "memoryd.sync": DOMAIN,
+    "memoryd.team": DOMAIN,  # team users, tokens, the gate; its server is a surface
     # stores: each owns its files and never imports another
     "memoryd.vault": STORES,
     "memoryd.graph": STORES,

@@ -26,6 +26,7 @@ from memoryd.cli import sensitive as sensitive_cli
 from memoryd.cli import setup as setup_cli
 from memoryd.cli import supersede as supersede_cli
 from memoryd.cli import sync as sync_cli
+from memoryd.cli import team as team_cli
 from memoryd.cli.capture import capture_command
 from memoryd.cli.helpfmt import MemorydGroup
 from memoryd.cli.options import (
@@ -542,3 +543,4 @@ reports.register(app)
 digest_cli.register(app)
 profile_cli.register(app)
 sync_cli.register(app)
+team_cli.register(app)

@@ -1,0 +1,197 @@
+"""`memoryd team ...`: a team server's users, tokens and grants, and the server itself.
+
+    memoryd team init [--host H] [--port P] [--falkordb-url URL]   a team data dir, TLS pair
+    memoryd team user add NAME [--expires-days N]                 prints the token once
+    memoryd team user list [--json]                               users, tokens, grants
+    memoryd team token add USER | team token revoke ID|TOKEN
+    memoryd team grant USER PROJECT --role read|write|admin       PROJECT: its git remote
+    memoryd team revoke USER PROJECT
+    memoryd team serve                                            TLS on [team] host:port
+
+Each command works on the data dir `--home` (the team server's, never a developer's).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+
+from memoryd.cli.options import HomeOpt, JsonOpt
+from memoryd.cli.output import emit_json, fail, print_table
+from memoryd.cli.running import load_settings
+from memoryd.errors import MemorydError
+from memoryd.team.config import init_team, load_team, open_store
+from memoryd.team.keys import project_key
+from memoryd.team.policy import Role
+from memoryd.team.store import TeamStore, TokenRow, utcnow
+
+team_app = typer.Typer(help="A team server: users, tokens, project grants.", no_args_is_help=True)
+user_app = typer.Typer(help="Team users.", no_args_is_help=True)
+token_app = typer.Typer(help="Team users' tokens.", no_args_is_help=True)
+team_app.add_typer(user_app, name="user")
+team_app.add_typer(token_app, name="token")
+
+ExpiresOpt = Annotated[
+    float | None,
+    typer.Option("--expires-days", min=0.0, help="The token stops working after this many days."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(team_app, name="team")
+
+
+def _store(home: HomeOpt) -> TeamStore:
+    return open_store(load_team(load_settings(home).home))
+
+
+def _expiry(days: float | None) -> str:
+    return "" if days is None else f", expires in {days:g} days"
+
+
+@team_app.command("init")
+def init(
+    host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8443,
+    falkordb_url: Annotated[
+        str | None, typer.Option("--falkordb-url", help="redis://… or unix://… of FalkorDB.")
+    ] = None,
+    graph_name: Annotated[
+        str, typer.Option("--graph-name", help="The team's graph on that server.")
+    ] = "team",
+    home: HomeOpt = None,
+) -> None:
+    """Make a team data dir: team.toml, a self-signed TLS pair to try it, the user database."""
+    try:
+        settings = load_settings(home)
+        config = init_team(
+            settings.home,
+            utcnow(),
+            host=host,
+            port=port,
+            falkordb_url=falkordb_url,
+            graph_name=graph_name,
+        )
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"team data dir {settings.home}: https://{config.host}:{config.port}")
+    typer.echo(f"TLS certificate (self-signed; clients must trust it): {config.cert}")
+
+
+@user_app.command("add")
+def user_add(name: str, expires_days: ExpiresOpt = None, home: HomeOpt = None) -> None:
+    """Add a user and print their token (shown this once; the server keeps only a digest)."""
+    now = utcnow()
+    until = None if expires_days is None else now + timedelta(days=expires_days)
+    try:
+        token = _store(home).add_user(name, now, until)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(token)
+    typer.echo(f"user {name} added{_expiry(expires_days)}; the token is not shown again", err=True)
+
+
+def _token_state(row: TokenRow) -> str:
+    now = utcnow()
+    if row.revoked_at is not None:
+        return f"revoked {row.revoked_at:%Y-%m-%d %H:%M}"
+    if row.expires_at is not None and row.expires_at <= now:
+        return f"expired {row.expires_at:%Y-%m-%d %H:%M}"
+    return "active" if row.expires_at is None else f"until {row.expires_at:%Y-%m-%d %H:%M}"
+
+
+@user_app.command("list")
+def user_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Users, their tokens (ids and state, never the tokens) and their project roles."""
+    try:
+        users = _store(home).users()
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        emit_json(
+            [
+                {
+                    "user": name,
+                    "tokens": [{"id": t.token_id, "state": _token_state(t)} for t in tokens],
+                    "roles": {project: role.name.lower() for project, role in roles.items()},
+                }
+                for name, tokens, roles in users
+            ]
+        )
+        return
+    rows = [
+        [
+            name,
+            ", ".join(f"{t.token_id} ({_token_state(t)})" for t in tokens),
+            ", ".join(f"{p}: {r.name.lower()}" for p, r in sorted(roles.items())),
+        ]
+        for name, tokens, roles in users
+    ]
+    print_table(["user", "tokens", "projects"], rows)
+
+
+@token_app.command("add")
+def token_add(user: str, expires_days: ExpiresOpt = None, home: HomeOpt = None) -> None:
+    """Give a user another token (printed once)."""
+    now = utcnow()
+    until = None if expires_days is None else now + timedelta(days=expires_days)
+    try:
+        token = _store(home).add_token(user, now, until)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(token)
+
+
+@token_app.command("revoke")
+def token_revoke(token: str, home: HomeOpt = None) -> None:
+    """Revoke a token by its id (`team user list`) or by the token itself; refused at once."""
+    try:
+        row = _store(home).revoke_token(token, utcnow())
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"token {row.token_id} of {row.user}: {_token_state(row)}")
+
+
+@team_app.command("grant")
+def grant(
+    user: str,
+    project: Annotated[str, typer.Argument(help="The project's git remote (any form) or key.")],
+    role: Annotated[str, typer.Option("--role", help="read, write or admin.")] = "read",
+    home: HomeOpt = None,
+) -> None:
+    """Give a user a role in a project (replaces the role they had there)."""
+    try:
+        key, parsed = project_key(project), Role.parse(role)
+        _store(home).grant(user, key, parsed, utcnow())
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"{user}: {parsed.name.lower()} in {key}")
+
+
+@team_app.command("revoke")
+def revoke(user: str, project: str, home: HomeOpt = None) -> None:
+    """Take a user's role in a project away."""
+    try:
+        key = project_key(project)
+        gone = _store(home).revoke(user, key)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"{user}: no role in {key}" + ("" if gone else " (had none)"))
+
+
+@team_app.command("serve")
+def serve(home: HomeOpt = None) -> None:
+    """Run the team server: TLS on team.toml's host and port, every request gated by token."""
+    from memoryd.daemon.files import configure_logging
+    from memoryd.team.server import serve_team
+
+    try:
+        settings = load_settings(home)
+        team = load_team(settings.home)
+        configure_logging(verbose=logging.getLogger().isEnabledFor(logging.INFO))
+        serve_team(settings, team)
+    except MemorydError as exc:
+        raise fail(exc) from exc
