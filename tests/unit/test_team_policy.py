@@ -39,7 +39,7 @@ ALLOWED = {
 
 
 def token(**kw: datetime | None) -> Token:
-    return Token(token_id="0123456789ab", user="alice", **kw)  # type: ignore[arg-type]
+    return Token(token_id="0123456789ab", user="alice", **kw)
 
 
 @pytest.mark.parametrize(("role", "operation"), list(ALLOWED))
