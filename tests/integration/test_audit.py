@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from memoryd.audit import (
-    _GENESIS,
     GENESIS_HASH,
     HEAD_NAME,
     LOG_NAME,
@@ -28,6 +27,7 @@ from memoryd.audit import (
     canonical_json,
     check_chain,
 )
+from memoryd.audit.records import _GENESIS
 from memoryd.errors import AuditChainBroken, InvalidInput, ResourceExhausted, StorageError
 
 CHAIN_LENGTH = 30

@@ -12,7 +12,7 @@ import pytest
 
 from memoryd.errors import ResourceExhausted, StorageError
 from memoryd.governance import GLOBAL_SCOPE, LATEST_VERSION, GovernanceStore, TriggerStat
-from memoryd.governance.store import Migration, _migrate, migrations, split_statements
+from memoryd.governance.store.schema import Migration, _migrate, migrations, split_statements
 from memoryd.models import Dura, MemoryType, PromotionProposal
 
 TABLES = {

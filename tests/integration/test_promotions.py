@@ -525,9 +525,9 @@ def test_a_session_recorded_by_hand_is_queued_once_and_scored_by_the_worker(
 def test_an_import_too_big_to_score_is_not_queued(
     service: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memoryd.domain.core as core
+    import memoryd.domain.writes as writes
 
-    monkeypatch.setattr(core, "ENRICH_BULK_LIMIT", 2)
+    monkeypatch.setattr(writes, "ENRICH_BULK_LIMIT", 2)
     drafts = [
         MemoryDraft(
             type=MemoryType.SESSION,
