@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from memoryd.config import load_settings
-from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded
+from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded, StorageError
 from memoryd.graph.falkordb_dialect import bind, translate
 from memoryd.graph.falkordb_store import FalkorGraphStore
 from memoryd.models import Frontmatter, Memory
@@ -148,6 +148,27 @@ def test_a_replaced_graph_is_deleted_once_no_directory_names_it(
         assert again._redis.exists(new_key)
     finally:
         again.close()
+
+
+def test_writes_the_server_lost_are_found_on_open(
+    store: FalkorGraphStore, falkordb_url: str, tmp_path: Path
+) -> None:
+    """Each write's MULTI sets the graph's commit count; the directory keeps (fsynced) the
+    count it saw acknowledged. A graph behind it (a server that restarted without its last
+    writes, here rolled back by hand) is refused on open, naming reindex."""
+    store.upsert_memories([memory("m-1")])
+    store.upsert_memories([memory("m-2")])
+    directory, name = store.directory, store.name
+    store.close()
+    again = FalkorGraphStore(directory, url=falkordb_url, name=name)
+    again.upsert_memories([memory("m-3")])  # counts go on across opens
+    again._redis.execute_command(
+        "GRAPH.QUERY", again.key, "MATCH (m:Meta {key: 'commits'}) SET m.value = m.value - 2"
+    )
+    again.close()
+    with pytest.raises(StorageError, match=r"lost 2 acknowledged writes") as lost:
+        FalkorGraphStore(directory, url=falkordb_url, name=name)
+    assert "memoryd reindex" in (lost.value.hint or "")
 
 
 def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:

@@ -95,10 +95,11 @@ def start_local(
     *,
     query_memory_mb: int = QUERY_MEMORY_MB,
     detach: bool = False,
-    timeout_s: float = 15.0,
+    timeout_s: float = 120.0,
 ) -> LocalServer:
-    """Start a server in `directory` (made 0700) and wait until it answers; with `detach` it
-    outlives this process (its pid in `redis.pid`)."""
+    """Start a server in `directory` (made 0700) and wait until it has loaded its data (a
+    restart replays its append-only file: seconds for thousands of memories); with `detach`
+    it outlives this process (its pid in `redis.pid`)."""
     try:
         make_private_dir(directory)
     except OSError as exc:

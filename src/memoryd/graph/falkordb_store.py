@@ -141,6 +141,8 @@ class FalkorGraphStore(CypherGraphStore):
         super().__init__(max_fanout=max_fanout, read_only=read_only)
         self.directory = directory
         self.path = directory / MARKER
+        self._commits_file = directory / "falkordb.commits"
+        self._commits = 0
         self.engine_name = "falkordb"
         self.url = url
         self.name = name
@@ -165,6 +167,7 @@ class FalkorGraphStore(CypherGraphStore):
             try:
                 if owns_name:
                     self._drop_replaced()
+                self._commits = self._check_commits()
                 self._migrate()
             except BaseException:
                 self.close()
@@ -302,9 +305,44 @@ class FalkorGraphStore(CypherGraphStore):
                 if not keeps_supersedes:
                     self._supersede_writes += 1
 
+    def _check_commits(self) -> int:
+        """The writes this directory saw acknowledged (`falkordb.commits`, fsynced after
+        each) against those the graph holds (its Meta `commits`, set in each write's
+        MULTI): fewer in the graph means the server lost acknowledged writes (a machine
+        crash past its last AOF fsync), and the graph must be rebuilt from the vault."""
+        try:
+            acknowledged = int(self._commits_file.read_text(encoding="ascii") or 0)
+        except FileNotFoundError:
+            acknowledged = 0
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"unreadable {self._commits_file}: {exc}") from exc
+        found = (
+            self._rows("MATCH (m:Meta {key: 'commits'}) RETURN m.value") if self._exists() else []
+        )
+        held = int(found[0][0]) if found else 0
+        if held < acknowledged:
+            raise StorageError(
+                f"the FalkorDB graph {self.key} lost {acknowledged - held} acknowledged writes"
+                " (the server restarted without its last ones)",
+                hint="run `memoryd reindex` to rebuild the graph from the memory files",
+            )
+        return held
+
+    def _count_commit(self, commits: int) -> None:
+        """Record (fsynced) that the graph acknowledged `commits` writes."""
+        fd = os.open(self._commits_file, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(commits).encode("ascii"), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def _commit(self, tx: _Transaction) -> None:
         if not tx.statements:
             return
+        commits = self._commits + 1
+        tx.execute("MERGE (m:Meta {key: 'commits'}) SET m.value = $n", {"n": commits})
         pipe = self._redis.pipeline(transaction=True)
         for text, values, _ in tx.statements:
             header = self._graph._build_params_header(values) if values else ""
@@ -319,12 +357,19 @@ class FalkorGraphStore(CypherGraphStore):
         for (_, _, rows), reply in zip(tx.statements, replies, strict=True):
             if rows is not None and not isinstance(reply, Exception):
                 rows.extend(list(row) for row in QueryResult(self._graph, reply).result_set)
+        self._commits = commits  # the count statement is last: it applied unless it failed
         if failed:
             raise StorageError(
                 f"graph write on {self.key} failed ({len(failed)} of {len(replies)} statements,"
                 f" the others applied): {failed[0]}",
                 hint="run `memoryd doctor`; `memoryd reindex` rebuilds the graph from the vault",
             )
+        try:
+            self._count_commit(commits)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot record the graph's commit count in {self._commits_file}: {exc}"
+            ) from exc
 
     def _collect(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
         """A read inside a write transaction sees the graph as committed before it."""
