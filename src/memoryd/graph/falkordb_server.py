@@ -133,6 +133,7 @@ def start_local(
             )
         if time.monotonic() > deadline:
             process.kill()
+            process.wait()
             raise StorageError(f"the FalkorDB server in {directory} did not answer in time")
         time.sleep(0.02)
     if detach:
