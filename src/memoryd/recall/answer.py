@@ -13,7 +13,7 @@ and "how many" by counting across memories, so neither is a type here.
 The second check (`modified_heads`, `modified_otherwise`) reads the frame "what / which
 <modifier> <head>": a session saying "provider" only as "the Credentials provider" and never
 "cloud" talks about another kind of provider than "What cloud provider …" asks for
-(`RecallPipeline._answer_type`). What the stage changes was measured: bench/RESULTS.md.
+(`pipeline.answer_stage`). What the stage changes was measured: bench/RESULTS.md.
 """
 
 from __future__ import annotations

@@ -6,14 +6,13 @@ from collections.abc import Sequence
 
 from memoryd.models import RecallHit, SearchHit
 from memoryd.recall.candidates import Candidate
+from memoryd.recall.corpus import Corpus
 from memoryd.recall.fusion import STAGE_WEIGHTS
 from memoryd.search.doc import SearchDoc
-from memoryd.search.index import SearchIndex
 
 
 def explain_expansion(
-    index: SearchIndex,
-    query: str,
+    corpus: Corpus,
     kind: str,
     expansion: dict[str, float],
     ranked: Sequence[Candidate],
@@ -21,9 +20,9 @@ def explain_expansion(
 ) -> None:
     """Put first in each hit's paths the instances of the asked kind it holds (at most
     two, none the query named itself): `sport → surfing → memory`."""
-    asked = set(index.words_held(query, expansion))
+    asked = set(corpus.words_held(corpus.query, expansion))
     for cand in ranked:
-        held = index.words_held(stored[cand.slug].body, expansion)
+        held = corpus.words_held(stored[cand.slug].body, expansion)
         for word in reversed([w for w in held if w not in asked][:2]):
             cand.explain(f"{kind} → {word} → memory", first=True)
 

@@ -23,7 +23,7 @@ TEXT_STAGES = frozenset({"bm25", "context"})
 EVIDENCE_WEIGHTS: Mapping[str, float] = {"entity": 1.0, "graph": 0.5, "kind": 1.0}
 """How much each graph stage's evidence counts against text on the relevance scale. A stage's
 evidence for a memory is already bounded by the share of the query the words that led to it
-carry in the scope (`RecallPipeline._share`), times the entity's specificity
+carry in the scope (`Corpus.share`), times the entity's specificity
 (`entity_weight`) and the links' confidence: a hub entity, a generic kind word common in the
 scope or a weak link adds little, and no stage adds more than the query words it stands for
 (a 2-hop path counts half).

@@ -17,11 +17,12 @@ from memoryd.models import DecayState, MemoryType, RecallHit, SearchHit
 from memoryd.recall import adjustment, answer, conversation, entities, graph, kinds, text
 from memoryd.recall.candidates import Candidate, CandidatePool, MemoryFacts, VectorStage
 from memoryd.recall.config import RecallConfig
+from memoryd.recall.corpus import Corpus
 from memoryd.recall.entities import EntityMatcher
 from memoryd.recall.explain import explain_expansion, recall_hit
 from memoryd.recall.fusion import evidence_fusion
 from memoryd.search.doc import SearchDoc
-from memoryd.search.index import LocalRanking, LocalScore, SearchIndex
+from memoryd.search.index import LocalScore, SearchIndex
 from memoryd.text import query_terms
 
 
@@ -62,7 +63,6 @@ class RecallPipeline:
     vector_stage: VectorStage | None = None
     scope_names: Callable[[str], Sequence[str]] | None = None
     """scope hash → the names its project goes by (weighed as held by all its memories)."""
-    _shares: LocalRanking = field(default_factory=lambda: LocalRanking([], {}, {}))
     _relations: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     """An undirected 2-hop path → (linked entity, predicate, entity reached), for
     `_direct_paths`."""
@@ -76,13 +76,12 @@ class RecallPipeline:
         k: int,
         include_forgotten: bool,
     ) -> RecallOutcome:
-        """The stages, fused, then adjusted (DESIGN.md §6), the best `k` explained."""
+        """The stages in order over one corpus view, fused, then adjusted (DESIGN.md §6),
+        the best `k` explained."""
         on = self.config.stages
         scopes = [scope_hash] if scope_hash else None
         size = max(50, 5 * k)
-        pool = CandidatePool()
         kind, expansion = kind_expansion(query) if "expansion" in on else (None, dict[str, float]())
-        stages: list[str] = []
         # The query's embedding (milliseconds of torch, which lets go of the GIL) is made
         # while the text and graph stages run.
         dense = None
@@ -91,32 +90,26 @@ class RecallPipeline:
             from memoryd.recall.vectors import ahead  # numpy: only where the stage runs
 
             dense = ahead(vector_stage, query, scopes, size)
-        text_ranking = self.index.local_bm25(
+        corpus = Corpus.read(
+            self.index,
             query,
-            scope_hashes=scopes,
+            scopes=scopes,
             types=types,
             include_forgotten=include_forgotten,
             limit=size,
             expansion=expansion,
             context_boost=text.TEXT_CONTEXT_BOOST if "context" in on else 0.0,
-            is_turn=conversation.is_turn,
             scope_names=self.scope_names,
         )
-        self._shares = text_ranking
-        bm25 = text_ranking.hits if "text" in on else []
-        for found in bm25:
-            cand = pool.at(found.slug)
-            cand.add("bm25", found.relevance)
-            cand.matched = found.matched
-            cand.text_evidence = found.evidence
-        if "text" in on:
-            stages.append("bm25")
+        pool = CandidatePool()
+        stages: list[str] = []
+        bm25 = text_stage(corpus, pool, stages) if "text" in on else []
         linked: dict[str, str] = {}
         if "entity" in on:
-            linked = self._entity_stages(query, scopes, pool, stages, have_text_hits=bool(bm25))
+            linked = self._entity_stages(corpus, pool, stages, have_text_hits=bool(bm25))
         # What the query names: by form, by a known entity, or by kind ("which databases").
         names = [*entities.named_words(query), *linked.values()]
-        kind_names = self._kind_stage(query, scopes, pool, stages) if "kind" in on else []
+        kind_names = self._kind_stage(corpus, pool, stages) if "kind" in on else []
         if vector_stage is not None:
             stages.append("vector")
         if dense is not None:
@@ -126,46 +119,29 @@ class RecallPipeline:
         # hit often completes it: a share of the hit's score goes to its neighbouring turns.
         # Long-term memories stand on their own.
         if "context" in on:
-            self._spread_to_neighbours(bm25[: conversation.CONTEXT_SEEDS], pool)
+            context_stage(corpus, bm25[: conversation.CONTEXT_SEEDS], pool)
         if pool.has_stage("context"):
             stages.append("context")
-        # Rank on the fields the index stores: looking many memories up by slug in the graph
-        # engine scans its whole Memory table. A session turn's text weighs its score.
-        known = self._shares.docs
-        stored = {slug: known[slug] for slug in pool if slug in known}
-        stored.update(self.index.stored([slug for slug in pool if slug not in known]))
-        sessions = {
-            s: doc.body for s, doc in stored.items() if conversation.is_turn(doc.type, doc.body)
-        }
-        for slug, shape in conversation.turn_shapes(sessions).items():
-            pool[slug].shape = shape
-        for slug, doc in stored.items():
-            pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
+        stored = shape_stage(corpus, pool)
         if vector_stage is not None and dense is None:
             rescore(vector_stage, query, scopes, pool)
-        fused = evidence_fusion(
-            pool, stages, None if vector_stage is None else vector_stage.calibration
-        )
-        named_enough = text.query_confidence(self._shares.mass)
-        for slug, score in fused.items():
-            pool[slug].score = score
-            pool[slug].relevance *= named_enough
-            pool[slug].factors["query weight"] = round(named_enough, 4)
-        self._answer_type(query, pool, stored)
+        fuse(corpus, pool, stages, vector_stage)
+        if "answer" in on:
+            answer_stage(corpus, pool, stored)
         ranked = self._adjust(
-            query, pool, (names, kind_names), linked, scope_hash, types, include_forgotten, stored
+            corpus, pool, (names, kind_names), linked, scope_hash, types, include_forgotten, stored
         )[:k]
         if kind is not None:
-            explain_expansion(self.index, query, kind, expansion, ranked, stored)
+            explain_expansion(corpus, kind, expansion, ranked, stored)
         self._direct_paths(ranked)
         ranked = [c for c in ranked if c.slug in stored]  # the index holds each hit shown
-        explained = self.index.explain([stored[c.slug] for c in ranked], query)
+        explained = corpus.explain([stored[c.slug] for c in ranked])
         hits = [recall_hit(c, hit) for c, hit in zip(ranked, explained, strict=True)]
         return RecallOutcome(hits=hits, entities=sorted(linked), stages=stages)
 
     def _adjust(
         self,
-        query: str,
+        corpus: Corpus,
         pool: CandidatePool,
         names: tuple[list[str], list[str]],
         linked: dict[str, str],
@@ -192,15 +168,9 @@ class RecallPipeline:
             for slug, t in titles.items()
             if pool[slug].whole_session
         }
-        weights = self._shares.shares
-        named = self.index.titles_naming(query, whole, weights=weights) if whole else {}
+        named = corpus.titles_naming(whole)
         rest = {slug: t for slug, t in titles.items() if slug not in whole}
-        if rest:
-            named.update(
-                self.index.titles_naming(
-                    query, rest, weights=weights, names=[*named_by, *kind_names]
-                )
-            )
+        named.update(corpus.titles_naming(rest, names=[*named_by, *kind_names]))
         facts = {
             slug: MemoryFacts(
                 doc.type, doc.decay_state, doc.created_at, title_share=named.get(slug, 0.0)
@@ -210,48 +180,12 @@ class RecallPipeline:
         }
         for slug in [s for s in pool if s not in facts]:
             del pool[slug]
-        current = "current" in self.config.stages and adjustment.asks_for_current(query)
-        about = adjustment.edges_about(pool, edges, linked, self._shares.shares, current=current)
+        current = "current" in self.config.stages and adjustment.asks_for_current(corpus.query)
+        about = adjustment.edges_about(pool, edges, linked, corpus.shares, current=current)
         ranked = adjustment.adjust(pool, facts, edges, about=about)
         if current:
-            adjustment.current_first(ranked, facts, self._shares.shares)
+            adjustment.current_first(ranked, facts, corpus.shares)
         return ranked
-
-    def _answer_type(self, query: str, pool: CandidatePool, stored: dict[str, SearchDoc]) -> None:
-        """The answer stage (`recall.answer`). For a question asking for a typed value
-        ("What PostgreSQL version …"), the memories stating no value of that type near what
-        it names keep `MISSING_VALUE` of their score and relevance. For a "what / which
-        <modifier> <head>" frame ("What cloud provider …"), a memory that is not a
-        conversation turn, holds none of the modifiers and says the head only as another
-        compound ("the Credentials provider", `answer.modified_otherwise`) loses the head's
-        share of the query: a memory of many lines about a cloud provider says "cloud"; a
-        one-line turn naming the instance need not. A head said alone ("the services") may
-        be the thing asked about, so it does not count. Both choices were measured:
-        bench/RESULTS.md."""
-        if "answer" not in self.config.stages:
-            return
-        for mods, heads in answer.modified_heads(query, self.index.analyse):
-            share = self._shares.share(heads)
-            for cand in pool.values():
-                if (
-                    cand.shape is None
-                    and heads & cand.matched
-                    and not mods & cand.matched
-                    and cand.slug in stored
-                    and answer.modified_otherwise(stored[cand.slug].body, heads, self.index.analyse)
-                ):
-                    cand.scale("another kind", 1 - share)
-                    cand.relevance *= 1 - share
-        asked = answer.asked_value(query, self.index.analyse)
-        if asked is None:
-            return
-        for slug, cand in pool.items():
-            doc = stored.get(slug)
-            if doc is not None and not asked.held_in(
-                f"{doc.title}\n{doc.body}", self.index.analyse
-            ):
-                cand.scale(f"no {asked.kind.name}", answer.MISSING_VALUE)
-                cand.relevance *= answer.MISSING_VALUE
 
     def _direct_paths(self, ranked: Sequence[Candidate]) -> None:
         """Show each 2-hop path in the shown hits with its relation's stored direction
@@ -273,35 +207,9 @@ class RecallPipeline:
         for cand in ranked:
             cand.paths[:] = [directed.get(p, p) for p in cand.paths]
 
-    def _spread_to_neighbours(self, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
-        """The context stage: each session text hit lends a share of its score to the turns
-        written just before and after it (`CONTEXT_SPREAD`, by distance; a hit that tells
-        rather than asks lends `TELLING_SPREAD` of that)."""
-        spread = conversation.CONTEXT_SPREAD
-        docs = self._shares.docs
-        for seed in seeds:
-            hit = docs.get(seed.slug)
-            if hit is None or not conversation.is_turn(hit.type, hit.body):
-                continue
-            before, after = self.index.near_in_time(
-                scope_hash=hit.scope_hash,
-                type=MemoryType.SESSION,
-                at=hit.created_at,
-                window=conversation.CONTEXT_WINDOW,
-                exclude=hit.slug,
-                per_side=len(spread),
-            )
-            lent = 1.0 if conversation.only_asks(hit.body) else conversation.TELLING_SPREAD
-            for side in (before, after):
-                for share, slug in zip(spread, side, strict=False):
-                    pool.at(slug).add(
-                        "context", lent * share * seed.relevance, f"next to {hit.slug}"
-                    )
-
     def _entity_stages(
         self,
-        query: str,
-        scopes: list[str] | None,
+        corpus: Corpus,
         pool: CandidatePool,
         stages: list[str],
         *,
@@ -310,11 +218,12 @@ class RecallPipeline:
         """Link the query to entities, then collect the memories that mention them (1 hop)
         and those that mention their related entities (2 hops). Returns the linked ids."""
         matcher = self.matcher()
+        query = corpus.query
         linked = matcher.match(query, query_terms(query)) if matcher.by_key else {}
         if not linked:
             return linked
         # Sorted: the engine returns rows in no set order, and paths must not depend on it.
-        rows = sorted(self.graph.mentioning(list(linked), scope_hashes=scopes))
+        rows = sorted(self.graph.mentioning(list(linked), scope_hashes=corpus.scopes))
         # Counted where the recall looks, so another project's memories never change how
         # specific an entity is here (`mentioning` returns at most `max_fanout` per entity).
         here = Counter(eid for eid, _, _ in rows)
@@ -329,14 +238,14 @@ class RecallPipeline:
         stages.append("entity")
         # An entity's evidence is bounded by how much of the query the words naming it carry
         # in this scope: "api" in a project whose every session says "api" adds little.
-        words = {eid: frozenset(self.index.analyse(gram)) for eid, gram in linked.items()}
+        words = {eid: frozenset(corpus.analyse(gram)) for eid, gram in linked.items()}
         rarity = {eid: entities.entity_weight(here[eid]) for eid in linked}
-        weights = {eid: rarity[eid] * self._shares.share(words[eid]) for eid in linked}
+        weights = {eid: rarity[eid] * corpus.share(words[eid]) for eid in linked}
         for eid, slug, conf in rows:
             if eid in linked:
                 cand = pool.at(slug)
                 cand.entities.add(eid)
-                lacks = self._shares.share(words[eid] - cand.matched)
+                lacks = corpus.share(words[eid] - cand.matched)
                 cand.add(
                     "entity",
                     weights[eid] * conf,
@@ -352,11 +261,11 @@ class RecallPipeline:
         if not via:
             return linked
         stages.append("graph")
-        for eid, slug, conf in sorted(self.graph.mentioning(list(via), scope_hashes=scopes)):
+        for eid, slug, conf in sorted(self.graph.mentioning(list(via), scope_hashes=corpus.scopes)):
             for src, predicate, rel_conf in via[eid]:
                 link = graph.PREDICATE_WEIGHTS.get(predicate, 0.5) * rel_conf * conf
                 cand = pool.at(slug)
-                lacks = self._shares.share(words[src] - cand.matched)
+                lacks = corpus.share(words[src] - cand.matched)
                 path = f"{matcher.entities[src].name} -[{predicate}]- {eid.split(':', 2)[-1]}"
                 self._relations[f"{path} → memory"] = (src, predicate, eid)
                 cand.add(
@@ -369,8 +278,7 @@ class RecallPipeline:
 
     def _kind_stage(
         self,
-        query: str,
-        scopes: list[str] | None,
+        corpus: Corpus,
         pool: CandidatePool,
         stages: list[str],
     ) -> list[str]:
@@ -387,6 +295,7 @@ class RecallPipeline:
         out of the calibrated relevance, since an entity of the kind ("FastAPI" for "What
         frontend framework …") says nothing about whether the question is answered
         (measured: bench/RESULTS.md)."""
+        query = corpus.query
         asked = kinds.kind_words(query)
         if not asked:
             return []
@@ -398,15 +307,15 @@ class RecallPipeline:
                     leads.setdefault(entity.id, (word, fit))
         if not leads:
             return []
-        rows = sorted(self.graph.mentioning(list(leads), scope_hashes=scopes))
+        rows = sorted(self.graph.mentioning(list(leads), scope_hashes=corpus.scopes))
         # Rarity where the recall looks: a city named once in this project says more than
         # one named in every conversation of another.
         here = Counter(eid for eid, _, _ in rows)
         if rows:
             stages.append("kind")
-        analysed = {word: frozenset(self.index.analyse(word)) for word in asked}
+        analysed = {word: frozenset(corpus.analyse(word)) for word in asked}
         headed = kinds.headed_kinds(query)
-        sessions, entered = self._entered(rows) if headed else (set(), set())
+        sessions, entered = _entered(corpus, rows) if headed else (set(), set())
         for eid, slug, conf in rows:
             word, fit = leads[eid]
             if slug in sessions and (word not in headed or (eid, slug) not in entered):
@@ -420,38 +329,131 @@ class RecallPipeline:
                 cand.entered_kind = True
             cand.add(
                 "kind",
-                strength * self._shares.share(tokens),
+                strength * corpus.share(tokens),
                 f"{word} → {matcher.entities[eid].name} → memory",
-                novel=0.0
-                if slug in sessions
-                else strength * self._shares.share(tokens - cand.matched),
+                novel=0.0 if slug in sessions else strength * corpus.share(tokens - cand.matched),
             )
         return [matcher.entities[eid].name for eid in here]
 
-    def _entered(
-        self, rows: Sequence[tuple[str, str, float]]
-    ) -> tuple[set[str], set[tuple[str, str]]]:
-        """The whole sessions among `rows` (entity, memory), and each entity's first: the
-        (entity, session) pair of the earliest whole session mentioning it in its scope
-        (ties by slug). `mentioning` returns every mention of the entities the kind stage
-        follows (they are mentioned at most `max_fanout` times), so the earliest is there."""
-        known = self._shares.docs
-        slugs = sorted({slug for _, slug, _ in rows})
-        stored = {slug: known[slug] for slug in slugs if slug in known}
-        stored.update(self.index.stored([slug for slug in slugs if slug not in known]))
-        sessions = {
-            slug
-            for slug, doc in stored.items()
-            if doc.type is MemoryType.SESSION and not conversation.is_turn(doc.type, doc.body)
-        }
-        first: dict[tuple[str, str], SearchDoc] = {}
-        for eid, slug, _ in rows:
-            if slug in sessions:
-                doc = stored[slug]
-                seen = first.get((eid, doc.scope_hash))
-                if seen is None or (doc.created_at, doc.slug) < (seen.created_at, seen.slug):
-                    first[(eid, doc.scope_hash)] = doc
-        return sessions, {(eid, doc.slug) for (eid, _), doc in first.items()}
+
+def text_stage(corpus: Corpus, pool: CandidatePool, stages: list[str]) -> list[LocalScore]:
+    """The text stage: the scope's BM25 hits join the pool with the words they matched."""
+    bm25 = corpus.ranking.hits
+    for found in bm25:
+        cand = pool.at(found.slug)
+        cand.add("bm25", found.relevance)
+        cand.matched = found.matched
+        cand.text_evidence = found.evidence
+    stages.append("bm25")
+    return bm25
+
+
+def context_stage(corpus: Corpus, seeds: Sequence[LocalScore], pool: CandidatePool) -> None:
+    """The context stage: each session text hit lends a share of its score to the turns
+    written just before and after it (`CONTEXT_SPREAD`, by distance; a hit that tells
+    rather than asks lends `TELLING_SPREAD` of that)."""
+    spread = conversation.CONTEXT_SPREAD
+    docs = corpus.ranking.docs
+    for seed in seeds:
+        hit = docs.get(seed.slug)
+        if hit is None or not conversation.is_turn(hit.type, hit.body):
+            continue
+        before, after = corpus.neighbours(
+            hit, window=conversation.CONTEXT_WINDOW, per_side=len(spread)
+        )
+        lent = 1.0 if conversation.only_asks(hit.body) else conversation.TELLING_SPREAD
+        for side in (before, after):
+            for share, slug in zip(spread, side, strict=False):
+                pool.at(slug).add("context", lent * share * seed.relevance, f"next to {hit.slug}")
+
+
+def shape_stage(corpus: Corpus, pool: CandidatePool) -> dict[str, SearchDoc]:
+    """The candidates' stored fields, and the shape of each: a session turn's text weighs
+    its score, a whole session is marked. Returns the candidates the index holds.
+
+    Ranked on the fields the index stores: looking many memories up by slug in the graph
+    engine scans its whole Memory table."""
+    stored = corpus.stored(pool)
+    sessions = {
+        s: doc.body for s, doc in stored.items() if conversation.is_turn(doc.type, doc.body)
+    }
+    for slug, shape in conversation.turn_shapes(sessions).items():
+        pool[slug].shape = shape
+    for slug, doc in stored.items():
+        pool[slug].whole_session = doc.type is MemoryType.SESSION and slug not in sessions
+    return stored
+
+
+def fuse(
+    corpus: Corpus, pool: CandidatePool, stages: list[str], vector_stage: VectorStage | None
+) -> None:
+    """Each candidate's fused score (`evidence_fusion`), its relevance weighed by how much
+    the query names (`text.query_confidence`)."""
+    fused = evidence_fusion(
+        pool, stages, None if vector_stage is None else vector_stage.calibration
+    )
+    named_enough = text.query_confidence(corpus.ranking.mass)
+    for slug, score in fused.items():
+        pool[slug].score = score
+        pool[slug].relevance *= named_enough
+        pool[slug].factors["query weight"] = round(named_enough, 4)
+
+
+def answer_stage(corpus: Corpus, pool: CandidatePool, stored: dict[str, SearchDoc]) -> None:
+    """The answer stage (`recall.answer`). For a question asking for a typed value
+    ("What PostgreSQL version …"), the memories stating no value of that type near what
+    it names keep `MISSING_VALUE` of their score and relevance. For a "what / which
+    <modifier> <head>" frame ("What cloud provider …"), a memory that is not a
+    conversation turn, holds none of the modifiers and says the head only as another
+    compound ("the Credentials provider", `answer.modified_otherwise`) loses the head's
+    share of the query: a memory of many lines about a cloud provider says "cloud"; a
+    one-line turn naming the instance need not. A head said alone ("the services") may
+    be the thing asked about, so it does not count. Both choices were measured:
+    bench/RESULTS.md."""
+    analyse = corpus.analyse
+    for mods, heads in answer.modified_heads(corpus.query, analyse):
+        share = corpus.share(heads)
+        for cand in pool.values():
+            if (
+                cand.shape is None
+                and heads & cand.matched
+                and not mods & cand.matched
+                and cand.slug in stored
+                and answer.modified_otherwise(stored[cand.slug].body, heads, analyse)
+            ):
+                cand.scale("another kind", 1 - share)
+                cand.relevance *= 1 - share
+    asked = answer.asked_value(corpus.query, analyse)
+    if asked is None:
+        return
+    for slug, cand in pool.items():
+        doc = stored.get(slug)
+        if doc is not None and not asked.held_in(f"{doc.title}\n{doc.body}", analyse):
+            cand.scale(f"no {asked.kind.name}", answer.MISSING_VALUE)
+            cand.relevance *= answer.MISSING_VALUE
+
+
+def _entered(
+    corpus: Corpus, rows: Sequence[tuple[str, str, float]]
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """The whole sessions among `rows` (entity, memory), and each entity's first: the
+    (entity, session) pair of the earliest whole session mentioning it in its scope
+    (ties by slug). `mentioning` returns every mention of the entities the kind stage
+    follows (they are mentioned at most `max_fanout` times), so the earliest is there."""
+    stored = corpus.stored(sorted({slug for _, slug, _ in rows}))
+    sessions = {
+        slug
+        for slug, doc in stored.items()
+        if doc.type is MemoryType.SESSION and not conversation.is_turn(doc.type, doc.body)
+    }
+    first: dict[tuple[str, str], SearchDoc] = {}
+    for eid, slug, _ in rows:
+        if slug in sessions:
+            doc = stored[slug]
+            seen = first.get((eid, doc.scope_hash))
+            if seen is None or (doc.created_at, doc.slug) < (seen.created_at, seen.slug):
+                first[(eid, doc.scope_hash)] = doc
+    return sessions, {(eid, doc.slug) for (eid, _), doc in first.items()}
 
 
 def rescore(
