@@ -4,6 +4,7 @@ human's decisions on candidates (the rules and the LLM judge live in
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Collection, Sequence
@@ -19,6 +20,12 @@ from memoryd.graph.store import SupersedeRow
 from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 
 logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=4096)
+def _status_lines_of(body: str) -> tuple[status_lines.StatusLine, ...]:
+    """A speaker's status lines, parsed once per body: every write to its scope asks."""
+    return tuple(status_lines.status_lines(body))
 
 
 class Superseding(ServiceCore):
@@ -164,6 +171,8 @@ class Superseding(ServiceCore):
         all of them). A replacement is an automatic supersede quoting the line; an amendment
         a `cites` relation labelled `amends` in the amending memory's file. A pair a person
         decided is left as it is. Returns the (newer, older) supersedes written."""
+        if slugs is not None and not self._status_lines_may_link(scope_hash, set(slugs), new):
+            return []
         records, speakers = self._status_records(scope_hash, new)
         if not speakers:
             return []
@@ -183,6 +192,45 @@ class Superseding(ServiceCore):
             except MemorydError as exc:
                 logger.warning("status lines of %s not recorded: %s", newer, exc)
         return written
+
+    def _status_lines_may_link(
+        self, scope_hash: str, wanted: set[str], new: Sequence[Memory]
+    ) -> bool:
+        """Whether a status line of the scope can link one of `wanted` (new memories, all in
+        `new`): one of them has a status word, or an older record's status line names a number
+        or title key one of them goes by (`status_lines.resolve` finds a record by nothing
+        else). False spares a write that no status line touches reading every judged memory
+        of its scope (`_status_records`)."""
+        speaking = self._speakers(scope_hash, new)
+        if not speaking:
+            return False
+        if speaking & wanted or not wanted <= {m.slug for m in new}:
+            return True
+        numbers: set[int] = set()
+        keys: set[str] = set()
+        for m in new:
+            if m.slug in wanted and m.meta.scope_hash == scope_hash:
+                record = status_lines.Record(
+                    m.slug, m.meta.title, m.body, tuple(m.meta.tags), m.meta.source
+                )
+                found, named = status_lines.record_names(record)
+                numbers |= found
+                keys |= named
+        if not numbers and not keys:
+            return False
+        bodies = self.graph.cypher(
+            "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.body",
+            {"slugs": sorted(speaking)},
+            limit=1_000_000,
+        ).rows
+        for (body,) in bodies:
+            for line in _status_lines_of(str(body or "")):
+                for ref in line.refs:
+                    if ref.number is not None and ref.number in numbers:
+                        return True
+                    if ref.key and any(k == ref.key or k.startswith(ref.key + "-") for k in keys):
+                        return True
+        return False
 
     def _write_status_links(self, newer: str, links: Sequence[status_lines.Link]) -> list[str]:
         with self._file_lock(newer):
