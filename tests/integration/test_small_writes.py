@@ -152,3 +152,53 @@ def test_the_bench_prints_its_table_and_writes_json(tmp_path: Path) -> None:
     assert result["record_in_process"]["records"] == 3
     assert [r["batch"] for r in result["many_daemon"]] == [10, 20]
     assert result["peak_rss_mb_daemon"] > 0
+
+
+def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
+    svc: MemoryService, project: Path
+) -> None:
+    start = datetime(2026, 2, 1, tzinfo=UTC)
+    older = [
+        ("Use Kafka for events", "Billing publishes its events to Kafka."),
+        ("Use Jest for tests", "The frontend tests run on Jest."),
+        ("Use Webpack to bundle", "The frontend is bundled with Webpack."),
+    ]
+    newer = [
+        ("Switch events to RabbitMQ", "We switched from Kafka to RabbitMQ for billing events."),
+        ("Switch tests to Vitest", "We switched from Jest to Vitest for the frontend tests."),
+        ("Switch bundling to Vite", "We switched from Webpack to Vite to bundle the frontend."),
+    ]
+
+    def drafts(notes: list[tuple[str, str]], at: datetime) -> list[MemoryDraft]:
+        return [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title=title,
+                body=body,
+                scope_path=project,
+                created_at=at + timedelta(minutes=i),
+            )
+            for i, (title, body) in enumerate(notes)
+        ]
+
+    olds = svc.record_many(drafts(older, start))
+    writes: list[list[str]] = []
+    upsert = svc.graph.upsert_memories
+
+    def counted(memories: Any, *args: Any, **kwargs: Any) -> Any:
+        writes.append([m.slug for m in memories])
+        return upsert(memories, *args, **kwargs)
+
+    svc.graph.upsert_memories = counted  # type: ignore[method-assign]
+    try:
+        news = svc.record_many(drafts(newer, start + timedelta(days=1)))
+    finally:
+        del svc.graph.upsert_memories
+    replaced = {m.slug: set(m.meta.supersedes) for m in news}
+    assert replaced == {n.slug: {o.slug} for n, o in zip(news, olds, strict=True)}
+    assert len(writes) == 2  # the memories, then every decision of the batch at once
+    assert sorted(writes[1]) == sorted(m.slug for m in news)
+    events = svc.audit.records_after(0)
+    assert sorted(e.target_id for e in events if e.event_type == "supersede") == sorted(replaced)
+    for memory in news:  # the files hold the decisions
+        assert svc.get(memory.slug).meta.supersede_decisions

@@ -600,6 +600,66 @@ class ServiceCore:
         if content_fingerprint(new) != content_fingerprint(old):
             self._queue_sessions([new])  # an edited session is scored again, once
 
+    def _replace_many(
+        self, edits: Sequence[tuple[Memory, Memory, dict[str, Any]]], *, event_type: str
+    ) -> None:
+        """`_replace_everywhere` for many memories that keep their files (a batch's supersede
+        decisions): one write intent, each file written atomically, then one graph write, one
+        index commit and the audit lines. On failure every file and row goes back to `old`.
+        The caller holds each memory's file lock."""
+        if len(edits) == 1:
+            old, new, details = edits[0]
+            self._replace_everywhere(old, new, event_type=event_type, details=details)
+            return
+        items: list[IntentItem] = []
+        counted: list[bool] = []
+        for old, new, details in edits:
+            if old.path is None or new.path != old.path:
+                raise StorageError(f"memory {old.slug} must keep its file to be rewritten here")
+            clean_stored(new)
+            counted.append(self._carry_recalls(old, new))
+            items.append(
+                IntentItem(
+                    slug=new.slug,
+                    path=str(new.path),
+                    event_type=event_type,
+                    scope_hash=new.meta.scope_hash,
+                    details=details,
+                    sha256=hashlib.sha256(render(new).encode("utf-8")).hexdigest(),
+                )
+            )
+        intent = self._begin_write("replace", items)
+        written: list[Memory] = []
+        try:
+            for old, new, _ in edits:
+                self.vault.write(new)
+                written.append(old)
+            self.graph.upsert_memories([new for _, new, _ in edits])
+            self.index.upsert([search_doc(new) for _, new, _ in edits])
+            self.audit.append_many([self._intended_event(intent, item) for item in items])
+        except MemorydError:
+            try:
+                olds = [old for old, _, _ in edits]
+                for old in olds:
+                    self._carry_recalls(old, old)  # the graph keeps the counts it held
+                for old in written:
+                    self.vault.write(old)
+                self.graph.upsert_memories(olds)
+                self.index.upsert([search_doc(old) for old in olds])
+            except MemorydError:
+                # The intent stays: the next start settles the write.
+                logger.exception("could not undo the %s of %d memories", event_type, len(edits))
+            else:
+                self.journal.end(intent)
+            raise
+        for (_, new, _), carried in zip(edits, counted, strict=True):
+            if carried:  # the file holds them now
+                self._recall_dirty.pop(new.slug, None)
+        self.journal.end(intent)
+        self._queue_sessions(
+            [new for old, new, _ in edits if content_fingerprint(new) != content_fingerprint(old)]
+        )
+
     @contextlib.contextmanager
     def _file_lock(self, slug: str) -> Iterator[None]:
         """The memory file's lock, shared with the capture hook, as a bounded wait."""

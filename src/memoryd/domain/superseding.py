@@ -4,12 +4,14 @@ human's decisions on candidates (the rules and the LLM judge live in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from memoryd.domain.core import SUPERSEDE_BULK_LIMIT, ServiceCore
 from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
@@ -20,6 +22,10 @@ from memoryd.graph.store import SupersedeRow
 from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 
 logger = logging.getLogger(__name__)
+
+APPLY_BATCH = 200
+"""Newer memories whose supersede decisions are written in one write (and hold their file
+locks together)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,29 +81,66 @@ class Superseding(ServiceCore):
         line. Pairs decided meanwhile are left as they are."""
         self._require_writable("record supersede decisions")
         with self._file_lock(job.newer):
-            old = self._load(job.newer)
-            decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
-            decisions = [
-                d
-                for d in supersede.new_decisions(job, self.supersede_tiers, self.clock())
-                if d.older not in decided
-            ]
-            if not decisions:
+            edit = self._supersede_edit(job)
+            if edit is None:
                 return []
-            new = self._edited(old, supersede.with_decisions(old, decisions), old.path)
-            details = {
-                "decisions": [
-                    {
-                        "older": d.older,
-                        "status": d.status.value,
-                        "confidence": d.confidence,
-                        "judge": d.judge,
-                    }
-                    for d in decisions
-                ]
-            }
+            old, new, details, decisions = edit
             self._replace_everywhere(old, new, event_type="supersede", details=details)
         return decisions
+
+    def _supersede_edit(
+        self, job: supersede.SupersedeJob
+    ) -> tuple[Memory, Memory, dict[str, Any], list[SupersedeDecision]] | None:
+        """The newer memory's file as it is and with the job's new decisions, the audit
+        details and the decisions; None when nothing new was decided. The caller holds the
+        file's lock."""
+        old = self._load(job.newer)
+        decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
+        decisions = [
+            d
+            for d in supersede.new_decisions(job, self.supersede_tiers, self.clock())
+            if d.older not in decided
+        ]
+        if not decisions:
+            return None
+        new = self._edited(old, supersede.with_decisions(old, decisions), old.path)
+        details: dict[str, Any] = {
+            "decisions": [
+                {
+                    "older": d.older,
+                    "status": d.status.value,
+                    "confidence": d.confidence,
+                    "judge": d.judge,
+                }
+                for d in decisions
+            ]
+        }
+        return old, new, details, decisions
+
+    def _apply_supersedes(self, jobs: Sequence[supersede.SupersedeJob]) -> dict[str, list[str]]:
+        """`apply_supersede` for a batch's jobs (distinct newer memories), `APPLY_BATCH` at a
+        time in one write each (`_replace_many`): the olders each newer now replaces or is
+        a candidate for. A batch that fails is logged and left to `supersede judge`."""
+        out: dict[str, list[str]] = {}
+        for start in range(0, len(jobs), APPLY_BATCH):
+            chunk = jobs[start : start + APPLY_BATCH]
+            try:
+                with contextlib.ExitStack() as locks:
+                    for job in chunk:
+                        locks.enter_context(self._file_lock(job.newer))
+                    edits = [e for e in (self._supersede_edit(job) for job in chunk) if e]
+                    self._replace_many(
+                        [(old, new, details) for old, new, details, _ in edits],
+                        event_type="supersede",
+                    )
+            except MemorydError as exc:
+                logger.warning(
+                    "supersede decisions of %d memories not written: %s", len(chunk), exc
+                )
+                continue
+            for old, _, _, decisions in edits:
+                out[old.slug] = [d.older for d in decisions if d.status is SupersedeStatus.ACTIVE]
+        return out
 
     # -- explicit status lines ("Superseded by ADR-0036") ---------------------------------
     def _speakers(self, scope_hash: str, new: Sequence[Memory] = ()) -> set[str]:
@@ -334,22 +377,29 @@ class Superseding(ServiceCore):
             logger.warning("supersede pairs of %d memories not found: %s", len(linked), exc)
             return written
         edges: set[tuple[str, str]] = set()  # the decisions of this loop, candidates too
+        jobs: list[supersede.SupersedeJob] = []
         for memory in linked:  # the rest share no entity with anything: no pair
             # Memories written in the same second are older to each other: the one judged
             # first may have replaced this one meanwhile.
             taken = {newer for newer, older in edges if older == memory.slug}
             pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
             try:
-                decisions = self._judge_supersedes(memory.slug, use_llm=inline, pairs=pairs)
+                job = self.prepare_supersede(memory.slug, pairs)
+                if job is not None and inline:
+                    self.judge_supersedes_llm(job)
             except MemorydError as exc:
                 logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
                 continue
-            written += [
-                (memory.slug, d.older) for d in decisions if d.status is SupersedeStatus.ACTIVE
-            ]
-            edges |= {(memory.slug, d.older) for d in decisions}
+            if job is not None:
+                jobs.append(job)
+                decided = supersede.new_decisions(job, self.supersede_tiers, self.clock())
+                edges |= {(memory.slug, d.older) for d in decided}
             if use_llm and not inline and self.llm is not None:
                 self.governance.queue_judges([memory.slug], self.clock())
+        # Every decision of the batch in one write (a graph transaction and an index commit
+        # per newer memory cost more than judging it).
+        for newer, olders in self._apply_supersedes(jobs).items():
+            written += [(newer, older) for older in olders]
         return written
 
     # -- repair: automatic decisions an older version of the rules made -----------------
