@@ -202,3 +202,41 @@ def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
     assert sorted(e.target_id for e in events if e.event_type == "supersede") == sorted(replaced)
     for memory in news:  # the files hold the decisions
         assert svc.get(memory.slug).meta.supersede_decisions
+
+
+def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next batch is gathered while one is written, but sent only after it: a failed
+    batch names its lines, the ones before it stay written and none after it is sent."""
+    import threading
+
+    from memoryd.errors import InvalidInput
+    from memoryd.interop import mcp_memory
+
+    entities = [
+        {"type": "entity", "name": f"svc-{i}", "entityType": "service", "observations": [f"o{i}"]}
+        for i in range(50)
+    ]
+    text = "\n".join(json.dumps(line) for line in entities)
+    monkeypatch.setattr(mcp_memory, "IMPORT_BATCH", 10)
+    many = svc.record_graph_facts_many
+    sizes: list[int] = []
+    busy = threading.Lock()
+
+    def third_fails(facts: Any) -> Any:
+        assert busy.acquire(blocking=False), "two batches written at once"
+        try:
+            sizes.append(len(facts))
+            if len(sizes) == 3:
+                raise InvalidInput("refused")
+            return many(facts)
+        finally:
+            busy.release()
+
+    monkeypatch.setattr(svc, "record_graph_facts_many", third_fails)
+    with pytest.raises(InvalidInput, match=r"lines 21-30 \(none of them written"):
+        mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    assert sizes == [10, 10, 10]  # nothing after the failed batch was sent
+    names = {e["name"] for e in mcp_memory.export_graph(svc)["entities"]}
+    assert names == {f"svc-{i}" for i in range(20)}
