@@ -240,3 +240,27 @@ def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
     assert sizes == [10, 10, 10]  # nothing after the failed batch was sent
     names = {e["name"] for e in mcp_memory.export_graph(svc)["entities"]}
     assert names == {f"svc-{i}" for i in range(20)}
+
+
+def test_a_made_slug_another_memory_drew_is_drawn_again(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memories with one title share all of their slug but six random hex digits: two of a
+    batch, or one of a batch and a stored one, that drew the same are not a refused batch."""
+    from memoryd.domain import core
+
+    draws = iter(["aaaaaa", "aaaaaa", "aaaaaa", "bbbbbb", "aaaaaa", "cccccc", "dddddd"])
+    real = core.secrets.token_hex
+    monkeypatch.setattr(core.secrets, "token_hex", lambda n: next(draws) if n == 3 else real(n))
+    same = "Works from the Berlin office on Tuesdays"
+    first = svc.record_many(
+        [MemoryDraft(type=MemoryType.FACT, title=same, body=f"Person {i}.", scope_path=project)
+         for i in range(2)]
+    )  # fmt: skip
+    second = svc.record(
+        MemoryDraft(type=MemoryType.FACT, title=same, body="P 3.", scope_path=project)
+    )
+    slugs = [m.slug for m in [*first, second]]
+    assert [s[-6:] for s in slugs] == ["aaaaaa", "bbbbbb", "cccccc"]
+    for slug in slugs:
+        assert svc.get(slug).meta.slug == slug

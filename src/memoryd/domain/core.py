@@ -747,6 +747,38 @@ class ServiceCore:
             raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
         return Memory(meta=meta, body=body, sensitive=scope.sensitive)
 
+    def _draw_free_slugs(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
+        """Draw again the random tail of a made slug that another memory of the batch, or a
+        stored one, has: thousands of memories with one title (an import's repeated
+        observations) share everything but six hex digits, and a batch that met two of them
+        was refused whole. A slug the draft chose stays as it is (refused when taken)."""
+        made = [m for m, d in zip(memories, drafts, strict=True) if not d.slug or m.sensitive]
+        chosen = {id(m) for m in made} ^ {id(m) for m in memories}
+        kept = {m.meta.slug for m in memories if id(m) in chosen}
+        while made:
+            stored = {
+                str(row[0])
+                for row in self.graph.cypher(
+                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug",
+                    {"slugs": sorted({m.meta.slug for m in made})},
+                    limit=len(made) + 1,
+                ).rows
+            }
+            again = []
+            for memory in made:
+                if memory.meta.slug in stored or memory.meta.slug in kept:
+                    again.append(memory)
+                else:
+                    kept.add(memory.meta.slug)
+            for memory in again:
+                when = memory.meta.created_at
+                memory.meta.slug = (
+                    opaque_slug(when)
+                    if memory.sensitive
+                    else clean_slug(slugify(memory.meta.title, when))
+                )
+            made = again
+
     def _check_links(self, memory: Memory) -> None:
         for slug in (*memory.meta.supersedes, *(filter(None, [memory.meta.promoted_from]))):
             if self.graph.get_memory(slug) is None:
