@@ -1,6 +1,9 @@
 """Supersede judging through the service: whether a new memory replaces older ones, and the
 human's decisions on candidates (the rules and the LLM judge live in
-`memoryd.governance.supersede`; these are the thin methods)."""
+`memoryd.governance.supersede`; these are the thin methods).
+
+Over 600 lines: one memory's judging and a write batch's (status lines, pairs, every decision
+in one write) share their steps, and the human's decisions on candidates sit beside them."""
 
 from __future__ import annotations
 
