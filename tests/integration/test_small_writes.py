@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from memoryd import memfile
 from memoryd.governance.supersede import Pair, find_pairs, find_pairs_many
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
@@ -155,7 +156,7 @@ def test_the_bench_prints_its_table_and_writes_json(tmp_path: Path) -> None:
 
 
 def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
-    svc: MemoryService, project: Path
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start = datetime(2026, 2, 1, tzinfo=UTC)
     older = [
@@ -182,6 +183,7 @@ def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
         ]
 
     olds = svc.record_many(drafts(older, start))
+    monkeypatch.setattr(memfile, "LOCK_STRIPES", 1)  # every file behind one lock
     writes: list[list[str]] = []
     upsert = svc.graph.upsert_memories
 

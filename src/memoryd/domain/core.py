@@ -632,8 +632,9 @@ class ServiceCore:
         written: list[Memory] = []
         try:
             for old, new, _ in edits:
-                self.vault.write(new)
+                self.vault.write(new, sync=False)
                 written.append(old)
+            self.vault.sync_all()  # one flush for the batch, before the graph sees it
             self.graph.upsert_memories([new for _, new, _ in edits])
             self.index.upsert([search_doc(new) for _, new, _ in edits])
             self.audit.append_many([self._intended_event(intent, item) for item in items])

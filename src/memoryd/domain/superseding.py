@@ -22,6 +22,7 @@ from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.store import SupersedeRow
+from memoryd.memfile import lock_file
 from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 
 logger = logging.getLogger(__name__)
@@ -129,8 +130,11 @@ class Superseding(ServiceCore):
             chunk = jobs[start : start + APPLY_BATCH]
             try:
                 with contextlib.ExitStack() as locks:
-                    for job in chunk:
-                        locks.enter_context(self._file_lock(job.newer))
+                    # Locks are striped (`memfile.lock_file`): each stripe is taken once, in
+                    # order, or the second newer of a stripe waits for the first forever.
+                    stripes = {lock_file(self.home, job.newer): job.newer for job in chunk}
+                    for stripe in sorted(stripes):
+                        locks.enter_context(self._file_lock(stripes[stripe]))
                     edits = [e for e in (self._supersede_edit(job) for job in chunk) if e]
                     self._replace_many(
                         [(old, new, details) for old, new, details, _ in edits],
