@@ -209,8 +209,8 @@ def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
 def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
     svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The next batch is gathered while one is written, but sent only after it: a failed
-    batch names its lines, the ones before it stay written and none after it is sent."""
+    """Batches are written one at a time and in order: a failed batch names its lines, the
+    ones before it stay written and none after it is sent."""
     import threading
 
     from memoryd.errors import InvalidInput

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -665,17 +664,12 @@ the write path (`BULK_BATCH`) and the API's `MAX_BATCH_FACTS`."""
 
 class _Batches:
     """Facts of an import with the input line each came from, written `IMPORT_BATCH` at a
-    time; a failed batch names its lines (the batches before it stay written, none after it
-    is sent). Each batch is written in a thread of its own while the next one is gathered,
-    one at a time and in order: through the daemon, the client's share (gathering, encoding
-    and reading a request) overlaps the daemon's instead of adding to it."""
+    time; a failed batch names its lines (the batches before it stay written)."""
 
     def __init__(self, svc: GraphService) -> None:
         self.svc = svc
         self.facts: list[GraphFact] = []
         self.lines: list[int] = []
-        self._writing: threading.Thread | None = None
-        self._error: BaseException | None = None
 
     def add(self, line: int, facts: Sequence[GraphFact]) -> None:
         for fact in facts:
@@ -685,38 +679,18 @@ class _Batches:
             self.flush()
 
     def flush(self) -> None:
-        """Send what is gathered once the batch before it is written (its error raised)."""
-        self.wait()
         if not self.facts:
             return
-        facts, lines = self.facts, self.lines
-        self.facts, self.lines = [], []
-        self._writing = threading.Thread(
-            target=self._write, args=(facts, lines), name="memoryd-import"
-        )
-        self._writing.start()
-
-    def wait(self) -> None:
-        """Wait for the batch in flight; raise its error."""
-        if self._writing is not None:
-            self._writing.join()
-            self._writing = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-
-    def _write(self, facts: list[GraphFact], lines: list[int]) -> None:
         try:
-            self.svc.record_graph_facts_many(facts)
+            self.svc.record_graph_facts_many(self.facts)
         except MemorydError as exc:
-            first, last = lines[0], lines[-1]
+            first, last = self.lines[0], self.lines[-1]
             exc.message = (
                 f"lines {first}-{last} (none of them written; the lines before are): {exc.message}"
             )
             exc.args = (exc.message,)
-            self._error = exc
-        except BaseException as exc:  # raised in the importing thread by `wait`
-            self._error = exc
+            raise
+        self.facts, self.lines = [], []
 
 
 def import_graph(
@@ -784,7 +758,6 @@ def import_graph(
         have_rels.add(triple)
         report.relations_added += 1
     batches.flush()
-    batches.wait()
     return report
 
 
