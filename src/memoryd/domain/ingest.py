@@ -64,6 +64,7 @@ class Ingest(ServiceCore):
                 if key not in scopes:
                     scopes[key] = resolve_scope(draft.scope_path)
                 memories.append(self._prepare(draft, scopes[key], now))
+        self._draw_free_slugs(memories, drafts)
         self._refuse_duplicates(memories, drafts)
         if not bulk:
             for memory in memories:
@@ -124,6 +125,7 @@ class Ingest(ServiceCore):
                         relations=fact.relations,
                     )
                 )
+        self._draw_free_slugs(memories, [fact.draft for fact in facts])
         self._refuse_duplicates(memories, [fact.draft for fact in facts])
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)

@@ -1,14 +1,20 @@
 """Supersede judging through the service: whether a new memory replaces older ones, and the
 human's decisions on candidates (the rules and the LLM judge live in
-`memoryd.governance.supersede`; these are the thin methods)."""
+`memoryd.governance.supersede`; these are the thin methods).
+
+Over 600 lines: one memory's judging and a write batch's (status lines, pairs, every decision
+in one write) share their steps, and the human's decisions on candidates sit beside them."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import re
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from memoryd.domain.core import SUPERSEDE_BULK_LIMIT, ServiceCore
 from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
@@ -16,9 +22,20 @@ from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.store import SupersedeRow
+from memoryd.memfile import lock_file
 from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 
 logger = logging.getLogger(__name__)
+
+APPLY_BATCH = 200
+"""Newer memories whose supersede decisions are written in one write (and hold their file
+locks together)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _status_lines_of(body: str) -> tuple[status_lines.StatusLine, ...]:
+    """A speaker's status lines, parsed once per body: every write to its scope asks."""
+    return tuple(status_lines.status_lines(body))
 
 
 class Superseding(ServiceCore):
@@ -68,29 +85,69 @@ class Superseding(ServiceCore):
         line. Pairs decided meanwhile are left as they are."""
         self._require_writable("record supersede decisions")
         with self._file_lock(job.newer):
-            old = self._load(job.newer)
-            decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
-            decisions = [
-                d
-                for d in supersede.new_decisions(job, self.supersede_tiers, self.clock())
-                if d.older not in decided
-            ]
-            if not decisions:
+            edit = self._supersede_edit(job)
+            if edit is None:
                 return []
-            new = self._edited(old, supersede.with_decisions(old, decisions), old.path)
-            details = {
-                "decisions": [
-                    {
-                        "older": d.older,
-                        "status": d.status.value,
-                        "confidence": d.confidence,
-                        "judge": d.judge,
-                    }
-                    for d in decisions
-                ]
-            }
+            old, new, details, decisions = edit
             self._replace_everywhere(old, new, event_type="supersede", details=details)
         return decisions
+
+    def _supersede_edit(
+        self, job: supersede.SupersedeJob
+    ) -> tuple[Memory, Memory, dict[str, Any], list[SupersedeDecision]] | None:
+        """The newer memory's file as it is and with the job's new decisions, the audit
+        details and the decisions; None when nothing new was decided. The caller holds the
+        file's lock."""
+        old = self._load(job.newer)
+        decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
+        decisions = [
+            d
+            for d in supersede.new_decisions(job, self.supersede_tiers, self.clock())
+            if d.older not in decided
+        ]
+        if not decisions:
+            return None
+        new = self._edited(old, supersede.with_decisions(old, decisions), old.path)
+        details: dict[str, Any] = {
+            "decisions": [
+                {
+                    "older": d.older,
+                    "status": d.status.value,
+                    "confidence": d.confidence,
+                    "judge": d.judge,
+                }
+                for d in decisions
+            ]
+        }
+        return old, new, details, decisions
+
+    def _apply_supersedes(self, jobs: Sequence[supersede.SupersedeJob]) -> dict[str, list[str]]:
+        """`apply_supersede` for a batch's jobs (distinct newer memories), `APPLY_BATCH` at a
+        time in one write each (`_replace_many`): the olders each newer now replaces or is
+        a candidate for. A batch that fails is logged and left to `supersede judge`."""
+        out: dict[str, list[str]] = {}
+        for start in range(0, len(jobs), APPLY_BATCH):
+            chunk = jobs[start : start + APPLY_BATCH]
+            try:
+                with contextlib.ExitStack() as locks:
+                    # Locks are striped (`memfile.lock_file`): each stripe is taken once, in
+                    # order, or the second newer of a stripe waits for the first forever.
+                    stripes = {lock_file(self.home, job.newer): job.newer for job in chunk}
+                    for stripe in sorted(stripes):
+                        locks.enter_context(self._file_lock(stripes[stripe]))
+                    edits = [e for e in (self._supersede_edit(job) for job in chunk) if e]
+                    self._replace_many(
+                        [(old, new, details) for old, new, details, _ in edits],
+                        event_type="supersede",
+                    )
+            except MemorydError as exc:
+                logger.warning(
+                    "supersede decisions of %d memories not written: %s", len(chunk), exc
+                )
+                continue
+            for old, _, _, decisions in edits:
+                out[old.slug] = [d.older for d in decisions if d.status is SupersedeStatus.ACTIVE]
+        return out
 
     # -- explicit status lines ("Superseded by ADR-0036") ---------------------------------
     def _speakers(self, scope_hash: str, new: Sequence[Memory] = ()) -> set[str]:
@@ -164,6 +221,8 @@ class Superseding(ServiceCore):
         all of them). A replacement is an automatic supersede quoting the line; an amendment
         a `cites` relation labelled `amends` in the amending memory's file. A pair a person
         decided is left as it is. Returns the (newer, older) supersedes written."""
+        if slugs is not None and not self._status_lines_may_link(scope_hash, set(slugs), new):
+            return []
         records, speakers = self._status_records(scope_hash, new)
         if not speakers:
             return []
@@ -183,6 +242,45 @@ class Superseding(ServiceCore):
             except MemorydError as exc:
                 logger.warning("status lines of %s not recorded: %s", newer, exc)
         return written
+
+    def _status_lines_may_link(
+        self, scope_hash: str, wanted: set[str], new: Sequence[Memory]
+    ) -> bool:
+        """Whether a status line of the scope can link one of `wanted` (new memories, all in
+        `new`): one of them has a status word, or an older record's status line names a number
+        or title key one of them goes by (`status_lines.resolve` finds a record by nothing
+        else). False spares a write that no status line touches reading every judged memory
+        of its scope (`_status_records`)."""
+        speaking = self._speakers(scope_hash, new)
+        if not speaking:
+            return False
+        if speaking & wanted or not wanted <= {m.slug for m in new}:
+            return True
+        numbers: set[int] = set()
+        keys: set[str] = set()
+        for m in new:
+            if m.slug in wanted and m.meta.scope_hash == scope_hash:
+                record = status_lines.Record(
+                    m.slug, m.meta.title, m.body, tuple(m.meta.tags), m.meta.source
+                )
+                found, named = status_lines.record_names(record)
+                numbers |= found
+                keys |= named
+        if not numbers and not keys:
+            return False
+        bodies = self.graph.cypher(
+            "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.body",
+            {"slugs": sorted(speaking)},
+            limit=1_000_000,
+        ).rows
+        for (body,) in bodies:
+            for line in _status_lines_of(str(body or "")):
+                for ref in line.refs:
+                    if ref.number is not None and ref.number in numbers:
+                        return True
+                    if ref.key and any(k == ref.key or k.startswith(ref.key + "-") for k in keys):
+                        return True
+        return False
 
     def _write_status_links(self, newer: str, links: Sequence[status_lines.Link]) -> list[str]:
         with self._file_lock(newer):
@@ -286,22 +384,29 @@ class Superseding(ServiceCore):
             logger.warning("supersede pairs of %d memories not found: %s", len(linked), exc)
             return written
         edges: set[tuple[str, str]] = set()  # the decisions of this loop, candidates too
+        jobs: list[supersede.SupersedeJob] = []
         for memory in linked:  # the rest share no entity with anything: no pair
             # Memories written in the same second are older to each other: the one judged
             # first may have replaced this one meanwhile.
             taken = {newer for newer, older in edges if older == memory.slug}
             pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
             try:
-                decisions = self._judge_supersedes(memory.slug, use_llm=inline, pairs=pairs)
+                job = self.prepare_supersede(memory.slug, pairs)
+                if job is not None and inline:
+                    self.judge_supersedes_llm(job)
             except MemorydError as exc:
                 logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
                 continue
-            written += [
-                (memory.slug, d.older) for d in decisions if d.status is SupersedeStatus.ACTIVE
-            ]
-            edges |= {(memory.slug, d.older) for d in decisions}
+            if job is not None:
+                jobs.append(job)
+                decided = supersede.new_decisions(job, self.supersede_tiers, self.clock())
+                edges |= {(memory.slug, d.older) for d in decided}
             if use_llm and not inline and self.llm is not None:
                 self.governance.queue_judges([memory.slug], self.clock())
+        # Every decision of the batch in one write (a graph transaction and an index commit
+        # per newer memory cost more than judging it).
+        for newer, olders in self._apply_supersedes(jobs).items():
+            written += [(newer, older) for older in olders]
         return written
 
     # -- repair: automatic decisions an older version of the rules made -----------------

@@ -224,6 +224,67 @@ class Writes:
         if content_fingerprint(new) != content_fingerprint(old):
             self._queue_sessions([new])  # an edited session is scored again, once
 
+    def _replace_many(
+        self, edits: Sequence[tuple[Memory, Memory, dict[str, Any]]], *, event_type: str
+    ) -> None:
+        """`_replace_everywhere` for many memories that keep their files (a batch's supersede
+        decisions): one write intent, each file written atomically, then one graph write, one
+        index commit and the audit lines. On failure every file and row goes back to `old`.
+        The caller holds each memory's file lock."""
+        if len(edits) == 1:
+            old, new, details = edits[0]
+            self._replace_everywhere(old, new, event_type=event_type, details=details)
+            return
+        items: list[IntentItem] = []
+        counted: list[bool] = []
+        for old, new, details in edits:
+            if old.path is None or new.path != old.path:
+                raise StorageError(f"memory {old.slug} must keep its file to be rewritten here")
+            clean_stored(new)
+            counted.append(self._carry_recalls(old, new))
+            items.append(
+                IntentItem(
+                    slug=new.slug,
+                    path=str(new.path),
+                    event_type=event_type,
+                    scope_hash=new.meta.scope_hash,
+                    details=details,
+                    sha256=hashlib.sha256(render(new).encode("utf-8")).hexdigest(),
+                )
+            )
+        intent = self._begin_write("replace", items)
+        written: list[Memory] = []
+        try:
+            for old, new, _ in edits:
+                self.vault.write(new, sync=False)
+                written.append(old)
+            self.vault.sync_all()  # one flush for the batch, before the graph sees it
+            self.graph.upsert_memories([new for _, new, _ in edits])
+            self.index.upsert([search_doc(new) for _, new, _ in edits])
+            self.audit.append_many([self._intended_event(intent, item) for item in items])
+        except MemorydError:
+            try:
+                olds = [old for old, _, _ in edits]
+                for old in olds:
+                    self._carry_recalls(old, old)  # the graph keeps the counts it held
+                for old in written:
+                    self.vault.write(old)
+                self.graph.upsert_memories(olds)
+                self.index.upsert([search_doc(old) for old in olds])
+            except MemorydError:
+                # The intent stays: the next start settles the write.
+                logger.exception("could not undo the %s of %d memories", event_type, len(edits))
+            else:
+                self.journal.end(intent)
+            raise
+        for (_, new, _), carried in zip(edits, counted, strict=True):
+            if carried:  # the file holds them now
+                self._recall_dirty.pop(new.slug, None)
+        self.journal.end(intent)
+        self._queue_sessions(
+            [new for old, new, _ in edits if content_fingerprint(new) != content_fingerprint(old)]
+        )
+
     def _prepare(
         self,
         draft: MemoryDraft,
@@ -273,6 +334,38 @@ class Writes:
         except ValidationError as exc:
             raise InvalidInput(f"invalid memory: {describe_validation(exc.errors())}") from exc
         return Memory(meta=meta, body=body, sensitive=scope.sensitive)
+
+    def _draw_free_slugs(self, memories: list[Memory], drafts: Sequence[MemoryDraft]) -> None:
+        """Draw again the random tail of a made slug that another memory of the batch, or a
+        stored one, has: thousands of memories with one title (an import's repeated
+        observations) share everything but six hex digits, and a batch that met two of them
+        was refused whole. A slug the draft chose stays as it is (refused when taken)."""
+        made = [m for m, d in zip(memories, drafts, strict=True) if not d.slug or m.sensitive]
+        chosen = {id(m) for m in made} ^ {id(m) for m in memories}
+        kept = {m.meta.slug for m in memories if id(m) in chosen}
+        while made:
+            stored = {
+                str(row[0])
+                for row in self.graph.cypher(
+                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug",
+                    {"slugs": sorted({m.meta.slug for m in made})},
+                    limit=len(made) + 1,
+                ).rows
+            }
+            again = []
+            for memory in made:
+                if memory.meta.slug in stored or memory.meta.slug in kept:
+                    again.append(memory)
+                else:
+                    kept.add(memory.meta.slug)
+            for memory in again:
+                when = memory.meta.created_at
+                memory.meta.slug = (
+                    opaque_slug(when)
+                    if memory.sensitive
+                    else clean_slug(slugify(memory.meta.title, when))
+                )
+            made = again
 
     def _check_links(self, memory: Memory) -> None:
         for slug in (*memory.meta.supersedes, *(filter(None, [memory.meta.promoted_from]))):

@@ -136,12 +136,20 @@ class CypherReads(ABC):
         """Several memories in one query, keyed by slug (missing ones are absent)."""
         if not slugs:
             return {}
-        rows = self._rows(
-            # UNWIND + primary-key match: `WHERE slug IN $list` scans the whole table.
-            f"UNWIND $slugs AS s MATCH (m:Memory {{slug: s}})"
-            f" RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
-            {"slugs": list(slugs)},
-        )
+        if len(slugs) == 1:
+            # One slug (every `get_memory`) by its key alone: kuzu 0.11.3 reads each returned
+            # column of the whole table for the UNWIND form.
+            rows = self._rows(
+                f"MATCH (m:Memory {{slug: $slug}}) RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
+                {"slug": slugs[0]},
+            )
+        else:
+            rows = self._rows(
+                # UNWIND + primary-key match: `WHERE slug IN $list` scans the whole table.
+                f"UNWIND $slugs AS s MATCH (m:Memory {{slug: s}})"
+                f" RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
+                {"slugs": list(slugs)},
+            )
         names = [c.strip() for c in _MEMORY_COLUMNS.split(",")]
         found = (MemoryRow.model_validate(dict(zip(names, r, strict=True))) for r in rows)
         return {row.slug: row for row in found}

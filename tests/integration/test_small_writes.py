@@ -1,0 +1,270 @@
+"""Small writes (issue 28): a batch's supersede pairs come from a few queries whatever its
+size and equal the one-memory query's; a write no status line can touch skips reading the
+scope, and one an older record's status line names still gets its link; a memory is read
+by its key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd import memfile
+from memoryd.governance.supersede import Pair, find_pairs, find_pairs_many
+from memoryd.models import MemoryDraft, MemoryType
+from memoryd.service import MemoryService
+from tests.integration.test_supersede_records import REPO, title_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+NOTES = [
+    ("decision", "Use PostgreSQL for billing", "Billing stores invoices in PostgreSQL."),
+    ("playbook", "Run pytest before merging", "Run pytest before merging billing changes."),
+    ("fact", "Redis caches sessions", "Sessions live in Redis with a one-hour TTL."),
+    ("decision", "Kafka for events", "Billing publishes events to Kafka; PostgreSQL keeps state."),
+    ("preference", "Prefer Redis over Memcached", "We prefer Redis over Memcached for caching."),
+    ("decision", "Use Redis instead of Kafka", "We switched from Kafka to Redis streams."),
+    ("fact", "PostgreSQL 16 in production", "Production runs PostgreSQL 16 with Redis beside it."),
+    ("decision", "Move billing to DuckDB", "Billing reports move from PostgreSQL to DuckDB."),
+    (
+        "decision",
+        "Use Kafka instead of Redis",
+        "Events go back from Redis streams to Kafka; pytest covers it.",
+    ),
+]
+
+
+def _same(pairs: list[Pair]) -> list[Pair]:
+    """Pairs with their shared names in one order (the query returns them in any order)."""
+    return [replace(p, known=tuple(sorted(p.known, key=repr))) for p in pairs]
+
+
+def test_a_batch_finds_the_pairs_one_query_per_memory_finds(
+    svc: MemoryService, project: Path
+) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    drafts = [
+        MemoryDraft(
+            type=MemoryType(kind),
+            title=title,
+            body=body,
+            scope_path=project,
+            created_at=start + timedelta(minutes=i),
+        )
+        for i, (kind, title, body) in enumerate(NOTES)
+    ]
+    written = svc.record_many(drafts[:7])
+    # An explicit supersede (an edge newer -> older) and the judged ones are left out.
+    explicit = drafts[7].model_copy(update={"supersedes": [written[0].slug]})
+    # The last one shares `pytest` only with a playbook: an entity with no older to judge.
+    written += [svc.record(explicit), svc.record(drafts[8])]
+    assert svc.graph.cypher("MATCH ()-[r:SUPERSEDES]->() RETURN count(r)", {}).rows[0][0] >= 1
+    memories = [svc.get(m.slug) for m in written]
+    calls: list[str] = []
+    cypher = svc.graph.cypher
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(query)
+        return cypher(query, *args, **kwargs)
+
+    for limit in (1, 2, 20):
+        calls.clear()
+        svc.graph.cypher = counted  # type: ignore[method-assign]
+        try:
+            many = find_pairs_many(svc.graph, memories, limit=limit)
+        finally:
+            del svc.graph.cypher
+        assert len(calls) == 4  # whatever the batch size
+        for memory in memories:
+            assert _same(many[memory.slug]) == _same(find_pairs(svc.graph, memory, limit=limit))
+    assert any(many[m.slug] for m in memories)
+
+
+def test_records_one_at_a_time_get_the_links_their_status_lines_state(
+    svc: MemoryService, project: Path
+) -> None:
+    """Thirty real records recorded one by one: a record that an older one's status line
+    names ("Superseded by …") is linked when it arrives, and nothing else is."""
+    import yaml
+
+    truth = yaml.safe_load((REPO / "truth.yaml").read_text(encoding="utf-8"))
+    records = truth["records"][:30]
+    file_of: dict[str, str] = {}
+    for i, record in enumerate(records):
+        text = (REPO / record["file"]).read_text(encoding="utf-8")
+        day = record["date"]
+        memory = svc.record(
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title=title_of(text, Path(record["file"]).stem),
+                body=text,
+                scope_path=project,
+                created_at=datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
+                + timedelta(seconds=i),
+            )
+        )
+        file_of[memory.slug] = record["file"]
+    files = set(file_of.values())
+    stated = {
+        (s["newer"], s["older"])
+        for s in truth["supersedes"]
+        if s["newer"] in files and s["older"] in files
+    }
+    rows = svc.graph.cypher(
+        "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug", {}, limit=10_000
+    ).rows
+    assert {(file_of[n], file_of[o]) for n, o in rows} == stated
+
+
+def test_one_memory_is_read_by_its_key_like_many(svc: MemoryService, project: Path) -> None:
+    written = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.FACT, title=f"Fact {i}", body=f"Body {i}", scope_path=project
+            )
+            for i in range(3)
+        ]
+    )
+    slugs = [m.slug for m in written]
+    many = svc.graph.memory_rows(slugs)
+    for slug in slugs:
+        assert svc.graph.get_memory(slug) == many[slug]
+    assert svc.graph.get_memory("no-such-slug") is None
+
+
+@pytest.mark.slow
+def test_the_bench_prints_its_table_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "small.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "small_writes.py"), "--record-at", "40",
+         "--many-at", "80", "--batches", "10,20", "--records", "3", "--json", str(out)],
+        capture_output=True, text=True, check=False, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "record_many at 80" in done.stdout
+    assert "targets:" in done.stdout
+    result = json.loads(out.read_text())
+    assert result["record_in_process"]["records"] == 3
+    assert [r["batch"] for r in result["many_daemon"]] == [10, 20]
+    assert result["peak_rss_mb_daemon"] > 0
+
+
+def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = datetime(2026, 2, 1, tzinfo=UTC)
+    older = [
+        ("Use Kafka for events", "Billing publishes its events to Kafka."),
+        ("Use Jest for tests", "The frontend tests run on Jest."),
+        ("Use Webpack to bundle", "The frontend is bundled with Webpack."),
+    ]
+    newer = [
+        ("Switch events to RabbitMQ", "We switched from Kafka to RabbitMQ for billing events."),
+        ("Switch tests to Vitest", "We switched from Jest to Vitest for the frontend tests."),
+        ("Switch bundling to Vite", "We switched from Webpack to Vite to bundle the frontend."),
+    ]
+
+    def drafts(notes: list[tuple[str, str]], at: datetime) -> list[MemoryDraft]:
+        return [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title=title,
+                body=body,
+                scope_path=project,
+                created_at=at + timedelta(minutes=i),
+            )
+            for i, (title, body) in enumerate(notes)
+        ]
+
+    olds = svc.record_many(drafts(older, start))
+    monkeypatch.setattr(memfile, "LOCK_STRIPES", 1)  # every file behind one lock
+    writes: list[list[str]] = []
+    upsert = svc.graph.upsert_memories
+
+    def counted(memories: Any, *args: Any, **kwargs: Any) -> Any:
+        writes.append([m.slug for m in memories])
+        return upsert(memories, *args, **kwargs)
+
+    svc.graph.upsert_memories = counted  # type: ignore[method-assign]
+    try:
+        news = svc.record_many(drafts(newer, start + timedelta(days=1)))
+    finally:
+        del svc.graph.upsert_memories
+    replaced = {m.slug: set(m.meta.supersedes) for m in news}
+    assert replaced == {n.slug: {o.slug} for n, o in zip(news, olds, strict=True)}
+    assert len(writes) == 2  # the memories, then every decision of the batch at once
+    assert sorted(writes[1]) == sorted(m.slug for m in news)
+    events = svc.audit.records_after(0)
+    assert sorted(str(e.target_id) for e in events if e.event_type == "supersede") == sorted(
+        replaced
+    )
+    for memory in news:  # the files hold the decisions
+        assert svc.get(memory.slug).meta.supersede_decisions
+
+
+def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are written one at a time and in order: a failed batch names its lines, the
+    ones before it stay written and none after it is sent."""
+    import threading
+
+    from memoryd.errors import InvalidInput
+    from memoryd.interop import mcp_memory
+
+    entities = [
+        {"type": "entity", "name": f"svc-{i}", "entityType": "service", "observations": [f"o{i}"]}
+        for i in range(50)
+    ]
+    text = "\n".join(json.dumps(line) for line in entities)
+    monkeypatch.setattr(mcp_memory, "IMPORT_BATCH", 10)
+    many = svc.record_graph_facts_many
+    sizes: list[int] = []
+    busy = threading.Lock()
+
+    def third_fails(facts: Any) -> Any:
+        assert busy.acquire(blocking=False), "two batches written at once"
+        try:
+            sizes.append(len(facts))
+            if len(sizes) == 3:
+                raise InvalidInput("refused")
+            return many(facts)
+        finally:
+            busy.release()
+
+    monkeypatch.setattr(svc, "record_graph_facts_many", third_fails)
+    with pytest.raises(InvalidInput, match=r"lines 21-30 \(none of them written"):
+        mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    assert sizes == [10, 10, 10]  # nothing after the failed batch was sent
+    names = {e["name"] for e in mcp_memory.export_graph(svc)["entities"]}
+    assert names == {f"svc-{i}" for i in range(20)}
+
+
+def test_a_made_slug_another_memory_drew_is_drawn_again(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memories with one title share all of their slug but six random hex digits: two of a
+    batch, or one of a batch and a stored one, that drew the same are not a refused batch."""
+    from memoryd.domain import writes
+
+    draws = iter(["aaaaaa", "aaaaaa", "aaaaaa", "bbbbbb", "aaaaaa", "cccccc", "dddddd"])
+    real = writes.secrets.token_hex
+    monkeypatch.setattr(writes.secrets, "token_hex", lambda n: next(draws) if n == 3 else real(n))
+    same = "Works from the Berlin office on Tuesdays"
+    first = svc.record_many(
+        [MemoryDraft(type=MemoryType.FACT, title=same, body=f"Person {i}.", scope_path=project)
+         for i in range(2)]
+    )  # fmt: skip
+    second = svc.record(
+        MemoryDraft(type=MemoryType.FACT, title=same, body="P 3.", scope_path=project)
+    )
+    slugs = [m.slug for m in [*first, second]]
+    assert [s[-6:] for s in slugs] == ["aaaaaa", "bbbbbb", "cccccc"]
+    for slug in slugs:
+        assert svc.get(slug).meta.slug == slug
