@@ -251,11 +251,12 @@ def test_a_made_slug_another_memory_drew_is_drawn_again(
 ) -> None:
     """Memories with one title share all of their slug but six random hex digits: two of a
     batch, or one of a batch and a stored one, that drew the same are not a refused batch."""
-    from memoryd.domain import writes
+    import secrets
 
     draws = iter(["aaaaaa", "aaaaaa", "aaaaaa", "bbbbbb", "aaaaaa", "cccccc", "dddddd"])
-    real = writes.secrets.token_hex
-    monkeypatch.setattr(writes.secrets, "token_hex", lambda n: next(draws) if n == 3 else real(n))
+    real = secrets.token_hex
+    # The write path draws a slug's tail with `secrets.token_hex(3)` (domain/writes.py).
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(draws) if n == 3 else real(n))
     same = "Works from the Berlin office on Tuesdays"
     first = svc.record_many(
         [MemoryDraft(type=MemoryType.FACT, title=same, body=f"Person {i}.", scope_path=project)
