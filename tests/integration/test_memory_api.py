@@ -371,9 +371,9 @@ def test_a_large_batch_goes_to_the_daemon_in_requests_that_land_whole(
 ) -> None:
     """`record_many` through the daemon splits into requests of `RECORD_BATCH`; a request
     holding a bad memory records none of its memories, and the error names the problem."""
-    import memoryd.daemon.client as client
+    import memoryd.daemon.remote as remote
 
-    monkeypatch.setattr(client, "RECORD_BATCH", 2)
+    monkeypatch.setattr(remote, "RECORD_BATCH", 2)
     home = tmp_path / "home"
 
     def draft(n: int, body: str | None = None) -> MemoryDraft:

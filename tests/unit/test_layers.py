@@ -40,6 +40,8 @@ LAYERS: dict[str, int] = {
     "memoryd.wiring": SERVICE,
     "memoryd.doctor": SERVICE,
     "memoryd.daemon.client": SERVICE,
+    "memoryd.daemon.remote": SERVICE,  # the client itself (split out of client.py)
+    "memoryd.daemon.wire": SERVICE,
     "memoryd.context": SERVICE,  # inject's choice of memories, over any MemoryAPI
     # domain: the jobs the service wires together
     "memoryd.domain": DOMAIN,

@@ -1,0 +1,93 @@
+"""The client's side of the wire: errors rebuilt from the daemon's `code`, scope hashes, and
+the query and path arguments as the daemon must see them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from memoryd.errors import MemorydError, StorageError
+from memoryd.scope import resolve_scope
+
+_SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
+
+
+def _error_classes() -> dict[str, type[MemorydError]]:
+    found: dict[str, type[MemorydError]] = {MemorydError.code: MemorydError}
+    pending: list[type[MemorydError]] = [MemorydError]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            found.setdefault(sub.code, sub)
+            pending.append(sub)
+    return found
+
+
+def error_from_response(response: httpx.Response) -> MemorydError:
+    """The MemorydError the daemon raised, rebuilt from `{"error": {"code", "message", "hint"}}`."""
+    try:
+        detail = response.json()["error"]
+        code, message, hint = str(detail["code"]), str(detail["message"]), detail.get("hint")
+    except (ValueError, KeyError, TypeError):
+        return StorageError(
+            f"the daemon answered HTTP {response.status_code} without an error body",
+            hint="see <home>/logs/daemon.log",
+        )
+    cls = _error_classes().get(code, MemorydError)
+    return cls(message, hint=str(hint) if hint is not None else None)
+
+
+def scope_hash_of(scope: Path | str | None) -> str | None:
+    """MemoryService.scope_hash_of, computed here: a relative path is the caller's."""
+    if scope is None:
+        return None
+    text = str(scope)
+    if _SCOPE_HASH.fullmatch(text) and not Path(text).exists():
+        return text
+    return resolve_scope(scope, with_remote=False).scope_hash
+
+
+def _scope_arg(path: Path | str) -> str:
+    """A scope for the daemon: an existing directory as its absolute path, else as given (a
+    scope hash the daemon's vault knows)."""
+    candidate = Path(path).expanduser()
+    return str(candidate.resolve()) if candidate.is_dir() else str(path)
+
+
+def _map_scope(map_scope: Mapping[str, str] | None) -> dict[str, str]:
+    """`--map-scope` targets given as paths are the caller's: made absolute here."""
+    out = {}
+    for old, new in (map_scope or {}).items():
+        is_hash = _SCOPE_HASH.fullmatch(new) and not Path(new).exists()
+        out[old] = new if is_hash else str(Path(new).resolve())
+    return out
+
+
+def _entity(name_or_id: str) -> str:
+    """An entity id, name or alias as a path segment (ids keep their colons readable)."""
+    return quote(name_or_id, safe=":")
+
+
+def _query(params: dict[str, Any]) -> dict[str, Any]:
+    """Query parameters without the unset ones; enums as their values."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, list):
+            out[key] = [getattr(v, "value", v) for v in value]
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = getattr(value, "value", value)
+    return out
+
+
+def _absolute(path: Path | str) -> str:
+    """A path as the daemon (same machine, another working directory) must see it."""
+    return str(Path(path).expanduser().absolute())

@@ -1,0 +1,386 @@
+"""Supersede against the graph: finding candidate pairs for one memory or a batch, the
+decisions kept on a memory, and undo / accept / reject of a decision.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from memoryd.errors import Conflict, NotFound
+from memoryd.governance.supersede_names import GRAPH_CHOICE_TYPES, Name
+from memoryd.governance.supersede_pairs import Pair, SupersedeJob, limit_fan_out, pair_texts
+from memoryd.governance.supersede_rules import RULES_VERSION, Tiers
+from memoryd.graph.store import GraphStore, SupersedeRow
+from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
+
+# --------------------------------------------------------------------------- the stores
+
+JUDGED_TYPES = ("decision", "preference", "fact")
+"""The older memories a new one may supersede (seeds/002 §5)."""
+
+_PAIRS_QUERY = (
+    "MATCH (n:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash = n.scope_hash AND o.slug <> n.slug AND o.type IN $types"
+    " AND o.created_at <= n.created_at AND o.decay_state <> 'forgotten' AND NOT o.sensitive"
+    " AND NOT EXISTS { MATCH (o)-[:SUPERSEDES]->(n) }"
+    " RETURN o.slug, o.title, o.body, o.created_at, e.id, e.name, e.mention_count, e.type,"
+    " e.aliases"
+    " ORDER BY o.created_at DESC, o.slug"
+)
+
+
+def find_pairs(graph: GraphStore, newer: Memory, *, limit: int) -> list[Pair]:
+    """The older preference, decision and fact memories of the newer one's scope that share
+    an entity with it, each with the most specific entity they share (the least mentioned:
+    `React` says more than `frontend`), those sharing the most specific one first. Pairs
+    already decided are left out, and so is a memory that itself replaces the newer one.
+    Timestamps are to the second: one written in the same second counts as older (judging
+    runs as the newer one is written)."""
+    decided = set(newer.meta.supersedes) | {d.older for d in newer.meta.supersede_decisions}
+    # A record it amends (a status line said so) is refined, not replaced.
+    decided |= {r.object for r in newer.meta.relations if r.label == "amends"}
+    rows = graph.cypher(
+        _PAIRS_QUERY, {"slug": newer.slug, "types": list(JUDGED_TYPES)}, limit=100_000
+    ).rows
+    texts = {str(r[0]): pair_texts(str(r[1]), str(r[2] or "")) for r in rows}
+    return _pairs([r[:1] + r[3:] for r in rows], texts, decided, limit)
+
+
+def _pairs(
+    rows: Sequence[Sequence[Any]], texts: dict[str, str], decided: set[str], limit: int
+) -> list[Pair]:
+    """Rows of (older slug, created_at, entity id, name, mention count, type, aliases), newest
+    older first, as pairs: each with its most specific shared entity and the tools and
+    libraries both memories mention, the `limit` with the most specific one kept."""
+    best: dict[str, tuple[int, Pair]] = {}
+    known: dict[str, dict[str, Name]] = {}
+    order: list[str] = []
+    for slug, _created, eid, name, mentioned, etype, aliases in rows:
+        if slug in decided:
+            continue
+        if etype in GRAPH_CHOICE_TYPES and name:
+            surfaces = tuple(dict.fromkeys([str(name), *(str(a) for a in aliases or ())]))
+            known.setdefault(slug, {})[str(eid)] = Name(str(name), surfaces, str(etype))
+        pair = Pair(str(slug), texts[str(slug)], str(eid), str(name))
+        count = int(mentioned or 0)
+        if slug not in best:
+            order.append(slug)
+            best[slug] = (count, pair)
+        elif count < best[slug][0]:
+            best[slug] = (count, pair)
+    # The `limit` older memories sharing the most specific entity first (newest first among
+    # equals): a record that shares the replaced tool with the newer one is judged before
+    # twenty newer ones that share only the platform both run on.
+    ranked = sorted(order, key=lambda slug: best[slug][0])
+    return [
+        replace(best[slug][1], known=tuple(known.get(slug, {}).values())) for slug in ranked[:limit]
+    ]
+
+
+# A batch's candidate pairs come from the entities its memories mention and, once per entity,
+# the memories that mention it: one row per (newer, older, shared entity) took 478k rows for
+# 500 new memories in a 10k-memory scope (32 s of CPU), and kuzu 0.11.3 planned the
+# one-pattern form as a scan of every memory (a full buffer pool for a batch).
+_NEWER_ENTITIES = (
+    "UNWIND $slugs AS s MATCH (n:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
+    " RETURN n.slug, n.scope_hash, n.created_at, e.id, e.name, e.mention_count, e.type, e.aliases"
+)
+_MENTIONED_BY = (
+    "UNWIND $ids AS i MATCH (e:Entity {id: i})<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash IN $scopes AND o.type IN $types AND o.decay_state <> 'forgotten'"
+    " AND NOT o.sensitive RETURN e.id, o.scope_hash, o.slug, o.created_at"
+)
+_PAIRS_DECIDED = (
+    "UNWIND $slugs AS s MATCH (n:Memory {slug: s})-[:SUPERSEDES]-(o:Memory) RETURN n.slug, o.slug"
+)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """An entity a newer memory mentions, as `_pairs` ranks it."""
+
+    count: int
+    id: str
+    name: str
+    type: str
+    aliases: tuple[str, ...]
+
+
+def find_pairs_many(
+    graph: GraphStore, newers: Sequence[Memory], *, limit: int
+) -> dict[str, list[Pair]]:
+    """`find_pairs` for a batch of newly written memories in four queries instead of one per
+    memory (an import judges hundreds), the same pairs in the same order: per newer memory
+    the `limit` older ones sharing its least mentioned entity first, newest first among
+    equals. A pair with a SUPERSEDES edge either way is left out (status lines were written
+    first); what the newer memory's file decided otherwise is left out as in `find_pairs`."""
+    if not newers:
+        return {}
+    slugs = [m.slug for m in newers]
+    linked = {
+        (str(n), str(o))
+        for n, o in graph.cypher(_PAIRS_DECIDED, {"slugs": slugs}, limit=10_000_000).rows
+    }
+    shared: dict[str, list[_Shared]] = {}
+    where: dict[str, tuple[str, Any]] = {}  # newer slug -> (scope hash, created_at)
+    for n, scope, created, eid, name, count, etype, aliases in graph.cypher(
+        _NEWER_ENTITIES, {"slugs": slugs}, limit=10_000_000
+    ).rows:
+        where[str(n)] = (str(scope), created)
+        entity = _Shared(
+            int(count or 0), str(eid), str(name or ""), str(etype or ""), tuple(aliases or ())
+        )
+        mine = shared.setdefault(str(n), [])
+        if all(e.id != entity.id for e in mine):  # one entity may have two MENTIONS edges
+            mine.append(entity)
+    # Per (entity, scope), the older memories mentioning it as ranks in the order `_pairs`
+    # takes them: newest first, then by slug.
+    mentioned: dict[tuple[str, str], list[tuple[Any, str]]] = {}
+    if shared:
+        ids = sorted({e.id for entities in shared.values() for e in entities})
+        scopes = sorted({scope for scope, _ in where.values()})
+        for eid, scope, o, created in graph.cypher(
+            _MENTIONED_BY,
+            {"ids": ids, "scopes": scopes, "types": list(JUDGED_TYPES)},
+            limit=100_000_000,
+        ).rows:
+            mentioned.setdefault((str(eid), str(scope)), []).append((created, str(o)))
+    everyone = sorted({row for rows in mentioned.values() for row in rows}, key=lambda r: r[1])
+    everyone.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
+    rank = {row: i for i, row in enumerate(everyone)}
+    ranked = {key: sorted(rank[row] for row in rows) for key, rows in mentioned.items()}
+    members = {key: {o for _, o in rows} for key, rows in mentioned.items()}
+    chosen: dict[str, list[tuple[str, _Shared, tuple[Name, ...]]]] = {}
+    for memory in newers:
+        if memory.slug not in where:
+            continue
+        decided = set(memory.meta.supersedes) | {d.older for d in memory.meta.supersede_decisions}
+        decided |= {r.object for r in memory.meta.relations if r.label == "amends"}
+        decided |= {o for n, o in linked if n == memory.slug}
+        decided.add(memory.slug)
+        chosen[memory.slug] = _nearest(
+            sorted(shared[memory.slug], key=lambda e: (e.count, e.id)),
+            where[memory.slug],
+            decided,
+            limit,
+            everyone,
+            ranked,
+            members,
+        )
+    olders = sorted({o for picks in chosen.values() for o, _, _ in picks})
+    texts = {
+        str(slug): pair_texts(str(title), str(body or ""))
+        for slug, title, body in graph.cypher(
+            "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body",
+            {"slugs": olders},
+            limit=10_000_000,
+        ).rows
+    }
+    return {
+        m.slug: [Pair(o, texts[o], e.id, e.name, known) for o, e, known in chosen.get(m.slug, [])]
+        for m in newers
+    }
+
+
+def _nearest(
+    entities: list[_Shared],
+    at: tuple[str, Any],
+    decided: set[str],
+    limit: int,
+    everyone: list[tuple[Any, str]],
+    ranked: dict[tuple[str, str], list[int]],
+    members: dict[tuple[str, str], set[str]],
+) -> list[tuple[str, _Shared, tuple[Name, ...]]]:
+    """The `limit` older memories of one newer memory's scope (`at`: its scope and time) that
+    share one of its `entities` (least mentioned first), as `_pairs` ranks them: by their
+    least mentioned shared entity, then newest first; each with that entity and the tools
+    and libraries it shares. Reads only as far as the `limit`th."""
+    scope, created = at
+    out: list[tuple[str, _Shared]] = []
+    taken: set[str] = set()
+    i = 0
+    while i < len(entities) and len(out) < limit:
+        group = [e for e in entities[i:] if e.count == entities[i].count]
+        i += len(group)
+        first: dict[str, _Shared] = {}  # older slug -> its entity in this group (by id)
+        lists = [(e, ranked.get((e.id, scope), [])) for e in group]
+        for r in heapq.merge(*(rows for _, rows in lists)):
+            when, o = everyone[r]
+            if o in taken or o in decided or when > created or o in first:
+                continue
+            first[o] = next(e for e, _ in lists if o in members.get((e.id, scope), ()))
+            out.append((o, first[o]))
+            if len(out) >= limit:
+                break
+        taken.update(first)
+    return [
+        (
+            o,
+            e,
+            tuple(
+                Name(s.name, tuple(dict.fromkeys([s.name, *s.aliases])), s.type)
+                for s in entities
+                if s.type in GRAPH_CHOICE_TYPES and s.name and o in members.get((s.id, scope), ())
+            ),
+        )
+        for o, e in out
+    ]
+
+
+def pair_of(graph: GraphStore, newer: str, older: str) -> Pair | None:
+    """One pair as `find_pairs` sees it (the older memory's text and the tools and
+    libraries both mention), whatever was decided about it; None when the older memory is
+    gone, forgotten or sensitive."""
+    rows = graph.cypher(
+        "MATCH (o:Memory {slug: $older}) WHERE o.decay_state <> 'forgotten' AND NOT o.sensitive"
+        " OPTIONAL MATCH (n:Memory {slug: $newer})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o)"
+        " RETURN o.title, o.body, e.id, e.name, e.type, e.aliases",
+        {"newer": newer, "older": older},
+        limit=10_000,
+    ).rows
+    if not rows:
+        return None
+    known: dict[str, Name] = {}
+    for _title, _body, eid, name, etype, aliases in rows:
+        if eid is not None and etype in GRAPH_CHOICE_TYPES and name:
+            surfaces = tuple(dict.fromkeys([str(name), *(str(a) for a in aliases or ())]))
+            known[str(eid)] = Name(str(name), surfaces, str(etype))
+    title, body, eid, name = rows[0][:4]
+    return Pair(
+        older,
+        pair_texts(str(title), str(body or "")),
+        None if eid is None else str(eid),
+        str(name or ""),
+        tuple(known.values()),
+    )
+
+
+def automatic(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
+    """Automatic supersede decisions (active and candidates) with their judge, rules
+    version and reason, newest first."""
+    return _edge_rows(
+        graph,
+        "r.decided_by = 'auto' AND r.status IN ['active', 'candidate']",
+        "r.decided_at DESC, n.slug, o.slug",
+        scope_hash,
+        limit=1_000_000,
+    )
+
+
+def _edge_rows(
+    graph: GraphStore, where: str, order: str, scope_hash: str | None, *, limit: int
+) -> list[SupersedeRow]:
+    """SUPERSEDES edges matching `where` (over `n`-[r]->`o`) in the scope, as rows."""
+    result = graph.cypher(
+        f"MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE {where}"
+        " AND ($scope IS NULL OR n.scope_hash = $scope)"
+        " RETURN n.slug, o.slug, r.entity_id, r.confidence, r.decided_at, r.decided_by,"
+        f" r.reason, r.status, r.judge, r.rules ORDER BY {order}",
+        {"scope": scope_hash},
+        limit=limit,
+    )
+    keys = list(SupersedeRow.model_fields)  # the RETURN order above
+    return [SupersedeRow.model_validate(dict(zip(keys, r, strict=True))) for r in result.rows]
+
+
+def new_decisions(job: SupersedeJob, tiers: Tiers, now: datetime) -> list[SupersedeDecision]:
+    """The decisions the job's verdicts make: automatic or candidate; the rest are ignored."""
+    entity = {p.older: p.entity_id for p in job.pairs}
+    limit_fan_out(job.verdicts, tiers)
+    out: list[SupersedeDecision] = []
+    for older, verdict in job.verdicts.items():
+        status = tiers.status(verdict.confidence)
+        if status is None:
+            continue
+        out.append(
+            SupersedeDecision(
+                older=older,
+                status=status,
+                confidence=verdict.confidence,
+                decided_by="auto",
+                decided_at=now,
+                judge=verdict.judge,
+                entity_id=entity.get(older),
+                reason=verdict.reason,
+                rules=RULES_VERSION if verdict.judge.startswith("rule:") else None,
+            )
+        )
+    return out
+
+
+def with_decisions(memory: Memory, decisions: Sequence[SupersedeDecision]) -> dict[str, Any]:
+    """Frontmatter changes that add these decisions (replacing any about the same pair)."""
+    changed = {d.older: d for d in decisions}
+    kept = [d for d in memory.meta.supersede_decisions if d.older not in changed]
+    supersedes = [s for s in memory.meta.supersedes if s not in changed]
+    supersedes += [d.older for d in decisions if d.status is SupersedeStatus.ACTIVE]
+    return {
+        "supersede_decisions": [*kept, *decisions],
+        "supersedes": list(dict.fromkeys(supersedes)),
+    }
+
+
+SupersedeAction = Literal["undo", "accept", "reject"]
+_ACTION_NEEDS: dict[str, SupersedeStatus] = {
+    "undo": SupersedeStatus.ACTIVE,
+    "accept": SupersedeStatus.CANDIDATE,
+    "reject": SupersedeStatus.CANDIDATE,
+}
+_ACTION_GIVES: dict[str, SupersedeStatus] = {
+    "undo": SupersedeStatus.UNDONE,
+    "accept": SupersedeStatus.ACTIVE,
+    "reject": SupersedeStatus.REJECTED,
+}
+
+
+def current_decision(newer: Memory, older: str) -> SupersedeDecision | None:
+    """Where the pair stands in the newer memory's file; a slug in `supersedes` without a
+    kept decision was set by hand (active, decided by the user)."""
+    for d in newer.meta.supersede_decisions:
+        if d.older == older:
+            return d
+    if older in newer.meta.supersedes:
+        return SupersedeDecision(older=older, decided_by="user", decided_at=newer.meta.created_at)
+    return None
+
+
+def decide(
+    newer: Memory, older: str, action: SupersedeAction, *, by: str, now: datetime
+) -> SupersedeDecision:
+    """The decision a person's `undo`, `accept` or `reject` makes of the pair.
+
+    Raises NotFound when the pair was never judged and Conflict when it is not in the state
+    the action needs (accepting twice, undoing a candidate)."""
+    current = current_decision(newer, older)
+    if current is None:
+        raise NotFound(
+            f"{newer.slug} has no supersede decision about {older}",
+            hint="`memoryd supersede list` shows the candidates waiting for a decision",
+        )
+    needed = _ACTION_NEEDS[action]
+    if current.status is not needed:
+        verb = {"undo": "undo", "accept": "accept", "reject": "reject"}[action]
+        raise Conflict(
+            f"cannot {verb} {newer.slug} → {older}: it is {current.status.value}"
+            f" (decided by {current.decided_by}), not {needed.value}",
+            hint="undo applies to active supersedes, accept and reject to candidates",
+        )
+    return current.model_copy(
+        update={"status": _ACTION_GIVES[action], "decided_by": by, "decided_at": now}
+    )
+
+
+def candidates(graph: GraphStore, scope_hash: str | None = None) -> list[SupersedeRow]:
+    """Supersede candidates waiting for a human (SUPERSEDES edges with status `candidate`),
+    most confident first: `memoryd supersede list` and the digest."""
+    return _edge_rows(
+        graph,
+        "r.status = 'candidate'",
+        "r.confidence DESC, r.decided_at, n.slug",
+        scope_hash,
+        limit=100_000,
+    )

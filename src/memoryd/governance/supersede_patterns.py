@@ -1,0 +1,386 @@
+"""Replacement wording for supersede judging: the English and Chinese transition patterns
+("switch from A to B", "从 A 切到 B"), the sentences and components they read, and the
+checks that a text asserts or mentions a name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memoryd.governance.supersede_names import (
+    _FILLER,
+    Name,
+    _rx,
+    code_name,
+    name_of,
+    names_in,
+    new_of,
+    word_name,
+)
+
+# --------------------------------------------------------------------------- patterns
+
+_N = r"(?:[^,.;:!?\n，。；：！？]|\.(?=\w)){1,60}?"
+_NZ = r"[^,.;:!?\n，。；：！？]{1,40}?"
+_NG = r"(?:[^,.;:!?\n，。；：！？]|\.(?=\w)){1,60}"
+"""A greedy slot for the new value: its name is read from its start (`name_of`)."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change the newer memory states: `old` is no longer used (for its role), `new` is."""
+
+    rule: str
+    old: Name | None
+    new: Name | None
+    sentence: str
+    subject: frozenset[str] = frozenset()
+    """What was changed, when the sentence names it before the change (`switch-to`)."""
+
+
+_FROM_TO = [
+    (
+        "switch-from-to",
+        _rx(
+            r"\b(?:switch|migrat|mov|port|transition|chang|convert|shift|go|went|upgrad|rewr|"
+            r"rewrote|downgrad)\w*\b"
+            rf"[^.;\n]{{0,40}}?\bfrom\s+(?P<old>{_N})\s+(?:to|over to|onto|into)\s+(?P<new>{_NG})"
+            r"(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "replace-with",
+        _rx(
+            rf"\breplac(?:e|ed|es|ing)\s+(?P<old>{_N})\s+(?:with|by)\s+(?P<new>{_NG})"
+            r"(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "replaced-by",
+        _rx(
+            rf"(?P<old>{_N})\s+(?:was|were|is|are|has been|have been|got|gets)\s+replaced\s+"
+            rf"(?:with|by)\s+(?P<new>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "drop-for",
+        _rx(
+            r"\b(?:drop(?:ped|ping|s)?|ditch(?:ed|ing)?|abandon(?:ed|ing)?|deprecat(?:e|ed|ing)|"
+            rf"remov(?:e|ed|ing)|retir(?:e|ed|ing))\s+(?P<old>{_N})\s+"
+            rf"(?:in favou?r of|for)\s+(?P<new>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "zh-from-to",
+        _rx(
+            rf"从\s*(?P<old>{_NZ})\s*(?:切换?到|切换成|换成|换到|换为|迁移到|迁移至|迁到|转到|"
+            rf"转向|转为|改成|改为|改用|升级到|过渡到|替换为|替换成)\s*(?P<new>{_NZ})"
+            r"(?=$|[\s,.;:!?，。；：！？了的来做])"
+        ),
+    ),
+    (
+        "zh-use-to-replace",
+        _rx(
+            rf"(?:用|以|拿)\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)(?:了|掉)?\s*(?P<old>{_NZ})"
+            r"(?=$|[\s,.;:!?，。；：！？])"
+        ),
+    ),
+    (
+        "zh-replaced-by",
+        _rx(rf"(?P<old>{_NZ})\s*(?:已经|已)?被\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)"),
+    ),
+]
+_INSTEAD = [
+    (
+        "instead-of",
+        _rx(rf"\b(?:instead of|rather than|in place of)\s+(?P<old>{_NG})(?=$|[\s,.;:!?)])"),
+    ),
+    (
+        "zh-instead-of",
+        _rx(rf"(?:而不是|而非|取代了?|代替了?)\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？])"),
+    ),
+]
+_NO_LONGER = [
+    (
+        "no-longer",
+        _rx(
+            r"\b(?:no longer|not\s+(?:using|use)\s+\S+\s+any\s?more|stopped|stop|don't|do not|"
+            r"won't|will not)\s+(?:use|using|run|running|rely on|relying on|need|depend on)\s+"
+            rf"(?P<old>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "zh-no-longer",
+        _rx(
+            rf"(?:不再用|不再使用|不再依赖|不用|弃用|停用|废弃|去掉|移除)了?\s*(?P<old>{_NZ})(?=$|[\s,.;:!?，。；：！？了])"
+        ),
+    ),
+]
+_SWITCH_TO = [
+    (
+        "switch-to",
+        _rx(
+            r"\b(?:switched|migrated|moved|changed|standardi[sz]ed|converted|are switching|"
+            r"have switched|have moved|have migrated|will switch|will migrate|will move)\s+"
+            r"(?:\w+\s+){0,4}?(?:to|on|onto|over to)\s+"
+            rf"(?P<new>{_NG})(?=$|[\s,.;:!?)])"
+        ),
+    ),
+    (
+        "zh-switch-to",
+        _rx(
+            rf"(?:改用|换成|换用|切到|切换到|迁移到|迁到|转用|改成)\s*(?P<new>{_NZ})(?=$|[\s,.;:!?，。；：！？了的来做])"
+        ),
+    ),
+]
+_WENT_BACK = _rx(
+    r"(?:\b(?:went back|go back|going back|switched back|moved back|reverted|rolled back|"
+    rf"returned)\s+to\s+|回到|换回|切回|退回到?|回退到?|改回)\s*(?P<new>{_NG})(?=$|[\s,.;:!?，。；：！？了)])"
+)
+_TRIED = _rx(
+    r"(?:\b(?:tried|trialled|experimented with|evaluated|tested)\s+|试了|试过|尝试了?)"
+    rf"\s*(?P<old>{_NG})(?=$|[\s,.;:!?，。；：！？了)])"
+)
+_HEDGE = _rx(
+    r"\b(?:consider(?:ing|ed)?|thinking (?:of|about)|maybe|might|could|should we|propos(?:e|al|ed)|"
+    r"evaluat(?:e|ing)|whether|plan(?:ning)? to|would|wants? to|if we|someday|eventually|"
+    r"suggest(?:ed|s)?|other teams?|another team)\b|\?|？|"
+    r"考虑|是否|要不要|也许|可能|如果|打算|计划|评估|建议|想要|其他团队|别的团队"
+)
+_PARTIAL = _rx(
+    r"\b(?:only|just)\s+(?:for\s+)?(?:the\s+)?|(?:仅|只有|只在|只是|仅在|仅限)|"
+    r"\b(?:rest|others?|everything else|other services)\b[^.]{0,40}\b(?:stay|stays|keep|remain)|"
+    r"其他[^。]{0,20}(?:不变|还是|仍然|继续)"
+)
+_COMPONENT = _rx(
+    r"\b([a-z][\w-]{1,30})\s+(?:service|worker|api|app|dashboard|pipeline|job|cluster|module|"
+    r"microservice|frontend|backend|site|cli)\b|([\u4e00-\u9fffA-Za-z][\w\u4e00-\u9fff-]{0,10}?)"
+    r"(?:服务|模块|子系统|后台|前端|后端)"
+)
+_COMPONENT_STOP = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "our",
+        "this",
+        "that",
+        "every",
+        "all",
+        "each",
+        "new",
+        "old",
+        "whole",
+        "web",
+        "main",
+        "its",
+        "their",
+        "one",
+        "any",
+        "所有",
+        "全部",
+        "整个",
+        "这个",
+        "那个",
+        "的",
+        "各",
+    }
+)
+_SENTENCE = re.compile(r"(?:[^.!?\n。！？；;]|\.(?=\S))+[.!?。！？；;]?")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+
+
+def components(text: str) -> set[str]:
+    """Parts of a system a sentence names ("the billing service", "支付服务")."""
+    found: set[str] = set()
+    for m in _COMPONENT.finditer(text):
+        word = (m.group(1) or m.group(2) or "").casefold()
+        if word and word not in _COMPONENT_STOP:
+            found.add(word)
+    return found
+
+
+_VERSION = re.compile(r"([A-Za-z][\w.+#-]*)\s*v?(\d+(?:\.\d+)*)")
+_SUBJECT_STOP = frozenset(
+    {
+        "have",
+        "has",
+        "been",
+        "were",
+        "that",
+        "this",
+        "they",
+        "then",
+        "just",
+        "also",
+        "team",
+        "decided",
+        "decision",
+        "finally",
+        "today",
+        "last",
+        "week",
+        "sprint",
+        "决定",
+        "我们",
+        "现在",
+        "已经",
+        "最后",
+        "今天",
+    }
+)
+
+
+def _versioned(slot: str) -> Name | None:
+    """`Python 3.9` and `Python 3.12` are different values of one thing."""
+    m = _VERSION.search(slot)
+    if m is None:
+        return None
+    text = f"{m.group(1)} {m.group(2)}"
+    return Name(text, (text,))
+
+
+def subject_before(sentence: str, start: int) -> set[str]:
+    """Content words before a change in its sentence: what was changed ("the docs site",
+    "状态管理"), to recognise the same role in an older memory."""
+    head = sentence[:start]
+    words = {w.casefold() for w in re.findall(r"[A-Za-z][\w-]{3,}", head)}
+    words |= set(re.findall(r"[\u4e00-\u9fff]{2,4}", head))
+    return words - _SUBJECT_STOP
+
+
+def transitions(text: str, known: Sequence[Name] = ()) -> list[Transition]:
+    """The changes of choice a text states, sentence by sentence: in each, the first kind of
+    wording that applies (a return, both sides named, one side named). Each side is a name
+    the lexicon or `known` holds; wording about anything else states no change of choice."""
+    out: list[Transition] = []
+    for sentence in _sentences(text):
+        for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
+            found = reader(sentence, known)
+            if found:
+                out.extend(found)
+                break
+    return out
+
+
+def _went_back(sentence: str, known: Sequence[Name]) -> list[Transition]:
+    back = _WENT_BACK.search(sentence)
+    if back is None:
+        return []
+    tried = _TRIED.search(sentence)
+    old = name_of(tried.group("old"), known, context=sentence) if tried else None
+    new = new_of(back.group("new"), known, context=sentence)
+    return [Transition("went-back", old, new, sentence)]
+
+
+def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
+    out: list[Transition] = []
+    for rule, rx in _FROM_TO:
+        for m in rx.finditer(sentence):
+            old = name_of(m.group("old"), known, context=sentence)
+            new = new_of(m.group("new"), known, context=sentence)
+            if old is None and name_of(m.group("new"), known, context=sentence) is not None:
+                old = word_name(m.group("old"))  # "from requests to httpx": both sides named
+            if old is not None and new is not None and old.name == new.name:
+                old, new = _versioned(m.group("old")), _versioned(m.group("new"))
+            if old is not None and new is not None and old.name != new.name:
+                out.append(Transition(rule, old, new, sentence))
+    return out
+
+
+_CLAUSE_BREAK = re.compile(r"\s[-–—]\s|[;:；：]|\bbut\b|但是?")
+
+
+def _instead_of(sentence: str, known: Sequence[Name]) -> list[Transition]:
+    for rule, rx in _INSTEAD:
+        m = rx.search(sentence)
+        if m is not None:
+            old = name_of(m.group("old"), known, context=sentence)
+            # The replacement is named in the same clause: in "doesn't need ElasticSearch
+            # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
+            clause = _CLAUSE_BREAK.split(sentence[: m.start()])[-1]
+            before = [n for _, n in names_in(clause, known)]
+            # A name memoryd does not know counts right before the contrast: "use httpx
+            # instead of requests", not a word anywhere in a long clause.
+            before = before or [
+                n for w in re.split(r"\s+", clause.rstrip())[-3:] if (n := code_name(w)) is not None
+            ]
+            new = before[-1] if before else None
+            if old is None and new is not None:
+                old = word_name(m.group("old"))  # "use httpx instead of requests"
+            # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
+            # names no replacement in its clause describes a practice, not a change.
+            if old is not None and new is not None and new.name != old.name:
+                return [Transition(rule, old, new, sentence)]
+    return []
+
+
+def _no_longer(sentence: str, known: Sequence[Name]) -> list[Transition]:
+    for rule, rx in _NO_LONGER:
+        m = rx.search(sentence)
+        if m is not None:
+            # What is no longer used is the verb's object: "don't support the AWS agent"
+            # is not "no longer uses AWS".
+            old = name_of(_FILLER.sub("", m.group("old")), known, within=0, context=sentence)
+            if old is not None:
+                return [Transition(rule, old, None, sentence)]
+    return []
+
+
+def _switch_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
+    for rule, rx in _SWITCH_TO:
+        m = rx.search(sentence)
+        if m is not None:
+            # One side only: the name must be one memoryd knows (its kind finds the old one).
+            new = name_of(m.group("new"), known, context=sentence, code=False)
+            if new is not None:
+                subject = frozenset(subject_before(sentence, m.start()))
+                return [Transition(rule, None, new, sentence, subject)]
+    return []
+
+
+# --------------------------------------------------------------------------- assertions
+
+_NEGATED_BEFORE = _rx(
+    r"(?:no longer|not|never|don't|do not|stopped|stop|instead of|rather than|from|replace|"
+    r"replaced|drop|dropped|ditch|ditched|tried|不再用?|不用|弃用|停用|从|而不是|替换|取代|试了|试过)"
+    r"\s*(?:use|using)?\s*(?:the\s+)?$"
+)
+
+
+def asserts(text: str, name: Name) -> bool:
+    """Whether the text states `name` as a current choice: it names it at least once
+    other than as the old side of a change, a negation or an experiment."""
+    pattern = name.pattern
+    for m in pattern.finditer(text):
+        before = text[max(0, m.start() - 30) : m.start()]
+        if _NEGATED_BEFORE.search(before):
+            continue
+        after = text[m.end() : m.end() + 40]
+        if re.match(
+            r"\s*(?:was|were|is|has been)\s+replaced|\s*(?:已经|已)?被|[^,.;。，；]{0,12}?"
+            r"(?:删除|删掉|移除|去掉|\b(?:is|are|was|were|being|been)\s+(?:removed|deleted|dropped))",
+            after,
+        ):
+            continue
+        return True
+    return False
+
+
+def mentions(text: str, name: Name) -> bool:
+    return name.pattern.search(text) is not None
+
+
+def _roles(text: str) -> set[str]:
+    """What a choice is for ("for sessions", "用于缓存"): roles of one value each."""
+    out = {
+        m.group(1).casefold()
+        for m in re.finditer(r"\bfor\s+(?:the\s+|our\s+)?([a-z][\w-]{2,30})", text, re.I)
+    }
+    out |= {m.group(1) for m in re.finditer(r"(?:用于|用来|负责)([\u4e00-\u9fff]{2,6})", text)}
+    return out - {"now", "all", "everything", "new", "good", "a", "this", "that", "example", "it"}
