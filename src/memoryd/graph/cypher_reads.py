@@ -44,7 +44,7 @@ class CypherReads(ABC):
         counts, scopes, entities, a memory no edge touches) leave it cached."""
         """(generation, {(statement, entity id, scopes…): its capped rows}) for `mentioning`
         and `related_entities`: a recall asks them of the same few entities over and over
-        (a conversation's speakers), a kuzu round trip each (~3 ms). Any write empties it."""
+        (a conversation's speakers), a round trip each. Any write empties it."""
 
     # -- plumbing each engine supplies ------------------------------------------------------
     @abstractmethod
@@ -355,7 +355,7 @@ class CypherReads(ABC):
         generation, known = self._supersedes
         if generation != self._supersede_writes:
             # Every recall asks this of ~50 candidates; matching them by slug scans the whole
-            # Memory table (3 ms at 10k, 15 at 100k), while the edges are few: read them all
+            # Memory table (measured: bench/RESULTS.md), while the edges are few: read them all
             # once per write that may change them.
             generation = self._supersede_writes
             rows = self._rows(

@@ -12,12 +12,12 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
   counts and pages in one read-only transaction and never skips past the count (`_page`);
   memoryd's own Cypher may not SKIP at all (`cypher`);
 - a connection keeps every statement it prepared, with its parameter values, until it is
-  closed (about 5 KB a query and 0.4 KB a parameter value: 800 MB of heap over a 100k
-  import, 100 MB over 20k reads), so the write connection is replaced after each
-  transaction and a read connection after `READER_BUDGET` parameter values.
+  closed (the heap grows with each; measured: bench/RESULTS.md), so the write connection
+  is replaced after each transaction and a read connection after `READER_BUDGET`
+  parameter values.
 
-Over 600 lines: the one home of kuzu (ruff enforces it): connections, transactions,
-checkpoints, migrations and the statements Kuzu's dialect writes its own way. The
+The one home of kuzu (ruff enforces it): connections, transactions, checkpoints,
+migrations and the statements Kuzu's dialect writes its own way. The
 engine-neutral half (reads, traversals, the supersede map) is `cypher_store`; the schema,
 the checkpoint gate and error translation are in `kuzu_support`.
 """
@@ -345,8 +345,8 @@ class KuzuGraphStore(CypherGraphStore):
 
     def _copy_memories(self, conn: Any, mems: list[dict[str, Any]]) -> None:
         """New memories by COPY from an Arrow table: converting a list parameter row by row
-        cost the engine more than everything else in a bulk write (100k memories: 16 s of
-        CPU by UNWIND, 2 s by COPY). COPY does not look for the slugs already stored
+        cost the engine more than everything else in a bulk write (measured:
+        bench/RESULTS.md). COPY does not look for the slugs already stored
         (kuzu 0.11.3 stores a second node under the same primary key), so this does."""
         slugs = [m["slug"] for m in mems]
         taken = {row[0] for row in self._collect(conn, _SLUGS_STORED, {"slugs": slugs})}

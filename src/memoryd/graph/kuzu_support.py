@@ -28,9 +28,9 @@ from memoryd.graph.store import MEMORY_HINT, TIME_HINT
 logger = logging.getLogger(__name__)
 
 # UNWIND note. A statement that UNWINDs a list of rows projects their fields with WITH before
-# it MATCHes by key: matched on `r.slug` itself, the engine compares every row with every node
-# (800 recall counts at 100k memories: 860 ms), while on a projected column it hash-joins
-# (57 ms). A pattern of two nodes matches one, then the other: written as one comma pattern,
+# it MATCHes by key: matched on `r.slug` itself, the engine compares every row with every node,
+# while on a projected column it hash-joins (measured: bench/RESULTS.md). A pattern of two
+# nodes matches one, then the other: written as one comma pattern,
 # the planner may build their cross product first and exhaust the buffer pool.
 
 # Each migration is a list of statements; the version is its 1-based position.
