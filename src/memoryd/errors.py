@@ -10,7 +10,11 @@ store never raises a surface's error type and a surface never sees an engine's e
     │   └── BrokenMemoryFile     a vault file that cannot be parsed (edited by hand)
     │       └── EncryptedFileBroken  a `.md.enc` file fails its header or authentication
     ├── PolicyDenied             governance said no (sensitive scope without a grant, write Cypher)
-    │   └── QueryLimitExceeded   a graph query needed more memory, time or result than it may use
+    │   ├── QueryLimitExceeded   a graph query needed more memory, time or result than it may use
+    │   └── TeamDenied           a team server's gate refused a request
+    │       ├── TokenRefused     no user behind the token (unknown, revoked, expired)
+    │       ├── ScopeNotGranted  the user has no role, or too low a one, in the project
+    │       └── NotForTeam       the route is not open to team users
     ├── ExtractionFailed         the NLP or LLM stage failed
     │   └── RateLimited
     ├── StorageError             the disk, the graph or the index failed
@@ -77,6 +81,30 @@ class QueryLimitExceeded(PolicyDenied):
     def __init__(self, message: str, *, hint: str | None = None, limit: str = "") -> None:
         super().__init__(message, hint=hint)
         self.limit = limit
+
+
+class TeamDenied(PolicyDenied):
+    """A team request the gate refused (HTTP 403)."""
+
+    code = "team_denied"
+
+
+class TokenRefused(TeamDenied):
+    """No user behind the token: unknown, revoked or expired (HTTP 401)."""
+
+    code = "token_refused"
+
+
+class ScopeNotGranted(TeamDenied):
+    """The user has no role in the project, or too low a one."""
+
+    code = "scope_not_granted"
+
+
+class NotForTeam(TeamDenied):
+    """The route is not open to team users yet."""
+
+    code = "not_for_team"
 
 
 class ExtractionFailed(MemorydError):

@@ -7,16 +7,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memoryd.errors import InvalidInput, MemorydError, PolicyDenied
+from memoryd.errors import (
+    InvalidInput,
+    MemorydError,
+    PolicyDenied,
+    ScopeNotGranted,
+    TeamDenied,
+    TokenRefused,
+)
 from memoryd.team.keys import project_key
 from memoryd.team.policy import (
     Caller,
     Operation,
     Role,
-    ScopeNotGranted,
-    TeamDenied,
     Token,
-    TokenRefused,
     authenticate,
     authorize,
     gate,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.errors import ConfigError, Conflict, InvalidInput, NotFound
+from memoryd.errors import ConfigError, Conflict, InvalidInput, NotFound, TokenRefused
 from memoryd.team.config import init_team, load_team, open_store
-from memoryd.team.policy import Operation, Role, TokenRefused, gate
+from memoryd.team.policy import Operation, Role, gate
 from memoryd.team.store import TeamStore
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)

@@ -34,6 +34,7 @@ from memoryd.errors import (
     RateLimited,
     ResourceExhausted,
     StorageError,
+    TokenRefused,
 )
 from memoryd.models import describe_validation
 
@@ -46,6 +47,7 @@ STATUS: list[tuple[type[MemorydError], int]] = [
     (NotFound, 404),
     (Conflict, 409),
     (QueryLimitExceeded, 422),  # the query asked too much: narrow it
+    (TokenRefused, 401),  # a team server's token: unknown, revoked or expired
     (PolicyDenied, 403),
     (RateLimited, 503),  # the LLM provider's limit, not ours: retry later
     (ExtractionFailed, 502),

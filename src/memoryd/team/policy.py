@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memoryd.errors import InvalidInput, PolicyDenied
+from memoryd.errors import InvalidInput, ScopeNotGranted, TokenRefused
 
 
 class Role(enum.IntEnum):
@@ -41,30 +41,6 @@ class Operation(enum.Enum):
     @property
     def needs(self) -> Role:
         return Role(self.value)
-
-
-class TeamDenied(PolicyDenied):
-    """A team request the gate refused (HTTP 403)."""
-
-    code = "team_denied"
-
-
-class TokenRefused(TeamDenied):
-    """No user behind the token: unknown, revoked or expired (HTTP 401)."""
-
-    code = "token_refused"
-
-
-class ScopeNotGranted(TeamDenied):
-    """The user has no role in the project, or too low a one."""
-
-    code = "scope_not_granted"
-
-
-class NotForTeam(TeamDenied):
-    """The route is not open to team users yet."""
-
-    code = "not_for_team"
 
 
 @dataclass(frozen=True)

@@ -32,21 +32,20 @@ from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
 from memoryd.daemon.files import DaemonFiles
 from memoryd.daemon.server import bind_unix, embed, enrich, prepare, run_loop
-from memoryd.errors import InvalidInput, MemorydError, NotFound, StorageError
+from memoryd.errors import (
+    InvalidInput,
+    MemorydError,
+    NotForTeam,
+    NotFound,
+    ScopeNotGranted,
+    StorageError,
+    TokenRefused,
+)
 from memoryd.private import private_umask
 from memoryd.scope import scope_hash_of_path
 from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store
 from memoryd.team.keys import project_key
-from memoryd.team.policy import (
-    Caller,
-    NotForTeam,
-    Operation,
-    ScopeNotGranted,
-    TeamDenied,
-    TokenRefused,
-    authenticate,
-    authorize,
-)
+from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.store import TeamStore, utcnow
 
 logger = logging.getLogger(__name__)
@@ -110,9 +109,6 @@ class TeamGuard:
             return  # no websockets on the team listener
         try:
             await self._handle(scope, receive, send)
-        except TeamDenied as exc:
-            status = 401 if isinstance(exc, TokenRefused) else 403
-            await _answer(send, status, error_body(exc.code, str(exc), exc.hint or ""))
         except MemorydError as exc:
             await _answer(send, status_of(exc), error_body(exc.code, str(exc), exc.hint or ""))
         except Refused as exc:
