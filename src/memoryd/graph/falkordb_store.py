@@ -27,17 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import redis
-from falkordb import FalkorDB
-from falkordb.edge import Edge
-from falkordb.node import Node
-from falkordb.path import Path as GraphPath
-from falkordb.query_result import QueryResult
-
 from memoryd.errors import (
     GraphLocked,
     InvalidInput,
     MemorydError,
+    MissingExtra,
     PolicyDenied,
     QueryLimitExceeded,
     StorageError,
@@ -54,6 +48,16 @@ from memoryd.graph.store import (
     check_page,
 )
 from memoryd.private import make_private_dir
+
+try:
+    import redis
+    from falkordb import FalkorDB
+    from falkordb.edge import Edge
+    from falkordb.node import Node
+    from falkordb.path import Path as GraphPath
+    from falkordb.query_result import QueryResult
+except ImportError as exc:  # the base install leaves them out
+    raise MissingExtra('graph.engine = "falkordb"', "falkordb", exc.name or "falkordb") from exc
 
 logger = logging.getLogger(__name__)
 
