@@ -44,8 +44,9 @@ lint: $(STAMP)
 # toward Windows: a portable file lock, no daemon there, hooks recall in-process).
 HOOK_PATH := $(wildcard $(addprefix src/memoryd/,entry.py filelock.py capture_limits.py \
 	context.py inbox.py memfile.py private.py redact/__init__.py redact/gitleaks.py \
-	sensitive/sealed.py daemon/autostart.py daemon/files.py $(addprefix capture/,fastpath.py \
-	hook.py inject.py journal.py sealing.py session.py sources.py summary.py transcripts.py)))
+	sensitive/sealed.py autostart.py daemon_files.py \
+	$(addprefix sessions/,journal.py session.py summary.py) $(addprefix capture/,fastpath.py \
+	hook.py inject.py sealing.py sources.py transcripts.py)))
 
 types: $(STAMP)
 	$(BIN)/mypy

@@ -31,8 +31,8 @@ import httpx
 
 import memoryd
 from _corpus import drafts, queries
+from memoryd.client.connect import socket_accepts
 from memoryd.config import load_settings
-from memoryd.daemon.client import socket_accepts
 from memoryd.scope import resolve_scope
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

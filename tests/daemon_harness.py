@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from memoryd.daemon.client import socket_accepts
+from memoryd.client.connect import socket_accepts
 from memoryd.private import make_private_dir
 from tests.pins import PINNED_ENV
 

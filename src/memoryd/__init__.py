@@ -40,8 +40,8 @@ def open(home: str | os.PathLike[str] | None = None, **settings: Any) -> MemoryA
     """
     from pathlib import Path
 
+    from memoryd.client.connect import open_api
     from memoryd.config import load_settings
-    from memoryd.daemon.client import open_api
 
     config = load_settings(Path(home) if home is not None else None, **settings)
     return open_api(config, actor=LIBRARY_ACTOR)

@@ -24,10 +24,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from memoryd.client.connect import RemoteService, socket_accepts
+from memoryd.client.connect import connect as connect_daemon
 from memoryd.config import Settings, load_settings
-from memoryd.daemon.client import RemoteService, socket_accepts
-from memoryd.daemon.client import connect as connect_daemon
-from memoryd.daemon.files import DaemonFiles
+from memoryd.daemon_files import DaemonFiles
 from memoryd.errors import GraphLocked, InvalidInput, MissingExtra, PolicyDenied, StorageError
 from memoryd.governance.reports import SupersedeReport
 from memoryd.governance.trends import Trends

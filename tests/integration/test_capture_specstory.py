@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from memoryd.capture.specstory import SpecStoryUnreadable, read_specstory
-from memoryd.capture.summary import readable
 from memoryd.capture.transcripts import sniff
 from memoryd.scope import resolve_scope
+from memoryd.sessions.summary import readable
 from tests.integration.test_capture import (
     ClaudeTranscript,
     capture,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.autostart import (
+from memoryd.autostart import (
     MARKER_NAME,
     NO_AUTOSTART_ENV,
     opted_out,

@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 import memoryd
-from memoryd.daemon.client import RemoteService
+from memoryd.client.connect import RemoteService
 from memoryd.errors import MemorydError
 from memoryd.models import GraphFact, MemoryDraft, MemoryType, Predicate, RelationRef
 from memoryd.protocol import MemoryAPI
@@ -371,7 +371,7 @@ def test_a_large_batch_goes_to_the_daemon_in_requests_that_land_whole(
 ) -> None:
     """`record_many` through the daemon splits into requests of `RECORD_BATCH`; a request
     holding a bad memory records none of its memories, and the error names the problem."""
-    import memoryd.daemon.remote as remote
+    import memoryd.client.remote as remote
 
     monkeypatch.setattr(remote, "RECORD_BATCH", 2)
     home = tmp_path / "home"

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 import memoryd
 from memoryd.cli.main import app
+from memoryd.client.connect import RemoteService
 from memoryd.config import Settings
-from memoryd.daemon.client import RemoteService
 from memoryd.errors import InvalidInput, NotFound
 from memoryd.governance.reports import NO_ENTITY
 from memoryd.models import MemoryDraft, MemoryType, utcnow

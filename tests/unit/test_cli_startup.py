@@ -57,7 +57,7 @@ def imported_by(statement: str) -> set[str]:
     [
         "import memoryd.cli.main",
         # a command through a daemon: the CLI, its settings and the daemon's client
-        "import memoryd.cli.main, memoryd.config, memoryd.daemon.client",
+        "import memoryd.cli.main, memoryd.config, memoryd.client.connect",
         # `memoryd status|stop|serve --detach`
         "import memoryd.cli.main, memoryd.daemon.control",
     ],

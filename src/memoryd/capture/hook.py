@@ -24,8 +24,7 @@ from types import FrameType
 from typing import IO, Any, NamedTuple
 
 from memoryd import memfile
-from memoryd.capture import journal, sealing
-from memoryd.capture.session import Session
+from memoryd.capture import sealing
 from memoryd.capture.sources import (
     AGENT_NAMES,
     HookInput,
@@ -33,13 +32,15 @@ from memoryd.capture.sources import (
     parse_input,
     stdout_reply,
 )
-from memoryd.capture.summary import summarize, trivial_reason
 from memoryd.capture.transcripts import TranscriptUnreadable, read_session_file
 from memoryd.capture_limits import CaptureConfig, CaptureLimits, load_capture_config
 from memoryd.inbox import Inbox, IndexRequest, now_ts, write_atomically
 from memoryd.private import make_private_dir
 from memoryd.redact import clean_slug, redact, redact_json
 from memoryd.sensitive.sealed import read_public_key, waiting_captures
+from memoryd.sessions import journal
+from memoryd.sessions.session import Session
+from memoryd.sessions.summary import summarize, trivial_reason
 
 logger = logging.getLogger(__name__)
 
@@ -495,7 +496,7 @@ def _capture_main(args: Args, stdin: IO[Any] | None) -> str:
             )
         except BaseException as exc:  # the hook must never fail the agent
             _keep_failed(config, args, stdin_text, exc)
-        from memoryd.daemon.autostart import start_unless_opted_out  # stdlib, never raises
+        from memoryd.autostart import start_unless_opted_out  # stdlib, never raises
 
         start_unless_opted_out(config.home, config.autostart)  # it indexes what we captured
     return stdin_text
@@ -545,8 +546,8 @@ def retry_sealed_and_index(config: CaptureConfig) -> tuple[sealing.SealedRetry, 
     waiting = sealing.failed_boxes(home)
     if not waiting:
         return sealing.SealedRetry(0, 0, []), index_waiting(home)
+    from memoryd.client.connect import RemoteService, index_captures, open_api
     from memoryd.config import load_settings
-    from memoryd.daemon.client import RemoteService, index_captures, open_api
     from memoryd.errors import MemorydError
     from memoryd.service import MemoryService
 
@@ -571,8 +572,8 @@ def index_waiting(home: Path) -> int:
     hook this may take seconds: a user ran it."""
     if not Inbox(home).requested_slugs() and not waiting_captures(home):
         return 0
+    from memoryd.client.connect import index_captures, open_api
     from memoryd.config import load_settings
-    from memoryd.daemon.client import index_captures, open_api
     from memoryd.errors import MemorydError
 
     try:

@@ -304,7 +304,7 @@ def items_from_daemon(
     home: Path, prompt: str | None, scope_hash: str | None, k: int, timeout_s: float
 ) -> list[Item]:
     """`POST /v1/recall/context` on the daemon's socket; NoDaemon when none listens."""
-    from memoryd.daemon.files import SOCKET_NAME
+    from memoryd.daemon_files import SOCKET_NAME
 
     body = json.dumps({"prompt": prompt, "scope": scope_hash, "k": k}).encode()
     head = (
@@ -358,8 +358,8 @@ def context_for(args: Args, call: HookCall, started: float | None = None) -> str
     """Ask the daemon for the memories (the fast path). With none, start one and answer
     nothing unless it is ready within `READY_WAIT_S` of `started` (time.monotonic); when the
     user opted out of autostart, recall in-process (slow: the stores open in this process)."""
+    from memoryd.autostart import opted_out
     from memoryd.capture_limits import load_capture_config
-    from memoryd.daemon.autostart import opted_out
     from memoryd.memfile import scope_of
 
     config = load_capture_config(args.home)
@@ -385,7 +385,7 @@ def _items_from_new_daemon(
 ) -> list[Item]:
     """Start the daemon in the background; its answer if it comes within the budget, else
     none (the next prompt finds the daemon)."""
-    from memoryd.daemon.autostart import start_in_background, wait_for_socket
+    from memoryd.autostart import start_in_background, wait_for_socket
 
     if not start_in_background(home):
         return []  # logged why
@@ -401,8 +401,8 @@ def _items_from_new_daemon(
 
 
 def _items_in_process(home: Path, prompt: str | None, scope_hash: str | None, k: int) -> list[Item]:
+    from memoryd.client.connect import open_service_or_client
     from memoryd.config import load_settings
-    from memoryd.daemon.client import open_service_or_client
 
     with open_service_or_client(load_settings(home)) as svc:
         items, _ = choose(svc, prompt, scope_hash, k)

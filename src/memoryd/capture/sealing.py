@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from memoryd import memfile
-from memoryd.capture import journal
 from memoryd.capture.sources import HookInput, parse_input
 from memoryd.capture_limits import CaptureLimits
 from memoryd.inbox import Inbox, write_atomically
@@ -34,6 +33,7 @@ from memoryd.sensitive.sealed import (
     seal_for,
     sealed_capture_path,
 )
+from memoryd.sessions import journal
 
 logger = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.capture.session import as_mapping, parse_ts, text_of
 from memoryd.capture.transcripts import sniff
 from memoryd.redact import redact_excerpt
+from memoryd.sessions.session import as_mapping, parse_ts, text_of
 
 SOURCES = (
     "claude-code",

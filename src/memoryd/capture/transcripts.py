@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from memoryd.capture import specstory
-from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts, text_of
+from memoryd.sessions.session import Session, ToolCall, as_mapping, parse_ts, text_of
 
 logger = logging.getLogger(__name__)
 

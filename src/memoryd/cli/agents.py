@@ -49,8 +49,8 @@ def mcp(
     ] = False,
 ) -> None:
     """Run memoryd's MCP server over stdio (talks to the daemon, starting one if needed)."""
+    from memoryd.client.connect import connect
     from memoryd.config import load_settings
-    from memoryd.daemon.client import connect
     from memoryd.mcp.server import create_server
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)

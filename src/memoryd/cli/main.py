@@ -181,7 +181,7 @@ def get(
     """Print a memory: its frontmatter and body."""
 
     def read(svc: Service) -> Memory:
-        from memoryd.daemon.client import RemoteService
+        from memoryd.client.connect import RemoteService
 
         memory = svc.get(slug)
         if isinstance(svc, RemoteService):
@@ -323,7 +323,7 @@ def doctor(
     ] = False,
 ) -> None:
     """Check the install, the data dir, the graph, the search index and the schema versions."""
-    from memoryd.daemon.client import connect
+    from memoryd.client.connect import connect
     from memoryd.doctor import permissions_check, run_checks
 
     try:
@@ -383,7 +383,7 @@ def serve(
 ) -> None:
     """Run the daemon: it owns the graph and serves the HTTP API (OpenAPI at /docs)."""
     from memoryd.daemon import control
-    from memoryd.daemon.files import configure_logging
+    from memoryd.daemon_files import configure_logging
 
     tcp = False if no_tcp else None
     try:
@@ -410,7 +410,7 @@ def serve(
 
 
 def describe_daemon(health: dict[str, Any], home: Path) -> str:
-    from memoryd.daemon.files import DaemonFiles
+    from memoryd.daemon_files import DaemonFiles
 
     where = str(DaemonFiles(home).socket)
     if health.get("tcp_port"):
@@ -457,7 +457,7 @@ def stop(home: HomeOpt = None) -> None:
 @app.command()
 def token(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Print the bearer token TCP clients send (created, mode 0600, if there is none yet)."""
-    from memoryd.daemon.files import DaemonFiles
+    from memoryd.daemon_files import DaemonFiles
     from memoryd.wiring import ensure_home
 
     try:
@@ -490,7 +490,7 @@ def ui(
     from urllib.parse import quote
 
     from memoryd.daemon import control
-    from memoryd.daemon.files import DaemonFiles
+    from memoryd.daemon_files import DaemonFiles
     from memoryd.scope import resolve_scope
 
     try:

@@ -36,7 +36,7 @@ def service(home: Path | None, *, rebuild: bool = False, writes: bool = False) -
     A command that `writes` first indexes the captures waiting in the inbox (in-process, with
     their spaCy rules; the LLM work is left to a daemon). A read does no hidden work: it only
     says on stderr when captures wait, so a `get` stays fast."""
-    from memoryd.daemon.client import captures_waiting, index_captures, open_service_or_client
+    from memoryd.client.connect import captures_waiting, index_captures, open_service_or_client
 
     try:
         settings = load_settings(home)

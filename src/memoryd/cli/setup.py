@@ -116,8 +116,8 @@ def _configure(
 
 def _hook_notes(events: Sequence[HookEvent], home: Path | None) -> list[str]:
     """What the hooks do, and whether they start the daemon (the first prompt's cost)."""
+    from memoryd.autostart import NO_AUTOSTART_ENV, opted_out
     from memoryd.config import load_settings
-    from memoryd.daemon.autostart import NO_AUTOSTART_ENV, opted_out
 
     by_action: dict[str, list[str]] = {}
     for event in events:

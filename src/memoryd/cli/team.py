@@ -185,7 +185,7 @@ def revoke(user: str, project: str, home: HomeOpt = None) -> None:
 @team_app.command("serve")
 def serve(home: HomeOpt = None) -> None:
     """Run the team server: TLS on team.toml's host and port, every request gated by token."""
-    from memoryd.daemon.files import configure_logging
+    from memoryd.daemon_files import configure_logging
     from memoryd.team.server import serve_team
 
     try:

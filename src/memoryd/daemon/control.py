@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.autostart import serve_command, spawn_serve
-from memoryd.daemon.client import connect
-from memoryd.daemon.files import DaemonFiles, pid_alive
+from memoryd.autostart import serve_command, spawn_serve
+from memoryd.client.connect import connect
+from memoryd.daemon_files import DaemonFiles, pid_alive
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.private import make_private_dir
 

@@ -471,7 +471,7 @@ def catch_up(
 def main(argv: Sequence[str]) -> None:
     if len(argv) != 1 or not argv[0].isdigit():
         raise SystemExit("usage: python -m memoryd.daemon.readers FD (the daemon starts readers)")
-    from memoryd.daemon.files import configure_logging
+    from memoryd.daemon_files import configure_logging
     from memoryd.native import limit_malloc_arenas
 
     limit_malloc_arenas()

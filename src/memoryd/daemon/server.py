@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from memoryd.api.runner import Batcher, CountRequests, ServiceRunner
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
-from memoryd.daemon.files import DaemonFiles
 from memoryd.daemon.judging import judge_round
 from memoryd.daemon.readers import ReaderPool
 from memoryd.daemon.scheduler import run_schedules
+from memoryd.daemon_files import DaemonFiles
 from memoryd.enrichment import run_llm_stage
 from memoryd.errors import MemorydError, StorageError
 from memoryd.inbox import Inbox

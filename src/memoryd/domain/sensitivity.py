@@ -31,15 +31,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memoryd.audit import AuditEvent
-from memoryd.capture.journal import (
-    SealedJournal,
-    SealedPlan,
-    assemble_sealed,
-    decode_events,
-    journal_key,
-    plain_journals_of,
-    seal_plain_journal,
-)
 from memoryd.domain.core import ServiceCore
 from memoryd.domain.writes import search_doc
 from memoryd.errors import InvalidInput, MemorydError, MissingKey, NotFound
@@ -70,6 +61,15 @@ from memoryd.sensitive.sealed import (
     waiting_captures,
 )
 from memoryd.sensitive.snapshot import Fingerprint, remove_snapshot
+from memoryd.sessions.journal import (
+    SealedJournal,
+    SealedPlan,
+    assemble_sealed,
+    decode_events,
+    journal_key,
+    plain_journals_of,
+    seal_plain_journal,
+)
 from memoryd.vault import ENCRYPTED_SUFFIX, atomic_write, parse, render
 
 logger = logging.getLogger(__name__)

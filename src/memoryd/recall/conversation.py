@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 
-from memoryd.capture.summary import TITLE_CHARS
 from memoryd.models import MemoryType
 from memoryd.recall.candidates import TurnShape
+from memoryd.sessions.summary import TITLE_CHARS
 
 CONTEXT_SEEDS = 8
 """The best text hits whose neighbouring session turns share their score (fewer since the

@@ -30,8 +30,8 @@ from memoryd.api.runner import CountRequests, ServiceRunner
 from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
-from memoryd.daemon.files import DaemonFiles
 from memoryd.daemon.server import bind_unix, embed, enrich, prepare, run_loop
+from memoryd.daemon_files import DaemonFiles
 from memoryd.errors import (
     InvalidInput,
     MemorydError,

@@ -29,13 +29,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memoryd.capture.session import Session, ToolCall, as_mapping, parse_ts
-from memoryd.capture.summary import summarize, trivial_reason
 from memoryd.capture_limits import CaptureLimits
 from memoryd.filelock import lock, unlock
 from memoryd.memfile import format_ts
 from memoryd.private import make_private_dir
 from memoryd.redact import redact_json
+from memoryd.sessions.session import Session, ToolCall, as_mapping, parse_ts
+from memoryd.sessions.summary import summarize, trivial_reason
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from memoryd.daemon.files import LOG_DIR, DaemonFiles, pid_alive
+from memoryd.daemon_files import LOG_DIR, DaemonFiles, pid_alive
 from memoryd.filelock import try_lock
 from memoryd.native import child_environment
 from memoryd.private import make_private_dir

@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 from typing import NamedTuple, TypeVar
 
-from memoryd.capture.session import Session, ToolCall
 from memoryd.capture_limits import CaptureLimits
 from memoryd.redact import redact, redact_excerpt, safe_cut
+from memoryd.sessions.session import Session, ToolCall
 
 _DECISION = re.compile(
     r"(?i)\b(?:decid\w*|decision|chose|choose|chosen|going with|go with|settled on|opted"

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memoryd.daemon.wire import (
+from memoryd.client.wire import (
     _absolute,
     _entity,
     _map_scope,

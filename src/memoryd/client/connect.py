@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from memoryd.daemon.files import DaemonFiles
-from memoryd.daemon.remote import (
+from memoryd.client.remote import (
     AUDIT_PAGE,
     BASE_URL,
     FACTS_BATCH,
@@ -27,10 +26,11 @@ from memoryd.daemon.remote import (
     RECORD_BATCH_BYTES,
     RemoteService,
 )
-from memoryd.daemon.wire import (
+from memoryd.client.wire import (
     error_from_response,
     scope_hash_of,
 )
+from memoryd.daemon_files import DaemonFiles
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
 from memoryd.protocol import MemoryAPI
