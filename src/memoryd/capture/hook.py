@@ -567,9 +567,8 @@ def retry_sealed_and_index(config: CaptureConfig) -> tuple[sealing.SealedRetry, 
 
 
 def index_waiting(home: Path) -> int:
-    """Index the captures waiting in the inbox (the daemon's client when one runs, else
-    in-process with their spaCy rules), so read commands have none left to report. Unlike the
-    hook this may take seconds: a user ran it."""
+    """Index the captures waiting in the inbox (by the daemon when one runs, else in process
+    with their spaCy rules) so reads have none to report; a user runs it: it may take seconds."""
     if not Inbox(home).requested_slugs() and not waiting_captures(home):
         return 0
     from memoryd.client.connect import index_captures, open_api
