@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,7 @@ LAYERS: dict[str, int] = {
     "memoryd.service": SERVICE,
     "memoryd.wiring": SERVICE,
     "memoryd.doctor": SERVICE,
-    "memoryd.daemon.client": SERVICE,
-    "memoryd.daemon.remote": SERVICE,  # the client itself (split out of client.py)
-    "memoryd.daemon.wire": SERVICE,
+    "memoryd.client": SERVICE,  # the daemon's client: RemoteService over the socket
     "memoryd.context": SERVICE,  # inject's choice of memories, over any MemoryAPI
     # domain: the jobs the service wires together
     "memoryd.domain": DOMAIN,
@@ -78,13 +77,11 @@ LAYERS: dict[str, int] = {
     "memoryd.memfile": BASE,
     "memoryd.capture_limits": BASE,
     "memoryd.redact": BASE,
-    "memoryd.daemon.files": BASE,
-    "memoryd.daemon.autostart": BASE,  # stdlib: the hooks start the daemon with it
+    "memoryd.daemon_files": BASE,
+    "memoryd.autostart": BASE,  # stdlib: the hooks start the daemon with it
     # a session, its hook-event journal and its summary: stdlib, shared by the hook and the
     # service, which assembles a sensitive scope's session from its sealed journal
-    "memoryd.capture.session": BASE,
-    "memoryd.capture.summary": BASE,
-    "memoryd.capture.journal": BASE,
+    "memoryd.sessions": BASE,
 }
 STORES_BY_NAME = ("memoryd.vault", "memoryd.graph", "memoryd.search", "memoryd.governance.store",
                   "memoryd.audit")  # fmt: skip
@@ -184,13 +181,25 @@ def test_the_check_catches_a_bad_import(
     assert any(broken in v and target in v for v in violations())
 
 
-def unit_cycles() -> list[list[str]]:
-    """Cycles between units (the LAYERS entries: packages, or modules placed on their own)."""
+def layer_unit(module: str) -> str:
+    """A module's unit in LAYERS: its package, or the module when it is placed on its own."""
+    return owner(module, LAYERS) or "memoryd"
+
+
+def directory(module: str) -> str:
+    """A module's directory under memoryd (`memoryd.capture.hook` -> `memoryd.capture`, its
+    subpackages included), or the module itself when it sits in memoryd's own directory."""
+    return ".".join(module.split(".")[:2])
+
+
+def unit_cycles(unit_of: Callable[[str], str] = layer_unit) -> list[list[str]]:
+    """Cycles between units: by default the LAYERS entries (packages, or modules placed on
+    their own); with `directory`, memoryd's packages as directories."""
     edges: dict[str, set[str]] = {}
     for module in MODULES:
-        mine = owner(module, LAYERS) or "memoryd"
+        mine = unit_of(module)
         for _, target in imports(module):
-            theirs = owner(target, LAYERS) or "memoryd"
+            theirs = unit_of(target)
             if theirs != mine:
                 edges.setdefault(mine, set()).add(theirs)
     cycles: list[list[str]] = []
@@ -211,11 +220,40 @@ def test_no_import_cycles_between_packages() -> None:
     assert unit_cycles() == []
 
 
+def test_no_import_cycles_between_directories() -> None:
+    """A package is read as its directory, whatever its modules' floors: `capture/` and
+    `daemon/` once held base and service modules beside their surfaces, and the directories
+    went round (capture -> domain -> capture, daemon -> service -> daemon). A module that
+    belongs to another floor lives in a package of that floor (`sessions/`, `client/`)."""
+    assert unit_cycles(directory) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [
+        # downward for the layers (api is a surface, team.policy domain), but team/server.py
+        # imports the api: the two directories would go round
+        ("memoryd.api.app", "memoryd.team.policy"),
+        ("memoryd.recall.conversation", "memoryd.capture.hook"),  # what sessions/ fixed
+    ],
+)
+def test_the_check_catches_a_loop_between_directories(
+    module: str, target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = imports
+
+    def with_one_more(name: str) -> list[tuple[int, str]]:
+        return real(name) + ([(1, target)] if name == module else [])
+
+    monkeypatch.setitem(globals(), "imports", with_one_more)
+    assert any({directory(module), directory(target)} <= set(c) for c in unit_cycles(directory))
+
+
 def test_a_module_placed_on_its_own_sits_on_another_floor() -> None:
     """A LAYERS entry for a module inside a package makes it a unit of its own, which the
     package loop check sees apart from its package: that is only for a module on another floor
-    than its package (the hook's stdlib session, the daemon's client), never a way around a
-    loop (`capture/fastpath.py` importing the CLI from inside `capture/` was one)."""
+    than its package (the team server inside `team/`), never a way around a loop
+    (`capture/fastpath.py` importing the CLI from inside `capture/` was one)."""
     same_floor = [
         name
         for name in LAYERS
