@@ -69,7 +69,7 @@ class Candidate:
     whole_session: bool = False
     entered_kind: bool = False
     """A whole session where an entity of the kind the question asks for entered its scope:
-    the kind stage's evidence counts for it (`RecallPipeline._kind_stage`)."""
+    the kind stage's evidence counts for it (`pipeline.kind_stage`)."""
     matched: frozenset[str] = frozenset()
     """The query's words its text holds (as the index analyses them)."""
     entities: set[str] = field(default_factory=set)

@@ -30,7 +30,7 @@ scope or a weak link adds little, and no stage adds more than the query words it
 
 The kind stage counts for memories that state one thing — a conversation turn or a long-term
 note — and for a whole session only where an entity of the asked kind entered the scope
-(`RecallPipeline._kind_stage`): a session transcript names entities of every kind in passing,
+(`pipeline.kind_stage`): a session transcript names entities of every kind in passing,
 so mentioning "a database" says nothing about whether it answers "which database" (measured:
 bench/RESULTS.md)."""
 

@@ -1,7 +1,7 @@
 """The kind stage: a query that names a kind of entity ("which databases") reaches the
 memories mentioning any known entity of that kind. A whole session counts only where such an
 entity entered its scope, and only when the question asks for the kind as the head of its
-"what / which <kind>" frame (`headed_kinds`, `RecallPipeline._kind_stage`)."""
+"what / which <kind>" frame (`headed_kinds`, `pipeline.kind_stage`)."""
 
 from __future__ import annotations
 
