@@ -22,7 +22,7 @@ PINNED_ENV = {
     # on a box the suite shares). One keeps recall going through a reader as it does for a
     # user; test_readers.py sets its own counts to test the pool.
     "MEMORYD_DAEMON__RECALL_READERS": "1",
-    # A hook that finds no daemon starts one in the background (`daemon.autostart`); the
+    # A hook that finds no daemon starts one in the background (`memoryd.autostart`); the
     # suite's hooks recall in-process instead, so no test leaves a daemon behind. The
     # autostart tests (test_hook_autostart.py) turn it on.
     "MEMORYD_DAEMON__AUTOSTART": "0",

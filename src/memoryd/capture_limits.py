@@ -71,7 +71,7 @@ class CaptureConfig(NamedTuple):
     """Settings that were ignored, to be logged once logging is set up."""
     inject: InjectLimits = InjectLimits()
     autostart: bool = True
-    """`[daemon] autostart`: hooks that find no daemon start one (`daemon.autostart`)."""
+    """`[daemon] autostart`: hooks that find no daemon start one (`memoryd.autostart`)."""
 
 
 def default_home() -> Path:

@@ -1,4 +1,4 @@
-"""Hooks that find no daemon start one in the background (`memoryd.daemon.autostart`).
+"""Hooks that find no daemon start one in the background (`memoryd.autostart`).
 
 Real hook processes (`python -m memoryd inject|capture`), a real daemon started by them,
 stopped by `memoryd stop` at the end of each test.

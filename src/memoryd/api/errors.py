@@ -3,7 +3,7 @@
 Every error the API returns, from a handler, a validation failure, an unknown route or the
 host/token guard, has the body `{"error": {"code", "message", "hint"}}`; `code` is the
 MemorydError code, so a client can turn it back into the same exception class
-(`memoryd.daemon.client` does) and the CLI exits with the same code through the daemon as
+(`memoryd.client` does) and the CLI exits with the same code through the daemon as
 without it.
 """
 

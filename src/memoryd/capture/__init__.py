@@ -17,11 +17,11 @@ together), so this package is held to rules the rest of memoryd is not:
 * **Never touches the graph or the index.** The memory file is written atomically, then an
   index request is dropped into `<home>/inbox/`; `MemoryAPI.drain_inbox` indexes it.
 
-Modules: `session` (the normalised session and what a tool call did), `sources` (each agent's
-payloads and transcript formats), `journal` (hook events of agents without a transcript file),
-`summary` (the markdown body), `hook` (the command), `sealing` (what a sensitive scope's hook
+Modules: `sources` (each agent's payloads and transcript formats), `transcripts` and
+`specstory` (session files), `hook` (the command), `sealing` (what a sensitive scope's hook
 keeps: sealed for the scope's public key), `inject` (the inject hook); `memoryd.entry` runs
-`hook` and `inject` before the CLI is imported. `session`, `journal` and `summary` sit below
-the service (the service assembles a sensitive scope's journaled session from its sealed
-journal); the rest is a surface nothing else imports (the daemon's retry route excepted).
+`hook` and `inject` before the CLI is imported. The session, its hook-event journal and its
+summary are `memoryd.sessions`, below the service (which assembles a sensitive scope's
+journaled session from its sealed journal); this package is a surface nothing else imports
+(the daemon's retry route excepted).
 """

@@ -2,7 +2,7 @@
 
 While a daemon runs it owns the graph, so every CLI command goes through the client over the
 Unix socket; `open_api` picks the client when a daemon answers and the in-process service
-otherwise. The client itself lives in `daemon.remote`; this module keeps its import path.
+otherwise. The client itself is `client.remote`.
 """
 
 from __future__ import annotations

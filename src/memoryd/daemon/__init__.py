@@ -1,1 +1,1 @@
-"""`memoryd serve`: the one process that owns the graph, and the client the CLI uses to reach it."""
+"""`memoryd serve`: the one process that owns the graph (its client is `memoryd.client`)."""
