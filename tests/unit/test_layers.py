@@ -159,6 +159,16 @@ def test_no_module_imports_a_higher_layer_or_another_store() -> None:
     assert violations() == []
 
 
+def one_more_import(monkeypatch: pytest.MonkeyPatch, module: str, target: str) -> None:
+    """For the rest of a test, `module` also imports `target` (the checks catch it)."""
+    real = imports
+
+    def with_one_more(name: str) -> list[tuple[int, str]]:
+        return real(name) + ([(1, target)] if name == module else [])
+
+    monkeypatch.setitem(globals(), "imports", with_one_more)
+
+
 @pytest.mark.parametrize(
     ("module", "target", "broken"),
     [
@@ -172,12 +182,7 @@ def test_no_module_imports_a_higher_layer_or_another_store() -> None:
 def test_the_check_catches_a_bad_import(
     module: str, target: str, broken: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = imports
-
-    def with_one_more(name: str) -> list[tuple[int, str]]:
-        return real(name) + ([(1, target)] if name == module else [])
-
-    monkeypatch.setitem(globals(), "imports", with_one_more)
+    one_more_import(monkeypatch, module, target)
     assert any(broken in v and target in v for v in violations())
 
 
@@ -240,12 +245,7 @@ def test_no_import_cycles_between_directories() -> None:
 def test_the_check_catches_a_loop_between_directories(
     module: str, target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = imports
-
-    def with_one_more(name: str) -> list[tuple[int, str]]:
-        return real(name) + ([(1, target)] if name == module else [])
-
-    monkeypatch.setitem(globals(), "imports", with_one_more)
+    one_more_import(monkeypatch, module, target)
     assert any({directory(module), directory(target)} <= set(c) for c in unit_cycles(directory))
 
 
@@ -317,12 +317,7 @@ def test_no_import_cycles_between_modules() -> None:
 def test_the_check_catches_a_loop_between_modules(
     module: str, target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = imports
-
-    def with_one_more(name: str) -> list[tuple[int, str]]:
-        return real(name) + ([(1, target)] if name == module else [])
-
-    monkeypatch.setitem(globals(), "imports", with_one_more)
+    one_more_import(monkeypatch, module, target)
     assert any({module, target} <= set(loop) for loop in module_cycles())
 
 

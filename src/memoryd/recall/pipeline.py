@@ -185,6 +185,13 @@ class Linked:
     weight: float
     """Its rarity times its words' share of the query: what a mention of it is worth."""
 
+    def lend(self, corpus: Corpus, cand: Candidate, stage: str, strength: float, why: str) -> None:
+        """A mention of this entity as `stage` evidence for `cand`, times `strength` (the
+        mention's confidence, and a 2-hop path's weight); novel for the share of its words
+        the candidate's text did not match."""
+        lacks = corpus.share(self.words - cand.matched)
+        cand.add(stage, self.weight * strength, why, novel=self.rarity * lacks * strength)
+
 
 def entity_stage(
     corpus: Corpus,
@@ -226,16 +233,9 @@ def entity_stage(
         )
     for eid, slug, conf in rows:
         if eid in linked:
-            entity = linked[eid]
             cand = pool.at(slug)
             cand.entities.add(eid)
-            lacks = corpus.share(entity.words - cand.matched)
-            cand.add(
-                "entity",
-                entity.weight * conf,
-                f"{entity.name} → memory",
-                novel=entity.rarity * lacks * conf,
-            )
+            linked[eid].lend(corpus, cand, "entity", conf, f"{linked[eid].name} → memory")
     return linked
 
 
@@ -260,17 +260,9 @@ def graph_stage(
     for eid, slug, conf in sorted(graph.mentioning(list(via), scope_hashes=corpus.scopes)):
         for src, predicate, rel_conf in via[eid]:
             link = PREDICATE_WEIGHTS.get(predicate, 0.5) * rel_conf * conf
-            entity = linked[src]
-            cand = pool.at(slug)
-            lacks = corpus.share(entity.words - cand.matched)
-            path = f"{entity.name} -[{predicate}]- {eid.split(':', 2)[-1]}"
-            relations[f"{path} → memory"] = (src, predicate, eid)
-            cand.add(
-                "graph",
-                entity.weight * link,
-                f"{path} → memory",
-                novel=entity.rarity * lacks * link,
-            )
+            path = f"{linked[src].name} -[{predicate}]- {eid.split(':', 2)[-1]} → memory"
+            relations[path] = (src, predicate, eid)
+            linked[src].lend(corpus, pool.at(slug), "graph", link, path)
     return relations
 
 
