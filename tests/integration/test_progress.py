@@ -133,9 +133,13 @@ def test_a_decay_sweep_reports_progress_and_draws_a_bar_on_a_terminal_only(
     _idle_sessions(settings, project, count)
     with open_service(settings) as svc:
         calls: list[tuple[int, int]] = []
-        dry = svc.decay_sweep(dry_run=True, progress=lambda done, total: calls.append((done, total)))
+
+        def progress(done: int, total: int) -> None:
+            calls.append((done, total))
+
+        dry = svc.decay_sweep(dry_run=True, progress=progress)
         assert (len(dry.moved), calls) == (count, [])  # a dry run writes nothing to count
-        report = svc.decay_sweep(progress=lambda done, total: calls.append((done, total)))
+        report = svc.decay_sweep(progress=progress)
         assert len(report.moved) == count
     steps = SWEEP_STEPS * count
     assert calls == [(0, steps), (count, steps), (2 * count, steps), (steps, steps)]
