@@ -173,6 +173,7 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
             }
             print(f"browser {name}: {timings[name]}", flush=True)
         timings["nodes"] = driver.execute_script("return window.memorydGraph.nodes().length")
+        timings["edges_drawn"] = driver.execute_script("return window.memorydGraph.edges().length")
         return timings
     finally:
         if driver is not None:
