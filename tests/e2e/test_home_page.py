@@ -336,6 +336,41 @@ def test_entity_view_draws_co_mentions_and_relations_with_depth_and_cap(
 
 
 @needs_browser
+def test_the_entity_views_depth_and_cap_live_in_the_url(
+    seeded: Seeded,
+    browser: webdriver.Chrome,  # noqa: F811
+) -> None:
+    """A reload, or the link shared from the address bar, draws the same neighbourhood: the
+    depth and the cap chosen are in the fragment; one the controls do not offer is ignored."""
+    open_page(browser, f"{seeded.url}&entity={ALEMBIC}")
+    drawn(browser, ALEMBIC)
+    Select(browser.find_element(By.ID, "graph-depth")).select_by_value("2")
+    drawn(browser, ALEMBIC, until=lambda state: len(state["nodes"]) > 2)
+    Select(browser.find_element(By.ID, "graph-cap")).select_by_value("20")
+    drawn(browser, ALEMBIC, until=lambda state: "left out" in state["note"])
+    shared = browser.current_url
+    assert "depth=2" in shared
+    assert "cap=20" in shared
+
+    browser.refresh()
+    reloaded = drawn(browser, ALEMBIC, until=lambda state: "left out" in state["note"])
+    assert len(reloaded["nodes"]) == 20
+    assert "7 more left out by the cap of 20" in reloaded["note"]
+    fragment = shared.split("#", 1)[1]
+    open_page(browser, f"{seeded.url}&{fragment}")  # the shared link, in a fresh page load
+    again = drawn(browser, ALEMBIC, until=lambda state: "left out" in state["note"])
+    assert len(again["nodes"]) == 20
+    assert Select(browser.find_element(By.ID, "graph-depth")).first_selected_option.text == "2 hops"
+
+    open_page(browser, f"{seeded.url}&entity={ALEMBIC}&depth=9&cap=7")
+    fallback = drawn(browser, ALEMBIC)
+    assert fallback["nodes"] == ["Alembic", "PostgreSQL"]  # depth 1, cap 40: the defaults
+    assert "depth=1" in browser.current_url
+    assert "cap=40" in browser.current_url
+    assert severe(browser) == []
+
+
+@needs_browser
 def test_markdown_renders_without_running_memory_text(
     seeded: Seeded,
     browser: webdriver.Chrome,  # noqa: F811

@@ -271,3 +271,35 @@ def test_the_event_stream_sends_new_and_changed_memories_and_resumes(
     assert [e["slug"] for e in events(client, after=seen[1]["seq"])] == [first]
     assert events(client) == []
     assert client.get("/v1/events", params={"after": -1}).status_code == 422
+
+
+def test_home_list_counts_a_sensitive_project_as_hidden_not_in_its_total(
+    client: TestClient,  # noqa: F811
+    service: MemoryService,  # noqa: F811
+    project: Path,
+    tmp_path: Path,
+    file_keyring: object,
+) -> None:
+    """Without a grant, the home list of every project leaves a sensitive project's memories
+    out of its rows and its total, and says how many it hid; paging still reaches every
+    memory that is shown."""
+    secret = tmp_path / "payroll"
+    secret.mkdir()
+    shown = [fact(client, project, f"Plain note {i}", [KUZU]) for i in range(3)]
+    for i in range(4):
+        fact(client, secret, f"Salary band {i}", [RUFF])
+    service.sensitive_mark(secret)
+
+    first = client.get("/v1/page/memories", params={"limit": 2}).json()
+    assert (first["total"], first["hidden"]) == (3, 4)
+    seen = [item["slug"] for item in first["items"]]
+    offset = first["next_offset"]
+    while offset is not None:
+        page = client.get("/v1/page/memories", params={"limit": 2, "offset": offset}).json()
+        assert (page["total"], page["hidden"]) == (3, 4)
+        seen += [item["slug"] for item in page["items"]]
+        offset = page["next_offset"]
+    assert sorted(seen) == sorted(shown)
+    assert not any("Salary" in str(item) for item in seen)
+    plain = client.get("/v1/page/memories", params={"scope": str(project)}).json()
+    assert (plain["total"], plain["hidden"]) == (3, 0)

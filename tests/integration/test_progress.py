@@ -1,6 +1,6 @@
-"""Progress of the long commands (issue 29): a reindex and an mcp-memory import report
-`(done, total)` as they go, and the CLI draws a bar from it on a terminal only: never into a
-pipe, never with --json, never for a job under `PROGRESS_MIN` items."""
+"""Progress of the long commands (issue 29): a reindex, an mcp-memory import and a decay sweep
+report `(done, total)` as they go, and the CLI draws a bar from it on a terminal only: never
+into a pipe, never with --json, never for a job under `PROGRESS_MIN` items."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import os
 import pty
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from memoryd.cli.progress import PROGRESS_MIN
 from memoryd.config import Settings
 from memoryd.domain.core import PROGRESS_STEP
-from memoryd.models import MemoryDraft, MemoryType
+from memoryd.governance.decay import SWEEP_STEPS
+from memoryd.models import MemoryDraft, MemoryType, utcnow
 from memoryd.wiring import open_service
 
 
@@ -62,7 +64,12 @@ def _graph_file(path: Path, entities: int) -> Path:
 
 def _import(home: Path, file: Path, *args: str, terminal: bool) -> str:
     """`memoryd import mcp-memory FILE` with stderr on a pseudo-terminal or a pipe; stderr."""
-    command = [sys.executable, "-m", "memoryd", "import", "mcp-memory", str(file), *args]
+    return _memoryd(home, "import", "mcp-memory", str(file), *args, terminal=terminal)
+
+
+def _memoryd(home: Path, *args: str, terminal: bool) -> str:
+    """`memoryd ARGS` with stderr on a pseudo-terminal or a pipe; its stderr."""
+    command = [sys.executable, "-m", "memoryd", *args]
     env = {**os.environ, "MEMORYD_HOME": str(home), "COLUMNS": "100"}
     if not terminal:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -100,3 +107,48 @@ def test_a_long_import_draws_a_bar_on_a_terminal_only(tmp_path: Path) -> None:
     assert f"{entities}/{entities}" not in quiet
     small = _import(tmp_path / "d", _graph_file(tmp_path / "small.jsonl", 20), terminal=True)
     assert "20/20" not in small
+
+
+def _idle_sessions(settings: Settings, project: Path, count: int) -> None:
+    """`count` session memories nobody recalled for a year: the next sweep forgets them."""
+    year_ago = utcnow() - timedelta(days=365)
+    drafts = [
+        MemoryDraft(
+            type=MemoryType.SESSION,
+            title=f"Session {n}",
+            body=f"Worked on ticket {n}.",
+            scope_path=project,
+            created_at=year_ago,
+        )
+        for n in range(count)
+    ]
+    with open_service(settings) as svc:
+        svc.record_many(drafts, bulk=True)
+
+
+def test_a_decay_sweep_reports_progress_and_draws_a_bar_on_a_terminal_only(
+    settings: Settings, project: Path, tmp_path: Path
+) -> None:
+    count = PROGRESS_MIN + 100
+    _idle_sessions(settings, project, count)
+    with open_service(settings) as svc:
+        calls: list[tuple[int, int]] = []
+
+        def progress(done: int, total: int) -> None:
+            calls.append((done, total))
+
+        dry = svc.decay_sweep(dry_run=True, progress=progress)
+        assert (len(dry.moved), calls) == (count, [])  # a dry run writes nothing to count
+        report = svc.decay_sweep(progress=progress)
+        assert len(report.moved) == count
+    steps = SWEEP_STEPS * count
+    assert calls == [(0, steps), (count, steps), (2 * count, steps), (steps, steps)]
+
+    other = settings.model_copy(update={"home": tmp_path / "bar"})
+    _idle_sessions(other, project, count)
+    shown = _memoryd(other.home, "decay-sweep", terminal=True)
+    assert "decay sweep" in shown
+    assert "100%" in shown
+    third = settings.model_copy(update={"home": tmp_path / "quiet"})
+    _idle_sessions(third, project, count)
+    assert "decay sweep" not in _memoryd(third.home, "decay-sweep", "--json", terminal=True)

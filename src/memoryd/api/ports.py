@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from memoryd.audit import AuditLog
     from memoryd.errors import MemorydError
     from memoryd.governance.analyze import AnalysisJob, AnalysisMode
+    from memoryd.governance.gate import Gate
     from memoryd.governance.profile import ProfileJob, ProfileRewrite
     from memoryd.governance.supersede import SupersedeJob
     from memoryd.graph.store import GraphStore
@@ -37,6 +38,8 @@ class ServedService(MemoryAPI, Protocol):
     home: Path
     graph: GraphStore
     audit: AuditLog
+    gate: Gate
+    """The sensitive-scope gate (the graph page counts what it hides)."""
 
     llm: LLMProvider | None
     """The configured LLM (DURA scoring runs it off the writer thread)."""

@@ -71,7 +71,10 @@ def digest(
     if tui and (as_json or send):
         raise fail(InvalidInput("--tui shows the queue itself", hint="drop --json / --notify"))
     if tui:
-        from memoryd.cli.digest_tui import DigestApp
+        try:
+            from memoryd.cli.digest_tui import DigestApp
+        except MemorydError as exc:  # MissingExtra: textual is the `tui` extra
+            raise fail(exc) from exc
 
         with service(home, writes=True) as svc:
             built = svc.digest(scope=scope, days=days, limit=limit)

@@ -14,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Static
+from memoryd.errors import MemorydError, MissingExtra
 
-from memoryd.errors import MemorydError
+try:
+    from textual.app import App, ComposeResult
+    from textual.binding import Binding
+    from textual.widgets import DataTable, Footer, Static
+except ImportError as exc:  # the base install leaves it out
+    raise MissingExtra("memoryd digest --tui", "tui", exc.name or "textual") from exc
 from memoryd.governance.digest import Digest
 from memoryd.governance.merge import DuplicatePair
 from memoryd.governance.supersede import SupersedeAction

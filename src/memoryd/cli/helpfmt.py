@@ -4,8 +4,10 @@ values in its help text, where they wrap between words.
 
 typer's rich help puts the type label in a column of its own; a long one (the memory types)
 took the width of the help column, so help wrapped every few words and the label itself was
-cut mid-word. `MemorydGroup` is the root command's class: when typer has built the command
-tree it names every parameter's metavar once, before any help is printed.
+cut mid-word. A positional argument's row already shows its name (`SLUG`), so it shows no
+type label beside it (`NamedArgument`). `MemorydGroup` is the root command's class: when
+typer has built the command tree it names every parameter's metavar once, before any help
+is printed.
 """
 
 from __future__ import annotations
@@ -44,8 +46,19 @@ def tidy_params(command: Any) -> None:
             tidy_params(sub)
 
 
+class NamedArgument(TyperArgument):
+    """A positional argument shown by its name alone: typer's argument rows add the type
+    label (`<str>`) even when the argument has a metavar."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
 def _tidy_own(command: Any) -> None:
     for param in command.params:
+        if isinstance(param, TyperArgument) and not isinstance(param, NamedArgument):
+            # typer builds its arguments itself; only the help rendering changes.
+            param.__class__ = NamedArgument
         if not isinstance(param, TyperOption | TyperArgument) or param.metavar is not None:
             continue
         if isinstance(param, TyperOption) and (param.is_flag or param.count):

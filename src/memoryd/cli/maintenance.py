@@ -24,7 +24,11 @@ def decay_sweep(
     config (90 / 30 / 90 days; a memory's ttl_days replaces the first). Long-term memories
     never decay. Forgotten files move to forgotten/ and leave the graph and the index;
     `memoryd restore SLUG` brings one back. The daemon runs this daily at 03:00."""
-    report = run(home, lambda svc: svc.decay_sweep(dry_run=dry_run))
+    from memoryd.cli.progress import progress_bar
+    from memoryd.governance.decay import SWEEP_STEPS
+
+    with progress_bar("decay sweep", quiet=as_json, steps=SWEEP_STEPS) as progress:
+        report = run(home, lambda svc: svc.decay_sweep(dry_run=dry_run, progress=progress))
     if as_json:
         emit_json({**report.model_dump(mode="json"), "counts": report.counts})
         return

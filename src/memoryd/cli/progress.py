@@ -1,4 +1,5 @@
-"""A progress bar for the long commands (reindex, an import), fed `(done, total)` by the job.
+"""A progress bar for the long commands (reindex, an import, a decay sweep), fed `(done, total)`
+by the job.
 
 Shown on stderr only when it is a terminal, the command prints no JSON, and the job has at
 least `PROGRESS_MIN` items; otherwise the callback does nothing, so scripts and pipes see
@@ -27,13 +28,22 @@ def shows_progress(*, quiet: bool) -> bool:
 
 
 @contextmanager
-def progress_bar(description: str, *, quiet: bool) -> Iterator[ProgressFn]:
-    """A callback `(done, total)` that draws a transient rich bar while the block runs."""
+def progress_bar(description: str, *, quiet: bool, steps: int = 1) -> Iterator[ProgressFn]:
+    """A callback `(done, total)` that draws a transient rich bar while the block runs.
+
+    `steps`: how many of the job's steps make one item (a decay sweep counts three per
+    memory): the job is as big as `total // steps` items, and the bar shows a percentage."""
     if not shows_progress(quiet=quiet):
         yield lambda done, total: None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TimeRemainingColumn,
+    )
 
     bar: Progress | None = None
     task: TaskID | None = None
@@ -41,12 +51,12 @@ def progress_bar(description: str, *, quiet: bool) -> Iterator[ProgressFn]:
     def update(done: int, total: int) -> None:
         nonlocal bar, task
         if bar is None:
-            if total < PROGRESS_MIN:
+            if total // steps < PROGRESS_MIN:
                 return
             bar = Progress(
                 "{task.description}",
                 BarColumn(),
-                MofNCompleteColumn(),
+                MofNCompleteColumn() if steps == 1 else TaskProgressColumn(),
                 TimeRemainingColumn(),
                 console=Console(stderr=True),
                 transient=True,

@@ -368,7 +368,9 @@ class RemoteService(MemoryAPI):
             body["title"] = title
         return self._model(Memory, "PATCH", f"/v1/memories/{quote(slug, safe='')}", json=body)
 
-    def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
+    def decay_sweep(
+        self, *, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> SweepReport:
         from memoryd.governance.decay import SweepReport
 
         body = {"dry_run": dry_run}

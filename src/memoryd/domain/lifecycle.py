@@ -5,7 +5,7 @@ methods)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -47,15 +47,23 @@ class Lifecycle(Recalling):
             self._reindex_search(list(counted))
         self.flush_recall_stats([slug])
 
-    def decay_sweep(self, *, dry_run: bool = False) -> SweepReport:
+    def decay_sweep(
+        self, *, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> SweepReport:
         """Move unused session memories along alive → dim → soft-forgotten → forgotten
         (`memoryd.governance.decay`), as of now (`clock`)."""
-        return self.sweep_at(self.clock(), dry_run=dry_run)
+        return self.sweep_at(self.clock(), dry_run=dry_run, progress=progress)
 
-    def sweep_at(self, now: datetime, *, dry_run: bool = False) -> SweepReport:
+    def sweep_at(
+        self,
+        now: datetime,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> SweepReport:
         """The decay sweep as of `now` (tests and the bench simulate days). Recalls counted so
         far reach the graph and the files first, so a memory recalled a moment ago is not
-        swept."""
+        swept. `progress(done, total)`: `DecaySweep.run`."""
         if not dry_run:
             self._require_writable("sweep decayed memories")
         if not self.read_only:
@@ -69,7 +77,9 @@ class Lifecycle(Recalling):
         with fewer_collections(young=SWEEP_YOUNG_OBJECTS):
             if dry_run:
                 return sweep.run(at, dry_run=True)
-            report = schedule.recorded(self.governance, "decay-sweep", at, lambda: sweep.run(at))
+            report = schedule.recorded(
+                self.governance, "decay-sweep", at, lambda: sweep.run(at, progress=progress)
+            )
         if report.moved:
             self.forget_entities()  # forgotten memories took their mentions with them
         return report

@@ -57,7 +57,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -279,20 +279,37 @@ def decay_moves(records: list[AuditRecord]) -> set[tuple[str, str]]:
     return moves
 
 
+SWEEP_STEPS = 3
+"""What a sweep's `progress(done, total)` counts per memory moved: its ledger line (batch by
+batch), its index and graph change, and its audit event; `total` is this many times the
+moves planned (the three parts take comparable time, bench/RESULTS.md)."""
+
+
 class DecaySweep:
     """One decay sweep over the stores the service lends (`Stores`)."""
 
     def __init__(self, stores: Stores, policy: DecayPolicy) -> None:
         self.stores = stores
         self.policy = policy
+        self._progress: Callable[[int, int], None] = lambda done, total: None
 
-    def run(self, now: datetime, *, dry_run: bool = False) -> SweepReport:
+    def run(
+        self,
+        now: datetime,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> SweepReport:
+        """Plan and (unless `dry_run`) apply the moves due at `now`; `progress(done, total)`
+        as the moves are written, in `SWEEP_STEPS` steps per memory."""
         started = time.perf_counter()
         planned, checked = plan(self.stores, now, self.policy)
         report = SweepReport(at=now, dry_run=dry_run, checked=checked)
         if dry_run:
             report.moved = [p.move for p in planned]
         elif planned:
+            if progress is not None:
+                self._progress = progress
             report.moved = self._apply(planned, to_utc(now), report.skipped)
         report.seconds = time.perf_counter() - started
         return report
@@ -314,6 +331,8 @@ class DecaySweep:
         renames = Renames(
             stores, skipped, sum(p.move.to_state is DecayState.FORGOTTEN for p in todo)
         )
+        steps = SWEEP_STEPS * len(todo)
+        self._progress(0, steps)
         try:
             try:
                 for start in range(0, len(todo), SWEEP_BATCH):
@@ -321,6 +340,7 @@ class DecaySweep:
                     intent, moving = self._write_batch(batch, now, appended)
                     renames.send(moving)
                     batches.append((intent, batch))
+                    self._progress(start + len(batch), steps)
                 states = {
                     p.move.slug: p.move.to_state
                     for p in todo
@@ -342,6 +362,7 @@ class DecaySweep:
                     finally:
                         renamed = graph_written.result()
                 self._index_again([p for p in forgotten if p.move.slug not in renamed])
+                self._progress(2 * len(todo), steps)
                 done = {
                     p.move.slug
                     for p in todo
@@ -365,6 +386,7 @@ class DecaySweep:
             stores.journal.end(intent)
         for scope_hash, size in sorted(appended.items()):
             stores.vault.compact_decay(scope_hash, size)
+        self._progress(steps, steps)
         return [p.move for p in todo if p.move.slug in done]
 
     def _index_again(self, unmoved: list[_Planned]) -> None:

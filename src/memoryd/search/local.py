@@ -1,6 +1,9 @@
 """Scope-local BM25 (`local_bm25`): tantivy finds the candidates, each is scored from its stored
 text with statistics over the searched scopes' live memories only (`search.tallies`), so a
 project's ranking never depends on other projects or on its write history.
+
+A memory's tags and triggers are words it asked to be recalled by: a query naming one finds
+it (`LABEL_FIELDS`), scored as a match in the title.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ from memoryd.search.tallies import IndexTallies
 _BM25_K1 = 1.2
 
 _BM25_B = 0.75
+
+LABEL_FIELDS = ("tags", "triggers")
+"""Searched beside title and body to find candidates. A label's word counts once per memory
+(a tag said twice says no more) at the weight of a title word of the scope's mean length, and
+adds nothing to the field lengths or the statistics: labels are short and set apart from
+the text, like a second title."""
+
+_LABELS_KEPT = 100_000
+"""Distinct (tags, triggers) sets whose tokens are kept between recalls."""
 
 
 class LocalScore(NamedTuple):
@@ -127,7 +139,7 @@ class LocalBM25(IndexTallies):
             searcher = self._index.searcher()
             if expansion:
                 weights.update(self._expansion(searcher, expansion, list(parsed.tokens)))
-            boosts = {"title": 1.0, "body": 1.0}
+            boosts = {"title": 1.0, "body": 1.0, **dict.fromkeys(LABEL_FIELDS, 1.0)}
             finding = {**boosts, CONTEXT_FIELD: context_boost} if context_boost else boosts
             found = self._build_query(list(weights), finding, scopes, type_values, False)
             ranked = self._candidates(searcher, found, limit * 2, stats.entry, self._overlay)
@@ -188,10 +200,12 @@ class LocalBM25(IndexTallies):
             lightly = 0.0
             matched = []
             hear = bool(around and context_boost)
-            held_words = set(said).union(titled, *around) if hear else set(said).union(titled)
+            labelled = self._label_tokens((*entry.tags, *entry.triggers))
+            held_words = set(said).union(titled, labelled, *(around if hear else ()))
             for token in sorted(held_words.intersection(order), key=order.__getitem__):
                 weight = weights[token]
                 tf = said.count(token) / body_norm + titled.count(token) / title_norm
+                tf += token in labelled  # a label's word: once, as a title word of mean length
                 saturation = tf / (tf + _BM25_K1)
                 if tf:
                     matched.append(token)
@@ -217,6 +231,23 @@ class LocalBM25(IndexTallies):
         once = _bm25_idf(max(docs, 1), 1)
         return LocalRanking(kept, shares, held_docs, most_named / once if once > 0 else 0.0)
 
+    def _label_tokens(self, labels: tuple[str, ...]) -> frozenset[str]:
+        """The tokens of a memory's tags and triggers, as the index analyses them."""
+        if not labels:
+            return frozenset()
+        return frozenset(self._names_analysed(labels))
+
+    def _names_analysed(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """The distinct tokens of `names` (a scope's names, a memory's labels), stop words
+        left out, kept between recalls."""
+        tokens = self._name_tokens.get(names)
+        if tokens is None:
+            analysed = (t for name in names for t in self.analyse(name))
+            tokens = tuple(t for t in dict.fromkeys(analysed) if t not in self._stops)
+            if len(self._name_tokens) < _LABELS_KEPT:
+                self._name_tokens[names] = tokens
+        return tokens
+
     def _implied(
         self, scopes: Sequence[str], scope_names: Callable[[str], Sequence[str]] | None
     ) -> dict[str, list[str]]:
@@ -225,14 +256,7 @@ class LocalBM25(IndexTallies):
         if scope_names is None:
             return implied
         for scope in scopes:
-            names = tuple(scope_names(scope))
-            tokens = self._name_tokens.get(names)
-            if tokens is None:
-                analysed = (t for name in names for t in self.analyse(name))
-                tokens = self._name_tokens[names] = tuple(
-                    t for t in dict.fromkeys(analysed) if t not in self._stops
-                )
-            for token in tokens:
+            for token in self._names_analysed(tuple(scope_names(scope))):
                 implied.setdefault(token, []).append(scope)
         return implied
 

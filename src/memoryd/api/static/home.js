@@ -132,7 +132,7 @@
 
   function showHome() {
     $("home").hidden = false;
-    page.remember("entity", null);
+    for (const key of ["entity", "depth", "cap"]) page.remember(key, null);
     page.remember("home", "1");
     if (!$("home").dataset.loaded) loadHome(false).catch(page.showError);
   }
