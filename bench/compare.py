@@ -8,11 +8,12 @@ Each commit is taken out with `git archive` into `<workdir>/<sha>` and run in it
 environment: when its dependencies (pyproject's `dependencies` and `optional-dependencies`)
 are those of the checkout this script runs from, that checkout's venv with the commit's `src`
 first on PYTHONPATH (said in the output: `env shared`); otherwise a venv of its own under
-`<workdir>/<sha>/.venv` with the commit installed into it (pip's cache is reused). Each side
-builds its own home from the same corpus (`_corpus.drafts`, extraction off, session memories
-recorded as decisions so no enrichment backlog runs during the measurements; `--scopes`
-scopes, the first one recalled), kept as built and copied afresh for every run, and a
-separate home for the capture hook.
+`<workdir>/<sha>/.venv` with the commit installed into it (pip's cache is reused); either way
+its modules are compiled to bytecode first, as pip does on install. Each side builds its own
+home from the same corpus (`_corpus.drafts`, extraction off, session memories recorded as
+decisions so no enrichment backlog runs during the measurements; `--scopes` scopes, the first
+one recalled), kept as built and copied afresh for every run, and a separate home for the
+capture hook.
 
 Each round runs every path on both sides one after the other, the side that goes first
 alternating, so both see the same load:
@@ -93,7 +94,14 @@ class Side:
             ).stdout
             subprocess.run(["tar", "-x", "-C", str(self.tree)], input=archive, check=True)
         self.shared_env = _dependencies(self.tree) == _dependencies(REPO)
-        if not self.shared_env:
+        if self.shared_env:
+            # Bytecode, as pip writes it for an installed package: without it every process
+            # of this side compiles what it imports from source (more so with
+            # PYTHONDONTWRITEBYTECODE set), and the side in its own venv does not.
+            subprocess.run(
+                [sys.executable, "-m", "compileall", "-q", str(self.tree / "src")], check=True
+            )
+        else:
             venv = self.root / ".venv"
             if not (venv / "bin" / "python").exists():
                 subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
