@@ -1,6 +1,7 @@
 """The in-process half of `bench/compare.py`: run under one side's code (its `src` first on
 PYTHONPATH, or its own venv), so only APIs both sides have are used (`memoryd.open`, `recall`,
-`record`, `record_many`, `MemoryDraft`). Prints one JSON object.
+`record`, `record_many`, `MemoryDraft`; `build` also runs on commits older than `memoryd.open`,
+for the daemon and hook paths). Prints one JSON object.
 
     python bench/_compare_probe.py build HOME PROJECTS N SCOPES
     python bench/_compare_probe.py recall HOME SCOPE QUERIES_JSON
@@ -37,11 +38,21 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
 
 
+def _open(home: Path, **settings: Any) -> Any:
+    """`memoryd.open`, or on a commit older than it (9e2a96f) the service as its CLI opened it."""
+    if hasattr(memoryd, "open"):
+        return memoryd.open(home, **settings)
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+
+    return open_service(load_settings(home, **settings))
+
+
 def build(home: Path, projects: Path, n: int, scopes: int) -> dict[str, Any]:
     """The bench corpus without session memories: those queue enrichment, which would then
     run in the daemon during the measurements, on both sides, at its own pace."""
     started = _clock()
-    with memoryd.open(home, extraction={"enabled": False}) as svc:
+    with _open(home, extraction={"enabled": False}) as svc:
         for start in range(0, n, 10_000):
             chunk = drafts(min(10_000, n - start), projects, scopes=scopes, start_at=start)
             svc.record_many(

@@ -8,12 +8,14 @@ import tempfile
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import memoryd
 from memoryd.models import MemoryDraft, MemoryType
-from memoryd.recall import STAGES, RecallConfig
-from memoryd.search.vectors import STATIC_TABLE, VECTORS_DIR
-from memoryd.service import MemoryService
+
+if TYPE_CHECKING:  # imported where used: `bench/compare.py` runs `drafts` on old commits too
+    from memoryd.recall import RecallConfig
+    from memoryd.service import MemoryService
 
 TOOLS = [
     "PostgreSQL",
@@ -155,19 +157,26 @@ def queries(count: int = 200, *, seed: int = 11) -> list[str]:
     return out
 
 
-STATIC_CACHE = Path(tempfile.gettempdir()) / "memoryd-bench" / STATIC_TABLE
-"""The static embedding table, distilled once per machine for the benches (a minute of CPU
-that every fresh bench home would otherwise spend again; it is the same derived data)."""
+def _static_tables(home: Path) -> tuple[Path, Path]:
+    """The home's static embedding table, and the machine's copy: distilled once per machine
+    for the benches (a minute of CPU that every fresh bench home would otherwise spend again;
+    it is the same derived data)."""
+    from memoryd.search.vectors import STATIC_TABLE, VECTORS_DIR
+
+    cache = Path(tempfile.gettempdir()) / "memoryd-bench" / STATIC_TABLE
+    return home / VECTORS_DIR / STATIC_TABLE, cache
 
 
 def open_in_process(home: Path, **settings: object) -> MemoryService:
     """`memoryd.open` for a bench that turns recall stages on and off (`recall_config`) or runs
     enrichment itself: those need the stores in this process, not a daemon's client. A home
     with the vector stage on starts with the machine's distilled static table, if any."""
-    table = home / VECTORS_DIR / STATIC_TABLE
-    if STATIC_CACHE.is_file() and not table.exists():
+    from memoryd.service import MemoryService
+
+    table, cache = _static_tables(home)
+    if cache.is_file() and not table.exists():
         table.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(STATIC_CACHE, table)
+        shutil.copyfile(cache, table)
     api = memoryd.open(home, **settings)
     if not isinstance(api, MemoryService):
         api.close()
@@ -176,17 +185,19 @@ def open_in_process(home: Path, **settings: object) -> MemoryService:
 
 
 def keep_static_table(home: Path) -> None:
-    """Keep the table a bench home distilled for the next bench run (`STATIC_CACHE`)."""
-    table = home / VECTORS_DIR / STATIC_TABLE
-    if table.is_file() and not STATIC_CACHE.exists():
-        STATIC_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(table, STATIC_CACHE)
+    """Keep the table a bench home distilled for the next bench run (`_static_tables`)."""
+    table, cache = _static_tables(home)
+    if table.is_file() and not cache.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(table, cache)
 
 
 def ablation_table(base: RecallConfig, *, each: bool = True) -> dict[str, RecallConfig]:
     """The recall configurations a bench compares (issue 27 §4): the default, the graph stage
     toggled, the entity and graph stages off together, the text stage alone; with `each`,
     also every default stage off and every optional stage on, one at a time."""
+    from memoryd.recall import STAGES
+
     toggled = "-graph" if "graph" in base.stages else "+graph"
     configs = {
         "default": base,

@@ -1,17 +1,19 @@
 """Two commits side by side on the paths a user waits on, in interleaved pairs (issue 28).
 
     python bench/compare.py BASE [HEAD] [--n 10000] [--rounds 3] [--workdir DIR]
+                            [--paths recall,daemon,writes,capture]
                             [--json bench/results/compare.json]
 
 Each commit is taken out with `git archive` into `<workdir>/<sha>` and run in its own
 environment: when its dependencies (pyproject's `dependencies` and `optional-dependencies`)
 are those of the checkout this script runs from, that checkout's venv with the commit's `src`
 first on PYTHONPATH (said in the output: `env shared`); otherwise a venv of its own under
-`<workdir>/<sha>/.venv` with the commit installed into it (pip's cache is reused). Each side
-builds its own home from the same corpus (`_corpus.drafts`, extraction off, session memories
-recorded as decisions so no enrichment backlog runs during the measurements; `--scopes`
-scopes, the first one recalled), kept as built and copied afresh for every run, and a
-separate home for the capture hook.
+`<workdir>/<sha>/.venv` with the commit installed into it (pip's cache is reused); either way
+its modules are compiled to bytecode first, as pip does on install. Each side builds its own
+home from the same corpus (`_corpus.drafts`, extraction off, session memories recorded as
+decisions so no enrichment backlog runs during the measurements; `--scopes` scopes, the first
+one recalled), kept as built and copied afresh for every run, and a separate home for the
+capture hook.
 
 Each round runs every path on both sides one after the other, the side that goes first
 alternating, so both see the same load:
@@ -29,9 +31,10 @@ alternating, so both see the same load:
 - `capture`: 8 `memoryd capture` hooks on a 2 MB transcript (`bench/capture.py`'s), a new
   session each.
 
-Prints, per metric, the medians of both sides and the median over rounds of the per-round
-ratio new/old (< 1: the new side is faster), with the 1-minute load average seen during the
-run; writes everything (every round's numbers) as JSON.
+`--paths` runs only some of these (the table leaves the others blank). Prints, per metric,
+the medians of both sides and the median over rounds of the per-round ratio new/old (< 1: the
+new side is faster), with the 1-minute load average seen during the run; writes everything
+(every round's numbers) as JSON.
 """
 
 from __future__ import annotations
@@ -91,7 +94,14 @@ class Side:
             ).stdout
             subprocess.run(["tar", "-x", "-C", str(self.tree)], input=archive, check=True)
         self.shared_env = _dependencies(self.tree) == _dependencies(REPO)
-        if not self.shared_env:
+        if self.shared_env:
+            # Bytecode, as pip writes it for an installed package: without it every process
+            # of this side compiles what it imports from source (more so with
+            # PYTHONDONTWRITEBYTECODE set), and the side in its own venv does not.
+            subprocess.run(
+                [sys.executable, "-m", "compileall", "-q", str(self.tree / "src")], check=True
+            )
+        else:
             venv = self.root / ".venv"
             if not (venv / "bin" / "python").exists():
                 subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -347,9 +357,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, help="keep trees, venvs and homes here (reused)")
     parser.add_argument(
+        "--paths",
+        default="recall,daemon,writes,capture",
+        help="which paths to run, comma-separated (recall, daemon, writes, capture); "
+        "`writes` also drops the statistics the next round's first recall counts",
+    )
+    parser.add_argument(
         "--json", type=Path, default=BENCH / "results" / "compare.json", help="written at the end"
     )
     args = parser.parse_args()
+    paths = [path.strip() for path in args.paths.split(",") if path.strip()]
+    unknown = sorted(set(paths) - {"recall", "daemon", "writes", "capture"})
+    if unknown:
+        parser.error(
+            f"--paths: unknown {', '.join(unknown)}; choose from recall, daemon, writes, capture"
+        )
     shas = [
         subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--verify", f"{ref}^{{commit}}"],
@@ -378,6 +400,8 @@ def main() -> None:
         print(f"{side.name} {side.sha[:10]}: env {'shared' if side.shared_env else 'own venv'}",
               flush=True)  # fmt: skip
         built_home = side.root / "home-built"
+        if set(paths) == {"capture"}:  # the capture hook has a home of its own
+            continue
         if not (built_home / "governance.db").exists():
             shutil.rmtree(built_home, ignore_errors=True)
             built[side.name] = side.probe("build", built_home, side.projects, args.n, args.scopes)
@@ -396,17 +420,22 @@ def main() -> None:
             steps = [
                 # After the last round's writes (a CLI writer drops the saved statistics of
                 # the scope it changes, on both sides), then once more: saved by the first.
-                lambda s: {
-                    f"after_writes_{k}": v
-                    for k, v in s.probe("recall", s.home, s.project, recalls).items()
-                    if k.startswith("first_")
-                },
-                lambda s: s.probe("recall", s.home, s.project, recalls),
-                lambda s, n=tag: daemon_paths(s, s.project, texts, n),
-                lambda s, n=tag: s.probe("writes", s.home, s.project, n),
-                lambda s: capture_hooks(s, transcript, capture_project),
+                (
+                    "recall",
+                    lambda s: {
+                        f"after_writes_{k}": v
+                        for k, v in s.probe("recall", s.home, s.project, recalls).items()
+                        if k.startswith("first_")
+                    },
+                ),
+                ("recall", lambda s: s.probe("recall", s.home, s.project, recalls)),
+                ("daemon", lambda s, n=tag: daemon_paths(s, s.project, texts, n)),
+                ("writes", lambda s, n=tag: s.probe("writes", s.home, s.project, n)),
+                ("capture", lambda s: capture_hooks(s, transcript, capture_project)),
             ]
-            for step in steps:
+            for path, step in steps:
+                if path not in paths:
+                    continue
                 for name in order:
                     loads.append(os.getloadavg()[0])
                     found[name] |= step(sides[name])

@@ -8,7 +8,6 @@ start's is the scope's long-term memories, warnings and decisions first. The dae
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,15 +18,28 @@ SESSION_START_LIMIT = 40
 _LONG_TERM_STATES = ["alive", "dim"]
 
 
-@dataclass
 class Item:
-    """One memory as the hook renders it."""
+    """One memory as the hook renders it: equal by its fields, which `vars` gives, and
+    pickled whole (the daemon's recall readers send it back through a pipe). Not a
+    dataclass: the hook would import `dataclasses` and `inspect` for it, ~8 ms of CPU."""
 
-    slug: str
-    type: str
-    title: str
-    body: str
-    created_at: str
+    def __init__(self, slug: str, type: str, title: str, body: str, created_at: str) -> None:
+        self.slug = slug
+        self.type = type
+        self.title = title
+        self.body = body
+        self.created_at = created_at
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable and equal by value, as before
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"Item({fields})"
 
 
 _ROWS = (

@@ -10,9 +10,8 @@ import contextlib
 import errno
 import logging
 import os
-import secrets
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from memoryd.errors import StorageError
 
@@ -34,8 +33,10 @@ def configure_logging(*, verbose: bool = False) -> None:
     logging.getLogger("uvicorn.error").setLevel(logging.INFO)
 
 
-@dataclass(frozen=True)
-class DaemonFiles:
+class DaemonFiles(NamedTuple):
+    """The daemon's files in a data dir. A NamedTuple, not a frozen dataclass: the inject
+    hook reads the socket's path, and importing `dataclasses` cost it ~8 ms of CPU."""
+
     home: Path
 
     @property
@@ -68,6 +69,8 @@ class DaemonFiles:
         existing = self.read_token()
         if existing:
             return existing
+        import secrets  # only here: it imports `random`, which the hooks never need
+
         token = secrets.token_urlsafe(32)
         tmp = self.token.with_name(f".{TOKEN_NAME}.{os.getpid()}.tmp")
         try:

@@ -125,10 +125,13 @@ def test_argument_sources_print_nothing(home: Path) -> None:
 def test_the_capture_process_stays_light(home: Path, project: Path) -> None:
     """No spaCy, graph engine, search index, LLM client, web framework — nor pydantic, typer or
     rich, which alone would cost more than the hook's budget. (Of the daemon's package only
-    the stdlib modules that start it in the background, when autostart is on.)"""
+    the stdlib modules that start it in the background, when autostart is on.) Nor, for a
+    transcript this small, orjson with the dataclasses and inspect it loads (~8 ms), nor
+    the html module SpecStory files need (~1 ms)."""
     forbidden = re.compile(
         r"^(spacy|kuzu|ladybug|tantivy|jieba|anthropic|openai|fastapi|uvicorn|httpx|mcp|pydantic"
-        r"|pydantic_settings|typer|rich|click|yaml|pandas|numpy)(\.|$)"
+        r"|pydantic_settings|typer|rich|click|yaml|pandas|numpy|orjson|dataclasses|inspect"
+        r"|html)(\.|$)"
         r"|^memoryd\.(graph|search|service|wiring|extraction|llm|governance|vault|models"
         r"|config|scope|text)(\.|$)"
         r"|^memoryd\.daemon\.(?!autostart$|files$)"

@@ -170,8 +170,8 @@ def test_subprocess_fast_path(home: Path, project: Path, seeded: dict[str, str])
 
 def test_daemon_fast_path(home: Path, project: Path, seeded: dict[str, str]) -> None:
     """With a daemon, the hook asks it in one request over the socket, loads neither httpx
-    nor pydantic (nor http.client and ssl: 40 ms), and answers exactly what the in-process
-    recall answers."""
+    nor pydantic (nor http.client and ssl: 40 ms, nor dataclasses and inspect: 8 ms), and
+    answers exactly what the in-process recall answers."""
     start = {"hook_event_name": "SessionStart", "cwd": str(project)}
     prompt = {"hook_event_name": "UserPromptSubmit", "cwd": str(project), "prompt": "React?"}
     embedded = [_run(home, "claude-code", payload) for payload in (start, prompt)]
@@ -180,7 +180,8 @@ def test_daemon_fast_path(home: Path, project: Path, seeded: dict[str, str]) -> 
         "from memoryd.capture.inject import main\n"
         "out = io.StringIO()\n"
         "main(sys.argv[1:], stdin=io.BytesIO(sys.stdin.buffer.read()), stdout=out)\n"
-        "light = ('httpx', 'pydantic', 'memoryd.config', 'http.client', 'ssl', 'subprocess')\n"
+        "light = ('httpx', 'pydantic', 'memoryd.config', 'http.client', 'ssl', 'subprocess',"
+        " 'dataclasses', 'inspect', 'random')\n"
         "heavy = sorted(m for m in light if m in sys.modules)\n"
         "print(json.dumps({'out': out.getvalue(), 'heavy': heavy}))\n"
     )

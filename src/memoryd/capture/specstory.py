@@ -14,7 +14,6 @@ an edit was; the summary drops those (`summary.readable`).
 
 from __future__ import annotations
 
-import html
 import os
 import re
 from datetime import UTC, datetime
@@ -52,6 +51,8 @@ def _stamp(text: str) -> datetime | None:
 def _tool_call(attributes: str, inner: str) -> ToolCall:
     """One `<tool-use>` block: its tool name, what its summary line says it touched, and the
     output a shell call printed (second fenced block)."""
+    import html  # here: the hook reads SpecStory files rarely, html.entities costs ~1 ms
+
     attrs = dict(_ATTRIBUTE.findall(attributes))
     name = attrs.get("data-tool-name") or attrs.get("data-tool-type") or "tool"
     summary = _TOOL_SUMMARY.search(inner)

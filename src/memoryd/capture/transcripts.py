@@ -21,8 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from memoryd.capture import specstory
 from memoryd.sessions.session import Session, ToolCall, as_mapping, parse_ts, text_of
 
@@ -76,27 +74,40 @@ def read_jsonl(
     except OSError as exc:
         raise TranscriptUnreadable(f"cannot read {path}: {exc.strerror or exc}") from exc
     entries = []
+    decode = _decode_fast if sum(map(len, chunks)) > ORJSON_FROM_BYTES else _decode
     for chunk in chunks:
         for line in chunk.split(b"\n"):
             if not line.strip() or (skip is not None and skip.search(line)):
                 continue
-            entry = _decode(line)
+            entry = decode(line)
             if isinstance(entry, dict):
                 entries.append(entry)
     return entries, skipped
 
 
+ORJSON_FROM_BYTES = 3 * 1024 * 1024
+"""A transcript larger than this is parsed by orjson, a smaller one by the stdlib: importing
+orjson costs ~8 ms of CPU (it loads dataclasses, inspect and uuid), and it parses ~3 ms a MB
+faster (bench/RESULTS.md, 2026-12-04 s-hooks), so it pays from about 3 MB."""
+
+
 def _decode(line: bytes) -> Any:
-    """One JSON value, or None. orjson parses a transcript well within a hook's budget, the
-    stdlib much slower (bench/RESULTS.md); the stdlib takes what orjson refuses (NaN, integers
-    beyond 64 bits)."""
+    """One JSON value, or None (no JSON, or nested too deep for the parser)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _decode_fast(line: bytes) -> Any:
+    """`_decode` by orjson, much faster on a large transcript; the stdlib takes what orjson
+    refuses (NaN, integers beyond 64 bits)."""
+    import orjson
+
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
-        try:
-            return json.loads(line)
-        except ValueError:
-            return None
+        return _decode(line)
 
 
 def sniff(path: Path) -> str | None:

@@ -120,10 +120,16 @@ def _head_tail(items: list[T], limit: int) -> tuple[list[T], int, list[T]]:
     return items[:head], len(items) - head - tail, items[-tail:]
 
 
-def _bullets(items: list[str], limit: int, noun: str) -> list[str]:
+def _bullets(items: list[T], limit: int, noun: str, render: Callable[[T], str]) -> list[str]:
+    """The first and last of `items` as bullets, and how many are left between; only the
+    items shown are rendered."""
     head, skipped, tail = _head_tail(items, limit)
     middle = [f"- … {skipped} more {noun} …"] if skipped else []
-    return [*(f"- {item}" for item in head), *middle, *(f"- {item}" for item in tail)]
+    return [
+        *(f"- {render(item)}" for item in head),
+        *middle,
+        *(f"- {render(item)}" for item in tail),
+    ]
 
 
 def readable(text: str) -> str:
@@ -224,7 +230,9 @@ def error_line(output: str) -> str:
 
 
 class _Facts:
-    """What the sections are made of, computed once however many times the body is rendered."""
+    """What the sections are made of, computed once however many times the body is rendered
+    (`_grow` renders up to six times): the facts themselves, what each message's tool calls
+    did, and each item already on one line."""
 
     def __init__(self, session: Session, roots: Sequence[str]) -> None:
         self.tools = session.visible_tools()
@@ -251,6 +259,22 @@ class _Facts:
             self.errors.setdefault(text, None)
         self.failed_count = len(failed) + len(session.errors)
         self.roots = roots
+        self._done: dict[int, list[str]] = {}
+        self._flat: dict[str, str] = {}
+
+    def work_done(self, step: int) -> list[str]:
+        """What the tool calls of message `step` did (`_work_done`), worked out once."""
+        done = self._done.get(step)
+        if done is None:
+            done = self._done[step] = _work_done(self.steps[step][1], self.roots)
+        return done
+
+    def flat(self, text: str) -> str:
+        """`text` on one line: what `_one_line` makes of a text no longer than its limit."""
+        line = self._flat.get(text)
+        if line is None:
+            line = self._flat[text] = " ".join(text.split())
+        return line
 
 
 def _work_done(calls: list[ToolCall], roots: Sequence[str]) -> list[str]:
@@ -311,7 +335,10 @@ class _Writer:
         return cut.replace(" characters skipped] …", f" characters skipped: {outline}] …", 1)
 
     def line(self, text: str, limit: int) -> str:
-        return _one_line(text, self.n(limit), high_entropy=self.high_entropy)
+        limit = self.n(limit)
+        if len(text) <= limit:  # whole at this scale and every larger one
+            return self.facts.flat(text)
+        return _one_line(text, limit, high_entropy=self.high_entropy)
 
     def header(self, agent_name: str) -> str:
         s = self.session
@@ -344,28 +371,28 @@ class _Writer:
         return [f"- {row}" for row in rows]
 
     def decided(self) -> list[str]:
-        rows = [self.line(d, 300) for d in self.facts.decisions]
-        return _bullets(rows, self.n(12), "sentences")
+        return _bullets(self.facts.decisions, self.n(12), "sentences", lambda d: self.line(d, 300))
 
     def files(self) -> list[str]:
-        rows = [
-            f"`{self.line(path, 200)}` ({', '.join(actions)})" for path, actions in self.facts.files
-        ]
-        return _bullets(rows, self.n(40), "files")
+        def row(item: tuple[str, list[str]]) -> str:
+            return f"`{self.line(item[0], 200)}` ({', '.join(item[1])})"
+
+        return _bullets(self.facts.files, self.n(40), "files", row)
 
     def commands(self) -> list[str]:
-        rows = []
-        for command, call, times in self.facts.commands:
+        def row(item: tuple[str, ToolCall, int]) -> str:
+            command, call, times = item
             row = f"`{self.line(command, 200)}`" + (f" ×{times}" if times > 1 else "")
             if call.failed:
                 row += " — failed" + (f" (exit {call.exit_code})" if call.exit_code else "")
-            rows.append(row)
-        return _bullets(rows, self.n(25), "commands")
+            return row
+
+        return _bullets(self.facts.commands, self.n(25), "commands", row)
 
     def errors(self) -> list[str]:
         width = self.limits.max_tool_output_chars
-        rows = [self.line(row, width + 130) for row in self.facts.errors]
-        shown = _bullets(rows, self.n(10), "errors")
+        rows = list(self.facts.errors)
+        shown = _bullets(rows, self.n(10), "errors", lambda row: self.line(row, width + 130))
         unlisted = self.facts.failed_count - len(self.facts.errors)
         if unlisted > 0 and len(rows) <= self.n(10):
             shown.append(f"- … and {unlisted} more failing calls")
@@ -373,16 +400,16 @@ class _Writer:
 
     def steps(self) -> list[str]:
         """The agent's messages before its last, each with what its tool calls did."""
-        head, skipped, tail = _head_tail(self.facts.steps, self.n(30))
-        rows = [self.step(text, calls) for text, calls in head]
+        head, skipped, tail = _head_tail(list(range(len(self.facts.steps))), self.n(30))
+        rows = [self.step(index) for index in head]
         if skipped:
             rows.append(f"… {skipped} more messages …")
-        rows += [self.step(text, calls) for text, calls in tail]
+        rows += [self.step(index) for index in tail]
         return [f"- {row}" for row in rows]
 
-    def step(self, text: str, calls: list[ToolCall]) -> str:
-        row = self.excerpt(text, 700, 300).replace("\n", "\n  ")
-        done = _work_done(calls, self.facts.roots)
+    def step(self, index: int) -> str:
+        row = self.excerpt(self.facts.steps[index][0], 700, 300).replace("\n", "\n  ")
+        done = self.facts.work_done(index)
         if done:
             shown = [self.line(item, 100) for item in done[:4]]
             more = f" +{len(done) - 4} more" if len(done) > 4 else ""
@@ -517,7 +544,9 @@ def summarize(
             scale *= 0.6
             body = render(scale)
     body = redact(body, high_entropy=high_entropy)
-    body = redact(_fit(body, limits.max_body_bytes), high_entropy=high_entropy)
+    cut = _fit(body, limits.max_body_bytes)
+    if cut is not body:  # redacting a redacted text changes nothing (`redact`): only a cut one
+        body = redact(cut, high_entropy=high_entropy)
     tags, triggers = keywords(session, roots)
     return Summary(
         title=title_of(session, agent_name, title), body=body, tags=tags, triggers=triggers
