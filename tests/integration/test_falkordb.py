@@ -150,22 +150,62 @@ def test_a_replaced_graph_is_deleted_once_no_directory_names_it(
         again.close()
 
 
-def test_writes_the_server_lost_are_found_on_open(
-    store: FalkorGraphStore, falkordb_url: str, tmp_path: Path
+def _lose_writes_after(store: FalkorGraphStore, saved: str) -> None:
+    """What a server that crashed before its fsync comes back with: the graph as it was
+    when `saved` was copied (GRAPH.COPY), the writes after it gone."""
+    store._redis.rename(saved, store.key)
+
+
+def test_writes_the_server_lost_are_replayed_on_open(
+    store: FalkorGraphStore, falkordb_url: str
 ) -> None:
-    """Each write's MULTI sets the graph's commit count; the directory keeps (fsynced) the
-    count it saw acknowledged. A graph behind it (a server that restarted without its last
-    writes, here rolled back by hand) is refused on open, naming reindex."""
-    store.upsert_memories([memory("m-1")])
-    store.upsert_memories([memory("m-2")])
+    """Each write's MULTI sets the graph's sequence number, and the statements it sent go
+    to the directory's redo log (fsynced) once EXEC returned. A server that lost its last
+    writes (here: the graph rolled back to a copy taken before them) gets exactly those
+    writes replayed on the next open, once each: the graph equals the one before the loss,
+    and equals it again after a second open."""
+    store.upsert_memories([memory("m-1", observations=["entity:tool:git"])])
+    saved = f"{store.key}:saved"
+    store._redis.execute_command("GRAPH.COPY", store.key, saved)
+    store.upsert_memories([memory("m-2", observations=["entity:tool:git"])])
+    store.upsert_memories([memory(f"bulk-{i}") for i in range(50)], new=True)
+    store.delete_memories(["m-1"])
+    store.upsert_memories([memory("m-2", observations=["entity:tool:docker"])])
+    before = store.snapshot()
     directory, name = store.directory, store.name
     store.close()
+    _lose_writes_after(store, saved)
     again = FalkorGraphStore(directory, url=falkordb_url, name=name)
-    again.upsert_memories([memory("m-3")])  # counts go on across opens
-    again._redis.execute_command(
-        "GRAPH.QUERY", again.key, "MATCH (m:Meta {key: 'commits'}) SET m.value = m.value - 2"
-    )
-    again.close()
+    try:
+        assert again.snapshot() == before
+        assert again._held()[0] == again._commits
+    finally:
+        again.close()
+    third = FalkorGraphStore(directory, url=falkordb_url, name=name)
+    try:
+        assert third.snapshot() == before  # nothing replayed twice
+        third.upsert_memories([memory("m-9")])  # numbers go on
+        assert third.count_memories() == len(before["memories"]) + 1
+    finally:
+        third.close()
+
+
+def test_writes_lost_past_what_the_server_confirmed_are_refused(
+    store: FalkorGraphStore, falkordb_url: str
+) -> None:
+    """Once the server confirmed the writes on its disk (`WAITAOF`) the redo log drops
+    them; a graph that lost them anyway (its disk, not its last second) is refused on open,
+    naming reindex."""
+    store.upsert_memories([memory("m-1")])
+    saved = f"{store.key}:saved"
+    store._redis.execute_command("GRAPH.COPY", store.key, saved)
+    store.upsert_memories([memory("m-2")])
+    store.upsert_memories([memory("m-3")])
+    assert store.trim_log()
+    assert store._log.read().entries == []
+    directory, name = store.directory, store.name
+    store.close()
+    _lose_writes_after(store, saved)
     with pytest.raises(StorageError, match=r"lost 2 acknowledged writes") as lost:
         FalkorGraphStore(directory, url=falkordb_url, name=name)
     assert "memoryd reindex" in (lost.value.hint or "")
