@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -209,6 +210,61 @@ def test_writes_lost_past_what_the_server_confirmed_are_refused(
     with pytest.raises(StorageError, match=r"lost 2 acknowledged writes") as lost:
         FalkorGraphStore(directory, url=falkordb_url, name=name)
     assert "memoryd reindex" in (lost.value.hint or "")
+
+
+def test_a_reader_during_reindex_sees_the_old_graph_or_the_new_one(
+    tmp_path: Path, falkordb_url: str, project: Path
+) -> None:
+    """Reindex builds the new graph under a key of its own and RENAMEs it over the live
+    one. A reader in another store (a notebook, another process) reads the key the live
+    directory names the whole time: each of its reads sees the old graph (here with one
+    stray memory reindex drops) or the new one, whole, never an error or a half graph; and
+    after the reindex it reads the new one. The live marker keeps its key."""
+    settings = load_settings(
+        tmp_path / "home", graph={"engine": "falkordb", "url": falkordb_url}, lock_timeout_s=1.0
+    )
+    svc = open_service(settings)
+    stop = threading.Event()
+    seen: list[int | str] = []
+    try:
+        drafts = [
+            draft(project, f"Decision {i}", f"Service {i} uses Redis.", "decision", 1 + i % 27)
+            for i in range(300)
+        ]
+        svc.record_many(drafts)
+        graph = svc.graph
+        assert isinstance(graph, FalkorGraphStore)
+        live_key = graph.key
+        graph._redis.execute_command("GRAPH.QUERY", live_key, "CREATE (:Memory {slug: 'stray'})")
+        reader = FalkorGraphStore(
+            graph.directory, url=falkordb_url, name=graph.name, read_only=True
+        )
+
+        def read() -> None:
+            while not stop.is_set():
+                try:
+                    seen.append(reader.count_memories())
+                except StorageError as exc:
+                    seen.append(str(exc))
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        try:
+            svc.reindex()
+            after = reader.count_memories()
+        finally:
+            stop.set()
+            thread.join()
+            reader.close()
+        assert svc.graph.key == live_key  # type: ignore[attr-defined]
+        assert after == 300
+        assert set(seen) <= {300, 301}, sorted(set(seen), key=str)
+        assert 301 in seen
+        graphs = graph._redis.scan_iter(match=f"{graph.name}:*", _type="graphdata")
+        assert list(graphs) == [live_key]  # the rebuilt graph's own key is gone
+    finally:
+        stop.set()
+        svc.close()
 
 
 def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:

@@ -636,6 +636,11 @@ def query_error(exc: redis.ResponseError, timeout_ms: int) -> MemorydError:
     """The typed error for a query the server refused or stopped."""
     text = str(exc)
     lowered = text.lower()
+    if "empty key" in lowered:
+        return StorageError(
+            f"the graph is gone from the FalkorDB server ({text})",
+            hint="run `memoryd reindex` to rebuild the graph from the memory files",
+        )
     if "timed out" in lowered or "timeout" in lowered:
         return QueryLimitExceeded(
             f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
