@@ -293,8 +293,24 @@ def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
         )
     assert slow.value.limit == "time"
     with pytest.raises(QueryLimitExceeded) as big:
-        store.user_cypher("UNWIND range(1, 20000000) AS x RETURN collect(x)")
+        store.user_cypher(
+            "UNWIND range(1, 1000000) AS x UNWIND range(1, 10) AS y"
+            " RETURN collect([x, y, x, y, x, y, x, y])",
+            timeout_ms=60_000,  # the memory cap, not the clock of a busy machine, stops it
+        )
     assert big.value.limit == "memory"
+    # what FalkorDB 4.16 builds in one go, past both limits, is refused before it runs
+    for query, params in (
+        ("RETURN size(range(1, 2000000000))", None),
+        ("UNWIND range(1, $n) AS x RETURN count(x)", {"n": 10**10}),
+        ("RETURN range(1, toInteger('2000000000'))", None),
+        ("WITH range(1, 100000) AS r RETURN size([x IN r | [y IN r | 1]])", None),
+        ("RETURN size(reduce(l = [1], x IN range(1, 40) | l + l))", None),
+    ):
+        with pytest.raises(QueryLimitExceeded, match="would build") as runaway:
+            store.user_cypher(query, params)
+        assert runaway.value.limit == "memory"
+    assert store.user_cypher("RETURN size(range(1, 1000000, 2))").rows == [[500000]]
     assert store.count_memories() == 301  # still serving
     assert store.user_cypher("MATCH (m:Memory) RETURN count(m)").rows == [[301]]
 
@@ -423,6 +439,12 @@ def test_setup_falkordb_starts_a_local_server_the_cli_then_uses() -> None:
         assert "Database" in rows.stdout
         refused = memoryd("graph", "query", "CREATE (:Memory {slug: 'x'})")
         assert refused.returncode == 5
+        runaway = memoryd("graph", "query", "RETURN size(range(1, 2000000000))")
+        assert runaway.returncode == 5, runaway.stderr
+        assert "makes 2,000,000,000 values" in runaway.stderr
+        again = memoryd("graph", "query", "MATCH (m:Memory) RETURN count(m) AS n", "--json")
+        assert again.returncode == 0, again.stderr  # the server still serves
+        assert json.loads(again.stdout)["rows"] == [[1]]
         doctor = memoryd("doctor", "--json")
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     finally:

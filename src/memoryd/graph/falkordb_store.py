@@ -43,7 +43,7 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.graph.cypher_store import CypherGraphStore
-from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, translate
+from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, runaway, translate
 from memoryd.graph.falkordb_log import LogState, RedoLog
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import (
@@ -53,6 +53,7 @@ from memoryd.graph.store import (
     GraphCopy,
     check_cypher,
     check_page,
+    cypher_code,
 )
 from memoryd.private import make_private_dir, swap_dir
 
@@ -71,6 +72,10 @@ logger = logging.getLogger(__name__)
 MARKER = FALKOR_MARKER
 LEASE_MS = 30_000
 """How long a writer's lease lasts unless renewed (it is renewed at a third of that)."""
+SOCKET_TIMEOUT_S = 120.0
+"""How long a reply may take before the server counts as gone: past any query's time limit
+(the server stops those) and a large write batch on a busy machine. The client's default,
+5 s, cut off queries the server was still allowed to run."""
 TRIM_EVERY_S = 1.0
 """How often the writer asks the server whether its writes are on disk (`WAITAOF`), to drop
 them from the redo log: the server fsyncs its append-only file about once a second."""
@@ -179,7 +184,9 @@ class FalkorGraphStore(CypherGraphStore):
                 f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
             )
         try:
-            self._redis = redis.Redis.from_url(url, password=password, decode_responses=True)
+            self._redis = redis.Redis.from_url(
+                url, password=password, decode_responses=True, socket_timeout=SOCKET_TIMEOUT_S
+            )
             self._redis.ping()
         except (redis.RedisError, ValueError) as exc:
             raise _server_error(exc, url) from exc
@@ -575,10 +582,18 @@ class FalkorGraphStore(CypherGraphStore):
         timeout_ms: int | None = None,
     ) -> CypherResult:
         """A user's read-only Cypher, in FalkorDB's dialect: refused before the server sees it
-        when it writes or calls a procedure off `PROCEDURES`; run by `GRAPH.RO_QUERY`, which
+        when it writes, calls a procedure off `PROCEDURES`, or builds a list the server would
+        not stop (`falkordb_dialect.runaway`); run by `GRAPH.RO_QUERY`, which
         refuses writes again, stops it at `timeout_ms`, and at the server's per-query memory
         cap (`QUERY_MEM_CAPACITY`)."""
         check_cypher(query, params, procedures=PROCEDURES)
+        if (found := runaway(cypher_code(query), params)) is not None:
+            raise QueryLimitExceeded(
+                f"this graph query would build {found}, which the FalkorDB server cannot"
+                " stop at its time or memory limit",
+                hint="use smaller literal ranges, or UNWIND instead of nested lists",
+                limit="memory",
+            )
         if self._closed:
             raise StorageError("the graph store is closed")
         timeout = timeout_ms or self._timeout_ms
