@@ -191,6 +191,34 @@ def test_writes_the_server_lost_are_replayed_on_open(
         third.close()
 
 
+def test_writes_a_server_lost_under_a_live_writer_are_replayed_before_the_next(
+    store: FalkorGraphStore,
+) -> None:
+    """A server that crashed and came back without its last writes while the writer stayed
+    up: each transaction WATCHes the key and checks the graph's number before it reads, so
+    the next write finds the gap, replays the lost writes from the redo log, then applies.
+    A write by another client between the check and EXEC aborts the commit instead."""
+    store.upsert_memories([memory("m-1")])
+    saved = f"{store.key}:saved"
+    store._redis.execute_command("GRAPH.COPY", store.key, saved)
+    store.upsert_memories([memory("m-2", observations=["entity:tool:git"])])
+    store.delete_memories(["m-1"])
+    _lose_writes_after(store, saved)
+    assert store.memory_slugs() == {"m-1"}  # what the server came back with
+    store.upsert_memories([memory("m-3")])
+    assert store.memory_slugs() == {"m-2", "m-3"}
+    assert store._held()[0] == store._commits
+    with pytest.raises(StorageError, match="changed under its writer"):
+        _write_while_another_client_writes(store)
+    assert store.memory_slugs() == {"m-2", "m-3", "intruder"}
+
+
+def _write_while_another_client_writes(store: FalkorGraphStore) -> None:
+    with store._transaction() as tx:
+        tx.execute("MERGE (:Memory {slug: 'm-4'})")
+        store._redis.execute_command("GRAPH.QUERY", store.key, "MERGE (:Memory {slug: 'intruder'})")
+
+
 def test_writes_lost_past_what_the_server_confirmed_are_refused(
     store: FalkorGraphStore, falkordb_url: str
 ) -> None:

@@ -336,14 +336,65 @@ class FalkorGraphStore(CypherGraphStore):
         with self._write_lock:
             if self._closed:
                 raise StorageError("the graph store is closed")
-            tx = _Transaction()
-            yield tx
+            pipe = self._watch()
             try:
-                self._commit(tx)
+                tx = _Transaction()
+                yield tx
+                try:
+                    self._commit(tx, pipe)
+                finally:
+                    self._generation += 1
+                    if not keeps_supersedes:
+                        self._supersede_writes += 1
             finally:
-                self._generation += 1
-                if not keeps_supersedes:
-                    self._supersede_writes += 1
+                pipe.reset()
+
+    def _watch(self) -> Any:
+        """A pipeline that WATCHes the graph's key, the graph checked to be at this store's
+        sequence number before the transaction reads anything. A server that came back
+        without its last writes (a crash before its fsync, under a live writer) gets them
+        replayed from the redo log first; a write by anyone else before EXEC aborts it."""
+        for _ in range(2):
+            pipe: Any = self._redis.pipeline(transaction=True)
+            try:
+                pipe.watch(self.key)
+                found = pipe.execute_command("GRAPH.RO_QUERY", self.key, _SEQUENCE)
+                held = int(found[1][0][0]) if found[1] else 0
+            except redis.ResponseError as exc:
+                if "empty key" not in str(exc).lower():
+                    pipe.reset()
+                    raise query_error(exc, self._timeout_ms) from exc
+                held = 0  # no graph yet
+            except redis.RedisError as exc:
+                pipe.reset()
+                raise _server_error(exc, self.url) from exc
+            if held == self._commits:
+                return pipe
+            pipe.reset()
+            self._catch_up(held)
+        raise StorageError(f"the FalkorDB graph {self.key} keeps changing under its writer")
+
+    def _catch_up(self, held: int) -> None:
+        """Replay the writes the graph lost since this store made them (it holds `held`)."""
+        if held > self._commits:
+            raise StorageError(
+                f"the FalkorDB graph {self.key} holds {held - self._commits} writes this"
+                " memoryd did not make",
+                hint="stop the other writer of the graph; `memoryd reindex` rebuilds it",
+            )
+        entries = dict(self._log.read().entries)
+        for seq in range(held + 1, self._commits + 1):
+            if seq not in entries:
+                raise _lost(self.key, self._commits - held)
+            if failed := [r for r in self._exec(entries[seq], seq) if isinstance(r, Exception)]:
+                raise StorageError(
+                    f"replaying write {seq} into the FalkorDB graph {self.key} failed: {failed[0]}",
+                    hint="run `memoryd reindex` to rebuild the graph from the memory files",
+                )
+        logger.warning(
+            "the FalkorDB server came back without writes %d..%d of %s: replayed them",
+            held + 1, self._commits, self.key,
+        )  # fmt: skip
 
     # -- the sequence number and the redo log --------------------------------------------
     def _held(self) -> tuple[int, str | None]:
@@ -433,20 +484,27 @@ class FalkorGraphStore(CypherGraphStore):
             self._durable = upto
         return True
 
-    def _exec(self, queries: Sequence[str], seq: int) -> list[Any]:
-        """Run `queries` and set the graph's sequence number to `seq`, in one MULTI/EXEC;
-        the replies (an error's is its exception), the number's last."""
-        pipe = self._redis.pipeline(transaction=True)
+    def _exec(self, queries: Sequence[str], seq: int, pipe: Any = None) -> list[Any]:
+        """Run `queries` and set the graph's sequence number to `seq`, in one MULTI/EXEC (on
+        `pipe`, a pipeline WATCHing the key, if given); the replies (an error's is its
+        exception), the number's last."""
+        if pipe is None:
+            pipe = self._redis.pipeline(transaction=True)
+        pipe.multi()
         for query in [*queries, f"MERGE (m:Meta {{key: 'commits'}}) SET m.value = {int(seq)}"]:
-            pipe.execute_command(  # type: ignore[no-untyped-call]
-                "GRAPH.QUERY", self.key, query, "--compact"
-            )
+            pipe.execute_command("GRAPH.QUERY", self.key, query, "--compact")
         try:
             return list(pipe.execute(raise_on_error=False))
+        except redis.WatchError as exc:
+            raise StorageError(
+                f"the FalkorDB graph {self.key} changed under its writer (another client wrote"
+                " it, or the server restarted); the write was not applied",
+                hint="retry; if it goes on, stop the other writer",
+            ) from exc
         except redis.RedisError as exc:
             raise _server_error(exc, self.url) from exc
 
-    def _commit(self, tx: _Transaction) -> None:
+    def _commit(self, tx: _Transaction, pipe: Any) -> None:
         if not tx.statements:
             return
         seq = self._commits + 1
@@ -454,8 +512,7 @@ class FalkorGraphStore(CypherGraphStore):
             (self._graph._build_params_header(values) if values else "") + text
             for text, values, _ in tx.statements
         ]
-        replies = self._exec(queries, seq)
-        *replies, numbered = replies
+        *replies, numbered = self._exec(queries, seq, pipe)
         failed = [reply for reply in replies if isinstance(reply, Exception)]
         for (_, _, rows), reply in zip(tx.statements, replies, strict=True):
             if rows is not None and not isinstance(reply, Exception):
@@ -626,6 +683,7 @@ def _lost(key: str, count: int) -> StorageError:
     )
 
 
+_SEQUENCE = "MATCH (m:Meta {key: 'commits'}) RETURN m.value"
 _SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
 
 
