@@ -455,27 +455,35 @@ class FalkorGraphStore(CypherGraphStore):
 
     def trim_log(self, *, wait_ms: int = 5_000) -> bool:
         """Drop from the redo log the writes the server confirms on disk: a write on this
-        connection, then `WAITAOF` for it (the append-only file is one stream, so every
-        write acknowledged before it is on disk too). Whether the log is now trimmed."""
+        connection, `WAITAOF` for it (the append-only file is one stream, so every write
+        acknowledged before it is on disk too), then the graph's number, read after it (a
+        server that came back without writes meanwhile has not got them: they stay for the
+        next transaction to replay). Whether the log is now trimmed."""
         with self._write_lock:
             if self._closed or self.read_only:
                 return False
             upto = self._commits
         if upto <= self._durable:
             return True
+        pipe: Any = self._redis.pipeline(transaction=False)
+        pipe.set(f"{self.name}:fsync", upto)
+        pipe.execute_command("WAITAOF", 1, 0, wait_ms)
+        pipe.execute_command("GRAPH.RO_QUERY", self.key, _SEQUENCE)
         try:
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.set(f"{self.name}:fsync", upto)
-            pipe.execute_command("WAITAOF", 1, 0, wait_ms)  # type: ignore[no-untyped-call]
-            on_disk = int(pipe.execute()[1][0])
-        except redis.ResponseError as exc:  # no append-only file: nothing is ever confirmed
-            if not self._no_aof:
-                logger.warning("the FalkorDB server at %s cannot confirm fsyncs: %s", self.url, exc)
-            self._no_aof = True
-            on_disk = int(self._log.bytes > UNCONFIRMED_LOG_BYTES)
+            _, waited, found = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             raise _server_error(exc, self.url) from exc
-        if not on_disk:
+        if isinstance(found, Exception) or not found[1] or int(found[1][0][0]) < upto:
+            return False
+        if isinstance(waited, redis.ResponseError):  # no append-only file: nothing is confirmed
+            if not self._no_aof:
+                logger.warning(
+                    "the FalkorDB server at %s cannot confirm fsyncs: %s", self.url, waited
+                )
+            self._no_aof = True
+            if self._log.bytes <= UNCONFIRMED_LOG_BYTES:
+                return False
+        elif isinstance(waited, Exception) or not int(waited[0]):
             return False
         with self._write_lock:
             if self._closed:
@@ -602,7 +610,7 @@ class FalkorGraphStore(CypherGraphStore):
             return
         fresh = FalkorGraphStore(rebuilt, url=self.url, name=self.name, password=self._password)
         try:
-            if not fresh.trim_log(wait_ms=30_000):
+            if not fresh.trim_log(wait_ms=30_000) and not fresh._no_aof:
                 raise StorageError(
                     f"the FalkorDB server at {self.url} did not confirm the rebuilt graph on"
                     " its disk",
