@@ -16,6 +16,12 @@ What differs from the embedded engines (`kuzu_store`):
   writer is refused with `GraphLocked` naming the holder;
 - reads go through `GRAPH.RO_QUERY` (the server refuses a write clause) with a per-query
   timeout; users' Cypher runs there too, under the server's memory cap, with no sandbox copy.
+
+Over 600 lines: this is the one module that may import the falkordb and redis clients (ruff's
+banned-api), so all that talks to the server lives here (the key and the writer lease, the
+transaction with its sequence number and the redo log's replay, the RENAME swap, users'
+Cypher); what needs no client is elsewhere (`falkordb_dialect`, `falkordb_log`,
+`falkordb_server`).
 """
 
 from __future__ import annotations
