@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import uuid
@@ -20,8 +21,10 @@ import pytest
 
 from memoryd.config import load_settings
 from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded, StorageError
-from memoryd.graph.falkordb_dialect import bind, translate
+from memoryd.graph.falkordb_dialect import bind, runaway, translate
+from memoryd.graph.falkordb_server import start_local
 from memoryd.graph.falkordb_store import FalkorGraphStore
+from memoryd.graph.store import cypher_code
 from memoryd.models import Frontmatter, Memory
 from memoryd.wiring import open_service
 from tests.conftest import ENGINE
@@ -95,6 +98,7 @@ def test_a_second_writer_is_refused(store: FalkorGraphStore, tmp_path: Path) -> 
         from pathlib import Path
         from memoryd.errors import GraphLocked
         from memoryd.graph.falkordb_store import FalkorGraphStore
+from memoryd.graph.store import cypher_code
         try:
             FalkorGraphStore(Path({str(tmp_path / "other")!r}), url={store.url!r},
                              name={store.name!r})
@@ -239,6 +243,47 @@ def test_writes_lost_past_what_the_server_confirmed_are_refused(
     with pytest.raises(StorageError, match=r"lost 2 acknowledged writes") as lost:
         FalkorGraphStore(directory, url=falkordb_url, name=name)
     assert "memoryd reindex" in (lost.value.hint or "")
+
+
+def test_a_server_without_an_append_only_file_confirms_nothing(tmp_path: Path) -> None:
+    """A server with `appendonly no` cannot confirm a write on disk (WAITAOF refuses): the
+    redo log keeps its writes (until it passes its size cap), and reindex's swap still
+    goes ahead."""
+    server = start_local(Path(tempfile.mkdtemp(prefix="mdfk-noaof-", dir="/tmp")) / "s")
+    try:
+        live = FalkorGraphStore(tmp_path / "graph", url=server.url, name="noaof")
+        live._redis.config_set("appendonly", "no")
+        live.upsert_memories([memory("old")])
+        assert not live.trim_log()
+        assert live._no_aof
+        assert [seq for seq, _ in live._log.read().entries][-1] == live._commits
+        live.close()
+        fresh = FalkorGraphStore(tmp_path / "graph.rebuild", url=server.url, name="noaof")
+        fresh.upsert_memories([memory("new")])
+        fresh.close()
+        live.replace_with(tmp_path / "graph.rebuild")
+        again = FalkorGraphStore(tmp_path / "graph", url=server.url, name="noaof")
+        assert (again.key, again.memory_slugs()) == (live.key, {"new"})
+        again.close()
+    finally:
+        server.stop()
+        shutil.rmtree(server.directory.parent, ignore_errors=True)
+
+
+def test_runaway_lists_are_named_before_the_server_sees_them() -> None:
+    """What FalkorDB 4.16 would build past its limits, read from the query's structure:
+    strings and property names do not count, parameters do."""
+    assert runaway(cypher_code("RETURN 'range(1, 9999999999)', m.range(1, 2)"), None) is None
+    assert runaway("UNWIND range(0, 999999) AS x RETURN x", None) is None
+    assert runaway("RETURN range(10, 1, -1)", None) is None
+    assert "makes 1,000,001 values" in (runaway("RETURN range(0, 1000000)", None) or "")
+    assert "not numbers" in (runaway("RETURN range(1, $n)", {"n": "9"}) or "")
+    assert "step of 0" in (runaway("RETURN range(1, 5, 0)", None) or "")
+    assert runaway("RETURN range(1, $n, $s)", {"n": 10**9, "s": 1000}) is None
+    assert "reduce" in (runaway("RETURN reduce(a = 0, x IN [1] | a + x)", None) or "")
+    nested = "RETURN [x IN [1, 2] | [y IN [3] | y]]"
+    assert "inside another" in (runaway(nested, None) or "")
+    assert runaway("RETURN [x IN [1, 2] | x], [y IN [3] | y]", None) is None
 
 
 def test_a_reader_during_reindex_sees_the_old_graph_or_the_new_one(
