@@ -98,7 +98,6 @@ def test_a_second_writer_is_refused(store: FalkorGraphStore, tmp_path: Path) -> 
         from pathlib import Path
         from memoryd.errors import GraphLocked
         from memoryd.graph.falkordb_store import FalkorGraphStore
-from memoryd.graph.store import cypher_code
         try:
             FalkorGraphStore(Path({str(tmp_path / "other")!r}), url={store.url!r},
                              name={store.name!r})
