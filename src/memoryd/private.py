@@ -137,3 +137,15 @@ def tighten_shallow(directory: Path) -> None:
                 os.chmod(path, stat.S_IMODE(info.st_mode) & ~_SHARED_BITS)
         except FileNotFoundError:
             continue
+
+
+def swap_dir(new: Path, live: Path) -> None:
+    """Put a rebuilt directory in place of the live one (rename is atomic per step)."""
+    import shutil  # not on the capture hook's path
+
+    old = live.with_name(live.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if live.exists():
+        live.rename(old)
+    new.rename(live)
+    shutil.rmtree(old, ignore_errors=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,8 +21,10 @@ import pytest
 
 from memoryd.config import load_settings
 from memoryd.errors import GraphLocked, PolicyDenied, QueryLimitExceeded, StorageError
-from memoryd.graph.falkordb_dialect import bind, translate
+from memoryd.graph.falkordb_dialect import bind, runaway, translate
+from memoryd.graph.falkordb_server import start_local
 from memoryd.graph.falkordb_store import FalkorGraphStore
+from memoryd.graph.store import cypher_code
 from memoryd.models import Frontmatter, Memory
 from memoryd.wiring import open_service
 from tests.conftest import ENGINE
@@ -150,25 +154,190 @@ def test_a_replaced_graph_is_deleted_once_no_directory_names_it(
         again.close()
 
 
-def test_writes_the_server_lost_are_found_on_open(
-    store: FalkorGraphStore, falkordb_url: str, tmp_path: Path
+def _lose_writes_after(store: FalkorGraphStore, saved: str) -> None:
+    """What a server that crashed before its fsync comes back with: the graph as it was
+    when `saved` was copied (GRAPH.COPY), the writes after it gone."""
+    store._redis.rename(saved, store.key)
+
+
+def test_writes_the_server_lost_are_replayed_on_open(
+    store: FalkorGraphStore, falkordb_url: str
 ) -> None:
-    """Each write's MULTI sets the graph's commit count; the directory keeps (fsynced) the
-    count it saw acknowledged. A graph behind it (a server that restarted without its last
-    writes, here rolled back by hand) is refused on open, naming reindex."""
-    store.upsert_memories([memory("m-1")])
-    store.upsert_memories([memory("m-2")])
+    """Each write's MULTI sets the graph's sequence number, and the statements it sent go
+    to the directory's redo log (fsynced) once EXEC returned. A server that lost its last
+    writes (here: the graph rolled back to a copy taken before them) gets exactly those
+    writes replayed on the next open, once each: the graph equals the one before the loss,
+    and equals it again after a second open."""
+    store.upsert_memories([memory("m-1", observations=["entity:tool:git"])])
+    saved = f"{store.key}:saved"
+    store._redis.execute_command("GRAPH.COPY", store.key, saved)
+    store.upsert_memories([memory("m-2", observations=["entity:tool:git"])])
+    store.upsert_memories([memory(f"bulk-{i}") for i in range(50)], new=True)
+    store.delete_memories(["m-1"])
+    store.upsert_memories([memory("m-2", observations=["entity:tool:docker"])])
+    before = store.snapshot()
     directory, name = store.directory, store.name
     store.close()
+    _lose_writes_after(store, saved)
     again = FalkorGraphStore(directory, url=falkordb_url, name=name)
-    again.upsert_memories([memory("m-3")])  # counts go on across opens
-    again._redis.execute_command(
-        "GRAPH.QUERY", again.key, "MATCH (m:Meta {key: 'commits'}) SET m.value = m.value - 2"
-    )
-    again.close()
+    try:
+        assert again.snapshot() == before
+        assert again._held()[0] == again._commits
+    finally:
+        again.close()
+    third = FalkorGraphStore(directory, url=falkordb_url, name=name)
+    try:
+        assert third.snapshot() == before  # nothing replayed twice
+        third.upsert_memories([memory("m-9")])  # numbers go on
+        assert third.count_memories() == len(before["memories"]) + 1
+    finally:
+        third.close()
+
+
+def test_writes_a_server_lost_under_a_live_writer_are_replayed_before_the_next(
+    store: FalkorGraphStore,
+) -> None:
+    """A server that crashed and came back without its last writes while the writer stayed
+    up: each transaction WATCHes the key and checks the graph's number before it reads, so
+    the next write finds the gap, replays the lost writes from the redo log, then applies.
+    A write by another client between the check and EXEC aborts the commit instead."""
+    store.upsert_memories([memory("m-1")])
+    saved = f"{store.key}:saved"
+    store._redis.execute_command("GRAPH.COPY", store.key, saved)
+    store.upsert_memories([memory("m-2", observations=["entity:tool:git"])])
+    store.delete_memories(["m-1"])
+    _lose_writes_after(store, saved)
+    assert store.memory_slugs() == {"m-1"}  # what the server came back with
+    assert not store.trim_log()  # the lost writes stay in the log, confirmed or not
+    store.upsert_memories([memory("m-3")])
+    assert store.memory_slugs() == {"m-2", "m-3"}
+    assert store._held()[0] == store._commits
+    with pytest.raises(StorageError, match="changed under its writer"):
+        _write_while_another_client_writes(store)
+    assert store.memory_slugs() == {"m-2", "m-3", "intruder"}
+
+
+def _write_while_another_client_writes(store: FalkorGraphStore) -> None:
+    with store._transaction() as tx:
+        tx.execute("MERGE (:Memory {slug: 'm-4'})")
+        store._redis.execute_command("GRAPH.QUERY", store.key, "MERGE (:Memory {slug: 'intruder'})")
+
+
+def test_writes_lost_past_what_the_server_confirmed_are_refused(
+    store: FalkorGraphStore, falkordb_url: str
+) -> None:
+    """Once the server confirmed the writes on its disk (`WAITAOF`) the redo log drops
+    them; a graph that lost them anyway (its disk, not its last second) is refused on open,
+    naming reindex."""
+    store.upsert_memories([memory("m-1")])
+    saved = f"{store.key}:saved"
+    store._redis.execute_command("GRAPH.COPY", store.key, saved)
+    store.upsert_memories([memory("m-2")])
+    store.upsert_memories([memory("m-3")])
+    assert store.trim_log()
+    assert store._log.read().entries == []
+    directory, name = store.directory, store.name
+    store.close()
+    _lose_writes_after(store, saved)
     with pytest.raises(StorageError, match=r"lost 2 acknowledged writes") as lost:
         FalkorGraphStore(directory, url=falkordb_url, name=name)
     assert "memoryd reindex" in (lost.value.hint or "")
+
+
+def test_a_server_without_an_append_only_file_confirms_nothing(tmp_path: Path) -> None:
+    """A server with `appendonly no` cannot confirm a write on disk (WAITAOF refuses): the
+    redo log keeps its writes (until it passes its size cap), and reindex's swap still
+    goes ahead."""
+    server = start_local(Path(tempfile.mkdtemp(prefix="mdfk-noaof-", dir="/tmp")) / "s")
+    try:
+        live = FalkorGraphStore(tmp_path / "graph", url=server.url, name="noaof")
+        live._redis.config_set("appendonly", "no")
+        live.upsert_memories([memory("old")])
+        assert not live.trim_log()
+        assert live._no_aof
+        assert [seq for seq, _ in live._log.read().entries][-1] == live._commits
+        live.close()
+        fresh = FalkorGraphStore(tmp_path / "graph.rebuild", url=server.url, name="noaof")
+        fresh.upsert_memories([memory("new")])
+        fresh.close()
+        live.replace_with(tmp_path / "graph.rebuild")
+        again = FalkorGraphStore(tmp_path / "graph", url=server.url, name="noaof")
+        assert (again.key, again.memory_slugs()) == (live.key, {"new"})
+        again.close()
+    finally:
+        server.stop()
+        shutil.rmtree(server.directory.parent, ignore_errors=True)
+
+
+def test_runaway_lists_are_named_before_the_server_sees_them() -> None:
+    """What FalkorDB 4.16 would build past its limits, read from the query's structure:
+    strings and property names do not count, parameters do."""
+    assert runaway(cypher_code("RETURN 'range(1, 9999999999)', m.range(1, 2)"), None) is None
+    assert runaway("UNWIND range(0, 999999) AS x RETURN x", None) is None
+    assert runaway("RETURN range(10, 1, -1)", None) is None
+    assert "makes 1,000,001 values" in (runaway("RETURN range(0, 1000000)", None) or "")
+    assert "not numbers" in (runaway("RETURN range(1, $n)", {"n": "9"}) or "")
+    assert "step of 0" in (runaway("RETURN range(1, 5, 0)", None) or "")
+    assert runaway("RETURN range(1, $n, $s)", {"n": 10**9, "s": 1000}) is None
+    assert "reduce" in (runaway("RETURN reduce(a = 0, x IN [1] | a + x)", None) or "")
+    nested = "RETURN [x IN [1, 2] | [y IN [3] | y]]"
+    assert "inside another" in (runaway(nested, None) or "")
+    assert runaway("RETURN [x IN [1, 2] | x], [y IN [3] | y]", None) is None
+
+
+def test_a_reader_during_reindex_sees_the_old_graph_or_the_new_one(
+    tmp_path: Path, falkordb_url: str, project: Path
+) -> None:
+    """Reindex builds the new graph under a key of its own and RENAMEs it over the live
+    one. A reader in another store (a notebook, another process) reads the key the live
+    directory names the whole time: each of its reads sees the old graph (here with one
+    stray memory reindex drops) or the new one, whole, never an error or a half graph; and
+    after the reindex it reads the new one. The live marker keeps its key."""
+    settings = load_settings(
+        tmp_path / "home", graph={"engine": "falkordb", "url": falkordb_url}, lock_timeout_s=1.0
+    )
+    svc = open_service(settings)
+    stop = threading.Event()
+    seen: list[int | str] = []
+    try:
+        drafts = [
+            draft(project, f"Decision {i}", f"Service {i} uses Redis.", "decision", 1 + i % 27)
+            for i in range(300)
+        ]
+        svc.record_many(drafts)
+        graph = svc.graph
+        assert isinstance(graph, FalkorGraphStore)
+        live_key = graph.key
+        graph._redis.execute_command("GRAPH.QUERY", live_key, "CREATE (:Memory {slug: 'stray'})")
+        reader = FalkorGraphStore(
+            graph.directory, url=falkordb_url, name=graph.name, read_only=True
+        )
+
+        def read() -> None:
+            while not stop.is_set():
+                try:
+                    seen.append(reader.count_memories())
+                except StorageError as exc:
+                    seen.append(str(exc))
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        try:
+            svc.reindex()
+            after = reader.count_memories()
+        finally:
+            stop.set()
+            thread.join()
+            reader.close()
+        assert svc.graph.key == live_key  # type: ignore[attr-defined]
+        assert after == 300
+        assert set(seen) <= {300, 301}, sorted(set(seen), key=str)
+        assert 301 in seen
+        graphs = graph._redis.scan_iter(match=f"{graph.name}:*", _type="graphdata")
+        assert list(graphs) == [live_key]  # the rebuilt graph's own key is gone
+    finally:
+        stop.set()
+        svc.close()
 
 
 def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
@@ -197,8 +366,24 @@ def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
         )
     assert slow.value.limit == "time"
     with pytest.raises(QueryLimitExceeded) as big:
-        store.user_cypher("UNWIND range(1, 20000000) AS x RETURN collect(x)")
+        store.user_cypher(
+            "UNWIND range(1, 1000000) AS x UNWIND range(1, 10) AS y"
+            " RETURN collect([x, y, x, y, x, y, x, y])",
+            timeout_ms=60_000,  # the memory cap, not the clock of a busy machine, stops it
+        )
     assert big.value.limit == "memory"
+    # what FalkorDB 4.16 builds in one go, past both limits, is refused before it runs
+    for query, params in (
+        ("RETURN size(range(1, 2000000000))", None),
+        ("UNWIND range(1, $n) AS x RETURN count(x)", {"n": 10**10}),
+        ("RETURN range(1, toInteger('2000000000'))", None),
+        ("WITH range(1, 100000) AS r RETURN size([x IN r | [y IN r | 1]])", None),
+        ("RETURN size(reduce(l = [1], x IN range(1, 40) | l + l))", None),
+    ):
+        with pytest.raises(QueryLimitExceeded, match="would build") as runaway:
+            store.user_cypher(query, params)
+        assert runaway.value.limit == "memory"
+    assert store.user_cypher("RETURN size(range(1, 1000000, 2))").rows == [[500000]]
     assert store.count_memories() == 301  # still serving
     assert store.user_cypher("MATCH (m:Memory) RETURN count(m)").rows == [[301]]
 
@@ -327,6 +512,12 @@ def test_setup_falkordb_starts_a_local_server_the_cli_then_uses() -> None:
         assert "Database" in rows.stdout
         refused = memoryd("graph", "query", "CREATE (:Memory {slug: 'x'})")
         assert refused.returncode == 5
+        runaway = memoryd("graph", "query", "RETURN size(range(1, 2000000000))")
+        assert runaway.returncode == 5, runaway.stderr
+        assert "makes 2,000,000,000 values" in runaway.stderr
+        again = memoryd("graph", "query", "MATCH (m:Memory) RETURN count(m) AS n", "--json")
+        assert again.returncode == 0, again.stderr  # the server still serves
+        assert json.loads(again.stdout)["rows"] == [[1]]
         doctor = memoryd("doctor", "--json")
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     finally:

@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import re
-import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -578,16 +577,6 @@ def copy_message(copy: Path, original: Path, slug: str) -> str:
         f"skipped {copy}: it holds slug {slug}, which {original} holds (a copied file); "
         f"delete {copy.name}, or give it its own slug and a file name to match"
     )
-
-
-def _swap_dir(new: Path, live: Path) -> None:
-    """Put a rebuilt directory in place of the live one (rename is atomic per step)."""
-    old = live.with_name(live.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if live.exists():
-        live.rename(old)
-    new.rename(live)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def iter_batches(items: list[Memory], size: int) -> Iterable[list[Memory]]:

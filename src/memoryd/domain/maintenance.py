@@ -17,7 +17,6 @@ from memoryd.domain.core import (
     CREATING_EVENTS,
     PROGRESS_STEP,
     ServiceCore,
-    _swap_dir,
     copy_message,
     iter_batches,
 )
@@ -45,6 +44,7 @@ from memoryd.models import (
     ScopeInfo,
     utcnow,
 )
+from memoryd.private import swap_dir
 from memoryd.scope import resolve_scope
 from memoryd.search.index import SearchIndex
 from memoryd.vault import FORGOTTEN_DIR, file_slug
@@ -308,8 +308,8 @@ class Maintenance(ServiceCore):
                 fresh_index.close()
             self.index.close()
             index_closed = True
-            _swap_dir(graph_new, graph_dir)
-            _swap_dir(index_new, index_dir)
+            self.graph.replace_with(graph_new)
+            swap_dir(index_new, index_dir)
         finally:
             self.graph = self._graph_factory(graph_dir)
             if index_closed:

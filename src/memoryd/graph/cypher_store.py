@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from memoryd.errors import StorageError
@@ -19,12 +20,15 @@ from memoryd.graph.cypher_reads import CypherReads
 from memoryd.graph.rows import graph_rows
 from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
+from memoryd.private import swap_dir
 
 logger = logging.getLogger(__name__)
 
 
 class CypherGraphStore(CypherReads):
     """Every store operation; the writes here, the reads in `CypherReads`."""
+
+    directory: Path
 
     def _migrate_from(self, current: int, migrations: Sequence[Sequence[str]], where: str) -> None:
         """Run the engine's migrations past schema `current` (a migration is a list of
@@ -44,6 +48,10 @@ class CypherGraphStore(CypherReads):
                     "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(version)}
                 )
             logger.info("graph %s migrated to schema %d", where, version)
+
+    def replace_with(self, rebuilt: Path) -> None:
+        """An embedded engine's graph is its directory: the directories swap."""
+        swap_dir(rebuilt, self.directory)
 
     def delete_memories(self, slugs: Sequence[str]) -> None:
         """Delete memories with their edges and the relations they sourced.

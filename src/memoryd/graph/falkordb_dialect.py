@@ -108,3 +108,64 @@ def bind(statement: str, params: Mapping[str, Any] | None) -> tuple[str, dict[st
                 rf"(?<!localdatetime\()\${re.escape(name)}\b", f"localdatetime(${name})", statement
             )
     return statement, {name: _as_text(value) for name, value in params.items()}
+
+
+RANGE_MAX = 1_000_000
+"""The most values one `range()` in a user's query may make (the cap later FalkorDB
+releases put in themselves)."""
+_RANGE = re.compile(r"(?<![\w.$])range\s*\(", re.IGNORECASE)
+_REDUCE = re.compile(r"(?<![\w.$])reduce\s*\(", re.IGNORECASE)
+_COMPREHENSION = re.compile(r"\[\s*\w+\s+IN\b", re.IGNORECASE)
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def runaway(code: str, params: Mapping[str, Any] | None) -> str | None:
+    """What in a user's query (`code`: its structure, strings blanked) FalkorDB 4.16 would
+    build in one go, past its time limit and its memory cap (upstream FalkorDB#1410,
+    #1486): a `range()` larger than `RANGE_MAX` or with bounds that are not numbers or
+    parameters, a `reduce()` (its list may double at each step), a list comprehension
+    inside another. None when there is none. A query stuck in one of those holds a server
+    thread and grows until the machine runs out of memory."""
+    for start in _RANGE.finditer(code):
+        args = _split_args(_inside(code, start.end()))
+        bounds = [_integer(arg, params) for arg in args]
+        if not 2 <= len(args) <= 3 or None in bounds:
+            return f"range({', '.join(args)}) has bounds that are not numbers or parameters"
+        low, high, step = (*bounds, 1) if len(bounds) == 2 else bounds
+        if step == 0:
+            return "range() with a step of 0"
+        size = max(0, (high - low) // step + 1)  # type: ignore[operator]
+        if size > RANGE_MAX:
+            return f"range({', '.join(args)}) makes {size:,} values (at most {RANGE_MAX:,})"
+    if _REDUCE.search(code):
+        return "reduce() (its list may grow without the server's limits)"
+    for outer in _COMPREHENSION.finditer(code):
+        if _COMPREHENSION.search(_inside(code, outer.start() + 1, "[]")):
+            return "a list comprehension inside another"
+    return None
+
+
+def _inside(code: str, begin: int, pair: str = "()") -> str:
+    """The text from `begin` up to the bracket that closes the one before it."""
+    depth, end = 1, begin
+    while depth and end < len(code):
+        depth += {pair[0]: 1, pair[1]: -1}.get(code[end], 0)
+        end += 1
+    return code[begin : end - 1]
+
+
+def _split_args(text: str) -> list[str]:
+    args, depth, last = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            args.append(text[last:i].strip())
+            last = i + 1
+    return [*args, text[last:].strip()]
+
+
+def _integer(arg: str, params: Mapping[str, Any] | None) -> int | None:
+    if _INTEGER.fullmatch(arg):
+        return int(arg)
+    value = (params or {}).get(arg[1:]) if arg.startswith("$") else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -7,11 +7,21 @@ What differs from the embedded engines (`kuzu_store`):
   so a reindex builds a new key beside the live one and the directory swap switches them;
 - a write transaction is a Redis `MULTI`/`EXEC` of `GRAPH.QUERY` calls: atomic, but with no
   rollback, so a statement that fails inside it leaves the others applied (the write journal
-  replays the memory, as after a crash);
+  replays the memory, as after a crash); it also sets the graph's sequence number, and what
+  it sent is kept in the redo log (`falkordb_log`) until the server has it on disk, so the
+  writes a crashed server lost are replayed on the next open;
+- reindex builds the new graph under a key of its own and `RENAME`s it over the live key:
+  a reader sees the old graph or the new one, never a half-built one;
 - one writer per graph: a lease key in Redis, renewed while the store is open; a second
   writer is refused with `GraphLocked` naming the holder;
 - reads go through `GRAPH.RO_QUERY` (the server refuses a write clause) with a per-query
   timeout; users' Cypher runs there too, under the server's memory cap, with no sandbox copy.
+
+Over 600 lines: this is the one module that may import the falkordb and redis clients (ruff's
+banned-api), so all that talks to the server lives here (the key and the writer lease, the
+transaction with its sequence number and the redo log's replay, the RENAME swap, users'
+Cypher); what needs no client is elsewhere (`falkordb_dialect`, `falkordb_log`,
+`falkordb_server`).
 """
 
 from __future__ import annotations
@@ -20,8 +30,10 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +49,8 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.graph.cypher_store import CypherGraphStore
-from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, translate
+from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, runaway, translate
+from memoryd.graph.falkordb_log import LogState, RedoLog
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import (
     MEMORY_HINT,
@@ -46,8 +59,9 @@ from memoryd.graph.store import (
     GraphCopy,
     check_cypher,
     check_page,
+    cypher_code,
 )
-from memoryd.private import make_private_dir
+from memoryd.private import make_private_dir, swap_dir
 
 try:
     import redis
@@ -64,6 +78,16 @@ logger = logging.getLogger(__name__)
 MARKER = FALKOR_MARKER
 LEASE_MS = 30_000
 """How long a writer's lease lasts unless renewed (it is renewed at a third of that)."""
+SOCKET_TIMEOUT_S = 120.0
+"""How long a reply may take before the server counts as gone: past any query's time limit
+(the server stops those) and a large write batch on a busy machine. The client's default,
+5 s, cut off queries the server was still allowed to run."""
+TRIM_EVERY_S = 1.0
+"""How often the writer asks the server whether its writes are on disk (`WAITAOF`), to drop
+them from the redo log: the server fsyncs its append-only file about once a second."""
+UNCONFIRMED_LOG_BYTES = 64 << 20
+"""A server without an append-only file never confirms a write on disk: past this size its
+redo log is trimmed anyway (a crash of that server then needs a reindex)."""
 
 MIGRATIONS: list[list[str]] = [
     [
@@ -145,11 +169,17 @@ class FalkorGraphStore(CypherGraphStore):
         super().__init__(max_fanout=max_fanout, read_only=read_only)
         self.directory = directory
         self.path = directory / MARKER
-        self._commits_file = directory / "falkordb.commits"
+        self._log = RedoLog(directory)
         self._commits = 0
+        """The graph's sequence number: the last write transaction it applied."""
+        self._durable = 0
+        """The last write the server confirmed on disk (the redo log holds those after it)."""
+        self._graph_id = ""
+        self._no_aof = False
         self.engine_name = "falkordb"
         self.url = url
         self.name = name
+        self._password = password
         self._timeout_ms = query_timeout_ms
         self._write_lock = threading.Lock()
         self._lease_stop = threading.Event()
@@ -160,7 +190,9 @@ class FalkorGraphStore(CypherGraphStore):
                 f"no graph at {self.path}", hint="record a memory or run `memoryd reindex` first"
             )
         try:
-            self._redis = redis.Redis.from_url(url, password=password, decode_responses=True)
+            self._redis = redis.Redis.from_url(
+                url, password=password, decode_responses=True, socket_timeout=SOCKET_TIMEOUT_S
+            )
             self._redis.ping()
         except (redis.RedisError, ValueError) as exc:
             raise _server_error(exc, url) from exc
@@ -171,7 +203,7 @@ class FalkorGraphStore(CypherGraphStore):
             try:
                 if owns_name:
                     self._drop_replaced()
-                self._commits = self._check_commits()
+                self._recover()
                 self._migrate()
             except BaseException:
                 self.close()
@@ -221,7 +253,7 @@ class FalkorGraphStore(CypherGraphStore):
                 hint="stop that daemon, or point this data dir at another graph (graph.name)",
             )
         self._lease_thread = threading.Thread(
-            target=self._renew_lease, name="memoryd-falkordb-lease", daemon=True
+            target=self._background, name="memoryd-falkordb-lease", daemon=True
         )
         self._lease_thread.start()
 
@@ -240,13 +272,23 @@ class FalkorGraphStore(CypherGraphStore):
                 logger.info("deleting the replaced graph %s", key)
                 self._redis.execute_command("GRAPH.DELETE", key)  # type: ignore[no-untyped-call]
 
-    def _renew_lease(self) -> None:
-        while not self._lease_stop.wait(LEASE_MS / 3000):
+    def _background(self) -> None:
+        """The writer's housekeeping thread: renew the lease, trim the redo log."""
+        renewed = time.monotonic()
+        while not self._lease_stop.wait(TRIM_EVERY_S):
+            if time.monotonic() - renewed >= LEASE_MS / 3000:
+                renewed = time.monotonic()
+                try:
+                    if not self._redis.eval(
+                        _LEASE_RENEW, 1, self.lease_key, self._holder, LEASE_MS
+                    ):
+                        logger.error("the writer lease on %s was lost", self.name)
+                except redis.RedisError:
+                    logger.warning("cannot renew the writer lease on %s", self.name, exc_info=True)
             try:
-                if not self._redis.eval(_LEASE_RENEW, 1, self.lease_key, self._holder, LEASE_MS):
-                    logger.error("the writer lease on %s was lost", self.name)
-            except redis.RedisError:
-                logger.warning("cannot renew the writer lease on %s", self.name, exc_info=True)
+                self.trim_log()
+            except (MemorydError, redis.RedisError):
+                logger.warning("cannot trim the redo log of %s", self.key, exc_info=True)
 
     # -- plumbing -------------------------------------------------------------------------
     def _query(
@@ -300,80 +342,208 @@ class FalkorGraphStore(CypherGraphStore):
         with self._write_lock:
             if self._closed:
                 raise StorageError("the graph store is closed")
-            tx = _Transaction()
-            yield tx
+            pipe = self._watch()
             try:
-                self._commit(tx)
+                tx = _Transaction()
+                yield tx
+                try:
+                    self._commit(tx, pipe)
+                finally:
+                    self._generation += 1
+                    if not keeps_supersedes:
+                        self._supersede_writes += 1
             finally:
-                self._generation += 1
-                if not keeps_supersedes:
-                    self._supersede_writes += 1
+                pipe.reset()
 
-    def _check_commits(self) -> int:
-        """The writes this directory saw acknowledged (`falkordb.commits`, fsynced after
-        each) against those the graph holds (its Meta `commits`, set in each write's
-        MULTI): fewer in the graph means the server lost acknowledged writes (a machine
-        crash past its last AOF fsync), and the graph must be rebuilt from the vault."""
-        try:
-            acknowledged = int(self._commits_file.read_text(encoding="ascii") or 0)
-        except FileNotFoundError:
-            acknowledged = 0
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"unreadable {self._commits_file}: {exc}") from exc
-        found = (
-            self._rows("MATCH (m:Meta {key: 'commits'}) RETURN m.value") if self._exists() else []
-        )
-        held = int(found[0][0]) if found else 0
-        if held < acknowledged:
+    def _watch(self) -> Any:
+        """A pipeline that WATCHes the graph's key, the graph checked to be at this store's
+        sequence number before the transaction reads anything. A server that came back
+        without its last writes (a crash before its fsync, under a live writer) gets them
+        replayed from the redo log first; a write by anyone else before EXEC aborts it."""
+        for _ in range(2):
+            pipe: Any = self._redis.pipeline(transaction=True)
+            try:
+                pipe.watch(self.key)
+                found = pipe.execute_command("GRAPH.RO_QUERY", self.key, _SEQUENCE)
+                held = int(found[1][0][0]) if found[1] else 0
+            except redis.ResponseError as exc:
+                if "empty key" not in str(exc).lower():
+                    pipe.reset()
+                    raise query_error(exc, self._timeout_ms) from exc
+                held = 0  # no graph yet
+            except redis.RedisError as exc:
+                pipe.reset()
+                raise _server_error(exc, self.url) from exc
+            if held == self._commits:
+                return pipe
+            pipe.reset()
+            self._catch_up(held)
+        raise StorageError(f"the FalkorDB graph {self.key} keeps changing under its writer")
+
+    def _catch_up(self, held: int) -> None:
+        """Replay the writes the graph lost since this store made them (it holds `held`)."""
+        if held > self._commits:
             raise StorageError(
-                f"the FalkorDB graph {self.key} lost {acknowledged - held} acknowledged writes"
-                " (the server restarted without its last ones)",
-                hint="run `memoryd reindex` to rebuild the graph from the memory files",
+                f"the FalkorDB graph {self.key} holds {held - self._commits} writes this"
+                " memoryd did not make",
+                hint="stop the other writer of the graph; `memoryd reindex` rebuilds it",
             )
-        return held
+        entries = dict(self._log.read().entries)
+        for seq in range(held + 1, self._commits + 1):
+            if seq not in entries:
+                raise _lost(self.key, self._commits - held)
+            if failed := [r for r in self._exec(entries[seq], seq) if isinstance(r, Exception)]:
+                raise StorageError(
+                    f"replaying write {seq} into the FalkorDB graph {self.key} failed: {failed[0]}",
+                    hint="run `memoryd reindex` to rebuild the graph from the memory files",
+                )
+        logger.warning(
+            "the FalkorDB server came back without writes %d..%d of %s: replayed them",
+            held + 1, self._commits, self.key,
+        )  # fmt: skip
 
-    def _count_commit(self, commits: int) -> None:
-        """Record (fsynced) that the graph acknowledged `commits` writes."""
-        fd = os.open(self._commits_file, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(commits).encode("ascii"), 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _commit(self, tx: _Transaction) -> None:
-        if not tx.statements:
-            return
-        commits = self._commits + 1
-        tx.execute("MERGE (m:Meta {key: 'commits'}) SET m.value = $n", {"n": commits})
-        pipe = self._redis.pipeline(transaction=True)
-        for text, values, _ in tx.statements:
-            header = self._graph._build_params_header(values) if values else ""
-            pipe.execute_command(  # type: ignore[no-untyped-call]
-                "GRAPH.QUERY", self.key, header + text, "--compact"
+    # -- the sequence number and the redo log --------------------------------------------
+    def _held(self) -> tuple[int, str | None]:
+        """The graph's sequence number and id (none yet: 0 and None)."""
+        if not self._exists():
+            return 0, None
+        found = dict(
+            (str(k), v)
+            for k, v in self._rows(
+                "MATCH (m:Meta) WHERE m.key IN ['commits', 'graph_id'] RETURN m.key, m.value"
             )
+        )
+        graph_id = found.get("graph_id")
+        return int(found.get("commits") or 0), None if graph_id is None else str(graph_id)
+
+    def _recover(self) -> None:
+        """Bring the graph to every write this directory saw acknowledged: replay the redo
+        log's entries past the graph's sequence number (the writes a crashed server lost
+        before its fsync), each with its own number, so each applies once. A graph behind
+        what the log can give back (the server lost writes it had confirmed on disk) is
+        refused, naming reindex."""
+        state = self._log.read()
+        held, graph_id = self._held()
+        foreign = bool(graph_id and state.graph_id and graph_id != state.graph_id)
+        if foreign:
+            # A reindex swap cut short after its RENAME: the log is the replaced graph's,
+            # and the new graph was confirmed on disk before it was swapped in.
+            logger.warning("%s belongs to a replaced graph; starting a new one", self._log.path)
+            state = LogState(graph_id, held)
+        if held < state.durable:
+            raise _lost(self.key, state.durable - held)
+        pending = [(seq, queries) for seq, queries in state.entries if seq > held]
+        for seq, queries in pending:
+            if seq != held + 1:
+                raise _lost(self.key, pending[-1][0] - held)
+            replies = self._exec(queries, seq)
+            if failed := [reply for reply in replies if isinstance(reply, Exception)]:
+                raise StorageError(
+                    f"replaying write {seq} into the FalkorDB graph {self.key} failed: {failed[0]}",
+                    hint="run `memoryd reindex` to rebuild the graph from the memory files",
+                )
+            held = seq
+        if pending:
+            logger.warning(
+                "replayed %d writes (%d..%d) the FalkorDB server had lost into %s",
+                len(pending), pending[0][0], held, self.key,
+            )  # fmt: skip
+            graph_id = self._held()[1]  # the replayed writes may give the graph its id
+        self._commits, self._durable = held, held if foreign else state.durable
+        self._graph_id = graph_id or state.graph_id or secrets.token_hex(8)
+        if foreign or not self._log.path.exists():
+            self._log.start(self._graph_id, self._durable)
+        if graph_id is None:
+            with self._transaction(keeps_supersedes=True) as tx:
+                tx.execute(
+                    "MERGE (m:Meta {key: 'graph_id'}) SET m.value = $v", {"v": self._graph_id}
+                )
+
+    def trim_log(self, *, wait_ms: int = 5_000) -> bool:
+        """Drop from the redo log the writes the server confirms on disk: a write on this
+        connection, `WAITAOF` for it (the append-only file is one stream, so every write
+        acknowledged before it is on disk too), then the graph's number, read after it (a
+        server that came back without writes meanwhile has not got them: they stay for the
+        next transaction to replay). Whether the log is now trimmed."""
+        with self._write_lock:
+            if self._closed or self.read_only:
+                return False
+            upto = self._commits
+        if upto <= self._durable:
+            return True
+        pipe: Any = self._redis.pipeline(transaction=False)
+        pipe.set(f"{self.name}:fsync", upto)
+        pipe.execute_command("WAITAOF", 1, 0, wait_ms)
+        pipe.execute_command("GRAPH.RO_QUERY", self.key, _SEQUENCE)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            _, waited, found = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             raise _server_error(exc, self.url) from exc
+        if isinstance(found, Exception) or not found[1] or int(found[1][0][0]) < upto:
+            return False
+        if isinstance(waited, redis.ResponseError):  # no append-only file: nothing is confirmed
+            if not self._no_aof:
+                logger.warning(
+                    "the FalkorDB server at %s cannot confirm fsyncs: %s", self.url, waited
+                )
+            self._no_aof = True
+            if self._log.bytes <= UNCONFIRMED_LOG_BYTES:
+                return False
+        elif isinstance(waited, Exception) or not int(waited[0]):
+            return False
+        with self._write_lock:
+            if self._closed:
+                return False
+            self._log.rewrite(upto)
+            self._durable = upto
+        return True
+
+    def _exec(self, queries: Sequence[str], seq: int, pipe: Any = None) -> list[Any]:
+        """Run `queries` and set the graph's sequence number to `seq`, in one MULTI/EXEC (on
+        `pipe`, a pipeline WATCHing the key, if given); the replies (an error's is its
+        exception), the number's last."""
+        if pipe is None:
+            pipe = self._redis.pipeline(transaction=True)
+        pipe.multi()
+        for query in [*queries, f"MERGE (m:Meta {{key: 'commits'}}) SET m.value = {int(seq)}"]:
+            pipe.execute_command("GRAPH.QUERY", self.key, query, "--compact")
+        try:
+            return list(pipe.execute(raise_on_error=False))
+        except redis.WatchError as exc:
+            raise StorageError(
+                f"the FalkorDB graph {self.key} changed under its writer (another client wrote"
+                " it, or the server restarted); the write was not applied",
+                hint="retry; if it goes on, stop the other writer",
+            ) from exc
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+
+    def _commit(self, tx: _Transaction, pipe: Any) -> None:
+        if not tx.statements:
+            return
+        seq = self._commits + 1
+        queries = [
+            (self._graph._build_params_header(values) if values else "") + text
+            for text, values, _ in tx.statements
+        ]
+        *replies, numbered = self._exec(queries, seq, pipe)
         failed = [reply for reply in replies if isinstance(reply, Exception)]
         for (_, _, rows), reply in zip(tx.statements, replies, strict=True):
             if rows is not None and not isinstance(reply, Exception):
                 rows.extend(list(row) for row in QueryResult(self._graph, reply).result_set)
-        self._commits = commits  # the count statement is last: it applied unless it failed
+        self._commits = seq
+        if isinstance(numbered, Exception):
+            failed.append(numbered)  # not kept: a replay would not know what the graph holds
+        else:
+            applied = [q for q, reply in zip(queries, replies, strict=True)
+                       if not isinstance(reply, Exception)]  # fmt: skip
+            self._log.append(seq, applied)
         if failed:
             raise StorageError(
-                f"graph write on {self.key} failed ({len(failed)} of {len(replies)} statements,"
-                f" the others applied): {failed[0]}",
+                f"graph write on {self.key} failed ({len(failed)} of {len(replies) + 1}"
+                f" statements, the others applied): {failed[0]}",
                 hint="run `memoryd doctor`; `memoryd reindex` rebuilds the graph from the vault",
             )
-        try:
-            self._count_commit(commits)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot record the graph's commit count in {self._commits_file}: {exc}"
-            ) from exc
 
     def _collect(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
         """A read inside a write transaction sees the graph as committed before it."""
@@ -435,6 +605,32 @@ class FalkorGraphStore(CypherGraphStore):
         except redis.RedisError as exc:
             raise _server_error(exc, self.url) from exc
 
+    def replace_with(self, rebuilt: Path) -> None:
+        """Put the graph reindex built in `rebuilt` (under a key of its own) in place:
+        `RENAME` moves it over this graph's key in one step, so a reader of this directory
+        (it reads the key its marker names, and the marker stays) sees the old graph or the
+        new one, never a half-built one. The new graph is confirmed on the server's disk
+        first: the redo log starts afresh with it."""
+        if not self.path.exists():
+            swap_dir(rebuilt, self.directory)  # no live graph to keep the key of
+            return
+        fresh = FalkorGraphStore(rebuilt, url=self.url, name=self.name, password=self._password)
+        try:
+            if not fresh.trim_log(wait_ms=30_000) and not fresh._no_aof:
+                raise StorageError(
+                    f"the FalkorDB server at {self.url} did not confirm the rebuilt graph on"
+                    " its disk",
+                    hint="check the server's log and disk, then run `memoryd reindex` again",
+                )
+            graph_id, commits = fresh._graph_id, fresh._commits
+            self._redis.rename(fresh.key, self.key)
+        except redis.RedisError as exc:
+            raise _server_error(exc, self.url) from exc
+        finally:
+            fresh.close()
+        RedoLog(self.directory).start(graph_id, commits)
+        shutil.rmtree(rebuilt, ignore_errors=True)
+
     # -- users' Cypher --------------------------------------------------------------------
     def cypher(
         self,
@@ -457,10 +653,18 @@ class FalkorGraphStore(CypherGraphStore):
         timeout_ms: int | None = None,
     ) -> CypherResult:
         """A user's read-only Cypher, in FalkorDB's dialect: refused before the server sees it
-        when it writes or calls a procedure off `PROCEDURES`; run by `GRAPH.RO_QUERY`, which
+        when it writes, calls a procedure off `PROCEDURES`, or builds a list the server would
+        not stop (`falkordb_dialect.runaway`); run by `GRAPH.RO_QUERY`, which
         refuses writes again, stops it at `timeout_ms`, and at the server's per-query memory
         cap (`QUERY_MEM_CAPACITY`)."""
         check_cypher(query, params, procedures=PROCEDURES)
+        if (found := runaway(cypher_code(query), params)) is not None:
+            raise QueryLimitExceeded(
+                f"this graph query would build {found}, which the FalkorDB server cannot"
+                " stop at its time or memory limit",
+                hint="use smaller literal ranges, or UNWIND instead of nested lists",
+                limit="memory",
+            )
         if self._closed:
             raise StorageError("the graph store is closed")
         timeout = timeout_ms or self._timeout_ms
@@ -485,6 +689,15 @@ class FalkorGraphStore(CypherGraphStore):
         )
 
 
+def _lost(key: str, count: int) -> StorageError:
+    return StorageError(
+        f"the FalkorDB graph {key} lost {count} acknowledged writes"
+        " (its server restarted without them, and the redo log no longer holds them)",
+        hint="run `memoryd reindex` to rebuild the graph from the memory files",
+    )
+
+
+_SEQUENCE = "MATCH (m:Meta {key: 'commits'}) RETURN m.value"
 _SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
 
 
@@ -510,6 +723,11 @@ def query_error(exc: redis.ResponseError, timeout_ms: int) -> MemorydError:
     """The typed error for a query the server refused or stopped."""
     text = str(exc)
     lowered = text.lower()
+    if "empty key" in lowered:
+        return StorageError(
+            f"the graph is gone from the FalkorDB server ({text})",
+            hint="run `memoryd reindex` to rebuild the graph from the memory files",
+        )
     if "timed out" in lowered or "timeout" in lowered:
         return QueryLimitExceeded(
             f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",

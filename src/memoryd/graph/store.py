@@ -330,6 +330,11 @@ class GraphStore(Protocol):
 
     def close(self) -> None: ...
 
+    def replace_with(self, rebuilt: Path) -> None:
+        """Put the graph built in the directory `rebuilt` (reindex) in place of this closed
+        store's graph; `rebuilt` is gone afterwards."""
+        ...
+
     def schema_version(self) -> int: ...
 
     def upsert_memories(
