@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "memoryd.demo": SURFACES,
     "memoryd.daemon": SURFACES,  # the process that hosts the api and mcp surfaces
     "memoryd.team.server": SURFACES,  # the team server: the daemon's app behind the gate
+    "memoryd.team.routes": SURFACES,  # its own routes: Cypher, entities, admin
     # service: the one MemoryAPI, in process and over the socket, and its composition
     "memoryd.protocol": SERVICE,
     "memoryd.service": SERVICE,

@@ -1,12 +1,13 @@
 """`memoryd team ...`: a team server's users, tokens and grants, and the server itself.
 
     memoryd team init [--host H] [--port P] [--falkordb-url URL]   a team data dir, TLS pair
-    memoryd team user add NAME [--expires-days N]                 prints the token once
+    memoryd team user add NAME [--expires-days N] [--admin]       prints the token once
+    memoryd team user admin NAME [--off]                          a team admin (HTTP admin)
     memoryd team user list [--json]                               users, tokens, grants
     memoryd team token add USER | team token revoke ID|TOKEN
     memoryd team grant USER PROJECT --role read|write|admin       PROJECT: its git remote
     memoryd team revoke USER PROJECT
-    memoryd team serve                                            TLS on [team] host:port
+    memoryd team serve  (or memoryd serve --team)                 TLS on [team] host:port
 
 Each command works on the data dir `--home` (the team server's, never a developer's).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -81,13 +83,23 @@ def init(
     typer.echo(f"TLS certificate (self-signed; clients must trust it): {config.cert}")
 
 
+AdminOpt = Annotated[
+    bool, typer.Option("--admin", help="A team admin: users, tokens and grants over HTTP too.")
+]
+
+
 @user_app.command("add")
-def user_add(name: str, expires_days: ExpiresOpt = None, home: HomeOpt = None) -> None:
+def user_add(
+    name: str, expires_days: ExpiresOpt = None, admin: AdminOpt = False, home: HomeOpt = None
+) -> None:
     """Add a user and print their token (shown this once; the server keeps only a digest)."""
     now = utcnow()
     until = None if expires_days is None else now + timedelta(days=expires_days)
     try:
-        token = _store(home).add_user(name, now, until)
+        store = _store(home)
+        token = store.add_user(name, now, until)
+        if admin:
+            store.set_admin(name, True)
     except MemorydError as exc:
         raise fail(exc) from exc
     typer.echo(token)
@@ -101,6 +113,20 @@ def _token_state(row: TokenRow) -> str:
     if row.expires_at is not None and row.expires_at <= now:
         return f"expired {row.expires_at:%Y-%m-%d %H:%M}"
     return "active" if row.expires_at is None else f"until {row.expires_at:%Y-%m-%d %H:%M}"
+
+
+@user_app.command("admin")
+def user_admin(
+    name: str,
+    off: Annotated[bool, typer.Option("--off", help="Take the admin role away.")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Make a user a team admin (or, with --off, no longer one)."""
+    try:
+        _store(home).set_admin(name, not off)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"{name}: {'not ' if off else ''}a team admin")
 
 
 @user_app.command("list")
@@ -184,7 +210,13 @@ def revoke(user: str, project: str, home: HomeOpt = None) -> None:
 
 @team_app.command("serve")
 def serve(home: HomeOpt = None) -> None:
-    """Run the team server: TLS on team.toml's host and port, every request gated by token."""
+    """Run the team server: TLS on team.toml's host and port, every request gated by token
+    (the same as `memoryd serve --team`)."""
+    run_team_server(home)
+
+
+def run_team_server(home: Path | None) -> None:
+    """`memoryd serve --team` and `memoryd team serve`: this process becomes the team server."""
     from memoryd.daemon.files import configure_logging
     from memoryd.team.server import serve_team
 

@@ -1,14 +1,19 @@
-"""`memoryd team serve`: the daemon's HTTP app on a network address over TLS, each request
-authenticated by a user's token and decided by the gate (`memoryd.team.policy`).
+"""`memoryd serve --team` (`memoryd team serve`): the daemon's HTTP app on a network address
+over TLS, each request authenticated by a user's token and decided by the gate
+(`memoryd.team.policy`).
 
-`TeamGuard` sits in front of the daemon's app. It opens only what is gated per project
-today: record (`POST /v1/memories`), recall (`GET`/`POST /v1/recall`), search, list and get;
-every other route (Cypher, the graph page, MCP, maintenance) answers 403 `not_for_team`.
-A request names its project by its git remote (`scope=git@github.com:acme/shop.git` or the
-key `github.com/acme/shop`); the guard checks the caller's role there and hands the app the
-project's scope on the server, `<home>/team-projects/<key>/`. Answers are filtered again to
-the projects the caller may read, each hit carrying `recorded_by`, and every write is audited
-as `team:<user>`. The admin Unix socket keeps the local daemon's rules (no token, 0600).
+`TeamGuard` sits in front of the daemon's app and lets through only what it gates per
+project: record (`POST /v1/memories`), recall, search, list and get; the graph page (its
+project list, memories and event stream, filtered to the caller's projects); user Cypher,
+the entities and the page's graph, answered from the cut of the graph the caller may read
+(`memoryd.team.views`); MCP (`memoryd.team.mcp_tools`, whose tools call the same dispatch);
+and the admin routes under `/v1/team`. Every other route (sync, maintenance, audit...)
+answers 403 `not_for_team`. A request names its project by its git remote
+(`scope=git@github.com:acme/shop.git`, the key `github.com/acme/shop`, or on the page its
+scope hash); the guard checks the caller's role there and hands the app the project's scope
+on the server, `<home>/team-projects/<key>/`. Answers are filtered again to the projects the
+caller may read, each hit carrying `recorded_by`, and every write is audited as
+`team:<user>`. The admin Unix socket keeps the local daemon's rules (no token, 0600).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from memoryd.api.errors import error_body, status_of
 from memoryd.api.runner import CountRequests, ServiceRunner
+from memoryd.api.schemas import SCOPE_HASH
 from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
@@ -46,15 +52,25 @@ from memoryd.scope import scope_hash_of_path
 from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
+from memoryd.team.routes import ADMIN_PREFIX, Answer, Audit, admin_route, graph_route
 from memoryd.team.store import TeamStore, utcnow
+from memoryd.team.views import VIEWS_DIR, Views
 
 logger = logging.getLogger(__name__)
 
 LISTEN_FILE = "team-listen.json"
 """Where a running team server says which address it bound (port 0 picks a free one)."""
 MAX_BODY = 8 * 1024 * 1024
-LISTS = {"/v1/recall": "hits", "/v1/search": "items", "/v1/memories": "items"}
+LISTS = {
+    "/v1/recall": "hits",
+    "/v1/search": "items",
+    "/v1/memories": "items",
+    "/v1/page/memories": "items",
+}
 """The read routes open to team users, and the key of their answer's list of hits."""
+MCP_PATH = "/mcp"
+CALLER_KEY = "memoryd.team.caller"
+"""Where the guard leaves the authenticated caller in the ASGI scope, for the MCP tools."""
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -94,13 +110,30 @@ class Refused(Exception):
 
 
 class TeamGuard:
-    """ASGI middleware: authenticate, gate, rewrite the project, filter the answer."""
+    """ASGI middleware: authenticate, gate, rewrite the project, filter the answer.
 
-    def __init__(self, app: Any, store: TeamStore, projects: Projects, scope_of: ScopeOf) -> None:
+    `dispatch` decides one request of an authenticated caller and returns the whole answer;
+    the HTTP listener and the team MCP tools (`memoryd.team.mcp_tools`) both go through it,
+    so the two surfaces cannot disagree on what a user may see."""
+
+    def __init__(
+        self,
+        app: Any,
+        store: TeamStore,
+        projects: Projects,
+        scope_of: ScopeOf,
+        *,
+        views: Views | None = None,
+        mcp: Any = None,
+        audit: Audit | None = None,
+    ) -> None:
         self.app = app
         self.store = store
         self.projects = projects
         self.scope_of = scope_of
+        self.views = views
+        self.mcp = mcp
+        self.audit = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -128,38 +161,80 @@ class TeamGuard:
         return authenticate(row, roles, utcnow())
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await self._caller(scope)
         method, path = scope["method"], scope["path"]
-        scope = {**scope, "headers": _with_actor(scope["headers"], f"team:{caller.user}")}
-        if method == "GET" and path in LISTS:
+        if method in ("GET", "HEAD") and (path == "/" or path.startswith("/static/")):
+            await self.app(scope, receive, send)  # the graph page's files: no data in them
+            return
+        caller = await self._caller(scope)
+        if path == MCP_PATH and self.mcp is not None:
+            await self.mcp({**scope, CALLER_KEY: caller}, receive, send)
+        elif method == "GET" and path == "/v1/events":
+            await self._events(caller, scope, receive, send)
+        else:
             query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+            body = await _json_body(receive) if method in ("POST", "PUT", "DELETE") else None
+            status, headers, answer = await self.dispatch(caller, scope, method, path, query, body)
+            await _send(send, status, headers, answer)
+
+    async def dispatch(
+        self,
+        caller: Caller,
+        base: Scope,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        body: dict[str, Any] | None,
+    ) -> Answer:
+        """The answer to one request of `caller` (MemorydError when the gate refuses it)."""
+        scope = {
+            **base,
+            "method": method,
+            "path": path,
+            "raw_path": path.encode("utf-8"),
+            "query_string": urlencode(query).encode("latin-1"),
+            "headers": _with_actor(base["headers"], f"team:{caller.user}"),
+        }
+        if method == "GET" and path in LISTS:
             key = self._project(caller, [v for k, v in query if k == "scope"], Operation.READ)
             query = [(k, v) for k, v in query if k != "scope"]
             query.append(("scope", self.projects.scope_hash(key)))
             scope["query_string"] = urlencode(query).encode("latin-1")
-            await self._forward_read(caller, scope, receive, send, LISTS[path])
-        elif method == "POST" and path == "/v1/recall":
-            body = await _json_body(receive)
+            return await self._forward_read(caller, scope, _replay(None), LISTS[path])
+        if path.startswith(ADMIN_PREFIX):
+            if self.audit is None:
+                raise NotForTeam(f"{method} {path} needs the team server's audit log")
+            return await admin_route(self.store, caller, method, path, body or {}, self.audit)
+        body = body if body is not None else {}
+        if method == "POST" and path == "/v1/recall":
             key = self._project(caller, [body.get("scope")], Operation.READ)
             body["scope"] = self.projects.scope_hash(key)
-            await self._forward_read(caller, scope, _replay(body), send, "hits")
-        elif method == "POST" and path == "/v1/memories":
-            body = await _json_body(receive)
+            return await self._forward_read(caller, scope, _replay(body), "hits")
+        if method == "POST" and path == "/v1/memories":
             key = self._project(caller, [body.get("scope")], Operation.WRITE)
             body["scope"] = str(self.projects.directory(key))
             status, headers, answer = await _call(self.app, scope, _replay(body))
             if status == 201:
                 slug = json.loads(answer)["meta"]["slug"]
                 await asyncio.to_thread(self.store.note_author, slug, caller.user, key, utcnow())
-            await _send(send, status, headers, answer)
-        elif method == "GET" and path.startswith("/v1/memories/") and path.count("/") == 3:
-            await self._get(caller, scope, receive, send, path.rsplit("/", 1)[1])
-        else:
-            raise NotForTeam(
-                f"{method} {path} is not open to team users yet",
-                hint="team users may record, recall, search, list and get"
-                " (`/v1/memories`, `/v1/recall`, `/v1/search`)",
-            )
+            return status, headers, answer
+        if method == "GET" and path.startswith("/v1/memories/") and path.count("/") == 3:
+            return await self._get(caller, scope, path.rsplit("/", 1)[1])
+        if method == "GET" and path == "/v1/projects":
+            return await self._projects(caller, scope)
+        if (
+            path == "/v1/graph/cypher"
+            or path == "/v1/page/graph"
+            or (method == "GET" and path.startswith("/v1/entities"))
+        ):
+            if self.views is None:
+                raise NotForTeam(f"{method} {path} needs the team graph's views")
+            scopes = sorted(self._readable(caller))
+            return await graph_route(self.views, scopes, method, path, query, body)
+        raise NotForTeam(
+            f"{method} {path} is not open to team users",
+            hint="team users may record, recall, search, list and get memories, run Cypher,"
+            " read entities, the graph page and its events, all within their projects",
+        )
 
     def _project(self, caller: Caller, values: list[Any], operation: Operation) -> str:
         if len(values) != 1 or not isinstance(values[0], str):
@@ -167,7 +242,16 @@ class TeamGuard:
                 "a team request names exactly one project in `scope`",
                 hint="pass scope=<the project's git remote>, e.g. git@github.com:acme/shop.git",
             )
-        key = project_key(values[0])
+        value = values[0]
+        if SCOPE_HASH.fullmatch(value):  # the graph page names projects by their scope hash
+            keys = [k for k in caller.readable() if self.projects.scope_hash(k) == value]
+            if not keys:
+                raise ScopeNotGranted(
+                    f"user {caller.user!r} may read no project with scope hash {value!r}",
+                    hint="pass the project's git remote; `GET /v1/projects` lists yours",
+                )
+            value = keys[0]
+        key = project_key(value)
         authorize(caller, key, operation)
         return key
 
@@ -175,8 +259,8 @@ class TeamGuard:
         return {self.projects.scope_hash(key) for key in caller.readable()}
 
     async def _forward_read(
-        self, caller: Caller, scope: Scope, receive: Receive, send: Send, field: str
-    ) -> None:
+        self, caller: Caller, scope: Scope, receive: Receive, field: str
+    ) -> Answer:
         status, headers, answer = await _call(self.app, scope, receive)
         if status == 200:
             data = json.loads(answer)
@@ -188,11 +272,9 @@ class TeamGuard:
                 hit["recorded_by"] = author.user if author else None
             data[field] = hits
             answer = json.dumps(data).encode("utf-8")
-        await _send(send, status, headers, answer)
+        return status, headers, answer
 
-    async def _get(
-        self, caller: Caller, scope: Scope, receive: Receive, send: Send, slug: str
-    ) -> None:
+    async def _get(self, caller: Caller, scope: Scope, slug: str) -> Answer:
         author = (await asyncio.to_thread(self.store.authors, [slug])).get(slug)
         if author is not None:
             authorize(caller, author.project, Operation.READ)
@@ -200,14 +282,59 @@ class TeamGuard:
         scope_hash = await self.scope_of(slug)
         if scope_hash is not None and scope_hash not in self._readable(caller):
             raise _not_readable(slug, caller)
-        status, headers, answer = await _call(self.app, scope, receive)
+        status, headers, answer = await _call(self.app, scope, _replay(None))
         if status == 200:
             data = json.loads(answer)
             if data["meta"].get("scope_hash") not in self._readable(caller):
                 raise _not_readable(slug, caller)
             data["recorded_by"] = author.user if author else None
             answer = json.dumps(data).encode("utf-8")
-        await _send(send, status, headers, answer)
+        return status, headers, answer
+
+    async def _projects(self, caller: Caller, scope: Scope) -> Answer:
+        """The graph page's project list: the caller's projects, each named by its key."""
+        status, headers, answer = await _call(self.app, scope, _replay(None))
+        if status == 200:
+            keys = {self.projects.scope_hash(key): key for key in caller.readable()}
+            rows = [
+                {**row, "path": keys[row["scope_hash"]], "name": keys[row["scope_hash"]]}
+                for row in json.loads(answer)
+                if row.get("scope_hash") in keys
+            ]
+            answer = json.dumps(rows).encode("utf-8")
+        return status, headers, answer
+
+    async def _events(self, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+        """The page's event stream, each memory event outside the caller's projects cut to
+        its `id` line (the client still resumes after it); the stream ends within a minute,
+        and its reconnect meets the gate again."""
+        readable = self._readable(caller)
+        scope = {**scope, "headers": _with_actor(scope["headers"], f"team:{caller.user}")}
+
+        async def filtered(message: Message) -> None:
+            if message["type"] == "http.response.body" and message.get("body"):
+                text = message["body"].decode("utf-8")
+                kept = [_event_for(block, readable) for block in text.split("\n\n")]
+                message = {**message, "body": "\n\n".join(kept).encode("utf-8")}
+            await send(message)
+
+        await self.app(scope, receive, filtered)
+
+
+def _event_for(block: str, readable: set[str]) -> str:
+    """One server-sent event as a caller may see it: a memory event outside `readable` keeps
+    only its `id` line."""
+    lines = block.split("\n")
+    if "event: memory" not in lines:
+        return block
+    data = next((line[6:] for line in lines if line.startswith("data: ")), "{}")
+    try:
+        scope_hash = json.loads(data).get("scope_hash")
+    except ValueError:
+        scope_hash = None
+    if scope_hash in readable:
+        return block
+    return "\n".join(line for line in lines if line.startswith("id: "))
 
 
 def _not_readable(slug: str, caller: Caller) -> ScopeNotGranted:
@@ -248,8 +375,8 @@ async def _json_body(receive: Receive) -> dict[str, Any]:
     return data
 
 
-def _replay(body: dict[str, Any]) -> Receive:
-    raw = json.dumps(body).encode("utf-8")
+def _replay(body: dict[str, Any] | None) -> Receive:
+    raw = b"" if body is None else json.dumps(body).encode("utf-8")
     sent = False
 
     async def receive() -> Message:
@@ -381,7 +508,25 @@ async def _serve(
             return None
         return str(memory.meta.scope_hash)
 
-    guard = TeamGuard(counted, store, Projects(settings.home / PROJECTS_DIR), scope_of)
+    async def audit(actor: str, event: str, target: str, details: dict[str, Any]) -> None:
+        def append() -> None:
+            service.audit.append(
+                actor=actor, event_type=event, scope_hash=None, target_id=target, details=details
+            )
+
+        await runner.write(append)
+
+    from memoryd.mcp.team_tools import create_team_mcp
+
+    guard = TeamGuard(
+        counted,
+        store,
+        Projects(settings.home / PROJECTS_DIR),
+        scope_of,
+        views=Views(lambda: service.graph, settings.home / VIEWS_DIR),
+        audit=audit,
+    )
+    mcp_server, guard.mcp = create_team_mcp(guard.dispatch, CALLER_KEY)
     servers = [
         Server(uvicorn.Config(LocalOnly(counted), **common)),
         Server(
@@ -418,9 +563,13 @@ async def _serve(
         asyncio.create_task(embed(service, runner, settings)),
     ]
     try:
-        await asyncio.gather(
-            *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
-        )
+        async with mcp_server.session_manager.run():
+            await asyncio.gather(
+                *(
+                    server.serve(sockets=[sock])
+                    for server, sock in zip(servers, sockets, strict=True)
+                )
+            )
     finally:
         for chore in chores:
             chore.cancel()
