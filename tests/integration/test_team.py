@@ -7,15 +7,9 @@ and get; a revoked token and a missing one get a 401; the audit names the user."
 from __future__ import annotations
 
 import json
-import os
-import signal
 import ssl
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,38 +19,11 @@ import pytest
 
 from tests.conftest import isolate_environment
 from tests.daemon_harness import uds_client
-from tests.pins import PINNED_ENV
-from tests.waiting import wait_until
+from tests.team_harness import Team
 
 SHOP_SSH = "git@github.com:acme/shop.git"
 SHOP_HTTPS = "https://github.com/acme/shop"
 OTHER = "git@github.com:acme/other.git"
-START_S = 300.0
-
-
-@dataclass
-class Team:
-    home: Path
-    url: str
-    cert: Path
-    tokens: dict[str, str]
-
-    def client(self, user: str | None) -> httpx.Client:
-        headers = {} if user is None else {"Authorization": f"Bearer {self.tokens[user]}"}
-        context = ssl.create_default_context(cafile=str(self.cert))
-        return httpx.Client(base_url=self.url, headers=headers, verify=context, timeout=60)
-
-    def cli(self, *args: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "-m", "memoryd", "team", *args, "--home", str(self.home)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**PINNED_ENV, **os.environ},
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -65,56 +32,16 @@ def team(tmp_path_factory: pytest.TempPathFactory, falkordb_url: str) -> Iterato
     with pytest.MonkeyPatch.context() as patch:
         isolate_environment(patch, root)
         patch.setenv("MEMORYD_DAEMON__AUTOSTART", "0")
-        home = root / "server"
-        team = Team(home, "", home / "tls" / "cert.pem", {})
-        team.cli("init", "--port", "0", "--falkordb-url", falkordb_url,
-                 "--graph-name", f"team-{uuid.uuid4().hex}")  # fmt: skip
+        team = Team.init(root / "server", falkordb_url, f"team-{uuid.uuid4().hex}")
         for user in ("alice", "bob", "carol"):
-            team.tokens[user] = team.cli("user", "add", user).strip()
+            team.add_user(user)
         team.cli("grant", "alice", SHOP_SSH, "--role", "write")
         team.cli("grant", "bob", SHOP_HTTPS, "--role", "read")
         team.cli("grant", "carol", OTHER, "--role", "admin")
-        log = (root / "server.log").open("wb")
-        process = subprocess.Popen(  # `serve --team`: the issue's name; `team serve` is the same
-            [sys.executable, "-m", "memoryd", "serve", "--team", "--home", str(home)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**PINNED_ENV, **os.environ},
-        )
         try:
-            team.url = wait_ready(team, process, root / "server.log")
-            yield team
+            yield team.start()
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log.close()
-
-
-def wait_ready(team: Team, process: subprocess.Popen[bytes], log: Path) -> str:
-    """The server's URL once it answers a request over TLS (a 401 to a request without a
-    token), not once a file appears: on a loaded machine the first request used to wait
-    behind the server's start-up and time out. Fails at once if the server died."""
-    listen = team.home / "team-listen.json"
-    context = ssl.create_default_context(cafile=str(team.cert))
-
-    def answered() -> str | None:
-        assert process.poll() is None, log.read_text()
-        if not listen.exists():
-            return None
-        url = f"https://127.0.0.1:{json.loads(listen.read_text())['port']}"
-        try:
-            answer = httpx.get(f"{url}/v1/recall", verify=context, timeout=10)
-        except httpx.TransportError:
-            return None
-        return url if answer.status_code == 401 else None
-
-    url = wait_until(answered, what="the team server to answer", timeout_s=START_S, every_s=0.2)
-    assert url is not None
-    return url
+            team.stop()
 
 
 def record(team: Team, user: str, title: str, scope: str = SHOP_SSH) -> httpx.Response:
@@ -411,3 +338,25 @@ def test_team_admins_manage_users_tokens_and_grants_over_http(team: Team) -> Non
     assert ("team_token_expire", "dave") in mine
     assert ("team_token_revoke", "dave") in mine
     assert ("team_grant_delete", "dave") in mine
+
+
+def test_a_write_sent_again_with_its_request_id_lands_once(team: Team) -> None:
+    """A developer's outbox sends a write again when its answer was lost: the server makes
+    it once per `X-Memoryd-Request-Id` and answers the second time with the first slug."""
+    body = {"type": "fact", "title": "Refunds go through the ledger service",
+            "body": "Since the audit.", "scope": SHOP_SSH}  # fmt: skip
+    again = {"X-Memoryd-Request-Id": uuid.uuid4().hex}
+    with team.client("alice") as alice:
+        first = alice.post("/v1/memories", json=body, headers=again)
+        second = alice.post("/v1/memories", json=body, headers=again)
+        other = alice.post("/v1/memories", json={**body, "allow_duplicate": True})
+        listed = alice.get("/v1/memories", params={"scope": SHOP_SSH, "limit": 1000}).json()
+    assert first.status_code == 201, first.text
+    assert second.status_code == 200, second.text
+    assert second.json()["meta"]["slug"] == first.json()["meta"]["slug"]
+    assert other.status_code == 201  # no request id: an ordinary write
+    titles = [m["title"] for m in listed["items"]]
+    assert titles.count("Refunds go through the ledger service") == 2
+    with team.client("alice") as alice:
+        me = alice.get("/v1/team/me").json()
+    assert me == {"user": "alice", "roles": {"github.com/acme/shop": "write"}}

@@ -24,7 +24,7 @@ import typer
 from memoryd.cli.options import HomeOpt, JsonOpt
 from memoryd.cli.output import emit_json, fail, print_table
 from memoryd.cli.running import load_settings
-from memoryd.errors import MemorydError
+from memoryd.errors import ConfigError, MemorydError
 from memoryd.team.config import init_team, load_team, open_store
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Role
@@ -227,3 +227,93 @@ def run_team_server(home: Path | None) -> None:
         serve_team(settings, team)
     except MemorydError as exc:
         raise fail(exc) from exc
+
+
+@team_app.command("join")
+def join(
+    url: Annotated[str, typer.Argument(help="The team server, https://HOST:PORT.")],
+    token_file: Annotated[
+        Path, typer.Option("--token-file", help="A file holding your team token.")
+    ],
+    ca: Annotated[
+        Path | None, typer.Option("--ca", help="The server's certificate, if self-signed.")
+    ] = None,
+    projects: Annotated[
+        list[Path] | None,
+        typer.Option("--project", help="A checkout of a shared project (repeatable)."),
+    ] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Join this data dir to a team: records in shared projects go to the team server, recall
+    and inject there merge the team's memories with yours; everything else stays here."""
+    from memoryd.team.member import join as join_team
+    from memoryd.team.member import link
+
+    try:
+        settings = load_settings(home)
+        member = join_team(settings.home, url, token_file, ca)
+        linked = [link(member, path) for path in projects or []]
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"joined {member.url} as {member.user}; restart the daemon to use it")
+    for key, role in sorted(member.roles.items()):
+        typer.echo(f"  {key}: {role}" + (" (linked)" if key in linked else ""))
+
+
+@team_app.command("status")
+def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """On a team server: its users, projects and graph; on a developer's data dir: the team
+    it joined and how many writes wait for the server."""
+    from memoryd.team.config import team_file
+    from memoryd.team.member import Membership
+    from memoryd.team.outbox import waiting
+
+    try:
+        settings = load_settings(home)
+        if team_file(settings.home).exists():
+            report = _server_status(settings.home)
+        else:
+            member = Membership.load(settings.home)
+            if member is None:
+                raise ConfigError(
+                    f"{settings.home} is neither a team server nor in a team",
+                    hint="`memoryd team init` makes a server; `memoryd team join` joins one",
+                )
+            report = {
+                "team": member.url,
+                "user": member.user,
+                "roles": member.roles,
+                "waiting": waiting(settings.home),
+            }
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        emit_json(report)
+        return
+    for name, value in report.items():
+        shown = (
+            ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, dict) else value
+        )
+        typer.echo(f"{name}: {shown}")
+
+
+def _server_status(home: Path) -> dict[str, object]:
+    """Users, projects (with their memory files) and the graph's size, read from the files:
+    the server may be running."""
+    from memoryd.team.config import PROJECTS_DIR
+
+    team = load_team(home)
+    users = open_store(team).users()
+    projects = sorted({project for _, _, roles in users for project in roles})
+    on_disk = home / PROJECTS_DIR
+    return {
+        "users": len(users),
+        "active tokens": sum(
+            1
+            for _, tokens, _ in users
+            for t in tokens
+            if _token_state(t).startswith(("active", "until"))
+        ),
+        "projects": {p: "served" if (on_disk / p).is_dir() else "granted only" for p in projects},
+        "graph": f"{team.graph_name} on {team.falkordb_url or 'the local FalkorDB'}",
+    }

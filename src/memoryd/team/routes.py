@@ -19,6 +19,7 @@ from memoryd.api.page import MAX_NODES, _entity_graph
 from memoryd.api.routes import page
 from memoryd.api.schemas import MAX_PAGE, CypherQuery
 from memoryd.errors import InvalidInput, NotForTeam, NotFound, TeamDenied
+from memoryd.team.asgi import JSON, Answer
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, Role, authorize
 from memoryd.team.store import TeamStore, TokenRow, utcnow
@@ -27,10 +28,8 @@ from memoryd.team.views import Views, resolve
 ADMIN_PREFIX = "/v1/team"
 SUFFIXES = ("/context", "/neighbors", "/supersedes", "/aliases")
 """Entity routes that answer from the whole graph (not open to team users)."""
-Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 Audit = Callable[[str, str, str, dict[str, Any]], Awaitable[None]]
 """Append an audit record: actor, event type, target, details."""
-JSON = [(b"content-type", b"application/json")]
 
 
 async def graph_route(
@@ -109,6 +108,9 @@ async def admin_route(
     """Users, tokens and grants over HTTP: users and tokens for team admins, grants in a
     project for its admins too; each change audited as `team:<the admin>`."""
     now, route = utcnow(), (method, path.removeprefix(ADMIN_PREFIX))
+    if route == ("GET", "/me"):  # any user: who the token is, and where they may go
+        roles = {project: role.name.lower() for project, role in caller.roles.items()}
+        return 200, JSON, json.dumps({"user": caller.user, "roles": roles}).encode()
     is_admin = await asyncio.to_thread(store.is_admin, caller.user)
     result: Any
     if route[1] == "/grants" and method in ("PUT", "DELETE"):

@@ -49,10 +49,24 @@ from memoryd.errors import (
 )
 from memoryd.private import private_umask
 from memoryd.scope import scope_hash_of_path
+from memoryd.team.asgi import (
+    JSON,
+    Answer,
+    Message,
+    Receive,
+    Refused,
+    Scope,
+    Send,
+    answer_error,
+    call,
+    json_body,
+    replay,
+    send_answer,
+)
 from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
-from memoryd.team.routes import ADMIN_PREFIX, Answer, Audit, admin_route, graph_route
+from memoryd.team.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
 
@@ -60,7 +74,6 @@ logger = logging.getLogger(__name__)
 
 LISTEN_FILE = "team-listen.json"
 """Where a running team server says which address it bound (port 0 picks a free one)."""
-MAX_BODY = 8 * 1024 * 1024
 LISTS = {
     "/v1/recall": "hits",
     "/v1/search": "items",
@@ -69,13 +82,11 @@ LISTS = {
 }
 """The read routes open to team users, and the key of their answer's list of hits."""
 MCP_PATH = "/mcp"
+REQUEST_ID = b"x-memoryd-request-id"
+"""A write's id from a developer's queue: the server makes it once, however often it comes."""
 CALLER_KEY = "memoryd.team.caller"
 """Where the guard leaves the authenticated caller in the ASGI scope, for the MCP tools."""
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[Message], Any]
 ScopeOf = Callable[[str], Awaitable[str | None]]
 """A memory's scope hash by its slug (None: no such memory), read before a get is let in."""
 
@@ -98,15 +109,6 @@ class Projects:
         if key not in self._hashes:
             self._hashes[key] = scope_hash_of_path(self.directory(key))
         return self._hashes[key]
-
-
-class Refused(Exception):
-    """An answer the guard gives itself (status and error body) instead of the app's."""
-
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        super().__init__(body["error"]["message"])
-        self.status = status
-        self.body = body
 
 
 class TeamGuard:
@@ -134,6 +136,7 @@ class TeamGuard:
         self.views = views
         self.mcp = mcp
         self.audit = audit
+        self._landing = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -143,9 +146,9 @@ class TeamGuard:
         try:
             await self._handle(scope, receive, send)
         except MemorydError as exc:
-            await _answer(send, status_of(exc), error_body(exc.code, str(exc), exc.hint or ""))
+            await answer_error(send, status_of(exc), error_body(exc.code, str(exc), exc.hint or ""))
         except Refused as exc:
-            await _answer(send, exc.status, exc.body)
+            await answer_error(send, exc.status, exc.body)
 
     async def _caller(self, scope: Scope) -> Caller:
         headers = dict(scope["headers"])
@@ -172,9 +175,9 @@ class TeamGuard:
             await self._events(caller, scope, receive, send)
         else:
             query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-            body = await _json_body(receive) if method in ("POST", "PUT", "DELETE") else None
+            body = await json_body(receive) if method in ("POST", "PUT", "DELETE") else None
             status, headers, answer = await self.dispatch(caller, scope, method, path, query, body)
-            await _send(send, status, headers, answer)
+            await send_answer(send, status, headers, answer)
 
     async def dispatch(
         self,
@@ -199,7 +202,7 @@ class TeamGuard:
             query = [(k, v) for k, v in query if k != "scope"]
             query.append(("scope", self.projects.scope_hash(key)))
             scope["query_string"] = urlencode(query).encode("latin-1")
-            return await self._forward_read(caller, scope, _replay(None), LISTS[path])
+            return await self._forward_read(caller, scope, replay(None), LISTS[path])
         if path.startswith(ADMIN_PREFIX):
             if self.audit is None:
                 raise NotForTeam(f"{method} {path} needs the team server's audit log")
@@ -208,14 +211,23 @@ class TeamGuard:
         if method == "POST" and path == "/v1/recall":
             key = self._project(caller, [body.get("scope")], Operation.READ)
             body["scope"] = self.projects.scope_hash(key)
-            return await self._forward_read(caller, scope, _replay(body), "hits")
+            return await self._forward_read(caller, scope, replay(body), "hits")
         if method == "POST" and path == "/v1/memories":
             key = self._project(caller, [body.get("scope")], Operation.WRITE)
             body["scope"] = str(self.projects.directory(key))
-            status, headers, answer = await _call(self.app, scope, _replay(body))
-            if status == 201:
-                slug = json.loads(answer)["meta"]["slug"]
-                await asyncio.to_thread(self.store.note_author, slug, caller.user, key, utcnow())
+            request_id = dict(base["headers"]).get(REQUEST_ID, b"").decode("latin-1")
+            async with self._landing:  # a write sent again waits for its first to land
+                if request_id and (slug := await asyncio.to_thread(self.store.landed, request_id)):
+                    return 200, JSON, json.dumps({"meta": {"slug": slug}, "again": True}).encode()
+                status, headers, answer = await call(self.app, scope, replay(body))
+                if status == 201:
+                    slug = json.loads(answer)["meta"]["slug"]
+                    now = utcnow()
+                    await asyncio.to_thread(self.store.note_author, slug, caller.user, key, now)
+                    if request_id:
+                        await asyncio.to_thread(
+                            self.store.note_landed, request_id, slug, caller.user, now
+                        )
             return status, headers, answer
         if method == "GET" and path.startswith("/v1/memories/") and path.count("/") == 3:
             return await self._get(caller, scope, path.rsplit("/", 1)[1])
@@ -261,7 +273,7 @@ class TeamGuard:
     async def _forward_read(
         self, caller: Caller, scope: Scope, receive: Receive, field: str
     ) -> Answer:
-        status, headers, answer = await _call(self.app, scope, receive)
+        status, headers, answer = await call(self.app, scope, receive)
         if status == 200:
             data = json.loads(answer)
             readable = self._readable(caller)
@@ -282,7 +294,7 @@ class TeamGuard:
         scope_hash = await self.scope_of(slug)
         if scope_hash is not None and scope_hash not in self._readable(caller):
             raise _not_readable(slug, caller)
-        status, headers, answer = await _call(self.app, scope, _replay(None))
+        status, headers, answer = await call(self.app, scope, replay(None))
         if status == 200:
             data = json.loads(answer)
             if data["meta"].get("scope_hash") not in self._readable(caller):
@@ -293,7 +305,7 @@ class TeamGuard:
 
     async def _projects(self, caller: Caller, scope: Scope) -> Answer:
         """The graph page's project list: the caller's projects, each named by its key."""
-        status, headers, answer = await _call(self.app, scope, _replay(None))
+        status, headers, answer = await call(self.app, scope, replay(None))
         if status == 200:
             keys = {self.projects.scope_hash(key): key for key in caller.readable()}
             rows = [
@@ -348,74 +360,6 @@ def _with_actor(headers: list[tuple[bytes, bytes]], actor: str) -> list[tuple[by
     """The request's headers with the audit actor set to the user (whatever the client sent)."""
     kept = [(k, v) for k, v in headers if k.lower() not in (b"x-memoryd-actor", b"content-length")]
     return [*kept, (b"x-memoryd-actor", actor.encode("ascii"))]
-
-
-async def _json_body(receive: Receive) -> dict[str, Any]:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise InvalidInput("the client went away before sending its body")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise Refused(
-                413, error_body("too_large", f"the body is over {MAX_BODY:,} bytes", "send less")
-            )
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            break
-    try:
-        data = json.loads(b"".join(chunks))
-    except ValueError as exc:
-        raise InvalidInput(f"the body is not JSON: {exc}", hint="send a JSON object") from exc
-    if not isinstance(data, dict):
-        raise InvalidInput("the body is not a JSON object", hint="send a JSON object")
-    return data
-
-
-def _replay(body: dict[str, Any] | None) -> Receive:
-    raw = b"" if body is None else json.dumps(body).encode("utf-8")
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": raw, "more_body": False}
-
-    return receive
-
-
-async def _call(
-    app: Any, scope: Scope, receive: Receive
-) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """Run the app on one request and keep its whole answer, to check it before it goes."""
-    started: Message = {}
-    chunks: list[bytes] = []
-
-    async def collect(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            started.update(message)
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    await app(scope, receive, collect)
-    return int(started.get("status", 500)), list(started.get("headers", [])), b"".join(chunks)
-
-
-async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-    kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
-    kept.append((b"content-length", str(len(body)).encode("ascii")))
-    await send({"type": "http.response.start", "status": status, "headers": kept})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
-    headers = [(b"content-type", b"application/json")]
-    await _send(send, status, headers, json.dumps(body).encode("utf-8"))
 
 
 def bind_network(host: str, port: int) -> socket.socket:

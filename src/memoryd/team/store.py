@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS grants (
     user TEXT NOT NULL REFERENCES users(name), project TEXT NOT NULL, role INTEGER NOT NULL,
     granted_at TEXT NOT NULL, PRIMARY KEY (user, project));
 CREATE TABLE IF NOT EXISTS admins (user TEXT PRIMARY KEY REFERENCES users(name));
+CREATE TABLE IF NOT EXISTS landed (
+    request_id TEXT PRIMARY KEY, slug TEXT NOT NULL, user TEXT NOT NULL, landed_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS authors (
     slug TEXT PRIMARY KEY, user TEXT NOT NULL, project TEXT NOT NULL, recorded_at TEXT NOT NULL);
 """
@@ -239,6 +241,22 @@ class TeamStore:
     def is_admin(self, user: str) -> bool:
         with self._db() as db:
             return db.execute("SELECT 1 FROM admins WHERE user = ?", (user,)).fetchone() is not None
+
+    # writes sent again (a developer's queue): each lands once
+
+    def landed(self, request_id: str) -> str | None:
+        """The slug a write with this request id made, if one did."""
+        with self._db() as db:
+            row = db.execute("SELECT slug FROM landed WHERE request_id = ?", (request_id,))
+            found = row.fetchone()
+        return None if found is None else str(found[0])
+
+    def note_landed(self, request_id: str, slug: str, user: str, now: datetime) -> None:
+        with self._db() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO landed VALUES (?, ?, ?, ?)",
+                (request_id, slug, user, now.isoformat()),
+            )
 
     # who recorded what
 
