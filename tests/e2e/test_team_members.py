@@ -17,11 +17,12 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from memoryd.sensitive.keys import TEST_KEYRING_ENV
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, uds_client
 from tests.pins import PINNED_ENV
@@ -30,6 +31,8 @@ from tests.waiting import wait_until
 
 SHOP_SSH = "git@github.com:acme/shop.git"
 SHOP_HTTPS = "https://github.com/acme/shop"
+VAULT = "git@github.com:acme/vault.git"
+CANARY = "Zorblax7731"
 
 
 @dataclass
@@ -38,8 +41,9 @@ class Developer:
     home: Path
     clone: Path
     daemon: Daemon
+    slugs: dict[str, str] = field(default_factory=dict)
 
-    def memoryd(self, *args: str, stdin: str | None = None) -> str:
+    def memoryd(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
         result = subprocess.run(
             [sys.executable, "-m", "memoryd", *args, "--home", str(self.home)],
             input=stdin,
@@ -49,8 +53,14 @@ class Developer:
             env={**PINNED_ENV, **os.environ},
             check=False,
         )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
+        assert (result.returncode == 0) == ok, result.stderr
+        return result.stdout if ok else result.stderr
+
+    def note(self, name: str, title: str, scope: Path, *more: str) -> None:
+        """A personal memory recorded before the daemon joined (embedded, no daemon)."""
+        self.slugs[name] = self.memoryd("record", "--type", "decision", "--title", title,
+                                        "--body", f"{title}.", "--scope", str(scope),
+                                        *more).strip()  # fmt: skip
 
     def record(self, title: str, scope: Path) -> tuple[int, dict[str, object]]:
         body = {"type": "decision", "title": title, "body": f"{title}. Agreed in review.",
@@ -77,10 +87,14 @@ def world(
     with pytest.MonkeyPatch.context() as patch:
         isolate_environment(patch, root)
         patch.setenv("MEMORYD_DAEMON__AUTOSTART", "0")
+        # the scope keys of a sensitive project in a file keyring (as tests.conftest's)
+        patch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+        patch.setenv(TEST_KEYRING_ENV, "keyrings.alt.file.PlaintextKeyring")
         team = Team.init(root / "server", falkordb_url, f"team-{uuid.uuid4().hex}")
         for user in ("alice", "bob"):
             team.add_user(user)
             team.cli("grant", user, SHOP_SSH, "--role", "write")
+        team.cli("grant", "alice", VAULT, "--role", "write")
         team.start()
         developers = []
         try:
@@ -89,12 +103,16 @@ def world(
                 developers.append(
                     Developer(user, home, clone(root, f"{user}-shop", remote), Daemon(home))
                 )
-            bob = developers[1]
-            # Bob's own note on the project, from before it was shared: it stays his
-            bob.daemon.start()
-            status, _ = bob.record("Card payments need the 3-D Secure flow on Stripe", bob.clone)
-            assert status == 201
-            bob.daemon.stop()
+            alice, bob = developers
+            # Personal memories from before the project was shared: they stay theirs
+            bob.note("3ds", "Card payments need the 3-D Secure flow on Stripe", bob.clone)
+            alice.note("jenkins", "Deploys go through Jenkins", alice.clone)
+            alice.note("actions", "Deploys moved from Jenkins to GitHub Actions", alice.clone,
+                       "--supersedes", alice.slugs["jenkins"])  # fmt: skip
+            vault = clone(root, "alice-vault", VAULT)
+            alice.memoryd("sensitive", "mark", str(vault))
+            alice.note("canary", f"The {CANARY} signing key rotates monthly", vault)
+            alice.slugs["vault"] = str(vault)
             for developer in developers:
                 token = root / f"{developer.name}.token"
                 token.write_text(team.tokens[developer.name])
@@ -103,7 +121,7 @@ def world(
                                         "--ca", ca, "--project", project)  # fmt: skip
                 assert "github.com/acme/shop: write (linked)" in out
                 developer.daemon.start()
-            yield team, developers[0], developers[1]
+            yield team, alice, bob
         finally:
             for developer in developers:
                 developer.daemon.kill()
@@ -153,6 +171,42 @@ def test_a_personal_project_stays_on_the_developers_machine(
     for path in team.home.rglob("*"):
         if path.is_file():
             assert canary not in path.read_bytes(), path
+
+
+def test_sharing_copies_personal_memories_with_their_chain_and_never_a_sensitive_scope(
+    world: tuple[Team, Developer, Developer],
+) -> None:
+    team, alice, _ = world
+    dry = json.loads(alice.memoryd("share", "--scope", str(alice.clone), "--dry-run", "--json"))
+    assert [r["slug"] for r in dry] == [alice.slugs["jenkins"], alice.slugs["actions"]]
+    assert {r["team_slug"] for r in dry} == {None}
+    with team.client("alice") as direct:
+        query = {"q": "deploys jenkins", "scope": SHOP_SSH}
+        assert direct.get("/v1/recall", params=query).json()["hits"] == []  # a dry run sent none
+
+    shared = json.loads(alice.memoryd("share", alice.slugs["actions"], "--json"))
+    copies = {r["slug"]: r["team_slug"] for r in shared}
+    assert list(copies) == [
+        alice.slugs["jenkins"],
+        alice.slugs["actions"],
+    ]  # the chain, oldest first
+    with team.client("bob") as direct:
+        newer = direct.get(f"/v1/memories/{copies[alice.slugs['actions']]}").json()
+    assert newer["meta"]["supersedes"] == [copies[alice.slugs["jenkins"]]]
+    assert newer["recorded_by"] == "alice"
+    again = json.loads(alice.memoryd("share", alice.slugs["actions"], "--json"))
+    assert {r["slug"]: r["team_slug"] for r in again} == copies  # sharing again lands nothing twice
+
+    vault = alice.slugs["vault"]
+    for args in (("--scope", vault), (alice.slugs["canary"],), ("--scope", vault, "--dry-run")):
+        refused = alice.memoryd("share", *args, ok=False)
+        assert "sensitive scope" in refused
+        assert "never leaves this machine" in refused
+    status, made = alice.record(f"{CANARY} vault: the HSM holds the root key", Path(vault))
+    assert status == 201, made  # recorded, sealed, here: a sensitive scope is never forwarded
+    for path in team.home.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), path
 
 
 def test_team_writes_wait_while_the_server_is_away_and_land_once(

@@ -360,3 +360,34 @@ def test_a_write_sent_again_with_its_request_id_lands_once(team: Team) -> None:
     with team.client("alice") as alice:
         me = alice.get("/v1/team/me").json()
     assert me == {"user": "alice", "roles": {"github.com/acme/shop": "write"}}
+
+
+def test_a_write_may_not_supersede_a_memory_of_another_project(team: Team) -> None:
+    """Carol writes in her project; naming a shop memory in `supersedes` would demote it in
+    a project she cannot even read: refused before anything is written."""
+    made = record(team, "alice", "Invoices are numbered per tenant")
+    assert made.status_code == 201, made.text
+    shop_slug = made.json()["meta"]["slug"]
+    body = {"type": "decision", "title": "Invoices are numbered globally", "body": "Simpler.",
+            "scope": OTHER, "supersedes": [shop_slug]}  # fmt: skip
+    with team.client("carol") as carol:
+        refused = carol.post("/v1/memories", json=body)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "scope_not_granted"
+        assert (
+            "numbered globally"
+            not in carol.get("/v1/recall", params={"q": "invoices numbered", "scope": OTHER}).text
+        )
+    with team.client("bob") as bob:
+        hits = bob.get("/v1/recall", params={"q": "invoices numbered", "scope": SHOP_SSH})
+    found = {h["slug"]: h for h in hits.json()["hits"]}
+    assert found[shop_slug]["superseded_by"] is None
+
+
+def test_team_status_counts_users_projects_and_the_graph(team: Team) -> None:
+    assert record(team, "alice", "Status pages poll every 30 seconds").status_code == 201
+    status = json.loads(team.cli("status", "--json"))
+    assert status["users"] >= 3
+    assert status["projects"]["github.com/acme/shop"] == "served"
+    memories = int(status["graph size"].split()[0])
+    assert memories >= 1

@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "memoryd.team.member": SURFACES,  # a developer daemon in a team: its link
     "memoryd.team.forward": SURFACES,  # what its daemon sends to the team
     "memoryd.team.outbox": SURFACES,  # its queue of team writes
+    "memoryd.team.share": SURFACES,  # `memoryd share`: personal memories to the team
     # service: the one MemoryAPI, in process and over the socket, and its composition
     "memoryd.protocol": SERVICE,
     "memoryd.service": SERVICE,

@@ -44,6 +44,48 @@ ExpiresOpt = Annotated[
 
 def register(app: typer.Typer) -> None:
     app.add_typer(team_app, name="team")
+    app.command("share")(share)
+
+
+def share(
+    slugs: Annotated[list[str] | None, typer.Argument(help="Memories to share, by slug.")] = None,
+    scope: Annotated[
+        Path | None, typer.Option("--scope", help="Share every memory of this project.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go, send nothing.")
+    ] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy personal memories to the team (after `memoryd team join`), each with its
+    supersedes chain. A sensitive scope is refused: nothing of it leaves this machine."""
+    from memoryd.cli.running import run
+    from memoryd.team.member import Membership
+    from memoryd.team.share import share as share_memories
+
+    try:
+        settings = load_settings(home)
+        member = Membership.load(settings.home)
+        if member is None:
+            raise ConfigError(
+                f"{settings.home} is in no team", hint="run `memoryd team join URL --token-file F`"
+            )
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    report = run(
+        home,
+        lambda svc: share_memories(svc, member, slugs or [], scope, dry_run=dry_run),
+    )
+    if as_json:
+        emit_json(
+            [{"slug": s, "title": t, "project": k, "team_slug": c} for s, t, k, c in report.rows]
+        )
+        return
+    for slug, title, key, copy in report.rows:
+        typer.echo(f"{slug} -> {key}: {copy or '(dry run)'}  {title}")
+    verb = "would share" if dry_run else "shared"
+    typer.echo(f"{verb} {len(report.rows)} memories with {member.url}", err=True)
 
 
 def _store(home: HomeOpt) -> TeamStore:
@@ -316,4 +358,28 @@ def _server_status(home: Path) -> dict[str, object]:
         ),
         "projects": {p: "served" if (on_disk / p).is_dir() else "granted only" for p in projects},
         "graph": f"{team.graph_name} on {team.falkordb_url or 'the local FalkorDB'}",
+        "graph size": _graph_size(home),
     }
+
+
+def _graph_size(home: Path) -> str:
+    """Memories and entities in the team graph, asked of the running server on its admin
+    socket (local rules, no token); what it is when no server runs."""
+    import httpx
+
+    from memoryd.daemon.files import SOCKET_NAME
+
+    query = "MATCH (n) WHERE n:Memory OR n:Entity RETURN labels(n)[0], count(n)"
+    try:
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(home / SOCKET_NAME)),
+            base_url="http://localhost",
+            timeout=30,
+        ) as client:
+            answer = client.post("/v1/graph/cypher", json={"query": query})
+    except httpx.HTTPError:
+        return "unknown: the team server is not running"
+    if answer.status_code != 200:
+        return f"unknown: {answer.text[:200]}"
+    counts = {str(label): int(n) for label, n in answer.json()["rows"]}
+    return f"{counts.get('Memory', 0)} memories, {counts.get('Entity', 0)} entities"

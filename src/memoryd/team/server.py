@@ -215,6 +215,7 @@ class TeamGuard:
         if method == "POST" and path == "/v1/memories":
             key = self._project(caller, [body.get("scope")], Operation.WRITE)
             body["scope"] = str(self.projects.directory(key))
+            await self._same_project(caller, key, body)
             request_id = dict(base["headers"]).get(REQUEST_ID, b"").decode("latin-1")
             async with self._landing:  # a write sent again waits for its first to land
                 if request_id and (slug := await asyncio.to_thread(self.store.landed, request_id)):
@@ -247,6 +248,21 @@ class TeamGuard:
             hint="team users may record, recall, search, list and get memories, run Cypher,"
             " read entities, the graph page and its events, all within their projects",
         )
+
+    async def _same_project(self, caller: Caller, key: str, body: dict[str, Any]) -> None:
+        """A write may supersede or promote only memories of its own project: a grant on one
+        project must not demote what another holds."""
+        named = body.get("supersedes") or []
+        if body.get("promoted_from"):
+            named = [*named, body["promoted_from"]]
+        for slug in named if isinstance(named, list) else []:
+            found = await self.scope_of(slug) if isinstance(slug, str) else None
+            if found is not None and found != self.projects.scope_hash(key):
+                raise ScopeNotGranted(
+                    f"memory {slug!r} is not in project {key!r}: user {caller.user!r} may not"
+                    " supersede or promote it from there",
+                    hint="supersede only memories of the project you write in",
+                )
 
     def _project(self, caller: Caller, values: list[Any], operation: Operation) -> str:
         if len(values) != 1 or not isinstance(values[0], str):
