@@ -7,9 +7,13 @@ and get; a revoked token and a missing one get a 401; the audit names the user."
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,7 +22,8 @@ import httpx2
 import pytest
 
 from tests.conftest import isolate_environment
-from tests.daemon_harness import uds_client
+from tests.daemon_harness import free_port, uds_client
+from tests.pins import PINNED_ENV
 from tests.team_harness import Team
 
 SHOP_SSH = "git@github.com:acme/shop.git"
@@ -391,3 +396,43 @@ def test_team_status_counts_users_projects_and_the_graph(team: Team) -> None:
     assert status["projects"]["github.com/acme/shop"] == "served"
     memories = int(status["graph size"].split()[0])
     assert memories >= 1
+
+
+def test_a_backup_restores_into_a_new_team_server(
+    team: Team, falkordb_url: str, tmp_path: Path
+) -> None:
+    """The last test of the module: it stops the server for the backup (which needs the data
+    dir to itself), restores into a new data dir on a new graph and port, and the users'
+    tokens and the team's memories are there; the server comes back as it was."""
+    title = "Backups of the ledger run nightly at 02:00"
+    assert record(team, "alice", title).status_code == 201
+    archive = tmp_path / "team.tar.gz"
+    refused = subprocess.run(
+        [sys.executable, "-m", "memoryd", "team", "backup", str(archive), "--home", str(team.home)],
+        capture_output=True, text=True, env={**PINNED_ENV, **os.environ}, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "stop it" in refused.stderr
+    team.stop()
+    try:
+        team.cli("backup", str(archive))
+    finally:
+        team.start()
+    assert archive.stat().st_mode & 0o777 == 0o600
+    restored = Team(tmp_path / "restored", "", tmp_path / "restored" / "tls" / "cert.pem",
+                    dict(team.tokens))  # fmt: skip
+    graph = f"team-{uuid.uuid4().hex}"
+    out = restored.cli("restore", str(archive), "--port", str(free_port()),
+                       "--falkordb-url", falkordb_url, "--graph-name", graph)  # fmt: skip
+    assert "memories on graph" in out
+    restored.start()
+    try:
+        with restored.client("bob") as bob:
+            hits = bob.get("/v1/recall", params={"q": "ledger backups nightly", "scope": SHOP_SSH})
+        assert hits.status_code == 200, hits.text
+        assert title in [h["title"] for h in hits.json()["hits"]]
+        assert {h["recorded_by"] for h in hits.json()["hits"] if h["title"] == title} == {"alice"}
+    finally:
+        restored.stop()
+    with team.client("bob") as bob:  # the original is back
+        assert bob.get("/v1/recall", params={"q": "ledger", "scope": SHOP_SSH}).status_code == 200

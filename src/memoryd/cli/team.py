@@ -271,6 +271,53 @@ def run_team_server(home: Path | None) -> None:
         raise fail(exc) from exc
 
 
+@team_app.command("backup")
+def backup_command(
+    out: Annotated[Path, typer.Argument(help="The archive to write (tar.gz).")],
+    home: HomeOpt = None,
+) -> None:
+    """Archive the team data dir (vault, audit, users and tokens, keys, TLS pair) with the
+    team server stopped; the graph and index are rebuilt on restore."""
+    from memoryd.team.backup import backup
+
+    try:
+        count = backup(load_settings(home).home, out)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"{out}: {count} files")
+
+
+@team_app.command("restore")
+def restore_command(
+    archive: Annotated[Path, typer.Argument(help="An archive `team backup` wrote.")],
+    port: Annotated[int | None, typer.Option("--port", min=0, max=65535)] = None,
+    falkordb_url: Annotated[str | None, typer.Option("--falkordb-url")] = None,
+    graph_name: Annotated[str | None, typer.Option("--graph-name")] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Make a new team data dir from a backup and rebuild its graph and index from the vault
+    (on the FalkorDB server and graph name given, else the backup's)."""
+    from memoryd.team.backup import restore
+    from memoryd.team.config import with_team_graph
+    from memoryd.wiring import open_service
+
+    try:
+        settings = load_settings(home)
+        restore(archive, settings.home, port=port, falkordb_url=falkordb_url, graph_name=graph_name)
+        team = load_team(settings.home)
+        service = open_service(with_team_graph(settings, team), actor="team-restore", rebuild=True)
+        try:
+            report = service.reindex()
+        finally:
+            service.close()
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(
+        f"restored into {settings.home}: {report.indexed} memories on graph {team.graph_name}"
+        f" ({report.seconds:.1f}s); start it with `memoryd serve --team --home {settings.home}`"
+    )
+
+
 @team_app.command("join")
 def join(
     url: Annotated[str, typer.Argument(help="The team server, https://HOST:PORT.")],

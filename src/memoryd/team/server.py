@@ -63,7 +63,7 @@ from memoryd.team.asgi import (
     replay,
     send_answer,
 )
-from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store
+from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store, with_team_graph
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
@@ -400,9 +400,7 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
     from memoryd.wiring import ensure_home, open_service
 
     private_umask()
-    settings = settings.model_copy(
-        update={"graph": settings.graph.model_copy(update=team.graph_settings())}
-    )
+    settings = with_team_graph(settings, team)
     files = DaemonFiles(settings.home)
     ensure_home(settings.home)
     files.check_socket_path()
