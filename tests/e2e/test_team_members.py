@@ -220,8 +220,13 @@ def test_team_writes_wait_while_the_server_is_away_and_land_once(
             status, answer = alice.record(title, alice.clone)
             assert status == 202, answer
             assert answer["queued"] is True
+        cli_title, where = titles[-1] + " (CLI)", str(alice.clone)
+        queued = alice.memoryd("record", "--type", "fact", "--title", cli_title,
+                               "--body", "Through the CLI.", "--scope", where)  # fmt: skip
+        assert queued.startswith("team-queued-")  # the CLI says where it went
+        titles.append(cli_title)
         status_line = alice.memoryd("team", "status", "--json")
-        assert json.loads(status_line)["waiting"] == 50
+        assert json.loads(status_line)["waiting"] == 51
         # Bob's recall falls back to what he last saw of the team, and says so
         with uds_client(bob.home) as local:
             query = {"q": "stripe payments", "scope": str(bob.clone)}

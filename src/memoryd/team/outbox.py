@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 OUTBOX_DIR = "team-outbox"
 REFUSED_DIR = "refused"
 RETRY_S = 2.0
+QUEUED_SCOPE = "000000000000"
+"""The scope hash a queued write's placeholder answer names: it is in no scope yet."""
 
 
 def waiting(home: Path) -> int:
@@ -56,7 +59,19 @@ class Outbox:
         if path.name in answers:
             return answers[path.name]
         count = waiting(self.directory.parent)
+        # Shaped as the memory a record answers (so `memoryd record` prints its placeholder
+        # slug), with what happened to it beside; its team slug comes when it lands.
+        meta = {
+            "title": body.get("title", ""),
+            "slug": f"team-queued-{request_id}",
+            "type": body.get("type", "fact"),
+            "scope_hash": QUEUED_SCOPE,
+            "source": body.get("source") or "api",
+            "created_at": body.get("created_at") or datetime.now(UTC).isoformat(),
+        }
         queued = {
+            "meta": meta,
+            "body": body.get("body", ""),
             "queued": True,
             "request_id": request_id,
             "waiting": count,
