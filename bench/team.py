@@ -20,6 +20,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -214,9 +215,14 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--server-log", type=Path, help="keep the team server's log here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mdteam-", dir="/tmp") as tmp:
-        report = run(args.agents, args.seconds, Path(tmp))
+        try:
+            report = run(args.agents, args.seconds, Path(tmp))
+        finally:
+            if args.server_log is not None and (Path(tmp) / "server.log").exists():
+                shutil.copyfile(Path(tmp) / "server.log", args.server_log)
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from memoryd.api.errors import error_body
+from memoryd.api.security import MAX_BODY_BYTES
 from memoryd.errors import InvalidInput
 
-MAX_BODY = 8 * 1024 * 1024
+MAX_BODY = MAX_BODY_BYTES
+"""The daemon's own limit: a body the daemon takes is not refused in front of it."""
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Any]

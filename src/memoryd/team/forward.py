@@ -215,12 +215,12 @@ class Forwarder:
         body: dict[str, Any],
     ) -> Answer:
         ask = body if method == "POST" else dict(query)
-        limit, offset = int(ask.get("limit", 10)), int(ask.get("offset", 0))
         status, headers, answer = await call(
             self.app, scope, replay(body) if method == "POST" else replay(None)
         )
-        if status != 200:
+        if status != 200:  # the app checked the fields: past here they are valid
             return status, headers, answer
+        limit, offset = int(ask.get("limit", 10)), int(ask.get("offset", 0))
         data = json.loads(answer)
         team, note = await self._team_hits(key, str(ask.get("q", "")), limit + offset)
         mine = [{**hit, "source": "personal", "recorded_by": None} for hit in data["hits"]]
