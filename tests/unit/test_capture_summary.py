@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.capture import summary
-from memoryd.capture.session import Session, ToolCall
+from memoryd.sessions import summary
+from memoryd.sessions.session import Session, ToolCall
 from memoryd.capture_limits import CaptureLimits
 
 ROOTS = ["/src/shop"]

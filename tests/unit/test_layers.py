@@ -35,6 +35,12 @@ LAYERS: dict[str, int] = {
     "memoryd.demo": SURFACES,
     "memoryd.daemon": SURFACES,  # the process that hosts the api and mcp surfaces
     "memoryd.team.server": SURFACES,  # the team server: the daemon's app behind the gate
+    "memoryd.team.routes": SURFACES,  # its own routes: Cypher, entities, admin
+    "memoryd.team.asgi": SURFACES,  # the ASGI plumbing the team middlewares share
+    "memoryd.team.member": SURFACES,  # a developer daemon in a team: its link
+    "memoryd.team.forward": SURFACES,  # what its daemon sends to the team
+    "memoryd.team.outbox": SURFACES,  # its queue of team writes
+    "memoryd.team.share": SURFACES,  # `memoryd share`: personal memories to the team
     # service: the one MemoryAPI, in process and over the socket, and its composition
     "memoryd.protocol": SERVICE,
     "memoryd.service": SERVICE,

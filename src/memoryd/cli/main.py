@@ -378,6 +378,9 @@ def serve(
     detach: Annotated[
         bool, typer.Option("--detach", help="Run in the background; return once it answers.")
     ] = False,
+    team: Annotated[
+        bool, typer.Option("--team", help="Run the team server of a `team init` data dir.")
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -385,6 +388,16 @@ def serve(
     from memoryd.daemon import control
     from memoryd.daemon_files import configure_logging
 
+    if team:  # TLS on team.toml's address; --port, --no-tcp and --detach are the daemon's
+        if port is not None or no_tcp or detach:
+            raise fail(
+                InvalidInput(
+                    "--team takes its address from team.toml, and runs in the foreground",
+                    hint="drop --port/--no-tcp/--detach, or edit [team] in team.toml",
+                )
+            )
+        team_cli.run_team_server(home)
+        return
     tcp = False if no_tcp else None
     try:
         settings = load_settings(home)

@@ -1,12 +1,13 @@
 """`memoryd team ...`: a team server's users, tokens and grants, and the server itself.
 
     memoryd team init [--host H] [--port P] [--falkordb-url URL]   a team data dir, TLS pair
-    memoryd team user add NAME [--expires-days N]                 prints the token once
+    memoryd team user add NAME [--expires-days N] [--admin]       prints the token once
+    memoryd team user admin NAME [--off]                          a team admin (HTTP admin)
     memoryd team user list [--json]                               users, tokens, grants
     memoryd team token add USER | team token revoke ID|TOKEN
     memoryd team grant USER PROJECT --role read|write|admin       PROJECT: its git remote
     memoryd team revoke USER PROJECT
-    memoryd team serve                                            TLS on [team] host:port
+    memoryd team serve  (or memoryd serve --team)                 TLS on [team] host:port
 
 Each command works on the data dir `--home` (the team server's, never a developer's).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,7 +24,7 @@ import typer
 from memoryd.cli.options import HomeOpt, JsonOpt
 from memoryd.cli.output import emit_json, fail, print_table
 from memoryd.cli.running import load_settings
-from memoryd.errors import MemorydError
+from memoryd.errors import ConfigError, MemorydError
 from memoryd.team.config import init_team, load_team, open_store
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Role
@@ -42,6 +44,48 @@ ExpiresOpt = Annotated[
 
 def register(app: typer.Typer) -> None:
     app.add_typer(team_app, name="team")
+    app.command("share")(share)
+
+
+def share(
+    slugs: Annotated[list[str] | None, typer.Argument(help="Memories to share, by slug.")] = None,
+    scope: Annotated[
+        Path | None, typer.Option("--scope", help="Share every memory of this project.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go, send nothing.")
+    ] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy personal memories to the team (after `memoryd team join`), each with its
+    supersedes chain. A sensitive scope is refused: nothing of it leaves this machine."""
+    from memoryd.cli.running import run
+    from memoryd.team.member import Membership
+    from memoryd.team.share import share as share_memories
+
+    try:
+        settings = load_settings(home)
+        member = Membership.load(settings.home)
+        if member is None:
+            raise ConfigError(
+                f"{settings.home} is in no team", hint="run `memoryd team join URL --token-file F`"
+            )
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    report = run(
+        home,
+        lambda svc: share_memories(svc, member, slugs or [], scope, dry_run=dry_run),
+    )
+    if as_json:
+        emit_json(
+            [{"slug": s, "title": t, "project": k, "team_slug": c} for s, t, k, c in report.rows]
+        )
+        return
+    for slug, title, key, copy in report.rows:
+        typer.echo(f"{slug} -> {key}: {copy or '(dry run)'}  {title}")
+    verb = "would share" if dry_run else "shared"
+    typer.echo(f"{verb} {len(report.rows)} memories with {member.url}", err=True)
 
 
 def _store(home: HomeOpt) -> TeamStore:
@@ -81,13 +125,23 @@ def init(
     typer.echo(f"TLS certificate (self-signed; clients must trust it): {config.cert}")
 
 
+AdminOpt = Annotated[
+    bool, typer.Option("--admin", help="A team admin: users, tokens and grants over HTTP too.")
+]
+
+
 @user_app.command("add")
-def user_add(name: str, expires_days: ExpiresOpt = None, home: HomeOpt = None) -> None:
+def user_add(
+    name: str, expires_days: ExpiresOpt = None, admin: AdminOpt = False, home: HomeOpt = None
+) -> None:
     """Add a user and print their token (shown this once; the server keeps only a digest)."""
     now = utcnow()
     until = None if expires_days is None else now + timedelta(days=expires_days)
     try:
-        token = _store(home).add_user(name, now, until)
+        store = _store(home)
+        token = store.add_user(name, now, until)
+        if admin:
+            store.set_admin(name, True)
     except MemorydError as exc:
         raise fail(exc) from exc
     typer.echo(token)
@@ -101,6 +155,20 @@ def _token_state(row: TokenRow) -> str:
     if row.expires_at is not None and row.expires_at <= now:
         return f"expired {row.expires_at:%Y-%m-%d %H:%M}"
     return "active" if row.expires_at is None else f"until {row.expires_at:%Y-%m-%d %H:%M}"
+
+
+@user_app.command("admin")
+def user_admin(
+    name: str,
+    off: Annotated[bool, typer.Option("--off", help="Take the admin role away.")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Make a user a team admin (or, with --off, no longer one)."""
+    try:
+        _store(home).set_admin(name, not off)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"{name}: {'not ' if off else ''}a team admin")
 
 
 @user_app.command("list")
@@ -184,7 +252,13 @@ def revoke(user: str, project: str, home: HomeOpt = None) -> None:
 
 @team_app.command("serve")
 def serve(home: HomeOpt = None) -> None:
-    """Run the team server: TLS on team.toml's host and port, every request gated by token."""
+    """Run the team server: TLS on team.toml's host and port, every request gated by token
+    (the same as `memoryd serve --team`)."""
+    run_team_server(home)
+
+
+def run_team_server(home: Path | None) -> None:
+    """`memoryd serve --team` and `memoryd team serve`: this process becomes the team server."""
     from memoryd.daemon_files import configure_logging
     from memoryd.team.server import serve_team
 
@@ -195,3 +269,164 @@ def serve(home: HomeOpt = None) -> None:
         serve_team(settings, team)
     except MemorydError as exc:
         raise fail(exc) from exc
+
+
+@team_app.command("backup")
+def backup_command(
+    out: Annotated[Path, typer.Argument(help="The archive to write (tar.gz).")],
+    home: HomeOpt = None,
+) -> None:
+    """Archive the team data dir (vault, audit, users and tokens, keys, TLS pair) with the
+    team server stopped; the graph and index are rebuilt on restore."""
+    from memoryd.team.backup import backup
+
+    try:
+        count = backup(load_settings(home).home, out)
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"{out}: {count} files")
+
+
+@team_app.command("restore")
+def restore_command(
+    archive: Annotated[Path, typer.Argument(help="An archive `team backup` wrote.")],
+    port: Annotated[int | None, typer.Option("--port", min=0, max=65535)] = None,
+    falkordb_url: Annotated[str | None, typer.Option("--falkordb-url")] = None,
+    graph_name: Annotated[str | None, typer.Option("--graph-name")] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Make a new team data dir from a backup and rebuild its graph and index from the vault
+    (on the FalkorDB server and graph name given, else the backup's)."""
+    from memoryd.team.backup import restore
+    from memoryd.team.config import with_team_graph
+    from memoryd.wiring import open_service
+
+    try:
+        settings = load_settings(home)
+        restore(archive, settings.home, port=port, falkordb_url=falkordb_url, graph_name=graph_name)
+        team = load_team(settings.home)
+        service = open_service(with_team_graph(settings, team), actor="team-restore", rebuild=True)
+        try:
+            report = service.reindex()
+        finally:
+            service.close()
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(
+        f"restored into {settings.home}: {report.indexed} memories on graph {team.graph_name}"
+        f" ({report.seconds:.1f}s); start it with `memoryd serve --team --home {settings.home}`"
+    )
+
+
+@team_app.command("join")
+def join(
+    url: Annotated[str, typer.Argument(help="The team server, https://HOST:PORT.")],
+    token_file: Annotated[
+        Path, typer.Option("--token-file", help="A file holding your team token.")
+    ],
+    ca: Annotated[
+        Path | None, typer.Option("--ca", help="The server's certificate, if self-signed.")
+    ] = None,
+    projects: Annotated[
+        list[Path] | None,
+        typer.Option("--project", help="A checkout of a shared project (repeatable)."),
+    ] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Join this data dir to a team: records in shared projects go to the team server, recall
+    and inject there merge the team's memories with yours; everything else stays here."""
+    from memoryd.team.member import join as join_team
+    from memoryd.team.member import link
+
+    try:
+        settings = load_settings(home)
+        member = join_team(settings.home, url, token_file, ca)
+        linked = [link(member, path) for path in projects or []]
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    typer.echo(f"joined {member.url} as {member.user}; restart the daemon to use it")
+    for key, role in sorted(member.roles.items()):
+        typer.echo(f"  {key}: {role}" + (" (linked)" if key in linked else ""))
+
+
+@team_app.command("status")
+def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """On a team server: its users, projects and graph; on a developer's data dir: the team
+    it joined and how many writes wait for the server."""
+    from memoryd.team.config import team_file
+    from memoryd.team.member import Membership
+    from memoryd.team.outbox import waiting
+
+    try:
+        settings = load_settings(home)
+        if team_file(settings.home).exists():
+            report = _server_status(settings.home)
+        else:
+            member = Membership.load(settings.home)
+            if member is None:
+                raise ConfigError(
+                    f"{settings.home} is neither a team server nor in a team",
+                    hint="`memoryd team init` makes a server; `memoryd team join` joins one",
+                )
+            report = {
+                "team": member.url,
+                "user": member.user,
+                "roles": member.roles,
+                "waiting": waiting(settings.home),
+            }
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        emit_json(report)
+        return
+    for name, value in report.items():
+        shown = (
+            ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, dict) else value
+        )
+        typer.echo(f"{name}: {shown}")
+
+
+def _server_status(home: Path) -> dict[str, object]:
+    """Users, projects (with their memory files) and the graph's size, read from the files:
+    the server may be running."""
+    from memoryd.team.config import PROJECTS_DIR
+
+    team = load_team(home)
+    users = open_store(team).users()
+    projects = sorted({project for _, _, roles in users for project in roles})
+    on_disk = home / PROJECTS_DIR
+    return {
+        "users": len(users),
+        "active tokens": sum(
+            1
+            for _, tokens, _ in users
+            for t in tokens
+            if _token_state(t).startswith(("active", "until"))
+        ),
+        "projects": {p: "served" if (on_disk / p).is_dir() else "granted only" for p in projects},
+        "graph": f"{team.graph_name} on {team.falkordb_url or 'the local FalkorDB'}",
+        "graph size": _graph_size(home),
+    }
+
+
+def _graph_size(home: Path) -> str:
+    """Memories and entities in the team graph, asked of the running server on its admin
+    socket (local rules, no token); what it is when no server runs."""
+    import httpx
+
+    from memoryd.daemon_files import SOCKET_NAME
+
+    query = "MATCH (n) WHERE n:Memory OR n:Entity RETURN labels(n)[0], count(n)"
+    try:
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(home / SOCKET_NAME)),
+            base_url="http://localhost",
+            timeout=30,
+        ) as client:
+            answer = client.post("/v1/graph/cypher", json={"query": query})
+    except httpx.HTTPError:
+        return "unknown: the team server is not running"
+    if answer.status_code != 200:
+        return f"unknown: {answer.text[:200]}"
+    counts = {str(label): int(n) for label, n in answer.json()["rows"]}
+    return f"{counts.get('Memory', 0)} memories, {counts.get('Entity', 0)} entities"

@@ -387,7 +387,10 @@ async def _serve(
     app.state.backend.readers = readers
     mcp_sessions = mount_mcp(app, service, runner, readers)
     counted = CountRequests(app, runner)
-    guarded = [LocalOnly(counted), LocalOnly(counted, token=token, refused=SOCKET_ONLY)]
+    from memoryd.team.forward import forwarding  # a data dir that joined a team (`team join`)
+
+    served, team = forwarding(settings.home, counted)
+    guarded = [LocalOnly(served), LocalOnly(served, token=token, refused=SOCKET_ONLY)]
     servers = [
         Server(
             uvicorn.Config(
@@ -449,6 +452,7 @@ async def _serve(
         asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
         asyncio.create_task(enrich(service, runner, settings, enrich_wake)),
         asyncio.create_task(embed(service, runner, settings)),
+        *([asyncio.create_task(team.run())] if team is not None else []),
     ]
     try:
         async with mcp_sessions.run():
@@ -461,6 +465,8 @@ async def _serve(
     finally:
         for chore in chores:
             chore.cancel()
+        if team is not None:
+            await team.close()
         if readers is not None:
             await asyncio.to_thread(readers.close)
         for signum in (signal.SIGTERM, signal.SIGINT):

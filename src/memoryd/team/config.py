@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from memoryd.config import Settings
 from memoryd.errors import ConfigError
 from memoryd.team.store import TeamStore
 
@@ -40,6 +41,12 @@ class TeamConfig(BaseModel):
     def graph_settings(self) -> dict[str, str | None]:
         """What `team serve` sets in `Settings.graph`: the FalkorDB engine, url and graph."""
         return {"engine": "falkordb", "url": self.falkordb_url, "name": self.graph_name}
+
+
+def with_team_graph(settings: Settings, team: TeamConfig) -> Settings:
+    """The daemon settings with the team's graph (FalkorDB) laid over them."""
+    graph = settings.graph.model_copy(update=team.graph_settings())
+    return settings.model_copy(update={"graph": graph})
 
 
 def team_file(home: Path) -> Path:
@@ -106,15 +113,15 @@ def init_team(
     fd = os.open(config.secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(secrets.token_bytes(32))
-    lines = ["[team]", f"host = {_toml(host)}", f"port = {port}"]
+    lines = ["[team]", f"host = {toml_string(host)}", f"port = {port}"]
     names = ("cert", "key", "database", "secret", "graph_name")
-    lines += [f"{name} = {_toml(str(getattr(config, name)))}" for name in names]
+    lines += [f"{name} = {toml_string(str(getattr(config, name)))}" for name in names]
     if falkordb_url:
-        lines.append(f"falkordb_url = {_toml(falkordb_url)}")
+        lines.append(f"falkordb_url = {toml_string(falkordb_url)}")
     team_file(home).write_text("\n".join(lines) + "\n", encoding="utf-8")
     open_store(config)  # creates the database, 0600
     return config
 
 
-def _toml(text: str) -> str:
+def toml_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

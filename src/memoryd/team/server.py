@@ -1,14 +1,19 @@
-"""`memoryd team serve`: the daemon's HTTP app on a network address over TLS, each request
-authenticated by a user's token and decided by the gate (`memoryd.team.policy`).
+"""`memoryd serve --team` (`memoryd team serve`): the daemon's HTTP app on a network address
+over TLS, each request authenticated by a user's token and decided by the gate
+(`memoryd.team.policy`).
 
-`TeamGuard` sits in front of the daemon's app. It opens only what is gated per project
-today: record (`POST /v1/memories`), recall (`GET`/`POST /v1/recall`), search, list and get;
-every other route (Cypher, the graph page, MCP, maintenance) answers 403 `not_for_team`.
-A request names its project by its git remote (`scope=git@github.com:acme/shop.git` or the
-key `github.com/acme/shop`); the guard checks the caller's role there and hands the app the
-project's scope on the server, `<home>/team-projects/<key>/`. Answers are filtered again to
-the projects the caller may read, each hit carrying `recorded_by`, and every write is audited
-as `team:<user>`. The admin Unix socket keeps the local daemon's rules (no token, 0600).
+`TeamGuard` sits in front of the daemon's app and lets through only what it gates per
+project: record (`POST /v1/memories`), recall, search, list and get; the graph page (its
+project list, memories and event stream, filtered to the caller's projects); user Cypher,
+the entities and the page's graph, answered from the cut of the graph the caller may read
+(`memoryd.team.views`); MCP (`memoryd.team.mcp_tools`, whose tools call the same dispatch);
+and the admin routes under `/v1/team`. Every other route (sync, maintenance, audit...)
+answers 403 `not_for_team`. A request names its project by its git remote
+(`scope=git@github.com:acme/shop.git`, the key `github.com/acme/shop`, or on the page its
+scope hash); the guard checks the caller's role there and hands the app the project's scope
+on the server, `<home>/team-projects/<key>/`. Answers are filtered again to the projects the
+caller may read, each hit carrying `recorded_by`, and every write is audited as
+`team:<user>`. The admin Unix socket keeps the local daemon's rules (no token, 0600).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from memoryd.api.errors import error_body, status_of
 from memoryd.api.runner import CountRequests, ServiceRunner
+from memoryd.api.schemas import SCOPE_HASH
 from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
@@ -43,23 +49,44 @@ from memoryd.errors import (
 )
 from memoryd.private import private_umask
 from memoryd.scope import scope_hash_of_path
-from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store
+from memoryd.team.asgi import (
+    JSON,
+    Answer,
+    Message,
+    Receive,
+    Refused,
+    Scope,
+    Send,
+    answer_error,
+    call,
+    json_body,
+    replay,
+    send_answer,
+)
+from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store, with_team_graph
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
+from memoryd.team.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
 from memoryd.team.store import TeamStore, utcnow
+from memoryd.team.views import VIEWS_DIR, Views
 
 logger = logging.getLogger(__name__)
 
 LISTEN_FILE = "team-listen.json"
 """Where a running team server says which address it bound (port 0 picks a free one)."""
-MAX_BODY = 8 * 1024 * 1024
-LISTS = {"/v1/recall": "hits", "/v1/search": "items", "/v1/memories": "items"}
+LISTS = {
+    "/v1/recall": "hits",
+    "/v1/search": "items",
+    "/v1/memories": "items",
+    "/v1/page/memories": "items",
+}
 """The read routes open to team users, and the key of their answer's list of hits."""
+MCP_PATH = "/mcp"
+REQUEST_ID = b"x-memoryd-request-id"
+"""A write's id from a developer's queue: the server makes it once, however often it comes."""
+CALLER_KEY = "memoryd.team.caller"
+"""Where the guard leaves the authenticated caller in the ASGI scope, for the MCP tools."""
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[Message], Any]
 ScopeOf = Callable[[str], Awaitable[str | None]]
 """A memory's scope hash by its slug (None: no such memory), read before a get is let in."""
 
@@ -84,23 +111,32 @@ class Projects:
         return self._hashes[key]
 
 
-class Refused(Exception):
-    """An answer the guard gives itself (status and error body) instead of the app's."""
-
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        super().__init__(body["error"]["message"])
-        self.status = status
-        self.body = body
-
-
 class TeamGuard:
-    """ASGI middleware: authenticate, gate, rewrite the project, filter the answer."""
+    """ASGI middleware: authenticate, gate, rewrite the project, filter the answer.
 
-    def __init__(self, app: Any, store: TeamStore, projects: Projects, scope_of: ScopeOf) -> None:
+    `dispatch` decides one request of an authenticated caller and returns the whole answer;
+    the HTTP listener and the team MCP tools (`memoryd.team.mcp_tools`) both go through it,
+    so the two surfaces cannot disagree on what a user may see."""
+
+    def __init__(
+        self,
+        app: Any,
+        store: TeamStore,
+        projects: Projects,
+        scope_of: ScopeOf,
+        *,
+        views: Views | None = None,
+        mcp: Any = None,
+        audit: Audit | None = None,
+    ) -> None:
         self.app = app
         self.store = store
         self.projects = projects
         self.scope_of = scope_of
+        self.views = views
+        self.mcp = mcp
+        self.audit = audit
+        self._landing = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -110,9 +146,9 @@ class TeamGuard:
         try:
             await self._handle(scope, receive, send)
         except MemorydError as exc:
-            await _answer(send, status_of(exc), error_body(exc.code, str(exc), exc.hint or ""))
+            await answer_error(send, status_of(exc), error_body(exc.code, str(exc), exc.hint or ""))
         except Refused as exc:
-            await _answer(send, exc.status, exc.body)
+            await answer_error(send, exc.status, exc.body)
 
     async def _caller(self, scope: Scope) -> Caller:
         headers = dict(scope["headers"])
@@ -128,38 +164,105 @@ class TeamGuard:
         return authenticate(row, roles, utcnow())
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await self._caller(scope)
         method, path = scope["method"], scope["path"]
-        scope = {**scope, "headers": _with_actor(scope["headers"], f"team:{caller.user}")}
-        if method == "GET" and path in LISTS:
+        if method in ("GET", "HEAD") and (path == "/" or path.startswith("/static/")):
+            await self.app(scope, receive, send)  # the graph page's files: no data in them
+            return
+        caller = await self._caller(scope)
+        if path == MCP_PATH and self.mcp is not None:
+            await self.mcp({**scope, CALLER_KEY: caller}, receive, send)
+        elif method == "GET" and path == "/v1/events":
+            await self._events(caller, scope, receive, send)
+        else:
             query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+            body = await json_body(receive) if method in ("POST", "PUT", "DELETE") else None
+            status, headers, answer = await self.dispatch(caller, scope, method, path, query, body)
+            await send_answer(send, status, headers, answer)
+
+    async def dispatch(
+        self,
+        caller: Caller,
+        base: Scope,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        body: dict[str, Any] | None,
+    ) -> Answer:
+        """The answer to one request of `caller` (MemorydError when the gate refuses it)."""
+        scope = {
+            **base,
+            "method": method,
+            "path": path,
+            "raw_path": path.encode("utf-8"),
+            "query_string": urlencode(query).encode("latin-1"),
+            "headers": _with_actor(base["headers"], f"team:{caller.user}"),
+        }
+        if method == "GET" and path in LISTS:
             key = self._project(caller, [v for k, v in query if k == "scope"], Operation.READ)
             query = [(k, v) for k, v in query if k != "scope"]
             query.append(("scope", self.projects.scope_hash(key)))
             scope["query_string"] = urlencode(query).encode("latin-1")
-            await self._forward_read(caller, scope, receive, send, LISTS[path])
-        elif method == "POST" and path == "/v1/recall":
-            body = await _json_body(receive)
+            return await self._forward_read(caller, scope, replay(None), LISTS[path])
+        if path.startswith(ADMIN_PREFIX):
+            if self.audit is None:
+                raise NotForTeam(f"{method} {path} needs the team server's audit log")
+            return await admin_route(self.store, caller, method, path, body or {}, self.audit)
+        body = body if body is not None else {}
+        if method == "POST" and path == "/v1/recall":
             key = self._project(caller, [body.get("scope")], Operation.READ)
             body["scope"] = self.projects.scope_hash(key)
-            await self._forward_read(caller, scope, _replay(body), send, "hits")
-        elif method == "POST" and path == "/v1/memories":
-            body = await _json_body(receive)
+            return await self._forward_read(caller, scope, replay(body), "hits")
+        if method == "POST" and path == "/v1/memories":
             key = self._project(caller, [body.get("scope")], Operation.WRITE)
             body["scope"] = str(self.projects.directory(key))
-            status, headers, answer = await _call(self.app, scope, _replay(body))
-            if status == 201:
-                slug = json.loads(answer)["meta"]["slug"]
-                await asyncio.to_thread(self.store.note_author, slug, caller.user, key, utcnow())
-            await _send(send, status, headers, answer)
-        elif method == "GET" and path.startswith("/v1/memories/") and path.count("/") == 3:
-            await self._get(caller, scope, receive, send, path.rsplit("/", 1)[1])
-        else:
-            raise NotForTeam(
-                f"{method} {path} is not open to team users yet",
-                hint="team users may record, recall, search, list and get"
-                " (`/v1/memories`, `/v1/recall`, `/v1/search`)",
-            )
+            await self._same_project(caller, key, body)
+            request_id = dict(base["headers"]).get(REQUEST_ID, b"").decode("latin-1")
+            async with self._landing:  # a write sent again waits for its first to land
+                if request_id and (slug := await asyncio.to_thread(self.store.landed, request_id)):
+                    return 200, JSON, json.dumps({"meta": {"slug": slug}, "again": True}).encode()
+                status, headers, answer = await call(self.app, scope, replay(body))
+                if status == 201:
+                    slug = json.loads(answer)["meta"]["slug"]
+                    now = utcnow()
+                    await asyncio.to_thread(self.store.note_author, slug, caller.user, key, now)
+                    if request_id:
+                        await asyncio.to_thread(
+                            self.store.note_landed, request_id, slug, caller.user, now
+                        )
+            return status, headers, answer
+        if method == "GET" and path.startswith("/v1/memories/") and path.count("/") == 3:
+            return await self._get(caller, scope, path.rsplit("/", 1)[1])
+        if method == "GET" and path == "/v1/projects":
+            return await self._projects(caller, scope)
+        if (
+            path == "/v1/graph/cypher"
+            or path == "/v1/page/graph"
+            or (method == "GET" and path.startswith("/v1/entities"))
+        ):
+            if self.views is None:
+                raise NotForTeam(f"{method} {path} needs the team graph's views")
+            scopes = sorted(self._readable(caller))
+            return await graph_route(self.views, scopes, method, path, query, body)
+        raise NotForTeam(
+            f"{method} {path} is not open to team users",
+            hint="team users may record, recall, search, list and get memories, run Cypher,"
+            " read entities, the graph page and its events, all within their projects",
+        )
+
+    async def _same_project(self, caller: Caller, key: str, body: dict[str, Any]) -> None:
+        """A write may supersede or promote only memories of its own project: a grant on one
+        project must not demote what another holds."""
+        named = body.get("supersedes") or []
+        if body.get("promoted_from"):
+            named = [*named, body["promoted_from"]]
+        for slug in named if isinstance(named, list) else []:
+            found = await self.scope_of(slug) if isinstance(slug, str) else None
+            if found is not None and found != self.projects.scope_hash(key):
+                raise ScopeNotGranted(
+                    f"memory {slug!r} is not in project {key!r}: user {caller.user!r} may not"
+                    " supersede or promote it from there",
+                    hint="supersede only memories of the project you write in",
+                )
 
     def _project(self, caller: Caller, values: list[Any], operation: Operation) -> str:
         if len(values) != 1 or not isinstance(values[0], str):
@@ -167,7 +270,16 @@ class TeamGuard:
                 "a team request names exactly one project in `scope`",
                 hint="pass scope=<the project's git remote>, e.g. git@github.com:acme/shop.git",
             )
-        key = project_key(values[0])
+        value = values[0]
+        if SCOPE_HASH.fullmatch(value):  # the graph page names projects by their scope hash
+            keys = [k for k in caller.readable() if self.projects.scope_hash(k) == value]
+            if not keys:
+                raise ScopeNotGranted(
+                    f"user {caller.user!r} may read no project with scope hash {value!r}",
+                    hint="pass the project's git remote; `GET /v1/projects` lists yours",
+                )
+            value = keys[0]
+        key = project_key(value)
         authorize(caller, key, operation)
         return key
 
@@ -175,9 +287,9 @@ class TeamGuard:
         return {self.projects.scope_hash(key) for key in caller.readable()}
 
     async def _forward_read(
-        self, caller: Caller, scope: Scope, receive: Receive, send: Send, field: str
-    ) -> None:
-        status, headers, answer = await _call(self.app, scope, receive)
+        self, caller: Caller, scope: Scope, receive: Receive, field: str
+    ) -> Answer:
+        status, headers, answer = await call(self.app, scope, receive)
         if status == 200:
             data = json.loads(answer)
             readable = self._readable(caller)
@@ -188,11 +300,9 @@ class TeamGuard:
                 hit["recorded_by"] = author.user if author else None
             data[field] = hits
             answer = json.dumps(data).encode("utf-8")
-        await _send(send, status, headers, answer)
+        return status, headers, answer
 
-    async def _get(
-        self, caller: Caller, scope: Scope, receive: Receive, send: Send, slug: str
-    ) -> None:
+    async def _get(self, caller: Caller, scope: Scope, slug: str) -> Answer:
         author = (await asyncio.to_thread(self.store.authors, [slug])).get(slug)
         if author is not None:
             authorize(caller, author.project, Operation.READ)
@@ -200,14 +310,59 @@ class TeamGuard:
         scope_hash = await self.scope_of(slug)
         if scope_hash is not None and scope_hash not in self._readable(caller):
             raise _not_readable(slug, caller)
-        status, headers, answer = await _call(self.app, scope, receive)
+        status, headers, answer = await call(self.app, scope, replay(None))
         if status == 200:
             data = json.loads(answer)
             if data["meta"].get("scope_hash") not in self._readable(caller):
                 raise _not_readable(slug, caller)
             data["recorded_by"] = author.user if author else None
             answer = json.dumps(data).encode("utf-8")
-        await _send(send, status, headers, answer)
+        return status, headers, answer
+
+    async def _projects(self, caller: Caller, scope: Scope) -> Answer:
+        """The graph page's project list: the caller's projects, each named by its key."""
+        status, headers, answer = await call(self.app, scope, replay(None))
+        if status == 200:
+            keys = {self.projects.scope_hash(key): key for key in caller.readable()}
+            rows = [
+                {**row, "path": keys[row["scope_hash"]], "name": keys[row["scope_hash"]]}
+                for row in json.loads(answer)
+                if row.get("scope_hash") in keys
+            ]
+            answer = json.dumps(rows).encode("utf-8")
+        return status, headers, answer
+
+    async def _events(self, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+        """The page's event stream, each memory event outside the caller's projects cut to
+        its `id` line (the client still resumes after it); the stream ends within a minute,
+        and its reconnect meets the gate again."""
+        readable = self._readable(caller)
+        scope = {**scope, "headers": _with_actor(scope["headers"], f"team:{caller.user}")}
+
+        async def filtered(message: Message) -> None:
+            if message["type"] == "http.response.body" and message.get("body"):
+                text = message["body"].decode("utf-8")
+                kept = [_event_for(block, readable) for block in text.split("\n\n")]
+                message = {**message, "body": "\n\n".join(kept).encode("utf-8")}
+            await send(message)
+
+        await self.app(scope, receive, filtered)
+
+
+def _event_for(block: str, readable: set[str]) -> str:
+    """One server-sent event as a caller may see it: a memory event outside `readable` keeps
+    only its `id` line."""
+    lines = block.split("\n")
+    if "event: memory" not in lines:
+        return block
+    data = next((line[6:] for line in lines if line.startswith("data: ")), "{}")
+    try:
+        scope_hash = json.loads(data).get("scope_hash")
+    except ValueError:
+        scope_hash = None
+    if scope_hash in readable:
+        return block
+    return "\n".join(line for line in lines if line.startswith("id: "))
 
 
 def _not_readable(slug: str, caller: Caller) -> ScopeNotGranted:
@@ -221,74 +376,6 @@ def _with_actor(headers: list[tuple[bytes, bytes]], actor: str) -> list[tuple[by
     """The request's headers with the audit actor set to the user (whatever the client sent)."""
     kept = [(k, v) for k, v in headers if k.lower() not in (b"x-memoryd-actor", b"content-length")]
     return [*kept, (b"x-memoryd-actor", actor.encode("ascii"))]
-
-
-async def _json_body(receive: Receive) -> dict[str, Any]:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise InvalidInput("the client went away before sending its body")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise Refused(
-                413, error_body("too_large", f"the body is over {MAX_BODY:,} bytes", "send less")
-            )
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            break
-    try:
-        data = json.loads(b"".join(chunks))
-    except ValueError as exc:
-        raise InvalidInput(f"the body is not JSON: {exc}", hint="send a JSON object") from exc
-    if not isinstance(data, dict):
-        raise InvalidInput("the body is not a JSON object", hint="send a JSON object")
-    return data
-
-
-def _replay(body: dict[str, Any]) -> Receive:
-    raw = json.dumps(body).encode("utf-8")
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": raw, "more_body": False}
-
-    return receive
-
-
-async def _call(
-    app: Any, scope: Scope, receive: Receive
-) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """Run the app on one request and keep its whole answer, to check it before it goes."""
-    started: Message = {}
-    chunks: list[bytes] = []
-
-    async def collect(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            started.update(message)
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    await app(scope, receive, collect)
-    return int(started.get("status", 500)), list(started.get("headers", [])), b"".join(chunks)
-
-
-async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-    kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
-    kept.append((b"content-length", str(len(body)).encode("ascii")))
-    await send({"type": "http.response.start", "status": status, "headers": kept})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
-    headers = [(b"content-type", b"application/json")]
-    await _send(send, status, headers, json.dumps(body).encode("utf-8"))
 
 
 def bind_network(host: str, port: int) -> socket.socket:
@@ -313,9 +400,7 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
     from memoryd.wiring import ensure_home, open_service
 
     private_umask()
-    settings = settings.model_copy(
-        update={"graph": settings.graph.model_copy(update=team.graph_settings())}
-    )
+    settings = with_team_graph(settings, team)
     files = DaemonFiles(settings.home)
     ensure_home(settings.home)
     files.check_socket_path()
@@ -381,7 +466,25 @@ async def _serve(
             return None
         return str(memory.meta.scope_hash)
 
-    guard = TeamGuard(counted, store, Projects(settings.home / PROJECTS_DIR), scope_of)
+    async def audit(actor: str, event: str, target: str, details: dict[str, Any]) -> None:
+        def append() -> None:
+            service.audit.append(
+                actor=actor, event_type=event, scope_hash=None, target_id=target, details=details
+            )
+
+        await runner.write(append)
+
+    from memoryd.mcp.team_tools import create_team_mcp
+
+    guard = TeamGuard(
+        counted,
+        store,
+        Projects(settings.home / PROJECTS_DIR),
+        scope_of,
+        views=Views(lambda: service.graph, settings.home / VIEWS_DIR),
+        audit=audit,
+    )
+    mcp_server, guard.mcp = create_team_mcp(guard.dispatch, CALLER_KEY)
     servers = [
         Server(uvicorn.Config(LocalOnly(counted), **common)),
         Server(
@@ -418,9 +521,13 @@ async def _serve(
         asyncio.create_task(embed(service, runner, settings)),
     ]
     try:
-        await asyncio.gather(
-            *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
-        )
+        async with mcp_server.session_manager.run():
+            await asyncio.gather(
+                *(
+                    server.serve(sockets=[sock])
+                    for server, sock in zip(servers, sockets, strict=True)
+                )
+            )
     finally:
         for chore in chores:
             chore.cancel()

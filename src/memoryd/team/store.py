@@ -35,6 +35,9 @@ CREATE TABLE IF NOT EXISTS tokens (
 CREATE TABLE IF NOT EXISTS grants (
     user TEXT NOT NULL REFERENCES users(name), project TEXT NOT NULL, role INTEGER NOT NULL,
     granted_at TEXT NOT NULL, PRIMARY KEY (user, project));
+CREATE TABLE IF NOT EXISTS admins (user TEXT PRIMARY KEY REFERENCES users(name));
+CREATE TABLE IF NOT EXISTS landed (
+    request_id TEXT PRIMARY KEY, slug TEXT NOT NULL, user TEXT NOT NULL, landed_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS authors (
     slug TEXT PRIMARY KEY, user TEXT NOT NULL, project TEXT NOT NULL, recorded_at TEXT NOT NULL);
 """
@@ -180,6 +183,16 @@ class TeamStore:
             )
         return next(t for u in self.users() for t in u[1] if t.token_id == row[0])
 
+    def expire_token(self, token_id: str, at: datetime) -> TokenRow:
+        """Set when a token stops working (`at` may be now: it is refused from then on)."""
+        with self._db() as db:
+            gone = db.execute(
+                "UPDATE tokens SET expires_at = ? WHERE id = ?", (at.isoformat(), token_id)
+            ).rowcount
+        if not gone:
+            raise NotFound(f"no token {token_id!r}", hint="see `memoryd team user list`")
+        return next(t for u in self.users() for t in u[1] if t.token_id == token_id)
+
     def lookup(self, token: str) -> Token | None:
         """The token's row (the gate decides whether it still holds), None if unknown."""
         if not TOKEN.match(token):
@@ -214,6 +227,36 @@ class TeamStore:
         with self._db() as db:
             rows = db.execute("SELECT project, role FROM grants WHERE user = ?", (user,))
             return {project: Role(role) for project, role in rows}
+
+    # team admins: may add users, expire and revoke tokens, and grant in every project
+
+    def set_admin(self, user: str, admin: bool) -> None:
+        with self._db() as db:
+            self._need_user(db, user)
+            if admin:
+                db.execute("INSERT OR IGNORE INTO admins VALUES (?)", (user,))
+            else:
+                db.execute("DELETE FROM admins WHERE user = ?", (user,))
+
+    def is_admin(self, user: str) -> bool:
+        with self._db() as db:
+            return db.execute("SELECT 1 FROM admins WHERE user = ?", (user,)).fetchone() is not None
+
+    # writes sent again (a developer's queue): each lands once
+
+    def landed(self, request_id: str) -> str | None:
+        """The slug a write with this request id made, if one did."""
+        with self._db() as db:
+            row = db.execute("SELECT slug FROM landed WHERE request_id = ?", (request_id,))
+            found = row.fetchone()
+        return None if found is None else str(found[0])
+
+    def note_landed(self, request_id: str, slug: str, user: str, now: datetime) -> None:
+        with self._db() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO landed VALUES (?, ?, ?, ?)",
+                (request_id, slug, user, now.isoformat()),
+            )
 
     # who recorded what
 

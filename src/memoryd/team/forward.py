@@ -1,0 +1,273 @@
+"""The developer daemon's side of a team: `Forwarder`, in front of `memoryd serve`'s app once
+the data dir joined a team (`memoryd.team.member`), sends what belongs to a shared project to
+the team server (see `memoryd.team.member` for what goes where)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from memoryd.errors import InvalidInput, MemorydError
+from memoryd.memfile import scope_file, scope_is_sensitive
+from memoryd.models import SCOPE_HASH_RE
+from memoryd.team.asgi import (
+    JSON,
+    Answer,
+    Receive,
+    Scope,
+    Send,
+    answer_error,
+    call,
+    json_body,
+    replay,
+    send_answer,
+)
+from memoryd.team.member import (
+    CONTEXT_ROUTE,
+    Membership,
+    TeamLink,
+    TeamUnreachable,
+    key_of_path,
+    message,
+)
+from memoryd.team.outbox import OUTBOX_DIR, Outbox
+
+logger = logging.getLogger(__name__)
+
+SEEN_DIR = "team-seen"
+SEEN_MOST = 500
+"""Team hits kept per project for recall while the server is away (the newest seen)."""
+WORD = re.compile(r"\w{3,}")
+
+
+class Seen:
+    """The team hits this developer last saw, per project (`<home>/team-seen/`, 0600): what
+    recall answers from, and says so, while the team server is away."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.Lock()
+
+    def _file(self, key: str) -> Path:
+        return self.directory / (hashlib.sha256(key.encode("utf-8")).hexdigest()[:16] + ".json")
+
+    def _read(self, key: str) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self._file(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def keep(self, key: str, hits: list[dict[str, Any]]) -> None:
+        if not hits:
+            return
+        with self._lock:
+            kept = self._read(key)
+            for hit in hits:
+                kept.pop(hit["slug"], None)
+                kept[hit["slug"]] = hit  # the newest seen last
+            rows = dict(list(kept.items())[-SEEN_MOST:])
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path = self._file(key)
+            tmp = path.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(rows, out)
+            tmp.replace(path)
+
+    def recall(self, key: str, query: str, limit: int) -> list[dict[str, Any]]:
+        """The kept hits that share words with `query`: the score the team gave each, times
+        the share of the query's words its title and snippet hold."""
+        words = {w.casefold() for w in WORD.findall(query)}
+        found = []
+        for hit in self._read(key).values():
+            text = {w.casefold() for w in WORD.findall(f"{hit['title']} {hit.get('snippet', '')}")}
+            share = len(words & text) / len(words) if words else 0.0
+            if share > 0:
+                found.append({**hit, "source": "team-cache", "score": hit["score"] * share})
+        return sorted(found, key=lambda hit: -float(hit["score"]))[:limit]
+
+
+ROUTES = {
+    ("POST", "/v1/memories"),
+    ("GET", "/v1/recall"),
+    ("POST", "/v1/recall"),
+    ("POST", CONTEXT_ROUTE),
+}
+
+
+def _key_or_none(path: str) -> str | None:
+    try:
+        return key_of_path(path)
+    except InvalidInput:
+        return None
+
+
+def _query(scope: Scope) -> list[tuple[str, str]]:
+    return parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+
+
+class Forwarder:
+    """ASGI middleware of a developer's daemon in a team: see the module docstring."""
+
+    def __init__(self, app: Any, link: TeamLink) -> None:
+        self.app = app
+        self.link = link
+        self.home = link.member.home
+        self.outbox = Outbox(link, self.home / OUTBOX_DIR)
+        self.seen = Seen(self.home / SEEN_DIR)
+
+    async def run(self) -> None:
+        """The daemon's chore: send what waits in the outbox whenever the server is back."""
+        await self.outbox.drain_forever()
+
+    async def close(self) -> None:
+        await self.link.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"], scope["path"]) not in ROUTES:
+            await self.app(scope, receive, send)
+            return
+        try:
+            status, headers, answer = await self._handle(scope, receive)
+        except MemorydError as exc:
+            from memoryd.api.errors import error_body, status_of
+
+            await answer_error(send, status_of(exc), error_body(exc.code, str(exc), exc.hint or ""))
+            return
+        await send_answer(send, status, headers, answer)
+
+    async def _handle(self, scope: Scope, receive: Receive) -> Answer:
+        method, path = scope["method"], scope["path"]
+        query = _query(scope)
+        body = await json_body(receive) if method == "POST" else {}
+        where = body.get("scope") if method == "POST" else dict(query).get("scope")
+        key = await self.shared(where if isinstance(where, str) else None)
+        if key is None:  # personal: the local daemon alone
+            return await call(self.app, scope, replay(body) if method == "POST" else replay(None))
+        if path == "/v1/memories":
+            return await self._record(key, body)
+        if path == CONTEXT_ROUTE:
+            return await self._context(scope, key, body)
+        return await self._recall(scope, key, method, query, body)
+
+    async def shared(self, where: str | None) -> str | None:
+        """The team project `where` (a path or a scope hash) belongs to, if it is shared."""
+        if not where:
+            return None
+        if SCOPE_HASH_RE.match(where):
+            if await asyncio.to_thread(scope_is_sensitive, self.home, where):
+                return None
+            key = self.link.member.links.get(where)
+            if key is None:
+                try:
+                    data = json.loads(scope_file(self.home, where).read_text(encoding="utf-8"))
+                    path = str(data["path"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    return None
+                key = await asyncio.to_thread(_key_or_none, path)
+        elif os.path.isabs(where):
+            key = await asyncio.to_thread(_key_or_none, where)
+        else:
+            return None
+        if key is None or key not in await self.link.roles():
+            return None
+        return key
+
+    async def _record(self, key: str, body: dict[str, Any]) -> Answer:
+        body = {**body, "scope": key}
+        answer: Answer = await self.outbox.send(body, uuid.uuid4().hex)
+        return answer
+
+    async def _team_hits(self, key: str, q: str, limit: int) -> tuple[list[dict[str, Any]], str]:
+        """The team's hits for `q` in `key` (a note says why there are none)."""
+        try:
+            answer = await self.link.request(
+                "POST", "/v1/recall", body={"q": q, "scope": key, "limit": limit, "track": True}
+            )
+        except TeamUnreachable:
+            cached = await asyncio.to_thread(self.seen.recall, key, q, limit)
+            return cached, (
+                f"team server {self.link.member.url} unreachable: team hits come from the local"
+                f" copy of what you last saw there ({len(cached)} match)"
+            )
+        if answer.status_code != 200:
+            return [], f"team: {message(answer.content)}"
+        hits = [{**hit, "source": "team"} for hit in answer.json()["hits"]]
+        await asyncio.to_thread(self.seen.keep, key, hits)
+        return hits, f"team: {key} on {self.link.member.url}"
+
+    async def _recall(
+        self,
+        scope: Scope,
+        key: str,
+        method: str,
+        query: list[tuple[str, str]],
+        body: dict[str, Any],
+    ) -> Answer:
+        ask = body if method == "POST" else dict(query)
+        status, headers, answer = await call(
+            self.app, scope, replay(body) if method == "POST" else replay(None)
+        )
+        if status != 200:  # the app checked the fields: past here they are valid
+            return status, headers, answer
+        limit, offset = int(ask.get("limit", 10)), int(ask.get("offset", 0))
+        data = json.loads(answer)
+        team, note = await self._team_hits(key, str(ask.get("q", "")), limit + offset)
+        mine = [{**hit, "source": "personal", "recorded_by": None} for hit in data["hits"]]
+        merged = sorted(mine + team, key=lambda hit: -float(hit["score"]))
+        data["hits"] = merged[:limit]
+        data["notes"] = [*data.get("notes", []), note]
+        return 200, JSON, json.dumps(data).encode("utf-8")
+
+    async def _context(self, scope: Scope, key: str, body: dict[str, Any]) -> Answer:
+        """Inject: the personal items, and for a prompt the team's current hits, by score."""
+        status, headers, answer = await call(self.app, scope, replay(body))
+        prompt = body.get("prompt")
+        if status != 200 or not isinstance(prompt, str) or not prompt.strip():
+            return status, headers, answer
+        limit = int(body.get("limit", body.get("k", 8)))
+        items = json.loads(answer)["items"]
+        local = {"q": prompt, "scope": body.get("scope"), "limit": 50, "track": False}
+        recall_scope = {**scope, "path": "/v1/recall", "raw_path": b"/v1/recall"}
+        _, _, scored = await call(self.app, recall_scope, replay(local))
+        scores = {h["slug"]: float(h["score"]) for h in json.loads(scored).get("hits", [])}
+        team, _ = await self._team_hits(key, prompt, limit)
+        ranked = [(scores.get(item["slug"], 0.0), {**item, "source": "personal"}) for item in items]
+        for hit in team:
+            if hit.get("superseded_by"):
+                continue
+            author = hit.get("recorded_by") or "a teammate"
+            text = f"(team, recorded by {author}) {hit.get('snippet') or ''}".strip()
+            item = {
+                "slug": hit["slug"],
+                "type": hit["type"],
+                "title": hit["title"],
+                "body": text,
+                "created_at": hit["created_at"],
+                "source": "team",
+                "recorded_by": hit.get("recorded_by"),
+            }
+            ranked.append((float(hit["score"]), item))
+        ranked.sort(key=lambda pair: -pair[0])
+        merged = [item for _, item in ranked[:limit]]
+        return 200, JSON, json.dumps({"items": merged}).encode("utf-8")
+
+
+def forwarding(home: Path, app: Any) -> tuple[Any, Forwarder | None]:
+    """`app` behind a Forwarder when this data dir joined a team (else as it is)."""
+    member = Membership.load(home)
+    if member is None:
+        return app, None
+    logger.info("in the team at %s as %s", member.url, member.user)
+    forwarder = Forwarder(app, TeamLink(member))
+    return forwarder, forwarder
