@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from memoryd.capture_limits import CaptureLimits
+from memoryd.redact import redact
 from memoryd.sessions import summary
 from memoryd.sessions.session import Session, ToolCall
-from memoryd.capture_limits import CaptureLimits
 
 ROOTS = ["/src/shop"]
 
@@ -46,7 +47,6 @@ def test_a_grown_body_is_redacted_whole_once_and_each_messages_tool_work_read_on
         return render(writer, agent_name)
 
     redacted: list[int] = []
-    redact = summary.redact
 
     def counted_redact(text: str, *, high_entropy: bool = True) -> str:
         redacted.append(len(text))

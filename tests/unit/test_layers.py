@@ -34,13 +34,8 @@ LAYERS: dict[str, int] = {
     "memoryd.setup": SURFACES,
     "memoryd.demo": SURFACES,
     "memoryd.daemon": SURFACES,  # the process that hosts the api and mcp surfaces
-    "memoryd.team.server": SURFACES,  # the team server: the daemon's app behind the gate
-    "memoryd.team.routes": SURFACES,  # its own routes: Cypher, entities, admin
-    "memoryd.team.asgi": SURFACES,  # the ASGI plumbing the team middlewares share
-    "memoryd.team.member": SURFACES,  # a developer daemon in a team: its link
-    "memoryd.team.forward": SURFACES,  # what its daemon sends to the team
-    "memoryd.team.outbox": SURFACES,  # its queue of team writes
-    "memoryd.team.share": SURFACES,  # `memoryd share`: personal memories to the team
+    "memoryd.team_server": SURFACES,  # the team server: the daemon's app behind the gate
+    "memoryd.team_member": SURFACES,  # a developer daemon in a team: link, forward, outbox, share
     # service: the one MemoryAPI, in process and over the socket, and its composition
     "memoryd.protocol": SERVICE,
     "memoryd.service": SERVICE,
@@ -58,7 +53,7 @@ LAYERS: dict[str, int] = {
     "memoryd.journal": DOMAIN,
     "memoryd.governance": DOMAIN,
     "memoryd.sync": DOMAIN,
-    "memoryd.team": DOMAIN,  # team users, tokens, the gate; its server is a surface
+    "memoryd.team": DOMAIN,  # team users, tokens, grants, the gate
     # stores: each owns its files and never imports another
     "memoryd.vault": STORES,
     "memoryd.graph": STORES,
@@ -242,9 +237,9 @@ def test_no_import_cycles_between_directories() -> None:
 @pytest.mark.parametrize(
     ("module", "target"),
     [
-        # downward for the layers (api is a surface, team.policy domain), but team/server.py
-        # imports the api: the two directories would go round
-        ("memoryd.api.app", "memoryd.team.policy"),
+        # downward for the layers (daemon and team_member are both surfaces), but
+        # team_server/server.py imports the daemon: the directories would go round
+        ("memoryd.daemon.server", "memoryd.team_server.routes"),
         ("memoryd.recall.conversation", "memoryd.capture.hook"),  # what sessions/ fixed
     ],
 )
@@ -258,7 +253,7 @@ def test_the_check_catches_a_loop_between_directories(
 def test_a_module_placed_on_its_own_sits_on_another_floor() -> None:
     """A LAYERS entry for a module inside a package makes it a unit of its own, which the
     package loop check sees apart from its package: that is only for a module on another floor
-    than its package (the team server inside `team/`), never a way around a loop
+    than its package (the stores of `governance/store/`), never a way around a loop
     (`capture/fastpath.py` importing the CLI from inside `capture/` was one)."""
     same_floor = [
         name

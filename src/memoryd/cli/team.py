@@ -61,8 +61,8 @@ def share(
     """Copy personal memories to the team (after `memoryd team join`), each with its
     supersedes chain. A sensitive scope is refused: nothing of it leaves this machine."""
     from memoryd.cli.running import run
-    from memoryd.team.member import Membership
-    from memoryd.team.share import share as share_memories
+    from memoryd.team_member.member import Membership
+    from memoryd.team_member.share import share as share_memories
 
     try:
         settings = load_settings(home)
@@ -260,7 +260,7 @@ def serve(home: HomeOpt = None) -> None:
 def run_team_server(home: Path | None) -> None:
     """`memoryd serve --team` and `memoryd team serve`: this process becomes the team server."""
     from memoryd.daemon_files import configure_logging
-    from memoryd.team.server import serve_team
+    from memoryd.team_server.server import serve_team
 
     try:
         settings = load_settings(home)
@@ -335,8 +335,8 @@ def join(
 ) -> None:
     """Join this data dir to a team: records in shared projects go to the team server, recall
     and inject there merge the team's memories with yours; everything else stays here."""
-    from memoryd.team.member import join as join_team
-    from memoryd.team.member import link
+    from memoryd.team_member.member import join as join_team
+    from memoryd.team_member.member import link
 
     try:
         settings = load_settings(home)
@@ -354,8 +354,8 @@ def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """On a team server: its users, projects and graph; on a developer's data dir: the team
     it joined and how many writes wait for the server."""
     from memoryd.team.config import team_file
-    from memoryd.team.member import Membership
-    from memoryd.team.outbox import waiting
+    from memoryd.team_member.member import Membership
+    from memoryd.team_member.outbox import waiting
 
     try:
         settings = load_settings(home)

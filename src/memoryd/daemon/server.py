@@ -387,7 +387,9 @@ async def _serve(
     app.state.backend.readers = readers
     mcp_sessions = mount_mcp(app, service, runner, readers)
     counted = CountRequests(app, runner)
-    from memoryd.team.forward import forwarding  # a data dir that joined a team (`team join`)
+    from memoryd.team_member.forward import (
+        forwarding,  # a data dir that joined a team (`team join`)
+    )
 
     served, team = forwarding(settings.home, counted)
     guarded = [LocalOnly(served), LocalOnly(served, token=token, refused=SOCKET_ONLY)]

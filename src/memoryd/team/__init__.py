@@ -1,6 +1,6 @@
-"""Team memory (issue 32, first layer): users and tokens, projects keyed by their git remote,
-the one gate every team request goes through, and the team server's TLS surface.
+"""Team memory, its domain: users and tokens, projects keyed by their git remote, grants, the
+one gate every team request goes through, the cut of the team graph a user may read, backup.
 
-`keys`, `policy`, `store`, `tls` and `config` are domain modules (stdlib, SQLite and
-`cryptography`); `server` is a surface (it wraps the daemon's HTTP app).
+Its surfaces live apart: `team_server/` (the team server) and `team_member/` (a developer's
+daemon in a team).
 """

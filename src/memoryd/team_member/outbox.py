@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.team.asgi import JSON, Answer
-from memoryd.team.member import TeamLink, TeamUnreachable
+from memoryd.api.asgi import JSON, Answer
+from memoryd.team_member.member import TeamLink, TeamUnreachable
 
 logger = logging.getLogger(__name__)
 

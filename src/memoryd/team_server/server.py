@@ -30,6 +30,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from memoryd.api.asgi import (
+    JSON,
+    Answer,
+    Message,
+    Receive,
+    Refused,
+    Scope,
+    Send,
+    answer_error,
+    call,
+    json_body,
+    replay,
+    send_answer,
+)
 from memoryd.api.errors import error_body, status_of
 from memoryd.api.runner import CountRequests, ServiceRunner
 from memoryd.api.schemas import SCOPE_HASH
@@ -49,26 +63,12 @@ from memoryd.errors import (
 )
 from memoryd.private import private_umask
 from memoryd.scope import scope_hash_of_path
-from memoryd.team.asgi import (
-    JSON,
-    Answer,
-    Message,
-    Receive,
-    Refused,
-    Scope,
-    Send,
-    answer_error,
-    call,
-    json_body,
-    replay,
-    send_answer,
-)
 from memoryd.team.config import PROJECTS_DIR, TeamConfig, open_store, with_team_graph
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
-from memoryd.team.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
+from memoryd.team_server.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
 
 logger = logging.getLogger(__name__)
 

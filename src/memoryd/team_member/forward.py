@@ -1,6 +1,6 @@
 """The developer daemon's side of a team: `Forwarder`, in front of `memoryd serve`'s app once
-the data dir joined a team (`memoryd.team.member`), sends what belongs to a shared project to
-the team server (see `memoryd.team.member` for what goes where)."""
+the data dir joined a team (`memoryd.team_member.member`), sends what belongs to a shared project to
+the team server (see `memoryd.team_member.member` for what goes where)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from memoryd.errors import InvalidInput, MemorydError
-from memoryd.memfile import scope_file, scope_is_sensitive
-from memoryd.models import SCOPE_HASH_RE
-from memoryd.team.asgi import (
+from memoryd.api.asgi import (
     JSON,
     Answer,
     Receive,
@@ -31,7 +28,10 @@ from memoryd.team.asgi import (
     replay,
     send_answer,
 )
-from memoryd.team.member import (
+from memoryd.errors import InvalidInput, MemorydError
+from memoryd.memfile import scope_file, scope_is_sensitive
+from memoryd.models import SCOPE_HASH_RE
+from memoryd.team_member.member import (
     CONTEXT_ROUTE,
     Membership,
     TeamLink,
@@ -39,7 +39,7 @@ from memoryd.team.member import (
     key_of_path,
     message,
 )
-from memoryd.team.outbox import OUTBOX_DIR, Outbox
+from memoryd.team_member.outbox import OUTBOX_DIR, Outbox
 
 logger = logging.getLogger(__name__)
 

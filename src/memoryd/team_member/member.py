@@ -7,7 +7,7 @@ project (its normalised git remote is one the user has a role in, and it is not 
 to the team server as well as, or instead of, the local stores:
 
 - record (`POST /v1/memories`) goes to the team: the memory is the team's, recorded by this
-  user; with the server away it waits in the outbox (`memoryd.team.outbox`) and is sent, once,
+  user; with the server away it waits in the outbox (`team_member.outbox`) and is sent, once,
   when the server is back;
 - recall (`GET`/`POST /v1/recall`) asks both and merges the hits by their calibrated score,
   each saying where it came from (`source`: personal or team) and who recorded a team one;

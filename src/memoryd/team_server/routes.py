@@ -1,7 +1,7 @@
 """The team server's routes that are not the daemon's app behind a filter: user Cypher, the
 entities and the graph page's drawing over the caller's cut of the graph
 (`memoryd.team.views`), and the admin routes under `/v1/team` (users, tokens, grants).
-`TeamGuard.dispatch` (`memoryd.team.server`) sends requests here once it knows the caller.
+`TeamGuard.dispatch` (`memoryd.team_server.server`) sends requests here once it knows the caller.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
+from memoryd.api.asgi import JSON, Answer
 from memoryd.api.page import MAX_NODES, _entity_graph
 from memoryd.api.routes import page
 from memoryd.api.schemas import MAX_PAGE, CypherQuery
 from memoryd.errors import InvalidInput, NotForTeam, NotFound, TeamDenied
-from memoryd.team.asgi import JSON, Answer
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, Role, authorize
 from memoryd.team.store import TeamStore, TokenRow, utcnow

@@ -21,7 +21,7 @@ from memoryd.errors import InvalidInput, PolicyDenied, StorageError
 from memoryd.memfile import scope_file, scope_is_sensitive
 from memoryd.models import Memory
 from memoryd.protocol import MemoryAPI
-from memoryd.team.member import TIMEOUT_S, Membership, key_of_path, message
+from memoryd.team_member.member import TIMEOUT_S, Membership, key_of_path, message
 
 SCOPE_PAGE = 1000
 
