@@ -72,6 +72,14 @@ class Ingest(ServiceCore):
         self._extract(memories)
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
+        if not bulk and len(memories) == 1:
+            judged = self.judge_unwritten(memories[0])
+            if judged is not None:  # its decisions are written with it
+                memory, details = judged
+                events = [(memory.slug, "supersede", details)] if details else []
+                self._write_batch([memory], sync_each=True, events=events)
+                self._queue_sessions([memory])
+                return [memory]
         written: list[Memory] = []
         with fewer_collections():
             for batch in iter_batches(memories, BULK_BATCH):
