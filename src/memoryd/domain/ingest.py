@@ -46,8 +46,12 @@ class Ingest(ServiceCore):
     """Writes of new and edited memories."""
 
     def record(self, draft: MemoryDraft) -> Memory:
-        """Write one memory: vault file, graph, search index and audit line, all durable."""
-        return self.record_many([draft], bulk=False)[0]
+        """Write one memory: vault file, graph, search index and audit line, all durable.
+
+        With fewer cyclic-GC passes: a full collection walks every object the service holds
+        (60-100 ms at 10k memories), one in every ~8 records (bench/RESULTS.md)."""
+        with fewer_collections():
+            return self.record_many([draft], bulk=False)[0]
 
     def record_many(self, drafts: Sequence[MemoryDraft], *, bulk: bool = True) -> list[Memory]:
         """The bulk path (import, benchmarks): batches graph and index writes, one fsync pass.

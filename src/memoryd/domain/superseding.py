@@ -50,12 +50,18 @@ class Superseding(ServiceCore):
         return supersede.Tiers(auto=cfg.auto_threshold, candidate=cfg.candidate_threshold)
 
     def prepare_supersede(
-        self, slug: str, pairs: list[supersede.Pair] | None = None
+        self,
+        slug: str,
+        pairs: list[supersede.Pair] | None = None,
+        *,
+        written: Memory | None = None,
     ) -> supersede.SupersedeJob | None:
         """A read: the older memories this one may replace, with the rules' verdicts; None
         when there is nothing to judge (a sensitive memory's text never leaves its file).
-        `pairs`: found already for a batch (`find_pairs_many`)."""
-        memory = self._load(slug)
+        `pairs`: found already for a batch (`find_pairs_many`); `written`: the memory as the
+        batch just wrote it (judging reads its title, body and type, which no decision
+        changes), else read from its file."""
+        memory = self._load(slug) if written is None else written
         scope = self.vault.read_scope(memory.meta.scope_hash)
         if sensitive(memory, scope):
             return None
@@ -100,6 +106,8 @@ class Superseding(ServiceCore):
         """The newer memory's file as it is and with the job's new decisions, the audit
         details and the decisions; None when nothing new was decided. The caller holds the
         file's lock."""
+        if not supersede.new_decisions(job, self.supersede_tiers, self.clock()):
+            return None  # nothing decided: its file is not read
         old = self._load(job.newer)
         edit = self._decisions_of(old, job)
         if edit is None:
@@ -449,7 +457,7 @@ class Superseding(ServiceCore):
             taken = {newer for newer, older in edges if older == memory.slug}
             pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
             try:
-                job = self.prepare_supersede(memory.slug, pairs)
+                job = self.prepare_supersede(memory.slug, pairs, written=memory)
                 if job is not None and inline:
                     self.judge_supersedes_llm(job)
             except MemorydError as exc:
