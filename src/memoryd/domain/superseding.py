@@ -34,6 +34,12 @@ APPLY_BATCH = 200
 locks together)."""
 
 
+SPEAKER_SCAN_TIMEOUT_MS = 300_000
+"""The one scan of a scope for bodies with a status word (`_speakers`): at 100k memories it
+ran past the store's 10 s query limit under load, and every write to the scope was then
+judged without its status lines (bench/RESULTS.md)."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _status_lines_of(body: str) -> tuple[status_lines.StatusLine, ...]:
     """A speaker's status lines, parsed once per body: every write to its scope asks."""
@@ -186,6 +192,7 @@ class Superseding(ServiceCore):
                     "words": status_lines.STATUS_KEYWORDS,
                 },
                 limit=1_000_000,
+                timeout_ms=SPEAKER_SCAN_TIMEOUT_MS,
             ).rows
             known = self.status_speakers[scope_hash] = {str(r[0]) for r in rows}
         known |= {
