@@ -84,11 +84,21 @@ def fewer_collections(young: int = 50_000) -> Iterator[None]:
     write starts are frozen out of collection and the young threshold is raised; both are put
     back afterwards, so garbage cycles are still collected, just in fewer, larger passes.
     """
+    global _held
+    if _held:  # inside another: the outer one puts the collector back
+        yield
+        return
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
+    _held = True
     try:
         yield
     finally:
+        _held = False
         gc.set_threshold(*thresholds)
         gc.unfreeze()
+
+
+_held = False
+"""A `fewer_collections` is running (they nest: `record` runs the batch write's)."""

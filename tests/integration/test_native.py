@@ -62,5 +62,21 @@ def test_a_bulk_write_collects_less_often_and_puts_the_collector_back() -> None:
     assert made_inside() is None  # a cycle made during the write is still collected
 
 
+def test_a_write_inside_another_leaves_the_collector_to_the_outer_one() -> None:
+    """`record` holds the collector for its whole write, and the batch write inside it
+    does too: the inner one neither unfreezes nor puts the threshold back early."""
+    from memoryd.native import fewer_collections
+
+    before = gc.get_threshold()
+    with fewer_collections(young=before[0] * 10):
+        frozen = gc.get_freeze_count()
+        with fewer_collections():
+            pass
+        assert gc.get_freeze_count() == frozen > 0
+        assert gc.get_threshold() == (before[0] * 10, *before[1:])
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
 class _Node:
     me: object

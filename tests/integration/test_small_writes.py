@@ -269,3 +269,81 @@ def test_a_made_slug_another_memory_drew_is_drawn_again(
     assert [s[-6:] for s in slugs] == ["aaaaaa", "bbbbbb", "cccccc"]
     for slug in slugs:
         assert svc.get(slug).meta.slug == slug
+
+
+def test_a_record_judged_before_its_write_gets_what_judging_it_once_written_gives(
+    svc: MemoryService, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`record` judges a memory before writing it, so that its decisions are written with it
+    (one write, no rewrite): the decisions, SUPERSEDES edges and audit lines are those the
+    judging of the written memory gives, record for record."""
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+    from tests.conftest import ENGINE
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    notes = [
+        *NOTES,
+        ("decision", "Use Jest for tests", "The frontend tests run on Jest."),
+        ("decision", "Switch tests to Vitest", "We switched from Jest to Vitest for the tests."),
+        ("decision", "Use Kafka for events", "Billing publishes its events to Kafka."),
+        ("decision", "Replace Kafka with RabbitMQ", "Kafka is replaced by RabbitMQ in billing."),
+        ("decision", "Kafka stays", "Kafka stays for events; RabbitMQ was tried and dropped."),
+        ("session", "Moved the tests", "We moved the tests from Vitest to Jest again."),
+    ]
+    drafts = [
+        MemoryDraft(
+            type=MemoryType(kind),
+            title=title,
+            body=body,
+            slug=f"2026-03-01-note-{i:02d}",
+            scope_path=project,
+            created_at=start + timedelta(minutes=i),
+        )
+        for i, (kind, title, body) in enumerate(notes)
+    ]
+    drafts[9] = drafts[9].model_copy(update={"supersedes": [drafts[2].slug]})  # by hand
+    after = open_service(
+        load_settings(tmp_path / "home-after", graph={"engine": ENGINE, "buffer_pool_mb": 128})
+    )
+    try:
+        monkeypatch.setattr(after, "judge_unwritten", lambda memory: None)
+        rewrites: list[str] = []
+        replace_many = svc._replace_many
+
+        def counted(edits: Any, **kwargs: Any) -> None:
+            rewrites.extend(new.slug for _, new, _ in edits)
+            replace_many(edits, **kwargs)
+
+        monkeypatch.setattr(svc, "_replace_many", counted)
+        for draft in drafts:
+            before, once_written = svc.record(draft), after.record(draft)
+            assert before.meta.supersedes == after.get(once_written.slug).meta.supersedes
+
+        def decided(service: MemoryService) -> dict[str, list[tuple[Any, ...]]]:
+            return {
+                d.slug: [
+                    (x.older, x.status, x.confidence, x.judge, x.reason, x.entity_id, x.rules)
+                    for x in service.get(d.slug).meta.supersede_decisions
+                ]
+                for d in drafts
+            }
+
+        def edges(service: MemoryService) -> set[tuple[Any, ...]]:
+            query = "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.slug, o.slug, r.status"
+            return {tuple(r) for r in service.graph.cypher(query, {}, limit=1000).rows}
+
+        def audited(service: MemoryService) -> list[tuple[Any, ...]]:
+            return [
+                (e.event_type, e.target_id, e.details)
+                for e in service.audit.records_after(0)
+                if e.event_type in ("record", "supersede")
+            ]
+
+        assert decided(svc) == decided(after)
+        assert any(decided(svc).values())  # judging decided something here
+        assert edges(svc) == edges(after)
+        assert audited(svc) == audited(after)
+        assert rewrites == []  # no record's file was written twice
+    finally:
+        after.close()

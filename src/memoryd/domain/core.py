@@ -212,6 +212,7 @@ class ServiceCore(Writes):
 
     judge_supersedes: Callable[..., list[SupersedeDecision]]
     judge_written: Callable[..., list[tuple[str, str]]]
+    judge_unwritten: Callable[[Memory], tuple[Memory, dict[str, Any]] | None]
     """Provided by `domain.superseding.Superseding`: writes judge what they may replace."""
     profile_rewrite: Callable[..., Any]
     profile_report: Callable[..., Any]
@@ -238,8 +239,11 @@ class ServiceCore(Writes):
         return info
 
     def _ensure_scope(self, info: ScopeInfo) -> None:
-        self.vault.write_scope(info)
-        self.graph.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
+        self.vault.write_scope(info)  # a read, not a write, when the graph holds it as it is
+        query = "MATCH (s:Scope {hash: $hash}) RETURN s.path, s.sensitive, s.aliases"
+        held = self.graph.cypher(query, {"hash": info.scope_hash}, limit=2).rows
+        if held != [[info.path, info.sensitive, list(info.aliases)]]:
+            self.graph.upsert_scope(info.scope_hash, info.path, info.sensitive, info.aliases)
 
     def scope_hash_of(self, scope: Path | str | None) -> str | None:
         """A scope given as a path, or as a 12-hex scope hash already; None means all scopes."""

@@ -21,15 +21,23 @@ from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
 from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
+from memoryd.graph.rows import graph_rows
 from memoryd.graph.store import SupersedeRow
 from memoryd.memfile import lock_file
 from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
+from memoryd.redact.fields import clean_stored
 
 logger = logging.getLogger(__name__)
 
 APPLY_BATCH = 200
 """Newer memories whose supersede decisions are written in one write (and hold their file
 locks together)."""
+
+
+SPEAKER_SCAN_TIMEOUT_MS = 300_000
+"""The one scan of a scope for bodies with a status word (`_speakers`): at 100k memories it
+ran past the store's 10 s query limit under load, and every write to the scope was then
+judged without its status lines (bench/RESULTS.md)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -48,12 +56,18 @@ class Superseding(ServiceCore):
         return supersede.Tiers(auto=cfg.auto_threshold, candidate=cfg.candidate_threshold)
 
     def prepare_supersede(
-        self, slug: str, pairs: list[supersede.Pair] | None = None
+        self,
+        slug: str,
+        pairs: list[supersede.Pair] | None = None,
+        *,
+        written: Memory | None = None,
     ) -> supersede.SupersedeJob | None:
         """A read: the older memories this one may replace, with the rules' verdicts; None
         when there is nothing to judge (a sensitive memory's text never leaves its file).
-        `pairs`: found already for a batch (`find_pairs_many`)."""
-        memory = self._load(slug)
+        `pairs`: found already for a batch (`find_pairs_many`); `written`: the memory as the
+        batch just wrote it (judging reads its title, body and type, which no decision
+        changes), else read from its file."""
+        memory = self._load(slug) if written is None else written
         scope = self.vault.read_scope(memory.meta.scope_hash)
         if sensitive(memory, scope):
             return None
@@ -98,7 +112,20 @@ class Superseding(ServiceCore):
         """The newer memory's file as it is and with the job's new decisions, the audit
         details and the decisions; None when nothing new was decided. The caller holds the
         file's lock."""
+        if not supersede.new_decisions(job, self.supersede_tiers, self.clock()):
+            return None  # nothing decided: its file is not read
         old = self._load(job.newer)
+        edit = self._decisions_of(old, job)
+        if edit is None:
+            return None
+        new, details, decisions = edit
+        return old, new, details, decisions
+
+    def _decisions_of(
+        self, old: Memory, job: supersede.SupersedeJob
+    ) -> tuple[Memory, dict[str, Any], list[SupersedeDecision]] | None:
+        """`old` with the job's new decisions, the audit details and the decisions; None
+        when nothing new was decided."""
         decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
         decisions = [
             d
@@ -119,7 +146,7 @@ class Superseding(ServiceCore):
                 for d in decisions
             ]
         }
-        return old, new, details, decisions
+        return new, details, decisions
 
     def _apply_supersedes(self, jobs: Sequence[supersede.SupersedeJob]) -> dict[str, list[str]]:
         """`apply_supersede` for a batch's jobs (distinct newer memories), `APPLY_BATCH` at a
@@ -165,6 +192,7 @@ class Superseding(ServiceCore):
                     "words": status_lines.STATUS_KEYWORDS,
                 },
                 limit=1_000_000,
+                timeout_ms=SPEAKER_SCAN_TIMEOUT_MS,
             ).rows
             known = self.status_speakers[scope_hash] = {str(r[0]) for r in rows}
         known |= {
@@ -247,14 +275,19 @@ class Superseding(ServiceCore):
         self, scope_hash: str, wanted: set[str], new: Sequence[Memory]
     ) -> bool:
         """Whether a status line of the scope can link one of `wanted` (new memories, all in
-        `new`): one of them has a status word, or an older record's status line names a number
-        or title key one of them goes by (`status_lines.resolve` finds a record by nothing
-        else). False spares a write that no status line touches reading every judged memory
-        of its scope (`_status_records`)."""
+        `new`): one of them has a status line naming a record, or an older record's status
+        line names a number or title key one of them goes by (`status_lines.resolve` finds a
+        record by nothing else). False spares a write that no status line touches reading
+        every judged memory of its scope (`_status_records`)."""
         speaking = self._speakers(scope_hash, new)
         if not speaking:
             return False
-        if speaking & wanted or not wanted <= {m.slug for m in new}:
+        by_slug = {m.slug: m for m in new}
+        if not wanted <= by_slug.keys():
+            return True
+        # A status word is not a status line ("Redis is replaced by Valkey in search" names
+        # no record): a new memory links others only through a line that names one.
+        if any(_status_lines_of(by_slug[slug].body) for slug in speaking & wanted):
             return True
         numbers: set[int] = set()
         keys: set[str] = set()
@@ -346,6 +379,46 @@ class Superseding(ServiceCore):
             self._replace_everywhere(old, new, event_type="supersede", details=details)
         return [d.older for d in decisions]
 
+    def judge_unwritten(self, memory: Memory) -> tuple[Memory, dict[str, Any]] | None:
+        """Judge one new memory before its write (`record`), so that its decisions are written
+        with it, not by a second write of its file, graph row and index document: the memory
+        with its decisions and the details of its `supersede` audit event (None details when
+        nothing was decided). None when it must be judged once written (`judge_written`):
+        a status line of its scope may link it, an LLM judges, or a query failed. The same
+        pairs and verdicts as `judge_written` (`find_pairs_unwritten`)."""
+        if not memory.meta.type.long_term or memory.sensitive:
+            return memory, {}  # `judge_written` judges neither
+        if self.llm is not None:
+            return None
+        scope_hash = memory.meta.scope_hash
+        if sensitive(memory, self.vault.read_scope(scope_hash)):
+            return memory, {}  # as `prepare_supersede`: its text is never judged
+        try:
+            if self._status_lines_may_link(scope_hash, {memory.slug}, [memory]):
+                return None
+            if not (memory.meta.observations or memory.meta.relations):
+                return memory, {}
+            ids = [eid for slug, eid in graph_rows([memory]).mentions if slug == memory.slug]
+            pairs = supersede.find_pairs_unwritten(
+                self.graph, memory, ids, limit=self.supersede_settings.max_pairs
+            )
+        except MemorydError as exc:
+            logger.warning("supersede judging of %s before its write failed: %s", memory.slug, exc)
+            return None
+        if not pairs:
+            return memory, {}
+        text = supersede.pair_texts(memory.meta.title, memory.body)
+        job = supersede.SupersedeJob(
+            memory.slug, text, pairs, session=memory.meta.type.value == "session"
+        )
+        supersede.judge_pairs(job)
+        edit = self._decisions_of(memory, job)
+        if edit is None:
+            return memory, {}
+        new, details, _ = edit
+        clean_stored(new)  # as `_replace_everywhere` cleans a rewrite: reasons quote text
+        return new, details
+
     def judge_written(self, memories: Sequence[Memory], *, use_llm: bool) -> list[tuple[str, str]]:
         """Judge newly written long-term memories the same way, one write or an import: the
         status lines of their scopes first (a record that names the one it replaces, or the
@@ -391,7 +464,7 @@ class Superseding(ServiceCore):
             taken = {newer for newer, older in edges if older == memory.slug}
             pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
             try:
-                job = self.prepare_supersede(memory.slug, pairs)
+                job = self.prepare_supersede(memory.slug, pairs, written=memory)
                 if job is not None and inline:
                     self.judge_supersedes_llm(job)
             except MemorydError as exc:

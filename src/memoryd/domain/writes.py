@@ -394,11 +394,19 @@ class Writes:
                 )
             seen[key] = memory.meta.slug
 
-    def _write_batch(self, batch: list[Memory], *, sync_each: bool) -> None:
+    def _write_batch(
+        self,
+        batch: list[Memory],
+        *,
+        sync_each: bool,
+        events: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    ) -> None:
         """Write one batch; on failure undo what was written, newest step first.
 
         A write intent names the batch before its first step and is removed after its audit
         lines: a crash in between leaves it for `recover` to settle on the next start.
+        `events`: (slug, event type, details) of more audit lines the write makes, after
+        the batch's `record` lines (the supersede decisions judged before it).
         """
         for memory in batch:
             memory.path = self.vault.path_for(memory)
@@ -411,6 +419,17 @@ class Writes:
                 details={"type": m.meta.type.value, "source": m.meta.source},
             )
             for m in batch
+        ]
+        paths_of = {m.meta.slug: m for m in batch}
+        items += [
+            IntentItem(
+                slug=slug,
+                path=str(paths_of[slug].path),
+                event_type=event_type,
+                scope_hash=paths_of[slug].meta.scope_hash,
+                details=details,
+            )
+            for slug, event_type, details in events
         ]
         intent = self._begin_write("record", items)
         paths: list[Path] = []

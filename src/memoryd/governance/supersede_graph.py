@@ -14,6 +14,7 @@ from memoryd.errors import Conflict, NotFound
 from memoryd.governance.supersede_names import GRAPH_CHOICE_TYPES, Name
 from memoryd.governance.supersede_pairs import Pair, SupersedeJob, limit_fan_out, pair_texts
 from memoryd.governance.supersede_rules import RULES_VERSION, Tiers
+from memoryd.graph.rows import jsonable
 from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
 
@@ -137,6 +138,49 @@ def find_pairs_many(
         mine = shared.setdefault(str(n), [])
         if all(e.id != entity.id for e in mine):  # one entity may have two MENTIONS edges
             mine.append(entity)
+    return _ranked_pairs(graph, newers, shared, where, linked, limit)
+
+
+def find_pairs_unwritten(
+    graph: GraphStore, newer: Memory, entity_ids: Sequence[str], *, limit: int
+) -> list[Pair]:
+    """`find_pairs_many` for one memory about to be written, so that its decisions are
+    written with it (`record`): the same pairs as once it is written. `entity_ids`: the
+    entities it will mention. Its write adds one mention to each, which keeps their order;
+    an entity the graph lacks is mentioned by no older memory; no SUPERSEDES edge touches a
+    memory not yet written."""
+    if not entity_ids:
+        return []
+    shared: dict[str, list[_Shared]] = {}
+    for eid, name, count, etype, aliases in graph.cypher(
+        "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.mention_count, e.type,"
+        " e.aliases",
+        {"ids": sorted(set(entity_ids))},
+        limit=len(entity_ids) + 1,
+    ).rows:
+        entity = _Shared(
+            int(count or 0) + 1, str(eid), str(name or ""), str(etype or ""), tuple(aliases or ())
+        )
+        mine = shared.setdefault(newer.slug, [])
+        if all(e.id != entity.id for e in mine):
+            mine.append(entity)
+    if not shared:
+        return []
+    # As the graph gives it back (`jsonable`): `_nearest` compares it with the olders'.
+    where = {newer.slug: (newer.meta.scope_hash, jsonable(newer.meta.created_at))}
+    return _ranked_pairs(graph, [newer], shared, where, set(), limit).get(newer.slug, [])
+
+
+def _ranked_pairs(
+    graph: GraphStore,
+    newers: Sequence[Memory],
+    shared: dict[str, list[_Shared]],
+    where: dict[str, tuple[str, Any]],
+    linked: set[tuple[str, str]],
+    limit: int,
+) -> dict[str, list[Pair]]:
+    """The pairs of `find_pairs_many` from the newer memories' entities (`shared`), scopes
+    and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`)."""
     # Per (entity, scope), the older memories mentioning it as ranks in the order `_pairs`
     # takes them: newest first, then by slug.
     mentioned: dict[tuple[str, str], list[tuple[Any, str]]] = {}

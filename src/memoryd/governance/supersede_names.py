@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 CHOICE_TYPES = frozenset({"tool", "library", "concept"})
 """Entity types that can be a replaced choice (a tool, library, service, protocol); concepts
@@ -107,20 +107,28 @@ def names_in(
     """Known names in the text with their offsets, in order: the lexicon's, and `known`
     (entities of the graph both memories mention)."""
     lex = _lexicon()
-    # Case tells "Black" the formatter from "black" the colour in English; in Chinese text a
-    # Latin word is a name however it is written ("格式化工具用 black").
     if chinese is None:
         chinese = _CJK.search(text) is not None
-    found = [
-        (m.start(), lex[m.group(0).casefold()])
-        for m in _lexicon_pattern().finditer(text)
-        if chinese or _is_name(m.group(0))
-    ]
+    found = list(_lexicon_names(text, chinese))
     for name in known:
         if name.surfaces[0].casefold() in lex:
             continue
         found += [(m.start(), name) for m in name.pattern.finditer(text)]
     return sorted(found, key=lambda item: item[0])
+
+
+@lru_cache(maxsize=16384)
+def _lexicon_names(text: str, chinese: bool) -> tuple[tuple[int, Name], ...]:
+    """The lexicon's names in a text, matched once per text: judging reads the same slots,
+    titles and sentences for each of a newer memory's twenty pairs."""
+    lex = _lexicon()
+    # Case tells "Black" the formatter from "black" the colour in English; in Chinese text a
+    # Latin word is a name however it is written ("格式化工具用 black").
+    return tuple(
+        (m.start(), lex[m.group(0).casefold()])
+        for m in _lexicon_pattern().finditer(text)
+        if chinese or _is_name(m.group(0))
+    )
 
 
 def name_of(

@@ -5,6 +5,7 @@ checks that a text asserts or mentions a name.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -192,7 +193,14 @@ _SENTENCE = re.compile(r"(?:[^.!?\n。！？；;]|\.(?=\S))+[.!?。！？；;]?"
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+    return list(_split(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(text: str) -> tuple[str, ...]:
+    """A text's sentences, split once: judging reads one newer memory's text against each of
+    its twenty older ones."""
+    return tuple(s.strip() for s in _SENTENCE.findall(text) if s.strip())
 
 
 def components(text: str) -> set[str]:
@@ -278,18 +286,29 @@ def _went_back(sentence: str, known: Sequence[Name]) -> list[Transition]:
     return [Transition("went-back", old, new, sentence)]
 
 
+@functools.lru_cache(maxsize=8192)
+def _from_to_slots(sentence: str) -> tuple[tuple[str, str, str], ...]:
+    """Each "from A to B" of a sentence as (rule, A, B), matched once per sentence: the
+    patterns cost most of judging, and only the names read from the slots depend on the
+    pair (`known`)."""
+    return tuple(
+        (rule, m.group("old"), m.group("new"))
+        for rule, rx in _FROM_TO
+        for m in rx.finditer(sentence)
+    )
+
+
 def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
     out: list[Transition] = []
-    for rule, rx in _FROM_TO:
-        for m in rx.finditer(sentence):
-            old = name_of(m.group("old"), known, context=sentence)
-            new = new_of(m.group("new"), known, context=sentence)
-            if old is None and name_of(m.group("new"), known, context=sentence) is not None:
-                old = word_name(m.group("old"))  # "from requests to httpx": both sides named
-            if old is not None and new is not None and old.name == new.name:
-                old, new = _versioned(m.group("old")), _versioned(m.group("new"))
-            if old is not None and new is not None and old.name != new.name:
-                out.append(Transition(rule, old, new, sentence))
+    for rule, old_slot, new_slot in _from_to_slots(sentence):
+        old = name_of(old_slot, known, context=sentence)
+        new = new_of(new_slot, known, context=sentence)
+        if old is None and name_of(new_slot, known, context=sentence) is not None:
+            old = word_name(old_slot)  # "from requests to httpx": both sides named
+        if old is not None and new is not None and old.name == new.name:
+            old, new = _versioned(old_slot), _versioned(new_slot)
+        if old is not None and new is not None and old.name != new.name:
+            out.append(Transition(rule, old, new, sentence))
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memoryd.governance.supersede_names import (
     CODE_KIND,
@@ -167,22 +168,32 @@ def _retires_record(newer: str, older: str, known: Sequence[Name]) -> Verdict | 
     )
     if not stems or len(stems) > 4 or (len(stems) < 2 and not named):
         return None
-    for sentence in _sentences(newer):
+    for sentence, obj, retired in _retired(newer):
+        if set(stems) <= retired:
+            return Verdict(
+                RETIRES,
+                f"rule retires-record: the newer memory retires {obj.strip()!r}, what the"
+                f" older one is about ({subject!r}): {sentence.strip()[:200]!r}",
+                "rule:retires-record",
+                subject,
+            )
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _retired(text: str) -> tuple[tuple[str, str, frozenset[str]], ...]:
+    """What each unhedged sentence of a text retires: (sentence, object, its content stems),
+    read once per newer memory rather than once per pair."""
+    out = []
+    for sentence in _sentences(text):
         if _HEDGE.search(sentence):
             continue
         for m in _RETIRE.finditer(sentence):
             obj = m.group("obj")
             end = _OBJECT_END.search(obj)
             obj = obj[: end.start()] if end else obj
-            if set(stems) <= set(_content_stems(obj)):
-                return Verdict(
-                    RETIRES,
-                    f"rule retires-record: the newer memory retires {obj.strip()!r}, what the"
-                    f" older one is about ({subject!r}): {sentence.strip()[:200]!r}",
-                    "rule:retires-record",
-                    subject,
-                )
-    return None
+            out.append((sentence, obj, frozenset(_content_stems(obj))))
+    return tuple(out)
 
 
 _DECLINE = _rx(

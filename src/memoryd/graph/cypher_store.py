@@ -200,7 +200,7 @@ class CypherGraphStore(CypherReads):
                     " superseded_at: superseded_at, label: label}]->(b)",
                     {"rows": rows},
                 )
-            if link_memories and self._link(conn, memories):
+            if link_memories and self._link(conn, memories, new=new):
                 self._supersede_writes += 1
             self._refresh_entity_stats(conn, sorted(set(touched) | set(entity_rows)))
 
@@ -224,18 +224,19 @@ class CypherGraphStore(CypherReads):
             {"rows": mems},
         )
 
-    def _link(self, conn: Any, memories: Sequence[Memory]) -> bool:
-        """Rewrite the memories' SUPERSEDES and PROMOTED_FROM edges; whether it wrote any
-        SUPERSEDES edge."""
+    def _link(self, conn: Any, memories: Sequence[Memory], *, new: bool = False) -> bool:
+        """Rewrite the memories' SUPERSEDES and PROMOTED_FROM edges (`new`: memories just
+        created, with no edge to remove); whether it wrote any SUPERSEDES edge."""
         slugs = [m.meta.slug for m in memories]
-        conn.execute(
-            "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:SUPERSEDES]->() DELETE r",
-            {"slugs": slugs},
-        )
-        conn.execute(
-            "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:PROMOTED_FROM]->() DELETE r",
-            {"slugs": slugs},
-        )
+        if not new:
+            conn.execute(
+                "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:SUPERSEDES]->() DELETE r",
+                {"slugs": slugs},
+            )
+            conn.execute(
+                "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:PROMOTED_FROM]->() DELETE r",
+                {"slugs": slugs},
+            )
         supersedes = [edge for m in memories for edge in supersede_edges(m)]
         if supersedes:
             conn.execute(
