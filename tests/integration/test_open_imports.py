@@ -18,11 +18,19 @@ from pathlib import Path
 
 import pytest
 
-ONLY_WHEN_USED = ("httpx", "numpy", "smtplib", "multiprocessing", "pickle", "cryptography")
+ONLY_WHEN_USED = (
+    "httpx",
+    "numpy",
+    "smtplib",
+    "multiprocessing",
+    "pickle",
+    "cryptography",
+    "yaml",
+)
 """httpx: the daemon's client (when a daemon answers) and the LLM providers; numpy: the
 vector stage (`recall.vectors` on, with its extra); smtplib: a digest sent by mail;
 multiprocessing and pickle: the process a user's Cypher query runs in; cryptography: a
-sensitive scope's files and an encrypted sync export."""
+sensitive scope's files and an encrypted sync export; yaml: a memory file read."""
 CLI_OUTPUT = ("click", "rich", "pygments")
 """httpx's command line (`httpx._main`) brought these into a library user's process."""
 
