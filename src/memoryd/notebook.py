@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from memoryd.client.connect import RemoteService, socket_accepts
 from memoryd.client.connect import connect as connect_daemon
+from memoryd.client.connect import is_remote, socket_accepts
 from memoryd.config import Settings, load_settings
 from memoryd.daemon_files import DaemonFiles
 from memoryd.errors import GraphLocked, InvalidInput, MissingExtra, PolicyDenied, StorageError
@@ -41,6 +41,7 @@ except ImportError as exc:  # the base install leaves them out
     raise MissingExtra("memoryd.connect() (notebooks)", "notebooks", exc.name or "pandas") from exc
 
 if TYPE_CHECKING:
+    from memoryd.client.remote import RemoteService
     from memoryd.protocol import MemoryAPI
 
 logger = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ class Notebook:
         counting writes, and needs the daemon.
         """
         with self._backend() as backend:
-            if track and not isinstance(backend, RemoteService):
+            if track and not is_remote(backend):
                 raise PolicyDenied(
                     "counting recalls writes to the graph, and no daemon runs",
                     hint="start `memoryd serve`, or recall with track=False",

@@ -41,7 +41,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from pydantic import ValidationError
 
 from memoryd.bulkfiles import BulkWriteError, sync_filesystem, write_new_files
@@ -63,11 +62,6 @@ SCOPES_DIR = "scopes"
 DECAY_LEDGER = "decay.jsonl"
 _RANK = {state: rank for rank, state in enumerate(DecayState)}
 _TYPE_DIRS = {t.dir_name for t in MemoryType}
-
-try:  # the C loader is many times faster (bench/RESULTS.md); reindex of 100k files needs it
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
 
 
 class FileCipher(Protocol):
@@ -214,8 +208,12 @@ def parse(text: str, path: Path) -> Memory:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
     if end is None:
         raise BrokenMemoryFile(f"{path}: frontmatter is not closed by a '---' line")
+    import yaml  # (a file read: opening the stores and recalling read none)
+
+    # The C loader is many times faster (bench/RESULTS.md); reindex of 100k files needs it.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load("\n".join(lines[1:end]), Loader=_Loader)
+        data = yaml.load("\n".join(lines[1:end]), Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 2}" if mark is not None else ""

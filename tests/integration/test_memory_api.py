@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 import memoryd
-from memoryd.client.connect import RemoteService
+from memoryd.client.remote import RemoteService
 from memoryd.errors import MemorydError
 from memoryd.models import GraphFact, MemoryDraft, MemoryType, Predicate, RelationRef
 from memoryd.protocol import MemoryAPI

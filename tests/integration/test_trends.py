@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import memoryd
 from memoryd.cli.main import app
-from memoryd.client.connect import RemoteService
+from memoryd.client.remote import RemoteService
 from memoryd.config import Settings
 from memoryd.errors import InvalidInput, NotFound
 from memoryd.governance.reports import NO_ENTITY

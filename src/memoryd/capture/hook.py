@@ -546,14 +546,14 @@ def retry_sealed_and_index(config: CaptureConfig) -> tuple[sealing.SealedRetry, 
     waiting = sealing.failed_boxes(home)
     if not waiting:
         return sealing.SealedRetry(0, 0, []), index_waiting(home)
-    from memoryd.client.connect import RemoteService, index_captures, open_api
+    from memoryd.client.connect import index_captures, is_remote, open_api
     from memoryd.config import load_settings
     from memoryd.errors import MemorydError
     from memoryd.service import MemoryService
 
     try:
         with open_api(load_settings(home)) as api:
-            if isinstance(api, RemoteService):
+            if is_remote(api):
                 got = api.retry_sealed_captures()
                 done = sealing.SealedRetry(got.processed, got.failing, got.errors)
             else:

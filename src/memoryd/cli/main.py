@@ -181,10 +181,10 @@ def get(
     """Print a memory: its frontmatter and body."""
 
     def read(svc: Service) -> Memory:
-        from memoryd.client.connect import RemoteService
+        from memoryd.client.connect import is_remote
 
         memory = svc.get(slug)
-        if isinstance(svc, RemoteService):
+        if is_remote(svc):
             return memory  # the daemon counts its own
         from memoryd.service import MemoryService  # only an open store counts here
 

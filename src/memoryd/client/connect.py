@@ -2,34 +2,22 @@
 
 While a daemon runs it owns the graph, so every CLI command goes through the client over the
 Unix socket; `open_api` picks the client when a daemon answers and the in-process service
-otherwise. The client itself is `client.remote`.
+otherwise. The client itself is `client.remote`, imported only when a daemon listens: it and
+httpx are most of what a process opening the stores in-process would otherwise import for
+nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-import httpx
-
-from memoryd.client.remote import (
-    AUDIT_PAGE,
-    BASE_URL,
-    FACTS_BATCH,
-    PAGE,
-    PROBE_TIMEOUT_S,
-    RECORD_BATCH,
-    RECORD_BATCH_BYTES,
-    RemoteService,
-)
-from memoryd.client.wire import (
-    error_from_response,
-    scope_hash_of,
-)
+from memoryd.client.wire import PROBE_TIMEOUT_S
 from memoryd.daemon_files import DaemonFiles
 from memoryd.errors import GraphLocked, MemorydError, StorageError
 from memoryd.inbox import Inbox
@@ -37,9 +25,17 @@ from memoryd.protocol import MemoryAPI
 from memoryd.sensitive.sealed import waiting_captures
 
 if TYPE_CHECKING:
+    from memoryd.client.remote import RemoteService
     from memoryd.config import Settings
 
 logger = logging.getLogger(__name__)
+
+
+def is_remote(api: Any) -> TypeGuard[RemoteService]:
+    """Whether `api` is the daemon's client, without importing it (and httpx) to ask: no
+    instance exists until `connect` has imported the module."""
+    remote = sys.modules.get("memoryd.client.remote")
+    return remote is not None and isinstance(api, remote.RemoteService)
 
 
 def socket_accepts(path: Path) -> bool:
@@ -71,6 +67,10 @@ def connect(home: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> Remo
     files = DaemonFiles(home)
     if not socket_accepts(files.socket):
         return None
+    import httpx
+
+    from memoryd.client.remote import RemoteService
+
     client = RemoteService(files.socket, timeout_s=timeout_s, actor=actor)
     try:
         client.health(timeout_s=PROBE_TIMEOUT_S)
@@ -118,7 +118,7 @@ def index_captures(api: MemoryAPI) -> int:
     """Index the captures waiting in `inbox/`; how many. In process their spaCy rules run too
     and the LLM work is left to a daemon; a daemon enriches what it indexes itself."""
     indexed = api.drain_inbox()
-    if isinstance(api, RemoteService):
+    if is_remote(api):
         return indexed  # (and the service's modules stay unloaded in a daemon's client)
     from memoryd.service import MemoryService
 
@@ -130,7 +130,7 @@ def index_captures(api: MemoryAPI) -> int:
 def captures_waiting(api: MemoryAPI, home: Path) -> int:
     """How many captures wait in `inbox/` for an in-process service to index (0 through a
     daemon: it indexes them as they come)."""
-    if isinstance(api, RemoteService):
+    if is_remote(api):
         return 0
     return len(Inbox(home).requested_slugs()) + len(waiting_captures(home))
 
@@ -143,20 +143,12 @@ def open_service_or_client(settings: Settings, *, rebuild: bool = False) -> Iter
 
 
 __all__ = [
-    "AUDIT_PAGE",
-    "BASE_URL",
-    "FACTS_BATCH",
-    "PAGE",
     "PROBE_TIMEOUT_S",
-    "RECORD_BATCH",
-    "RECORD_BATCH_BYTES",
-    "RemoteService",
     "captures_waiting",
     "connect",
-    "error_from_response",
     "index_captures",
+    "is_remote",
     "open_api",
     "open_service_or_client",
-    "scope_hash_of",
     "socket_accepts",
 ]

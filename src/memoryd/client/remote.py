@@ -22,6 +22,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.client.wire import (
+    PROBE_TIMEOUT_S,
     _absolute,
     _entity,
     _map_scope,
@@ -90,7 +91,6 @@ if TYPE_CHECKING:
     from memoryd.governance.supersede import SupersedeAction
 
 BASE_URL = "http://localhost"
-PROBE_TIMEOUT_S = 3.0
 PAGE = 1000
 RECORD_BATCH = 1000
 """Memories per batch request (the API's `MAX_BATCH_MEMORIES`)."""

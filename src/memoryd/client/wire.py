@@ -7,13 +7,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import httpx
 
 from memoryd.errors import MemorydError, StorageError
 from memoryd.scope import resolve_scope
+
+if TYPE_CHECKING:
+    import httpx
+
+PROBE_TIMEOUT_S = 3.0
+"""How long a socket probe, a connect and the first health request wait for the daemon."""
 
 _SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
 

@@ -15,10 +15,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain.sync_exporting import CONFLICTS_DIR, IDENTITY, SyncExporting
 from memoryd.domain.writes import search_doc
@@ -43,6 +40,10 @@ from memoryd.sync.models import (
     SkippedMemory,
 )
 from memoryd.vault import ENCRYPTED_SUFFIX, render
+
+if TYPE_CHECKING:  # numpy loads only for an import that carries vectors
+    import numpy as np
+    import numpy.typing as npt
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ def _sha(text: str) -> str:
 
 def _carried_matrix(carried: dict[str, Any], dim: int) -> npt.NDArray[np.float32] | None:
     """The carried passage vectors (float32, base64), None when they are not `dim` wide."""
+    import numpy as np
+
     try:
         raw = base64.b64decode(str(carried.get("f32", "")).encode("ascii"), validate=True)
     except (binascii.Error, ValueError, UnicodeEncodeError):

@@ -18,18 +18,19 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import smtplib
 import ssl
 import subprocess
-from email import policy
-from email.message import EmailMessage
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
 from memoryd.config import DigestSettings, SmtpSettings
 from memoryd.errors import ConfigError
 from memoryd.governance.digest import Digest, plain_text, subject
+
+if TYPE_CHECKING:  # smtplib and email's policies load only to send a digest by mail
+    import smtplib
+    from email.message import EmailMessage
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,9 @@ def smtp_password(smtp: SmtpSettings) -> str | None:
 def message(digest: Digest, smtp: SmtpSettings) -> EmailMessage:
     # RFC 5322 allows lines up to 998 characters; at 78 Python folds the subject right after
     # `Subject:` and some readers show it with a leading space.
+    from email import policy
+    from email.message import EmailMessage
+
     mail = EmailMessage(policy=policy.SMTP.clone(max_line_length=200))
     mail["Subject"] = subject(digest)
     mail["From"] = smtp.from_addr
@@ -142,6 +146,8 @@ def message(digest: Digest, smtp: SmtpSettings) -> EmailMessage:
 
 
 def _connect(smtp: SmtpSettings) -> smtplib.SMTP:
+    import smtplib
+
     port = smtp.effective_port
     if smtp.security == "ssl":
         return smtplib.SMTP_SSL(
@@ -159,6 +165,8 @@ def _connect(smtp: SmtpSettings) -> smtplib.SMTP:
 
 def send_mail(digest: Digest, smtp: SmtpSettings) -> ChannelOutcome:
     """Send the digest; a failure comes back as an outcome naming the config key to check."""
+    import smtplib
+
     where = f"digest.smtp.host {smtp.host}:{smtp.effective_port}"
     try:
         password = smtp_password(smtp)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -37,9 +36,8 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd import errors
 from memoryd.errors import (
@@ -58,6 +56,9 @@ from memoryd.graph.store import (
     check_cypher,
 )
 from memoryd.native import spawn_child
+
+if TYPE_CHECKING:  # pickle and the connection load with the first query's process
+    from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -327,6 +328,8 @@ class _Worker:
         except OSError as exc:  # longer than maxlength: the worker broke its own cap
             self.kill()
             raise StorageError(f"the graph query process failed to {doing}: {exc}") from exc
+        import pickle  # (loaded with the worker's connection: `native.spawn_child`)
+
         message = pickle.loads(data)  # our own worker's answer, never the user's bytes
         if message[0] == "ok":
             return message[1]
@@ -380,6 +383,8 @@ def rebuilt(message: Sequence[Any]) -> MemorydError:
 # -- the worker's side --------------------------------------------------------------------
 def serve(conn: Connection) -> None:
     """Open graph copies and run queries until the parent closes the connection."""
+    import pickle
+
     from memoryd.graph.kuzu_store import KuzuGraphStore, release_free_memory
 
     store: KuzuGraphStore | None = None
@@ -434,6 +439,8 @@ def _error(exc: MemorydError) -> tuple[Any, ...]:
 
 def _encoded(reply: tuple[Any, ...], limits: CypherLimits) -> bytes:
     """The reply pickled, or a QueryLimitExceeded when it is larger than the result cap."""
+    import pickle
+
     try:
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
     except MemoryError:
@@ -510,6 +517,8 @@ def main(argv: Sequence[str]) -> None:
         os.nice(NICENESS)
     except OSError:
         logger.debug("cannot lower the graph query process's priority")
+    from multiprocessing.connection import Connection
+
     conn = Connection(int(argv[0]))
     try:
         serve(conn)

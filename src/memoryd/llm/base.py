@@ -26,14 +26,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
-import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd.errors import ConfigError, ExtractionFailed, RateLimited
 from memoryd.llm.pricing import Price, price_for
 from memoryd.llm.schema import portable_schema, schema_identifier
+
+if TYPE_CHECKING:  # httpx loads with a provider that speaks HTTP (`send_json`)
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -539,6 +541,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
 
 def send_json(client: httpx.Client, url: str, body: Mapping[str, Any]) -> httpx.Response:
     """POST `body`; a timeout or connection failure becomes ProviderUnreachable."""
+    import httpx
+
     try:
         return client.post(url, json=body)
     except httpx.TimeoutException as exc:

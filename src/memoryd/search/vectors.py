@@ -26,13 +26,16 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.errors import StorageError
 from memoryd.private import make_private_dir
+
+if TYPE_CHECKING:  # numpy loads where vectors are made or compared: off by default
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
 
 VECTORS_DIR = "vectors"
 DB_FILE = "vectors.db"
@@ -50,8 +53,6 @@ SIF_COEFFICIENT = 1e-4
 """model2vec's smooth-inverse-frequency weight: a word piece of Zipf probability p weighs
 a/(a + p), so frequent pieces ("the", "##s") count little in a text's average."""
 EXTRA_HINT = "pip install 'memoryd[vectors]'"
-
-Matrix = npt.NDArray[np.float32]
 
 _LINE = re.compile(r"[^\n]+")
 
@@ -119,6 +120,8 @@ class MiniLM:
             return self._model
 
     def encode(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self._load().encode(
@@ -154,6 +157,8 @@ class StaticMiniLM:
         return self._table is not None or self.path.is_file()
 
     def _load(self) -> tuple[Matrix, Any]:
+        import numpy as np
+
         with self._lock:
             if self._table is None:
                 from tokenizers import Tokenizer  # installed with the extra's transformers
@@ -178,6 +183,8 @@ class StaticMiniLM:
             return self._table, self._tokenizer
 
     def encode(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -202,6 +209,8 @@ def distill_table(path: Path, dim: int = STATIC_DIM, *, vocabulary: int | None =
 
     model2vec's own `distill` needs a transformers older than sentence-transformers does, so
     the recipe is written here over the model the extra already loads."""
+    import numpy as np
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -242,6 +251,8 @@ def distill_table(path: Path, dim: int = STATIC_DIM, *, vocabulary: int | None =
 
 def save_table(path: Path, table: Matrix) -> None:
     """Write the table atomically (a reader never sees half of it)."""
+    import numpy as np
+
     make_private_dir(path.parent)
     temp = path.with_suffix(".tmp.npy")
     np.save(temp, table)
@@ -288,10 +299,12 @@ class _ScopeMatrix:
     matrix: Matrix
     positions: dict[str, int] = field(default_factory=dict)
     """slug → its index in `slugs`."""
-    ends: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    ends: npt.NDArray[np.intp] = field(init=False)
     """Row where each memory's passages end (one past its last)."""
 
     def __post_init__(self) -> None:
+        import numpy as np
+
         self.positions = {slug: i for i, slug in enumerate(self.slugs)}
         self.ends = np.append(self.starts[1:], len(self.matrix)).astype(np.intp)
 
@@ -391,6 +404,8 @@ class VectorIndex:
         self.put_many([(slug, scope_hash, fingerprint, vectors)])
 
     def put_many(self, rows: Iterable[tuple[str, str, str, Matrix]]) -> None:
+        import numpy as np
+
         values = []
         for slug, scope_hash, print_, vectors in rows:
             matrix = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -438,6 +453,8 @@ class VectorIndex:
     ) -> list[tuple[str, float]]:
         """The `limit` memories whose best passage is nearest `query` (a unit vector), with
         that passage's cosine, best first (ties by slug)."""
+        import numpy as np
+
         scopes = _scope_key(scope_hashes)
         held = self._scope_matrix(scopes)
         if not held.slugs:
@@ -456,6 +473,8 @@ class VectorIndex:
     ) -> dict[str, float]:
         """The best-passage cosine to `query` of each of `slugs` that has vectors in these
         scopes: the cost grows with the candidates, not with the scope."""
+        import numpy as np
+
         held = self._scope_matrix(_scope_key(scope_hashes))
         at = sorted(held.positions[s] for s in set(slugs) if s in held.positions)
         if not at:
@@ -475,6 +494,8 @@ class VectorIndex:
     def _scope_matrix(self, scopes: tuple[str, ...] | None) -> _ScopeMatrix:
         """The scope's passages as one matrix, kept until the store changes (another
         process's commit shows in `PRAGMA data_version`)."""
+        import numpy as np
+
         with self._lock:
             version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
             if version != self._seen_version:
@@ -520,6 +541,8 @@ class VectorIndex:
 
 
 def _matrix(blob: bytes, dim: int) -> Matrix:
+    import numpy as np
+
     return np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
 
 

@@ -20,9 +20,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from memoryd.errors import EncryptedFileBroken, MissingKey
 from memoryd.sensitive.heap import scrub_freed_heap
 
@@ -65,6 +62,8 @@ def seal(
     synthetic nonces: a GCM nonce must never seal two different plaintexts under one key)."""
     if nonce is not None and len(nonce) != NONCE_SIZE:
         raise ValueError(f"a nonce is {NONCE_SIZE} bytes, got {len(nonce)}")
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     scrub_freed_heap()  # this process holds a sensitive plaintext
     header = MAGIC + bytes([VERSION]) + key.key_id + (nonce or os.urandom(NONCE_SIZE))
     nonce = header[-NONCE_SIZE:]
@@ -99,6 +98,9 @@ def open_(
     blob: bytes, key: ScopeKey, scope_hash: str, slug: str, *, where: Path | str | None = None
 ) -> bytes:
     """The plaintext sealed in `blob`; `where` (the file) is named in every error."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     place = where if where is not None else f"{scope_hash}/{slug}"
     header = read_header(blob, place)
     scrub_freed_heap()  # this process is about to hold a sensitive plaintext

@@ -57,9 +57,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
-
 from memoryd.errors import EncryptedFileBroken, MemorydError, MissingKey
 from memoryd.models import Memory
 from memoryd.sensitive import envelope
@@ -133,6 +130,9 @@ class FileKeys:
 
 
 def _expand(master: bytes, purpose: str) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
     info = f"memoryd sync v{VERSION} {purpose}".encode()
     return HKDFExpand(algorithm=hashes.SHA256(), length=envelope.KEY_SIZE, info=info).derive(master)
 
