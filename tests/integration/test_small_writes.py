@@ -320,13 +320,16 @@ def test_a_record_judged_before_its_write_gets_what_judging_it_once_written_give
             before, once_written = svc.record(draft), after.record(draft)
             assert before.meta.supersedes == after.get(once_written.slug).meta.supersedes
 
+        slugs = [d.slug for d in drafts if d.slug]
+        assert len(slugs) == len(drafts)
+
         def decided(service: MemoryService) -> dict[str, list[tuple[Any, ...]]]:
             return {
-                d.slug: [
+                slug: [
                     (x.older, x.status, x.confidence, x.judge, x.reason, x.entity_id, x.rules)
-                    for x in service.get(d.slug).meta.supersede_decisions
+                    for x in service.get(slug).meta.supersede_decisions
                 ]
-                for d in drafts
+                for slug in slugs
             }
 
         def edges(service: MemoryService) -> set[tuple[Any, ...]]:

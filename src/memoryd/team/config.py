@@ -12,12 +12,15 @@ import secrets
 import tomllib
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memoryd.config import Settings
 from memoryd.errors import ConfigError
 from memoryd.team.store import TeamStore
+
+if TYPE_CHECKING:
+    from memoryd.config import Settings
 
 TEAM_FILE = "team.toml"
 PROJECTS_DIR = "team-projects"
