@@ -4,6 +4,7 @@ its whole log and fails the step."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -14,12 +15,15 @@ SCRIPT = ROOT / "scripts" / "pip-progress.sh"
 
 
 def test_every_install_step_of_make_demo_says_what_it_does(tmp_path: Path) -> None:
+    # run under `make test` too: a sub-make would print its directory and inherit the flags
+    alone = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MAKELEVEL", "MFLAGS"}}
     plan = subprocess.run(
-        ["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"],
+        ["make", "--no-print-directory", "-n", "demo", f"VENV={tmp_path / 'venv'}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
+        env=alone,
     ).stdout.splitlines()
     commands = [line for line in plan if not line.startswith("echo ")]
     assert commands[-1].endswith("memoryd demo")
