@@ -69,7 +69,7 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
     try:
         service = open_service(settings, actor="daemon")
         service.llm_judge_inline = False  # the worker asks the LLM, never the writer
-        # Its readers and the next process load what it saved rather than count a scope.
+        # Its decay sweeps keep the saved statistics of the scopes they move current too.
         service.index.keeps_saved = True
     except BaseException:
         signal.signal(signal.SIGTERM, previous)
