@@ -97,3 +97,30 @@ def test_cli_writes_keep_the_saved_statistics_current(
     cli(home, "sync", "import", "--from", str(exported))
     check(home, project, scope)
     assert any("redis-cluster" in slug for slug, _ in recalls(home, project, counted=False)[0])
+
+
+def test_an_embedded_write_leaves_a_session_backlog_to_the_daemon(
+    home: Path, project: Path, monkeypatch: Any
+) -> None:
+    """Sessions recorded in bulk queue for the background worker; a `memoryd record` with no
+    daemon runs the rules only for as many as it indexed from the inbox (none here), so the
+    user's write never waits on the backlog."""
+    monkeypatch.setenv("MEMORYD_DAEMON__AUTOSTART", "0")
+    with open_service(load_settings(home)) as svc:
+        svc.record_many(
+            [
+                MemoryDraft(
+                    type=MemoryType.SESSION,
+                    title=f"Session {i}",
+                    body=f"user: why is the build slow?\nassistant: pytest {i} runs serially.",
+                    scope_path=project,
+                )
+                for i in range(3)
+            ]
+        )
+        before = svc.enrichment_counts()
+    assert before.get("pending", 0) == 3
+    cli(home, "record", "--scope", str(project), "--type", "decision", "--title", "Build",
+        "--body", "We run pytest with xdist.")  # fmt: skip
+    with open_service(load_settings(home)) as svc:
+        assert svc.enrichment_counts() == before
