@@ -95,6 +95,7 @@ def cli_recall(home: Path, scope: Path) -> float:
 
 
 def cli_record(home: Path, scope: Path, run: int) -> float:
+    stamp = time.time_ns()  # a new memory each time (the same body would be a duplicate)
     started = time.perf_counter()
     subprocess.run(
         [
@@ -107,9 +108,9 @@ def cli_record(home: Path, scope: Path, run: int) -> float:
             "--type",
             "decision",
             "--title",
-            f"Bench write {run} {time.time_ns()}",
+            f"Bench write {run} {stamp}",
             "--body",
-            "The redis timeout for the session cache is two seconds from now on.",
+            f"The redis timeout for the session cache is two seconds from now on ({stamp}).",
             "--home",
             str(home),
         ],

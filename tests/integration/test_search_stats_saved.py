@@ -95,13 +95,17 @@ def test_loaded_statistics_equal_a_count_after_writes_deletes_and_decay(
     assert loaded_whole > 0
 
 
-def test_a_fresh_index_decodes_only_the_entries_it_ranks(tmp_path: Path) -> None:
+def test_a_fresh_index_decodes_only_the_entries_it_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tallies, "_DELTA_MIN_BYTES", 0)  # a write folds the frames in
     rng = random.Random(3)
     directory = tmp_path / "search"
     with SearchIndex.open(directory) as index:
         index.upsert([random_doc(rng, f"m{i}") for i in range(60)])
         listed_views(index)
-        index.upsert([random_doc(rng, "m60")])
+        for i, scope in enumerate(SCOPES):  # each scope's file saved whole, with a frame
+            index.upsert([random_doc(rng, f"m{60 + i}").model_copy(update={"scope_hash": scope})])
     with SearchIndex.open(directory) as fresh:
         fresh.local_bm25("flaky pytest fixture", scope_hashes=[SCOPES[0]], limit=3)
         held = fresh._stats._scopes[SCOPES[0]].keyed.values()
@@ -163,7 +167,7 @@ def test_reindex_drops_the_saved_statistics(tmp_path: Path) -> None:
     directory = tmp_path / "search"
     _tallied_home(directory, 9).close()
     with SearchIndex.recreate(directory) as index:
-        assert not (directory / STATS_DIR).exists()
+        assert not list((directory / STATS_DIR).glob("*.stats"))  # the manifest alone
         rng = random.Random(10)
         index.upsert([random_doc(rng, f"r{i}") for i in range(12)])
         listed_views(index)
@@ -232,7 +236,6 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
     directory = tmp_path / "search"
     index = _tallied_home(directory, 16)
     index.close()
-    path = directory / STATS_DIR / f"{SCOPES[0]}.stats"
     with SearchIndex.open(directory) as writer:
         gone = [
             d.slug
@@ -240,7 +243,7 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
             if d.scope_hash == SCOPES[0]
         ]
         assert gone
-        assert all(slug.encode() in path.read_bytes() for slug in gone)
+        assert all(slug.encode() in saved_bytes(directory, SCOPES[0]) for slug in gone)
         writer.delete(gone)
         # A writer that never recalled: saved again without them (an empty scope).
         assert not any(slug.encode() in saved_bytes(directory, SCOPES[0]) for slug in gone)
@@ -435,4 +438,16 @@ def test_an_edit_leaves_nothing_of_the_old_words_beside_the_index(tmp_path: Path
         index.upsert([doc.model_copy(update={"body": "the words now"})])
         assert index._stats.tallied() == []
     assert secret.encode() not in saved_bytes(directory, SCOPES[2])
+    assert fresh_views(directory) == (from_scratch(directory), 0)
+
+
+def test_a_new_index_keeps_the_statistics_of_its_first_writes(tmp_path: Path) -> None:
+    """A scope written from the first commit on (an import into a new home) has a file to
+    load before any recall counted it."""
+    directory = tmp_path / "search"
+    rng = random.Random(46)
+    with SearchIndex.open(directory) as index:
+        for start in range(0, 40, 10):
+            index.upsert([random_doc(rng, f"i{start + i}") for i in range(10)])
+        assert index._stats.tallied() == []
     assert fresh_views(directory) == (from_scratch(directory), 0)

@@ -166,9 +166,15 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
             raise StorageError(f"cannot create the search index at {directory}: {exc}") from exc
         logger.info("created search index %s (schema version %s)", directory, SCHEMA_VERSION)
         files = StatsFiles(directory, analysis_version, identity)
-        return cls(
-            directory, index, schema, DecayOverlay(directory, {}), files, index_opstamp(directory)
-        )
+        overlay, stamp = DecayOverlay(directory, {}), index_opstamp(directory)
+        if stamp is not None:
+            # The empty index is described from the start, so its first writes into a scope
+            # already keep that scope's statistics (`_keep_saved`): an import leaves a file.
+            try:
+                files.committed(None, stamp, overlay.digest, None)
+            except OSError as exc:
+                logger.warning("search index %s: cannot describe it: %s", directory, exc)
+        return cls(directory, index, schema, overlay, files, stamp)
 
     def search(
         self,

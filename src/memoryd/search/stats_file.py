@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 STATS_DIR = "stats"
 _FORMAT = 2
+_MANIFEST_FORMAT = 1
 _MANIFEST = "manifest.json"
 _TYPES = {t.value: t for t in MemoryType}
 _STATES = {s.value: s for s in DecayState}
@@ -129,7 +130,7 @@ class StatsFiles:
             data = orjson.loads((self._dir / _MANIFEST).read_bytes())
         except (OSError, orjson.JSONDecodeError):
             return None
-        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        if not isinstance(data, dict) or data.get("format") != _MANIFEST_FORMAT:
             return None
         if self.identity is None or data.get("index") != self.identity:
             return None
@@ -145,7 +146,7 @@ class StatsFiles:
         manifest = self._manifest()
         if manifest is None or scopes is None or before is None or manifest["opstamp"] != before:
             manifest = {
-                "format": _FORMAT,
+                "format": _MANIFEST_FORMAT,
                 "index": self.identity,
                 "analysis": self._analysis,
                 "base": after,
@@ -269,15 +270,19 @@ class StatsFiles:
             reached = after
         return Chain(base, base_size, reached, delta_size)
 
-    def append(self, scope: str, prev: int, after: int, change: Change, fresh: bool) -> None:
+    @staticmethod
+    def frame(change: Change) -> bytes:
+        """One commit's change to a scope, encoded for `append`."""
+        removed, added = change
+        return orjson.dumps([removed, [[e.slug, e.key, *_row(e)] for e in added]])
+
+    def append(self, scope: str, prev: int, after: int, payload: bytes, fresh: bool) -> None:
         """Add the frame of one commit (opstamp `after`; the scope's change before it was at
-        `prev`) to the scope's delta file (`fresh`: start the file anew, none of its frames
-        being needed). Best effort: a frame that cannot be written leaves the chain short,
-        and the next process counts the scope."""
+        `prev`; its change encoded by `frame`) to the scope's delta file (`fresh`: start the
+        file anew, none of its frames being needed). Best effort: a frame that cannot be
+        written leaves the chain short, and the next process counts the scope."""
         if self.identity is None or not self.writable:
             return
-        removed, added = change
-        payload = orjson.dumps([removed, [[e.slug, e.key, *_row(e)] for e in added]])
         frame = _FRAME.pack(len(payload), zlib.crc32(payload), prev, after) + payload
         path = self._dir / f"{scope}.delta"
         try:

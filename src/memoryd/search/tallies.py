@@ -29,7 +29,7 @@ from memoryd.search.engine import (
 from memoryd.search.overlay import slug_key
 from memoryd.search.reader import IndexReader
 from memoryd.search.stats import Counts, Entry, Snapshot, StatsView, Tokens, TurnTest
-from memoryd.search.stats_file import Change, Loaded, index_opstamp
+from memoryd.search.stats_file import Loaded, index_opstamp
 from memoryd.search.words import base_forms
 from memoryd.text import segment
 
@@ -53,12 +53,12 @@ _DELTA_MIN_BYTES = 1 << 20
 
 
 class Kept(NamedTuple):
-    """How a commit keeps one scope's saved statistics current (`_keep_saved`): a frame of
-    its `change` appended after `prev` (the scope's change before it; `fresh`: the frames
-    there are all in the file already), or the whole file saved again (`rewrite`)."""
+    """How a commit keeps one scope's saved statistics current (`_keep_saved`): the `frame`
+    of its change appended after `prev` (the scope's change before it; `fresh`: the frames
+    there are all in the file already), or (None) the whole file saved again."""
 
     prev: int
-    change: Change | None
+    frame: bytes | None
     fresh: bool = False
     borrowed: bool = False
     """Tallied only to be rewritten: forgotten once saved (a CLI writer keeps no tallies)."""
@@ -249,8 +249,8 @@ class IndexTallies(IndexReader):
             kept = {}  # a commit whose opstamp is not new cannot be told from the last one
         files.drop(None if scopes is None else scopes - kept.keys())  # again: a reader's
         for scope, keep in kept.items():  # frames before the manifest that names them
-            if keep.change is not None:
-                files.append(scope, keep.prev, stamp, keep.change, keep.fresh)
+            if keep.frame is not None:
+                files.append(scope, keep.prev, stamp, keep.frame, keep.fresh)
         try:
             if files.identity is None:  # an index from before identities: give it one
                 files.identity = _write_meta(self._directory)
@@ -262,7 +262,7 @@ class IndexTallies(IndexReader):
             self._stats.forget()  # another process committed before us: count afresh
             self._unsaved.clear()
             return
-        rewrite = [scope for scope, keep in kept.items() if keep.change is None]
+        rewrite = [scope for scope, keep in kept.items() if keep.frame is None]
         if rewrite and files.fresh_at(stamp, self._overlay.digest):
             for scope in rewrite:
                 if (saved := self._stats.saved(scope)) is not None:
@@ -301,11 +301,11 @@ class IndexTallies(IndexReader):
         writer does, tallied or not, so a write from a CLI process leaves the next process
         a file to load rather than a scope to count. A scope whose saved file and frames
         reach its last change gets a frame (the slugs removed, the entries written); one
-        whose frames outgrew the file, or that loses words (a memory deleted or written
-        over with other text: nothing of it may stay beside the index), is tallied from
-        them and saved whole after the commit; one that holds no memory yet gets an empty
-        file to start the chain. The others (no file, a broken chain, documents read
-        without their text) are dropped, for the next recall to count."""
+        whose frames would outgrow a quarter of the file, or that loses words (a memory
+        deleted or written over with other text: nothing of it may stay beside the index),
+        is tallied from them and saved whole after the commit; one that holds no memory yet
+        gets an empty file to start the chain. The others (no file, a broken chain, documents
+        read without their text) are dropped, for the next recall to count."""
         files = self._files
         if files is None or changed is None or prior is None or self._opstamp != prior:
             return {}
@@ -325,9 +325,13 @@ class IndexTallies(IndexReader):
                 continue
             gone = [doc for doc in removed if doc.scope_hash == scope]
             written = [doc for doc in added if doc.scope_hash == scope]
-            if chain.delta_size > max(chain.base_size // _DELTA_SHARE, _DELTA_MIN_BYTES) or (
-                _removes_text(gone, written)
-            ):
+            frame = b""
+            if not _removes_text(gone, written):
+                change = ([doc.slug for doc in gone], [self._entry(doc) for doc in written])
+                frame = files.frame(change)
+            fresh = chain.end == chain.base
+            frames = len(frame) + (0 if fresh else chain.delta_size)
+            if not frame or frames > max(chain.base_size // _DELTA_SHARE, _DELTA_MIN_BYTES):
                 borrowed = not self._stats.wants(scope)
                 if borrowed:
                     with self._stats_lock:
@@ -336,8 +340,7 @@ class IndexTallies(IndexReader):
                 files.drop([scope])  # words that leave: gone from the disk before the commit
                 kept[scope] = Kept(last, None, borrowed=borrowed and not self.keeps_saved)
                 continue
-            change = ([doc.slug for doc in gone], [self._entry(doc) for doc in written])
-            kept[scope] = Kept(last, change, fresh=chain.end == chain.base)
+            kept[scope] = Kept(last, frame, fresh=fresh)
         return kept
 
     def _holds_none(self, scope: str) -> bool:
