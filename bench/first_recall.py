@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -94,8 +95,10 @@ def cli_recall(home: Path, scope: Path) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def cli_record(home: Path, scope: Path, run: int) -> float:
+def cli_record(home: Path, scope: Path, run: int) -> tuple[float, float]:
+    """A `memoryd record` in its own process: wall and CPU ms."""
     stamp = time.time_ns()  # a new memory each time (the same body would be a duplicate)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(
         [
@@ -117,7 +120,10 @@ def cli_record(home: Path, scope: Path, run: int) -> float:
         check=True,
         capture_output=True,
     )
-    return (time.perf_counter() - started) * 1000
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+    return wall, cpu
 
 
 def in_process(home: Path, scope: Path) -> dict[str, Any]:
@@ -172,7 +178,8 @@ def main() -> None:
                 row: dict[str, Any] = {"n": n, "run": run + 1, "load": os.getloadavg()[0]}
                 row["cli_ms"] = round(cli_recall(home, scope), 1)
                 row["in_process"] = in_process(home, scope)
-                row["record_ms"] = round(cli_record(home, scope, run), 1)
+                wall, cpu = cli_record(home, scope, run)
+                row["record_ms"], row["record_cpu_ms"] = round(wall, 1), round(cpu, 1)
                 row["after_write"] = in_process(home, scope)
                 if args.daemon:
                     row["daemon"] = daemon_recalls(home, scope)
