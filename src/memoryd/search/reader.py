@@ -99,6 +99,9 @@ class IndexReader:
         self.touched: set[str] = set()
         self._lightened: set[str] = set()
         """The documents of the write under way read without their text (`_light_doc`)."""
+        self._written_cuts: dict[str, str] = {}
+        """While a write runs: each written text → its segmentation (`_replace`), so counting
+        the written memories for the saved statistics cuts no Chinese text again."""
         self._cuts: dict[str, str] | None = None
         """While a decay write runs: text → its segmentation, as the documents it read store
         them (`SEGMENTED_FIELD`), so it cuts no text again."""

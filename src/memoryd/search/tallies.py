@@ -327,7 +327,8 @@ class IndexTallies(IndexReader):
             written = [doc for doc in added if doc.scope_hash == scope]
             frame = b""
             if not _removes_text(gone, written):
-                change = ([doc.slug for doc in gone], [self._entry(doc) for doc in written])
+                cuts = self._written_cuts
+                change = ([doc.slug for doc in gone], [self._entry(d, cuts) for d in written])
                 frame = files.frame(change)
             fresh = chain.end == chain.base
             frames = len(frame) + (0 if fresh else chain.delta_size)

@@ -250,8 +250,15 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             view = SessionView(self, searcher, latest, gone=set(), around=moved)
             rewrite = view.neighbours_of([*latest.values(), *moved])
             # Each text cut once: a turn's body is also its neighbours' context (an import of
-            # 100k memories cut a session body three times).
-            cut = functools.lru_cache(maxsize=None)(segment)
+            # 100k memories cut a session body three times), and the statistics count the
+            # written memories from the same cuts (`_keep_saved`).
+            cuts = self._written_cuts
+
+            def cut(text: str) -> str:
+                if (found := cuts.get(text)) is None:
+                    found = cuts[text] = segment(text)
+                return found
+
             with self._errors("preparing documents"):
                 documents = [
                     (doc.slug, _document(doc, view.context_parts(doc), cut))
@@ -331,6 +338,7 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             self._require_open()
             writer = self._get_writer()
             self._overlay_next = None
+            self._written_cuts = {}
             try:
                 changed = operations(writer)
                 prior = index_opstamp(self._directory) if self._files else None
@@ -364,6 +372,8 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                 raise StorageError(
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
+            finally:
+                self._written_cuts = {}
 
     def _get_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
