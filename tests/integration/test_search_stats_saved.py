@@ -451,3 +451,16 @@ def test_a_new_index_keeps_the_statistics_of_its_first_writes(tmp_path: Path) ->
             index.upsert([random_doc(rng, f"i{start + i}") for i in range(10)])
         assert index._stats.tallied() == []
     assert fresh_views(directory) == (from_scratch(directory), 0)
+
+
+def test_an_index_from_before_the_saved_statistics_saves_what_its_first_recall_counts(
+    tmp_path: Path,
+) -> None:
+    """An index without a manifest (written before there were saved statistics, and not
+    written since) gets one on open: its first recall saves what it counts, and the next
+    process loads it."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 47).close()
+    shutil.rmtree(directory / STATS_DIR)
+    assert fresh_views(directory)[1] > 0  # counts, and saves
+    assert fresh_views(directory) == (from_scratch(directory), 0)

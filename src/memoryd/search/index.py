@@ -124,7 +124,15 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
         after = index_opstamp(directory)
         logger.debug("opened search index %s", directory)
         files = StatsFiles(directory, analysis_version, identity, writable=saves)
-        return cls(directory, index, schema, overlay, files, before if before == after else None)
+        stamp = before if before == after else None
+        if saves and stamp is not None and identity is not None:
+            # An index from before the saved statistics has no manifest until a write: then
+            # no recall could save what it counted, and every process counted again.
+            try:
+                files.describe(stamp, overlay.digest)
+            except OSError as exc:
+                logger.warning("search index %s: cannot describe it: %s", directory, exc)
+        return cls(directory, index, schema, overlay, files, stamp)
 
     @classmethod
     def recreate(cls, directory: Path) -> SearchIndex:

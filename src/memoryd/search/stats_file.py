@@ -159,6 +159,12 @@ class StatsFiles:
         manifest["overlay"] = overlay
         self._write(_MANIFEST, manifest)
 
+    def describe(self, opstamp: int, overlay: str) -> None:
+        """Write a manifest for the index at `opstamp` when there is none (nothing older is
+        known of it). A writer's next commit rewrites it whole if the index moved on."""
+        if self.writable and not (self._dir / _MANIFEST).exists():
+            self.committed(None, opstamp, overlay, None)
+
     def last_changes(self, opstamp: int) -> Callable[[str], int] | None:
         """Scope → the last commit that changed it, as the manifest says when it describes
         the index at `opstamp` (None otherwise: nothing saved can be trusted)."""
