@@ -3,6 +3,7 @@ instead of counting, and what it loads always equals a count from scratch."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from memoryd.models import DecayState
 from memoryd.search import tallies
+from memoryd.search.engine import SCHEMA_VERSION
 from memoryd.search.index import Placed, SearchIndex
 from memoryd.search.stats_file import STATS_DIR, index_opstamp
 from tests.integration.test_search_stats import SCOPES, TESTS, random_doc
@@ -462,5 +464,7 @@ def test_an_index_from_before_the_saved_statistics_saves_what_its_first_recall_c
     directory = tmp_path / "search"
     _tallied_home(directory, 47).close()
     shutil.rmtree(directory / STATS_DIR)
+    meta = {"schema_version": SCHEMA_VERSION}  # an index from before identities, too
+    (directory / "index_meta.json").write_text(json.dumps(meta))
     assert fresh_views(directory)[1] > 0  # counts, and saves
     assert fresh_views(directory) == (from_scratch(directory), 0)

@@ -125,10 +125,13 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
         logger.debug("opened search index %s", directory)
         files = StatsFiles(directory, analysis_version, identity, writable=saves)
         stamp = before if before == after else None
-        if saves and stamp is not None and identity is not None:
-            # An index from before the saved statistics has no manifest until a write: then
-            # no recall could save what it counted, and every process counted again.
+        if saves and stamp is not None:
+            # An index from before the saved statistics (or before identities) has no manifest
+            # until a write: then no recall could save what it counted, and every process
+            # counted again. Its readers (the daemon's) open it after the daemon did.
             try:
+                if files.identity is None:
+                    files.identity = _write_meta(directory)
                 files.describe(stamp, overlay.digest)
             except OSError as exc:
                 logger.warning("search index %s: cannot describe it: %s", directory, exc)
