@@ -11,6 +11,8 @@ quick; the cold path measured is the search side's), then times:
 - in a fresh Python process: `memoryd.open`, the first recall and the hundredth (after 98
   others with other queries), wall and CPU, and whether the first (English) recall loaded
   jieba;
+- `memoryd record` of one decision with no daemon (wall time), then the first recall of a fresh
+  process again (a write must leave the scope's saved statistics current);
 - a fresh `memoryd serve`: its first recall over the Unix socket, then the median of 20 more.
 
 Targets: first recall in a fresh process <= 300 ms at 10k and <= 500 ms at 100k.
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -92,6 +95,37 @@ def cli_recall(home: Path, scope: Path) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def cli_record(home: Path, scope: Path, run: int) -> tuple[float, float]:
+    """A `memoryd record` in its own process: wall and CPU ms."""
+    stamp = time.time_ns()  # a new memory each time (the same body would be a duplicate)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memoryd",
+            "record",
+            "--scope",
+            str(scope),
+            "--type",
+            "decision",
+            "--title",
+            f"Bench write {run} {stamp}",
+            "--body",
+            f"The redis timeout for the session cache is two seconds from now on ({stamp}).",
+            "--home",
+            str(home),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+    return wall, cpu
+
+
 def in_process(home: Path, scope: Path) -> dict[str, Any]:
     others = json.dumps(queries(98, seed=5))
     done = subprocess.run(
@@ -144,18 +178,23 @@ def main() -> None:
                 row: dict[str, Any] = {"n": n, "run": run + 1, "load": os.getloadavg()[0]}
                 row["cli_ms"] = round(cli_recall(home, scope), 1)
                 row["in_process"] = in_process(home, scope)
+                wall, cpu = cli_record(home, scope, run)
+                row["record_ms"], row["record_cpu_ms"] = round(wall, 1), round(cpu, 1)
+                row["after_write"] = in_process(home, scope)
                 if args.daemon:
                     row["daemon"] = daemon_recalls(home, scope)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n{'n':>7} {'cli':>8} {'open':>7} {'first':>7} {'cpu':>7} {'100th':>7}"
-          f" {'jieba':>6} {'daemon 1st':>10} {'later':>7}")  # fmt: skip
+          f" {'jieba':>6} {'record':>7} {'1st after':>9} {'cpu':>7}"
+          f" {'daemon 1st':>10} {'later':>7}")  # fmt: skip
     for row in rows:
         ip, dm = row["in_process"], row.get("daemon", {})
         cells = [row["n"], row["cli_ms"], ip["open_ms"], ip["first_ms"], ip["first_cpu_ms"]]
-        cells += [ip["hundredth_ms"], ip["jieba"], dm.get("first_ms", "-")]
-        cells += [dm.get("later_median_ms", "-")]
-        widths = [7, 8, 7, 7, 7, 7, 6, 10, 7]
+        after = row["after_write"]
+        cells += [ip["hundredth_ms"], ip["jieba"], row["record_ms"], after["first_ms"]]
+        cells += [after["first_cpu_ms"], dm.get("first_ms", "-"), dm.get("later_median_ms", "-")]
+        widths = [7, 8, 7, 7, 7, 7, 6, 7, 9, 7, 10, 7]
         print(" ".join(f"{cell!s:>{width}}" for cell, width in zip(cells, widths, strict=True)))
     report = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

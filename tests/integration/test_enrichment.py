@@ -523,7 +523,8 @@ def test_enrichment_waits_until_captures_settle(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A session is captured several times in a row (PreCompact, Stop, SessionEnd): the
-    worker runs at start, then only once the drains have been quiet for `settle_s`."""
+    worker runs `settle_s` after the start (the first requests come with it), then only
+    once the drains have been quiet for `settle_s`."""
     import memoryd.daemon.server as server
 
     rounds: list[float] = []
@@ -543,12 +544,14 @@ def test_enrichment_waits_until_captures_settle(
 
     async def scenario() -> None:
         wake = asyncio.Event()
+        started = time.monotonic()
         worker = asyncio.create_task(server.enrich(None, None, tuned, wake))  # type: ignore[arg-type]
         deadline = time.monotonic() + 30
         while not rounds:  # what a previous run left queued
             assert time.monotonic() < deadline, "no first round"
             await asyncio.sleep(0.01)
         assert len(rounds) == 1
+        assert rounds[0] - started >= 0.3  # after the start's first requests
         for _ in range(5):  # drains keep coming, 0.1 s apart
             wake.set()
             await asyncio.sleep(0.1)

@@ -278,7 +278,7 @@ def test_a_fresh_reader_loads_the_statistics_the_daemons_writes_kept(
     """The daemon's writer never recalled the scope (its readers do): its records and
     archivals still keep the scope's saved statistics current, so a reader started later (or
     the next process) loads them instead of counting the scope, and loads what a count finds.
-    A reindex drops them; the first recall after it counts and saves again."""
+    A reindex drops them, and the new index's writes keep its own."""
     seed(home, project)
     with open_service(load_settings(home)) as svc:
         scope = svc.recall("storefront", scope=project, track=False).hits[0].scope_hash
@@ -301,7 +301,7 @@ def test_a_fresh_reader_loads_the_statistics_the_daemons_writes_kept(
     assert fresh_statistics(home, scope) == (before, 0)
     with running(home, env=env) as daemon, uds_client(daemon.home) as client:
         assert client.post("/v1/reindex").status_code == 200
-        assert fresh_statistics(home, scope)[1] == 1  # a new index: nothing saved describes it
+        assert fresh_statistics(home, scope)[1] == 0  # the new index's files, kept as it filled
         assert recall(client, "rabbitmq jobs", project)["hits"]
         made = client.post("/v1/memories", json={**memory, "scope": str(project), "title": "Jobs"})
         assert made.status_code == 201, made.text

@@ -3,6 +3,7 @@ instead of counting, and what it loads always equals a count from scratch."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import time
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 from memoryd.models import DecayState
+from memoryd.search import tallies
+from memoryd.search.engine import SCHEMA_VERSION
 from memoryd.search.index import Placed, SearchIndex
 from memoryd.search.stats_file import STATS_DIR, index_opstamp
 from tests.integration.test_search_stats import SCOPES, TESTS, random_doc
@@ -94,13 +97,17 @@ def test_loaded_statistics_equal_a_count_after_writes_deletes_and_decay(
     assert loaded_whole > 0
 
 
-def test_a_fresh_index_decodes_only_the_entries_it_ranks(tmp_path: Path) -> None:
+def test_a_fresh_index_decodes_only_the_entries_it_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tallies, "_DELTA_MIN_BYTES", 0)  # a write folds the frames in
     rng = random.Random(3)
     directory = tmp_path / "search"
     with SearchIndex.open(directory) as index:
         index.upsert([random_doc(rng, f"m{i}") for i in range(60)])
         listed_views(index)
-        index.upsert([random_doc(rng, "m60")])
+        for i, scope in enumerate(SCOPES):  # each scope's file saved whole, with a frame
+            index.upsert([random_doc(rng, f"m{60 + i}").model_copy(update={"scope_hash": scope})])
     with SearchIndex.open(directory) as fresh:
         fresh.local_bm25("flaky pytest fixture", scope_hashes=[SCOPES[0]], limit=3)
         held = fresh._stats._scopes[SCOPES[0]].keyed.values()
@@ -162,7 +169,7 @@ def test_reindex_drops_the_saved_statistics(tmp_path: Path) -> None:
     directory = tmp_path / "search"
     _tallied_home(directory, 9).close()
     with SearchIndex.recreate(directory) as index:
-        assert not (directory / STATS_DIR).exists()
+        assert not list((directory / STATS_DIR).glob("*.stats"))  # the manifest alone
         rng = random.Random(10)
         index.upsert([random_doc(rng, f"r{i}") for i in range(12)])
         listed_views(index)
@@ -197,33 +204,32 @@ def test_an_in_memory_index_saves_nothing() -> None:
         assert index._files is None
 
 
-def test_small_writes_save_the_statistics_now_and_then_and_on_close(tmp_path: Path) -> None:
-    """Saving a scope costs what writing its whole file costs: a burst of small writes saves
-    it once at the start, and closing saves what is left."""
+def test_small_writes_append_frames_and_never_save_a_whole_file(tmp_path: Path) -> None:
+    """Saving a scope costs what writing its whole file costs: a burst of small writes
+    appends a frame per commit instead (even when saving is not due), and a fresh index
+    loads the file with its frames, as a count finds them."""
     directory = tmp_path / "search"
     index = _tallied_home(directory, 14)
     assert index._files is not None
     saves: list[str] = []
     original = index._files.save
 
-    def save(scope: str, *args: Any) -> None:
+    def save(scope: str, *args: Any, **kwargs: Any) -> None:
         saves.append(scope)
-        original(scope, *args)
+        original(scope, *args, **kwargs)
 
-    index._files.save = save  # type: ignore[method-assign,assignment]
-    index._save_next = 0.0
-    index._flush_stats(force=False)
+    index._files.save = save  # type: ignore[method-assign]
     rng = random.Random(15)
     index._save_next = time.monotonic() + 3600  # the last save was slow
     for i in range(10):
         index.upsert([random_doc(rng, f"burst{i}")])
     assert saves == []
-    assert fresh_views(directory)[1] > 0  # behind: counted afresh, never loaded stale
-    index.close()
-    assert saves  # on close
     loaded, counted = fresh_views(directory)
     assert counted == 0
     assert loaded == from_scratch(directory)
+    index.close()
+    assert saves == []  # nothing left behind to save
+    assert fresh_views(directory) == (loaded, 0)
 
 
 def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: Path) -> None:
@@ -232,7 +238,6 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
     directory = tmp_path / "search"
     index = _tallied_home(directory, 16)
     index.close()
-    path = directory / STATS_DIR / f"{SCOPES[0]}.stats"
     with SearchIndex.open(directory) as writer:
         gone = [
             d.slug
@@ -240,9 +245,10 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
             if d.scope_hash == SCOPES[0]
         ]
         assert gone
-        assert all(slug.encode() in path.read_bytes() for slug in gone)
+        assert all(slug.encode() in saved_bytes(directory, SCOPES[0]) for slug in gone)
         writer.delete(gone)
-        assert not path.exists()  # a writer that never recalled: dropped, not saved
+        # A writer that never recalled: saved again without them (an empty scope).
+        assert not any(slug.encode() in saved_bytes(directory, SCOPES[0]) for slug in gone)
     with SearchIndex.open(directory) as writer:
         listed_views(writer)  # tallied: the next commit saves what is left
         writer.upsert(
@@ -252,7 +258,7 @@ def test_memories_leaving_the_index_leave_nothing_in_the_saved_files(tmp_path: P
                 )
             ]
         )
-    held = path.read_bytes() if path.exists() else b""
+    held = saved_bytes(directory, SCOPES[0])
     assert not any(slug.encode() in held for slug in gone)
     assert fresh_views(directory)[0] == from_scratch(directory)
 
@@ -312,14 +318,153 @@ def test_a_writer_that_keeps_the_files_updates_them_without_recalling(
         assert loaded == from_scratch(directory)
 
 
-def test_a_writer_that_does_not_keep_the_files_drops_them(tmp_path: Path) -> None:
-    """A short-lived writer (a CLI command) loads no file to write: it drops the files of the
-    scopes it changes, and the next recall counts those."""
+def test_a_writer_that_never_recalls_keeps_the_files_current(tmp_path: Path) -> None:
+    """A short-lived writer (a CLI command) tallies nothing and loads no file to write: it
+    appends a frame of its change, so the next recall loads the scope instead of counting."""
     directory = tmp_path / "search"
     _tallied_home(directory, 23).close()
     with SearchIndex.open(directory) as index:
         index.upsert([random_doc(random.Random(24), "one-more")])
         assert index._stats.tallied() == []
     loaded, counted = fresh_views(directory)
+    assert counted == 0
+    assert loaded == from_scratch(directory)
+
+
+def saved_bytes(directory: Path, scope: str) -> bytes:
+    """Everything saved beside the index of `scope` (its file and its frames)."""
+    held = [directory / STATS_DIR / f"{scope}.{kind}" for kind in ("stats", "delta")]
+    return b"".join(path.read_bytes() for path in held if path.exists())
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_writes_from_processes_that_never_recall_keep_every_scope_loadable(
+    tmp_path: Path, seed: int
+) -> None:
+    """Each write in a fresh index that never recalls (a CLI `record`, `import`, `sync
+    import`, `forget`, a decay sweep): the next fresh index loads every scope and finds
+    what a count finds. A sweep that deletes memories it read without their text is the
+    one write whose scope is counted again."""
+    rng = random.Random(seed)
+    directory = tmp_path / "search"
+    _tallied_home(directory, seed).close()
+    serial = 0
+    for step in range(14):
+        with SearchIndex.open(directory) as index:
+            live = sorted(index.slugs())
+            action = rng.random()
+            light = False
+            if action < 0.3:
+                index.upsert([random_doc(rng, f"w{serial + i}") for i in range(3)])
+                serial += 3
+            elif action < 0.45:  # an edit: other words over the old ones
+                index.upsert([random_doc(rng, slug) for slug in rng.sample(live, k=2)])
+            elif action < 0.55:  # the same words, another state (a supersede)
+                stored = index.stored(rng.sample(live, k=2))
+                index.upsert(
+                    [d.model_copy(update={"decay_state": DecayState.DIM}) for d in stored.values()]
+                )
+            elif action < 0.65:
+                index.delete(rng.sample(live, k=1))
+            elif action < 0.8:  # a sweep that reads what it moves
+                states = [DecayState.SOFT_FORGOTTEN, DecayState.DIM, DecayState.ALIVE]
+                index.set_decay_states({slug: rng.choice(states) for slug in rng.sample(live, k=3)})
+            else:  # a sweep given where its memories stand: read without their text
+                stored = index.stored(rng.sample(live, k=2))
+                places = {
+                    d.slug: Placed(d.scope_hash, d.decay_state, d.created_at)
+                    for d in stored.values()
+                }
+                moved, gone = sorted(places)
+                index.set_decay_states({moved: DecayState.DIM}, [gone], places)
+                light = True
+            assert index._stats.tallied() == []
+        loaded, counted = fresh_views(directory)
+        assert loaded == from_scratch(directory), f"after step {step}"
+        if not light:
+            assert counted == 0, f"step {step} left a scope to count"
+
+
+def test_frames_fold_into_the_file_once_they_outgrow_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loader decodes every frame: once they outgrow a quarter of the file, the writer
+    saves the file again with them (and keeps no tally of the scope after)."""
+    monkeypatch.setattr(tallies, "_DELTA_MIN_BYTES", 0)
+    directory = tmp_path / "search"
+    _tallied_home(directory, 41).close()
+    delta = directory / STATS_DIR / f"{SCOPES[0]}.delta"
+    rng = random.Random(42)
+    sizes = []
+    for i in range(12):
+        with SearchIndex.open(directory) as index:
+            doc = random_doc(rng, f"f{i}").model_copy(update={"scope_hash": SCOPES[0]})
+            index.upsert([doc])
+            assert index._stats.tallied() == []
+        sizes.append(delta.stat().st_size if delta.exists() else 0)
+        assert fresh_views(directory) == (from_scratch(directory), 0)
+    assert 0 in sizes[1:]  # folded at least once
+    base = (directory / STATS_DIR / f"{SCOPES[0]}.stats").stat().st_size
+    assert max(sizes) <= base  # never let grow past the file
+
+
+def test_a_torn_frame_is_counted_again_and_not_built_on(tmp_path: Path) -> None:
+    directory = tmp_path / "search"
+    _tallied_home(directory, 43).close()
+    rng = random.Random(44)
+    for i in range(2):
+        with SearchIndex.open(directory) as index:
+            index.upsert([random_doc(rng, f"t{i}").model_copy(update={"scope_hash": SCOPES[1]})])
+    delta = directory / STATS_DIR / f"{SCOPES[1]}.delta"
+    delta.write_bytes(delta.read_bytes()[:-3])  # the last append cut short (a crash)
+    loaded, counted = fresh_views(directory)
     assert counted == 1
     assert loaded == from_scratch(directory)
+    with SearchIndex.open(directory) as index:  # a writer does not append after it
+        index.upsert([random_doc(rng, "t2").model_copy(update={"scope_hash": SCOPES[1]})])
+    assert fresh_views(directory)[0] == from_scratch(directory)
+
+
+def test_an_edit_leaves_nothing_of_the_old_words_beside_the_index(tmp_path: Path) -> None:
+    """Frames only add: a write that takes words out of a scope (an edit, a delete) saves
+    the scope's file again without them, in a writer that never recalled as well."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 45).close()
+    with SearchIndex.open(directory) as index:
+        first = index.stored(sorted(index.slugs()))
+        doc = next(d for d in first.values() if d.scope_hash == SCOPES[2])
+        secret = "zanzibarquokka"
+        index.upsert([doc.model_copy(update={"body": f"{doc.body} {secret}"})])
+    assert secret.encode() in saved_bytes(directory, SCOPES[2])
+    with SearchIndex.open(directory) as index:
+        index.upsert([doc.model_copy(update={"body": "the words now"})])
+        assert index._stats.tallied() == []
+    assert secret.encode() not in saved_bytes(directory, SCOPES[2])
+    assert fresh_views(directory) == (from_scratch(directory), 0)
+
+
+def test_a_new_index_keeps_the_statistics_of_its_first_writes(tmp_path: Path) -> None:
+    """A scope written from the first commit on (an import into a new home) has a file to
+    load before any recall counted it."""
+    directory = tmp_path / "search"
+    rng = random.Random(46)
+    with SearchIndex.open(directory) as index:
+        for start in range(0, 40, 10):
+            index.upsert([random_doc(rng, f"i{start + i}") for i in range(10)])
+        assert index._stats.tallied() == []
+    assert fresh_views(directory) == (from_scratch(directory), 0)
+
+
+def test_an_index_from_before_the_saved_statistics_saves_what_its_first_recall_counts(
+    tmp_path: Path,
+) -> None:
+    """An index without a manifest (written before there were saved statistics, and not
+    written since) gets one on open: its first recall saves what it counts, and the next
+    process loads it."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 47).close()
+    shutil.rmtree(directory / STATS_DIR)
+    meta = {"schema_version": SCHEMA_VERSION}  # an index from before identities, too
+    (directory / "index_meta.json").write_text(json.dumps(meta))
+    assert fresh_views(directory)[1] > 0  # counts, and saves
+    assert fresh_views(directory) == (from_scratch(directory), 0)

@@ -115,15 +115,18 @@ def open_api(settings: Settings, *, rebuild: bool = False, actor: str = "cli") -
 
 
 def index_captures(api: MemoryAPI) -> int:
-    """Index the captures waiting in `inbox/`; how many. In process their spaCy rules run too
-    and the LLM work is left to a daemon; a daemon enriches what it indexes itself."""
+    """Index the captures waiting in `inbox/`; how many. In process the spaCy rules run for
+    as many queued sessions as it indexed, and the LLM work is left to a daemon; a daemon
+    enriches what it indexes itself. The rest of a backlog (sessions recorded in bulk) is the
+    daemon's background work: a user's `memoryd record` does not wait on it (1,600 queued
+    sessions held one up for minutes)."""
     indexed = api.drain_inbox()
     if is_remote(api):
         return indexed  # (and the service's modules stay unloaded in a daemon's client)
     from memoryd.service import MemoryService
 
-    if isinstance(api, MemoryService):
-        api.enrich_pending(use_llm=False)
+    if indexed and isinstance(api, MemoryService):
+        api.enrich_pending(indexed, use_llm=False)
     return indexed
 
 

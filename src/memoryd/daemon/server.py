@@ -69,7 +69,7 @@ def serve(settings: Settings, *, port: int | None = None, tcp: bool | None = Non
     try:
         service = open_service(settings, actor="daemon")
         service.llm_judge_inline = False  # the worker asks the LLM, never the writer
-        # Its readers and the next process load what it saved rather than count a scope.
+        # Its decay sweeps keep the saved statistics of the scopes they move current too.
         service.index.keeps_saved = True
     except BaseException:
         signal.signal(signal.SIGTERM, previous)
@@ -161,8 +161,11 @@ async def enrich(
     """Extraction and LLM summaries of captured sessions (DESIGN.md §2's background worker):
     at start (what a previous run left queued), once drains (`wake`) have been quiet for
     `enrichment.settle_s`, and every `enrichment.interval_s` (backoffs end); in small rounds,
-    so recalls and writes are never starved."""
+    so recalls and writes are never starved. Its first round waits `settle_s` too: the
+    first requests come with the daemon's start (an autostarting client's), and the first
+    round's first step loads the extraction pipelines (seconds of CPU on a busy machine)."""
     batch = settings.enrichment.batch_size
+    await asyncio.sleep(settings.enrichment.settle_s)
     while True:
         wake.clear()
         try:

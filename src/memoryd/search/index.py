@@ -124,7 +124,18 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
         after = index_opstamp(directory)
         logger.debug("opened search index %s", directory)
         files = StatsFiles(directory, analysis_version, identity, writable=saves)
-        return cls(directory, index, schema, overlay, files, before if before == after else None)
+        stamp = before if before == after else None
+        if saves and stamp is not None:
+            # An index from before the saved statistics (or before identities) has no manifest
+            # until a write: then no recall could save what it counted, and every process
+            # counted again. Its readers (the daemon's) open it after the daemon did.
+            try:
+                if files.identity is None:
+                    files.identity = _write_meta(directory)
+                files.describe(stamp, overlay.digest)
+            except OSError as exc:
+                logger.warning("search index %s: cannot describe it: %s", directory, exc)
+        return cls(directory, index, schema, overlay, files, stamp)
 
     @classmethod
     def recreate(cls, directory: Path) -> SearchIndex:
@@ -166,9 +177,15 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
             raise StorageError(f"cannot create the search index at {directory}: {exc}") from exc
         logger.info("created search index %s (schema version %s)", directory, SCHEMA_VERSION)
         files = StatsFiles(directory, analysis_version, identity)
-        return cls(
-            directory, index, schema, DecayOverlay(directory, {}), files, index_opstamp(directory)
-        )
+        overlay, stamp = DecayOverlay(directory, {}), index_opstamp(directory)
+        if stamp is not None:
+            # The empty index is described from the start, so its first writes into a scope
+            # already keep that scope's statistics (`_keep_saved`): an import leaves a file.
+            try:
+                files.committed(None, stamp, overlay.digest, None)
+            except OSError as exc:
+                logger.warning("search index %s: cannot describe it: %s", directory, exc)
+        return cls(directory, index, schema, overlay, files, stamp)
 
     def search(
         self,

@@ -72,10 +72,10 @@ class IndexReader:
         self._save_next = 0.0
         """`time.monotonic()` from which the next save may run (`_flush_stats`)."""
         self.keeps_saved = False
-        """Keep the saved statistics of the scopes this process writes current (`_adopt_saved`):
-        for a long-lived writer (the daemon), which pays a scope's file once. A short-lived
-        one (a CLI command) drops the files of the scopes it changes, for the next recall to
-        count."""
+        """A long-lived writer (the daemon): its decay sweeps tally the scopes whose memories
+        they move from their saved files, to read those whole and keep the files current
+        (`set_decay_states`), and it keeps the tallies it takes to save a scope whole. Every
+        writer keeps the files of the scopes it changes current (`_keep_saved`)."""
         """The commit our reader shows (None: not known for sure; nothing is loaded or saved)."""
         self._index = index
         self._schema = schema
@@ -99,6 +99,9 @@ class IndexReader:
         self.touched: set[str] = set()
         self._lightened: set[str] = set()
         """The documents of the write under way read without their text (`_light_doc`)."""
+        self._written_cuts: dict[str, str] = {}
+        """While a write runs: each written text → its segmentation (`_replace`), so counting
+        the written memories for the saved statistics cuts no Chinese text again."""
         self._cuts: dict[str, str] | None = None
         """While a decay write runs: text → its segmentation, as the documents it read store
         them (`SEGMENTED_FIELD`), so it cuts no text again."""

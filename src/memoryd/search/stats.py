@@ -302,6 +302,11 @@ class ScopeStatistics:
                     found.append(held)
         return found
 
+    def drop(self, scope: str) -> None:
+        """Stop tallying `scope` (a writer that tallied it only to save it)."""
+        self._scopes.pop(scope, None)
+        self._complete = False
+
     def tallied(self) -> list[str]:
         """The scopes tallied now."""
         return list(self._scopes)
@@ -327,10 +332,14 @@ class ScopeStatistics:
         keyed: dict[int, Held],
         rows: SavedRows,
         turns: list[Entry],
-    ) -> None:
+        changes: Sequence[tuple[Sequence[str], Sequence[Entry]]] = (),
+    ) -> bool:
         """Tally `scope` from saved counts and entries (`saved`) instead of counting it:
         `keyed` holds every entry by slug key (decoded when first asked), `turns` the
-        session memories among them, decoded (the turn lines need their text)."""
+        session memories among them, decoded (the turn lines need their text); then apply
+        the `changes` saved after them (each: the slugs a commit removed, the entries it
+        wrote). False, tallying nothing, when a change removes a memory the tally does not
+        hold as one (the saved statistics are not what the index held)."""
         tally = self._new_tally()
         tally.visible, tally.hidden, tally.keyed, tally.rows = visible, hidden, keyed, rows
         turns = sorted(turns, key=lambda e: (e.at, e.slug))
@@ -338,7 +347,17 @@ class ScopeStatistics:
             chosen = [e for e in turns if test is None or test(e.type, e.text)]
             every.fill(chosen)
             shown.fill([e for e in chosen if not e.hidden])
+        for removed, added in changes:
+            for slug in removed:
+                key = slug_key(slug)
+                held = tally.held(key) if key in keyed else None
+                if held is None or held.slug != slug:
+                    return False
+                self._change(tally, held, -1)
+            for entry in added:
+                self._change(tally, entry, +1)
         self._scopes[scope] = tally
+        return True
 
     def wants(self, scope: str) -> bool:
         """Whether a write in `scope` changes a tally (its memories must then be analysed)."""

@@ -1,15 +1,20 @@
 """Scope statistics saved beside the index, so a fresh process's first recall reads them
 instead of reading and analysing every memory of the scope (issue 28).
 
-`<index>/stats/<scope>.json` holds one scope's counts and entries (`stats.Entry`) as they were
+`<index>/stats/<scope>.stats` holds one scope's counts and entries (`stats.Entry`) as they were
 at an index commit (its opstamp, from tantivy's `meta.json`) under a decay overlay (its
-digest). `<index>/stats/manifest.json`, rewritten by the writer after each commit, records the
+digest). `<index>/stats/<scope>.delta` holds what the commits after it changed there, one
+frame per commit (the slugs it removed, the entries it wrote, and the scope's previous
+change): any writer appends one under the write lock, so a write never costs the scope's whole
+file (a CLI `record` into a 100k scope) and the next process still loads instead of counting.
+`<index>/stats/manifest.json`, rewritten by the writer after each commit, records the
 opstamp it was written at and, per scope, the last commit that changed the scope's memories
-(`base`: nothing older is known). A scope file counts only when the manifest is not behind the
-index and no commit changed the scope after the file's opstamp; a crash between the index's
-commit and the manifest leaves the manifest behind, so every file is stale and recounted. The
-files are derived like the index: a missing, stale, foreign or unreadable one is counted again.
-Only an on-disk index has them (a granted sensitive scope's index lives in memory).
+(`base`: nothing older is known). A scope's statistics count only when the manifest is not
+behind the index and the file with its unbroken chain of frames reaches the scope's last
+change; a crash between the index's commit and the manifest leaves the manifest behind, so
+every file is stale and recounted. The files are derived like the index: a missing, stale,
+foreign or unreadable one is counted again. Only an on-disk index has them (a granted
+sensitive scope's index lives in memory).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import zlib
 from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -36,16 +41,34 @@ from memoryd.search.stats import Counts, Entry, Held, SavedRows
 logger = logging.getLogger(__name__)
 
 STATS_DIR = "stats"
-_FORMAT = 1
+_FORMAT = 2
+_MANIFEST_FORMAT = 1
 _MANIFEST = "manifest.json"
 _TYPES = {t.value: t for t in MemoryType}
 _STATES = {s.value: s for s in DecayState}
-_MAGIC = b"memoryd scope statistics\n"
-_HEAD = struct.Struct(">QI")
-"""The header's length and the CRC-32 of the header and the entries after it."""
-Loaded = tuple[Counts, Counts, dict[int, Held], SavedRows, list[Entry]]
+_MAGIC = b"memoryd scope statistics 2\n"
+_HEAD = struct.Struct(">QIQ")
+"""The header's length, the CRC-32 of the header and the entries after it, and the opstamp
+(also in the header: this copy lets a writer check a chain without reading the file)."""
+_KINDS = ("stats", "delta")
+_FRAME = struct.Struct(">IIQQ")
+"""A delta frame's head: its payload's length and CRC-32, the scope's change before this
+commit, and this commit's opstamp."""
+Change = tuple[list[str], list[Entry]]
+"""One commit's change to a scope: the slugs it removed or replaced, the entries it wrote."""
+Loaded = tuple[Counts, Counts, dict[int, Held], SavedRows, list[Entry], list[Change]]
 """Visible and hidden counts, the entries by slug key (`Held`), where those still saved are,
-and the session memories among them (decoded)."""
+the session memories among them (decoded), and the changes of the frames after the file."""
+
+
+class Chain(NamedTuple):
+    """A scope's saved statistics as a writer sees them without reading them: the file's
+    opstamp and size, and the opstamp its unbroken chain of frames reaches, and their size."""
+
+    base: int
+    base_size: int
+    end: int
+    delta_size: int
 
 
 def index_opstamp(directory: Path) -> int | None:
@@ -93,9 +116,9 @@ class StatsFiles:
         sensitive, forgotten) leaves nothing of them here."""
         try:
             paths = (
-                list(self._dir.glob("*.stats"))
+                [*self._dir.glob("*.stats"), *self._dir.glob("*.delta")]
                 if scopes is None
-                else [self._dir / f"{scope}.stats" for scope in scopes]
+                else [self._dir / f"{scope}.{kind}" for scope in scopes for kind in _KINDS]
             )
             for path in paths:
                 path.unlink(missing_ok=True)
@@ -107,7 +130,7 @@ class StatsFiles:
             data = orjson.loads((self._dir / _MANIFEST).read_bytes())
         except (OSError, orjson.JSONDecodeError):
             return None
-        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        if not isinstance(data, dict) or data.get("format") != _MANIFEST_FORMAT:
             return None
         if self.identity is None or data.get("index") != self.identity:
             return None
@@ -123,7 +146,7 @@ class StatsFiles:
         manifest = self._manifest()
         if manifest is None or scopes is None or before is None or manifest["opstamp"] != before:
             manifest = {
-                "format": _FORMAT,
+                "format": _MANIFEST_FORMAT,
                 "index": self.identity,
                 "analysis": self._analysis,
                 "base": after,
@@ -136,6 +159,21 @@ class StatsFiles:
         manifest["overlay"] = overlay
         self._write(_MANIFEST, manifest)
 
+    def describe(self, opstamp: int, overlay: str) -> None:
+        """Write a manifest for the index at `opstamp` when there is none (nothing older is
+        known of it). A writer's next commit rewrites it whole if the index moved on."""
+        if self.writable and not (self._dir / _MANIFEST).exists():
+            self.committed(None, opstamp, overlay, None)
+
+    def last_changes(self, opstamp: int) -> Callable[[str], int] | None:
+        """Scope → the last commit that changed it, as the manifest says when it describes
+        the index at `opstamp` (None otherwise: nothing saved can be trusted)."""
+        manifest = self._manifest()
+        if manifest is None or manifest["opstamp"] != opstamp:
+            return None
+        base, changed = manifest["base"], manifest["changed"]
+        return lambda scope: max(base, changed.get(scope, 0))
+
     def fresh_at(self, opstamp: int, overlay: str) -> bool:
         """Whether the manifest describes the index at `opstamp` under `overlay` (a process
         there may save what it counted)."""
@@ -146,8 +184,9 @@ class StatsFiles:
         )
 
     def load(self, scope: str, opstamp: int) -> Loaded | None:
-        """The saved statistics of `scope` as the index holds it at `opstamp`, or None when
-        there are none that are sure to be those."""
+        """The saved statistics of `scope` as the index holds it at `opstamp` (the file and
+        the frames after it that commits up to `opstamp` appended), or None when there are
+        none that are sure to be those."""
         manifest = self._manifest()
         if manifest is None or opstamp > manifest["opstamp"]:
             return None
@@ -159,7 +198,7 @@ class StatsFiles:
             raw = (self._dir / f"{scope}.stats").read_bytes()
             if not raw.startswith(_MAGIC):
                 return None
-            size, checksum = _HEAD.unpack_from(raw, len(_MAGIC))
+            size, checksum, _ = _HEAD.unpack_from(raw, len(_MAGIC))
             body = memoryview(raw)[len(_MAGIC) + _HEAD.size :]
             if zlib.crc32(body) != checksum or size > len(body):
                 return None
@@ -171,10 +210,18 @@ class StatsFiles:
                 or data["scope"] != scope
             ):
                 return None
+            reached, payloads = data["opstamp"], []
+            for prev, after, payload in self._frames(scope):
+                if after <= reached:
+                    continue  # a change the file holds already
+                if prev > reached or after > opstamp:
+                    break  # a gap, or a commit our reader does not show yet
+                payloads.append(payload)
+                reached = after
             last = max(manifest["base"], manifest["changed"].get(scope, 0))
-            if last > min(data["opstamp"], opstamp):
+            if last > min(reached, opstamp):
                 return None
-            return _decode(scope, data, body[size:])
+            return (*_decode(scope, data, body[size:]), [_change(scope, p) for p in payloads])
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
             return None
         except struct.error:
@@ -182,6 +229,76 @@ class StatsFiles:
         finally:
             if collecting:
                 gc.enable()
+
+    def _frames(self, scope: str, *, payloads: bool = True) -> list[tuple[int, int, bytes]]:
+        """The whole, intact frames of the scope's delta file, in order (a torn or corrupt
+        frame ends them); their payloads are read only when asked."""
+        frames: list[tuple[int, int, bytes]] = []
+        try:
+            with (self._dir / f"{scope}.delta").open("rb") as handle:
+                ends = os.fstat(handle.fileno()).st_size
+                while len(head := handle.read(_FRAME.size)) == _FRAME.size:
+                    size, checksum, prev, after = _FRAME.unpack(head)
+                    if not payloads:
+                        if handle.seek(size, os.SEEK_CUR) > ends:
+                            break  # torn
+                        frames.append((prev, after, b""))
+                        continue
+                    payload = handle.read(size)
+                    if len(payload) != size or zlib.crc32(payload) != checksum:
+                        break
+                    frames.append((prev, after, payload))
+        except FileNotFoundError:
+            pass
+        return frames
+
+    def chain(self, scope: str) -> Chain | None:
+        """Where the saved statistics of `scope` reach (a writer's check before it appends a
+        frame), without reading them: None when there is no file."""
+        path = self._dir / f"{scope}.stats"
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(len(_MAGIC) + _HEAD.size)
+            base_size = path.stat().st_size
+            delta = self._dir / f"{scope}.delta"
+            delta_size = delta.stat().st_size if delta.exists() else 0
+        except OSError:
+            return None
+        if len(head) != len(_MAGIC) + _HEAD.size or not head.startswith(_MAGIC):
+            return None
+        _, _, base = _HEAD.unpack_from(head, len(_MAGIC))
+        reached = base
+        for prev, after, _ in self._frames(scope, payloads=False):
+            if after <= reached:
+                continue
+            if prev > reached:
+                break
+            reached = after
+        return Chain(base, base_size, reached, delta_size)
+
+    @staticmethod
+    def frame(change: Change) -> bytes:
+        """One commit's change to a scope, encoded for `append`."""
+        removed, added = change
+        return orjson.dumps([removed, [[e.slug, e.key, *_row(e)] for e in added]])
+
+    def append(self, scope: str, prev: int, after: int, payload: bytes, fresh: bool) -> None:
+        """Add the frame of one commit (opstamp `after`; the scope's change before it was at
+        `prev`; its change encoded by `frame`) to the scope's delta file (`fresh`: start the
+        file anew, none of its frames being needed). Best effort: a frame that cannot be
+        written leaves the chain short, and the next process counts the scope."""
+        if self.identity is None or not self.writable:
+            return
+        frame = _FRAME.pack(len(payload), zlib.crc32(payload), prev, after) + payload
+        path = self._dir / f"{scope}.delta"
+        try:
+            make_private_dir(self._dir)
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else os.O_APPEND)
+            fd = os.open(path, flags, FILE_MODE)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(frame)
+        except OSError as exc:
+            logger.warning("cannot save the change of scope %s: %s", scope, exc)
 
     def save(
         self,
@@ -191,10 +308,13 @@ class StatsFiles:
         hidden: Counts,
         entries: list[tuple[int, Entry | str]],
         rows: SavedRows | None,
+        *,
+        writer: bool = False,
     ) -> None:
         """Replace the file of `scope` with its statistics at `opstamp` (best effort: a file
         that cannot be written is counted again by the next process). Entries still saved
-        as they were read are copied without decoding them."""
+        as they were read are copied without decoding them. The index's `writer` also drops
+        the scope's frames, which the file now holds (no other process appends meanwhile)."""
         if self.identity is None or not self.writable:
             return
         encoded = [
@@ -222,8 +342,11 @@ class StatsFiles:
         body = header + b"".join(encoded)
         try:
             self._write_bytes(
-                f"{scope}.stats", _MAGIC + _HEAD.pack(len(header), zlib.crc32(body)) + body
+                f"{scope}.stats",
+                _MAGIC + _HEAD.pack(len(header), zlib.crc32(body), opstamp) + body,
             )
+            if writer:
+                (self._dir / f"{scope}.delta").unlink(missing_ok=True)
         except OSError as exc:
             logger.warning("cannot save the statistics of scope %s: %s", scope, exc)
 
@@ -254,21 +377,49 @@ def _raw(rows: SavedRows | None, key: int) -> bytes:
     return rows.raw(key)
 
 
+def _row(e: Entry) -> list[Any]:
+    return [
+        e.type.value,
+        e.hidden,
+        e.at.isoformat(),
+        e.title,
+        e.body,
+        e.text,
+        e.written_title,
+        e.state.value,
+        e.tags,
+        e.triggers,
+    ]
+
+
 def _encode(e: Entry) -> bytes:
-    return orjson.dumps(
-        [
-            e.type.value,
-            e.hidden,
-            e.at.isoformat(),
-            e.title,
-            e.body,
-            e.text,
-            e.written_title,
-            e.state.value,
-            e.tags,
-            e.triggers,
-        ]
+    return orjson.dumps(_row(e))
+
+
+def _entry(scope: str, slug: str, key: int, row: list[Any]) -> Entry:
+    kind, hid, at, title, body, text, written, state, tags, triggers = row
+    return Entry(
+        slug,
+        scope,
+        _TYPES[kind],
+        bool(hid),
+        datetime.fromisoformat(at),
+        tuple(title),
+        tuple(body),
+        text,
+        key,
+        written,
+        _STATES[state],
+        tuple(tags),
+        tuple(triggers),
     )
+
+
+def _change(scope: str, payload: bytes) -> Change:
+    removed, added = orjson.loads(payload)
+    if not all(isinstance(slug, str) for slug in removed):
+        raise TypeError("a removed slug that is no string")
+    return list(removed), [_entry(scope, slug, int(key), row) for slug, key, *row in added]
 
 
 class _Rows:
@@ -294,27 +445,13 @@ class _Rows:
         return self.at(self._row_of[key])
 
     def at(self, row: int) -> Entry:
-        kind, hid, at, title, body, text, written, state, tags, triggers = orjson.loads(
-            self._blob[self._ends[row - 1] if row else 0 : self._ends[row]]
-        )
-        return Entry(
-            self._slugs[row],
-            self._scope,
-            _TYPES[kind],
-            bool(hid),
-            datetime.fromisoformat(at),
-            tuple(title),
-            tuple(body),
-            text,
-            self._keys[row],
-            written,
-            _STATES[state],
-            tuple(tags),
-            tuple(triggers),
-        )
+        fields = orjson.loads(self._blob[self._ends[row - 1] if row else 0 : self._ends[row]])
+        return _entry(self._scope, self._slugs[row], self._keys[row], fields)
 
 
-def _decode(scope: str, data: dict[str, Any], blob: memoryview) -> Loaded:
+def _decode(
+    scope: str, data: dict[str, Any], blob: memoryview
+) -> tuple[Counts, Counts, dict[int, Held], SavedRows, list[Entry]]:
     made = []
     for docs, titles, bodies, df in data["counts"]:
         counts = Counts()

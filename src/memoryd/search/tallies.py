@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from memoryd.errors import StorageError
 from memoryd.models import to_utc
@@ -27,8 +28,8 @@ from memoryd.search.engine import (
 )
 from memoryd.search.overlay import slug_key
 from memoryd.search.reader import IndexReader
-from memoryd.search.stats import Entry, Snapshot, StatsView, Tokens, TurnTest
-from memoryd.search.stats_file import index_opstamp
+from memoryd.search.stats import Counts, Entry, Snapshot, StatsView, Tokens, TurnTest
+from memoryd.search.stats_file import Loaded, index_opstamp
 from memoryd.search.words import base_forms
 from memoryd.text import segment
 
@@ -42,6 +43,30 @@ _TOKENS_KEPT = 8_000_000
 
 _SAVE_SHARE = 0.05
 """At most this share of the writer's time goes to saving statistics (`_flush_stats`)."""
+
+_DELTA_SHARE = 4
+"""A scope's frames are folded into its file once they outgrow a quarter of it (a loader
+decodes every frame's entries, and only the file's it ranks)."""
+
+_DELTA_MIN_BYTES = 1 << 20
+"""Nor before they reach this size (a small scope's file is cheap to load with its frames)."""
+
+
+class Kept(NamedTuple):
+    """How a commit keeps one scope's saved statistics current (`_keep_saved`): the `frame`
+    of its change appended after `prev` (the scope's change before it; `fresh`: the frames
+    there are all in the file already), or (None) the whole file saved again."""
+
+    prev: int
+    frame: bytes | None
+    fresh: bool = False
+    borrowed: bool = False
+    """Tallied only to be rewritten: forgotten once saved (a CLI writer keeps no tallies)."""
+
+
+def _text(doc: SearchDoc) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    """What a saved entry keeps of a memory's words (for `_removes_text`)."""
+    return doc.title, doc.body, tuple(doc.tags), tuple(doc.triggers)
 
 
 def _scopes_of(changed: _Changed) -> set[str] | None:
@@ -178,8 +203,7 @@ class IndexTallies(IndexReader):
         files, stamp = self._files, self._opstamp
         if missing and files is not None and stamp is not None:
             for scope in list(missing):
-                if (loaded := files.load(scope, stamp)) is not None:
-                    self._stats.adopt(scope, *loaded)
+                if self._adopt_loaded(scope, files.load(scope, stamp)):
                     missing.remove(scope)
         if missing is None or missing:
             searcher = self._index.searcher()
@@ -208,9 +232,12 @@ class IndexTallies(IndexReader):
                         files.save(scope, stamp, *saved)
         return self._stats.view(scopes, include_forgotten, is_turn)
 
-    def _save_stats(self, prior: int | None, stamp: int, changed: _Changed) -> None:
-        """Record a commit (from opstamp `prior` to `stamp`) beside the index, and save the
-        statistics of the tallied scopes it changed (the caller holds the statistics' lock;
+    def _save_stats(
+        self, prior: int | None, stamp: int, changed: _Changed, kept: Mapping[str, Kept]
+    ) -> None:
+        """Record a commit (from opstamp `prior` to `stamp`) beside the index, keep the saved
+        statistics of the scopes it changed current as `_keep_saved` planned, and save the
+        tallied scopes it changed when it is time (the caller holds the statistics' lock;
         the overlay is saved). Statistics that may have missed another process's commits are
         not saved: the files only ever hold what a count would find."""
         files = self._files
@@ -218,7 +245,12 @@ class IndexTallies(IndexReader):
             return
         held, self._opstamp = self._opstamp, stamp
         scopes = _scopes_of(changed)
-        files.drop(scopes)  # again: one a reader saved meanwhile
+        if prior is not None and stamp <= prior:
+            kept = {}  # a commit whose opstamp is not new cannot be told from the last one
+        files.drop(None if scopes is None else scopes - kept.keys())  # again: a reader's
+        for scope, keep in kept.items():  # frames before the manifest that names them
+            if keep.frame is not None:
+                files.append(scope, keep.prev, stamp, keep.frame, keep.fresh)
         try:
             if files.identity is None:  # an index from before identities: give it one
                 files.identity = _write_meta(self._directory)
@@ -230,34 +262,91 @@ class IndexTallies(IndexReader):
             self._stats.forget()  # another process committed before us: count afresh
             self._unsaved.clear()
             return
+        rewrite = [scope for scope, keep in kept.items() if keep.frame is None]
+        if rewrite and files.fresh_at(stamp, self._overlay.digest):
+            for scope in rewrite:
+                if (saved := self._stats.saved(scope)) is not None:
+                    files.save(scope, stamp, *saved, writer=True)
+                if kept[scope].borrowed:
+                    self._stats.drop(scope)
         tallied = set(self._stats.tallied())
         self._unsaved = (
-            self._unsaved | (tallied if scopes is None else tallied & scopes)
-        ) & tallied
+            (self._unsaved | (tallied if scopes is None else tallied & scopes)) & tallied
+        ) - kept.keys()
         self._flush_stats(force=False)
-
-    def _adopt_saved(self, changed: _Changed) -> None:
-        """Tally the scopes a write changes, not tallied here yet, from their saved files (the
-        caller holds the write lock, and the reader shows our last commit), so the commit
-        updates their statistics and saves them (`_flush_stats`) instead of only dropping the
-        files: otherwise every reader and fresh process that recalls the scope next counts it
-        from scratch. A scope that lost documents read without their text (`_light_doc`)
-        cannot be updated, and keeps only the drop."""
-        if changed is None:
-            return
-        light = {doc.scope_hash for doc in changed[0] if doc.slug in self._lightened}
-        self._adopt_scopes((_scopes_of(changed) or set()) - light)
 
     def _adopt_scopes(self, scopes: Collection[str]) -> None:
         """Tally `scopes` from their saved files where they are not tallied yet and their
-        files are current (`_adopt_saved`)."""
+        files are current (a long-lived writer's decay sweep, `keeps_saved`)."""
         files, stamp = self._files, self._opstamp
         if files is None or stamp is None:
             return
         with self._stats_lock:
             for scope in sorted(scopes):
-                if not self._stats.wants(scope) and (loaded := files.load(scope, stamp)):
-                    self._stats.adopt(scope, *loaded)
+                if not self._stats.wants(scope):
+                    self._adopt_loaded(scope, files.load(scope, stamp))
+
+    def _adopt_loaded(self, scope: str, loaded: Loaded | None) -> bool:
+        """Tally `scope` from what `StatsFiles.load` found (False: nothing usable)."""
+        if loaded is None:
+            return False
+        try:
+            return self._stats.adopt(scope, *loaded)
+        except (LookupError, ValueError, TypeError):  # a saved entry that does not decode
+            return False
+
+    def _keep_saved(self, prior: int | None, changed: _Changed) -> dict[str, Kept]:
+        """How the commit under way keeps current the saved statistics of the scopes it
+        changes (the caller holds the write lock; the reader shows commit `prior`): every
+        writer does, tallied or not, so a write from a CLI process leaves the next process
+        a file to load rather than a scope to count. A scope whose saved file and frames
+        reach its last change gets a frame (the slugs removed, the entries written); one
+        whose frames would outgrow a quarter of the file, or that loses words (a memory
+        deleted or written over with other text: nothing of it may stay beside the index),
+        is tallied from them and saved whole after the commit; one that holds no memory yet
+        gets an empty file to start the chain. The others (no file, a broken chain, documents
+        read without their text) are dropped, for the next recall to count."""
+        files = self._files
+        if files is None or changed is None or prior is None or self._opstamp != prior:
+            return {}
+        lasts = files.last_changes(prior)
+        if lasts is None:
+            return {}
+        removed, added = changed
+        light = {doc.scope_hash for doc in removed if doc.slug in self._lightened}
+        kept: dict[str, Kept] = {}
+        for scope in sorted((_scopes_of(changed) or set()) - light):
+            last = lasts(scope)
+            chain = files.chain(scope)
+            if chain is None and self._holds_none(scope):
+                files.save(scope, prior, *_EMPTY, writer=True)
+                chain = files.chain(scope)
+            if chain is None or chain.end < last:
+                continue
+            gone = [doc for doc in removed if doc.scope_hash == scope]
+            written = [doc for doc in added if doc.scope_hash == scope]
+            frame = b""
+            if not _removes_text(gone, written):
+                cuts = self._written_cuts
+                change = ([doc.slug for doc in gone], [self._entry(d, cuts) for d in written])
+                frame = files.frame(change)
+            fresh = chain.end == chain.base
+            frames = len(frame) + (0 if fresh else chain.delta_size)
+            if not frame or frames > max(chain.base_size // _DELTA_SHARE, _DELTA_MIN_BYTES):
+                borrowed = not self._stats.wants(scope)
+                if borrowed:
+                    with self._stats_lock:
+                        if not self._adopt_loaded(scope, files.load(scope, prior)):
+                            continue
+                files.drop([scope])  # words that leave: gone from the disk before the commit
+                kept[scope] = Kept(last, None, borrowed=borrowed and not self.keeps_saved)
+                continue
+            kept[scope] = Kept(last, frame, fresh=fresh)
+        return kept
+
+    def _holds_none(self, scope: str) -> bool:
+        """Whether the index (as our reader shows it) holds no memory of `scope`."""
+        return not _count(self._index.searcher(), self._visible([scope], include_forgotten=True))
 
     def save_statistics(self) -> None:
         """Save the tallies the files are behind on, when saving is due (`_flush_stats`): a
@@ -284,7 +373,7 @@ class IndexTallies(IndexReader):
             return
         for scope in sorted(self._unsaved):
             if (saved := self._stats.saved(scope)) is not None:
-                files.save(scope, stamp, *saved)
+                files.save(scope, stamp, *saved, writer=self._writer is not None)
         self._unsaved.clear()
         self._save_next = time.monotonic() + (time.monotonic() - started) / _SAVE_SHARE
 
@@ -339,3 +428,14 @@ class IndexTallies(IndexReader):
             # The write is committed; statistics that missed part of it are counted afresh.
             logger.exception("search index %s: updating the statistics failed", self._directory)
             self._stats.forget()
+
+
+_EMPTY: tuple[Counts, Counts, list[tuple[int, Entry | str]], None] = (Counts(), Counts(), [], None)
+"""A scope with no memory, to save (`_keep_saved`)."""
+
+
+def _removes_text(gone: Sequence[SearchDoc], written: Sequence[SearchDoc]) -> bool:
+    """Whether a commit that replaces or deletes `gone` and writes `written` (one scope's)
+    leaves words of a memory that no live memory holds any more."""
+    now = {doc.slug: _text(doc) for doc in written}
+    return any(now.get(doc.slug) != _text(doc) for doc in gone)

@@ -159,7 +159,7 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             self._cuts = known.stored
             try:
                 if self.keeps_saved:
-                    # Their scopes' saved statistics are kept (`_adopt_saved`): those moved
+                    # Their scopes' saved statistics are kept (`keeps_saved`): those moved
                     # are read whole, so their words can be taken out and put back.
                     self._adopt_scopes({place.scope_hash for place in places.values()})
                 unread = {
@@ -201,6 +201,11 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                     documents = [_document(doc, view.context_parts(doc), cut) for doc in rewrite]
                 rewritten = [doc.slug for doc in rewrite]
                 self._delete_slugs(writer, [*gone, *rewritten])
+                if not gone and not rewritten:
+                    # A commit of states alone: one operation, so that its opstamp is new
+                    # (a fresh writer's empty commit repeats the last one's), as the saved
+                    # statistics' frames need (`stats_file`).
+                    writer.delete_documents_by_term("slug", "")
                 for document in documents:
                     writer.add_document(document)
                 # Only memories the index holds (not a sensitive scope's, which it withholds).
@@ -245,8 +250,15 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             view = SessionView(self, searcher, latest, gone=set(), around=moved)
             rewrite = view.neighbours_of([*latest.values(), *moved])
             # Each text cut once: a turn's body is also its neighbours' context (an import of
-            # 100k memories cut a session body three times).
-            cut = functools.lru_cache(maxsize=None)(segment)
+            # 100k memories cut a session body three times), and the statistics count the
+            # written memories from the same cuts (`_keep_saved`).
+            cuts = self._written_cuts
+
+            def cut(text: str) -> str:
+                if (found := cuts.get(text)) is None:
+                    found = cuts[text] = segment(text)
+                return found
+
             with self._errors("preparing documents"):
                 documents = [
                     (doc.slug, _document(doc, view.context_parts(doc), cut))
@@ -326,15 +338,16 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             self._require_open()
             writer = self._get_writer()
             self._overlay_next = None
+            self._written_cuts = {}
             try:
                 changed = operations(writer)
-                if self.keeps_saved:
-                    self._adopt_saved(changed)
+                prior = index_opstamp(self._directory) if self._files else None
+                kept = self._keep_saved(prior, changed)
                 removed, added = self._entries_for_stats(changed)
-                prior = None
                 if self._files:
-                    prior = index_opstamp(self._directory)
-                    self._files.drop(_scopes_of(changed))  # before the index forgets them
+                    scopes = _scopes_of(changed)
+                    # before the index forgets them
+                    self._files.drop(None if scopes is None else scopes - kept.keys())
                 with self._stats_lock:
                     stamp = writer.commit()
                     overlay, self._overlay_next = self._overlay_next, None
@@ -352,13 +365,15 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                         self._overlay_unsaved = True
                         self._overlay.save()
                         self._overlay_unsaved = False
-                    self._save_stats(prior, stamp, changed)
+                    self._save_stats(prior, stamp, changed, kept)
             except _TANTIVY_ERRORS as exc:
                 self._overlay_next = None
                 self._rollback(writer)
                 raise StorageError(
                     f"search index {self._directory}: {action} failed: {exc}"
                 ) from exc
+            finally:
+                self._written_cuts = {}
 
     def _get_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
