@@ -3,6 +3,11 @@
 The graph engine allocates from its worker threads. glibc gives each thread that contends for
 the heap its own arena (up to 8 per core) and keeps freed memory in all of them, so a long
 ingest or a reindex leaves free but unreturned heap behind (bench/RESULTS.md).
+
+kuzu (0.11) writes some pages at a checkpoint from a `malloc`'d buffer it fills only in part:
+the rest of the page on disk is whatever the process freed there last, such as a request's
+text before redaction. A process that writes the graph therefore has freed memory cleared
+(`clear_freed_heap`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,37 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> None:
         return
     if mallopt(_M_ARENA_MAX, arenas) != 1:
         logger.debug("mallopt(M_ARENA_MAX, %d) was refused", arenas)
+
+
+M_PERTURB = -6
+"""glibc's `mallopt` parameter (malloc.h): fill freed bytes, and clear allocated ones."""
+PERTURB_BYTE = 0xFF
+"""Freed bytes become 0xFF; glibc fills allocated ones with its complement, 0x00."""
+
+
+def glibc() -> bool:
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") is not None
+    except (ValueError, OSError):  # not a name this libc knows: not glibc
+        return False
+
+
+def clear_freed_heap() -> bool:
+    """Turn glibc's `M_PERTURB` on for this process: every `malloc` outside the
+    per-thread cache (chunks up to 1,032 bytes) returns cleared bytes and every `free`
+    overwrites them, so a page buffer the engine fills in part holds zeros past its data,
+    not freed plaintext. Whether it is on (False off glibc: macOS, musl)."""
+    if not glibc():
+        return False
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_PERTURB, PERTURB_BYTE) == 1)
 
 
 def child_environment() -> dict[str, str]:

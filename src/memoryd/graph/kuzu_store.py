@@ -63,6 +63,7 @@ from memoryd.graph.store import (
     check_page,
     cypher_code,
 )
+from memoryd.native import clear_freed_heap
 from memoryd.private import make_private_dir
 
 __all__ = [
@@ -163,6 +164,10 @@ class KuzuGraphStore(CypherGraphStore):
         # The engine reserves address space for the whole database up front (8 TB unless
         # told): a process under RLIMIT_AS (memoryd.graph.sandbox) says how much it needs.
         options: dict[str, Any] = {} if read_only else {"auto_checkpoint": False}
+        if not read_only:
+            # The engine writes some checkpoint pages from buffers it fills in part: the
+            # rest would be this process's freed heap, a request's unredacted text.
+            clear_freed_heap()
         if max_db_mb is not None:
             options["max_db_size"] = max_db_mb * _MIB
         try:
