@@ -469,7 +469,7 @@ def test_plaintext_freed_by_the_writing_process_never_reaches_the_graph_file(
     0.11 writes some pages at a checkpoint from a `malloc`'d buffer it fills only in part,
     and the rest is whatever the process freed there last: a request's unredacted text. Which
     arena the engine's thread draws from made it intermittent; one arena here makes it happen
-    every time, unless the process that writes the graph has freed memory cleared."""
+    every time, unless freed memory is cleared while the engine checkpoints."""
     home = tmp_path / "home"
     done = subprocess.run(
         [sys.executable, "-c", FREED_PLAINTEXT, str(home), str(project)],

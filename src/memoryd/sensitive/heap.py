@@ -11,9 +11,9 @@ overwrites them. Buffers of kuzu's pages are above that cache's sizes (1,032 byt
 come back cleared, whatever was freed into them before.
 
 It is turned on by the first seal or open of a sensitive memory (`envelope`, `sealed`), by a
-mark, and when the gate finds a sensitive scope, never at import; a process that opens the
-graph for writing has it on from then (`memoryd.native.clear_freed_heap`: any text before its
-redaction, not only a sensitive scope's, reached a checkpoint page that way). Elsewhere (not
+mark, and when the gate finds a sensitive scope, never at import. Every process has it on
+while the engine checkpoints (`memoryd.native.heap_cleared`: any text before its redaction,
+not only a sensitive scope's, reached a checkpoint page that way). Elsewhere (not
 glibc: macOS, musl) there is no such switch in-process; `scrub_freed_heap` says so by returning
 False, and a warning is logged once.
 
@@ -41,8 +41,7 @@ logger = logging.getLogger(__name__)
 
 @functools.cache
 def scrub_freed_heap() -> bool:
-    """Turn freed-memory clearing on for this process (once); whether it is on. A process
-    that writes the graph has it on already (`memoryd.native.clear_freed_heap`)."""
+    """Turn freed-memory clearing on for this process (once); whether it is on."""
     if clear_freed_heap():
         return True
     logger.warning(
