@@ -64,7 +64,21 @@ PIECES = sorted({p.lower() for s in [*SECRETS, GHP] for p in pieces(s)})
 
 
 PIECE_SET = frozenset(p.encode() for p in PIECES)
+LONG_PIECES = frozenset(p.lower().encode() for s in [*SECRETS, GHP] for p in pieces(s, 16))
 PRINTABLE = re.compile(rb"[\x20-\x7e]{8,}")
+HEX = re.compile(rb"[0-9a-f]{8}")
+
+
+def _found(text: bytes) -> set[bytes]:
+    """The pieces of a secret in one run of printable bytes. Eight hex digits of a hex secret
+    count only beside 16 characters of one: the data dir is full of random hex (the audit
+    chain's sha256s, fingerprints, slugs' tails), and one in 16^8 of its windows is any
+    given piece (an audit hash held `2ebed65c` of the DD_API_KEY once)."""
+    hits = {text[i : i + 8] for i in range(len(text) - 7)} & PIECE_SET
+    if any(HEX.fullmatch(h) for h in hits):
+        long = any(text[i : i + 16] in LONG_PIECES for i in range(len(text) - 15))
+        hits = {h for h in hits if long or not HEX.fullmatch(h)}
+    return hits
 
 
 def leaks(home: Path) -> list[str]:
@@ -74,12 +88,9 @@ def leaks(home: Path) -> list[str]:
     for path in sorted(home.rglob("*")):
         if not path.is_file() or path.is_symlink():
             continue
-        name = str(path.relative_to(home)).encode().lower()
-        hits = {name[i : i + 8] for i in range(len(name) - 7)}  # file names too
+        hits = _found(str(path.relative_to(home)).encode().lower())  # file names too
         for run in PRINTABLE.finditer(path.read_bytes().lower()):
-            text = run.group()
-            hits.update(text[i : i + 8] for i in range(len(text) - 7))
-        hits &= PIECE_SET
+            hits |= _found(run.group())
         found += [f"{path.relative_to(home)}: {p.decode()}" for p in sorted(hits)[:3]]
     return found
 
@@ -428,6 +439,17 @@ async def _mcp_writes(home: Path, project: Path) -> None:
         )
         relation = {"from": f"svc-{GHP}", "to": "deploy", "relationType": SHORT[0][:100]}
         await call(client, "create_relations", {"relations": [relation]})
+
+
+def test_random_hex_is_no_leak_and_a_hex_secret_is(tmp_path: Path) -> None:
+    """The detector itself: the audit line whose chain hash held eight hex digits of the
+    DD_API_KEY failed the daemon's test once; that key itself is still found."""
+    (tmp_path / "audit.jsonl").write_text(
+        '{"this_hash":"sha256:08ac9b57179dddc2ea59402cc1812ac7e987c9bfd5ad6c6d2ebed65c7ca97d9d"}\n'
+    )
+    assert leaks(tmp_path) == []
+    (tmp_path / "graph.kz").write_bytes(b"\x00\x01DD_API_KEY=bd823915aa12ebed65c1dd10\x00")
+    assert leaks(tmp_path) == ["graph.kz: 12ebed65", "graph.kz: 15aa12eb", "graph.kz: 23915aa1"]
 
 
 def test_the_corpus_is_what_the_tests_say() -> None:
