@@ -3,6 +3,12 @@
 The graph engine allocates from its worker threads. glibc gives each thread that contends for
 the heap its own arena (up to 8 per core) and keeps freed memory in all of them, so a long
 ingest or a reindex leaves free but unreturned heap behind (bench/RESULTS.md).
+
+kuzu (0.11) writes some pages at a checkpoint from a `malloc`'d buffer it fills only in part:
+the rest of the page on disk is whatever the process freed there last, such as a request's
+text before redaction. So freed memory is cleared while the engine checkpoints
+(`heap_cleared`), and for good in a process that holds a sensitive scope's plaintext
+(`clear_freed_heap`).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -40,6 +47,68 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> None:
         return
     if mallopt(_M_ARENA_MAX, arenas) != 1:
         logger.debug("mallopt(M_ARENA_MAX, %d) was refused", arenas)
+
+
+M_PERTURB = -6
+"""glibc's `mallopt` parameter (malloc.h): fill freed bytes, and clear allocated ones."""
+PERTURB_BYTE = 0xFF
+"""Freed bytes become 0xFF; glibc fills allocated ones with its complement, 0x00."""
+
+
+def glibc() -> bool:
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") is not None
+    except (ValueError, OSError):  # not a name this libc knows: not glibc
+        return False
+
+
+_perturb = threading.Lock()
+_for_good = False
+"""Whether `clear_freed_heap` turned the switch on for the rest of the process."""
+
+
+def _set_perturb(byte: int) -> bool:
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_PERTURB, byte) == 1)
+
+
+def clear_freed_heap() -> bool:
+    """Turn glibc's `M_PERTURB` on for the rest of this process: every `malloc` outside the
+    per-thread cache (chunks up to 1,032 bytes) returns cleared bytes and every `free`
+    overwrites them. Whether it is on (False off glibc: macOS, musl)."""
+    global _for_good
+    if not glibc():
+        return False
+    with _perturb:
+        _for_good = _set_perturb(PERTURB_BYTE)
+        return _for_good
+
+
+@contextlib.contextmanager
+def heap_cleared() -> Iterator[None]:
+    """`M_PERTURB` on while the block runs (the engine's checkpoint, where it fills page
+    buffers in part): the pages hold zeros past their data, not freed plaintext. Off again
+    after, unless `clear_freed_heap` turned it on for good; on all the time it cost the
+    daemon ~10% more CPU on a bulk import (bench/RESULTS.md)."""
+    if not glibc():
+        yield
+        return
+    with _perturb:
+        if not _for_good:
+            _set_perturb(PERTURB_BYTE)
+    try:
+        yield
+    finally:
+        with _perturb:
+            if not _for_good:
+                _set_perturb(0)
 
 
 def child_environment() -> dict[str, str]:

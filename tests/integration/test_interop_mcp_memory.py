@@ -244,3 +244,44 @@ def test_cli_import_says_how_many_it_superseded(home: Path, project: Path, tmp_p
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.stderr
     assert "they supersede 1 older memories" in result.stdout
+
+
+def test_an_import_builds_the_next_batch_while_the_last_one_is_written(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 item 9: through the daemon the client and the daemon took turns (wall = the
+    sum of both). While batch 1 is being written, batch 2's facts are made; batch 2 is sent
+    only once batch 1 is written (ordering and stopping: test_small_writes)."""
+    import threading
+
+    entities = [
+        {"type": "entity", "name": f"svc-{i}", "entityType": "service", "observations": [f"o{i}"]}
+        for i in range(30)
+    ]
+    text = "\n".join(json.dumps(line) for line in entities)
+    monkeypatch.setattr(mcp_memory, "IMPORT_BATCH", 10)
+    made = mcp_memory.observation_facts
+    second_made = threading.Event()
+
+    def observed(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "svc-15":  # a fact of the second batch
+            second_made.set()
+        return made(name, *args, **kwargs)
+
+    monkeypatch.setattr(mcp_memory, "observation_facts", observed)
+    many = svc.record_graph_facts_many
+    seen: list[tuple[int, bool]] = []
+
+    def write(facts: Any) -> Any:
+        if not seen:  # the first batch: its writing waits for the next one to be made
+            seen.append((len(facts), second_made.wait(10)))
+        else:
+            seen.append((len(facts), True))
+        return many(facts)
+
+    monkeypatch.setattr(svc, "record_graph_facts_many", write)
+    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    assert seen == [(10, True), (10, True), (10, True)]
+    assert report.observations_added == 30
+    names = {e["name"] for e in mcp_memory.export_graph(svc)["entities"]}
+    assert names == {f"svc-{i}" for i in range(30)}

@@ -10,6 +10,7 @@ Over 600 lines: one thin HTTP method per `MemoryAPI` method, which grows with th
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -104,6 +105,12 @@ AUDIT_PAGE = 10_000
 M = TypeVar("M", bound=BaseModel)
 
 
+@functools.cache
+def _memories() -> TypeAdapter[list[Memory]]:
+    """A batch write's answer, validated from its JSON text (built on first use)."""
+    return TypeAdapter(list[Memory])
+
+
 class RemoteService(MemoryAPI):
     """`MemoryAPI` over the daemon's Unix socket."""
 
@@ -131,7 +138,8 @@ class RemoteService(MemoryAPI):
         self.close()
 
     # -- plumbing -------------------------------------------------------------------------
-    def _request(self, method: str, url: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, url: str, *, decoded: bool = True, **kwargs: Any) -> Any:
+        """The daemon's answer, decoded from JSON (its bytes when not `decoded`)."""
         try:
             response = self._http.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
@@ -146,7 +154,7 @@ class RemoteService(MemoryAPI):
             ) from exc
         if response.is_error:
             raise error_from_response(response)
-        return response.json()
+        return response.json() if decoded else response.content
 
     def _model(self, model: type[M], method: str, url: str, **kwargs: Any) -> M:
         data = self._request(method, url, **kwargs)
@@ -204,12 +212,15 @@ class RemoteService(MemoryAPI):
     def record_many(self, drafts: Sequence[MemoryDraft], *, bulk: bool = True) -> list[Memory]:
         """In requests of at most `RECORD_BATCH` memories (and well under the daemon's body
         limit); each request lands whole or not at all."""
-        bodies = (self._memory_body(draft) for draft in drafts)
+        scopes: dict[Path | None, str] = {}
+        bodies = (self._memory_body(draft, scopes) for draft in drafts)
         return self._batched("/v1/memories/batch", "memories", bodies, {"bulk": bulk}, RECORD_BATCH)
 
     def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
-        """In requests of at most `FACTS_BATCH` facts, as `record_many`."""
-        bodies = (self._fact_body(f.draft, f.entity_ids, f.relations) for f in facts)
+        """In requests of at most `FACTS_BATCH` facts, as `record_many` (an import's facts
+        share a scope: it is resolved once)."""
+        scopes: dict[Path | None, str] = {}
+        bodies = (self._fact_body(f.draft, f.entity_ids, f.relations, scopes) for f in facts)
         return self._batched("/v1/graph/facts/batch", "facts", bodies, {}, FACTS_BATCH)
 
     def _batched(
@@ -226,8 +237,13 @@ class RemoteService(MemoryAPI):
         size = 0
 
         def send() -> None:
-            data = self._request("POST", path, json={key: batch, **extra})
-            recorded.extend(Memory.model_validate(item) for item in data)
+            raw = self._request("POST", path, json={key: batch, **extra}, decoded=False)
+            try:  # validated from the JSON text: far cheaper than a dict per memory first
+                recorded.extend(_memories().validate_json(raw))
+            except ValidationError as exc:
+                raise StorageError(
+                    f"the daemon's answer to {path} is not a list of memories"
+                ) from exc
             batch.clear()
 
         for body in bodies:
@@ -252,21 +268,32 @@ class RemoteService(MemoryAPI):
         return self._model(Memory, "POST", "/v1/graph/facts", json=body)
 
     def _fact_body(
-        self, draft: MemoryDraft, entity_ids: Sequence[str], relations: Sequence[RelationRef]
+        self,
+        draft: MemoryDraft,
+        entity_ids: Sequence[str],
+        relations: Sequence[RelationRef],
+        scopes: dict[Path | None, str] | None = None,
     ) -> dict[str, Any]:
         return {
-            "memory": self._memory_body(draft),
+            "memory": self._memory_body(draft, scopes),
             "entity_ids": list(entity_ids),
             "relations": [r.model_dump(mode="json") for r in relations],
         }
 
     @staticmethod
-    def _memory_body(draft: MemoryDraft) -> dict[str, Any]:
+    def _memory_body(
+        draft: MemoryDraft, scopes: dict[Path | None, str] | None = None
+    ) -> dict[str, Any]:
         """The draft as the API takes it; its scope resolved here, where the path means
-        something (and fails with the same error as in embedded mode)."""
-        info = resolve_scope(draft.scope_path, with_remote=False)
+        something (and fails with the same error as in embedded mode), once per path in
+        `scopes` when given."""
+        scope = None if scopes is None else scopes.get(draft.scope_path)
+        if scope is None:
+            scope = resolve_scope(draft.scope_path, with_remote=False).path
+            if scopes is not None:
+                scopes[draft.scope_path] = scope
         body = draft.model_dump(mode="json", exclude={"scope_path", "slug"})
-        body["scope"] = info.path
+        body["scope"] = scope
         return body
 
     def get(self, slug: str) -> Memory:

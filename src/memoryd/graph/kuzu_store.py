@@ -63,6 +63,7 @@ from memoryd.graph.store import (
     check_page,
     cypher_code,
 )
+from memoryd.native import heap_cleared
 from memoryd.private import make_private_dir
 
 __all__ = [
@@ -166,13 +167,14 @@ class KuzuGraphStore(CypherGraphStore):
         if max_db_mb is not None:
             options["max_db_size"] = max_db_mb * _MIB
         try:
-            self._db = self._engine.Database(
-                str(self.path),
-                buffer_pool_size=buffer_pool_mb * _MIB,
-                read_only=read_only,
-                max_num_threads=2,
-                **options,
-            )
+            with heap_cleared():  # opening replays and checkpoints a WAL a crash left
+                self._db = self._engine.Database(
+                    str(self.path),
+                    buffer_pool_size=buffer_pool_mb * _MIB,
+                    read_only=read_only,
+                    max_num_threads=2,
+                    **options,
+                )
             self._writer = None if read_only else self._engine.Connection(self._db)
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
@@ -316,7 +318,9 @@ class KuzuGraphStore(CypherGraphStore):
         for reads that cannot finish and, after 5 s, fails the COMMIT of a transaction it
         has already committed."""
         assert self._writer is not None
-        with self._reads.checkpoint():
+        # The engine writes some checkpoint pages from buffers it fills in part: the rest
+        # would be this process's freed heap, such as a request's text before redaction.
+        with self._reads.checkpoint(), heap_cleared():
             self._writer.execute("CHECKPOINT")
 
     def _migrate(self) -> None:
@@ -334,7 +338,8 @@ class KuzuGraphStore(CypherGraphStore):
         with self._write_lock:
             if self._writer is not None:
                 self._writer.close()
-            self._db.close()
+            with heap_cleared():  # closing checkpoints (`_checkpoint`)
+                self._db.close()
         release_free_memory()
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:

@@ -39,7 +39,8 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -666,7 +667,12 @@ the write path (`BULK_BATCH`) and the API's `MAX_BATCH_FACTS`."""
 
 class _Batches:
     """Facts of an import with the input line each came from, written `IMPORT_BATCH` at a
-    time; a failed batch names its lines (the batches before it stay written)."""
+    time; a failed batch names its lines (the batches before it stay written).
+
+    One batch ahead: while the service writes batch n (through the daemon, most of an
+    import's time), the caller builds batch n+1, which goes out only once batch n is
+    acknowledged. So batches land in order, at most one is in flight, and a failure stops
+    the import before the next is sent, as when they were written one after the other."""
 
     def __init__(self, svc: GraphService, progress: Callable[[int], None] | None = None) -> None:
         self.svc = svc
@@ -674,6 +680,8 @@ class _Batches:
         self.facts: list[GraphFact] = []
         self.lines: list[int] = []
         self.superseded = 0
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-batch")
+        self._sent: tuple[Future[list[Memory]], list[int]] | None = None
 
     def add(self, line: int, facts: Sequence[GraphFact]) -> None:
         for fact in facts:
@@ -683,12 +691,32 @@ class _Batches:
             self.flush()
 
     def flush(self) -> None:
+        """Send the facts gathered so far, once the batch before them is written."""
         if not self.facts:
             return
+        facts, lines = self.facts, self.lines
+        self.facts, self.lines = [], []
+        self._settle()
+        self._sent = (self._writer.submit(self.svc.record_graph_facts_many, facts), lines)
+
+    def finish(self) -> None:
+        """Send what is left and wait until every batch is written."""
+        self.flush()
+        self._settle()
+
+    def close(self) -> None:
+        """Wait for a batch still being written (it lands whole or not at all)."""
+        self._writer.shutdown(wait=True)
+
+    def _settle(self) -> None:
+        if self._sent is None:
+            return
+        future, lines = self._sent
+        self._sent = None
         try:
-            written = self.svc.record_graph_facts_many(self.facts)
+            written = future.result()
         except MemorydError as exc:
-            first, last = self.lines[0], self.lines[-1]
+            first, last = lines[0], lines[-1]
             exc.message = (
                 f"lines {first}-{last} (none of them written; the lines before are): {exc.message}"
             )
@@ -696,8 +724,7 @@ class _Batches:
             raise
         self.superseded += sum(len(m.meta.supersedes) for m in written)
         if self.progress is not None:
-            self.progress(self.lines[-1])
-        self.facts, self.lines = [], []
+            self.progress(lines[-1])
 
 
 def import_graph(
@@ -714,17 +741,35 @@ def import_graph(
     Idempotent: observations already stored for the entity (counted, so repeated texts
     survive) and relations already present are skipped. `progress(line, last line)` after
     each batch written."""
-    scope = scope_path
     report = ImportReport(ignored_lines=list(graph.ignored_lines))
     current = export_graph(svc)
+    last = max([e.line for e in graph.entities] + [r.line for r in graph.relations], default=0)
+    batches = _Batches(svc, None if progress is None else lambda line: progress(line, last))
+    try:
+        for line, facts in _new_facts(svc, graph, current, report, scope_path, source):
+            batches.add(line, facts)
+        batches.finish()
+    finally:
+        batches.close()
+    report.superseded = batches.superseded
+    return report
+
+
+def _new_facts(
+    svc: GraphService,
+    graph: ParsedGraph,
+    current: dict[str, Any],
+    report: ImportReport,
+    scope: Path | None,
+    source: str,
+) -> Iterator[tuple[int, list[GraphFact]]]:
+    """(input line, its facts) for what `graph` holds and `current` (the stored graph) does
+    not, counted into `report` as they are made."""
     have_obs = {e["name"]: Counter(e["observations"]) for e in current["entities"]}
     have_rels = {(r["from"], r["to"], r["relationType"]) for r in current["relations"]}
     by_name: dict[str, list[str]] = {}
     for eid, name in _all_rows(svc, "MATCH (e:Entity) RETURN e.id, e.name ORDER BY e.id"):
         by_name.setdefault(name, []).append(eid)
-
-    last = max([e.line for e in graph.entities] + [r.line for r in graph.relations], default=0)
-    batches = _Batches(svc, None if progress is None else lambda line: progress(line, last))
     declared = _names(current)
     for ent in graph.entities:
         mapped = entity_type_of(ent.entity_type)
@@ -745,7 +790,7 @@ def import_graph(
             facts = [
                 entity_fact(ent.name, ent.entity_type, eid=eid, source=source, scope_path=scope)
             ]
-        batches.add(ent.line, facts)
+        yield ent.line, facts
         declared.add(ent.name)
         if ent.name not in by_name:
             report.entities_created += 1
@@ -763,13 +808,12 @@ def import_graph(
             )
             by_name.setdefault(name, []).append(eid)
             ends.append((name, eid))
-        fact = relation_fact(ends[0], ends[1], rel.relation_type, source=source, scope_path=scope)
-        batches.add(rel.line, [fact])
+        yield (
+            rel.line,
+            [relation_fact(ends[0], ends[1], rel.relation_type, source=source, scope_path=scope)],
+        )
         have_rels.add(triple)
         report.relations_added += 1
-    batches.flush()
-    report.superseded = batches.superseded
-    return report
 
 
 def _names(graph: dict[str, Any]) -> set[str]:

@@ -11,9 +11,11 @@ overwrites them. Buffers of kuzu's pages are above that cache's sizes (1,032 byt
 come back cleared, whatever was freed into them before.
 
 It is turned on by the first seal or open of a sensitive memory (`envelope`, `sealed`), by a
-mark, and when the gate finds a sensitive scope, never at import. Elsewhere (not glibc: macOS,
-musl) there is no such switch in-process; `scrub_freed_heap` says so by returning False, and
-a warning is logged once.
+mark, and when the gate finds a sensitive scope, never at import. Every process has it on
+while the engine checkpoints (`memoryd.native.heap_cleared`: any text before its redaction,
+not only a sensitive scope's, reached a checkpoint page that way). Elsewhere (not
+glibc: macOS, musl) there is no such switch in-process; `scrub_freed_heap` says so by returning
+False, and a warning is logged once.
 
 `M_PERTURB` does not reach two caches in front of glibc's `free`: CPython's own allocator
 (pymalloc keeps objects up to 512 bytes, most of a memory's strings, in its arenas and never
@@ -26,44 +28,27 @@ a `malloc` chunk, and every freed one is overwritten at once.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from memoryd.native import clear_freed_heap
+from memoryd.native import glibc as _glibc
+
 logger = logging.getLogger(__name__)
-
-M_PERTURB = -6
-"""glibc's `mallopt` parameter (malloc.h): fill freed bytes, and clear allocated ones."""
-PERTURB_BYTE = 0xFF
-"""Freed bytes become 0xFF; glibc fills allocated ones with its complement, 0x00."""
-
-
-def _glibc() -> bool:
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION") is not None
-    except (ValueError, OSError):  # not a name this libc knows: not glibc
-        return False
 
 
 @functools.cache
 def scrub_freed_heap() -> bool:
     """Turn freed-memory clearing on for this process (once); whether it is on."""
-    if not _glibc():
-        logger.warning(
-            "this C library cannot clear freed memory in-process: a sensitive scope's"
-            " plaintext freed by this process may reach a partly written graph page"
-        )
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_PERTURB, PERTURB_BYTE) == 1)
+    if clear_freed_heap():
+        return True
+    logger.warning(
+        "this C library cannot clear freed memory in-process: a sensitive scope's"
+        " plaintext freed by this process may reach a partly written graph page"
+    )
+    return False
 
 
 DAEMON_HEAP_ENV = "MEMORYD_DAEMON_HEAP"
