@@ -344,7 +344,14 @@ class Writes:
         chosen = {id(m) for m in made} ^ {id(m) for m in memories}
         kept = {m.meta.slug for m in memories if id(m) in chosen}
         while made:
-            stored = set(self.graph.memory_rows(sorted({m.meta.slug for m in made})))
+            stored = {
+                str(row[0])
+                for row in self.graph.cypher(
+                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug",
+                    {"slugs": sorted({m.meta.slug for m in made})},
+                    limit=len(made) + 1,
+                ).rows
+            }
             again = []
             for memory in made:
                 if memory.meta.slug in stored or memory.meta.slug in kept:
