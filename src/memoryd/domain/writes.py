@@ -344,11 +344,15 @@ class Writes:
         chosen = {id(m) for m in made} ^ {id(m) for m in memories}
         kept = {m.meta.slug for m in memories if id(m) in chosen}
         while made:
+            slugs = sorted({m.meta.slug for m in made})
+            # One slug (every `record`) by its key: kuzu scans the table for the UNWIND form.
             stored = {
                 str(row[0])
                 for row in self.graph.cypher(
-                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug",
-                    {"slugs": sorted({m.meta.slug for m in made})},
+                    "MATCH (m:Memory {slug: $slug}) RETURN m.slug"
+                    if len(slugs) == 1
+                    else "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug",
+                    {"slug": slugs[0]} if len(slugs) == 1 else {"slugs": slugs},
                     limit=len(made) + 1,
                 ).rows
             }

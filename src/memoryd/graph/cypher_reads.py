@@ -21,6 +21,11 @@ from memoryd.graph.rows import prefixed as _prefixed
 from memoryd.graph.store import CypherResult, EntityRow, GraphCopy, MemoryRow, SupersedeRow
 from memoryd.models import DecayState, MemorySummary, MemoryType, Predicate
 
+KEYED_ROWS = 4
+"""A statement over at most this many slugs or rows runs once per row with its key as a
+parameter, which Kuzu answers from the primary-key index; a list it UNWINDs is joined to a
+scan of the whole table (kuzu 0.11.3; measured: bench/RESULTS.md, 2026-12-04 s-record)."""
+
 
 class CypherReads(ABC):
     """The reads every Cypher engine runs alike, over the plumbing each engine supplies."""
@@ -136,13 +141,13 @@ class CypherReads(ABC):
         """Several memories in one query, keyed by slug (missing ones are absent)."""
         if not slugs:
             return {}
-        if len(slugs) == 1:
-            # One slug (every `get_memory`) by its key alone: kuzu 0.11.3 reads each returned
-            # column of the whole table for the UNWIND form.
-            rows = self._rows(
-                f"MATCH (m:Memory {{slug: $slug}}) RETURN {_prefixed('m', _MEMORY_COLUMNS)}",
-                {"slug": slugs[0]},
-            )
+        if len(slugs) <= KEYED_ROWS:
+            # A few slugs (every `get_memory`) one by one by key: kuzu 0.11.3 plans the
+            # UNWIND form as a scan of the whole table.
+            query = f"MATCH (m:Memory {{slug: $slug}}) RETURN {_prefixed('m', _MEMORY_COLUMNS)}"
+            rows = [
+                row for slug in dict.fromkeys(slugs) for row in self._rows(query, {"slug": slug})
+            ]
         else:
             rows = self._rows(
                 # UNWIND + primary-key match: `WHERE slug IN $list` scans the whole table.

@@ -16,13 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.errors import StorageError
-from memoryd.graph.cypher_reads import CypherReads
+from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads
 from memoryd.graph.rows import graph_rows
 from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
 from memoryd.private import swap_dir
 
 logger = logging.getLogger(__name__)
+
+
+def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
+    """Run `unwound` over `rows` as `$name`, or, for a small batch, `keyed` once per row
+    (a row's fields as its parameters; a bare value as `$slug`)."""
+    if len(rows) > KEYED_ROWS:
+        conn.execute(unwound, {name: list(rows)})
+        return
+    for row in rows:
+        conn.execute(keyed, row if isinstance(row, Mapping) else {"slug": row})
 
 
 class CypherGraphStore(CypherReads):
@@ -66,36 +76,42 @@ class CypherGraphStore(CypherReads):
         with self._transaction() as conn:
             touched = [
                 row[0]
-                for row in self._collect(
-                    conn,
-                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
-                    " RETURN DISTINCT e.id",
-                    {"slugs": list(slugs)},
+                for row in self._by_slug(
+                    conn, "MATCH (:Memory {slug: $slug})-[:MENTIONS]->(e:Entity) RETURN e.id", slugs
                 )
             ]
-            conn.execute(
-                "UNWIND $slugs AS s MATCH ()-[r:RELATES]->() WHERE r.source_memory = s DELETE r",
-                {"slugs": list(slugs)},
-            )
+            _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             edged = [
                 row[0]
-                for row in self._collect(
-                    conn,
-                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s})-[]-() RETURN DISTINCT m.slug",
-                    {"slugs": list(slugs)},
+                for row in self._by_slug(
+                    conn, "MATCH (m:Memory {slug: $slug})-[]-() RETURN m.slug", slugs
                 )
             ]
-            if edged:
-                conn.execute(
-                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) DETACH DELETE m",
-                    {"slugs": edged},
-                )
-            bare = list(set(slugs).difference(edged))
-            if bare:
-                conn.execute(
-                    "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) DELETE m", {"slugs": bare}
-                )
+            _each(
+                conn,
+                "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) DETACH DELETE m",
+                "MATCH (m:Memory {slug: $slug}) DETACH DELETE m",
+                edged,
+                "slugs",
+            )
+            bare = sorted(set(slugs).difference(edged))
+            _each(
+                conn,
+                "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) DELETE m",
+                "MATCH (m:Memory {slug: $slug}) DELETE m",
+                bare,
+                "slugs",
+            )
             self._refresh_entity_stats(conn, touched)
+
+    def _by_slug(self, conn: Any, keyed: str, slugs: Sequence[str]) -> list[list[Any]]:
+        """The distinct rows of `keyed` (a read about one memory, `$slug`) over `slugs`: once
+        per slug for a small batch (`KEYED_ROWS`), else in one statement that UNWINDs them."""
+        if len(slugs) > KEYED_ROWS:
+            unwound = keyed.replace("$slug", "s").replace(" RETURN ", " RETURN DISTINCT ", 1)
+            return self._collect(conn, "UNWIND $slugs AS s " + unwound, {"slugs": list(slugs)})
+        rows = (row for slug in slugs for row in self._collect(conn, keyed, {"slug": slug}))
+        return list({tuple(row): row for row in rows}.values())
 
     def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
         """Move memories to new decay states (slug → state), one statement per state: the
@@ -140,52 +156,49 @@ class CypherGraphStore(CypherReads):
             if not new:
                 touched = [
                     row[0]
-                    for row in self._collect(
+                    for row in self._by_slug(
                         conn,
-                        "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
-                        " RETURN DISTINCT e.id",
-                        {"slugs": slugs},
+                        "MATCH (:Memory {slug: $slug})-[:MENTIONS]->(e:Entity) RETURN e.id",
+                        slugs,
                     )
                 ]
-                conn.execute(
+                _each(
+                    conn,
                     "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:MENTIONS]->() DELETE r",
-                    {"slugs": slugs},
+                    "MATCH (:Memory {slug: $slug})-[r:MENTIONS]->() DELETE r",
+                    slugs,
+                    "slugs",
                 )
-                conn.execute(
-                    "UNWIND $slugs AS s MATCH ()-[r:RELATES]->() WHERE r.source_memory = s"
-                    " DELETE r",
-                    {"slugs": slugs},
-                )
+                _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             self._write_memories(conn, mems, new=new)
-            if entity_rows:
-                conn.execute(
-                    "UNWIND $rows AS r MERGE (e:Entity {id: r.id}) ON CREATE SET e.name = r.name,"
-                    " e.type = r.type, e.aliases = CAST([] AS STRING[]), e.mention_count = 0,"
-                    " e.scope_hash = r.scope_hash, e.decay_state = 'fresh'",
-                    {"rows": list(entity_rows.values())},
-                )
+            _each(
+                conn,
+                "UNWIND $rows AS r " + _ENTITY_NEW.format(p="r."),
+                _ENTITY_NEW.format(p="$"),
+                list(entity_rows.values()),
+            )
             if mentions:
                 # Not by COPY: an entity's mention count, read back from the edges in this
                 # transaction, came out wrong after a COPY of them (kuzu 0.11.3; the demo
                 # vault's `pandas` counted 4 of its 2 edges, `SQL` 0 of 1).
-                conn.execute(
+                _each(
+                    conn,
                     "UNWIND $rows AS r"
                     " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
                     " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
                     " MATCH (e:Entity {id: id})"
                     " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
-                    {
-                        "rows": [
-                            {"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()
-                        ]
-                    },
+                    "MATCH (m:Memory {slug: $slug}) WITH m MATCH (e:Entity {id: $id})"
+                    " CREATE (m)-[:MENTIONS {confidence: CAST($confidence AS DOUBLE)}]->(e)",
+                    [{"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()],
                 )
             for (s_kind, o_kind), rows in relates.items():
                 s_label = "Entity" if s_kind == "entity" else "Memory"
                 o_label = "Entity" if o_kind == "entity" else "Memory"
                 s_key = "id" if s_kind == "entity" else "slug"
                 o_key = "id" if o_kind == "entity" else "slug"
-                conn.execute(
+                _each(
+                    conn,
                     "UNWIND $rows AS r WITH r.s AS s, r.o AS o, r.predicate AS predicate,"
                     " CAST(r.confidence AS DOUBLE) AS confidence, r.source AS source,"
                     " CAST(r.created_at AS TIMESTAMP) AS created_at,"
@@ -198,7 +211,9 @@ class CypherGraphStore(CypherReads):
                     " CREATE (a)-[:RELATES {predicate: predicate, confidence: confidence,"
                     " source_memory: source, created_at: created_at, valid_from: valid_from,"
                     " superseded_at: superseded_at, label: label}]->(b)",
-                    {"rows": rows},
+                    f"MATCH (a:{s_label} {{{s_key}: $s}}) WITH a"
+                    f" MATCH (b:{o_label} {{{o_key}: $o}})" + _RELATES_KEYED,
+                    rows,
                 )
             if link_memories and self._link(conn, memories, new=new):
                 self._supersede_writes += 1
@@ -206,22 +221,12 @@ class CypherGraphStore(CypherReads):
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
         """Write memory nodes: created when `new`, else merged by slug."""
-        conn.execute(
-            # Kuzu infers a parameter column's type from its values (an all-null column
-            # is STRING), so every nullable typed column is cast explicitly.
-            f"UNWIND $rows AS r {'CREATE' if new else 'MERGE'} (m:Memory {{slug: r.slug}})"
-            " SET m.type = r.type,"
-            " m.scope_hash = r.scope_hash, m.title = r.title, m.body = r.body,"
-            " m.source = r.source, m.created_at = CAST(r.created_at AS TIMESTAMP),"
-            " m.updated_at = CAST(r.updated_at AS TIMESTAMP),"
-            " m.ttl_days = CAST(r.ttl_days AS INT64), m.decay_state = r.decay_state,"
-            " m.recall_count = CAST(r.recall_count AS INT64),"
-            " m.last_recalled_at = CAST(r.last_recalled_at AS TIMESTAMP),"
-            " m.fingerprint = r.fingerprint, m.category = CAST(r.category AS STRING),"
-            " m.tags = CAST(r.tags AS STRING[]), m.triggers = CAST(r.triggers AS STRING[]),"
-            " m.dura = CAST(r.dura AS STRING), m.sensitive = CAST(r.sensitive AS BOOLEAN),"
-            " m.promoted_from = CAST(r.promoted_from AS STRING), m.path = r.path",
-            {"rows": mems},
+        verb = "CREATE" if new else "MERGE"
+        _each(
+            conn,
+            f"UNWIND $rows AS r {verb} (m:Memory {{slug: r.slug}}) " + _MEMORY_SET.format(p="r."),
+            f"{verb} (m:Memory {{slug: $slug}}) " + _MEMORY_SET.format(p="$"),
+            mems,
         )
 
     def _link(self, conn: Any, memories: Sequence[Memory], *, new: bool = False) -> bool:
@@ -229,17 +234,18 @@ class CypherGraphStore(CypherReads):
         created, with no edge to remove); whether it wrote any SUPERSEDES edge."""
         slugs = [m.meta.slug for m in memories]
         if not new:
-            conn.execute(
-                "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:SUPERSEDES]->() DELETE r",
-                {"slugs": slugs},
-            )
-            conn.execute(
-                "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:PROMOTED_FROM]->() DELETE r",
-                {"slugs": slugs},
-            )
+            for rel in ("SUPERSEDES", "PROMOTED_FROM"):
+                _each(
+                    conn,
+                    f"UNWIND $slugs AS s MATCH (:Memory {{slug: s}})-[r:{rel}]->() DELETE r",
+                    f"MATCH (:Memory {{slug: $slug}})-[r:{rel}]->() DELETE r",
+                    slugs,
+                    "slugs",
+                )
         supersedes = [edge for m in memories for edge in supersede_edges(m)]
         if supersedes:
-            conn.execute(
+            _each(
+                conn,
                 "UNWIND $rows AS r"
                 " WITH r.newer AS newer, r.older AS older, CAST(r.at AS TIMESTAMP) AS at,"
                 " r.confidence AS confidence, r.decided_by AS decided_by, r.status AS status,"
@@ -251,21 +257,28 @@ class CypherGraphStore(CypherReads):
                 " CREATE (n)-[:SUPERSEDES {confidence: confidence, decided_at: at,"
                 " decided_by: decided_by, status: status, judge: judge, reason: reason,"
                 " entity_id: entity_id, rules: rules}]->(o)",
-                {"rows": supersedes},
+                "MATCH (n:Memory {slug: $newer}) WITH n MATCH (o:Memory {slug: $older})"
+                " CREATE (n)-[:SUPERSEDES {confidence: $confidence,"
+                " decided_at: CAST($at AS TIMESTAMP), decided_by: $decided_by, status: $status,"
+                " judge: $judge, reason: $reason, entity_id: $entity_id,"
+                " rules: CAST($rules AS INT64)}]->(o)",
+                supersedes,
             )
         promoted = [
             {"slug": m.meta.slug, "source": m.meta.promoted_from, "at": m.meta.created_at}
             for m in memories
             if m.meta.promoted_from
         ]
-        if promoted:
-            conn.execute(
-                "UNWIND $rows AS r"
-                " WITH r.slug AS slug, r.source AS source, CAST(r.at AS TIMESTAMP) AS at"
-                " MATCH (n:Memory {slug: slug}) WITH n, source, at MATCH (o:Memory {slug: source})"
-                " CREATE (n)-[:PROMOTED_FROM {promoted_at: at}]->(o)",
-                {"rows": promoted},
-            )
+        _each(
+            conn,
+            "UNWIND $rows AS r"
+            " WITH r.slug AS slug, r.source AS source, CAST(r.at AS TIMESTAMP) AS at"
+            " MATCH (n:Memory {slug: slug}) WITH n, source, at MATCH (o:Memory {slug: source})"
+            " CREATE (n)-[:PROMOTED_FROM {promoted_at: at}]->(o)",
+            "MATCH (n:Memory {slug: $slug}) WITH n MATCH (o:Memory {slug: $source})"
+            " CREATE (n)-[:PROMOTED_FROM {promoted_at: CAST($at AS TIMESTAMP)}]->(o)",
+            promoted,
+        )
         return bool(supersedes)
 
     def _refresh_entity_stats(self, conn: Any, entity_ids: Sequence[str]) -> None:
@@ -390,3 +403,32 @@ class CypherGraphStore(CypherReads):
                 {"rows": rows},
             )
         return {str(slug): int(count) for slug, count in counts}
+
+
+# Kuzu infers a parameter column's type from its values (an all-null column is STRING), so
+# every nullable typed column is cast explicitly. `p` is "r." (an unwound row) or "$".
+_MEMORY_SET = (
+    "SET m.type = {p}type, m.scope_hash = {p}scope_hash, m.title = {p}title, m.body = {p}body,"
+    " m.source = {p}source, m.created_at = CAST({p}created_at AS TIMESTAMP),"
+    " m.updated_at = CAST({p}updated_at AS TIMESTAMP),"
+    " m.ttl_days = CAST({p}ttl_days AS INT64), m.decay_state = {p}decay_state,"
+    " m.recall_count = CAST({p}recall_count AS INT64),"
+    " m.last_recalled_at = CAST({p}last_recalled_at AS TIMESTAMP),"
+    " m.fingerprint = {p}fingerprint, m.category = CAST({p}category AS STRING),"
+    " m.tags = CAST({p}tags AS STRING[]), m.triggers = CAST({p}triggers AS STRING[]),"
+    " m.dura = CAST({p}dura AS STRING), m.sensitive = CAST({p}sensitive AS BOOLEAN),"
+    " m.promoted_from = CAST({p}promoted_from AS STRING), m.path = {p}path"
+)
+_ENTITY_NEW = (
+    "MERGE (e:Entity {{id: {p}id}}) ON CREATE SET e.name = {p}name, e.type = {p}type,"
+    " e.aliases = CAST([] AS STRING[]), e.mention_count = 0, e.scope_hash = {p}scope_hash,"
+    " e.decay_state = 'fresh'"
+)
+_DROP_SOURCED = "UNWIND $slugs AS s MATCH ()-[r:RELATES]->() WHERE r.source_memory = s DELETE r"
+_DROP_SOURCED_KEYED = "MATCH ()-[r:RELATES]->() WHERE r.source_memory = $slug DELETE r"
+_RELATES_KEYED = (
+    " CREATE (a)-[:RELATES {predicate: $predicate, confidence: CAST($confidence AS DOUBLE),"
+    " source_memory: $source, created_at: CAST($created_at AS TIMESTAMP),"
+    " valid_from: CAST($valid_from AS TIMESTAMP),"
+    " superseded_at: CAST($superseded_at AS TIMESTAMP), label: CAST($label AS STRING)}]->(b)"
+)
