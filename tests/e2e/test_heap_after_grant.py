@@ -14,7 +14,7 @@ import pytest
 
 from memoryd.config import Settings
 from memoryd.models import MemoryDraft, MemoryType
-from memoryd.sensitive.heap import _glibc
+from memoryd.native import glibc as _glibc
 from memoryd.wiring import open_service
 from tests.daemon_harness import running, uds_client
 

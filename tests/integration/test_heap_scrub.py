@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.sensitive.heap import _glibc
+from memoryd.native import glibc as _glibc
 
 pytestmark = pytest.mark.skipif(not _glibc(), reason="the switch is glibc's (M_PERTURB)")
 
