@@ -36,7 +36,7 @@ from typing import Any
 
 import memoryd
 from _http_bench import Daemon
-from memoryd.interop import mcp_memory
+from memoryd.interop import mcp_memory, mcp_memory_import
 from memoryd.models import EntityType, entity_id
 
 TARGET_LINES_PER_S = 1000.0
@@ -249,7 +249,7 @@ def import_through_daemon(home: Path, project: Path, source: Path) -> dict[str, 
 
 def per_request_rate(home: Path, project: Path, text: str, lines: int) -> dict[str, Any]:
     """The path before batching: one request per observation and relation, on `lines`."""
-    parsed = mcp_memory.parse_jsonl("\n".join(text.splitlines()[:lines]))
+    parsed = mcp_memory_import.parse_jsonl("\n".join(text.splitlines()[:lines]))
     home.mkdir(parents=True)
     daemon = Daemon(home, "kuzu")
     try:
@@ -285,7 +285,7 @@ def main() -> None:
     args = parser.parse_args()
 
     text = generate(args.lines)
-    expected = mcp_memory.parse_jsonl(text)
+    expected = mcp_memory_import.parse_jsonl(text)
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-interop-") as tmp:
         work = Path(tmp)
         project = work / "project"

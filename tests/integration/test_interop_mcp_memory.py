@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memoryd.cli.main import app
 from memoryd.errors import InvalidInput
-from memoryd.interop import mcp_memory
+from memoryd.interop import mcp_memory, mcp_memory_import
 from memoryd.service import MemoryService
 
 FIXTURE = Path(__file__).resolve().parents[3] / "shared/interop/fixtures/mcp_memory_graph.jsonl"
@@ -49,8 +49,8 @@ def slugs_of(svc: MemoryService) -> set[str]:
 
 
 def round_trip(svc: MemoryService, project: Path, text: str) -> str:
-    parsed = mcp_memory.parse_jsonl(text, source="test")
-    mcp_memory.import_graph(svc, parsed, scope_path=project)
+    parsed = mcp_memory_import.parse_jsonl(text, source="test")
+    mcp_memory_import.import_graph(svc, parsed, scope_path=project)
     return mcp_memory.to_jsonl(mcp_memory.export_graph(svc))
 
 
@@ -62,7 +62,9 @@ def test_fixture_round_trip_is_lossless_and_idempotent(svc: MemoryService, proje
     slugs = slugs_of(svc)
     assert len(slugs) == 5  # 3 observations + 2 relations, one memory each
 
-    again = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    again = mcp_memory_import.import_graph(
+        svc, mcp_memory_import.parse_jsonl(text), scope_path=project
+    )
     assert (again.entities_created, again.observations_added, again.relations_added) == (0, 0, 0)
     assert slugs_of(svc) == slugs
     assert mcp_memory.to_jsonl(mcp_memory.export_graph(svc)) == exported
@@ -90,7 +92,9 @@ def test_import_writes_in_batches_not_one_write_per_line(
         return many(facts)
 
     monkeypatch.setattr(svc, "record_graph_facts_many", counted)
-    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    report = mcp_memory_import.import_graph(
+        svc, mcp_memory_import.parse_jsonl(text), scope_path=project
+    )
     assert calls == [79]  # one batch, no single writes
     assert (report.observations_added, report.relations_added) == (40, 39)
     exported = mcp_memory.export_graph(svc)
@@ -121,7 +125,9 @@ def test_types_outside_memoryd_vocabulary_survive(svc: MemoryService, project: P
         ["uses", "USES"],
         ["uses", None],
     ]
-    again = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(TRICKY), scope_path=project)
+    again = mcp_memory_import.import_graph(
+        svc, mcp_memory_import.parse_jsonl(TRICKY), scope_path=project
+    )
     assert (again.entities_created, again.observations_added, again.relations_added) == (0, 0, 0)
     assert lines(mcp_memory.to_jsonl(mcp_memory.export_graph(svc))) == lines(TRICKY)
 
@@ -135,7 +141,9 @@ def test_reimport_of_a_grown_file_adds_only_the_new_lines(
     grown[0]["observations"].append("Has a daemon")
     grown.append({"type": "relation", "from": "abble", "to": "Solid", "relationType": "likes"})
     new_text = "\n".join(json.dumps(line) for line in grown)
-    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(new_text), scope_path=project)
+    report = mcp_memory_import.import_graph(
+        svc, mcp_memory_import.parse_jsonl(new_text), scope_path=project
+    )
     assert (report.observations_added, report.relations_added) == (1, 1)
     assert lines(mcp_memory.to_jsonl(mcp_memory.export_graph(svc))) == grown
 
@@ -154,13 +162,15 @@ def test_reimport_of_a_grown_file_adds_only_the_new_lines(
 def test_malformed_line_names_its_number(bad: str, message: str) -> None:
     text = '{"type":"entity","name":"a","entityType":"x","observations":[]}\n\n' + bad
     with pytest.raises(InvalidInput) as info:
-        mcp_memory.parse_jsonl(text, source="g.jsonl")
+        mcp_memory_import.parse_jsonl(text, source="g.jsonl")
     assert "g.jsonl line 3" in info.value.message
     assert message in info.value.message
 
 
 def test_lines_of_other_types_are_ignored() -> None:
-    parsed = mcp_memory.parse_jsonl('{"name":"memorix-style","entityType":"x"}\n{"type":"x"}')
+    parsed = mcp_memory_import.parse_jsonl(
+        '{"name":"memorix-style","entityType":"x"}\n{"type":"x"}'
+    )
     assert parsed.entities == []
     assert parsed.ignored_lines == [1, 2]
 
@@ -212,7 +222,9 @@ def test_import_judges_supersedes_as_a_write_does_and_reports_them(
             ],
         }
     )
-    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(graph), scope_path=project)
+    report = mcp_memory_import.import_graph(
+        svc, mcp_memory_import.parse_jsonl(graph), scope_path=project
+    )
     assert report.superseded == 1
     rows = svc.cypher(
         "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) RETURN n.body, o.body, r.judge, r.status"
@@ -280,7 +292,9 @@ def test_an_import_builds_the_next_batch_while_the_last_one_is_written(
         return many(facts)
 
     monkeypatch.setattr(svc, "record_graph_facts_many", write)
-    report = mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+    report = mcp_memory_import.import_graph(
+        svc, mcp_memory_import.parse_jsonl(text), scope_path=project
+    )
     assert seen == [(10, True), (10, True), (10, True)]
     assert report.observations_added == 30
     names = {e["name"] for e in mcp_memory.export_graph(svc)["entities"]}

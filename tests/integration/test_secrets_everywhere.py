@@ -29,7 +29,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memoryd.interop import mcp_memory
+from memoryd.interop import mcp_memory_import
 from memoryd.models import (
     MemoryDraft,
     MemoryType,
@@ -235,8 +235,8 @@ def test_import_mcp_memory_leaves_no_secret(tmp_path: Path, project: Path) -> No
     text = "\n".join(json.dumps(line) for line in lines) + "\n"
     home = tmp_path / "home"
     with opened(home) as svc:
-        mcp_memory.import_graph(
-            svc, mcp_memory.parse_jsonl(text, source="test"), scope_path=project
+        mcp_memory_import.import_graph(
+            svc, mcp_memory_import.parse_jsonl(text, source="test"), scope_path=project
         )
     assert leaks(home) == []
 

@@ -216,7 +216,7 @@ def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
     import threading
 
     from memoryd.errors import InvalidInput
-    from memoryd.interop import mcp_memory
+    from memoryd.interop import mcp_memory, mcp_memory_import
 
     entities = [
         {"type": "entity", "name": f"svc-{i}", "entityType": "service", "observations": [f"o{i}"]}
@@ -240,7 +240,7 @@ def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
 
     monkeypatch.setattr(svc, "record_graph_facts_many", third_fails)
     with pytest.raises(InvalidInput, match=r"lines 21-30 \(none of them written"):
-        mcp_memory.import_graph(svc, mcp_memory.parse_jsonl(text), scope_path=project)
+        mcp_memory_import.import_graph(svc, mcp_memory_import.parse_jsonl(text), scope_path=project)
     assert sizes == [10, 10, 10]  # nothing after the failed batch was sent
     names = {e["name"] for e in mcp_memory.export_graph(svc)["entities"]}
     assert names == {f"svc-{i}" for i in range(20)}

@@ -37,21 +37,23 @@ def import_mcp_memory(
 ) -> None:
     """Import the official MCP memory server's knowledge graph (JSONL). Re-importing the same
     file adds nothing; a malformed line is reported with its number and nothing is written."""
-    from memoryd.interop import mcp_memory
+    from memoryd.interop import mcp_memory_import
 
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(InvalidInput(f"cannot read {file}: {exc}")) from exc
     try:
-        parsed = mcp_memory.parse_jsonl(text, source=str(file))
+        parsed = mcp_memory_import.parse_jsonl(text, source=str(file))
     except MemorydError as exc:
         raise fail(exc) from exc
     from memoryd.cli.progress import progress_bar
 
     with service(home, writes=True) as svc, progress_bar("import", quiet=as_json) as progress:
         try:
-            report = mcp_memory.import_graph(svc, parsed, scope_path=scope, progress=progress)
+            report = mcp_memory_import.import_graph(
+                svc, parsed, scope_path=scope, progress=progress
+            )
         except MemorydError as exc:
             raise fail(exc) from exc
     if as_json:

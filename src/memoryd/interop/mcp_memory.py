@@ -27,8 +27,7 @@ How the upstream graph maps onto memoryd (lossless for a round trip):
 * Limits: observation text is trimmed and empty observations are dropped (memoryd titles
   cannot be blank); entity names are trimmed.
 
-Over 600 lines: the whole mapping between the official MCP memory server's graph and memoryd's,
-both directions, in one place.
+Reading a `memory.jsonl` in (`memoryd import mcp-memory`) is `interop/mcp_memory_import.py`.
 """
 
 from __future__ import annotations
@@ -38,16 +37,13 @@ import os
 import re
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd import jsondepth
-from memoryd.errors import InvalidInput, MemorydError, NotFound
+from memoryd.errors import NotFound
 from memoryd.models import (
     DecayState,
     EntityType,
@@ -76,7 +72,7 @@ FactsWriter = Callable[..., Memory]
 _last_seq = 0
 
 
-def _all_rows(
+def all_rows(
     svc: GraphService, query: str, params: dict[str, Any] | None = None
 ) -> list[list[Any]]:
     """Every row of an `ORDER BY` query, read page by page (the daemon caps a page)."""
@@ -345,7 +341,7 @@ def graph_of(
     and capped at `max_observations`. `exact` (export): everything, in the order written."""
     if not entity_ids:
         return {"entities": [], "relations": []}
-    rows = _all_rows(
+    rows = all_rows(
         svc,
         # A sensitive memory is never exported or shown here, grant or not: an export
         # leaves the gate (the graph holds no text of one; this keeps it so).
@@ -390,7 +386,7 @@ def graph_of(
 
 
 def _relations(svc: GraphService, entity_ids: Sequence[str], exact: bool) -> list[dict[str, str]]:
-    rows = _all_rows(
+    rows = all_rows(
         svc,
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE r.superseded_at IS NULL"
         " AND (a.id IN $ids OR b.id IN $ids)"
@@ -401,7 +397,7 @@ def _relations(svc: GraphService, entity_ids: Sequence[str], exact: bool) -> lis
     slugs = sorted({r[3] for r in rows if r[3]})
     tags_of: dict[str, list[str]] = {}
     if slugs:
-        found = _all_rows(
+        found = all_rows(
             svc,
             "MATCH (m:Memory) WHERE m.slug IN $slugs RETURN m.slug, m.tags ORDER BY m.slug",
             {"slugs": slugs},
@@ -432,12 +428,12 @@ def _relation_type(predicate: str, label: str | None, tags: Sequence[str]) -> st
 
 
 def all_entity_ids(svc: GraphService) -> list[str]:
-    rows = _all_rows(svc, "MATCH (e:Entity) RETURN e.id ORDER BY e.id")
+    rows = all_rows(svc, "MATCH (e:Entity) RETURN e.id ORDER BY e.id")
     return [r[0] for r in rows]
 
 
 def ids_named(svc: GraphService, names: Sequence[str]) -> list[str]:
-    rows = _all_rows(
+    rows = all_rows(
         svc,
         "MATCH (e:Entity) WHERE e.name IN $names RETURN e.id ORDER BY e.id",
         {"names": list(names)},
@@ -521,7 +517,7 @@ def delete_observations(svc: GraphService, name: str, texts: Sequence[str]) -> O
     wanted = set(texts)
     if not wanted:
         return out
-    rows = _all_rows(
+    rows = all_rows(
         svc,
         "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE e.name = $n AND m.decay_state <> $gone"
         " RETURN DISTINCT m.slug, m.title, m.body, m.tags ORDER BY m.slug",
@@ -544,7 +540,7 @@ def delete_relation(svc: GraphService, src: str, dst: str, relation_type: str) -
     """Close the current relations `src relation_type dst` (exact names and type, as
     upstream matches them); the graph-tool facts that stated them are archived. Returns how
     many memories changed; none match is not an error."""
-    rows = _all_rows(
+    rows = all_rows(
         svc,
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.name = $a AND b.name = $b"
         " AND r.superseded_at IS NULL"
@@ -562,259 +558,3 @@ def delete_relation(svc: GraphService, src: str, dst: str, relation_type: str) -
     for slug, refs in by_memory.items():
         svc.close_relations(slug, refs)
     return len(by_memory)
-
-
-# -- import ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EntityLine:
-    line: int
-    name: str
-    entity_type: str
-    observations: list[str]
-
-
-@dataclass(frozen=True)
-class RelationLine:
-    line: int
-    source: str
-    target: str
-    relation_type: str
-
-
-@dataclass
-class ParsedGraph:
-    entities: list[EntityLine] = field(default_factory=list)
-    relations: list[RelationLine] = field(default_factory=list)
-    ignored_lines: list[int] = field(default_factory=list)
-
-
-def _string(obj: dict[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{where}: `{key}` must be a non-empty string")
-    return value
-
-
-def parse_jsonl(text: str, *, source: str = "<input>") -> ParsedGraph:
-    """Parse and check every line first, so a malformed file writes nothing. Blank lines and
-    lines whose `type` is neither `entity` nor `relation` are skipped, as upstream does."""
-    graph = ParsedGraph()
-    hint = "fix that line (one JSON object per line, as written by the MCP memory server)"
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        where = f"{source} line {number}"
-        try:
-            obj = jsondepth.loads(raw)
-        except jsondepth.TooDeep as exc:
-            raise InvalidInput(f"{where}: {exc}; nothing was imported", hint=hint) from None
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{where}: not valid JSON ({exc.msg})", hint=hint) from exc
-        if not isinstance(obj, dict):
-            raise InvalidInput(f"{where}: expected a JSON object", hint=hint)
-        kind = obj.get("type")
-        try:
-            if kind == "entity":
-                observations = obj.get("observations", [])
-                if not isinstance(observations, list) or not all(
-                    isinstance(o, str) for o in observations
-                ):
-                    raise InvalidInput(f"{where}: `observations` must be a list of strings")
-                graph.entities.append(
-                    EntityLine(
-                        number,
-                        _string(obj, "name", where).strip(),
-                        _string(obj, "entityType", where),
-                        observations,
-                    )
-                )
-            elif kind == "relation":
-                graph.relations.append(
-                    RelationLine(
-                        number,
-                        _string(obj, "from", where).strip(),
-                        _string(obj, "to", where).strip(),
-                        _string(obj, "relationType", where),
-                    )
-                )
-            else:
-                graph.ignored_lines.append(number)
-        except InvalidInput as exc:
-            raise InvalidInput(exc.message, hint=hint) from exc
-    return graph
-
-
-@dataclass
-class ImportReport:
-    entities_created: int = 0
-    observations_added: int = 0
-    relations_added: int = 0
-    ignored_lines: list[int] = field(default_factory=list)
-    superseded: int = 0
-    """Older memories the imported ones superseded (judged as any write is)."""
-
-
-def _pick(ids: Sequence[str], wanted: EntityType) -> str | None:
-    prefix = f"entity:{wanted.value}:"
-    return next((i for i in ids if i.startswith(prefix)), ids[0] if ids else None)
-
-
-IMPORT_BATCH = 5000
-"""Facts per `record_graph_facts_many` call: one request (and one write pass) through the
-daemon, where one request per line ran about 3 lines a second. 5000 is the bulk batch of
-the write path (`BULK_BATCH`) and the API's `MAX_BATCH_FACTS`."""
-
-
-class _Batches:
-    """Facts of an import with the input line each came from, written `IMPORT_BATCH` at a
-    time; a failed batch names its lines (the batches before it stay written).
-
-    One batch ahead: while the service writes batch n (through the daemon, most of an
-    import's time), the caller builds batch n+1, which goes out only once batch n is
-    acknowledged. So batches land in order, at most one is in flight, and a failure stops
-    the import before the next is sent, as when they were written one after the other."""
-
-    def __init__(self, svc: GraphService, progress: Callable[[int], None] | None = None) -> None:
-        self.svc = svc
-        self.progress = progress
-        self.facts: list[GraphFact] = []
-        self.lines: list[int] = []
-        self.superseded = 0
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-batch")
-        self._sent: tuple[Future[list[Memory]], list[int]] | None = None
-
-    def add(self, line: int, facts: Sequence[GraphFact]) -> None:
-        for fact in facts:
-            self.facts.append(fact)
-            self.lines.append(line)
-        if len(self.facts) >= IMPORT_BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        """Send the facts gathered so far, once the batch before them is written."""
-        if not self.facts:
-            return
-        facts, lines = self.facts, self.lines
-        self.facts, self.lines = [], []
-        self._settle()
-        self._sent = (self._writer.submit(self.svc.record_graph_facts_many, facts), lines)
-
-    def finish(self) -> None:
-        """Send what is left and wait until every batch is written."""
-        self.flush()
-        self._settle()
-
-    def close(self) -> None:
-        """Wait for a batch still being written (it lands whole or not at all)."""
-        self._writer.shutdown(wait=True)
-
-    def _settle(self) -> None:
-        if self._sent is None:
-            return
-        future, lines = self._sent
-        self._sent = None
-        try:
-            written = future.result()
-        except MemorydError as exc:
-            first, last = lines[0], lines[-1]
-            exc.message = (
-                f"lines {first}-{last} (none of them written; the lines before are): {exc.message}"
-            )
-            exc.args = (exc.message,)
-            raise
-        self.superseded += sum(len(m.meta.supersedes) for m in written)
-        if self.progress is not None:
-            self.progress(lines[-1])
-
-
-def import_graph(
-    svc: GraphService,
-    graph: ParsedGraph,
-    *,
-    scope_path: Path | None = None,
-    source: str = "mcp-memory-import",
-    progress: Callable[[int, int], None] | None = None,
-) -> ImportReport:
-    """Write a parsed upstream graph as the MCP tools do (the same memories), in batches of
-    `IMPORT_BATCH` through `record_graph_facts_many`.
-
-    Idempotent: observations already stored for the entity (counted, so repeated texts
-    survive) and relations already present are skipped. `progress(line, last line)` after
-    each batch written."""
-    report = ImportReport(ignored_lines=list(graph.ignored_lines))
-    current = export_graph(svc)
-    last = max([e.line for e in graph.entities] + [r.line for r in graph.relations], default=0)
-    batches = _Batches(svc, None if progress is None else lambda line: progress(line, last))
-    try:
-        for line, facts in _new_facts(svc, graph, current, report, scope_path, source):
-            batches.add(line, facts)
-        batches.finish()
-    finally:
-        batches.close()
-    report.superseded = batches.superseded
-    return report
-
-
-def _new_facts(
-    svc: GraphService,
-    graph: ParsedGraph,
-    current: dict[str, Any],
-    report: ImportReport,
-    scope: Path | None,
-    source: str,
-) -> Iterator[tuple[int, list[GraphFact]]]:
-    """(input line, its facts) for what `graph` holds and `current` (the stored graph) does
-    not, counted into `report` as they are made."""
-    have_obs = {e["name"]: Counter(e["observations"]) for e in current["entities"]}
-    have_rels = {(r["from"], r["to"], r["relationType"]) for r in current["relations"]}
-    by_name: dict[str, list[str]] = {}
-    for eid, name in _all_rows(svc, "MATCH (e:Entity) RETURN e.id, e.name ORDER BY e.id"):
-        by_name.setdefault(name, []).append(eid)
-    declared = _names(current)
-    for ent in graph.entities:
-        mapped = entity_type_of(ent.entity_type)
-        eid = _pick(by_name.get(ent.name, []), mapped) or entity_id(mapped, ent.name)
-        counter = have_obs.setdefault(ent.name, Counter())
-        fresh = []
-        for text in (o.strip() for o in ent.observations):
-            if not text:
-                continue
-            if counter[text] > 0:
-                counter[text] -= 1
-            else:
-                fresh.append(text)
-        facts = observation_facts(
-            ent.name, ent.entity_type, fresh, eid=eid, source=source, scope_path=scope
-        )
-        if not facts and ent.name not in declared:
-            facts = [
-                entity_fact(ent.name, ent.entity_type, eid=eid, source=source, scope_path=scope)
-            ]
-        yield ent.line, facts
-        declared.add(ent.name)
-        if ent.name not in by_name:
-            report.entities_created += 1
-        by_name.setdefault(ent.name, []).append(eid)
-        report.observations_added += len(fresh)
-
-    for rel in graph.relations:
-        triple = (rel.source, rel.target, rel.relation_type)
-        if triple in have_rels:
-            continue
-        ends = []
-        for name in (rel.source, rel.target):
-            eid = _pick(by_name.get(name, []), EntityType.CONCEPT) or entity_id(
-                EntityType.CONCEPT, name
-            )
-            by_name.setdefault(name, []).append(eid)
-            ends.append((name, eid))
-        yield (
-            rel.line,
-            [relation_fact(ends[0], ends[1], rel.relation_type, source=source, scope_path=scope)],
-        )
-        have_rels.add(triple)
-        report.relations_added += 1
-
-
-def _names(graph: dict[str, Any]) -> set[str]:
-    return {e["name"] for e in graph["entities"]}
