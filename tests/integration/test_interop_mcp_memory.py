@@ -271,7 +271,7 @@ def test_an_import_builds_the_next_batch_while_the_last_one_is_written(
         for i in range(30)
     ]
     text = "\n".join(json.dumps(line) for line in entities)
-    monkeypatch.setattr(mcp_memory, "IMPORT_BATCH", 10)
+    monkeypatch.setattr(mcp_memory_import, "IMPORT_BATCH", 10)
     made = mcp_memory.observation_facts
     second_made = threading.Event()
 
@@ -280,7 +280,7 @@ def test_an_import_builds_the_next_batch_while_the_last_one_is_written(
             second_made.set()
         return made(name, *args, **kwargs)
 
-    monkeypatch.setattr(mcp_memory, "observation_facts", observed)
+    monkeypatch.setattr(mcp_memory_import, "observation_facts", observed)
     many = svc.record_graph_facts_many
     seen: list[tuple[int, bool]] = []
 

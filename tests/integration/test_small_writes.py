@@ -223,7 +223,7 @@ def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
         for i in range(50)
     ]
     text = "\n".join(json.dumps(line) for line in entities)
-    monkeypatch.setattr(mcp_memory, "IMPORT_BATCH", 10)
+    monkeypatch.setattr(mcp_memory_import, "IMPORT_BATCH", 10)
     many = svc.record_graph_facts_many
     sizes: list[int] = []
     busy = threading.Lock()
