@@ -154,10 +154,16 @@ def grow(home: Path, projects: Path, have: int, want: int) -> tuple[int, float]:
     return want, time.perf_counter() - started
 
 
-def run(api: MemoryAPI, args: argparse.Namespace, work: Path, at: int, pid: int | None) -> Any:
+def run(
+    api: MemoryAPI, args: argparse.Namespace, work: Path, at: int, pid: int | None, phase: int
+) -> Any:
+    """`--records` decisions at `at` memories; each `phase` (the runs before and after the batch
+    step) draws its own, so equal `--record-at` and `--many-at` never repeat a body."""
     scope = work / "projects" / "project-00"
-    later = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(days=at // 1000 + (pid or 0) % 97)
-    return records(api, decisions(args.records, scope, seed=at + (pid or 1), start=later), pid)
+    days = at // 1000 + (pid or 0) % 97 + 400 * phase
+    later = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(days=days)
+    seed = at + (pid or 1) + 1_000_003 * phase
+    return records(api, decisions(args.records, scope, seed=seed, start=later), pid)
 
 
 def main() -> None:
@@ -187,13 +193,13 @@ def main() -> None:
         result["grow_to_record_at_s"] = round(seconds, 1)
         next_at = 10 * args.many_at  # drafts after the grown corpus, never the same text
         with open_in_process(home, extraction={"enabled": True}) as svc:
-            result["record_in_process"] = run(svc, args, work, have, None)
+            result["record_in_process"] = run(svc, args, work, have, None, 0)
         have, seconds = grow(home, projects, have, args.many_at)
         result["grow_to_many_at_s"] = round(seconds, 1)
         with open_in_process(home, extraction={"enabled": True}) as svc:
             result["many_in_process"] = many(svc, projects, sizes, next_at, None)
             next_at += sum(sizes)
-            result["record_at_many_in_process"] = run(svc, args, work, have, None)
+            result["record_at_many_in_process"] = run(svc, args, work, have, None, 1)
         result["peak_rss_mb_in_process"] = round(peak_rss_mb(), 1)
         if not args.no_daemon:
             daemon = Daemon(home, "kuzu")
@@ -201,7 +207,7 @@ def main() -> None:
                 pid = daemon.process.pid
                 with memoryd.open(home) as api:
                     result["many_daemon"] = many(api, projects, sizes, next_at, pid)
-                    result["record_at_many_daemon"] = run(api, args, work, have, pid)
+                    result["record_at_many_daemon"] = run(api, args, work, have, pid, 2)
                 result["peak_rss_mb_daemon"] = round(peak_rss_mb(pid), 1)
             finally:
                 daemon.stop()
