@@ -6,6 +6,7 @@ git remote is recorded as an alias so one project cloned on two machines can be 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -21,10 +22,12 @@ NAME_MAX = 255
 """Linux's limits, in bytes, on a whole path and on one name in it."""
 
 
+@functools.lru_cache(maxsize=256)
 def path_problem(value: str) -> str | None:
     """Why no file system call can take `value` as a path (a NUL, a character with no file
     name encoding, a path or a name past the OS's limits), or None. Checked before any call:
-    Python raises ValueError or UnicodeEncodeError for the first two, not OSError."""
+    Python raises ValueError or UnicodeEncodeError for the first two, not OSError. Cached: a
+    batch names the same few scope paths once per memory."""
     if "\x00" in value:
         return "contains a NUL character (\\x00), which no file path can hold"
     try:
