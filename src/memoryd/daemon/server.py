@@ -24,7 +24,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -364,6 +364,69 @@ def mount_mcp(
     return server.session_manager
 
 
+async def flush_recall_stats(
+    service: MemoryService, runner: ServiceRunner, settings: Settings
+) -> None:
+    """Recalls are counted in memory, added to the graph every few seconds (one write for
+    many recalls), and to the vault files less often. Scope statistics the last writes left
+    unsaved are saved too, when saving is due (`SearchIndex.save_statistics`)."""
+    waited = 0.0
+    while True:
+        await asyncio.sleep(settings.daemon.count_interval_s)
+        waited += settings.daemon.count_interval_s
+        runner.write_later(lambda: service.index.save_statistics())
+        if waited >= settings.daemon.flush_interval_s:
+            waited = 0.0
+            runner.write_later(service.flush_recall_stats)
+        else:
+            runner.write_later(service.flush_recall_counts)
+
+
+async def serve_until_stopped(
+    servers: Sequence[Any],
+    sockets: Sequence[socket.socket],
+    mcp_sessions: Any,
+    chores: Sequence[asyncio.Task[Any]],
+    closing: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve each uvicorn server on its socket until SIGTERM or SIGINT: the first signal lets
+    in-flight requests finish, a second stops waiting for open connections. Then the chores
+    are cancelled and `closing` runs, with the signal handlers still in place (the daemon and
+    the team server share this)."""
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        first = not servers[0].should_exit
+        logger.info(
+            "%s: %s",
+            signal.Signals(signum).name,
+            "finishing in-flight requests, then closing the stores"
+            if first
+            else "no longer waiting for open connections",
+        )
+        for server in servers:
+            server.force_exit = not first
+            server.should_exit = True
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        async with mcp_sessions.run():
+            await asyncio.gather(
+                *(
+                    server.serve(sockets=[sock])
+                    for server, sock in zip(servers, sockets, strict=True)
+                )
+            )
+    finally:
+        for chore in chores:
+            chore.cancel()
+        if closing is not None:
+            await closing()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
 async def _serve(
     service: MemoryService,
     runner: ServiceRunner,
@@ -410,41 +473,10 @@ async def _serve(
         for guard, _ in zip(guarded, sockets, strict=False)
     ]
     app.state.backend.stopping = lambda: servers[0].should_exit  # the page's event stream
-    loop = asyncio.get_running_loop()
-
-    def stop(signum: int) -> None:
-        first = not servers[0].should_exit
-        logger.info(
-            "%s: %s",
-            signal.Signals(signum).name,
-            "finishing in-flight requests, then closing the stores"
-            if first
-            else "no longer waiting for open connections",
-        )
-        for server in servers:
-            server.force_exit = not first
-            server.should_exit = True
-
-    async def flush_recall_stats() -> None:
-        """Recalls are counted in memory, added to the graph every few seconds (one write
-        for many recalls), and to the vault files less often. Scope statistics the last
-        writes left unsaved are saved too, when saving is due (`SearchIndex.save_statistics`)."""
-        waited = 0.0
-        while True:
-            await asyncio.sleep(settings.daemon.count_interval_s)
-            waited += settings.daemon.count_interval_s
-            runner.write_later(lambda: service.index.save_statistics())
-            if waited >= settings.daemon.flush_interval_s:
-                waited = 0.0
-                runner.write_later(service.flush_recall_stats)
-            else:
-                runner.write_later(service.flush_recall_counts)
 
     enrich_wake = asyncio.Event()
     app.state.backend.wake_enrichment = enrich_wake.set
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop, signum)
     started = service.clock()
 
     chores = [
@@ -453,26 +485,17 @@ async def _serve(
             if settings.schedule.enabled
             else []
         ),
-        asyncio.create_task(flush_recall_stats()),
+        asyncio.create_task(flush_recall_stats(service, runner, settings)),
         asyncio.create_task(watch_inbox(service, runner, settings, enrich_wake)),
         asyncio.create_task(enrich(service, runner, settings, enrich_wake)),
         asyncio.create_task(embed(service, runner, settings)),
         *([asyncio.create_task(team.run())] if team is not None else []),
     ]
-    try:
-        async with mcp_sessions.run():
-            await asyncio.gather(
-                *(
-                    server.serve(sockets=[sock])
-                    for server, sock in zip(servers, sockets, strict=True)
-                )
-            )
-    finally:
-        for chore in chores:
-            chore.cancel()
+
+    async def closing() -> None:
         if team is not None:
             await team.close()
         if readers is not None:
             await asyncio.to_thread(readers.close)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+
+    await serve_until_stopped(servers, sockets, mcp_sessions, chores, closing)

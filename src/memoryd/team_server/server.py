@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -50,7 +49,15 @@ from memoryd.api.schemas import SCOPE_HASH
 from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
-from memoryd.daemon.server import bind_unix, embed, enrich, prepare, run_loop
+from memoryd.daemon.server import (
+    bind_unix,
+    embed,
+    enrich,
+    flush_recall_stats,
+    prepare,
+    run_loop,
+    serve_until_stopped,
+)
 from memoryd.daemon_files import DaemonFiles
 from memoryd.errors import (
     InvalidInput,
@@ -491,45 +498,10 @@ async def _serve(
             uvicorn.Config(guard, ssl_certfile=str(team.cert), ssl_keyfile=str(team.key), **common)
         ),
     ]
-    loop = asyncio.get_running_loop()
-
-    def stop(signum: int) -> None:
-        first = not servers[0].should_exit
-        logger.info("%s: stopping the team server", signal.Signals(signum).name)
-        for server in servers:
-            server.force_exit = not first
-            server.should_exit = True
-
-    async def flush_recall_stats() -> None:
-        """As the daemon does: counts to the graph often, to the vault files less often."""
-        waited = 0.0
-        while True:
-            await asyncio.sleep(settings.daemon.count_interval_s)
-            waited += settings.daemon.count_interval_s
-            if waited >= settings.daemon.flush_interval_s:
-                waited = 0.0
-                runner.write_later(service.flush_recall_stats)
-            else:
-                runner.write_later(service.flush_recall_counts)
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop, signum)
     # The daemon's workers: extraction, supersede judging and embedding of what users record.
     chores = [
-        asyncio.create_task(flush_recall_stats()),
+        asyncio.create_task(flush_recall_stats(service, runner, settings)),
         asyncio.create_task(enrich(service, runner, settings, asyncio.Event())),
         asyncio.create_task(embed(service, runner, settings)),
     ]
-    try:
-        async with mcp_server.session_manager.run():
-            await asyncio.gather(
-                *(
-                    server.serve(sockets=[sock])
-                    for server, sock in zip(servers, sockets, strict=True)
-                )
-            )
-    finally:
-        for chore in chores:
-            chore.cancel()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+    await serve_until_stopped(servers, sockets, mcp_server.session_manager, chores)
