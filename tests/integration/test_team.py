@@ -248,7 +248,9 @@ def read_events(team: Team, client: httpx.Client) -> str:
     return text
 
 
-async def _mcp_answers(team: Team, user: str) -> dict[str, Any]:
+async def _mcp_answers(
+    team: Team, user: str, calls: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Each team MCP tool's answer (or its error text) for `user`, through the SDK's client."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -262,7 +264,7 @@ async def _mcp_answers(team: Team, user: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     async with http, Client(streamable_http_client(f"{team.url}/mcp", http_client=http)) as mcp:
         out["tools"] = sorted(t.name for t in (await mcp.list_tools()).tools)
-        calls = {
+        calls = calls or {
             "recall": {"query": "stripe payments", "project": SHOP_SSH},
             "search": {"query": "stripe", "project": SHOP_HTTPS},
             "graph_query": {"query": "MATCH (m:Memory) RETURN m.title"},
@@ -299,6 +301,51 @@ def test_mcp_tools_are_gated_per_project(team: Team) -> None:
     assert "Stripe" not in json.dumps(carol)
     alice = anyio.run(_mcp_answers, team, "alice")
     assert not alice["remember"].startswith("error:"), alice["remember"]
+
+
+def test_no_answer_names_a_path_of_the_server(team: Team) -> None:
+    """The server's data dir (its vault files, its project directories) appears in no answer
+    a team user gets, over HTTP, MCP or the event stream; a project reads as its key."""
+    homes = {str(team.home), str(team.home.resolve())}
+    made = record(team, "alice", "Refunds go through the Stripe refunds API")
+    assert made.status_code == 201, made.text
+    slug = made.json()["meta"]["slug"]
+    texts = [made.text]
+    with team.client("alice") as alice:
+        node = {"query": "MATCH (m:Memory) RETURN m, m.path", "limit": 50}
+        scopes = {"query": "MATCH (s:Scope) RETURN s.path, s", "limit": 50}
+        cypher = [alice.post("/v1/graph/cypher", json=q) for q in (node, scopes)]
+        assert all(answer.status_code == 200 for answer in cypher), cypher[0].text
+        assert ["github.com/acme/shop"] in [r[:1] for r in cypher[1].json()["rows"]]
+        shop = alice.get("/v1/projects").json()[0]["scope_hash"]
+        answers = [
+            *cypher,
+            alice.get(f"/v1/memories/{slug}"),
+            alice.get("/v1/recall", params={"q": "stripe refunds", "scope": SHOP_SSH}),
+            alice.post("/v1/recall", json={"q": "stripe refunds", "scope": SHOP_SSH}),
+            alice.get("/v1/search", params={"q": "refunds", "scope": SHOP_SSH}),
+            alice.get("/v1/memories", params={"scope": SHOP_SSH}),
+            alice.get("/v1/page/memories", params={"scope": shop}),
+            alice.get("/v1/projects"),
+            alice.get("/v1/entities", params={"limit": 1000}),
+            alice.get("/v1/memories/no-such-memory"),
+        ]
+        assert all(answer.status_code in (200, 404) for answer in answers), answers
+        texts += [answer.text for answer in answers]
+        texts.append(read_events(team, alice))
+    calls = {
+        "get_memory": {"slug": slug},
+        "graph_query": {"query": "MATCH (m:Memory) RETURN m.path, m"},
+        "recall": {"query": "stripe refunds", "project": SHOP_SSH},
+        "remember": {"project": SHOP_SSH, "type": "fact", "title": "Refund window",
+                     "body": "Refunds are allowed for 30 days."},
+    }  # fmt: skip
+    mcp = anyio.run(_mcp_answers, team, "alice", calls)
+    assert not any(str(v).startswith("error:") for v in mcp.values()), mcp
+    texts += [str(v) for v in mcp.values()]
+    for text in texts:
+        assert not any(home in text for home in homes), text[:2000]
+    assert f"{slug}.md" in cypher[0].text  # the vault file, by its path inside the data dir
 
 
 def test_team_admins_manage_users_tokens_and_grants_over_http(team: Team) -> None:

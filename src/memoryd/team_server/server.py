@@ -75,6 +75,7 @@ from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
+from memoryd.team_server.answers import ServerPaths
 from memoryd.team_server.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,8 @@ class Projects:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._hashes: dict[str, str] = {}
+        self.paths = ServerPaths(root.parent, root)
+        """How the server's paths read in an answer: a project's directory as its key."""
 
     def directory(self, key: str) -> Path:
         """The project's directory, made on first use. It holds an empty `.git` so it is its
@@ -195,7 +198,24 @@ class TeamGuard:
         query: list[tuple[str, str]],
         body: dict[str, Any] | None,
     ) -> Answer:
-        """The answer to one request of `caller` (MemorydError when the gate refuses it)."""
+        """The answer to one request of `caller` (MemorydError when the gate refuses it),
+        with no path of the server's machine in it (`team_server.answers`)."""
+        try:
+            answer = await self._decide(caller, base, method, path, query, body)
+        except MemorydError as exc:
+            self.projects.paths.error(exc)
+            raise
+        return self.projects.paths.answer(answer)
+
+    async def _decide(
+        self,
+        caller: Caller,
+        base: Scope,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        body: dict[str, Any] | None,
+    ) -> Answer:
         scope = {
             **base,
             "method": method,
@@ -349,7 +369,8 @@ class TeamGuard:
         async def filtered(message: Message) -> None:
             if message["type"] == "http.response.body" and message.get("body"):
                 text = message["body"].decode("utf-8")
-                kept = [_event_for(block, readable) for block in text.split("\n\n")]
+                paths = self.projects.paths
+                kept = [paths.event(_event_for(b, readable)) for b in text.split("\n\n")]
                 message = {**message, "body": "\n\n".join(kept).encode("utf-8")}
             await send(message)
 
