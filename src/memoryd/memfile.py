@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,6 +88,22 @@ class ScopeRef(NamedTuple):
 def hash_path(path: str) -> str:
     """`scope.hash_path`: the first 12 hex of sha256 of the scope's root path."""
     return hashlib.sha256(path.encode("utf-8")).hexdigest()[:12]
+
+
+SCOPE_PATH_HEADER = "X-Memoryd-Scope-Path"
+"""The scope's root path beside a request that names the scope by its hash (inject, the CLI's
+recall): a daemon in a team tells a shared project by its git remote, which a hash alone
+does not carry (`team_member.forward`). Percent-encoded: a header is latin-1."""
+
+
+def scope_path_header(path: str) -> str:
+    return urllib.parse.quote(path, safe="/")
+
+
+def path_of_header(value: bytes, scope_hash: str) -> str | None:
+    """The scope root a `SCOPE_PATH_HEADER` names, if it is the one `scope_hash` is of."""
+    path = urllib.parse.unquote(value.decode("latin-1"))
+    return path if os.path.isabs(path) and hash_path(path) == scope_hash else None
 
 
 def git_toplevel(directory: Path) -> str | None:

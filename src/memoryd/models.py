@@ -716,6 +716,11 @@ class RecallHit(BaseModel):
     `length`, `asking`, `long-term`, `recency`, `dim`, `superseded`)."""
     sensitive: bool = False
     """Found in a granted sensitive scope: shown to the one who asked, never injected."""
+    source: Literal["personal", "team", "team-cache"] | None = None
+    """Where a developer daemon in a team found it (`team_member/forward.py`): the developer's
+    own memory, the team server's, or the team hits last seen while the server is away."""
+    recorded_by: str | None = None
+    """The teammate who recorded a team hit."""
 
 
 class HiddenResults(BaseModel):

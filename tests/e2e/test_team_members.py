@@ -19,12 +19,18 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import anyio
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from memoryd.sensitive.keys import TEST_KEYRING_ENV
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, uds_client
+from tests.integration.test_capture import ClaudeTranscript, capture
 from tests.pins import PINNED_ENV
 from tests.team_harness import Team
 from tests.waiting import wait_until
@@ -106,6 +112,7 @@ def world(
             alice, bob = developers
             # Personal memories from before the project was shared: they stay theirs
             bob.note("3ds", "Card payments need the 3-D Secure flow on Stripe", bob.clone)
+            bob.note("react", "The dashboard uses React", bob.clone)
             alice.note("jenkins", "Deploys go through Jenkins", alice.clone)
             alice.note("actions", "Deploys moved from Jenkins to GitHub Actions", alice.clone,
                        "--supersedes", alice.slugs["jenkins"])  # fmt: skip
@@ -156,6 +163,187 @@ def test_a_decision_alice_records_reaches_bobs_inject_naming_her(
     assert sources["Card payments need the 3-D Secure flow on Stripe"] == ("personal", None)
     scores = [h["score"] for h in hits]
     assert scores == sorted(scores, reverse=True)  # one list, by calibrated score
+
+    # the CLI's recall (through Bob's daemon) shows where each hit came from, and who
+    table = bob.memoryd("recall", "stripe payments", "--scope", str(bob.clone))
+    header = next(line for line in table.splitlines() if "relevance" in line)
+    assert "source" in header, table
+    assert "recorded by" in header, table
+    row = next(line for line in table.splitlines() if slug in line)
+    assert "team" in row, table
+    assert "alice" in row, table
+    listed = json.loads(bob.memoryd("recall", "stripe payments", "--scope", str(bob.clone),
+                                    "--json"))  # fmt: skip
+    origin = {h["slug"]: (h["source"], h["recorded_by"]) for h in listed["hits"]}
+    assert origin[slug] == ("team", "alice")
+    assert origin[bob.slugs["3ds"]] == ("personal", None)
+
+
+def test_another_clone_of_the_shop_is_the_same_team_project(
+    world: tuple[Team, Developer, Developer], tmp_path: Path
+) -> None:
+    """A clone the join never saw (another path, the remote spelled another way) is the
+    shop: the CLI's recall and the inject hook, which name it by its scope hash, reach the
+    team, and a record there goes to the team."""
+    team, alice, bob = world
+    title = "Invoices are rendered to PDF with WeasyPrint"
+    status, made = alice.record(title, alice.clone)
+    assert status == 201, made
+    slug = made["meta"]["slug"]  # type: ignore[index]
+    second = clone(tmp_path, "shop-again", "ssh://git@github.com:22/acme/shop")
+    listed = json.loads(bob.memoryd("recall", "invoices pdf", "--scope", str(second), "--json"))
+    origin = {h["slug"]: (h["source"], h["recorded_by"]) for h in listed["hits"]}
+    assert origin.get(slug) == ("team", "alice"), listed
+    payload = {"hook_event_name": "UserPromptSubmit", "cwd": str(second / "src"),
+               "prompt": "how are the invoices rendered to PDF?"}  # fmt: skip
+    (second / "src").mkdir()
+    injected = bob.memoryd("inject", "--source=claude-code", stdin=json.dumps(payload))
+    assert title in injected
+    assert "recorded by alice" in injected
+    status, made = bob.record("Invoice numbers restart every fiscal year", second)
+    assert status == 201, made
+    with team.client("alice") as direct:
+        got = direct.get(f"/v1/memories/{made['meta']['slug']}")  # type: ignore[index]
+    assert got.status_code == 200, got.text
+    assert got.json()["recorded_by"] == "bob"
+
+
+async def _mcp_calls(home: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """Each tool's structured answer (or its error text), through the SDK's client on the
+    developer daemon's own `/mcp` (its Unix socket)."""
+    transport = httpx2.AsyncHTTPTransport(uds=str(home / "memoryd.sock"))
+    http = httpx2.AsyncClient(transport=transport, timeout=httpx2.Timeout(60.0))
+    out: list[Any] = []
+    async with (
+        http,
+        Client(streamable_http_client("http://localhost/mcp", http_client=http)) as mcp,
+    ):
+        for tool, args in calls:
+            result = await mcp.call_tool(tool, args)
+            text = "".join(getattr(c, "text", "") for c in result.content)
+            out.append(f"error: {text}" if result.is_error else json.loads(text))
+    return out
+
+
+def test_the_developer_daemons_own_mcp_tools_reach_the_team(
+    world: tuple[Team, Developer, Developer], tmp_path: Path
+) -> None:
+    """An agent using MCP against Bob's daemon: remember in the shop is the team's (recorded
+    by Bob), recall there merges Alice's team memory with Bob's own; a personal project
+    stays on his machine."""
+    team, alice, bob = world
+    title = "Webhooks are verified with the Stripe signing secret"
+    status, made = alice.record(title, alice.clone)
+    assert status == 201, made
+    personal = clone(tmp_path, "notes", None)
+    remembered, recalled, mine = anyio.run(_mcp_calls, bob.home, [
+        ("remember", {"type": "decision", "title": "Stripe webhooks retry for three days",
+                      "body": "Stripe retries a failed webhook for three days.",
+                      "scope": str(bob.clone)}),
+        ("recall", {"query": "stripe webhooks", "scope": str(bob.clone)}),
+        ("remember", {"type": "fact", "title": "My notes use Obsidian", "body": "Obsidian.",
+                      "scope": str(personal)}),
+    ])  # fmt: skip
+    assert remembered["team"] == "github.com/acme/shop", remembered
+    with team.client("alice") as direct:
+        got = direct.get(f"/v1/memories/{remembered['slug']}")
+    assert got.status_code == 200, got.text
+    assert got.json()["recorded_by"] == "bob"
+    with uds_client(bob.home) as local:  # the team's, not in Bob's own stores
+        assert local.get(f"/v1/memories/{remembered['slug']}").status_code == 404
+        assert local.get(f"/v1/memories/{mine['slug']}").status_code == 200
+    assert "team" not in mine
+    origin = {h["title"]: (h["source"], h["recorded_by"]) for h in recalled["hits"]}
+    assert origin[title] == ("team", "alice"), recalled
+    assert origin["Card payments need the 3-D Secure flow on Stripe"] == ("personal", None)
+    scores = [h["score"] for h in recalled["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+Tool = tuple[str, dict[str, Any], str]
+
+
+def _captured_session(
+    bob: Developer, session_id: str, prompt: str, tools: list[Tool], said: list[str]
+) -> str:
+    """A Claude Code session in Bob's clone, captured by the hook with his daemon up: its
+    slug once the daemon has filed it (a session memory of his own)."""
+    agent = bob.home.parent / "agent"
+    agent.mkdir(exist_ok=True)
+    made = ClaudeTranscript(agent / f"{session_id}.jsonl", session_id, str(bob.clone))
+    made.prompt(prompt)
+    for name, tool_input, result in tools:
+        made.tool(name, tool_input, result)
+    for line in said:
+        made.say(line)
+    capture(bob.home, "claude-code", made.payload("Stop"))
+
+    def filed() -> str | None:
+        with uds_client(bob.home) as local:
+            rows = local.get("/v1/memories", params={"scope": str(bob.clone), "type": "session",
+                                                      "limit": 100}).json()["items"]  # fmt: skip
+        return next((r["slug"] for r in rows if session_id in r["slug"]), None)
+
+    slug = wait_until(filed, what="the captured session filed", timeout_s=120, every_s=0.5)
+    assert slug is not None
+    return slug
+
+
+def test_a_captured_session_stays_personal_until_the_review_queue_promotes_it_to_the_team(
+    world: tuple[Team, Developer, Developer],
+) -> None:
+    team, _, bob = world
+    session = _captured_session(
+        bob, "solid-session",
+        "The dashboard re-renders too much. Try Solid on the charts page and compare.",
+        [("Bash", {"command": "pnpm add solid-js@1.8.17"}, "added 1 package"),
+         ("Edit", {"file_path": str(bob.clone / "dashboard/src/charts/Chart.tsx")}, "ok")],
+        ["We switched the dashboard from React to Solid because the charts page went from 38"
+         " to 9 re-renders per update and the bundle shrank by 41 KB.",
+         "Going forward new components in dashboard/ are written in Solid."],
+    )  # fmt: skip
+    with team.client("alice") as direct:  # captured in the shop, and still Bob's alone
+        query = {"q": "dashboard solid re-renders", "scope": SHOP_SSH}
+        hits = direct.get("/v1/recall", params=query).json()["hits"]
+    assert not [h for h in hits if "Solid" in f"{h['title']} {h['snippet']}"], hits
+    with uds_client(bob.home) as local:
+        scored = local.post(f"/v1/memories/{session}/analyze", json={"mode": "heuristic"})
+        assert scored.status_code == 200, scored.text
+        proposal = scored.json()
+    assert proposal["proposal"]["proposed_supersedes"] == [bob.slugs["react"]], proposal
+    promoted = json.loads(bob.memoryd("promote", str(proposal["promotion_id"]), "--team",
+                                      "--json"))  # fmt: skip
+    assert promoted["status"] == "approved", promoted
+    assert promoted["team_slug"], promoted
+    with team.client("alice") as direct:
+        copy = direct.get(f"/v1/memories/{promoted['team_slug']}").json()
+        older = direct.get(f"/v1/memories/{copy['meta']['supersedes'][0]}").json()
+    assert copy["recorded_by"] == "bob"
+    assert older["meta"]["title"] == "The dashboard uses React"  # the chain came with it
+    with uds_client(bob.home) as local:  # promoted here too; the session itself never left
+        mine = local.get(f"/v1/memories/{promoted['promoted_slug']}").json()
+        assert local.get(f"/v1/memories/{session}").status_code == 200
+    assert copy["meta"]["title"] == mine["meta"]["title"]
+
+    # the Review page's API promotes to the team the same way
+    second = _captured_session(
+        bob, "pin-session",
+        "The nightly build crashes in the payment tests after the bump. Find out why.",
+        [("Bash", {"command": "pytest -q tests/payments"}, "2 failed: AttributeError"),
+         ("Edit", {"file_path": str(bob.clone / "requirements.txt")}, "ok")],
+        ["We pinned stripe-python to 7.4.0 because 8.0 changed the error classes the retry"
+         " code catches.",
+         "Going forward, never bump stripe-python without running the payment tests first."],
+    )  # fmt: skip
+    with uds_client(bob.home) as local:
+        scored = local.post(f"/v1/memories/{second}/analyze", json={"mode": "heuristic"})
+        pid = scored.json()["promotion_id"]
+        done = local.post(f"/v1/promotions/{pid}/promote", json={"team": True})
+    assert done.status_code == 200, done.text
+    with team.client("alice") as direct:
+        copy = direct.get(f"/v1/memories/{done.json()['team_slug']}").json()
+    assert copy["recorded_by"] == "bob"
+    assert "stripe-python" in copy["body"], copy
 
 
 def test_a_personal_project_stays_on_the_developers_machine(

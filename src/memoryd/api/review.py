@@ -23,6 +23,7 @@ from memoryd.api.routes import (
     scope_param,
 )
 from memoryd.api.schemas import Page
+from memoryd.errors import InvalidInput
 from memoryd.governance.analyze import run_analysis
 from memoryd.models import DuraAnalysis, MemoryType, Promotion
 
@@ -49,6 +50,12 @@ class PromoteBody(BaseModel):
     agent: bool = Field(
         default=False,
         description="an agent decides (MCP): refused unless governance.agents_decide is set",
+    )
+    team: bool = Field(
+        default=False,
+        description="share the promoted memory with the team too, with its supersedes chain:"
+        " answered by a daemon that joined a team (`memoryd team join`), whose forwarder adds"
+        " `team_slug`",
     )
 
 
@@ -95,6 +102,11 @@ async def promote(
     api: Api, promotion_id: PromotionId, body: PromoteBody, actor: Actor = "api"
 ) -> Promotion:
     """Approve: write the long-term memory (404 unknown id or deleted source, 409 decided)."""
+    if body.team:  # a daemon in a team takes `team` off before its app sees the request
+        raise InvalidInput(
+            "this data dir joined no team: nothing can be promoted to one",
+            hint="run `memoryd team join URL --token-file F` (or promote without team)",
+        )
     return await api.write(
         actor,
         api.service.promote,

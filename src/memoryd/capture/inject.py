@@ -306,15 +306,23 @@ def _parse_response(raw: bytes) -> tuple[int, bytes]:
 
 
 def items_from_daemon(
-    home: Path, prompt: str | None, scope_hash: str | None, k: int, timeout_s: float
+    home: Path,
+    prompt: str | None,
+    scope_hash: str | None,
+    k: int,
+    timeout_s: float,
+    scope_path: str | None = None,
 ) -> list[Item]:
-    """`POST /v1/recall/context` on the daemon's socket; NoDaemon when none listens."""
+    """`POST /v1/recall/context` on the daemon's socket; NoDaemon when none listens. The
+    scope's path goes beside its hash, for a daemon in a team (`SCOPE_PATH_HEADER`)."""
     from memoryd.daemon_files import SOCKET_NAME
+    from memoryd.memfile import SCOPE_PATH_HEADER, scope_path_header
 
     body = json.dumps({"prompt": prompt, "scope": scope_hash, "k": k}).encode()
+    where = f"{SCOPE_PATH_HEADER}: {scope_path_header(scope_path)}\r\n" if scope_path else ""
     head = (
         f"POST {CONTEXT_ROUTE} HTTP/1.1\r\nHost: localhost\r\n"
-        "Content-Type: application/json\r\nX-Memoryd-Actor: inject\r\n"
+        f"Content-Type: application/json\r\nX-Memoryd-Actor: inject\r\n{where}"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     status, payload = _parse_response(
@@ -369,24 +377,32 @@ def context_for(args: Args, call: HookCall, started: float | None = None) -> str
 
     config = load_capture_config(args.home)
     home = config.home
-    scope_hash = scope_of(call.cwd).scope_hash if call.cwd else None
+    scope = scope_of(call.cwd) if call.cwd else None
+    scope_hash, scope_path = (scope.scope_hash, scope.path) if scope else (None, None)
     identity = ""
     if config.inject.identity and not call.prompt:  # once, at the start of a session
         share = min(config.inject.identity_tokens, args.budget_tokens // IDENTITY_SHARE)
         identity = identity_section(home, share)
     try:
-        items = items_from_daemon(home, call.prompt, scope_hash, args.k, DAEMON_TIMEOUT_S)
+        items = items_from_daemon(
+            home, call.prompt, scope_hash, args.k, DAEMON_TIMEOUT_S, scope_path
+        )
     except NoDaemon:
         if opted_out(config.autostart):
             items = _items_in_process(home, call.prompt, scope_hash, args.k)
         else:
             begun = time.monotonic() if started is None else started
-            items = _items_from_new_daemon(home, call.prompt, scope_hash, args.k, begun)
+            items = _items_from_new_daemon(home, call.prompt, scope_hash, args.k, begun, scope_path)
     return render(items, scope_hash, args.budget_tokens, identity)
 
 
 def _items_from_new_daemon(
-    home: Path, prompt: str | None, scope_hash: str | None, k: int, started: float
+    home: Path,
+    prompt: str | None,
+    scope_hash: str | None,
+    k: int,
+    started: float,
+    scope_path: str | None = None,
 ) -> list[Item]:
     """Start the daemon in the background; its answer if it comes within the budget, else
     none (the next prompt finds the daemon)."""
@@ -399,7 +415,7 @@ def _items_from_new_daemon(
         return []
     left = max(0.1, started + FIRST_ANSWER_S - time.monotonic())
     try:
-        return items_from_daemon(home, prompt, scope_hash, k, left)
+        return items_from_daemon(home, prompt, scope_hash, k, left, scope_path)
     except (NoDaemon, TimeoutError) as exc:
         logger.info("inject: the new daemon did not answer within the budget (%s)", exc)
         return []

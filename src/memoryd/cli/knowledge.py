@@ -62,11 +62,14 @@ def recall(
         err.print("no memories match")
         return
     rows: list[list[str | Text]] = []
+    team = any(hit.source for hit in result.hits)  # a daemon in a team merged the two
     for rank, hit in enumerate(result.hits, 1):
         title = Text(printable(hit.title))
         if hit.superseded_by:
             title.append(f"  (superseded by {hit.superseded_by})", style="dim")
         row: list[str | Text] = [str(rank), f"{hit.score:.3f}", hit.type.value, title, hit.slug]
+        if team:
+            row += [hit.source or "personal", printable(hit.recorded_by or "")]
         if explain:
             why = [f"stages: {', '.join(hit.stages)}"]
             if hit.matched_terms:
@@ -78,7 +81,8 @@ def recall(
                 )
             row.append("\n".join(why))
         rows.append(row)
-    headers = ["#", "relevance", "type", "title", "slug"] + (["why"] if explain else [])
+    headers = ["#", "relevance", "type", "title", "slug"]
+    headers += (["source", "recorded by"] if team else []) + (["why"] if explain else [])
     print_table(headers, rows, wrap=("title", "why"))
     if any(a.score < b.score for a, b in itertools.pairwise(result.hits)):
         err.print(RELEVANCE_NOTE, style="dim", markup=False)

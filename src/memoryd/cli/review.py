@@ -152,25 +152,49 @@ def promote(
             "--body-file", help="A file with the body to write instead.", callback=path_param
         ),
     ] = None,
+    team: Annotated[
+        bool,
+        typer.Option(
+            "--team",
+            help="Share it with the team too, with its supersedes chain (a shared project,"
+            " after `memoryd team join`).",
+        ),
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Approve a promotion: write the long-term memory (promoted_from the session), index it
-    with a PROMOTED_FROM edge, record the decision. Exit 3: unknown id; 4: already decided."""
+    with a PROMOTED_FROM edge, record the decision. A session captured in a shared project
+    stays personal until then; `--team` also shares what is promoted. Exit 3: unknown id;
+    4: already decided."""
     try:
         body = _body_file(body_file)
         new_title = utf8_option(title, "--title") if title is not None else None
     except MemorydError as exc:
         raise fail(exc) from exc
+    from memoryd.cli.team import member_of
 
-    def approve(svc: Service) -> Promotion:
-        return svc.promote(promotion_id, type=type, title=new_title, body=body)
+    member = member_of(home) if team else None
 
-    decided = run(home, approve)
+    def approve(svc: Service) -> tuple[Promotion, str | None]:
+        decided = svc.promote(promotion_id, type=type, title=new_title, body=body)
+        if member is None or decided.promoted_slug is None:
+            return decided, None
+        from memoryd.team_member.share import not_shared, share
+
+        try:
+            report = share(svc, member, [decided.promoted_slug], None)
+        except MemorydError as exc:
+            raise not_shared(decided.promoted_slug, exc) from exc
+        return decided, next(c for s, _, _, c in report.rows if s == decided.promoted_slug)
+
+    decided, copy = run(home, approve)
     if as_json:
-        emit_json(decided)
+        emit_json({**decided.model_dump(mode="json"), **({"team_slug": copy} if team else {})})
     else:
         typer.echo(decided.promoted_slug)
+        if copy:
+            typer.echo(f"shared with the team as {copy}", err=True)
 
 
 def reject(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -29,6 +29,9 @@ from memoryd.team.config import init_team, load_team, open_store
 from memoryd.team.keys import project_key
 from memoryd.team.policy import Role
 from memoryd.team.store import TeamStore, TokenRow, utcnow
+
+if TYPE_CHECKING:
+    from memoryd.team_member.member import Membership
 
 team_app = typer.Typer(help="A team server: users, tokens, project grants.", no_args_is_help=True)
 user_app = typer.Typer(help="Team users.", no_args_is_help=True)
@@ -61,18 +64,9 @@ def share(
     """Copy personal memories to the team (after `memoryd team join`), each with its
     supersedes chain. A sensitive scope is refused: nothing of it leaves this machine."""
     from memoryd.cli.running import run
-    from memoryd.team_member.member import Membership
     from memoryd.team_member.share import share as share_memories
 
-    try:
-        settings = load_settings(home)
-        member = Membership.load(settings.home)
-        if member is None:
-            raise ConfigError(
-                f"{settings.home} is in no team", hint="run `memoryd team join URL --token-file F`"
-            )
-    except MemorydError as exc:
-        raise fail(exc) from exc
+    member = member_of(home)
     report = run(
         home,
         lambda svc: share_memories(svc, member, slugs or [], scope, dry_run=dry_run),
@@ -86,6 +80,22 @@ def share(
         typer.echo(f"{slug} -> {key}: {copy or '(dry run)'}  {title}")
     verb = "would share" if dry_run else "shared"
     typer.echo(f"{verb} {len(report.rows)} memories with {member.url}", err=True)
+
+
+def member_of(home: Path | None) -> Membership:
+    """The team this data dir joined (`memoryd team join`); exit 8 when it joined none."""
+    from memoryd.team_member.member import Membership
+
+    try:
+        settings = load_settings(home)
+        member = Membership.load(settings.home)
+        if member is None:
+            raise ConfigError(
+                f"{settings.home} is in no team", hint="run `memoryd team join URL --token-file F`"
+            )
+    except MemorydError as exc:
+        raise fail(exc) from exc
+    return member
 
 
 def _store(home: HomeOpt) -> TeamStore:

@@ -30,6 +30,7 @@ from memoryd.client.wire import (
     _query,
     _scope_arg,
     error_from_response,
+    scope_and_path,
     scope_hash_of,
 )
 from memoryd.errors import StorageError
@@ -38,6 +39,7 @@ from memoryd.governance.schedule import JobStatus
 from memoryd.governance.store import ProfileChangeReport, ProfileVersion
 from memoryd.governance.trends import Trends
 from memoryd.graph.store import CypherResult, EntityContext, EntityRow, RelationRow, SupersedeRow
+from memoryd.memfile import SCOPE_PATH_HEADER, scope_path_header
 from memoryd.models import (
     AuditRecord,
     AuditVerification,
@@ -514,9 +516,12 @@ class RemoteService(MemoryAPI):
         track: bool = True,
     ) -> RecallResult:
         check_query(query)  # the daemon checks too; this fails the same way, sooner
+        scope_hash, scope_path = scope_and_path(scope)
+        # the path beside the hash: a daemon in a team tells a shared project by its remote
+        where = {SCOPE_PATH_HEADER: scope_path_header(scope_path)} if scope_path else {}
         body: dict[str, Any] = {
             "q": query,
-            "scope": scope_hash_of(scope),
+            "scope": scope_hash,
             "type": [t.value for t in types] if types else None,
             "include_forgotten": include_forgotten,
             "track": track,
@@ -528,7 +533,7 @@ class RemoteService(MemoryAPI):
             size = min(PAGE, k - len(hits))
             # In the body: a query of thousands of words does not fit a URL.
             data = self._request(
-                "POST", "/v1/recall", json={**body, "limit": size, "offset": offset}
+                "POST", "/v1/recall", json={**body, "limit": size, "offset": offset}, headers=where
             )
             first = first or data
             hits += [RecallHit.model_validate(hit) for hit in data["hits"]]

@@ -48,12 +48,18 @@ def error_from_response(response: httpx.Response) -> MemorydError:
 
 def scope_hash_of(scope: Path | str | None) -> str | None:
     """MemoryService.scope_hash_of, computed here: a relative path is the caller's."""
+    return scope_and_path(scope)[0]
+
+
+def scope_and_path(scope: Path | str | None) -> tuple[str | None, str | None]:
+    """The scope's hash, and its root path when `scope` is a path (not a hash)."""
     if scope is None:
-        return None
+        return None, None
     text = str(scope)
     if _SCOPE_HASH.fullmatch(text) and not Path(text).exists():
-        return text
-    return resolve_scope(scope, with_remote=False).scope_hash
+        return text, None
+    info = resolve_scope(scope, with_remote=False)
+    return info.scope_hash, info.path
 
 
 def _scope_arg(path: Path | str) -> str:

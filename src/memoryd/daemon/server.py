@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
 
+    from memoryd.mcp.member_tools import TeamCalls
+
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
@@ -331,7 +333,11 @@ class DaemonCalls:
 
 
 def mount_mcp(
-    app: Starlette, service: MemoryService, runner: ServiceRunner, readers: ReaderPool | None
+    app: Starlette,
+    service: MemoryService,
+    runner: ServiceRunner,
+    readers: ReaderPool | None,
+    team: TeamCalls | None = None,
 ) -> StreamableHTTPSessionManager:
     """Add memoryd's MCP server at `/mcp` (streamable HTTP) to the API app; returns its
     session manager, whose `run()` the caller must hold open while serving (uvicorn runs
@@ -347,7 +353,9 @@ def mount_mcp(
     from memoryd.mcp.server import create_server
 
     calls = DaemonCalls(service, runner, app.state.backend.recalls, readers)
-    server = create_server(service, home=service.home, calls=calls, default_scope=Path.home())
+    server = create_server(
+        service, home=service.home, calls=calls, default_scope=Path.home(), team=team
+    )
     hosts = ["localhost", "127.0.0.1", "[::1]"]
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -451,13 +459,15 @@ async def _serve(
     readers_wanted = settings.daemon.reader_count()
     readers = ReaderPool(service, readers_wanted) if readers_wanted else None
     app.state.backend.readers = readers
-    mcp_sessions = mount_mcp(app, service, runner, readers)
     counted = CountRequests(app, runner)
-    from memoryd.team_member.forward import (
-        forwarding,  # a data dir that joined a team (`team join`)
+    from memoryd.team_member.forward import (  # a data dir that joined a team (`team join`)
+        TeamTools,
+        forwarding,
     )
 
-    served, team = forwarding(settings.home, counted)
+    served, team = forwarding(settings.home, counted, lambda read: runner.read(read, service))
+    tools = TeamTools(team) if team is not None else None  # its MCP tools reach the team too
+    mcp_sessions = mount_mcp(app, service, runner, readers, tools)
     guarded = [LocalOnly(served), LocalOnly(served, token=token, refused=SOCKET_ONLY)]
     servers = [
         Server(

@@ -23,6 +23,7 @@ from memoryd import __version__
 from memoryd.errors import MemorydError
 from memoryd.interop import mcp_memory
 from memoryd.mcp.governance_tools import add_governance_tools
+from memoryd.mcp.member_tools import TeamCalls, team_recall, team_remember
 from memoryd.mcp.params import (
     DeletionItem,
     EntityItem,
@@ -118,12 +119,14 @@ def create_server(  # noqa: C901 - one closure per tool
     home: Path | None = None,
     calls: ServiceCalls | None = None,
     default_scope: Path | None = None,
+    team: TeamCalls | None = None,
 ) -> MCPServer:
     """An MCP server whose tools call `service` through `calls` (default: one at a time).
 
     `default_scope` is the project new memories belong to when a tool is not given one
     (None: the working directory; the daemon passes the user's home, since an HTTP client's
-    working directory is unknown to it)."""
+    working directory is unknown to it). `team`: the daemon joined a team, and recall and
+    remember in a shared project go through it."""
     server = Server("memoryd", instructions=INSTRUCTIONS, version=__version__)
     via: ServiceCalls = calls or OneAtATime(service)
     svc = service
@@ -180,7 +183,7 @@ def create_server(  # noqa: C901 - one closure per tool
                 out["hidden"] = [h.message for h in result.hidden]
             if explain:
                 out["entities"] = result.entities
-            return out
+            return out if team is None else team_recall(team, out, scope, k)
 
         try:
             return run()
@@ -238,6 +241,12 @@ def create_server(  # noqa: C901 - one closure per tool
                 "scope_hash": memory.meta.scope_hash,
             }
 
+        if team is not None:  # in a shared project, the memory is the team's
+            made = {"type": kind.value, "title": title, "body": body, "source": "mcp",
+                    "tags": tags or [], "triggers": triggers or [],
+                    "supersedes": supersedes or []}  # fmt: skip
+            if (shared := team_remember(team, scope, made)) is not None:
+                return shared
         return write(run)
 
     @server.tool(annotations=READ)

@@ -12,9 +12,12 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
+
+import anyio.from_thread
 
 from memoryd.api.asgi import (
     JSON,
@@ -29,7 +32,7 @@ from memoryd.api.asgi import (
     send_answer,
 )
 from memoryd.errors import InvalidInput, MemorydError
-from memoryd.memfile import scope_file, scope_is_sensitive
+from memoryd.memfile import SCOPE_PATH_HEADER, path_of_header, scope_file, scope_is_sensitive
 from memoryd.models import SCOPE_HASH_RE
 from memoryd.team_member.member import (
     CONTEXT_ROUTE,
@@ -40,6 +43,14 @@ from memoryd.team_member.member import (
     message,
 )
 from memoryd.team_member.outbox import OUTBOX_DIR, Outbox
+from memoryd.team_member.share import Shared, not_shared, plan, send
+
+if TYPE_CHECKING:
+    from memoryd.protocol import MemoryAPI
+
+T = TypeVar("T")
+Read = Callable[[Callable[["MemoryAPI"], T]], Awaitable[T]]
+"""Run a read of the daemon's own stores (under its runner's gate)."""
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +114,9 @@ ROUTES = {
     ("POST", "/v1/recall"),
     ("POST", CONTEXT_ROUTE),
 }
+PROMOTE = re.compile(r"^/v1/promotions/\d+/promote$")
+"""The Review queue's approval: with `"team": true`, the promoted memory is shared too."""
+SCOPE_PATH = SCOPE_PATH_HEADER.lower().encode("ascii")
 
 
 def _key_or_none(path: str) -> str | None:
@@ -119,9 +133,10 @@ def _query(scope: Scope) -> list[tuple[str, str]]:
 class Forwarder:
     """ASGI middleware of a developer's daemon in a team: see the module docstring."""
 
-    def __init__(self, app: Any, link: TeamLink) -> None:
+    def __init__(self, app: Any, link: TeamLink, read: Read[Any] | None = None) -> None:
         self.app = app
         self.link = link
+        self.read = read
         self.home = link.member.home
         self.outbox = Outbox(link, self.home / OUTBOX_DIR)
         self.seen = Seen(self.home / SEEN_DIR)
@@ -134,11 +149,18 @@ class Forwarder:
         await self.link.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"], scope["path"]) not in ROUTES:
+        promoting = scope["type"] == "http" and scope["method"] == "POST"
+        promoting = promoting and PROMOTE.match(scope["path"]) is not None
+        if not promoting and (
+            scope["type"] != "http" or (scope["method"], scope["path"]) not in ROUTES
+        ):
             await self.app(scope, receive, send)
             return
         try:
-            status, headers, answer = await self._handle(scope, receive)
+            if promoting:
+                status, headers, answer = await self._promote(scope, receive)
+            else:
+                status, headers, answer = await self._handle(scope, receive)
         except MemorydError as exc:
             from memoryd.api.errors import error_body, status_of
 
@@ -151,17 +173,21 @@ class Forwarder:
         query = _query(scope)
         body = await json_body(receive) if method == "POST" else {}
         where = body.get("scope") if method == "POST" else dict(query).get("scope")
-        key = await self.shared(where if isinstance(where, str) else None)
+        hint = dict(scope["headers"]).get(SCOPE_PATH)
+        key = await self.shared(where if isinstance(where, str) else None, hint)
         if key is None:  # personal: the local daemon alone
             return await call(self.app, scope, replay(body) if method == "POST" else replay(None))
         if path == "/v1/memories":
-            return await self._record(key, body)
+            return await self.record(key, body)
         if path == CONTEXT_ROUTE:
             return await self._context(scope, key, body)
         return await self._recall(scope, key, method, query, body)
 
-    async def shared(self, where: str | None) -> str | None:
-        """The team project `where` (a path or a scope hash) belongs to, if it is shared."""
+    async def shared(self, where: str | None, hint: bytes | None = None) -> str | None:
+        """The team project `where` (a path or a scope hash) belongs to, if it is shared. A
+        hash is known by the join's links, by the path the client sent beside it (`hint`,
+        `SCOPE_PATH_HEADER`: any clone of the project, wherever it lies), or by the vault's
+        `scope.json`."""
         if not where:
             return None
         if SCOPE_HASH_RE.match(where):
@@ -169,12 +195,9 @@ class Forwarder:
                 return None
             key = self.link.member.links.get(where)
             if key is None:
-                try:
-                    data = json.loads(scope_file(self.home, where).read_text(encoding="utf-8"))
-                    path = str(data["path"])
-                except (OSError, ValueError, KeyError, TypeError):
-                    return None
-                key = await asyncio.to_thread(_key_or_none, path)
+                path = path_of_header(hint, where) if hint else None
+                path = path or await asyncio.to_thread(self._vault_path, where)
+                key = None if path is None else await asyncio.to_thread(_key_or_none, path)
         elif os.path.isabs(where):
             key = await asyncio.to_thread(_key_or_none, where)
         else:
@@ -183,12 +206,19 @@ class Forwarder:
             return None
         return key
 
-    async def _record(self, key: str, body: dict[str, Any]) -> Answer:
+    def _vault_path(self, scope_hash: str) -> str | None:
+        try:
+            data = json.loads(scope_file(self.home, scope_hash).read_text(encoding="utf-8"))
+            return str(data["path"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    async def record(self, key: str, body: dict[str, Any]) -> Answer:
         body = {**body, "scope": key}
         answer: Answer = await self.outbox.send(body, uuid.uuid4().hex)
         return answer
 
-    async def _team_hits(self, key: str, q: str, limit: int) -> tuple[list[dict[str, Any]], str]:
+    async def team_hits(self, key: str, q: str, limit: int) -> tuple[list[dict[str, Any]], str]:
         """The team's hits for `q` in `key` (a note says why there are none)."""
         try:
             answer = await self.link.request(
@@ -222,10 +252,8 @@ class Forwarder:
             return status, headers, answer
         limit, offset = int(ask.get("limit", 10)), int(ask.get("offset", 0))
         data = json.loads(answer)
-        team, note = await self._team_hits(key, str(ask.get("q", "")), limit + offset)
-        mine = [{**hit, "source": "personal", "recorded_by": None} for hit in data["hits"]]
-        merged = sorted(mine + team, key=lambda hit: -float(hit["score"]))
-        data["hits"] = merged[:limit]
+        team, note = await self.team_hits(key, str(ask.get("q", "")), limit + offset)
+        data["hits"] = merge(data["hits"], team, limit)
         data["notes"] = [*data.get("notes", []), note]
         return 200, JSON, json.dumps(data).encode("utf-8")
 
@@ -241,7 +269,7 @@ class Forwarder:
         recall_scope = {**scope, "path": "/v1/recall", "raw_path": b"/v1/recall"}
         _, _, scored = await call(self.app, recall_scope, replay(local))
         scores = {h["slug"]: float(h["score"]) for h in json.loads(scored).get("hits", [])}
-        team, _ = await self._team_hits(key, prompt, limit)
+        team, _ = await self.team_hits(key, prompt, limit)
         ranked = [(scores.get(item["slug"], 0.0), {**item, "source": "personal"}) for item in items]
         for hit in team:
             if hit.get("superseded_by"):
@@ -262,12 +290,75 @@ class Forwarder:
         merged = [item for _, item in ranked[:limit]]
         return 200, JSON, json.dumps({"items": merged}).encode("utf-8")
 
+    async def _promote(self, scope: Scope, receive: Receive) -> Answer:
+        """The Review queue's approval: the app promotes (the memory is personal); with
+        `"team": true` it is then shared with its supersedes chain, as `memoryd share` does,
+        and the answer names its team copy (`team_slug`)."""
+        body = await json_body(receive)
+        to_team = body.pop("team", False) is True
+        status, headers, answer = await call(self.app, scope, replay(body))
+        if status != 200 or not to_team:
+            return status, headers, answer
+        data = json.loads(answer)
+        try:
+            report = await self.share([str(data["promoted_slug"])])
+        except MemorydError as exc:
+            raise not_shared(str(data["promoted_slug"]), exc) from exc
+        data["team_slug"] = next(
+            team for slug, _, _, team in report.rows if slug == data["promoted_slug"]
+        )
+        return 200, JSON, json.dumps(data).encode("utf-8")
 
-def forwarding(home: Path, app: Any) -> tuple[Any, Forwarder | None]:
-    """`app` behind a Forwarder when this data dir joined a team (else as it is)."""
+    async def share(self, slugs: list[str]) -> Shared:
+        """`memoryd share SLUG...` from inside the daemon: planned on its own stores, sent
+        with their supersedes chain."""
+        if self.read is None:
+            raise InvalidInput("this daemon cannot read its stores for a share")
+        member = self.link.member
+        planned = await self.read(lambda svc: plan(svc, member, slugs, None))
+        return await asyncio.to_thread(send, member, planned)
+
+
+def merge(
+    mine: list[dict[str, Any]], team: list[dict[str, Any]], limit: int
+) -> list[dict[str, Any]]:
+    """The personal and the team hits in one list by calibrated score, each saying where it
+    came from (`source`) and who recorded a team one."""
+    personal = [{**hit, "source": "personal", "recorded_by": None} for hit in mine]
+    return sorted(personal + team, key=lambda hit: -float(hit["score"]))[:limit]
+
+
+class TeamTools:
+    """The developer daemon's own MCP tools (`/mcp`) in a shared project: recall merges the
+    team's hits and remember records in the team, through the same Forwarder as the HTTP
+    routes. Called from the tools' worker threads (anyio's), each step run on the loop."""
+
+    def __init__(self, forwarder: Forwarder) -> None:
+        self.forwarder = forwarder
+
+    def project(self, scope: str | None) -> str | None:
+        return anyio.from_thread.run(self.forwarder.shared, scope)
+
+    def recall(
+        self, project: str, query: str, k: int, mine: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], str]:
+        team, note = anyio.from_thread.run(self.forwarder.team_hits, project, query, k)
+        return merge(mine, team, k), note
+
+    def record(self, project: str, memory: dict[str, Any]) -> dict[str, Any]:
+        status, _, answer = anyio.from_thread.run(self.forwarder.record, project, memory)
+        data: dict[str, Any] = json.loads(answer)
+        if status >= 400:
+            raise MemorydError(f"the team server refused it: {message(answer)}")
+        return data
+
+
+def forwarding(home: Path, app: Any, read: Read[Any] | None = None) -> tuple[Any, Forwarder | None]:
+    """`app` behind a Forwarder when this data dir joined a team (else as it is); `read`
+    runs a read of the daemon's stores (for a share from the Review queue)."""
     member = Membership.load(home)
     if member is None:
         return app, None
     logger.info("in the team at %s as %s", member.url, member.user)
-    forwarder = Forwarder(app, TeamLink(member))
+    forwarder = Forwarder(app, TeamLink(member), read)
     return forwarder, forwarder

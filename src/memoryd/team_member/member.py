@@ -12,9 +12,13 @@ to the team server as well as, or instead of, the local stores:
 - recall (`GET`/`POST /v1/recall`) asks both and merges the hits by their calibrated score,
   each saying where it came from (`source`: personal or team) and who recorded a team one;
 - inject (`POST /v1/recall/context`) adds the team's current hits for the prompt to the
-  personal items, in score order, each team item naming its author.
+  personal items, in score order, each team item naming its author;
+- the daemon's own MCP tools (`/mcp`) recall and remember the same way;
+- a Review-queue approval with `"team": true` promotes, then shares the memory with its chain.
 
-Personal scopes, captures (`/v1/capture`, the inbox) and sensitive scopes never leave.
+A request that names its scope by hash says its root path beside it (`X-Memoryd-Scope-Path`),
+so any clone of a shared project is found by its remote. Personal scopes, captures
+(`/v1/capture`, the inbox) and sensitive scopes never leave.
 """
 
 from __future__ import annotations

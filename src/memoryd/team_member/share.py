@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from memoryd.errors import InvalidInput, PolicyDenied, StorageError
+from memoryd.errors import InvalidInput, MemorydError, PolicyDenied, StorageError
 from memoryd.memfile import scope_file, scope_is_sensitive
 from memoryd.models import Memory
 from memoryd.protocol import MemoryAPI
@@ -110,15 +110,11 @@ def _scope_path(home: Path, scope_hash: str) -> Path:
     return Path(json.loads(scope_file(home, scope_hash).read_text(encoding="utf-8"))["path"])
 
 
-def share(
-    svc: MemoryAPI,
-    member: Membership,
-    slugs: list[str],
-    scope: Path | None,
-    *,
-    dry_run: bool = False,
-) -> Shared:
-    """Check every memory, then (unless `dry_run`) send them, oldest first."""
+def plan(
+    svc: MemoryAPI, member: Membership, slugs: list[str], scope: Path | None
+) -> list[tuple[Memory, str]]:
+    """Every memory a share would send, oldest first, with its project key; refused whole
+    (nothing sent) when one may not leave or its project is not one the user may write."""
     if scope is not None and key_of_path(str(scope)) is None:
         from memoryd.scope import resolve_scope
 
@@ -130,18 +126,32 @@ def share(
                 hint="share another project; nothing was sent",
             )
     memories = pick(svc, slugs, scope)
-    keys = [_project(member.home, member, memory) for memory in memories]
-    report = Shared()
+    return [(memory, _project(member.home, member, memory)) for memory in memories]
+
+
+def share(
+    svc: MemoryAPI,
+    member: Membership,
+    slugs: list[str],
+    scope: Path | None,
+    *,
+    dry_run: bool = False,
+) -> Shared:
+    """Check every memory, then (unless `dry_run`) send them, oldest first."""
+    planned = plan(svc, member, slugs, scope)
     if dry_run:
-        report.rows = [
-            (m.meta.slug, m.meta.title, k, None) for m, k in zip(memories, keys, strict=True)
-        ]
-        return report
+        return Shared([(m.meta.slug, m.meta.title, key, None) for m, key in planned])
+    return send(member, planned)
+
+
+def send(member: Membership, planned: list[tuple[Memory, str]]) -> Shared:
+    """Send what `plan` chose, oldest first, each naming the team copies it supersedes."""
+    report = Shared()
     copies: dict[str, str] = {}
     with httpx.Client(
         base_url=member.url, headers=member.headers(), verify=member.verify(), timeout=TIMEOUT_S
     ) as client:
-        for memory, key in zip(memories, keys, strict=True):
+        for memory, key in planned:
             body = _body(memory, key, [copies[s] for s in memory.meta.supersedes if s in copies])
             request_id = hashlib.sha256(f"{member.user}\n{memory.meta.slug}".encode()).hexdigest()
             try:
@@ -162,6 +172,14 @@ def share(
             copies[memory.meta.slug] = str(answer.json()["meta"]["slug"])
             report.rows.append((memory.meta.slug, memory.meta.title, key, copies[memory.meta.slug]))
     return report
+
+
+def not_shared(slug: str, exc: MemorydError) -> StorageError:
+    """A promotion made, whose share to the team failed: the memory stays personal."""
+    return StorageError(
+        f"promoted as {slug}, which stays personal: the share to the team failed: {exc.message}",
+        hint=f"share it once that is solved: `memoryd share {slug}`",
+    )
 
 
 def _body(memory: Memory, key: str, supersedes: list[str]) -> dict[str, Any]:
