@@ -452,6 +452,9 @@ def test_http_promotions_routes(tmp_path: Path, project: Path) -> None:
         assert http.get("/v1/promotions?status=bogus").status_code == 422
         agent = http.post(f"/v1/promotions/{pid}/promote", json={"agent": True})
         assert (agent.status_code, agent.json()["error"]["code"]) == (403, "policy_denied")
+        no_team = http.post(f"/v1/promotions/{pid}/promote", json={"team": True})
+        assert no_team.status_code == 422, no_team.text  # this data dir joined no team
+        assert "joined no team" in no_team.json()["error"]["message"]
         done = http.post(f"/v1/promotions/{pid}/promote", json={"title": "Lists page by offset"})
         assert done.status_code == 200, done.text
         new_slug = done.json()["promoted_slug"]
