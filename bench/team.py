@@ -71,7 +71,8 @@ def agent(
         while time.monotonic() < end:
             title = f"Agent {number} note {i}: {asks[i % len(asks)]}"
             try:
-                note = {"type": "fact", "title": title, "body": body(rng), "scope": PROJECT}
+                text = f"{body(rng)} ({number}-{i})"  # unique: the corpus repeats bodies
+                note = {"type": "fact", "title": title, "body": text, "scope": PROJECT}
                 answer = client.post("/v1/memories", json=note)
                 if answer.status_code == 201:
                     made.append(title)

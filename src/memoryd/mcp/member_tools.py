@@ -1,6 +1,7 @@
 """A developer daemon in a team: its own MCP tools (`/mcp`) in a shared project reach the team
 as its HTTP routes do. `recall` merges the team's hits with the developer's by score, each
-saying where it came from; `remember` records in the team (queued while the server is away).
+saying where it came from; `remember` records in the team (queued while the server is away);
+`get_memory` of a slug this daemon does not hold asks the team (a team hit's).
 The daemon hands `create_server` a `TeamCalls` (`team_member.forward.TeamTools`)."""
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class TeamCalls(Protocol):
 
     def record(self, project: str, memory: dict[str, Any]) -> dict[str, Any]:
         """Record `memory` in the team: the team's answer."""
+        ...
+
+    def get(self, slug: str) -> dict[str, Any] | None:
+        """The team's memory `slug` (None: the team holds none the user may read)."""
         ...
 
 
@@ -65,3 +70,15 @@ def team_remember(
     meta = answer["meta"]
     return {"slug": meta["slug"], "type": memory["type"], "team": project,
             "queued": bool(answer.get("queued"))}  # fmt: skip
+
+
+def team_get(team: TeamCalls, slug: str) -> dict[str, Any]:
+    """The get_memory tool's answer for a slug only the team holds."""
+    try:
+        found = team.get(slug)
+    except MemorydError as exc:
+        raise _tool_error(exc) from exc
+    if found is None:
+        raise ToolError(f"no memory {slug!r} here or in the team (hint: recall to find one)")
+    return {"slug": slug, "meta": found["meta"], "body": found["body"], "source": "team",
+            "recorded_by": found.get("recorded_by")}  # fmt: skip

@@ -20,10 +20,10 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from memoryd import __version__
-from memoryd.errors import MemorydError
+from memoryd.errors import MemorydError, NotFound
 from memoryd.interop import mcp_memory
 from memoryd.mcp.governance_tools import add_governance_tools
-from memoryd.mcp.member_tools import TeamCalls, team_recall, team_remember
+from memoryd.mcp.member_tools import TeamCalls, team_get, team_recall, team_remember
 from memoryd.mcp.params import (
     DeletionItem,
     EntityItem,
@@ -254,12 +254,20 @@ def create_server(  # noqa: C901 - one closure per tool
         """The full memory with this slug (from `recall` or `entity_context`): frontmatter
         (type, title, tags, triggers, supersedes, dates, decay state) and the markdown body."""
 
-        def run() -> dict[str, Any]:
-            memory = svc.get(slug)
+        def run() -> dict[str, Any] | None:
+            try:
+                memory = svc.get(slug)
+            except NotFound:
+                if team is None:
+                    raise
+                return None  # a team hit's slug: asked of the team below, off the read gate
             meta = memory.meta.model_dump(mode="json", exclude_none=True)
             return {"slug": slug, "meta": meta, "body": memory.body}
 
         found = call(run)
+        if found is None:
+            assert team is not None  # without a team, run raised the NotFound
+            return team_get(team, slug)
         counts = getattr(svc, "count_read", None)  # the daemon's client counts in the route
         if counts is not None and not getattr(svc, "read_only", True):
             write(lambda: counts(slug))  # a get is a recall: it revives a decayed memory

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 import anyio.from_thread
 
@@ -117,6 +117,8 @@ ROUTES = {
 PROMOTE = re.compile(r"^/v1/promotions/\d+/promote$")
 """The Review queue's approval: with `"team": true`, the promoted memory is shared too."""
 SCOPE_PATH = SCOPE_PATH_HEADER.lower().encode("ascii")
+ONE_MEMORY = re.compile(r"^/v1/memories/[^/]+$")
+"""A get: a slug this daemon does not hold is asked of the team (a team hit's)."""
 
 
 def _key_or_none(path: str) -> str | None:
@@ -149,16 +151,17 @@ class Forwarder:
         await self.link.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        promoting = scope["type"] == "http" and scope["method"] == "POST"
-        promoting = promoting and PROMOTE.match(scope["path"]) is not None
-        if not promoting and (
-            scope["type"] != "http" or (scope["method"], scope["path"]) not in ROUTES
-        ):
+        http, method, path = scope["type"] == "http", scope.get("method"), scope.get("path", "")
+        promoting = http and method == "POST" and PROMOTE.match(path) is not None
+        getting = http and method == "GET" and ONE_MEMORY.match(path) is not None
+        if not (promoting or getting or (http and (method, path) in ROUTES)):
             await self.app(scope, receive, send)
             return
         try:
             if promoting:
                 status, headers, answer = await self._promote(scope, receive)
+            elif getting:
+                status, headers, answer = await self._get(scope, path.rsplit("/", 1)[1])
             else:
                 status, headers, answer = await self._handle(scope, receive)
         except MemorydError as exc:
@@ -290,6 +293,24 @@ class Forwarder:
         merged = [item for _, item in ranked[:limit]]
         return 200, JSON, json.dumps({"items": merged}).encode("utf-8")
 
+    async def _get(self, scope: Scope, slug: str) -> Answer:
+        status, headers, answer = await call(self.app, scope, replay(None))
+        if status != 404 or (found := await self.team_memory(slug)) is None:
+            return status, headers, answer
+        return 200, JSON, json.dumps(found).encode("utf-8")
+
+    async def team_memory(self, slug: str) -> dict[str, Any] | None:
+        """The team's memory `slug`, marked `source: team` (None: none the user may read, or
+        the server is away)."""
+        try:
+            answer = await self.link.request("GET", f"/v1/memories/{quote(slug, safe='')}")
+        except TeamUnreachable:
+            return None
+        if answer.status_code != 200:
+            return None
+        found: dict[str, Any] = answer.json()
+        return {**found, "source": "team"}
+
     async def _promote(self, scope: Scope, receive: Receive) -> Answer:
         """The Review queue's approval: the app promotes (the memory is personal); with
         `"team": true` it is then shared with its supersedes chain, as `memoryd share` does,
@@ -344,6 +365,9 @@ class TeamTools:
     ) -> tuple[list[dict[str, Any]], str]:
         team, note = anyio.from_thread.run(self.forwarder.team_hits, project, query, k)
         return merge(mine, team, k), note
+
+    def get(self, slug: str) -> dict[str, Any] | None:
+        return anyio.from_thread.run(self.forwarder.team_memory, slug)
 
     def record(self, project: str, memory: dict[str, Any]) -> dict[str, Any]:
         status, _, answer = anyio.from_thread.run(self.forwarder.record, project, memory)

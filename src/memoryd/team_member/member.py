@@ -14,6 +14,7 @@ to the team server as well as, or instead of, the local stores:
 - inject (`POST /v1/recall/context`) adds the team's current hits for the prompt to the
   personal items, in score order, each team item naming its author;
 - the daemon's own MCP tools (`/mcp`) recall and remember the same way;
+- a get (`GET /v1/memories/SLUG`, MCP `get_memory`) of a slug it does not hold asks the team;
 - a Review-queue approval with `"team": true` promotes, then shares the memory with its chain.
 
 A request that names its scope by hash says its root path beside it (`X-Memoryd-Scope-Path`),
