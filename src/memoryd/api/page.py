@@ -374,9 +374,10 @@ _SHARED = (
 
 def _entity_graph(api: Backend, centre: EntityRow, depth: int, cap: int) -> EntityGraph:
     """Each hop asks the graph for only the strongest neighbours that still fit (`LIMIT`),
-    plus `NAMED_LEFT_OUT` more to name what the cap left out; how many it left out is the
-    number of distinct entities reached less those drawn (one column of ids, counted here:
-    neither engine counts a union of two patterns in one statement)."""
+    plus `NAMED_LEFT_OUT` more to name what the cap left out (a hop where nothing fits is
+    asked only while fewer are named); how many it left out is the number of distinct
+    entities reached less those drawn (one column of ids, counted here: neither engine counts
+    a union of two patterns in one statement)."""
     graph = api.service.graph
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
@@ -385,6 +386,8 @@ def _entity_graph(api: Backend, centre: EntityRow, depth: int, cap: int) -> Enti
         if not frontier:
             break
         room = cap - len(hops)
+        if not room and len(left) >= NAMED_LEFT_OUT:
+            break  # nothing more fits, and enough are named: only the count below is left
         kept: list[str] = []
         for other, weight in _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT):
             if len(kept) < room:
