@@ -47,9 +47,10 @@ MAX_NODES = 200
 NAMED_LEFT_OUT = 20
 """Entities the cap left out that the page names (the strongest)."""
 EDGES_PER_NODE = 2
-"""Pairs of entities linked on the page, at most, per entity drawn: a hub's neighbours are
-often all co-mentioned with each other (37 entities at 10k memories held 2,490 edges, which
-took the browser seconds to lay out and draw; bench/RESULTS.md)."""
+"""Lines the page draws, at most, per entity drawn (a co-mention is one, the relations one
+way one arrow), beyond each entity's link to the hop before: a hub's neighbours are often
+all co-mentioned and related with each other (37 entities at 10k memories held 2,490 edges,
+which took the browser seconds to lay out and draw; bench/RESULTS.md)."""
 REACH_ROWS = 200_000
 """Entities read, at most, to count what the cap left out."""
 PAIR_ROWS = MAX_NODES * MAX_NODES * 4
@@ -327,7 +328,7 @@ class EntityGraph(BaseModel):
     (two entities named by one memory that is not forgotten), at most `cap` of them: each hop
     ranks its neighbours relations first (asserted by the most memories first), then by
     memories shared, and keeps the strongest. Between the entities drawn, the links to the
-    hop before and then the strongest others, at most `EDGES_PER_NODE` pairs per entity."""
+    hop before and then the strongest others, at most `EDGES_PER_NODE` lines per entity."""
 
     centre: EntityRow
     depth: int
@@ -458,10 +459,10 @@ def _edges(
     graph: GraphStore, hops: dict[str, tuple[int, float]], cap: int
 ) -> tuple[list[GraphEdge], int]:
     """The edges between the entities drawn, by pair: first each entity's strongest link to
-    the hop before (so everything drawn hangs together), then the strongest other pairs, at
-    most `EDGES_PER_NODE` pairs per entity; and how many edges that left out. A pair's
-    strength is the memories behind it (mentioning both, or asserting a relation), a
-    relation breaking a tie."""
+    the hop before (so everything drawn hangs together), then the strongest other pairs while
+    the lines the page draws stay within `EDGES_PER_NODE` per entity; and how many edges that
+    left out. A pair's strength is the memories behind it (mentioning both, or asserting a
+    relation), a relation breaking a tie."""
     ids = list(hops)
     relations = graph.cypher(
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
@@ -516,14 +517,22 @@ def _edges(
         if far is not None and far not in linked:
             linked.add(far)
             chosen[pair] = None
-    budget = max(EDGES_PER_NODE * len(hops), len(chosen))
+    lines = {pair: _lines(pairs[pair]) for pair in pairs}
+    room = EDGES_PER_NODE * len(hops) - sum(lines[pair] for pair in chosen)
     for pair in ranked:
-        if len(chosen) >= budget:
-            break
-        chosen.setdefault(pair, None)
+        if pair not in chosen and lines[pair] <= room:
+            chosen[pair] = None
+            room -= lines[pair]
     edges = [edge for pair in sorted(chosen) for edge in pairs[pair]]
     total = len(relations) + len(shared)
     return edges, total - len(edges)
+
+
+def _lines(edges: list[GraphEdge]) -> int:
+    """The lines the page draws for a pair's edges: the co-mention, and one arrow per
+    direction (its predicates as one label)."""
+    arrows = {(e.source, e.target) for e in edges if e.kind == "relation"}
+    return len(arrows) + sum(e.kind == "co_mention" for e in edges)
 
 
 def _nodes(api: Backend, hops: dict[str, tuple[int, float]]) -> list[GraphNode]:

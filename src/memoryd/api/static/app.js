@@ -17,7 +17,7 @@
  * The entity view draws `/v1/page/graph`: relations as solid arrows, co-mentions (two entities
  * named by one memory) as dashed lines whose width grows with the memories they share, with a
  * depth and a cap; the note under the controls says what the cap left out, entities and the
- * weaker links between those drawn (the server sends at most a few pairs per entity). Past
+ * weaker links between those drawn (the server sends at most a few lines per entity). Past
  * LABELLED_ARROWS arrows, an arrow's predicates show when the pointer is on it or its node.
  *
  * The memory panel renders the body as markdown with the memory's entities as links, and edits
