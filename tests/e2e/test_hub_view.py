@@ -13,7 +13,7 @@ import httpx
 import pytest
 from selenium import webdriver
 
-from memoryd.api.page import EDGES_PER_NODE
+from memoryd.api.page_graph import EDGES_PER_NODE
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, free_port, running, uds_client
 from tests.e2e.test_graph_page import (  # noqa: F401  (the browser fixture)
