@@ -168,3 +168,16 @@ def test_the_page_draws_a_hub_under_the_cap(
     assert answer["edges_left_out"] > 0
     assert "7 more left out by the cap of 20: Lib19, Lib20" in drawn["note"]
     assert f"{answer['edges_left_out']} weaker links between them not drawn" in drawn["note"]
+
+    # one arrow: labelled; past LABELLED_ARROWS an arrow's label shows under the pointer only
+    hover = browser.execute_script(
+        "const g = window.memorydGraph; const arrow = g.edges('.relation');"
+        " const all = [g.scratch('labelAll'), arrow.hasClass('labelled')];"
+        " g.scratch('labelAll', false); arrow.removeClass('labelled');"
+        " g.getElementById(arguments[0]).emit('mouseover'); const on = arrow.hasClass('labelled');"
+        " g.getElementById(arguments[0]).emit('mouseout'); const off = arrow.hasClass('labelled');"
+        " arrow.emit('mouseover'); const self = arrow.hasClass('labelled');"
+        " return [...all, on, off, self];",
+        lib(RELATED),
+    )
+    assert hover == [True, True, True, False, True]
