@@ -20,9 +20,10 @@ NAMED_LEFT_OUT = 20
 """Entities the cap left out that the page names (the strongest)."""
 EDGES_PER_NODE = 2
 """Lines the page draws, at most, per entity drawn (a co-mention is one, the relations one
-way one arrow), beyond each entity's link to the hop before: a hub's neighbours are often
-all co-mentioned and related with each other (37 entities at 10k memories held 2,490 edges,
-which took the browser seconds to lay out and draw; bench/RESULTS.md)."""
+way one arrow), unless each entity's link to the hop before, always drawn, takes more: a
+hub's neighbours are often all co-mentioned and related with each other (37 entities at 10k
+memories held 2,490 edges, which took the browser seconds to lay out and draw;
+bench/RESULTS.md)."""
 REACH_ROWS = 200_000
 """Entities read, at most, to count what the cap left out."""
 PAIR_ROWS = MAX_NODES * MAX_NODES * 4
@@ -118,7 +119,7 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
     left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
-    edges, edges_left_out = _edges(graph, hops, cap)
+    edges, edges_left_out = _edges(graph, hops)
     return EntityGraph(
         centre=centre,
         depth=depth,
@@ -171,9 +172,7 @@ def _reached(graph: GraphStore, ids: list[str]) -> tuple[set[str], bool]:
     return found, truncated
 
 
-def _edges(
-    graph: GraphStore, hops: dict[str, tuple[int, float]], cap: int
-) -> tuple[list[GraphEdge], int]:
+def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[GraphEdge], int]:
     """The edges between the entities drawn, by pair: first each entity's strongest link to
     the hop before (so everything drawn hangs together), then the strongest other pairs while
     the lines the page draws stay within `EDGES_PER_NODE` per entity; and how many edges that
