@@ -1,20 +1,26 @@
 """The graph page's own routes on a big vault (issue 29): how long the home list, its filters,
 a search, the projects, an entity's drawn neighbourhood and a memory's history take.
 
-The vault: `--n` memories of bench/_corpus.py in 20 projects (seven minutes apart), indexed
-with memoryd's spaCy rules so their MENTIONS edges (the co-mentions) are real. The routes run
-in process over HTTP (`create_app` behind `LocalOnly`, fastapi's TestClient), so a timing is
-the route's own work plus the ASGI round trip, without a socket. Each timing is the median
-and max of `--runs` calls.
+The vault: `--n` memories of bench/_corpus.py (37 tools) in 20 projects (seven minutes
+apart), indexed with memoryd's spaCy rules so their MENTIONS edges (the co-mentions) are
+real. The routes run in process over HTTP (`create_app` behind `LocalOnly`, fastapi's
+TestClient), so a timing is the route's own work plus the ASGI round trip, without a socket.
+Each timing is the median and max of `--runs` calls.
 
 With `--browser`, the page itself in headless Debian chromium against `memoryd serve` on
 127.0.0.1 over the same data dir: a page load until the home list shows, a search typed in
-the box until the home list shows its hits, and a shared entity link (a page load with
-`#entity=…&depth=2&cap=40`) until the graph is drawn. `--home DIR` keeps the built data dir
-(a later run with the same `--n` reuses it: the ingest is most of a run's time).
+the box until the home list shows its hits, a shared entity link (a page load with
+`#entity=…&depth=2&cap=40`) until the graph is drawn, and the hub's entity view again in the
+loaded page split in two: its two calls (`entity_view_graph_fetch` the graph route alone,
+`entity_view_both_fetched` until both answered) and the draw (layout and first paint).
+`--home DIR` keeps the built data dir (a later run with the same `--n` and `--wide` reuses
+it: the ingest is most of a run's time).
+
+`--wide ENTITIES` builds the vault from graph facts instead (`wide_facts`): a long tail of
+entities and a hub named by a third of the memories, whose neighbours number thousands.
 
     .venv/bin/python bench/page.py [--n 10000] [--runs 9] [--browser] [--home DIR]
-        [--json bench/results/page.json]
+        [--wide ENTITIES] [--json bench/results/page.json]
 """
 
 from __future__ import annotations
@@ -36,7 +42,72 @@ sys.path.insert(0, str(Path(__file__).parent))
 CHUNK = 2000
 
 
-def measure(n: int, runs: int, root: Path, browser: bool) -> dict[str, Any]:
+def wide_facts(n: int, entities: int, root: Path, start_at: int) -> list[Any]:
+    """Graph-fact memories `start_at` … `start_at + n - 1` over `entities` entities drawn
+    Zipf-like (weight 1/rank), the first a hub named by about a third of them: a long tail of
+    neighbours, as a vault of many projects has, where the corpus of `drafts` names 37 tools.
+    Each memory names 2-5 entities and relates its first two with a probability of a half."""
+    import random
+    from datetime import UTC, datetime, timedelta
+    from itertools import accumulate
+
+    from memoryd.models import GraphFact, MemoryDraft, MemoryType, Predicate, RelationRef
+
+    rng = random.Random(start_at * 7919 + entities)
+    kinds = ["tool", "library", "concept", "project", "person", "organization"]
+    names = ["entity:tool:PostgreSQL"] + [
+        f"entity:{kinds[i % len(kinds)]}:{_word(i)}" for i in range(1, entities)
+    ]
+    weights = list(accumulate(1.0 / (r + 1) for r in range(1, entities)))
+    predicates = [Predicate.USES, Predicate.RUNS_ON, Predicate.PREFERS, Predicate.CONFLICTS_WITH]
+    dirs = [root / f"project-{i:02d}" for i in range(20)]
+    for path in dirs:
+        path.mkdir(parents=True, exist_ok=True)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    out = []
+    for i in range(start_at, start_at + n):
+        named = [names[0]] if rng.random() < 0.33 else []
+        while len(named) < rng.randint(2, 5):
+            other = names[1 + _bisect(weights, rng.random() * weights[-1])]
+            if other not in named:
+                named.append(other)
+        relations = []
+        if rng.random() < 0.5:
+            relations.append(
+                RelationRef(subject=named[0], predicate=rng.choice(predicates), object=named[1])
+            )
+        title = f"{named[0].rsplit(':', 1)[1]} and {named[1].rsplit(':', 1)[1]} ({i})"
+        draft = MemoryDraft(
+            type=rng.choice([MemoryType.FACT, MemoryType.DECISION, MemoryType.WARNING]),
+            title=title,
+            body=f"{title}: noted while working on project {i % 20}.",
+            scope_path=dirs[i % 20],
+            created_at=start + timedelta(minutes=7 * i),
+            source="bench",
+        )
+        out.append(GraphFact(draft=draft, entity_ids=named, relations=relations))
+    return out
+
+
+def _word(i: int) -> str:
+    """A name for entity number `i`: syllables, so names look like names (`kavomi`)."""
+    syllables = "ka vo mi re tu la si no pe dra xen qui"
+    parts = syllables.split()
+    word = ""
+    while True:
+        word += parts[i % len(parts)]
+        i //= len(parts)
+        if not i:
+            return word.capitalize()
+
+
+def _bisect(cumulative: list[float], x: float) -> int:
+    import bisect
+
+    return bisect.bisect_left(cumulative, x)
+
+
+def measure(n: int, runs: int, root: Path, browser: bool, wide: int = 0) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
     from _corpus import drafts
@@ -47,17 +118,22 @@ def measure(n: int, runs: int, root: Path, browser: bool) -> dict[str, Any]:
     from memoryd.wiring import open_service
 
     settings = load_settings(root / "home", graph={"buffer_pool_mb": 512})
-    rows: dict[str, Any] = {"n": n, "runs": runs}
+    rows: dict[str, Any] = {"n": n, "runs": runs, "wide": wide}
     built = root / "built.json"
     with open_service(settings) as svc:
-        if built.is_file() and json.loads(built.read_text())["n"] == n:
-            rows["ingest_s"] = json.loads(built.read_text())["ingest_s"]
+        made = json.loads(built.read_text()) if built.is_file() else {}
+        if made.get("n") == n and made.get("wide", 0) == wide:
+            rows["ingest_s"] = made["ingest_s"]
         else:
             t0 = time.perf_counter()
             for start in range(0, n, CHUNK):
-                svc.record_many(drafts(min(CHUNK, n - start), root / "projects", start_at=start))
+                count = min(CHUNK, n - start)
+                if wide:
+                    svc.record_graph_facts_many(wide_facts(count, wide, root / "projects", start))
+                else:
+                    svc.record_many(drafts(count, root / "projects", start_at=start))
             rows["ingest_s"] = round(time.perf_counter() - t0, 1)
-            built.write_text(json.dumps({"n": n, "ingest_s": rows["ingest_s"]}))
+            built.write_text(json.dumps({"n": n, "wide": wide, "ingest_s": rows["ingest_s"]}))
         rows["mentions"] = svc.cypher("MATCH ()-[r:MENTIONS]->() RETURN count(r)").rows[0][0]
         runner = ServiceRunner()
         try:
@@ -151,6 +227,7 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
         driver.set_script_timeout(120)
         url = f"http://127.0.0.1:{port}/"
         found: dict[str, list[float]] = {"page_load": [], "search": [], "entity_link": []}
+        split: dict[str, list[float]] = {"graph_fetch": [], "both_fetched": [], "draw": []}
         for _ in range(runs + 1):  # the first run warms the daemon and the browser's cache
             driver.get("about:blank")
             t = time.perf_counter()
@@ -163,6 +240,11 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
             driver.get(f"{url}#token={token}&entity={entity}&depth=2&cap=40")
             _until(driver, GRAPH_DRAWN_JS, entity)
             found["entity_link"].append(time.perf_counter() - t)
+            view = driver.execute_async_script(ENTITY_VIEW_JS, entity)
+            if "error" in view:
+                raise RuntimeError(f"the entity view failed: {view['error']}")
+            for name in split:
+                split[name].append(view[name])
         timings: dict[str, Any] = {}
         for name, samples in found.items():
             kept = samples[1:]
@@ -172,6 +254,13 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
                 "max_ms": round(scale * max(kept), 1),
             }
             print(f"browser {name}: {timings[name]}", flush=True)
+        for name, samples in split.items():  # timed in the page, in ms
+            kept = samples[1:]
+            timings[f"entity_view_{name}"] = {
+                "median_ms": round(statistics.median(kept), 1),
+                "max_ms": round(max(kept), 1),
+            }
+            print(f"browser entity_view_{name}: {timings[f'entity_view_{name}']}", flush=True)
         timings["nodes"] = driver.execute_script("return window.memorydGraph.nodes().length")
         timings["edges_drawn"] = driver.execute_script("return window.memorydGraph.edges().length")
         return timings
@@ -194,6 +283,24 @@ document.getElementById("search-form").requestSubmit();
 const poll = () => summary.textContent.includes("hits")
   ? done(performance.now() - started) : setTimeout(poll, 2);
 poll();
+"""
+
+ENTITY_VIEW_JS = """
+const [entity, done] = arguments;
+document.getElementById("graph-depth").value = "2";
+document.getElementById("graph-cap").value = "40";
+performance.clearResourceTimings();
+const started = performance.now();
+const painted = () => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+window.memorydPage.centre(entity).then(painted).then(() => {
+  const total = performance.now() - started;
+  const calls = performance.getEntriesByType("resource")
+    .filter((e) => e.name.includes("/v1/page/graph") || e.name.includes("/context"));
+  const graph = calls.find((e) => e.name.includes("/v1/page/graph"));
+  const fetched = Math.max(...calls.map((e) => e.responseEnd)) - started;
+  done({graph_fetch: graph.responseEnd - graph.startTime, both_fetched: fetched,
+        draw: total - fetched});
+}).catch((e) => done({error: String(e)}));
 """
 
 GRAPH_DRAWN_JS = """
@@ -254,13 +361,21 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--browser", action="store_true", help="time the page in chromium")
     parser.add_argument("--home", type=Path, help="keep (and reuse) the built data dir here")
+    parser.add_argument(
+        "--wide",
+        type=int,
+        default=0,
+        metavar="ENTITIES",
+        help="build the vault from graph facts over this many entities (a long tail; a hub"
+        " named by a third of the memories) instead of the 37-tool corpus",
+    )
     args = parser.parse_args()
     if args.home is not None:
         args.home.mkdir(parents=True, exist_ok=True)
-        rows = measure(args.n, args.runs, args.home, args.browser)
+        rows = measure(args.n, args.runs, args.home, args.browser, args.wide)
     else:
         with tempfile.TemporaryDirectory(prefix="memoryd-bench-page-") as tmp:
-            rows = measure(args.n, args.runs, Path(tmp), args.browser)
+            rows = measure(args.n, args.runs, Path(tmp), args.browser, args.wide)
     print(json.dumps(rows, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,10 @@ from typing import Annotated, Literal
 import anyio
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from memoryd.api.page_graph import MAX_NODES as MAX_NODES  # the team server's page route
+from memoryd.api.page_graph import EntityGraph, neighbourhood
 from memoryd.api.routes import ERRORS, Api, Backend, ScopeQuery, Slug, scope_param
 from memoryd.governance.decay import decay_moves
 from memoryd.graph.store import EntityRow
@@ -43,9 +45,6 @@ router = APIRouter(
 SEARCH_WINDOW = 500
 """Full-text hits fetched before the page's state and date filters apply (the list says when
 it reached this many)."""
-GRAPH_ROWS = 5000
-"""Rows read per hop of an entity's neighbourhood (the strongest first)."""
-MAX_NODES = 200
 FEED_POLL_S = 0.5
 FEED_STREAM_S = 60.0
 """A feed stream ends after this long and the page reconnects (from the last id it saw)."""
@@ -289,48 +288,7 @@ async def _search(
     )
 
 
-# -- an entity's neighbourhood, drawn ----------------------------------------------------
-class GraphNode(BaseModel):
-    id: str
-    name: str
-    type: str
-    mention_count: int = 0
-    hop: int
-    """Hops from the centre (0: the centre)."""
-    weight: float = 0.0
-    """Why it was kept: a relation's confidence, or the memories it shares with the hop
-    before (the ranking that decided which neighbours fit under the cap)."""
-
-
-class GraphEdge(BaseModel):
-    source: str
-    target: str
-    kind: Literal["relation", "co_mention"]
-    label: str
-    """The predicate, or `co-mentioned N×`."""
-    count: int = 1
-    """How many memories assert the relation, or mention both entities."""
-    confidence: float = 1.0
-
-
-class EntityGraph(BaseModel):
-    """The entities within `depth` hops of `centre` over current relations and co-mentions
-    (two entities named by one memory that is not forgotten), at most `cap` of them: each hop
-    ranks its neighbours relations first, then by memories shared, and keeps the strongest."""
-
-    centre: EntityRow
-    depth: int
-    cap: int
-    nodes: list[GraphNode]
-    edges: list[GraphEdge]
-    left_out: int = 0
-    """Entities reached but not drawn because the cap was met."""
-    left_out_names: list[str] = Field(default_factory=list)
-    """The strongest of them, at most 20."""
-    truncated: bool = False
-    """A hop had more neighbours than the graph read (`GRAPH_ROWS`)."""
-
-
+# -- an entity's neighbourhood, drawn (`api.page_graph`) -----------------------------------
 @router.get("/page/graph")
 async def entity_graph(
     api: Api,
@@ -345,117 +303,9 @@ async def entity_graph(
 
 
 def _entity_graph(api: Backend, centre: EntityRow, depth: int, cap: int) -> EntityGraph:
-    graph = api.service.graph
-    hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
-    left: dict[str, float] = {}
-    truncated = False
-    frontier = [centre.id]
-    for hop in range(1, depth + 1):
-        if not frontier:
-            break
-        related = graph.cypher(
-            "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids AND a.id <> b.id"
-            " AND r.superseded_at IS NULL RETURN b.id, max(r.confidence) AS c"
-            " ORDER BY c DESC, b.id",
-            {"ids": frontier},
-            limit=GRAPH_ROWS,
-        )
-        shared = graph.cypher(
-            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-            " WHERE a.id IN $ids AND a.id <> b.id AND m.decay_state <> 'forgotten'"
-            " RETURN b.id, count(DISTINCT m) AS n ORDER BY n DESC, b.id",
-            {"ids": frontier},
-            limit=GRAPH_ROWS,
-        )
-        truncated = truncated or related.truncated or shared.truncated
-        # Relations rank first (a stated fact), weighted above any count of shared memories.
-        ranked: dict[str, float] = {}
-        for other, confidence in related.rows:
-            ranked.setdefault(other, 1e9 + float(confidence or 0.0))
-        for other, count in shared.rows:
-            ranked.setdefault(other, float(count))
-        frontier = []
-        for other, weight in sorted(ranked.items(), key=lambda kv: (-kv[1], kv[0])):
-            if other in hops:
-                continue
-            if len(hops) < cap:
-                hops[other] = (hop, weight)
-                frontier.append(other)
-            else:
-                left[other] = max(left.get(other, 0.0), weight)
-    ids = list(hops)
-    nodes = _nodes(api, hops)
-    edges = [
-        GraphEdge(
-            source=src,
-            target=dst,
-            kind="relation",
-            label=predicate,
-            count=int(n),
-            confidence=float(confidence or 0.0),
-        )
-        for src, predicate, dst, n, confidence in graph.cypher(
-            "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
-            " AND a.id <> b.id AND r.superseded_at IS NULL"
-            " RETURN a.id, r.predicate, b.id, count(r), max(r.confidence)"
-            " ORDER BY a.id, r.predicate, b.id",
-            {"ids": ids},
-            limit=10_000,
-        ).rows
-    ]
-    edges += [
-        GraphEdge(
-            source=src,
-            target=dst,
-            kind="co_mention",
-            label=f"co-mentioned {int(n)}×",
-            count=int(n),
-        )
-        for src, dst, n in graph.cypher(
-            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-            " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
-            " AND m.decay_state <> 'forgotten'"
-            " RETURN a.id, b.id, count(DISTINCT m) ORDER BY a.id, b.id",
-            {"ids": ids},
-            limit=10_000,
-        ).rows
-    ]
-    strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
-    names = {n.id: n.name for n in _nodes(api, {i: (0, w) for i, w in strongest})}
-    return EntityGraph(
-        centre=centre,
-        depth=depth,
-        cap=cap,
-        nodes=nodes,
-        edges=edges,
-        left_out=len(left),
-        left_out_names=[names.get(i, i) for i, _ in strongest],
-        truncated=truncated,
-    )
-
-
-def _nodes(api: Backend, hops: dict[str, tuple[int, float]]) -> list[GraphNode]:
-    if not hops:
-        return []
-    rows = api.service.graph.cypher(
-        "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.type, e.mention_count",
-        {"ids": list(hops)},
-        limit=MAX_NODES + 20,
-    ).rows
-    return sorted(
-        (
-            GraphNode(
-                id=eid,
-                name=name or eid,
-                type=etype or "",
-                mention_count=int(mentions or 0),
-                hop=hops[eid][0],
-                weight=hops[eid][1],
-            )
-            for eid, name, etype, mentions in rows
-        ),
-        key=lambda n: (n.hop, -n.weight, n.id),
-    )
+    """`neighbourhood` in the backend's graph (the team server's page route calls this with
+    a backend over its cut of the graph)."""
+    return neighbourhood(api.service.graph, centre, depth, cap)
 
 
 # -- a memory's history -----------------------------------------------------------------

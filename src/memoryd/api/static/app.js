@@ -16,7 +16,9 @@
  *
  * The entity view draws `/v1/page/graph`: relations as solid arrows, co-mentions (two entities
  * named by one memory) as dashed lines whose width grows with the memories they share, with a
- * depth and a cap; the note under the controls says what the cap left out.
+ * depth and a cap; the note under the controls says what the cap left out, entities and the
+ * weaker links between those drawn (the server sends at most a few lines per entity). Past
+ * LABELLED_ARROWS arrows, an arrow's predicates show when the pointer is on it or its node.
  *
  * The memory panel renders the body as markdown with the memory's entities as links, and edits
  * it through the API every client uses, as actor `page` (so the audit log says who): PATCH
@@ -38,6 +40,7 @@
   const TOKEN_KEY = "memoryd.token";
   const SEARCH_DELAY_MS = 250;
   const FIT_MAX_ZOOM = 1.3;
+  const LABELLED_ARROWS = 40; // more arrows than this: labels on hover only (see draw)
   const TYPE_COLOURS = {
     person: "#d97706",
     library: "#2f6fde",
@@ -258,6 +261,11 @@
   function draw(hood) {
     const graph = ensureGraph();
     const most = Math.max(1, ...hood.edges.filter((e) => e.kind === "co_mention").map((e) => e.count));
+    const edges = mergeRelations(hood.edges);
+    const arrows = edges.filter((e) => e.kind === "relation").length;
+    // Labels on every arrow only when there are few: each is text drawn along a curve, and a
+    // hub's view has hundreds. Otherwise a node or an edge under the pointer shows its own.
+    graph.scratch("labelAll", arrows <= LABELLED_ARROWS);
     graph.batch(() => {
       graph.elements().remove();
       graph.add([
@@ -266,7 +274,7 @@
           data: { id: n.id, label: n.name, type: n.type, hop: n.hop, mentions: n.mention_count },
           classes: n.id === hood.centre.id ? "centre" : "",
         })),
-        ...mergeRelations(hood.edges).map((e, i) => ({
+        ...edges.map((e, i) => ({
           group: "edges",
           data: {
             id: "e" + i,
@@ -278,7 +286,8 @@
             count: e.count,
             width: e.kind === "co_mention" ? 1 + (4 * e.count) / most : 1.8,
           },
-          classes: e.kind === "co_mention" ? "co-mention" : "relation",
+          classes:
+            e.kind === "co_mention" ? "co-mention" : "relation" + (arrows <= LABELLED_ARROWS ? " labelled" : ""),
         })),
       ]);
     });
@@ -302,11 +311,21 @@
       note += ` · ${hood.left_out} more left out by the cap of ${hood.cap}: ${hood.left_out_names.join(", ")}` +
         (hood.left_out > hood.left_out_names.length ? ", …" : "");
     }
-    if (hood.truncated) note += " · the busiest hop was cut short";
+    if (hood.edges_left_out) note += ` · ${hood.edges_left_out} weaker links between them not drawn`;
+    if (hood.truncated) note += " · more were reached than counted";
     $("graph-note").textContent = note;
     $("graph-note").classList.toggle("capped", hood.left_out > 0);
     $("graph-note").dataset.leftOut = String(hood.left_out);
+    $("graph-note").dataset.edgesLeftOut = String(hood.edges_left_out || 0);
     $("graph").dataset.centre = hood.centre.id;
+  }
+
+  /** Label the arrows at a node or edge under the pointer (when not all are labelled). */
+  function pointAt(target, on) {
+    if (!cy || cy.scratch("labelAll")) return;
+    const edges = target.isNode() ? target.connectedEdges(".relation") : target.filter(".relation");
+    if (on) edges.addClass("labelled");
+    else edges.removeClass("labelled");
   }
 
   function cssVar(name) {
@@ -344,7 +363,6 @@
       {
         selector: "edge",
         style: {
-          label: "data(label)",
           width: "data(width)",
           "curve-style": "bezier",
           "font-size": 10,
@@ -361,6 +379,10 @@
           "target-arrow-color": cssVar("--relation"),
           "target-arrow-shape": "triangle",
         },
+      },
+      {
+        selector: "edge.labelled",
+        style: { label: "data(label)" },
       },
       {
         selector: "edge.co-mention",
@@ -387,6 +409,8 @@
       cy.resize();
       fitView();
     }).observe($("graph"));
+    cy.on("mouseover", "node, edge", (event) => pointAt(event.target, true));
+    cy.on("mouseout", "node, edge", (event) => pointAt(event.target, false));
     cy.on("tap", "node", (event) => {
       const id = event.target.id();
       if (id !== centred) centre(id).catch(showError);
