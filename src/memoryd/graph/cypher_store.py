@@ -36,6 +36,37 @@ def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = 
         conn.execute(keyed, row if isinstance(row, Mapping) else {"slug": row})
 
 
+def _mention_deltas(
+    removed: Mapping[str, list[tuple[Any, Any]]], added: Mapping[str, list[tuple[Any, Any]]]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """How a write moves the stats of the entities whose MENTIONS it deletes (`removed`) and
+    creates (`added`), each edge as the (created_at, scope hash) of its memory, so that they
+    stay equal to a recount (`CypherGraphStore._refresh_entity_stats`): the entities that
+    only gain edges, with what they gain (count, earliest, latest, the one scope of them all
+    or none), and those to recount, which lost an edge (their earliest or their scopes may
+    have gone with it). An entity whose edges come back the same (a rewrite of a memory) is
+    in neither; one created with no mention keeps what it is created with, a recount of none.
+    So a record reads no mention but its own: a recount of a hub entity's ~800 at 10k cost
+    8-11 ms a record."""
+    counted: dict[str, dict[str, Any]] = {}
+    recount: list[str] = []
+    for eid in sorted(set(removed) | set(added)):
+        gone, came = removed.get(eid, []), added.get(eid, [])
+        if gone:
+            if Counter(gone) != Counter(came):
+                recount.append(eid)
+            continue
+        times = [t for t, _ in came]
+        scopes = {s for _, s in came}
+        counted[eid] = {
+            "n": len(came),
+            "first": min(times),
+            "last": max(times),
+            "scope": next(iter(scopes)) if len(scopes) == 1 else None,
+        }
+    return counted, recount
+
+
 class CypherGraphStore(CypherReads):
     """Every store operation; the writes here, the reads in `CypherReads`."""
 
@@ -176,11 +207,31 @@ class CypherGraphStore(CypherReads):
                 )
                 _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             self._write_memories(conn, mems, new=new)
+            counted, recount = _mention_deltas(removed, added)
             _each(
                 conn,
                 "UNWIND $rows AS r " + _ENTITY_NEW.format(p="r."),
                 _ENTITY_NEW.format(p="$"),
-                list(entity_rows.values()),
+                [row for eid, row in entity_rows.items() if eid not in counted],
+            )
+            _each(
+                conn,
+                "UNWIND $rows AS r WITH r.id AS id, r.name AS name, r.type AS type,"
+                " CAST(r.n AS INT64) AS n, CAST(r.first AS TIMESTAMP) AS f,"
+                " CAST(r.last AS TIMESTAMP) AS l, CAST(r.scope AS STRING) AS s"
+                + _ENTITY_COUNTED.format(
+                    id="id", name="name", type="type", n="n", f="f", l="l", s="s"
+                ),
+                _ENTITY_COUNTED.format(
+                    id="$id",
+                    name="$name",
+                    type="$type",
+                    n="CAST($n AS INT64)",
+                    f="CAST($first AS TIMESTAMP)",
+                    l="CAST($last AS TIMESTAMP)",
+                    s="CAST($scope AS STRING)",
+                ),
+                [{**entity_rows[eid], **counts} for eid, counts in sorted(counted.items())],
             )
             if mentions:
                 # Not by COPY: an entity's mention count, read back from the edges in this
@@ -223,7 +274,7 @@ class CypherGraphStore(CypherReads):
             if link_memories and self._link(conn, memories, new=new):
                 self._supersede_writes += 1
             self._count_prints(conn, prints, [(m["scope_hash"], m["fingerprint"]) for m in mems])
-            self._update_entity_stats(conn, removed, added)
+            self._refresh_entity_stats(conn, recount)
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
         """Write memory nodes: created when `new`, else merged by slug."""
@@ -328,52 +379,6 @@ class CypherGraphStore(CypherReads):
         for eid, created, scope in rows:
             out.setdefault(str(eid), []).append((utc(created), scope))
         return out
-
-    def _update_entity_stats(
-        self,
-        conn: Any,
-        removed: Mapping[str, list[tuple[Any, Any]]],
-        added: Mapping[str, list[tuple[Any, Any]]],
-    ) -> None:
-        """Bring the stats of the entities a write touched up to date, equal to a recount
-        (`_refresh_entity_stats`) of their MENTIONS; `removed`/`added`: (created_at, scope
-        hash) per MENTIONS edge the write deleted and created. An entity whose edges came back
-        the same (a rewrite of a memory) keeps its stats; one that only gained edges adds them
-        to what it holds (count, earliest, latest, and its one scope while every mention
-        shares it); one that lost an edge is recounted, since its earliest or its scopes may
-        have gone with it. An entity created with no mention keeps what it was created with,
-        what a recount of none gives. So a record reads no mention but its own (a recount of
-        a hub entity's ~800 at 10k cost 8-11 ms a record)."""
-        recount: list[str] = []
-        rows: list[dict[str, Any]] = []
-        for eid in sorted(set(removed) | set(added)):
-            gone, came = removed.get(eid, []), added.get(eid, [])
-            if gone:
-                if Counter(gone) != Counter(came):
-                    recount.append(eid)
-                continue
-            times = [t for t, _ in came]
-            scopes = {s for _, s in came}
-            rows.append(
-                {
-                    "id": eid,
-                    "n": len(came),
-                    "first": min(times),
-                    "last": max(times),
-                    "scope": next(iter(scopes)) if len(scopes) == 1 else None,
-                }
-            )
-        _each(
-            conn,
-            "UNWIND $rows AS r WITH r.id AS i, CAST(r.n AS INT64) AS n,"
-            " CAST(r.first AS TIMESTAMP) AS f, CAST(r.last AS TIMESTAMP) AS l,"
-            " CAST(r.scope AS STRING) AS s MATCH (e:Entity {id: i})" + _ADD_MENTIONS,
-            "MATCH (e:Entity {id: $id}) WITH e, CAST($n AS INT64) AS n,"
-            " CAST($first AS TIMESTAMP) AS f, CAST($last AS TIMESTAMP) AS l,"
-            " CAST($scope AS STRING) AS s" + _ADD_MENTIONS,
-            rows,
-        )
-        self._refresh_entity_stats(conn, recount)
 
     def _prints_of(self, conn: Any, slugs: Sequence[str]) -> list[tuple[str, str]]:
         """(scope hash, fingerprint) of these memories as stored, for an engine that keeps
@@ -515,14 +520,18 @@ _ENTITY_NEW = (
     "MERGE (e:Entity {{id: {p}id}}) ON CREATE SET e.name = {p}name, e.type = {p}type,"
     " e.aliases = CAST([] AS STRING[]), e.mention_count = 0, e.decay_state = 'fresh'"
 )
-# Every right-hand side reads the stats as they were (mention_count is set last).
-_ADD_MENTIONS = (
-    " SET e.first_seen_at = CASE WHEN e.mention_count > 0 AND e.first_seen_at <= f"
-    " THEN e.first_seen_at ELSE f END,"
-    " e.last_seen_at = CASE WHEN e.mention_count > 0 AND e.last_seen_at >= l"
-    " THEN e.last_seen_at ELSE l END,"
-    " e.scope_hash = CASE WHEN e.mention_count = 0 OR e.scope_hash = s THEN s ELSE NULL END,"
-    " e.mention_count = e.mention_count + n"
+# An entity a write adds mentions to, created with them or given them on top of its own
+# (`_mention_deltas`); every right-hand side reads the stats as they were.
+_ENTITY_COUNTED = (
+    " MERGE (e:Entity {{id: {id}}}) ON CREATE SET e.name = {name}, e.type = {type},"
+    " e.aliases = CAST([] AS STRING[]), e.decay_state = 'fresh', e.mention_count = {n},"
+    " e.first_seen_at = {f}, e.last_seen_at = {l}, e.scope_hash = {s}"
+    " ON MATCH SET e.first_seen_at = CASE WHEN e.mention_count > 0 AND e.first_seen_at <= {f}"
+    " THEN e.first_seen_at ELSE {f} END,"
+    " e.last_seen_at = CASE WHEN e.mention_count > 0 AND e.last_seen_at >= {l}"
+    " THEN e.last_seen_at ELSE {l} END,"
+    " e.scope_hash = CASE WHEN e.mention_count = 0 OR e.scope_hash = {s} THEN {s} ELSE NULL END,"
+    " e.mention_count = e.mention_count + {n}"
 )
 _RECOUNT = (
     " OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e)"
