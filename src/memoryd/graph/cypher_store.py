@@ -112,7 +112,7 @@ class CypherGraphStore(CypherReads):
                     conn, "MATCH (:Memory {slug: $slug})-[:MENTIONS]->(e:Entity) RETURN e.id", slugs
                 )
             ]
-            prints = self._prints_of(conn, slugs)
+            self._drop_prints(conn, slugs)
             _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             edged = [
                 row[0]
@@ -135,7 +135,6 @@ class CypherGraphStore(CypherReads):
                 bare,
                 "slugs",
             )
-            self._count_prints(conn, prints, [])
             self._refresh_entity_stats(conn, touched)
 
     def _by_slug(self, conn: Any, keyed: str, slugs: Sequence[str]) -> list[list[Any]]:
@@ -384,6 +383,10 @@ class CypherGraphStore(CypherReads):
         """(scope hash, fingerprint) of these memories as stored, for an engine that keeps
         a count per fingerprint (`_count_prints`); none here."""
         return []
+
+    def _drop_prints(self, conn: Any, slugs: Sequence[str]) -> None:
+        """`_count_prints` for memories about to be deleted."""
+        self._count_prints(conn, self._prints_of(conn, slugs), [])
 
     def _count_prints(
         self, conn: Any, removed: Sequence[tuple[str, str]], added: Sequence[tuple[str, str]]
