@@ -65,6 +65,14 @@ MIGRATIONS: list[list[str]] = [
     ],
     # 4: the version of the supersede rules that made an automatic decision.
     ["ALTER TABLE SUPERSEDES ADD rules INT64"],
+    # 5: how many memories hold each (scope, body fingerprint), by key: kuzu indexes nothing
+    # but primary keys, and the duplicate check of every write scanned the memories.
+    [
+        "CREATE NODE TABLE BodyPrint(key STRING PRIMARY KEY, n INT64)",
+        "MATCH (m:Memory) WHERE m.scope_hash IS NOT NULL AND m.fingerprint IS NOT NULL"
+        " WITH concat(m.scope_hash, ':', m.fingerprint) AS k, count(*) AS n"
+        " CREATE (:BodyPrint {key: k, n: n})",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -139,29 +139,25 @@ def graph_rows(memories: Sequence[Memory]) -> GraphRows:
     entity_rows: dict[str, dict[str, Any]] = {}
     relates: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
-    def entity(eid: str, memory: Memory) -> None:
+    def entity(eid: str) -> None:
+        """An entity the batch names; its scope and dates come from its MENTIONS."""
         if eid not in entity_rows:
             etype, name = entity_parts(eid)
-            entity_rows[eid] = {
-                "id": eid,
-                "name": name,
-                "type": etype,
-                "scope_hash": memory.meta.scope_hash,
-            }
+            entity_rows[eid] = {"id": eid, "name": name, "type": etype}
 
     for memory in memories:
         slug = memory.meta.slug
         for eid in memory.meta.observations:
-            entity(eid, memory)
+            entity(eid)
             mentions[(slug, eid)] = max(mentions.get((slug, eid), 0.0), 1.0)
         for rel in memory.meta.relations:
             subject = rel.subject or slug
             s_kind = "entity" if subject.startswith("entity:") else "memory"
             o_kind = "entity" if rel.object.startswith("entity:") else "memory"
             if s_kind == "entity":
-                entity(subject, memory)
+                entity(subject)
             if o_kind == "entity":
-                entity(rel.object, memory)
+                entity(rel.object)
             if rel.predicate is Predicate.MENTIONS and subject == slug and o_kind == "entity":
                 prior = mentions.get((slug, rel.object), 0.0)
                 mentions[(slug, rel.object)] = max(prior, rel.confidence)
