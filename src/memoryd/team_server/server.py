@@ -75,6 +75,7 @@ from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
+from memoryd.team_server.admin import AdminSocket, graph_size, online_backup
 from memoryd.team_server.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,12 @@ class TeamGuard:
         self.mcp = mcp
         self.audit = audit
         self._landing = asyncio.Lock()
+
+    @property
+    def landing(self) -> asyncio.Lock:
+        """Held while a team write lands (its memory, then its author note): the backup's
+        write barrier takes it too (`team_server/admin.py`)."""
+        return self._landing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -481,6 +488,9 @@ async def _serve(
 
         await runner.write(append)
 
+    async def status() -> dict[str, Any]:
+        return {"graph": await runner.read(lambda: graph_size(service.graph))}
+
     from memoryd.mcp.team_tools import create_team_mcp
 
     guard = TeamGuard(
@@ -492,8 +502,15 @@ async def _serve(
         audit=audit,
     )
     mcp_server, guard.mcp = create_team_mcp(guard.dispatch, CALLER_KEY)
+    admin = AdminSocket(
+        counted,
+        backup=lambda out: online_backup(
+            settings.home, out, guard.landing, runner, lambda: service.graph
+        ),
+        status=status,
+    )
     servers = [
-        Server(uvicorn.Config(LocalOnly(counted), **common)),
+        Server(uvicorn.Config(LocalOnly(admin), **common)),
         Server(
             uvicorn.Config(guard, ssl_certfile=str(team.cert), ssl_keyfile=str(team.key), **common)
         ),
