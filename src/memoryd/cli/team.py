@@ -456,4 +456,5 @@ def _server_status(home: Path) -> dict[str, object]:
         return report
     size = live["graph"]
     report["graph size"] = f"{size['memories']} memories, {size['entities']} entities"
+    report["replica"] = live["replica"]
     return report

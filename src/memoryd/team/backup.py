@@ -190,10 +190,7 @@ def restore(
         table["falkordb_url"] = falkordb_url
     if graph_name is not None:
         table["graph_name"] = graph_name
-    lines = ["[team]"] + [
-        f"{key} = {value}" if isinstance(value, int) else f"{key} = {toml_string(str(value))}"
-        for key, value in table.items()
-    ]
+    lines = ["[team]"] + [f"{key} = {_toml_value(value)}" for key, value in table.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     _rehome_projects(home, old)
     for sub in (home, *(p for p in home.rglob("*") if p.is_dir())):
@@ -223,6 +220,14 @@ def check_rebuilt(home: Path, graph: Any) -> str | None:
         f"the rebuilt graph holds {now['memories']} memories, the server's graph held"
         f" {seen['memories']} (other slugs) when the backup was taken"
     )
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return toml_string(str(value))
 
 
 def _rehome_projects(home: Path, old: Path) -> None:

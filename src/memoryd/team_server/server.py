@@ -76,7 +76,8 @@ from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
 from memoryd.team_server.admin import AdminSocket, graph_size, online_backup
-from memoryd.team_server.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
+from memoryd.team_server.replica import ReplicaReads, start_replica
+from memoryd.team_server.routes import ADMIN_PREFIX, Audit, Status, admin_route, graph_route
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class TeamGuard:
         views: Views | None = None,
         mcp: Any = None,
         audit: Audit | None = None,
+        status: Status | None = None,
     ) -> None:
         self.app = app
         self.store = store
@@ -144,6 +146,7 @@ class TeamGuard:
         self.views = views
         self.mcp = mcp
         self.audit = audit
+        self.status = status
         self._landing = asyncio.Lock()
 
     @property
@@ -220,7 +223,9 @@ class TeamGuard:
         if path.startswith(ADMIN_PREFIX):
             if self.audit is None:
                 raise NotForTeam(f"{method} {path} needs the team server's audit log")
-            return await admin_route(self.store, caller, method, path, body or {}, self.audit)
+            return await admin_route(
+                self.store, caller, method, path, body or {}, self.audit, self.status
+            )
         body = body if body is not None else {}
         if method == "POST" and path == "/v1/recall":
             key = self._project(caller, [body.get("scope")], Operation.READ)
@@ -423,10 +428,14 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
     service = open_service(settings, actor="team")
     service.llm_judge_inline = False
     runner: ServiceRunner | None = None
+    reads: ReplicaReads | None = None
     sockets: list[socket.socket] = []
     listen = settings.home / LISTEN_FILE
     try:
         files.write_pid()
+        reads = start_replica(
+            settings.home, lambda: service.graph, team.replica_max_lag_s, team.replica
+        )
         runner = ServiceRunner()
         prepare(service, runner)
         sockets = [bind_unix(files.socket), bind_network(team.host, team.port)]
@@ -434,10 +443,12 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
         host, port = sockets[1].getsockname()[:2]
         listen.write_text(json.dumps({"host": host, "port": port}), encoding="utf-8")
         logger.info("memoryd team server pid %d on https://%s:%d", os.getpid(), host, port)
-        run_loop(_serve(service, runner, settings, team, store, sockets))
+        run_loop(_serve(service, runner, settings, team, store, sockets, reads))
     finally:
         for sock in sockets:
             sock.close()
+        if reads is not None:
+            reads.close()
         if runner is not None:
             runner.close()
         service.close()
@@ -453,6 +464,7 @@ async def _serve(
     team: TeamConfig,
     store: TeamStore,
     sockets: list[socket.socket],
+    reads: ReplicaReads,
 ) -> None:
     import uvicorn
 
@@ -489,7 +501,10 @@ async def _serve(
         await runner.write(append)
 
     async def status() -> dict[str, Any]:
-        return {"graph": await runner.read(lambda: graph_size(service.graph))}
+        return {
+            "graph": await runner.read(lambda: graph_size(service.graph)),
+            "replica": await asyncio.to_thread(reads.report),
+        }
 
     from memoryd.mcp.team_tools import create_team_mcp
 
@@ -498,8 +513,9 @@ async def _serve(
         store,
         Projects(settings.home / PROJECTS_DIR),
         scope_of,
-        views=Views(lambda: service.graph, settings.home / VIEWS_DIR),
+        views=Views(lambda: service.graph, settings.home / VIEWS_DIR, reads=reads),
         audit=audit,
+        status=status,
     )
     mcp_server, guard.mcp = create_team_mcp(guard.dispatch, CALLER_KEY)
     admin = AdminSocket(
