@@ -106,12 +106,14 @@ class Replica:
             decode_responses=True,
             socket_timeout=10,
         )
-        host, port = primary_address(self._upstream, self.primary.url)
-        self.server = falkordb_server.start_local(self.directory, replica=True)
-        self._client = redis.Redis.from_url(
-            self.url, password=graph_password(self.url), decode_responses=True, socket_timeout=10
-        )
         try:
+            host, port = primary_address(self._upstream, self.primary.url)
+        except BaseException:
+            self.stop()
+            raise
+        self.server = falkordb_server.start_local(self.directory, replica=True)
+        try:
+            self._client = self._connect()
             if password := graph_password(self.primary.url):
                 self._client.config_set("masterauth", password)
             self._client.execute_command("REPLICAOF", host, port)
@@ -119,6 +121,27 @@ class Replica:
             self.stop()
             raise StorageError(f"the FalkorDB replica in {self.directory}: {exc}") from exc
         logger.info("FalkorDB replica %s follows %s:%d", self.url, host, port)
+
+    def _connect(self) -> Any:
+        """A client of the replica server, which gets the password the primary's clients use
+        (`MEMORYD_GRAPH_PASSWORD`, as `requirepass`) once it answers: never on its command
+        line, which every local user may read."""
+        password = graph_password(self.url)
+        client = redis.Redis.from_url(self.url, decode_responses=True, socket_timeout=10)
+        try:
+            client.ping()
+        except redis.AuthenticationError:  # a replica a killed team server left: it has one
+            client.close()
+            return redis.Redis.from_url(
+                self.url, password=password, decode_responses=True, socket_timeout=10
+            )
+        if password:
+            client.config_set("requirepass", password)
+            client.close()
+            client = redis.Redis.from_url(
+                self.url, password=password, decode_responses=True, socket_timeout=10
+            )
+        return client
 
     def store(self) -> FalkorGraphStore:
         """A read-only store on the replica's copy of the team graph (the key the primary's
