@@ -297,14 +297,14 @@ def test_team_status_shows_the_replica_and_its_lag(team: Team) -> None:
 
 
 def test_with_the_replica_down_reads_go_to_the_primary_and_say_so(team: Team) -> None:
-    """The last test of the module (it stops the replica): Bob's Cypher is answered by the
-    primary with a note naming why, Carol still sees nothing of the shop, and `team status`
-    shows the replica down."""
+    """A replica cut off from the primary (`REPLICAOF NO ONE`) is down: Bob's Cypher is
+    answered by the primary with a note naming why, Carol still sees nothing of the shop, and
+    `team status` shows it. Once its server dies, the team server starts it again and reads
+    go back to it."""
     in_sync(team)
-    replica = redis.Redis(unix_socket_path=str(team.home / "falkordb-replica" / SOCKET))
-    with contextlib.suppress(redis.ConnectionError):
-        replica.shutdown(nosave=True)
-    replica.close()
+    replica_socket = team.home / "falkordb-replica" / SOCKET
+    replica = redis.Redis(unix_socket_path=str(replica_socket))
+    replica.execute_command("REPLICAOF", "NO", "ONE")
     wait_until(lambda: status(team)["replica"]["state"] == "down", what="the replica to be down",
                timeout_s=30, every_s=0.2)  # fmt: skip
     code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title")
@@ -319,3 +319,12 @@ def test_with_the_replica_down_reads_go_to_the_primary_and_say_so(team: Team) ->
     shown = json.loads(team.cli("status", "--json"))
     assert shown["replica"]["state"] == "down"
     assert shown["replica"]["serving"] is False
+
+    with contextlib.suppress(redis.ConnectionError):
+        replica.shutdown(nosave=True)
+    replica.close()
+    in_sync(team)  # started again by the team server, synced afresh
+    code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title")
+    assert code == 200, bob
+    assert headers["x-memoryd-graph-source"] == "replica"
+    assert "Refunds settle through the replica ledger" in [row[0] for row in bob["rows"]]

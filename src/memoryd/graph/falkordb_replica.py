@@ -195,6 +195,14 @@ class Replica:
             "" if serving else f"more than {self.max_lag_s:g} s behind the primary",
         )
 
+    def alive(self) -> bool:
+        """Whether the replica server still runs."""
+        if self.server is None:
+            return False
+        if self.server.process is not None:
+            return self.server.process.poll() is None
+        return falkordb_server.answers(self.directory / falkordb_server.SOCKET)
+
     def stop(self) -> None:
         if self._store is not None:
             self._store.close()

@@ -12,6 +12,7 @@ on a TCP port. A replica that cannot start leaves the server on the primary alon
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 REPLICA_DIR = "falkordb-replica"
 REFRESH_S = 0.5
 """How long a look at the replica's state is reused (each is three local round trips)."""
+HEAL_S = 5.0
+"""How often the team server checks that the replica's server still runs."""
 
 
 class ReplicaReads:
@@ -39,6 +42,7 @@ class ReplicaReads:
         self._state: Any = None
         self._looked = 0.0
         self._serving: bool | None = None
+        self._closed = False
 
     def state(self) -> Any:
         """The replica's `ReplicaState` (None when there is no replica)."""
@@ -86,9 +90,37 @@ class ReplicaReads:
             return {"state": "off", "detail": self._off or "replica = false in team.toml"}
         return {**state.as_json(), "max_lag_s": self._replica.max_lag_s if self._replica else None}
 
-    def close(self) -> None:
-        if self._replica is not None:
+    def heal(self) -> bool:
+        """Start the replica again if its server died (reads go to the primary meanwhile);
+        whether it was started."""
+        if self._replica is None or self._replica.alive():
+            return False
+        with self._lock:
+            if self._closed:
+                return False
+            logger.warning("the FalkorDB replica's server stopped: starting it again")
             self._replica.stop()
+            try:
+                self._replica.start()
+            except MemorydError as exc:
+                logger.warning("cannot start the FalkorDB replica again: %s", exc)
+                return False
+            finally:
+                self._state = None
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._replica is not None:
+                self._replica.stop()
+
+
+async def keep_replica(reads: ReplicaReads) -> None:
+    """The team server's chore: start the replica again whenever its server died."""
+    while True:
+        await asyncio.sleep(HEAL_S)
+        await asyncio.to_thread(reads.heal)
 
 
 def start_replica(

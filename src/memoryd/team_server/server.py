@@ -76,7 +76,7 @@ from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
 from memoryd.team_server.admin import AdminSocket, graph_size, online_backup
-from memoryd.team_server.replica import ReplicaReads, start_replica
+from memoryd.team_server.replica import ReplicaReads, keep_replica, start_replica
 from memoryd.team_server.routes import ADMIN_PREFIX, Audit, Status, admin_route, graph_route
 
 logger = logging.getLogger(__name__)
@@ -531,10 +531,12 @@ async def _serve(
             uvicorn.Config(guard, ssl_certfile=str(team.cert), ssl_keyfile=str(team.key), **common)
         ),
     ]
-    # The daemon's workers: extraction, supersede judging and embedding of what users record.
+    # The daemon's workers: extraction, supersede judging and embedding of what users record;
+    # the replica's server started again if it died.
     chores = [
         asyncio.create_task(flush_recall_stats(service, runner, settings)),
         asyncio.create_task(enrich(service, runner, settings, asyncio.Event())),
         asyncio.create_task(embed(service, runner, settings)),
+        asyncio.create_task(keep_replica(reads)),
     ]
     await serve_until_stopped(servers, sockets, mcp_server.session_manager, chores)
