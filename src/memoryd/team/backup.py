@@ -9,10 +9,11 @@ digest of their slugs). The graph and the search index are derived from the vaul
 restore rebuilds them (`reindex`, on the FalkorDB graph the restore names) instead of carrying
 a copy that could disagree with it, and checks the rebuilt graph against `backup.json`.
 
-`take` copies one moment: the caller holds every write back while it runs. A running team
-server does it on its writer thread, behind its write barrier (`POST /v1/team/backup` on its
-admin socket, `team_server/admin.py`), and compresses after letting writes go again; with
-no server running, `backup` takes the data dir's lock instead.
+`take` snapshots one moment (hard links, mostly: see there) in a directory of the data dir:
+the caller holds every write back while it runs. A running team server does it on its writer
+thread, behind its write barrier (`POST /v1/team/backup` on its admin socket,
+`team_server/admin.py`), and packs after letting writes go again; with no server running,
+`backup` takes the data dir's lock instead.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import tarfile
 import tempfile
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ from memoryd.scope import scope_hash_of_path
 from memoryd.team.config import PROJECTS_DIR, TEAM_FILE, load_team, toml_string
 
 KEPT = ("scopes", "audit", "journal", "team-projects", "tls", "team.key", "team.toml")
+COPIED = ("journal", "tls", "team.key", "team.toml")
+"""Copied whole into the snapshot (small; the journal is emptied in place); the rest linked."""
 DATABASES = ("team.db", "governance.db")
 PATHS = ("cert", "key", "database", "secret")
 """The team.toml settings that name files in the data dir: rewritten to the new one."""
@@ -54,6 +58,16 @@ def check_out(out: Path) -> Path:
     return out
 
 
+@dataclass
+class Snapshot:
+    """The data dir at one moment, in `staging`, ready to pack."""
+
+    staging: Path
+    sizes: dict[str, int]
+    """Each hard-linked file's size at the moment (what is packed of it), by archive name."""
+    manifest: dict[str, Any]
+
+
 def backup(home: Path, out: Path) -> int:
     """Write the archive of `home` (no team server running on it) to `out`; how many files
     it holds."""
@@ -67,37 +81,45 @@ def backup(home: Path, out: Path) -> int:
             f"the team server runs on {home} but its admin socket did not answer",
             hint="wait until it answers (`memoryd team status`), or stop it and back up",
         ) from exc
-    staging = staging_dir(out)
+    staging = staging_dir(home)
     try:
         try:
-            take(home, staging, None)
+            snapshot = take(home, staging, None)
         finally:
             lock.release()
-        return archive(staging, out)
+        return archive(snapshot, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def staging_dir(out: Path) -> Path:
-    """A private directory beside the archive for the copy (removed once it is packed)."""
+def staging_dir(home: Path) -> Path:
+    """A private directory in the data dir for the snapshot (on its file system, so files
+    can be hard-linked), removed once it is packed."""
     try:
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        return Path(tempfile.mkdtemp(prefix=".backup-", dir=home))
     except OSError as exc:
-        raise StorageError(f"cannot write in {out.parent}: {exc.strerror}") from exc
+        raise StorageError(f"cannot write in {home}: {exc.strerror}") from exc
 
 
-def take(home: Path, staging: Path, graph: Any | None) -> dict[str, Any]:
-    """Copy what the archive keeps from `home` into `staging`, with `backup.json` describing
-    `graph` (the live graph store, None when none is open) at this moment. Every write must be
-    held back while it runs: this is the one moment the archive shows."""
+def take(home: Path, staging: Path, graph: Any | None) -> Snapshot:
+    """The data dir at this moment in `staging`, with `backup.json` describing `graph` (the
+    live graph store, None when none is open). Every write must be held back while it runs:
+    this is the one moment the archive shows. Cheap, so writes wait little: the vault and the
+    audit log are hard-linked (a memory file is replaced whole, never rewritten in place; the
+    audit log and the decay ledgers are only appended to, so their size now bounds what is
+    packed of them); the journal (emptied in place), keys and settings are copied, and the
+    databases through SQLite's backup API."""
     started = time.monotonic()
+    sizes: dict[str, int] = {}
     try:
         for name in KEPT:
             source = home / name
-            if source.is_dir():
+            if name in COPIED and source.is_dir():
                 shutil.copytree(source, staging / name, symlinks=True)
-            elif source.exists():
+            elif name in COPIED and source.exists():
                 shutil.copy2(source, staging / name)
+            elif source.exists():
+                _link_tree(source, staging, home, sizes)
         for name in DATABASES:
             if (home / name).exists():
                 _snapshot(home / name, staging / name)
@@ -110,7 +132,23 @@ def take(home: Path, staging: Path, graph: Any | None) -> dict[str, Any]:
     }
     manifest["copy_ms"] = round((time.monotonic() - started) * 1000, 1)
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return manifest
+    return Snapshot(staging, sizes, manifest)
+
+
+def _link_tree(source: Path, staging: Path, home: Path, sizes: dict[str, int]) -> None:
+    """Hard links in `staging` to the files under `source` (a copy where the file system
+    refuses a link), each one's size now kept in `sizes`."""
+    for top, dirs, files in os.walk(source):
+        rel = Path(top).relative_to(home)
+        (staging / rel).mkdir(mode=0o700, exist_ok=True)
+        dirs.sort()
+        for name in sorted(files):
+            target = staging / rel / name
+            try:
+                os.link(Path(top) / name, target)
+            except OSError:
+                shutil.copy2(Path(top) / name, target)
+            sizes[(rel / name).as_posix()] = target.stat().st_size
 
 
 def graph_state(graph: Any) -> dict[str, Any]:
@@ -128,16 +166,26 @@ def slugs_digest(slugs: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(slugs)).encode("utf-8")).hexdigest()
 
 
-def archive(staging: Path, out: Path) -> int:
-    """Pack `staging` into the new file `out` (0600, tar.gz); how many files it holds."""
+def archive(snapshot: Snapshot, out: Path) -> int:
+    """Pack the snapshot into the new file `out` (0600, tar.gz); how many files it holds."""
     count = 0
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-            for entry in sorted(staging.iterdir()):
-                tar.add(entry, arcname=entry.name)
-                count += sum(1 for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else 1
-    except OSError as exc:
+            for path in sorted(snapshot.staging.rglob("*")):
+                name = path.relative_to(snapshot.staging).as_posix()
+                info = tar.gettarinfo(path, arcname=name)
+                if not path.is_file():
+                    tar.addfile(info)
+                    continue
+                size = snapshot.sizes.get(name)
+                if size is not None and info.size < size:
+                    raise StorageError(f"{name} shrank while the backup was packed")
+                info.size = info.size if size is None else size
+                with path.open("rb") as data:
+                    tar.addfile(info, data)
+                count += 1
+    except (OSError, StorageError) as exc:
         out.unlink(missing_ok=True)
         raise StorageError(f"cannot write {out}: {exc}") from exc
     return count

@@ -71,16 +71,16 @@ async def online_backup(
     alone; what was copied, and how long writes waited (`paused_ms`, from the barrier's
     taking to its release)."""
     out = check_out(out)
-    staging = await asyncio.to_thread(staging_dir, out)
+    staging = await asyncio.to_thread(staging_dir, home)
     try:
         async with landing:
             held = time.monotonic()
-            manifest = await runner.write(lambda: take(home, staging, graph()))
+            snapshot = await runner.write(lambda: take(home, staging, graph()))
             paused_ms = round((time.monotonic() - held) * 1000, 1)
-        files = await asyncio.to_thread(archive, staging, out)
+        files = await asyncio.to_thread(archive, snapshot, out)
     finally:
         await asyncio.to_thread(shutil.rmtree, staging, True)
-    return {"out": str(out), "files": files, "paused_ms": paused_ms, **manifest}
+    return {"out": str(out), "files": files, "paused_ms": paused_ms, **snapshot.manifest}
 
 
 SIZE = "MATCH (n) WHERE n:Memory OR n:Entity RETURN labels(n)[0], count(n)"
