@@ -10,12 +10,13 @@ socket's batch route. Then:
 1. backup: a writer records over HTTPS without pause while `memoryd team backup` runs; the
    server's `paused_ms` (how long writes waited), the copy's `copy_ms`, the CLI's wall time,
    and the writer's latencies during the backup against those before it;
-2. long query: the reader runs a Cypher query of seconds (30 million rows) while the writer
-   records; write latencies during it against those before it, once with the replica
-   on (the default) and once with `replica = false` (the server restarted).
+2. long queries: the reader runs `--parallel` Cypher queries of seconds each (20 million
+   rows) at once while the writer records; write latencies during them against those
+   before, once with the replica on (the default) and once with `replica = false` (the
+   server restarted).
 
     MEMORYD_DAEMON__AUTOSTART=0 .venv/bin/python bench/team_ops.py [--memories 2000]
-        [--json bench/results/team_ops.json]
+        [--parallel 2] [--json bench/results/team_ops.json]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 PROJECT = "git@github.com:acme/shop.git"
 HEAVY = (
-    "UNWIND range(1, 1000000) AS x UNWIND range(1, 30) AS y"
+    "UNWIND range(1, 1000000) AS x UNWIND range(1, 20) AS y"
     " WITH x, y WHERE (x + y) % 7 = 3 RETURN count(*)"
 )
 
@@ -160,6 +161,8 @@ class Writer(threading.Thread):
         self.errors: list[str] = []
 
     def run(self) -> None:
+        import httpx
+
         from _corpus import body
 
         rng = random.Random(9)
@@ -167,10 +170,15 @@ class Writer(threading.Thread):
             n = 0
             while not self.stop_at.is_set():
                 n += 1
-                note = {"type": "fact", "title": f"Stream note {n} {time.time()}",
-                        "body": f"{body(rng)} (stream {n})", "scope": PROJECT}  # fmt: skip
+                text = f"{body(rng)} (stream {n} at {time.time()})"
+                note = {"type": "fact", "title": f"Stream note {n}", "body": text, "scope": PROJECT}
                 started = time.monotonic()
-                answer = http.post("/v1/memories", json=note)
+                try:
+                    answer = http.post("/v1/memories", json=note)
+                except httpx.HTTPError as exc:  # a write that did not answer in 120 s
+                    self.writes.append((started, time.monotonic() - started))
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
                 self.writes.append((started, time.monotonic() - started))
                 if answer.status_code != 201:
                     self.errors.append(f"{answer.status_code}: {answer.text[:200]}")
@@ -218,37 +226,54 @@ def backup_phase(server: Server, token: str, root: Path) -> dict[str, Any]:
     }
 
 
-def query_phase(server: Server, writer_token: str, reader_token: str) -> dict[str, Any]:
+def query_phase(server: Server, writer_token: str, readers: list[str]) -> dict[str, Any]:
+    """Each reader's long query at once (each reader reads another set of projects, so each
+    query has a cut of its own and they run side by side), while the writer records."""
     writer = Writer(server, writer_token)
     writer.start()
     time.sleep(10)
+    answers: list[Any] = []
+
+    def ask(token: str) -> None:
+        with client(server, token) as http:
+            answers.append(http.post("/v1/graph/cypher", json={"query": HEAVY}))
+
+    threads = [threading.Thread(target=ask, args=(token,)) for token in readers]
     started = time.monotonic()
-    with client(server, reader_token) as http:
-        answer = http.post("/v1/graph/cypher", json={"query": HEAVY})
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     ended = time.monotonic()
     time.sleep(3)
     writer.stop_at.set()
     writer.join()
     return {
-        "query_s": round(ended - started, 2),
-        "query_status": answer.status_code,
-        "served_by": answer.headers.get("x-memoryd-graph-source"),
+        "queries": len(readers),
+        "queries_s": round(ended - started, 2),
+        "statuses": sorted(a.status_code for a in answers),
+        "query_errors": [a.text[:300] for a in answers if a.status_code != 200],
+        "served_by": sorted({str(a.headers.get("x-memoryd-graph-source")) for a in answers}),
         "writes_before": stats(writer.between(0, started)),
         "writes_during": stats(writer.between(started, ended)),
         "write_errors": len(writer.errors),
+        "first_write_errors": writer.errors[:3],
     }
 
 
-def run(memories: int, root: Path) -> dict[str, Any]:
+def run(memories: int, parallel: int, root: Path) -> dict[str, Any]:
     from memoryd.graph.falkordb_server import start_local
 
     primary = start_local(root / "falkordb", query_memory_mb=256, tcp_port=free_port())
     home = root / "server"
     cli(home, "init", "--port", "0", "--falkordb-url", primary.url)
     writer = cli(home, "user", "add", "writer").strip()
-    reader = cli(home, "user", "add", "reader").strip()
     cli(home, "grant", "writer", PROJECT, "--role", "write")
-    cli(home, "grant", "reader", PROJECT, "--role", "read")
+    readers = []
+    for n in range(parallel):
+        readers.append(cli(home, "user", "add", f"reader{n}").strip())
+        cli(home, "grant", f"reader{n}", PROJECT, "--role", "read")
+        cli(home, "grant", f"reader{n}", f"git@github.com:acme/extra{n}.git", "--role", "read")
     server = Server(home, root / "server.log")
     result: dict[str, Any] = {"memories": memories, "cpus": os.cpu_count()}
     try:
@@ -258,12 +283,12 @@ def run(memories: int, root: Path) -> dict[str, Any]:
             http.post("/v1/memories", json=first).raise_for_status()
         result["load_s"] = round(load(home, memories), 1)
         result["backup"] = backup_phase(server, writer, root)
-        result["long_query_replica"] = query_phase(server, writer, reader)
+        result["long_query_replica"] = query_phase(server, writer, readers)
         server.stop()
         with (home / "team.toml").open("a", encoding="utf-8") as toml:
             toml.write("replica = false\n")
         server.start()
-        result["long_query_primary"] = query_phase(server, writer, reader)
+        result["long_query_primary"] = query_phase(server, writer, readers)
     finally:
         server.stop()
         primary.stop()
@@ -273,11 +298,17 @@ def run(memories: int, root: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=2,
+        help="long queries at once (FalkorDB's default THREAD_COUNT is the number of cores)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mdtops-", dir="/tmp"))
     try:
-        result = run(args.memories, root)
+        result = run(args.memories, args.parallel, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     text = json.dumps(result, indent=2)
