@@ -9,7 +9,8 @@ URL, or a local server started with one, `falkordb_server.start_local(tcp_port=.
 
 How far behind it is, three ways: the replication stream's bytes (`INFO replication`, the
 primary's `master_repl_offset` less the replica's `slave_repl_offset`); the graph's writes
-(the primary graph's sequence number less the replica's copy of it, `Meta commits`); and the
+(the writer's sequence number less the replica's copy of it, the plain key `<graph>:seq` the
+writer sets in each transaction, read without waiting for FalkorDB's query threads); and the
 seconds since the oldest write the replica lacks was committed (the writer keeps the time of
 its recent commits, `FalkorGraphStore.commit_times`).
 Beside `falkordb_store` and `falkordb_views`, the third module that imports `redis`.
@@ -32,8 +33,6 @@ from memoryd.graph import falkordb_server
 from memoryd.graph.falkordb_store import FalkorGraphStore, graph_password
 
 logger = logging.getLogger(__name__)
-
-_COMMITS = "MATCH (m:Meta {key: 'commits'}) RETURN m.value"
 
 
 @dataclass(frozen=True)
@@ -171,13 +170,11 @@ class Replica:
                 state = "syncing" if syncing else "down"
                 return ReplicaState(state, False, link, None, None, None, _link_detail(info))
             primary = self.primary
-            held = _commits(self._client, primary.key)
-            commits = _commits(self._upstream, primary.key)
+            # Plain keys and INFO, answered at once: a graph query would wait behind the
+            # users' queries that keep the replica's threads busy.
+            held = int(self._client.get(f"{primary.key}:seq") or 0)
+            commits = int(self._upstream.get(f"{primary.key}:seq") or 0)
             offset = int(self._upstream.info("replication").get("master_repl_offset") or 0)
-        except redis.ResponseError as exc:
-            if "empty key" in str(exc).lower():
-                return ReplicaState("syncing", False, "up", None, None, None, "no graph yet")
-            return _down(str(exc))
         except (redis.RedisError, OSError) as exc:
             return _down(str(exc))
         behind_bytes = max(0, offset - int(info.get("slave_repl_offset") or 0))
@@ -231,12 +228,6 @@ def behind(
         return writes, None
     oldest = times.get(held + 1, min(times.values()))
     return writes, max(0.0, now - oldest)
-
-
-def _commits(client: Any, key: str) -> int:
-    """The graph's write sequence number on the server `client` talks to."""
-    found = client.execute_command("GRAPH.RO_QUERY", key, _COMMITS)
-    return int(found[1][0][0]) if found[1] else 0
 
 
 def _link_detail(info: dict[str, Any]) -> str:

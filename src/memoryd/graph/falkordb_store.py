@@ -510,8 +510,9 @@ class FalkorGraphStore(CypherGraphStore):
         pipe.multi()
         for query in [*queries, f"MERGE (m:Meta {{key: 'commits'}}) SET m.value = {int(seq)}"]:
             pipe.execute_command("GRAPH.QUERY", self.key, query, "--compact")
+        pipe.set(f"{self.key}:seq", int(seq))  # read with no graph query: a replica's lag
         try:
-            return list(pipe.execute(raise_on_error=False))
+            return list(pipe.execute(raise_on_error=False))[:-1]
         except redis.WatchError as exc:
             raise StorageError(
                 f"the FalkorDB graph {self.key} changed under its writer (another client wrote"
