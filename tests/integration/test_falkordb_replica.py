@@ -60,8 +60,9 @@ def test_a_replica_follows_a_primary_with_a_password_and_says_how_far_behind(
     try:
         writer.upsert_memories([memory("first")])
         replica.start()
-        state = wait_until(lambda: (s := replica.state()).state == "in sync" and s,
-                           what="the first sync", timeout_s=120, every_s=0.1)  # fmt: skip
+        wait_until(lambda: replica.state().state == "in sync", what="the first sync",
+                   timeout_s=120, every_s=0.1)  # fmt: skip
+        state = replica.state()
         assert state.serving
         assert state.writes_behind == 0
         slugs = "MATCH (m:Memory) RETURN m.slug ORDER BY m.slug"
