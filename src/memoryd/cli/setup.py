@@ -377,11 +377,21 @@ def _report_schedules(plan: SchedulePlan, result: ScheduleResult | None, as_json
 @setup_app.command("falkordb")
 def falkordb(
     stop: Annotated[bool, typer.Option("--stop", help="Stop the local server.")] = False,
+    tcp_port: Annotated[
+        int,
+        typer.Option(
+            "--tcp-port",
+            min=0,
+            max=65535,
+            help="Also listen on 127.0.0.1:PORT, where a team server's replica connects.",
+        ),
+    ] = 0,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a local FalkorDB server (from the `falkordb` extra's wheel) in <home>/falkordb/,
-    on a Unix socket only, for graph.engine = "falkordb". A team sets graph.url instead."""
+    on a Unix socket only (with --tcp-port, on 127.0.0.1 too, with no password: for a team
+    server's replica), for graph.engine = "falkordb". A team sets graph.url instead."""
     from memoryd.cli.running import load_settings
     from memoryd.graph import falkordb_server
     from memoryd.wiring import falkordb_address
@@ -396,7 +406,7 @@ def falkordb(
             else:
                 typer.echo(f"stopped the server in {directory}" if stopped else "none was running")
             return
-        server = falkordb_server.start_local(directory, detach=True)
+        server = falkordb_server.start_local(directory, detach=True, tcp_port=tcp_port)
     except MemorydError as exc:
         raise fail(exc) from exc
     url, name = falkordb_address(settings)

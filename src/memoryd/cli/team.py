@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -286,15 +286,53 @@ def backup_command(
     out: Annotated[Path, typer.Argument(help="The archive to write (tar.gz).")],
     home: HomeOpt = None,
 ) -> None:
-    """Archive the team data dir (vault, audit, users and tokens, keys, TLS pair) with the
-    team server stopped; the graph and index are rebuilt on restore."""
-    from memoryd.team.backup import backup
+    """Archive the team data dir (vault, audit, users and tokens, keys, TLS pair) at one
+    moment: a running team server holds its writes back for the copy; the graph and index
+    are rebuilt on restore."""
+    from memoryd.team.backup import backup, check_out
 
     try:
-        count = backup(load_settings(home).home, out)
+        settings = load_settings(home)
+        load_team(settings.home)
+        out = check_out(out)
+        answer = _ask_server(settings.home, "POST", "/v1/team/backup", {"out": str(out)})
+        if answer is None:  # no server runs: the data dir's lock keeps writers out
+            typer.echo(f"{out}: {backup(settings.home, out)} files (no team server running)")
+            return
     except MemorydError as exc:
         raise fail(exc) from exc
-    typer.echo(f"{out}: {count} files")
+    graph = answer.get("graph") or {}
+    typer.echo(
+        f"{out}: {answer['files']} files, {graph.get('memories', '?')} memories at graph write"
+        f" {graph.get('commits', '?')}; writes waited {answer['paused_ms']:.0f} ms"
+    )
+
+
+def _ask_server(
+    home: Path, method: str, path: str, body: dict[str, object] | None = None
+) -> dict[str, Any] | None:
+    """A team route of the server running on `home`, on its admin socket (local rules, no
+    token): its answer, or None when no server answers there."""
+    import httpx
+
+    from memoryd.client.wire import error_from_response
+    from memoryd.daemon_files import SOCKET_NAME
+
+    if not (home / SOCKET_NAME).exists():
+        return None
+    try:
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(home / SOCKET_NAME)),
+            base_url="http://localhost",
+            timeout=httpx.Timeout(30, read=None),  # a backup of a large vault takes a while
+        ) as client:
+            answer = client.request(method, path, json=body)
+    except (httpx.ConnectError, httpx.RemoteProtocolError, FileNotFoundError):
+        return None
+    if answer.status_code != 200:
+        raise error_from_response(answer)
+    data: dict[str, Any] = answer.json()
+    return data
 
 
 @team_app.command("restore")
@@ -307,7 +345,7 @@ def restore_command(
 ) -> None:
     """Make a new team data dir from a backup and rebuild its graph and index from the vault
     (on the FalkorDB server and graph name given, else the backup's)."""
-    from memoryd.team.backup import restore
+    from memoryd.team.backup import check_rebuilt, restore
     from memoryd.team.config import with_team_graph
     from memoryd.wiring import open_service
 
@@ -318,10 +356,13 @@ def restore_command(
         service = open_service(with_team_graph(settings, team), actor="team-restore", rebuild=True)
         try:
             report = service.reindex()
+            problem = check_rebuilt(settings.home, service.graph)
         finally:
             service.close()
     except MemorydError as exc:
         raise fail(exc) from exc
+    if problem:
+        typer.echo(f"note: {problem}; `memoryd doctor --home {settings.home}`", err=True)
     typer.echo(
         f"restored into {settings.home}: {report.indexed} memories on graph {team.graph_name}"
         f" ({report.seconds:.1f}s); start it with `memoryd serve --team --home {settings.home}`"
@@ -397,15 +438,15 @@ def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
 
 
 def _server_status(home: Path) -> dict[str, object]:
-    """Users, projects (with their memory files) and the graph's size, read from the files:
-    the server may be running."""
+    """Users and projects, read from the files (the server may be running), and the graph's
+    size, asked of the running server on its admin socket."""
     from memoryd.team.config import PROJECTS_DIR
 
     team = load_team(home)
     users = open_store(team).users()
     projects = sorted({project for _, _, roles in users for project in roles})
     on_disk = home / PROJECTS_DIR
-    return {
+    report: dict[str, object] = {
         "users": len(users),
         "active tokens": sum(
             1
@@ -415,28 +456,15 @@ def _server_status(home: Path) -> dict[str, object]:
         ),
         "projects": {p: "served" if (on_disk / p).is_dir() else "granted only" for p in projects},
         "graph": f"{team.graph_name} on {team.falkordb_url or 'the local FalkorDB'}",
-        "graph size": _graph_size(home),
     }
-
-
-def _graph_size(home: Path) -> str:
-    """Memories and entities in the team graph, asked of the running server on its admin
-    socket (local rules, no token); what it is when no server runs."""
-    import httpx
-
-    from memoryd.daemon_files import SOCKET_NAME
-
-    query = "MATCH (n) WHERE n:Memory OR n:Entity RETURN labels(n)[0], count(n)"
     try:
-        with httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(home / SOCKET_NAME)),
-            base_url="http://localhost",
-            timeout=30,
-        ) as client:
-            answer = client.post("/v1/graph/cypher", json={"query": query})
-    except httpx.HTTPError:
-        return "unknown: the team server is not running"
-    if answer.status_code != 200:
-        return f"unknown: {answer.text[:200]}"
-    counts = {str(label): int(n) for label, n in answer.json()["rows"]}
-    return f"{counts.get('Memory', 0)} memories, {counts.get('Entity', 0)} entities"
+        live = _ask_server(home, "GET", "/v1/team/status")
+    except MemorydError as exc:
+        live, report["graph size"] = None, f"unknown: {exc}"
+    if live is None:
+        report.setdefault("graph size", "unknown: the team server is not running")
+        return report
+    size = live["graph"]
+    report["graph size"] = f"{size['memories']} memories, {size['entities']} entities"
+    report["replica"] = live["replica"]
+    return report

@@ -62,22 +62,37 @@ def binaries() -> tuple[str, str]:
 
 
 def server_command(
-    directory: Path, *, query_memory_mb: int = QUERY_MEMORY_MB, detach: bool = False
+    directory: Path,
+    *,
+    query_memory_mb: int = QUERY_MEMORY_MB,
+    detach: bool = False,
+    tcp_port: int = 0,
+    replica: bool = False,
 ) -> list[str]:
+    """`tcp_port`: also listen on 127.0.0.1 there, where a replica connects (Redis replicates
+    over TCP only). `replica`: a server that will follow another (`falkordb_replica`): no
+    files of its own (it syncs afresh on start), and writable for the team views' copies."""
     server, module = binaries()
     command = [
         server,
-        "--port", "0",
+        "--port", str(tcp_port),
         "--unixsocket", str(directory / SOCKET),
         "--unixsocketperm", "700",
         "--dir", str(directory),
-        "--appendonly", "yes",
-        "--appendfsync", "everysec",
         "--save", "",
         "--loadmodule", module,
         "QUERY_MEM_CAPACITY", str(query_memory_mb * 1024 * 1024),
         "TIMEOUT_MAX", str(TIMEOUT_MAX_MS),
     ]  # fmt: skip
+    # In front of `--loadmodule`: its arguments run on to the next option.
+    at = command.index("--loadmodule")
+    if replica:
+        command[at:at] = ["--appendonly", "no", "--replica-read-only", "no"]
+    else:
+        command[at:at] = ["--appendonly", "yes", "--appendfsync", "everysec"]
+    if tcp_port:
+        # A replica's first sync starts at once, not after the default 5 s wait for others.
+        command[at:at] = ["--bind", "127.0.0.1", "--repl-diskless-sync-delay", "0"]
     if detach:
         command += [
             "--daemonize", "yes",
@@ -93,6 +108,8 @@ def start_local(
     query_memory_mb: int = QUERY_MEMORY_MB,
     detach: bool = False,
     timeout_s: float = 120.0,
+    tcp_port: int = 0,
+    replica: bool = False,
 ) -> LocalServer:
     """Start a server in `directory` (made 0700) and wait until it has loaded its data (a
     restart replays its append-only file: seconds for thousands of memories); with `detach`
@@ -108,7 +125,13 @@ def start_local(
         )
     if answers(directory / SOCKET):
         return LocalServer(directory, None)  # already running there
-    command = server_command(directory, query_memory_mb=query_memory_mb, detach=detach)
+    command = server_command(
+        directory,
+        query_memory_mb=query_memory_mb,
+        detach=detach,
+        tcp_port=tcp_port,
+        replica=replica,
+    )
     log_path = directory / "redis.log"
     log = open(log_path, "ab")  # noqa: SIM115 - the child holds it
     logged = log.tell()

@@ -34,6 +34,7 @@ import shutil
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -172,6 +173,8 @@ class FalkorGraphStore(CypherGraphStore):
         self._log = RedoLog(directory)
         self._commits = 0
         """The graph's sequence number: the last write transaction it applied."""
+        self.commit_times: deque[tuple[int, float]] = deque(maxlen=4096)
+        """(sequence number, wall time) of this writer's recent commits (a replica's lag)."""
         self._durable = 0
         """The last write the server confirmed on disk (the redo log holds those after it)."""
         self._graph_id = ""
@@ -507,8 +510,9 @@ class FalkorGraphStore(CypherGraphStore):
         pipe.multi()
         for query in [*queries, f"MERGE (m:Meta {{key: 'commits'}}) SET m.value = {int(seq)}"]:
             pipe.execute_command("GRAPH.QUERY", self.key, query, "--compact")
+        pipe.set(f"{self.key}:seq", int(seq))  # read with no graph query: a replica's lag
         try:
-            return list(pipe.execute(raise_on_error=False))
+            return list(pipe.execute(raise_on_error=False))[:-1]
         except redis.WatchError as exc:
             raise StorageError(
                 f"the FalkorDB graph {self.key} changed under its writer (another client wrote"
@@ -532,6 +536,7 @@ class FalkorGraphStore(CypherGraphStore):
             if rows is not None and not isinstance(reply, Exception):
                 rows.extend(list(row) for row in QueryResult(self._graph, reply).result_set)
         self._commits = seq
+        self.commit_times.append((seq, time.time()))
         if isinstance(numbered, Exception):
             failed.append(numbered)  # not kept: a replay would not know what the graph holds
         else:

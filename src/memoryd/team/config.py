@@ -40,6 +40,16 @@ class TeamConfig(BaseModel):
         description="the FalkorDB server; default: the local one `memoryd setup falkordb` starts",
     )
     graph_name: str = Field(default="team", min_length=1, description="the team's one graph")
+    replica: bool = Field(
+        default=True,
+        description="run a FalkorDB replica for users' Cypher and the graph page (it needs the"
+        " primary on a TCP port; `team status` says when it cannot run)",
+    )
+    replica_max_lag_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="past this many seconds behind the primary, graph reads go to the primary",
+    )
 
     def graph_settings(self) -> dict[str, str | None]:
         """What `team serve` sets in `Settings.graph`: the FalkorDB engine, url and graph."""

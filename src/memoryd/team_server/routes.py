@@ -30,6 +30,12 @@ SUFFIXES = ("/context", "/neighbors", "/supersedes", "/aliases")
 """Entity routes that answer from the whole graph (not open to team users)."""
 Audit = Callable[[str, str, str, dict[str, Any]], Awaitable[None]]
 """Append an audit record: actor, event type, target, details."""
+Status = Callable[[], Awaitable[dict[str, Any]]]
+"""The server's graph size and replica state (`GET /v1/team/status`)."""
+SOURCE_HEADER = b"x-memoryd-graph-source"
+"""`replica` or `primary`: the FalkorDB server that answered a graph read."""
+NOTE_HEADER = b"x-memoryd-graph-note"
+"""Why the primary answered although there is a replica (down, syncing, lagging)."""
 
 
 async def graph_route(
@@ -41,7 +47,8 @@ async def graph_route(
     body: dict[str, Any],
 ) -> Answer:
     """Cypher, entities and the graph page, over the cut of the graph `scopes` (the
-    caller's readable projects) keep."""
+    caller's readable projects) keep, on the replica when it serves (the answer says where)."""
+    source, note = views.served_by()
     args = dict(query)
     result: Any
     try:
@@ -86,7 +93,12 @@ async def graph_route(
     except (ValidationError, ValueError) as exc:
         raise InvalidInput(f"{method} {path}: {exc}".splitlines()[0]) from exc
     data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-    return 200, JSON, json.dumps(data).encode("utf-8")
+    headers = [*JSON, (SOURCE_HEADER, source.encode("ascii"))]
+    if note:
+        headers.append((NOTE_HEADER, note.encode("ascii", "replace")))
+        if isinstance(data, dict) and path == "/v1/graph/cypher":
+            data["note"] = f"read from the primary: {note}"  # MCP's graph_query shows it
+    return 200, headers, json.dumps(data).encode("utf-8")
 
 
 def _page_graph(views: Views, scopes: list[str], entity: str, depth: int, cap: int) -> Any:
@@ -104,6 +116,7 @@ async def admin_route(
     path: str,
     body: dict[str, Any],
     audit: Audit,
+    status: Status | None = None,
 ) -> Answer:
     """Users, tokens and grants over HTTP: users and tokens for team admins, grants in a
     project for its admins too; each change audited as `team:<the admin>`."""
@@ -132,7 +145,9 @@ async def admin_route(
             f"user {caller.user!r} is not a team admin",
             hint="a team admin runs `memoryd team user admin NAME` on the server",
         )
-    if route == ("GET", "/users"):
+    if route == ("GET", "/status") and status is not None:
+        result = await status()
+    elif route == ("GET", "/users"):
         result = [
             {
                 "user": name,
@@ -167,7 +182,8 @@ async def admin_route(
     else:
         raise NotFound(
             f"no team admin route {method} {path}",
-            hint="GET/POST /v1/team/users, POST /v1/team/tokens/ID/revoke|expire,"
+            hint="GET /v1/team/status, GET/POST /v1/team/users,"
+            " POST /v1/team/tokens/ID/revoke|expire,"
             " PUT/DELETE /v1/team/grants",
         )
     return 200, JSON, json.dumps(result).encode()

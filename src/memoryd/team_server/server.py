@@ -75,8 +75,10 @@ from memoryd.team.keys import project_key
 from memoryd.team.policy import Caller, Operation, authenticate, authorize
 from memoryd.team.store import TeamStore, utcnow
 from memoryd.team.views import VIEWS_DIR, Views
+from memoryd.team_server.admin import AdminSocket, graph_size, online_backup
 from memoryd.team_server.answers import ServerPaths
-from memoryd.team_server.routes import ADMIN_PREFIX, Audit, admin_route, graph_route
+from memoryd.team_server.replica import ReplicaReads, keep_replica, start_replica
+from memoryd.team_server.routes import ADMIN_PREFIX, Audit, Status, admin_route, graph_route
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +140,7 @@ class TeamGuard:
         views: Views | None = None,
         mcp: Any = None,
         audit: Audit | None = None,
+        status: Status | None = None,
     ) -> None:
         self.app = app
         self.store = store
@@ -146,7 +149,14 @@ class TeamGuard:
         self.views = views
         self.mcp = mcp
         self.audit = audit
+        self.status = status
         self._landing = asyncio.Lock()
+
+    @property
+    def landing(self) -> asyncio.Lock:
+        """Held while a team write lands (its memory, then its author note): the backup's
+        write barrier takes it too (`team_server/admin.py`)."""
+        return self._landing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -233,7 +243,9 @@ class TeamGuard:
         if path.startswith(ADMIN_PREFIX):
             if self.audit is None:
                 raise NotForTeam(f"{method} {path} needs the team server's audit log")
-            return await admin_route(self.store, caller, method, path, body or {}, self.audit)
+            return await admin_route(
+                self.store, caller, method, path, body or {}, self.audit, self.status
+            )
         body = body if body is not None else {}
         if method == "POST" and path == "/v1/recall":
             key = self._project(caller, [body.get("scope")], Operation.READ)
@@ -437,10 +449,14 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
     service = open_service(settings, actor="team")
     service.llm_judge_inline = False
     runner: ServiceRunner | None = None
+    reads: ReplicaReads | None = None
     sockets: list[socket.socket] = []
     listen = settings.home / LISTEN_FILE
     try:
         files.write_pid()
+        reads = start_replica(
+            settings.home, lambda: service.graph, team.replica_max_lag_s, team.replica
+        )
         runner = ServiceRunner()
         prepare(service, runner)
         sockets = [bind_unix(files.socket), bind_network(team.host, team.port)]
@@ -448,10 +464,12 @@ def serve_team(settings: Settings, team: TeamConfig) -> None:
         host, port = sockets[1].getsockname()[:2]
         listen.write_text(json.dumps({"host": host, "port": port}), encoding="utf-8")
         logger.info("memoryd team server pid %d on https://%s:%d", os.getpid(), host, port)
-        run_loop(_serve(service, runner, settings, team, store, sockets))
+        run_loop(_serve(service, runner, settings, team, store, sockets, reads))
     finally:
         for sock in sockets:
             sock.close()
+        if reads is not None:
+            reads.close()
         if runner is not None:
             runner.close()
         service.close()
@@ -467,6 +485,7 @@ async def _serve(
     team: TeamConfig,
     store: TeamStore,
     sockets: list[socket.socket],
+    reads: ReplicaReads,
 ) -> None:
     import uvicorn
 
@@ -502,6 +521,12 @@ async def _serve(
 
         await runner.write(append)
 
+    async def status() -> dict[str, Any]:
+        return {
+            "graph": await runner.read(lambda: graph_size(service.graph)),
+            "replica": await asyncio.to_thread(reads.report),
+        }
+
     from memoryd.mcp.team_tools import create_team_mcp
 
     guard = TeamGuard(
@@ -509,20 +534,30 @@ async def _serve(
         store,
         Projects(settings.home / PROJECTS_DIR),
         scope_of,
-        views=Views(lambda: service.graph, settings.home / VIEWS_DIR),
+        views=Views(lambda: service.graph, settings.home / VIEWS_DIR, reads=reads),
         audit=audit,
+        status=status,
     )
     mcp_server, guard.mcp = create_team_mcp(guard.dispatch, CALLER_KEY)
+    admin = AdminSocket(
+        counted,
+        backup=lambda out: online_backup(
+            settings.home, out, guard.landing, runner, lambda: service.graph
+        ),
+        status=status,
+    )
     servers = [
-        Server(uvicorn.Config(LocalOnly(counted), **common)),
+        Server(uvicorn.Config(LocalOnly(admin), **common)),
         Server(
             uvicorn.Config(guard, ssl_certfile=str(team.cert), ssl_keyfile=str(team.key), **common)
         ),
     ]
-    # The daemon's workers: extraction, supersede judging and embedding of what users record.
+    # The daemon's workers: extraction, supersede judging and embedding of what users record;
+    # the replica's server started again if it died.
     chores = [
         asyncio.create_task(flush_recall_stats(service, runner, settings)),
         asyncio.create_task(enrich(service, runner, settings, asyncio.Event())),
         asyncio.create_task(embed(service, runner, settings)),
+        asyncio.create_task(keep_replica(reads)),
     ]
     await serve_until_stopped(servers, sockets, mcp_server.session_manager, chores)

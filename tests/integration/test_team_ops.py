@@ -1,0 +1,330 @@
+"""The team server's operations, on a running server (issue 32, Operations): an online
+backup while a user keeps recording, restored into a new data dir; the FalkorDB replica that
+serves users' Cypher and the graph page (routing proved by each server's SLOWLOG, the gate
+holding there, a write not waiting behind a long query); `team status` with the replica's lag.
+
+The module starts its own FalkorDB primary, on a Unix socket and a loopback TCP port (Redis
+replicates over TCP only); the team server starts the replica itself (`replica = true`, the
+default)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from memoryd.config import Settings
+from memoryd.graph.falkordb_server import SOCKET, LocalServer, start_local
+from memoryd.team.config import load_team, with_team_graph
+from memoryd.team.store import TeamStore
+from memoryd.vault import parse
+from memoryd.wiring import open_service
+from tests.conftest import isolate_environment
+from tests.daemon_harness import free_port, uds_client
+from tests.pins import PINNED_ENV
+from tests.team_harness import Team
+from tests.waiting import wait_until
+
+SHOP = "git@github.com:acme/shop.git"
+OTHER = "git@github.com:acme/other.git"
+
+
+@pytest.fixture(scope="module")
+def primary() -> Iterator[LocalServer]:
+    directory = Path(tempfile.mkdtemp(prefix="mdfp-", dir="/tmp"))
+    server = start_local(directory / "s", query_memory_mb=256, tcp_port=free_port())
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory, primary: LocalServer) -> Iterator[Team]:
+    root = Path(tempfile.mkdtemp(prefix="mdops-", dir="/tmp"))  # the replica's socket path
+    with pytest.MonkeyPatch.context() as patch:
+        isolate_environment(patch, root)
+        patch.setenv("MEMORYD_DAEMON__AUTOSTART", "0")
+        team = Team.init(root / "server", primary.url, f"team-{uuid.uuid4().hex}")
+        for user in ("alice", "bob", "carol"):
+            team.add_user(user)
+        team.cli("grant", "alice", SHOP, "--role", "write")
+        team.cli("grant", "bob", SHOP, "--role", "read")
+        team.cli("grant", "carol", OTHER, "--role", "write")
+        try:
+            yield team.start()
+        finally:
+            team.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def status(team: Team) -> dict[str, Any]:
+    with uds_client(team.home) as admin:
+        answer = admin.get("/v1/team/status")
+    assert answer.status_code == 200, answer.text
+    data: dict[str, Any] = answer.json()
+    return data
+
+
+def in_sync(team: Team) -> dict[str, Any]:
+    """The replica's state once it holds every write the primary made."""
+    return wait_until(
+        lambda: (r := status(team)["replica"])["state"] == "in sync" and r,
+        what="the replica to catch up", timeout_s=120, every_s=0.2,
+    )  # fmt: skip
+
+
+@contextmanager
+def slowlogs(*servers: Path) -> Iterator[list[Callable[[str], bool]]]:
+    """Each server's SLOWLOG logging every command; per server, whether a command naming a
+    text ran there since."""
+    clients = [redis.Redis(unix_socket_path=str(s), decode_responses=True) for s in servers]
+    for client in clients:
+        client.config_set("slowlog-log-slower-than", 0)
+        client.config_set("slowlog-max-len", 100_000)
+        client.slowlog_reset()
+
+    def ran(client: redis.Redis) -> Callable[[str], bool]:
+        def named(text: str) -> bool:
+            entries = client.slowlog_get(100_000)
+            return any(text in " ".join(map(str, e["command"].split())) for e in entries)
+
+        return named
+
+    try:
+        yield [ran(client) for client in clients]
+    finally:
+        for client in clients:
+            client.config_set("slowlog-log-slower-than", 10_000)
+            client.close()
+
+
+def record(team: Team, title: str, user: str = "alice", scope: str = SHOP) -> str:
+    body = {"type": "fact", "title": title, "body": f"{title}, noted by the ops test.",
+            "scope": scope}  # fmt: skip
+    with team.client(user) as alice:
+        answer = alice.post("/v1/memories", json=body)
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["meta"]["slug"])
+
+
+def vault_slugs(home: Path) -> set[str]:
+    """The slugs of the memory files under the vault, each file read whole (a torn file fails)."""
+    return {parse(p.read_text("utf-8"), p).meta.slug for p in (home / "scopes").rglob("*.md")}
+
+
+def memoryd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd", *args], capture_output=True, text=True, timeout=600,
+        env={**PINNED_ENV, **os.environ}, check=False,
+    )  # fmt: skip
+
+
+def test_an_online_backup_under_writes_restores_every_acknowledged_write(
+    team: Team, primary: LocalServer, tmp_path: Path
+) -> None:
+    """Alice records without pause while `team backup` runs on the live server: every write
+    acknowledged before the backup started is in the restored vault and graph, every memory
+    restored is whole (its file parses, its author note came with it), the graph rebuilt
+    from the vault holds exactly the memories the live graph held at the backup, and the
+    restored audit log verifies."""
+    acknowledged: list[tuple[float, str]] = []
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                slug = record(team, f"Ops stream write {n} lands on the ledger queue")
+                acknowledged.append((time.monotonic(), slug))
+        except BaseException as exc:  # surfaced by the assert below
+            failures.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while len(acknowledged) < 5 and thread.is_alive():
+            time.sleep(0.05)
+        archive = tmp_path / "online.tar.gz"
+        started = time.monotonic()
+        made = memoryd("team", "backup", str(archive), "--home", str(team.home))
+        finished = time.monotonic()
+        while len([t for t, _ in acknowledged if t > finished]) < 3 and thread.is_alive():
+            time.sleep(0.05)  # writes go on after the backup too
+    finally:
+        stop.set()
+        thread.join(timeout=300)
+    assert not failures, failures
+    assert made.returncode == 0, made.stderr
+    assert "writes waited" in made.stdout, made.stdout
+    assert archive.stat().st_mode & 0o777 == 0o600
+    before = {slug for at, slug in acknowledged if at < started}
+    written = {slug for _, slug in acknowledged}
+
+    restored = tmp_path / "restored"
+    out = memoryd("team", "restore", str(archive), "--port", str(free_port()),
+                  "--falkordb-url", primary.url, "--graph-name", f"team-{uuid.uuid4().hex}",
+                  "--home", str(restored))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "note:" not in out.stderr  # the rebuilt graph has what the live one had
+    in_vault = vault_slugs(restored)
+    assert before <= in_vault <= written
+    config = load_team(restored)
+    authors = TeamStore(config.database, config.secret).authors(sorted(in_vault))
+    assert set(authors) == in_vault  # no memory without its author note: none half-landed
+    service = open_service(with_team_graph(Settings(home=restored), config), actor="test")
+    try:
+        rows = service.graph.cypher("MATCH (m:Memory) RETURN m.slug", limit=100_000).rows
+        verified = service.audit_verify()
+    finally:
+        service.close()
+    assert {row[0] for row in rows} == in_vault
+    manifest = json.loads((restored / "backup.json").read_text())
+    assert manifest["graph"]["memories"] == len(in_vault)
+    assert verified.ok, verified.problem
+
+
+def cypher(team: Team, user: str, query: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    with team.client(user) as client:
+        answer = client.post("/v1/graph/cypher", json={"query": query})
+    return answer.status_code, answer.json(), dict(answer.headers)
+
+
+def test_users_cypher_runs_on_the_replica_and_the_gate_holds_there(
+    team: Team, primary: LocalServer
+) -> None:
+    """Bob's Cypher is answered from the replica (its SLOWLOG has the query, the primary's
+    has not); Carol, with no grant on the shop, sees nothing of it through the replica."""
+    title = "Refunds settle through the replica ledger"
+    record(team, title)
+    record(team, "Other project keeps its own queue", user="carol", scope=OTHER)
+    in_sync(team)
+    replica_socket = team.home / "falkordb-replica" / SOCKET
+    with slowlogs(primary.socket, replica_socket) as (on_primary, on_replica):
+        code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title AS routed_b")
+        assert code == 200, bob
+        assert headers["x-memoryd-graph-source"] == "replica"
+        assert title in [row[0] for row in bob["rows"]]
+        code, carol, headers = cypher(team, "carol", "MATCH (m:Memory) RETURN m.title AS routed_c")
+        assert code == 200, carol
+        assert headers["x-memoryd-graph-source"] == "replica"
+        assert [row[0] for row in carol["rows"]] == ["Other project keeps its own queue"]
+        assert "Refunds" not in json.dumps(carol)
+        assert on_replica("routed_b")
+        assert on_replica("routed_c")
+        assert not on_primary("routed_b")
+        assert not on_primary("routed_c")
+
+
+def test_a_long_query_on_the_replica_does_not_hold_up_a_write(
+    team: Team, primary: LocalServer
+) -> None:
+    """While Bob's query runs on the replica for seconds (up to the 10 s Cypher limit), Alice's
+    write is acknowledged and the query's answer comes only after it; the query ran on the
+    replica only."""
+    in_sync(team)
+    heavy = ("UNWIND range(1, 1000000) AS x UNWIND range(1, 100) AS heavy_y"
+             " WITH x, heavy_y WHERE (x + heavy_y) % 7 = 3 RETURN count(*)")  # fmt: skip
+    ended: dict[str, float] = {}
+
+    def long_query() -> None:
+        cypher(team, "bob", heavy)  # 200, or the time limit's error: it ran long either way
+        ended["query"] = time.monotonic()
+
+    replica_socket = team.home / "falkordb-replica" / SOCKET
+    with slowlogs(primary.socket, replica_socket) as (on_primary, on_replica):
+        thread = threading.Thread(target=long_query)
+        thread.start()
+        wait_until(lambda: graph_busy(replica_socket), what="the query to run on the replica",
+                   timeout_s=60, every_s=0.02)  # fmt: skip
+        started = time.monotonic()
+        record(team, "Writes land while a long query runs on the replica")
+        ended["write"] = time.monotonic()
+        thread.join(timeout=120)
+        assert ended["write"] < ended["query"], (ended, started)
+        assert on_replica("heavy_y")
+        assert not on_primary("heavy_y")
+
+
+def graph_busy(socket_path: Path) -> bool:
+    """Whether a client of the server waits on a graph command running in FalkorDB's threads
+    (a blocked client, `flags=b`)."""
+    client = redis.Redis(unix_socket_path=str(socket_path), decode_responses=True)
+    try:
+        return any(
+            "b" in str(c.get("flags")) and str(c.get("cmd", "")).startswith("graph.")
+            for c in client.client_list()
+        )
+    finally:
+        client.close()
+
+
+def test_team_status_shows_the_replica_and_its_lag(team: Team) -> None:
+    """`team status --json` (the CLI) and `GET /v1/team/status` (a team admin over TLS) give
+    the replica's state and how far behind it is in bytes, writes and seconds."""
+    in_sync(team)
+    shown = json.loads(team.cli("status", "--json"))
+    replica = shown["replica"]
+    assert replica["state"] == "in sync"
+    assert replica["serving"] is True
+    assert replica["writes_behind"] == 0
+    assert replica["bytes_behind"] >= 0
+    assert replica["seconds_behind"] == 0.0
+    team.cli("user", "admin", "alice")
+    with team.client("alice") as alice:
+        over_tls = alice.get("/v1/team/status")
+    assert over_tls.status_code == 200, over_tls.text
+    assert over_tls.json()["replica"]["state"] == "in sync"
+    with team.client("bob") as bob:
+        assert bob.get("/v1/team/status").status_code == 403
+
+
+def test_with_the_replica_down_reads_go_to_the_primary_and_say_so(team: Team) -> None:
+    """A replica cut off from the primary (`REPLICAOF NO ONE`) is down: Bob's Cypher is
+    answered by the primary with a note naming why, Carol still sees nothing of the shop, and
+    `team status` shows it. Once its server dies, the team server starts it again and reads
+    go back to it."""
+    in_sync(team)
+    replica_socket = team.home / "falkordb-replica" / SOCKET
+    replica = redis.Redis(unix_socket_path=str(replica_socket))
+    replica.execute_command("REPLICAOF", "NO", "ONE")
+    wait_until(lambda: status(team)["replica"]["state"] == "down", what="the replica to be down",
+               timeout_s=30, every_s=0.2)  # fmt: skip
+    code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title")
+    assert code == 200, bob
+    assert headers["x-memoryd-graph-source"] == "primary"
+    assert "the replica is down" in headers["x-memoryd-graph-note"]
+    assert bob["note"].startswith("read from the primary: the replica is down")
+    assert "Refunds settle through the replica ledger" in [row[0] for row in bob["rows"]]
+    code, carol, _ = cypher(team, "carol", "MATCH (m:Memory) RETURN m.title")
+    assert code == 200, carol
+    assert "Refunds" not in json.dumps(carol)
+    shown = json.loads(team.cli("status", "--json"))
+    assert shown["replica"]["state"] == "down"
+    assert shown["replica"]["serving"] is False
+
+    with contextlib.suppress(redis.ConnectionError):
+        replica.shutdown(nosave=True)
+    replica.close()
+    in_sync(team)  # started again by the team server, synced afresh
+    code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title")
+    assert code == 200, bob
+    assert headers["x-memoryd-graph-source"] == "replica"
+    assert "Refunds settle through the replica ledger" in [row[0] for row in bob["rows"]]
