@@ -63,7 +63,7 @@ from memoryd.graph.store import (
     check_page,
     cypher_code,
 )
-from memoryd.native import heap_cleared
+from memoryd.native import courtesy, heap_cleared, yielding
 from memoryd.private import make_private_dir
 
 __all__ = [
@@ -218,6 +218,7 @@ class KuzuGraphStore(CypherGraphStore):
         columns `times` names (a query that returns 100k rows)."""
         if self._closed:
             raise StorageError("the graph store is closed")
+        courtesy()  # before the gate: a paused read must not hold a checkpoint back
         try:
             with self._reads.read():
                 result = self._reader(params).execute(query, params or {})
@@ -252,6 +253,7 @@ class KuzuGraphStore(CypherGraphStore):
         check_page(limit, offset)
         if self._closed:
             raise StorageError("the graph store is closed")
+        courtesy()
         with self._reads.read():
             conn = self._reader(params)
             try:
@@ -288,7 +290,7 @@ class KuzuGraphStore(CypherGraphStore):
             except RuntimeError as exc:
                 raise engine_error(exc, self.path) from exc
             try:
-                yield conn
+                yield _Yielding(conn) if yielding() else conn
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._generation += 1
@@ -405,6 +407,7 @@ class KuzuGraphStore(CypherGraphStore):
             )
         if self._closed:
             raise StorageError("the graph store is closed")
+        courtesy()
         with self._reads.read():
             return self._read_only_query(query, params, limit, timeout_ms)
 
@@ -488,3 +491,18 @@ class KuzuGraphStore(CypherGraphStore):
             generation=generation,
             size=size,
         )
+
+
+class _Yielding:
+    """The write connection as a background job's transaction sees it: each statement waits
+    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
+    long write runs waits for one statement, not for the whole write."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        courtesy()
+        return self._conn.execute(*args, **kwargs)
