@@ -39,6 +39,7 @@ from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.models import HiddenResults
 from memoryd.native import spawn_child
 from memoryd.service import MemoryService
+from memoryd.text import load_segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -427,6 +428,8 @@ def serve_reader(conn: Connection) -> None:
         conn.send(("err", type(exc).__name__, exc.message, exc.hint))
         return
     service.prepare_recall()
+    if service.index.holds_chinese():
+        load_segmenter()  # not on the first Chinese query this reader ranks
     state: ReaderState | None = None
     conn.send(("ready",))
     try:
