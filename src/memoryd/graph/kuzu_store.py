@@ -120,6 +120,21 @@ def _has_arrow() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
+class _Yielding:
+    """The write connection as a background job's transaction sees it: each statement waits
+    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
+    long write runs waits for one statement, not for the whole write."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        courtesy()
+        return self._conn.execute(*args, **kwargs)
+
+
 class KuzuGraphStore(CypherGraphStore):
     """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
 
@@ -491,18 +506,3 @@ class KuzuGraphStore(CypherGraphStore):
             generation=generation,
             size=size,
         )
-
-
-class _Yielding:
-    """The write connection as a background job's transaction sees it: each statement waits
-    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
-    long write runs waits for one statement, not for the whole write."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def execute(self, *args: Any, **kwargs: Any) -> Any:
-        courtesy()
-        return self._conn.execute(*args, **kwargs)
