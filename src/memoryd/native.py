@@ -9,6 +9,9 @@ the rest of the page on disk is whatever the process freed there last, such as a
 text before redaction. So freed memory is cleared while the engine checkpoints
 (`heap_cleared`), and for good in a process that holds a sensitive scope's plaintext
 (`clear_freed_heap`).
+
+The engine also holds the GIL for the whole of each statement it runs, so a background job's
+statements run only when the thread's courtesy wait lets them (`yielding_to`, `courtesy`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hooks import this module for `child_environment`: keep it light
@@ -171,3 +174,32 @@ def fewer_collections(young: int = 50_000) -> Iterator[None]:
 
 _held = False
 """A `fewer_collections` is running (they nest: `record` runs the batch write's)."""
+
+
+_courtesy = threading.local()
+
+
+@contextlib.contextmanager
+def yielding_to(wait: Callable[[], None]) -> Iterator[None]:
+    """Run the block as background work: before each statement the embedded graph engine
+    runs for it (the engine holds the GIL for a whole statement, tens of milliseconds for a
+    write), `courtesy` calls `wait` (the daemon's: wait while a request is in flight)."""
+    previous = getattr(_courtesy, "wait", None)
+    _courtesy.wait = wait
+    try:
+        yield
+    finally:
+        _courtesy.wait = previous
+
+
+def yielding() -> bool:
+    """Whether this thread runs background work (inside `yielding_to`)."""
+    return getattr(_courtesy, "wait", None) is not None
+
+
+def courtesy() -> None:
+    """Called by the graph store before each statement: the background work's wait, when
+    this thread runs some (`yielding_to`); nothing otherwise."""
+    wait = getattr(_courtesy, "wait", None)
+    if wait is not None:
+        wait()

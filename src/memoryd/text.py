@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 # (extensions B onwards). Kana and Hangul are left alone: jieba has no dictionary for them.
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 _HAN_RUN = re.compile(f"[{_HAN}]+")
+HAN_CLASS = f"[{_HAN}]"
+"""One Han character, as a regular expression (the search index looks for Chinese words)."""
 _WORD = re.compile(r"\w+")
 
 _jieba_lock = threading.Lock()
@@ -41,6 +43,12 @@ def blank_cjk(text: str) -> str:
     if text.isascii():
         return text
     return _HAN_RUN.sub(lambda match: " " * len(match.group()), text)
+
+
+def load_segmenter() -> None:
+    """Load jieba's dictionary now (a recall reader over Chinese memories, before its first
+    call: loading takes hundreds of milliseconds, which would otherwise fall on a recall)."""
+    _jieba()
 
 
 def _jieba() -> Any:

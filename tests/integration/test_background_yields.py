@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from memoryd.daemon.server import enrich_round
 from memoryd.extraction import spacy_stages
 from memoryd.extraction.pipeline import Extractor
 from memoryd.models import MemoryDraft, MemoryType
+from memoryd.native import yielding_to
 from memoryd.wiring import open_service
 
 
@@ -187,3 +189,76 @@ def test_an_english_recall_loads_no_jieba_though_the_scope_holds_chinese(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "False"]
+
+
+def _decision(project: Path, n: int) -> MemoryDraft:
+    return MemoryDraft(
+        type=MemoryType.DECISION,
+        title=f"Queue {n}: use Kafka for the audit events",
+        body=f"We put the audit events on Kafka ({n}); the consumers batch them.",
+        scope_path=project,
+    )
+
+
+def test_a_background_jobs_graph_statements_wait_for_its_courtesy(
+    settings: Settings, project: Path
+) -> None:
+    """The embedded engine holds the GIL for a whole statement: each statement a background
+    job runs (reads and a write's) first calls the job's wait; other work calls none."""
+    calls: list[str] = []
+    with open_service(settings) as svc:
+        svc.record(_decision(project, 0))
+        assert calls == []
+        with yielding_to(lambda: calls.append("wait")):
+            svc.record(_decision(project, 1))
+            written = len(calls)
+            svc.graph.count_memories()
+        svc.record(_decision(project, 2))
+    assert written >= 2  # the write's reads and its transaction's statements
+    assert len(calls) == written + 1
+
+
+def test_a_background_write_pauses_while_a_request_is_in_flight(
+    settings: Settings, project: Path
+) -> None:
+    """A recall arrives while a background write runs: the write's next statement waits
+    until the request ended, and a graph read meanwhile (the recall's) is answered at once;
+    a write of the user queued behind it is not kept waiting."""
+    with open_service(settings) as svc:
+        svc.record(_decision(project, 0))  # the stores warmed up
+        runner = ServiceRunner()
+
+        async def scenario() -> tuple[bool, float, bool, float]:
+            runner.request_started()
+            background = asyncio.create_task(
+                runner.write(runner.background(svc.record), _decision(project, 1))
+            )
+            await asyncio.sleep(0.9)
+            paused = not background.done()
+            started = time.monotonic()
+            counted = await asyncio.to_thread(svc.graph.count_memories)
+            read_s = time.monotonic() - started
+            runner.request_ended()
+            await background
+            # A user's write queued behind a paused background write: the pause ends.
+            runner.request_started()
+            started = time.monotonic()
+            second = asyncio.create_task(
+                runner.write(runner.background(svc.record), _decision(project, 2))
+            )
+            await asyncio.sleep(0.05)
+            await runner.write(svc.record, _decision(project, 3))
+            await second
+            behind_s = time.monotonic() - started
+            runner.request_ended()
+            return paused, read_s, counted == 1, behind_s
+
+        try:
+            paused, read_s, counted_one, behind_s = asyncio.run(scenario())
+        finally:
+            runner.close()
+        assert paused, "the background write ran while a request was in flight"
+        assert counted_one
+        assert read_s < 0.5
+        assert behind_s < 0.5 * 3
+        assert svc.graph.count_memories() == 4

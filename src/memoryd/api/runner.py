@@ -7,7 +7,10 @@
   the writer thread and also shut reads out with a read/write gate.
 - Background work (the enrichment worker, supersede judging, scheduled sweeps) waits, between
   its steps, until no request is in flight (`yield_to_requests`; the requests are counted by
-  `CountRequests` around the app), so a user's recall or write never queues behind it.
+  `CountRequests` around the app), so a user's recall or write never queues behind it; and
+  within a step, before each graph statement (`background`): the embedded engine holds the
+  GIL for a whole statement, so a request arriving mid-step would otherwise wait for every
+  statement the step has left.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 import anyio.to_thread
 
 from memoryd.errors import StorageError
+from memoryd.native import yielding_to
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,13 @@ BURST_S = 1.0
 STARVE_S = 5.0
 """...and at the latest after waiting this long, so a steady stream of requests cannot hold
 the queue back for ever (one step, a few tens of milliseconds, then it waits again)."""
+
+PAUSE_S = 0.5
+"""The longest one background graph statement waits for requests in flight (`background`):
+a request that waits on what the paused step holds cannot hold it for longer."""
+PAUSE_POLL_S = 0.002
+
+WRITER_THREAD = "memoryd-writer"
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -89,7 +100,7 @@ class ServiceRunner:
 
     def __init__(self) -> None:
         self.gate = ReadWriteGate()
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-writer")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=WRITER_THREAD)
         self._closed = False
         self._pending = 0
         self._pending_lock = threading.Lock()
@@ -143,6 +154,30 @@ class ServiceRunner:
                 break
             await asyncio.sleep(min(quiet, deadline - now))
         return time.monotonic() - started
+
+    def background(self, fn: Callable[P, T]) -> Callable[P, T]:
+        """`fn` as background work: each graph statement it runs first waits while a request
+        is in flight (`courtesy_wait`). Pass the result to `read` or `write`."""
+
+        @functools.wraps(fn)
+        def yielding(*args: P.args, **kwargs: P.kwargs) -> T:
+            with yielding_to(self.courtesy_wait):
+                return fn(*args, **kwargs)
+
+        return yielding
+
+    def courtesy_wait(self) -> None:
+        """Before a background graph statement: wait while a request is in flight, at most
+        `PAUSE_S`. On the writer thread, not while another write is queued behind this one
+        (it may be the request's own, and it waits for this one to finish)."""
+        if not self._requests:
+            return
+        deadline = time.monotonic() + PAUSE_S
+        on_writer = threading.current_thread().name.startswith(WRITER_THREAD)
+        while self._requests and time.monotonic() < deadline:
+            if on_writer and self._pending > 1:
+                return
+            time.sleep(PAUSE_POLL_S)
 
     @property
     def pending_writes(self) -> int:

@@ -21,23 +21,23 @@ async def judge_round(service: MemoryService, runner: ServiceRunner, limit: int)
     queue row as writes. An LLM failure leaves the memory queued with backoff; a queue
     survives a restart. Returns how many were settled."""
     settled = 0
-    for row in await runner.read(service.judges_due, limit):
+    for row in await runner.read(runner.background(service.judges_due), limit):
         errors: list[str] = []
         try:
             await runner.yield_to_requests()  # a user's request first
-            job = await runner.read(service.prepare_supersede, row.slug)
+            job = await runner.read(runner.background(service.prepare_supersede), row.slug)
             if job is not None:
                 await asyncio.to_thread(service.judge_supersedes_llm, job)
                 if job.verdicts:
                     await runner.yield_to_requests()
-                    await runner.write(service.apply_supersede, job)
+                    await runner.write(runner.background(service.apply_supersede), job)
                 errors = job.llm_errors
         except NotFound:
             pass  # deleted or forgotten meanwhile: nothing is left to judge
         except MemorydError as exc:
             errors = [exc.message]  # waits, like an LLM failure
         try:
-            await runner.write(service.settle_judge, row, errors)
+            await runner.write(runner.background(service.settle_judge), row, errors)
         except MemorydError as exc:
             logger.warning("supersede judging of %s stays queued: %s", row.slug, exc)
             continue

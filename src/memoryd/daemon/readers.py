@@ -39,6 +39,7 @@ from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.models import HiddenResults
 from memoryd.native import spawn_child
 from memoryd.service import MemoryService
+from memoryd.text import load_segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -104,15 +105,22 @@ class ReaderGone(Exception):
 class Reader:
     """One reader process and the daemon's end of its connection."""
 
-    def __init__(self, home: Path, max_fanout: int) -> None:
+    def __init__(
+        self, home: Path, max_fanout: int, scopes: Sequence[str] = (),
+        state: ReaderState | None = None,
+    ) -> None:  # fmt: skip
+        """Start a reader; it loads the statistics of `scopes` before it reports ready, and
+        opens its index after the daemon's `state` (its first call then hands it the changes
+        since, not a recount)."""
         try:
             self.process, self.conn = spawn_child("memoryd.daemon.readers")
         except OSError as exc:
             raise StorageError(f"cannot start a recall reader: {exc}") from exc
-        self.conn.send(("hello", str(home), max_fanout))
+        self.conn.send(("hello", str(home), max_fanout, list(scopes), state))
         self._expect_ready()
-        self.state: ReaderState | None = None
-        """The daemon's state as of the last call this reader answered."""
+        self.state: ReaderState | None = state
+        """The daemon's state as of the last call this reader answered (at first: as of its
+        start, which its index is at or after)."""
 
     def _expect_ready(self) -> None:
         if not self.conn.poll(START_TIMEOUT_S):
@@ -225,7 +233,13 @@ class ReaderPool:
             return _service_call(self._service, name)(*args, **kwargs)
         reader = self._take()
         if reader is None:
-            return _service_call(self._service, name)(*args, **kwargs)
+            try:
+                return _service_call(self._service, name)(*args, **kwargs)
+            finally:
+                # Started after the call: they take no CPU from it, and load the statistics
+                # of the scope it read (`Reader`).
+                with self._lock:
+                    self._start_more()
         try:
             result = reader.call(self._service, name, args, kwargs)
         except ReaderGone as exc:
@@ -246,28 +260,37 @@ class ReaderPool:
 
     def _take(self) -> Reader | None:
         with self._lock:
-            if self._closed:
-                return None
-            if (
-                not self._starting
-                and self._alive < self._size
-                and time.monotonic() >= self._next_start
-            ):
-                self._starting = True
-                threading.Thread(target=self._start_one, name="memoryd-reader-start",
-                                 daemon=True).start()  # fmt: skip
-            if not self._alive:
-                return None
+            if self._closed or not self._alive:
+                return None  # the caller answers, then starts them (`call`)
+            self._start_more()  # to replace one that failed
         try:
             return self._idle.get(timeout=READER_TIMEOUT_S)
         except queue.Empty:
             return None
 
+    def _start_more(self) -> None:
+        """Start readers in the background up to `size` (the caller holds the lock)."""
+        if (
+            not self._closed
+            and not self._starting
+            and self._alive < self._size
+            and time.monotonic() >= self._next_start
+        ):
+            self._starting = True
+            threading.Thread(target=self._start_one, name="memoryd-reader-start",
+                             daemon=True).start()  # fmt: skip
+
     def _start_one(self) -> None:
         """Start readers one after the other until there are `size` of them."""
         while True:
             try:
-                reader = Reader(self._service.home, self._service.graph.max_fanout)
+                service = self._service
+                reader = Reader(
+                    service.home,
+                    service.graph.max_fanout,
+                    service.index.tallied_scopes(),
+                    ReaderState.of(service),
+                )
             except StorageError as exc:
                 logger.error("recall runs in the daemon process for now: %s", exc)
                 with self._lock:
@@ -419,15 +442,17 @@ def serve_reader(conn: Connection) -> None:
     """Answer the daemon's calls until it closes the connection."""
     from memoryd.wiring import open_reader_service
 
-    _, home, max_fanout = conn.recv()
+    _, home, max_fanout, scopes, state = conn.recv()
     graph = RemoteGraph(conn, max_fanout)
     try:
         service = open_reader_service(Path(home), cast(GraphStore, graph))
+        # Opened after the daemon's `state`: its first call brings the changes since.
+        service.prepare_recall(scopes)
     except MemorydError as exc:
         conn.send(("err", type(exc).__name__, exc.message, exc.hint))
         return
-    service.prepare_recall()
-    state: ReaderState | None = None
+    if service.index.holds_chinese():
+        load_segmenter()  # not on the first Chinese query this reader ranks
     conn.send(("ready",))
     try:
         while True:

@@ -30,9 +30,9 @@ async def run_due(service: MemoryService, runner: ServiceRunner, started: dateti
                 await asyncio.to_thread(service.profile_llm, job)
                 await runner.write(service.apply_profile, job)
             elif not schedule.job(name).on_writer:
-                await runner.read(service.run_job, name)
+                await runner.read(runner.background(service.run_job), name)
             else:
-                await runner.write(service.run_job, name)
+                await runner.write(runner.background(service.run_job), name)
         except MemorydError as exc:
             logger.warning("scheduled %s failed: %s", name, exc)
     return due

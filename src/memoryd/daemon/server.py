@@ -189,23 +189,24 @@ async def enrich_round(service: MemoryService, runner: ServiceRunner, limit: int
     Each is three steps, so nothing long holds the writer: the file is read and the spaCy
     rules run as a read; the LLM call (HTTP, seconds, retries) runs on a plain thread; only
     writing the result is a writer job, which checks the content did not change meanwhile.
-    Before each step it waits until no request is in flight (`yield_to_requests`).
+    Before each step it waits until no request is in flight (`yield_to_requests`), and
+    within a step before each graph statement (`ServiceRunner.background`).
     Returns how many were settled; a failure is logged and leaves that one queued.
     """
     settled = 0
     await judge_round(service, runner, limit)  # recorded memories: the rules ran, the LLM next
     await runner.yield_to_requests()
-    for slug in await runner.read(service.enrichment_due, limit):
+    for slug in await runner.read(runner.background(service.enrichment_due), limit):
         try:
             await runner.yield_to_requests()  # a user's request first (`ServiceRunner`)
-            job = await runner.read(service.prepare_enrichment, slug)
+            job = await runner.read(runner.background(service.prepare_enrichment), slug)
             if job is None:
                 continue
             result = None
             if job.use_llm and service.llm is not None:
                 result = await asyncio.to_thread(run_llm_stage, service.llm, job)
             await runner.yield_to_requests()
-            state = await runner.write(service.apply_enrichment, job, result)
+            state = await runner.write(runner.background(service.apply_enrichment), job, result)
         except MemorydError as exc:
             logger.warning("enrichment of %s stays queued: %s", slug, exc)
             continue

@@ -32,7 +32,7 @@ from memoryd.models import (
     RecallResult,
     check_query,
 )
-from memoryd.recall import RecallPipeline
+from memoryd.recall import RecallPipeline, conversation
 from memoryd.recall.granted import ScopeView
 from memoryd.recall.pipeline import RecallOutcome
 from memoryd.scope import project_names
@@ -253,13 +253,16 @@ class Recalling(ServiceCore):
 
         return self.vectors.catch_up(self.index, BATCH if limit is None else limit)
 
-    def prepare_recall(self) -> None:
+    def prepare_recall(self, scope_hashes: Sequence[str] = ()) -> None:
         """Load the data every recall reads (the kinds of everyday things, `load_hyponyms`)
         now, so the first recall a daemon or reader answers is not the slow one; from now on
-        a grant builds its scope's in-memory view at once, for the same reason."""
+        a grant builds its scope's in-memory view at once, for the same reason. The
+        statistics of `scope_hashes` are loaded too (a reader: its daemon's scopes, 0.6 s of
+        CPU for 100k memories that its first recall there would otherwise spend)."""
         load_hyponyms()
         load_lexicon()  # and the names entity matchers are built with (the graph's, a view's)
         load_places()
+        self.index.load_statistics(scope_hashes, is_turn=conversation.is_turn)
         self.views_eager = True
 
     def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:

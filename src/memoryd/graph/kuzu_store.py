@@ -64,7 +64,7 @@ from memoryd.graph.store import (
     check_page,
     cypher_code,
 )
-from memoryd.native import heap_cleared
+from memoryd.native import courtesy, heap_cleared, yielding
 from memoryd.private import make_private_dir
 
 __all__ = [
@@ -119,6 +119,21 @@ def _has_arrow() -> bool:
     """Whether pyarrow is installed (the `notebooks` extra): a bulk write goes in by COPY from
     an Arrow table then, else by UNWIND like a small one (the base install has no pyarrow)."""
     return importlib.util.find_spec("pyarrow") is not None
+
+
+class _Yielding:
+    """The write connection as a background job's transaction sees it: each statement waits
+    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
+    long write runs waits for one statement, not for the whole write."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        courtesy()
+        return self._conn.execute(*args, **kwargs)
 
 
 class KuzuGraphStore(CypherGraphStore):
@@ -223,6 +238,7 @@ class KuzuGraphStore(CypherGraphStore):
         columns `times` names (a query that returns 100k rows)."""
         if self._closed:
             raise StorageError("the graph store is closed")
+        courtesy()  # before the gate: a paused read must not hold a checkpoint back
         try:
             with self._reads.read():
                 result = self._reader(params).execute(query, params or {})
@@ -257,6 +273,7 @@ class KuzuGraphStore(CypherGraphStore):
         check_page(limit, offset)
         if self._closed:
             raise StorageError("the graph store is closed")
+        courtesy()
         with self._reads.read():
             conn = self._reader(params)
             try:
@@ -293,7 +310,7 @@ class KuzuGraphStore(CypherGraphStore):
             except RuntimeError as exc:
                 raise engine_error(exc, self.path) from exc
             try:
-                yield conn
+                yield _Yielding(conn) if yielding() else conn
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._generation += 1
@@ -488,6 +505,7 @@ class KuzuGraphStore(CypherGraphStore):
             )
         if self._closed:
             raise StorageError("the graph store is closed")
+        courtesy()
         with self._reads.read():
             return self._read_only_query(query, params, limit, timeout_ms)
 

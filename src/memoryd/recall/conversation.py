@@ -54,7 +54,11 @@ def is_turn(memory_type: MemoryType, body: str) -> bool:
     titles) apply to such memories only."""
     if memory_type is not MemoryType.SESSION:
         return False
-    return body.count("\n") < TURN_MAX_LINES and len(body.split()) <= TURN_MAX_WORDS
+    # Split at most past the limit: a whole session's body is thousands of words.
+    return (
+        body.count("\n") < TURN_MAX_LINES
+        and len(body.split(None, TURN_MAX_WORDS)) <= TURN_MAX_WORDS
+    )
 
 
 _ATTACHMENT = re.compile(r"\s*\[[^\[\]]*\]\s*$")

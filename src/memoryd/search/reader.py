@@ -24,6 +24,7 @@ from memoryd.search.engine import (
     _bm25_idf,
     _count,
     _hides,
+    _holds_han,
     _light_doc,
     _Query,
     _stored,
@@ -396,6 +397,13 @@ class IndexReader:
             fetch = min(fetch * 4, available)
         cutoff = hits[wanted - 1][0] if len(hits) >= wanted else float("-inf")
         return [hit for hit in hits if hit[0] >= cutoff]
+
+    def holds_chinese(self) -> bool:
+        """Whether the index holds Chinese words (titles and bodies): a recall reader then
+        loads jieba before its first call (`memoryd.daemon.readers`)."""
+        self._require_open()
+        with self._errors("looking for Chinese words"):
+            return _holds_han(self._index.searcher(), self._schema)
 
     def __repr__(self) -> str:
         return f"SearchIndex({str(self._directory)!r})"

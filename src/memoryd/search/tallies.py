@@ -126,6 +126,20 @@ class IndexTallies(IndexReader):
             self._tallied(scopes, include_forgotten, is_turn)
             return self._stats.snapshot(scopes, include_forgotten, is_turn)
 
+    def load_statistics(self, scope_hashes: Sequence[str], *, is_turn: TurnTest | None) -> None:
+        """Tally `scope_hashes` now (from their saved files, else counted), as a recall there
+        would: a recall reader loads its daemon's scopes before it reports ready."""
+        self._require_open()
+        scopes = _values(scope_hashes)
+        if scopes:
+            with self._stats_lock, self._errors("counting"):
+                self._tallied(scopes, False, is_turn)
+
+    def tallied_scopes(self) -> list[str]:
+        """The scopes whose statistics this process keeps (recalled here, or written to)."""
+        with self._stats_lock:
+            return self._stats.tallied()
+
     def _tokens_of(
         self, title: str, body: str, cuts: Mapping[str, str] | None = None
     ) -> tuple[Tokens, Tokens]:
