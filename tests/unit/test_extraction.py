@@ -194,12 +194,62 @@ def test_growing_known_set_extends_the_cached_ruler() -> None:
     assert ids(x.extract(text, known=[POSTGRES])) == {POSTGRES.id}
 
 
+def test_extract_many_says_what_extract_says_of_each() -> None:
+    """The write path extracts a batch against one set of known entities at once: the same
+    entities, relations, stages and notes as one `extract` per text, in order, whatever
+    the language, with and without known entities and for an empty text."""
+    texts = [
+        ("Switch to Postgres", "We switched from MySQL to Postgres because of replication."),
+        ("", "记忆引擎 部署在 Kubernetes 上,我们决定采用 PostgreSQL。"),
+        ("Empty", "   "),
+        ("", "memoryd runs on Kuzu. See RFC 9110 and https://github.com/kuzudb/kuzu."),
+    ]
+    for known in ([], [POSTGRES, MEMORYD]):
+        one = Extractor()
+        expected = [one.extract(body, title=title, known=known) for title, body in texts]
+        assert Extractor().extract_many(texts, known=known) == expected
+    assert Extractor().extract_many([], known=[POSTGRES]) == []
+
+
 def test_known_entity_named_by_an_everyday_word_is_careful(extractor: Extractor) -> None:
     known = [KnownEntity(id="entity:concept:memory", name="memory", type="concept")]
     [hit] = extractor.extract("The memory is cold after a deploy.", known=known).entities
     assert hit.id == "entity:concept:memory"
     assert hit.confidence < 0.7
     assert extractor.extract("MEMORY PRESSURE", known=known).entities == []
+
+
+def test_sentences_end_where_the_end_pattern_matches() -> None:
+    """`split_sentences` tries its end pattern only where a match can begin; it cuts where
+    the pattern tried at every position would, abbreviations, closing quotes and blank lines
+    included (random texts over the characters the pattern reads)."""
+    import itertools
+    import random
+    import re
+
+    from memoryd.extraction import patterns
+
+    def reference(text: str) -> list[tuple[int, int]]:
+        spans = []
+        cuts = sorted(
+            {0, len(text)}
+            | {m.end() for m in patterns._SENTENCE_END_RE.finditer(text)}
+            | {m.start() + 1 for m in patterns._LINE_START_RE.finditer(text)}
+        )
+        for start, end in itertools.pairwise(cuts):
+            lead = patterns._LEADING_RE.match(text, start, end)
+            real_start = lead.end() if lead else start
+            while end > real_start and text[end - 1].isspace():
+                end -= 1
+            if end > real_start:
+                spans.append((real_start, end))
+        return spans
+
+    pieces = [*re.split("( )", "e.g i.e etc vs cf Mr Dr a b"), ".", "!", "?", "\n", "。", "」", '"']
+    rng = random.Random(28)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        assert split_sentences(text) == reference(text), text
 
 
 def test_sentences_keep_paths_and_abbreviations_whole() -> None:

@@ -314,6 +314,18 @@ def find_relations(
     seen_cues: set[tuple[str, str]] = set()
     ordered = sorted(mentions, key=lambda m: m.start)
     starts = [m.start for m in ordered]
+    # A rule's trigger is literal keywords: one that no sentence holds is not in the
+    # sentences joined either, so each rule's keywords are looked for in the whole text once
+    # (a substring test, not the trigger regex), and its regex runs only on the sentences
+    # that hold one. Trying 32 triggers on every sentence was most of this function.
+    joined = "\n".join(text[s_start:s_end].lower() for s_start, s_end in sentences)
+    chinese_text = has_cjk(joined)
+    live = [
+        rule
+        for rule in rules()
+        if (chinese_text or not rule.chinese)
+        and (not rule.keywords or any(word in joined for word in rule.keywords))
+    ]
     for s_start, s_end in sentences:
         sentence = text[s_start:s_end]
         inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
@@ -330,10 +342,10 @@ def find_relations(
         evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
         chinese = has_cjk(sentence)
         lowered = sentence.lower()
-        for rule in rules():
+        for rule in live:
             if rule.chinese and not chinese:
                 continue
-            if rule.trigger is not None and rule.trigger.search(lowered) is None:
+            if rule.keywords and not any(word in lowered for word in rule.keywords):
                 continue
             for match in rule.regex.finditer(sentence):
                 _apply_rule(ctx, rule, match, boost, evidence, common_words, findings)

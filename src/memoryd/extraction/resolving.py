@@ -144,7 +144,7 @@ def _from_hit(hit: PatternHit, stage: str) -> _Candidate:
 
 
 def _module_roots(
-    scan: patterns.PatternScan, canonical: dict[str, tuple[str, EntityType]]
+    scan: patterns.PatternScan, canonical: Mapping[str, tuple[str, EntityType]]
 ) -> list[_Candidate]:
     """`spacy.pipeline.EntityRuler` mentions spaCy when its root is a name we know."""
     out: list[_Candidate] = []
