@@ -252,6 +252,45 @@ def test_sentences_end_where_the_end_pattern_matches() -> None:
         assert split_sentences(text) == reference(text), text
 
 
+def test_a_scan_skipped_for_want_of_its_literal_would_have_found_nothing() -> None:
+    """The shape scans skip a text without the literal every match holds ("@" for an
+    e-mail, "://" for a URL, RFC or PEP for a citation, quotes and an import word for a JS
+    import): on the labelled texts and on texts that hold the literals, they find what the
+    scan over every text finds."""
+    import yaml
+
+    from memoryd.extraction import code_context, patterns
+
+    scans = [
+        (patterns.URL_RE, ("://",)),
+        (patterns.EMAIL_RE, ("@",)),
+        (patterns.SCOPED_PACKAGE_RE, ("@",)),
+        (patterns.MENTION_RE, ("@",)),
+        (patterns.CITATION_RE, ("RFC", "PEP")),
+        (code_context.JS_IMPORT_RE, ("from", "require(", "import")),
+    ]
+    data = Path(__file__).resolve().parents[1] / "data" / "entities"
+    texts = [
+        item["text"]
+        for path in sorted(data.glob("*.yaml"))
+        for item in yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        if isinstance(item, dict) and "text" in item
+    ]
+    texts += [
+        "Mail ops@example.com or ping @alice; `npm i @babel/core` per RFC 9110 and PEP-8.",
+        "See https://github.com/kuzudb/kuzu, then: import x from 'zod'; require( \"left-pad\")",
+    ]
+    found = 0
+    for regex, needed in scans:
+        for text in texts:
+            everywhere = [m.span() for m in regex.finditer(text)]
+            assert [m.span() for m in patterns.finditer_holding(regex, text, *needed)] == (
+                everywhere
+            )
+            found += len(everywhere)
+    assert found > 20  # the texts hold matches of every kind
+
+
 def test_sentences_keep_paths_and_abbreviations_whole() -> None:
     text = "Edit store.py, e.g. the lock. Done!\n- next item\n\n完成了。好"
     assert [text[a:b] for a, b in split_sentences(text)] == [

@@ -43,7 +43,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -349,8 +349,17 @@ def is_public_host(host: str) -> bool:
     return not name.endswith((".localhost", ".local", ".internal", ".lan", ".home.arpa"))
 
 
+def finditer_holding(regex: re.Pattern[str], text: str, *needed: str) -> Iterator[re.Match[str]]:
+    """`regex.finditer(text)`, or nothing when the text holds none of `needed`, literals
+    that every match of `regex` contains ("@" for an e-mail): a scan tried at every position
+    costs 4-12 us a text, a substring test a fraction of one."""
+    if any(literal in text for literal in needed):
+        return regex.finditer(text)
+    return iter(())
+
+
 def _scan_shields(text: str, scan: PatternScan) -> None:
-    for match in URL_RE.finditer(text):
+    for match in finditer_holding(URL_RE, text, "://"):
         url = match.group().rstrip(".,;:!?'\"")
         end = match.start() + len(url)
         scan.shields.append((match.start(), end))
@@ -362,7 +371,7 @@ def _scan_shields(text: str, scan: PatternScan) -> None:
                 )
             )
             scan.cited.append((match.start(), end))
-    for match in EMAIL_RE.finditer(text):
+    for match in finditer_holding(EMAIL_RE, text, "@"):
         if not _overlaps(match.start(), match.end(), scan.shields):
             scan.shields.append(match.span())
     for match in FILE_PATH_RE.finditer(text):
@@ -389,7 +398,7 @@ def _line_rest(text: str, pos: int) -> str:
 
 
 def _scan_shapes(text: str, scan: PatternScan) -> None:
-    for match in SCOPED_PACKAGE_RE.finditer(text):
+    for match in finditer_holding(SCOPED_PACKAGE_RE, text, "@"):
         if not _overlaps(match.start(), match.end(), scan.shields):
             scan.hits.append(
                 PatternHit(
@@ -401,7 +410,7 @@ def _scan_shapes(text: str, scan: PatternScan) -> None:
                     PRIORITY_SHAPE,
                 )
             )
-    for match in MENTION_RE.finditer(text):
+    for match in finditer_holding(MENTION_RE, text, "@"):
         handle = match.group("handle")
         if handle in DECORATOR_NAMES or _overlaps(match.start(), match.end(), scan.shields):
             continue
@@ -442,7 +451,7 @@ def _scan_shapes(text: str, scan: PatternScan) -> None:
         scan.hits.append(
             PatternHit(start, start + len(name), name, etype, conf, "bracket", PRIORITY_SHAPE)
         )
-    for match in CITATION_RE.finditer(text):
+    for match in finditer_holding(CITATION_RE, text, "RFC", "PEP"):
         if _overlaps(match.start(), match.end(), scan.shields):
             continue
         name = f"{match.group('kind')} {int(match.group('num'))}"

@@ -317,15 +317,16 @@ def find_relations(
     # A rule's trigger is literal keywords: one that no sentence holds is not in the
     # sentences joined either, so each rule's keywords are looked for in the whole text once
     # (a substring test, not the trigger regex), and its regex runs only on the sentences
-    # that hold one. Trying 32 triggers on every sentence was most of this function.
+    # that hold one of those found. Trying 32 triggers on every sentence was most of this.
     joined = "\n".join(text[s_start:s_end].lower() for s_start, s_end in sentences)
     chinese_text = has_cjk(joined)
-    live = [
-        rule
-        for rule in rules()
-        if (chinese_text or not rule.chinese)
-        and (not rule.keywords or any(word in joined for word in rule.keywords))
-    ]
+    live: list[tuple[Rule, tuple[str, ...]]] = []
+    for rule in rules():
+        if rule.chinese and not chinese_text:
+            continue
+        found = tuple(word for word in rule.keywords if word in joined)
+        if found or not rule.keywords:
+            live.append((rule, found))
     for s_start, s_end in sentences:
         sentence = text[s_start:s_end]
         inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
@@ -342,10 +343,10 @@ def find_relations(
         evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
         chinese = has_cjk(sentence)
         lowered = sentence.lower()
-        for rule in live:
+        for rule, found in live:
             if rule.chinese and not chinese:
                 continue
-            if rule.keywords and not any(word in lowered for word in rule.keywords):
+            if found and not any(word in lowered for word in found):
                 continue
             for match in rule.regex.finditer(sentence):
                 _apply_rule(ctx, rule, match, boost, evidence, common_words, findings)
