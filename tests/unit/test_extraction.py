@@ -197,7 +197,7 @@ def test_growing_known_set_extends_the_cached_ruler() -> None:
 def test_extract_many_says_what_extract_says_of_each() -> None:
     """The write path extracts a batch against one set of known entities at once: the same
     entities, relations, stages and notes as one `extract` per text, in order, whatever
-    the language, with and without known entities and for an empty text."""
+    the language, with and without known entities and for an empty text; lazily."""
     texts = [
         ("Switch to Postgres", "We switched from MySQL to Postgres because of replication."),
         ("", "记忆引擎 部署在 Kubernetes 上,我们决定采用 PostgreSQL。"),
@@ -207,8 +207,13 @@ def test_extract_many_says_what_extract_says_of_each() -> None:
     for known in ([], [POSTGRES, MEMORYD]):
         one = Extractor()
         expected = [one.extract(body, title=title, known=known) for title, body in texts]
-        assert Extractor().extract_many(texts, known=known) == expected
-    assert Extractor().extract_many([], known=[POSTGRES]) == []
+        assert list(Extractor().extract_many(texts, known=known)) == expected
+    assert list(Extractor().extract_many([], known=[POSTGRES])) == []
+    # One at a time: a batch's extractions are never all held at once.
+    pending = iter(texts)
+    lazily = Extractor().extract_many(pending, known=[POSTGRES])
+    assert next(lazily) == expected[0]
+    assert next(pending) == texts[1]
 
 
 def test_known_entity_named_by_an_everyday_word_is_careful(extractor: Extractor) -> None:

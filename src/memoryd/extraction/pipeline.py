@@ -37,7 +37,7 @@ import logging
 import re
 import threading
 from collections import ChainMap, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -381,16 +381,18 @@ class Extractor:
         self, text: str, *, title: str = "", known: Sequence[KnownEntity] = ()
     ) -> Extraction:
         """Propose the entities and relations of one memory (its title, then its body)."""
-        return self.extract_many([(title, text)], known=known)[0]
+        return next(self.extract_many([(title, text)], known=known))
 
     def extract_many(
-        self, texts: Sequence[tuple[str, str]], *, known: Sequence[KnownEntity] = ()
-    ) -> list[Extraction]:
-        """`extract` of each (title, body) against one set of known entities: the set is
-        looked up in the cache once, not once per text (a set of K entities costs O(K) to
-        key; the write path extracts a whole batch against the graph's entities)."""
+        self, texts: Iterable[tuple[str, str]], *, known: Sequence[KnownEntity] = ()
+    ) -> Iterator[Extraction]:
+        """`extract` of each (title, body) against one set of known entities, one at a
+        time as the caller takes them (a batch's extractions are not all held at once): the
+        set is keyed once, not once per text (a set of K entities costs O(K) to key; the
+        write path extracts a whole batch against the graph's entities)."""
         items = frozenset(_known_item(k) for k in known)
-        return [self._extract_one(body, title, known, items) for title, body in texts]
+        for title, body in texts:
+            yield self._extract_one(body, title, known, items)
 
     def _extract_one(
         self,
