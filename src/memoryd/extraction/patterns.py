@@ -43,7 +43,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -143,9 +143,7 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     cuts = {0, len(text)}
     end = 0  # what `_SENTENCE_END_RE.finditer` finds, tried only where a match can begin
     for at in _SENTENCE_END_AT_RE.finditer(text):
-        if at.start() < end:
-            continue
-        match = _SENTENCE_END_RE.match(text, at.start())
+        match = None if at.start() < end else _SENTENCE_END_RE.match(text, at.start())
         if match is not None:
             end = match.end()
             cuts.add(end)
@@ -350,12 +348,9 @@ def is_public_host(host: str) -> bool:
 
 
 def finditer_holding(regex: re.Pattern[str], text: str, *needed: str) -> Iterator[re.Match[str]]:
-    """`regex.finditer(text)`, or nothing when the text holds none of `needed`, literals
-    that every match of `regex` contains ("@" for an e-mail): a scan tried at every position
-    costs 4-12 us a text, a substring test a fraction of one."""
-    if any(literal in text for literal in needed):
-        return regex.finditer(text)
-    return iter(())
+    """`regex.finditer(text)`, or nothing when the text holds none of `needed`, literals every
+    match contains ("@" for an e-mail): a scan costs 4-12 us a text, a substring test less."""
+    return regex.finditer(text) if any(word in text for word in needed) else iter(())
 
 
 def _scan_shields(text: str, scan: PatternScan) -> None:
@@ -785,30 +780,3 @@ def _in_longer_name(
             continue
         return True
     return False
-
-
-class LiteralMatcher:
-    """Substring matching for names with Chinese characters.
-
-    Chinese has no spaces and jieba splits unknown names unpredictably (阿里云 → 阿里 / 云), so
-    token patterns would miss them; one alternation regex, longest first, finds them all.
-    """
-
-    def __init__(self, surfaces: Mapping[str, int]) -> None:
-        self._keys = {surface.casefold(): key for surface, key in surfaces.items()}
-        ordered = sorted(self._keys, key=len, reverse=True)
-        self._regex = (
-            re.compile("|".join(re.escape(s) for s in ordered), re.IGNORECASE) if ordered else None
-        )
-
-    def __bool__(self) -> bool:
-        return self._regex is not None
-
-    def find(self, text: str) -> list[tuple[int, int, int]]:
-        """(start, end, key) for every non-overlapping occurrence."""
-        if self._regex is None:
-            return []
-        return [
-            (m.start(), m.end(), self._keys[m.group().casefold()])
-            for m in self._regex.finditer(text)
-        ]
