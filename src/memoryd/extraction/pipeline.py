@@ -429,21 +429,22 @@ class Extractor:
             if known_index is not None:
                 candidates += self._phrase_candidates(doc, full, known_index, sentences)
             ner = self._ner_candidates(full, lang, notes)
+            # A view of the surfaces, not a copy of the lexicon's ~8,000 per text; read under
+            # the lock, as another thread may grow the known set's index in place.
+            canonical: Mapping[str, tuple[str, EntityType]] = (
+                lexicon.canonical
+                if known_index is None
+                else ChainMap(known_index.canonical, lexicon.canonical)
+            )
+            code_hits = code_context.scan_code_context(full, canonical)
+            roots = _module_roots(scan, canonical)
         if ner is not None:
             candidates += ner
             stages.append("ner")
 
-        # Read only: a view, not a copy of the lexicon's ~8,000 surfaces per text.
-        canonical: Mapping[str, tuple[str, EntityType]] = (
-            lexicon.canonical
-            if known_index is None
-            else ChainMap(known_index.canonical, lexicon.canonical)
-        )
-        candidates += [
-            _from_hit(h, "pattern") for h in code_context.scan_code_context(full, canonical)
-        ]
+        candidates += [_from_hit(h, "pattern") for h in code_hits]
         candidates += [_from_hit(h, "pattern") for h in scan.hits]
-        candidates += _module_roots(scan, canonical)
+        candidates += roots
         accepted = _resolve(candidates, scan.shields)
 
         mentions = [relations.Mention(c.start, c.end, c.type, c.confidence) for c in accepted]
