@@ -350,3 +350,34 @@ def test_a_record_judged_before_its_write_gets_what_judging_it_once_written_give
         assert rewrites == []  # no record's file was written twice
     finally:
         after.close()
+
+
+def test_a_batch_redacts_an_entity_id_its_memories_repeat_once(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extraction's entity ids and relation labels are cleaned inside the batch's
+    `one_batch`: an id forty memories name is redacted once, not forty times, and the
+    memories hold the same observations as when each is redacted on its own."""
+    from memoryd.redact import fields, redact
+
+    calls: list[str] = []
+
+    def counting(text: str) -> str:
+        calls.append(text)
+        return redact(text)
+
+    monkeypatch.setattr(fields, "redact", counting)
+    drafts = [
+        MemoryDraft(
+            type=MemoryType.FACT,
+            title=f"Billing note {i}",
+            body=f"Billing keeps invoice batch {i} in PostgreSQL.",
+            scope_path=project,
+        )
+        for i in range(40)
+    ]
+    written = svc.record_many(drafts)
+    ids = {o for m in written for o in m.meta.observations}
+    assert "entity:tool:PostgreSQL" in ids
+    assert all("entity:tool:PostgreSQL" in m.meta.observations for m in written)
+    assert calls.count("entity:tool:PostgreSQL") == 1

@@ -194,12 +194,106 @@ def test_growing_known_set_extends_the_cached_ruler() -> None:
     assert ids(x.extract(text, known=[POSTGRES])) == {POSTGRES.id}
 
 
+def test_extract_many_says_what_extract_says_of_each() -> None:
+    """The write path extracts a batch against one set of known entities at once: the same
+    entities, relations, stages and notes as one `extract` per text, in order, whatever
+    the language, with and without known entities and for an empty text; lazily."""
+    texts = [
+        ("Switch to Postgres", "We switched from MySQL to Postgres because of replication."),
+        ("", "记忆引擎 部署在 Kubernetes 上,我们决定采用 PostgreSQL。"),
+        ("Empty", "   "),
+        ("", "memoryd runs on Kuzu. See RFC 9110 and https://github.com/kuzudb/kuzu."),
+    ]
+    for known in ([], [POSTGRES, MEMORYD]):
+        one = Extractor()
+        expected = [one.extract(body, title=title, known=known) for title, body in texts]
+        assert list(Extractor().extract_many(texts, known=known)) == expected
+    assert list(Extractor().extract_many([], known=[POSTGRES])) == []
+    # One at a time: a batch's extractions are never all held at once.
+    pending = iter(texts)
+    lazily = Extractor().extract_many(pending, known=[POSTGRES])
+    assert next(lazily) == expected[0]
+    assert next(pending) == texts[1]
+
+
 def test_known_entity_named_by_an_everyday_word_is_careful(extractor: Extractor) -> None:
     known = [KnownEntity(id="entity:concept:memory", name="memory", type="concept")]
     [hit] = extractor.extract("The memory is cold after a deploy.", known=known).entities
     assert hit.id == "entity:concept:memory"
     assert hit.confidence < 0.7
     assert extractor.extract("MEMORY PRESSURE", known=known).entities == []
+
+
+def test_sentences_end_where_the_end_pattern_matches() -> None:
+    """`split_sentences` tries its end pattern only where a match can begin; it cuts where
+    the pattern tried at every position would, abbreviations, closing quotes and blank lines
+    included (random texts over the characters the pattern reads)."""
+    import itertools
+    import random
+    import re
+
+    from memoryd.extraction import patterns
+
+    def reference(text: str) -> list[tuple[int, int]]:
+        spans = []
+        cuts = sorted(
+            {0, len(text)}
+            | {m.end() for m in patterns._SENTENCE_END_RE.finditer(text)}
+            | {m.start() + 1 for m in patterns._LINE_START_RE.finditer(text)}
+        )
+        for start, end in itertools.pairwise(cuts):
+            lead = patterns._LEADING_RE.match(text, start, end)
+            real_start = lead.end() if lead else start
+            while end > real_start and text[end - 1].isspace():
+                end -= 1
+            if end > real_start:
+                spans.append((real_start, end))
+        return spans
+
+    pieces = [*re.split("( )", "e.g i.e etc vs cf Mr Dr a b"), ".", "!", "?", "\n", "。", "」", '"']
+    rng = random.Random(28)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        assert split_sentences(text) == reference(text), text
+
+
+def test_a_scan_skipped_for_want_of_its_literal_would_have_found_nothing() -> None:
+    """The shape scans skip a text without the literal every match holds ("@" for an
+    e-mail, "://" for a URL, RFC or PEP for a citation, quotes and an import word for a JS
+    import): on the labelled texts and on texts that hold the literals, they find what the
+    scan over every text finds."""
+    import yaml
+
+    from memoryd.extraction import code_context, patterns
+
+    scans = [
+        (patterns.URL_RE, ("://",)),
+        (patterns.EMAIL_RE, ("@",)),
+        (patterns.SCOPED_PACKAGE_RE, ("@",)),
+        (patterns.MENTION_RE, ("@",)),
+        (patterns.CITATION_RE, ("RFC", "PEP")),
+        (code_context.JS_IMPORT_RE, ("from", "require(", "import")),
+    ]
+    data = Path(__file__).resolve().parents[1] / "data" / "entities"
+    texts = [
+        item["text"]
+        for path in sorted(data.glob("*.yaml"))
+        for item in yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        if isinstance(item, dict) and "text" in item
+    ]
+    texts += [
+        "Mail ops@example.com or ping @alice; `npm i @babel/core` per RFC 9110 and PEP-8.",
+        "See https://github.com/kuzudb/kuzu, then: import x from 'zod'; require( \"left-pad\")",
+    ]
+    found = 0
+    for regex, needed in scans:
+        for text in texts:
+            everywhere = [m.span() for m in regex.finditer(text)]
+            assert [m.span() for m in patterns.finditer_holding(regex, text, *needed)] == (
+                everywhere
+            )
+            found += len(everywhere)
+    assert found > 20  # the texts hold matches of every kind
 
 
 def test_sentences_keep_paths_and_abbreviations_whole() -> None:

@@ -469,8 +469,10 @@ class ServiceCore(Writes):
         if self.extractor is None or not memories:
             return
         known = self._known_entities()
-        for memory in memories:
-            found = self.extractor.extract(memory.body, title=memory.meta.title, known=known)
+        proposed = self.extractor.extract_many(
+            [(memory.meta.title, memory.body) for memory in memories], known=known
+        )
+        for memory, found in zip(memories, proposed, strict=True):
             if self.llm is not None and (not memory.sensitive or self.llm_allow_sensitive):
                 from memoryd.llm.extract import extract_with_llm
 

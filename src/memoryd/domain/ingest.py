@@ -62,18 +62,20 @@ class Ingest(ServiceCore):
         now = utcnow()
         scopes: dict[str, ScopeInfo] = {}
         memories: list[Memory] = []
-        with one_batch():  # a tag or source every draft repeats is redacted once
+        # A tag, source or entity id every draft repeats is redacted once: as the drafts are
+        # prepared, and as extraction's entity names and relation labels are cleaned.
+        with one_batch():
             for draft in drafts:
                 key = str(draft.scope_path or Path.cwd())
                 if key not in scopes:
                     scopes[key] = resolve_scope(draft.scope_path)
                 memories.append(self._prepare(draft, scopes[key], now))
-        self._draw_free_slugs(memories, drafts)
-        self._refuse_duplicates(memories, drafts)
-        if not bulk:
-            for memory in memories:
-                self._check_links(memory)
-        self._extract(memories)
+            self._draw_free_slugs(memories, drafts)
+            self._refuse_duplicates(memories, drafts)
+            if not bulk:
+                for memory in memories:
+                    self._check_links(memory)
+            self._extract(memories)
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
         if not bulk and len(memories) == 1:

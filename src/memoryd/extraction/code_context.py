@@ -11,7 +11,13 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 
-from memoryd.extraction.patterns import CODE_CONTEXT_CONFIDENCE, PRIORITY_CODE, PatternHit, _words
+from memoryd.extraction.patterns import (
+    CODE_CONTEXT_CONFIDENCE,
+    PRIORITY_CODE,
+    PatternHit,
+    _words,
+    finditer_holding,
+)
 from memoryd.models import EntityType
 
 # --- code context ------------------------------------------------------------------------------
@@ -124,7 +130,9 @@ def scan_code_context(
             if root in ("as",) or root in stdlib or root.startswith("_"):
                 continue
             add(match.start(group) + module.start(), root, EntityType.LIBRARY)
-    for match in JS_IMPORT_RE.finditer(text):
+    quoted = "'" in text or '"' in text  # every JS import names its package in quotes
+    js = finditer_holding(JS_IMPORT_RE, text, "from", "require(", "import") if quoted else ()
+    for match in js:
         package = match.group("pkg")
         if package.startswith(".") or package.removeprefix("node:") in NODE_BUILTINS:
             continue

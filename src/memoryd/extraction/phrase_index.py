@@ -1,22 +1,51 @@
 """The lexicon's and the known entities' names as one literal index (`_PhraseIndex`): each
 surface found in a text by one scan, with the entries it names (`_Target`); the known
-entities' index is kept per set of entities (`_KnownEntry`). Used by `extraction.pipeline`.
+entities' index is kept per set of entities (`_KnownEntry`); names with Chinese characters
+are found as substrings (`LiteralMatcher`). Used by `extraction.pipeline`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memoryd.extraction import spacy_stages
 from memoryd.extraction.linking import KnownEntity, KnownIndex
-from memoryd.extraction.patterns import LiteralMatcher, has_cjk
+from memoryd.extraction.patterns import has_cjk
 from memoryd.extraction.token_cache import TokenCache, fingerprint
 from memoryd.models import EntityType
 
 log = logging.getLogger(__name__)
+
+
+class LiteralMatcher:
+    """Substring matching for names with Chinese characters.
+
+    Chinese has no spaces and jieba splits unknown names unpredictably (阿里云 → 阿里 / 云), so
+    token patterns would miss them; one alternation regex, longest first, finds them all.
+    """
+
+    def __init__(self, surfaces: Mapping[str, int]) -> None:
+        self._keys = {surface.casefold(): key for surface, key in surfaces.items()}
+        ordered = sorted(self._keys, key=len, reverse=True)
+        self._regex = (
+            re.compile("|".join(re.escape(s) for s in ordered), re.IGNORECASE) if ordered else None
+        )
+
+    def __bool__(self) -> bool:
+        return self._regex is not None
+
+    def find(self, text: str) -> list[tuple[int, int, int]]:
+        """(start, end, key) for every non-overlapping occurrence."""
+        if self._regex is None:
+            return []
+        return [
+            (m.start(), m.end(), self._keys[m.group().casefold()])
+            for m in self._regex.finditer(text)
+        ]
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ import json
 import logging
 import re
 import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections import ChainMap, OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -291,16 +291,19 @@ class Extractor:
         return TokenCache(directory / "extraction")
 
     def _known(
-        self, lang: str, known: Sequence[KnownEntity]
+        self,
+        lang: str,
+        known: Sequence[KnownEntity],
+        items: frozenset[tuple[str, str, str, tuple[str, ...]]],
     ) -> tuple[_PhraseIndex | None, KnownIndex]:
-        """The known entities' matchers and linking index, cached per set of entities (LRU).
+        """The known entities' matchers and linking index, cached per set of entities (LRU);
+        `items` is the set's key (`_known_item` of each), made once per batch of texts.
 
         A set that only adds entities to a cached one grows that entry instead of building
         anew: the service passes the whole graph, which gains a few entities per write.
         """
         if not known:
             return None, EMPTY_KNOWN
-        items = frozenset(_known_item(k) for k in known)
         key = (lang, items)
         entry = self._known_index.get(key)
         if entry is not None:
@@ -378,6 +381,26 @@ class Extractor:
         self, text: str, *, title: str = "", known: Sequence[KnownEntity] = ()
     ) -> Extraction:
         """Propose the entities and relations of one memory (its title, then its body)."""
+        return next(self.extract_many([(title, text)], known=known))
+
+    def extract_many(
+        self, texts: Iterable[tuple[str, str]], *, known: Sequence[KnownEntity] = ()
+    ) -> Iterator[Extraction]:
+        """`extract` of each (title, body) against one set of known entities, one at a
+        time as the caller takes them (a batch's extractions are not all held at once): the
+        set is keyed once, not once per text (a set of K entities costs O(K) to key; the
+        write path extracts a whole batch against the graph's entities)."""
+        items = frozenset(_known_item(k) for k in known)
+        for title, body in texts:
+            yield self._extract_one(body, title, known, items)
+
+    def _extract_one(
+        self,
+        text: str,
+        title: str,
+        known: Sequence[KnownEntity],
+        items: frozenset[tuple[str, str, str, tuple[str, ...]]],
+    ) -> Extraction:
         offset = len(title) + 2 if title else 0
         full = f"{title}\n\n{text}" if title else text
         if not full.strip():
@@ -398,7 +421,7 @@ class Extractor:
 
         with self._lock:
             lexicon = self._lexicon(lang)
-            known_index, link_index = self._known(lang, known)
+            known_index, link_index = self._known(lang, known, items)
             doc = spacy_stages.tokenize(self._pipeline(lang), full)
             candidates = _vendor_products(
                 full, self._phrase_candidates(doc, full, lexicon, sentences), common
@@ -406,18 +429,22 @@ class Extractor:
             if known_index is not None:
                 candidates += self._phrase_candidates(doc, full, known_index, sentences)
             ner = self._ner_candidates(full, lang, notes)
+            # A view of the surfaces, not a copy of the lexicon's ~8,000 per text; read under
+            # the lock, as another thread may grow the known set's index in place.
+            canonical: Mapping[str, tuple[str, EntityType]] = (
+                lexicon.canonical
+                if known_index is None
+                else ChainMap(known_index.canonical, lexicon.canonical)
+            )
+            code_hits = code_context.scan_code_context(full, canonical)
+            roots = _module_roots(scan, canonical)
         if ner is not None:
             candidates += ner
             stages.append("ner")
 
-        canonical = dict(lexicon.canonical)
-        if known_index is not None:
-            canonical.update(known_index.canonical)
-        candidates += [
-            _from_hit(h, "pattern") for h in code_context.scan_code_context(full, canonical)
-        ]
+        candidates += [_from_hit(h, "pattern") for h in code_hits]
         candidates += [_from_hit(h, "pattern") for h in scan.hits]
-        candidates += _module_roots(scan, canonical)
+        candidates += roots
         accepted = _resolve(candidates, scan.shields)
 
         mentions = [relations.Mention(c.start, c.end, c.type, c.confidence) for c in accepted]

@@ -5,7 +5,7 @@ the predicate it gives and its confidence; `extraction.relations` applies them t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
@@ -39,14 +39,7 @@ class Rule:
     """Chinese rules are skipped for sentences without a Chinese character."""
     keywords: tuple[str, ...] = ()
     """Lower-case substrings one of which the sentence must contain before the regex runs:
-    a literal search is far cheaper than the rule's regex tried at every position."""
-    trigger: re.Pattern[str] | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        if self.keywords:
-            trigger = re.compile("|".join(re.escape(k) for k in self.keywords))
-            object.__setattr__(self, "trigger", trigger)
-
+    a substring test is far cheaper than the rule's regex tried at every position."""
     left: str | None = None
     """A slot filled from the text before the match ("Solid instead of React" → new), so no
     regex has to start with a lazy group, which costs a scan from every position."""

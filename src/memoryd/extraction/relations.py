@@ -314,6 +314,19 @@ def find_relations(
     seen_cues: set[tuple[str, str]] = set()
     ordered = sorted(mentions, key=lambda m: m.start)
     starts = [m.start for m in ordered]
+    # A rule's trigger is literal keywords: one that no sentence holds is not in the
+    # sentences joined either, so each rule's keywords are looked for in the whole text once
+    # (a substring test, not the trigger regex), and its regex runs only on the sentences
+    # that hold one of those found. Trying 32 triggers on every sentence was most of this.
+    joined = "\n".join(text[s_start:s_end].lower() for s_start, s_end in sentences)
+    chinese_text = has_cjk(joined)
+    live: list[tuple[Rule, tuple[str, ...]]] = []
+    for rule in rules():
+        if rule.chinese and not chinese_text:
+            continue
+        found = tuple(word for word in rule.keywords if word in joined)
+        if found or not rule.keywords:
+            live.append((rule, found))
     for s_start, s_end in sentences:
         sentence = text[s_start:s_end]
         inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
@@ -330,10 +343,10 @@ def find_relations(
         evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
         chinese = has_cjk(sentence)
         lowered = sentence.lower()
-        for rule in rules():
+        for rule, found in live:
             if rule.chinese and not chinese:
                 continue
-            if rule.trigger is not None and rule.trigger.search(lowered) is None:
+            if found and not any(word in lowered for word in found):
                 continue
             for match in rule.regex.finditer(sentence):
                 _apply_rule(ctx, rule, match, boost, evidence, common_words, findings)

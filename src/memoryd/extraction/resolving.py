@@ -144,7 +144,7 @@ def _from_hit(hit: PatternHit, stage: str) -> _Candidate:
 
 
 def _module_roots(
-    scan: patterns.PatternScan, canonical: dict[str, tuple[str, EntityType]]
+    scan: patterns.PatternScan, canonical: Mapping[str, tuple[str, EntityType]]
 ) -> list[_Candidate]:
     """`spacy.pipeline.EntityRuler` mentions spaCy when its root is a name we know."""
     out: list[_Candidate] = []
@@ -294,8 +294,8 @@ def _path_notes(scan: patterns.PatternScan, accepted: Sequence[_Candidate]) -> l
 
 
 def _shift(entity: ProposedEntity, offset: int) -> ProposedEntity:
-    """Spans relative to the body: title occurrences are dropped from `spans`."""
-    if not offset:
-        return entity
-    spans = [(s - offset, e - offset) for s, e in entity.spans if s >= offset]
-    return entity.model_copy(update={"spans": spans})
+    """Spans relative to the body: title occurrences are dropped from `spans`. In place,
+    not a copy: linking made every entity of the extraction its own (`linking._merge`)."""
+    if offset:
+        entity.spans = [(s - offset, e - offset) for s, e in entity.spans if s >= offset]
+    return entity
