@@ -488,6 +488,22 @@ class GraphFact(BaseModel):
     relations: list[RelationRef] = Field(default_factory=list)
 
 
+class Recorded(BaseModel):
+    """What an import needs back of each memory a batch wrote (`record_graph_facts_brief`):
+    its slug and scope and the older memories it superseded, not its title, body and tags
+    (through the daemon, 5000 whole memories an answer cost more to send and read back than
+    the client's share of the import)."""
+
+    slug: str
+    scope_hash: str
+    supersedes: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, memory: Memory) -> Recorded:
+        meta = memory.meta
+        return cls(slug=meta.slug, scope_hash=meta.scope_hash, supersedes=list(meta.supersedes))
+
+
 PromotionStatus = Literal["pending", "approved", "rejected", "merged"]
 
 

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         Promotion,
         PromotionStatus,
         RecallResult,
+        Recorded,
         ReindexReport,
         RelationRef,
         SearchHits,
@@ -115,6 +116,11 @@ class MemoryAPI(Protocol):
     def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
         """`record_graph_facts` for many memories with batched writes and one fsync pass
         per batch (`import mcp-memory`); through the daemon, a request per batch."""
+        ...
+
+    def record_graph_facts_brief(self, facts: Sequence[GraphFact]) -> list[Recorded]:
+        """`record_graph_facts_many` answering only each memory's slug, scope and what it
+        superseded (`import mcp-memory`: it needs no bodies back)."""
         ...
 
     def update_keywords(

@@ -84,14 +84,14 @@ def test_import_writes_in_batches_not_one_write_per_line(
     ]
     text = "\n".join(json.dumps(line) for line in entities + relations)
     calls: list[int] = []
-    many = svc.record_graph_facts_many
+    many = svc.record_graph_facts_brief
     monkeypatch.setattr(svc, "record_graph_facts", lambda *a, **k: calls.append(1))
 
     def counted(facts):
         calls.append(len(facts))
         return many(facts)
 
-    monkeypatch.setattr(svc, "record_graph_facts_many", counted)
+    monkeypatch.setattr(svc, "record_graph_facts_brief", counted)
     report = mcp_memory_import.import_graph(
         svc, mcp_memory_import.parse_jsonl(text), scope_path=project
     )
@@ -281,7 +281,7 @@ def test_an_import_builds_the_next_batch_while_the_last_one_is_written(
         return made(name, *args, **kwargs)
 
     monkeypatch.setattr(mcp_memory_import, "observation_facts", observed)
-    many = svc.record_graph_facts_many
+    many = svc.record_graph_facts_brief
     seen: list[tuple[int, bool]] = []
 
     def write(facts: Any) -> Any:
@@ -291,7 +291,7 @@ def test_an_import_builds_the_next_batch_while_the_last_one_is_written(
             seen.append((len(facts), True))
         return many(facts)
 
-    monkeypatch.setattr(svc, "record_graph_facts_many", write)
+    monkeypatch.setattr(svc, "record_graph_facts_brief", write)
     report = mcp_memory_import.import_graph(
         svc, mcp_memory_import.parse_jsonl(text), scope_path=project
     )

@@ -109,6 +109,12 @@ def scenario(api: MemoryAPI, project: Path) -> Iterator[tuple[str, Any]]:
             ]
         ),
     )
+    yield (
+        "record_graph_facts_brief",
+        rec.record_graph_facts_brief(
+            [GraphFact(draft=draft("Solid has stores", "Solid: stores"), entity_ids=[SOLID])]
+        ),
+    )
     other = rec.record(draft("Solid is fast", "Solid renders with signals."))
     yield (
         "record_many",

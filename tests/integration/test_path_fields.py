@@ -29,6 +29,10 @@ ROUTES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("post", "/v1/memories", "scope", {"json": {**MEMORY, "scope": "@"}}),
     ("post", "/v1/memories/batch", "scope", {"json": {"memories": [{**MEMORY, "scope": "@"}]}}),
     ("post", "/v1/graph/facts", "scope", {"json": {"memory": {**MEMORY, "scope": "@"}}}),
+    *(
+        ("post", path, "scope", {"json": {"facts": [{"memory": {**MEMORY, "scope": "@"}}]}})
+        for path in ("/v1/graph/facts/batch", "/v1/graph/facts/batch/brief")
+    ),
     ("get", "/v1/memories", "scope", {"params": {"scope": "@"}}),
     ("get", "/v1/search", "scope", {"params": {"q": "x", "scope": "@"}}),
     ("get", "/v1/recall", "scope", {"params": {"q": "x", "scope": "@"}}),

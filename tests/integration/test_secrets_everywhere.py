@@ -29,6 +29,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+import memoryd
+from memoryd.client.remote import RemoteService
 from memoryd.interop import mcp_memory_import
 from memoryd.models import (
     MemoryDraft,
@@ -226,17 +228,22 @@ def test_capture_hook_and_drain_leave_no_secret(
     assert leaks(home) == []
 
 
-def test_import_mcp_memory_leaves_no_secret(tmp_path: Path, project: Path) -> None:
-    lines = [
+GRAPH = "\n".join(
+    json.dumps(line)
+    for line in [
         {"type": "entity", "name": f"svc-{GHP}", "entityType": "service", "observations": TEXTS},
         {"type": "entity", "name": "deploy", "entityType": "process", "observations": SHORT},
         {"type": "relation", "from": f"svc-{GHP}", "to": "deploy", "relationType": SHORT[0]},
     ]
-    text = "\n".join(json.dumps(line) for line in lines) + "\n"
+)
+"""An mcp-memory graph with the corpus in its observations, names and relation type."""
+
+
+def test_import_mcp_memory_leaves_no_secret(tmp_path: Path, project: Path) -> None:
     home = tmp_path / "home"
     with opened(home) as svc:
         mcp_memory_import.import_graph(
-            svc, mcp_memory_import.parse_jsonl(text, source="test"), scope_path=project
+            svc, mcp_memory_import.parse_jsonl(GRAPH, source="test"), scope_path=project
         )
     assert leaks(home) == []
 
@@ -439,6 +446,32 @@ async def _mcp_writes(home: Path, project: Path) -> None:
         )
         relation = {"from": f"svc-{GHP}", "to": "deploy", "relationType": SHORT[0][:100]}
         await call(client, "create_relations", {"relations": [relation]})
+
+
+def test_import_mcp_memory_through_the_daemon_leaves_no_secret_and_gets_slugs_back(
+    daemon: Daemon, project: Path
+) -> None:
+    """The import's way through the daemon (`record_graph_facts_brief`) redacts as the
+    in-process one does, and its answer holds slugs, scopes and supersedes, none of the
+    texts (the daemon sent 5000 whole memories back per batch)."""
+    parsed = mcp_memory_import.parse_jsonl(GRAPH, source="test")
+    with memoryd.open(daemon.home) as api:
+        assert isinstance(api, RemoteService)
+        report = mcp_memory_import.import_graph(api, parsed, scope_path=project)
+    assert report.relations_added == 1
+    assert report.observations_added == len(TEXTS) + len(SHORT)
+    facts = [{"memory": _create(text, project, i + 1)} for i, text in enumerate(SHORT)]
+    with uds_client(daemon.home) as http:
+        got = http.post("/v1/graph/facts/batch/brief", json={"facts": facts})
+        assert got.status_code == 201, got.text
+        answer = got.json()
+        listed = http.get("/v1/memories", params={"limit": 1000}).json()["items"]
+    assert [sorted(row) for row in answer] == [["scope_hash", "slug", "supersedes"]] * len(SHORT)
+    assert {row["slug"] for row in answer} <= {row["slug"] for row in listed}
+    assert "http 1:" not in got.text
+    assert not _found(got.text.lower().encode())
+    assert daemon.stop() == 0
+    assert leaks(daemon.home) == []
 
 
 def test_random_hex_is_no_leak_and_a_hex_secret_is(tmp_path: Path) -> None:

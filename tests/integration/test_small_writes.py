@@ -224,7 +224,7 @@ def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
     ]
     text = "\n".join(json.dumps(line) for line in entities)
     monkeypatch.setattr(mcp_memory_import, "IMPORT_BATCH", 10)
-    many = svc.record_graph_facts_many
+    many = svc.record_graph_facts_brief
     sizes: list[int] = []
     busy = threading.Lock()
 
@@ -238,7 +238,7 @@ def test_an_import_writes_its_batches_in_order_and_stops_at_a_failed_one(
         finally:
             busy.release()
 
-    monkeypatch.setattr(svc, "record_graph_facts_many", third_fails)
+    monkeypatch.setattr(svc, "record_graph_facts_brief", third_fails)
     with pytest.raises(InvalidInput, match=r"lines 21-30 \(none of them written"):
         mcp_memory_import.import_graph(svc, mcp_memory_import.parse_jsonl(text), scope_path=project)
     assert sizes == [10, 10, 10]  # nothing after the failed batch was sent

@@ -11,7 +11,6 @@ Over 600 lines: one thin HTTP method per `MemoryAPI` method, which grows with th
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,12 +22,14 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memoryd.client.wire import (
+    JSON_HEADERS,
     PROBE_TIMEOUT_S,
     _absolute,
     _entity,
     _map_scope,
     _query,
     _scope_arg,
+    batch_requests,
     error_from_response,
     scope_and_path,
     scope_hash_of,
@@ -60,6 +61,7 @@ from memoryd.models import (
     PromotionStatus,
     RecallHit,
     RecallResult,
+    Recorded,
     ReindexReport,
     RelationRef,
     SearchHit,
@@ -105,12 +107,19 @@ AUDIT_PAGE = 10_000
 
 
 M = TypeVar("M", bound=BaseModel)
+A = TypeVar("A")
 
 
 @functools.cache
 def _memories() -> TypeAdapter[list[Memory]]:
     """A batch write's answer, validated from its JSON text (built on first use)."""
     return TypeAdapter(list[Memory])
+
+
+@functools.cache
+def _recorded() -> TypeAdapter[list[Recorded]]:
+    """A brief batch write's answer (`record_graph_facts_brief`)."""
+    return TypeAdapter(list[Recorded])
 
 
 class RemoteService(MemoryAPI):
@@ -216,14 +225,24 @@ class RemoteService(MemoryAPI):
         limit); each request lands whole or not at all."""
         scopes: dict[Path | None, str] = {}
         bodies = (self._memory_body(draft, scopes) for draft in drafts)
-        return self._batched("/v1/memories/batch", "memories", bodies, {"bulk": bulk}, RECORD_BATCH)
+        return self._batched(
+            "/v1/memories/batch", "memories", bodies, {"bulk": bulk}, RECORD_BATCH, _memories()
+        )
 
     def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
         """In requests of at most `FACTS_BATCH` facts, as `record_many` (an import's facts
         share a scope: it is resolved once)."""
+        return self._facts_batched("/v1/graph/facts/batch", facts, _memories())
+
+    def record_graph_facts_brief(self, facts: Sequence[GraphFact]) -> list[Recorded]:
+        return self._facts_batched("/v1/graph/facts/batch/brief", facts, _recorded())
+
+    def _facts_batched(
+        self, path: str, facts: Sequence[GraphFact], answer: TypeAdapter[list[A]]
+    ) -> list[A]:
         scopes: dict[Path | None, str] = {}
         bodies = (self._fact_body(f.draft, f.entity_ids, f.relations, scopes) for f in facts)
-        return self._batched("/v1/graph/facts/batch", "facts", bodies, {}, FACTS_BATCH)
+        return self._batched(path, "facts", bodies, {}, FACTS_BATCH, answer)
 
     def _batched(
         self,
@@ -232,31 +251,16 @@ class RemoteService(MemoryAPI):
         bodies: Iterable[dict[str, Any]],
         extra: dict[str, Any],
         most: int,
-    ) -> list[Memory]:
-        """POST `bodies` in batches of at most `most` items and `RECORD_BATCH_BYTES`."""
-        recorded: list[Memory] = []
-        batch: list[dict[str, Any]] = []
-        size = 0
-
-        def send() -> None:
-            raw = self._request("POST", path, json={key: batch, **extra}, decoded=False)
+        answer: TypeAdapter[list[A]],
+    ) -> list[A]:
+        """POST `bodies` in batches of at most `most` items (`wire.batch_requests`)."""
+        recorded: list[A] = []
+        for content in batch_requests(key, bodies, extra, most, RECORD_BATCH_BYTES):
+            raw = self._request("POST", path, content=content, headers=JSON_HEADERS, decoded=False)
             try:  # validated from the JSON text: far cheaper than a dict per memory first
-                recorded.extend(_memories().validate_json(raw))
+                recorded.extend(answer.validate_json(raw))
             except ValidationError as exc:
-                raise StorageError(
-                    f"the daemon's answer to {path} is not a list of memories"
-                ) from exc
-            batch.clear()
-
-        for body in bodies:
-            length = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
-            if batch and (len(batch) >= most or size + length > RECORD_BATCH_BYTES):
-                send()
-                size = 0
-            batch.append(body)
-            size += length
-        if batch:
-            send()
+                raise StorageError(f"the daemon's answer to {path} is malformed") from exc
         return recorded
 
     def record_graph_facts(

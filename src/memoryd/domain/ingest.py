@@ -30,6 +30,7 @@ from memoryd.models import (
     GraphFact,
     Memory,
     MemoryDraft,
+    Recorded,
     RelationRef,
     ScopeInfo,
     utcnow,
@@ -119,6 +120,10 @@ class Ingest(ServiceCore):
         """`record_graph_facts` for many (`import mcp-memory`): every fact prepared and
         checked first, then written `BULK_BATCH` at a time with one fsync pass each."""
         return self._record_graph_facts(facts, sync_each=False)
+
+    def record_graph_facts_brief(self, facts: Sequence[GraphFact]) -> list[Recorded]:
+        """`record_graph_facts_many`, answering only slugs, scopes and supersedes."""
+        return [Recorded.of(m) for m in self._record_graph_facts(facts, sync_each=False)]
 
     def _record_graph_facts(self, facts: Sequence[GraphFact], *, sync_each: bool) -> list[Memory]:
         self._require_writable("record graph facts")

@@ -297,10 +297,12 @@ class Writes:
         # Every path that records a memory passes here: secrets and control characters
         # never reach the vault, the graph or the index. A graph fact's entity ids and
         # relations come in here too, so its frontmatter is cleaned in one `clean_meta` pass.
-        title = redact_field(draft.title).strip()
+        redacted = redact_field(draft.title)
+        title = redacted.strip()
         if not title:
             raise InvalidInput("title is empty", hint="give the memory a short title with --title")
-        body = redact(draft.body).strip()
+        # A body that is its title (an imported relation's) is redacted once.
+        body = (redacted if draft.body == draft.title else redact(draft.body)).strip()
         if len(body) > MAX_BODY_CHARS:
             raise InvalidInput(
                 f"body is {len(body)} characters; the limit is {MAX_BODY_CHARS}",

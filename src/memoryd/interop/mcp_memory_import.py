@@ -22,7 +22,7 @@ from memoryd.interop.mcp_memory import (
     observation_facts,
     relation_fact,
 )
-from memoryd.models import EntityType, GraphFact, Memory, entity_id
+from memoryd.models import EntityType, GraphFact, Recorded, entity_id
 
 if TYPE_CHECKING:
     from memoryd.protocol import MemoryAPI as GraphService
@@ -123,7 +123,7 @@ def _pick(ids: Sequence[str], wanted: EntityType) -> str | None:
 
 
 IMPORT_BATCH = 5000
-"""Facts per `record_graph_facts_many` call: one request (and one write pass) through the
+"""Facts per `record_graph_facts_brief` call: one request (and one write pass) through the
 daemon, where one request per line ran about 3 lines a second. 5000 is the bulk batch of
 the write path (`BULK_BATCH`) and the API's `MAX_BATCH_FACTS`."""
 
@@ -144,7 +144,7 @@ class _Batches:
         self.lines: list[int] = []
         self.superseded = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-batch")
-        self._sent: tuple[Future[list[Memory]], list[int]] | None = None
+        self._sent: tuple[Future[list[Recorded]], list[int]] | None = None
 
     def add(self, line: int, facts: Sequence[GraphFact]) -> None:
         for fact in facts:
@@ -160,7 +160,7 @@ class _Batches:
         facts, lines = self.facts, self.lines
         self.facts, self.lines = [], []
         self._settle()
-        self._sent = (self._writer.submit(self.svc.record_graph_facts_many, facts), lines)
+        self._sent = (self._writer.submit(self.svc.record_graph_facts_brief, facts), lines)
 
     def finish(self) -> None:
         """Send what is left and wait until every batch is written."""
@@ -185,7 +185,7 @@ class _Batches:
             )
             exc.args = (exc.message,)
             raise
-        self.superseded += sum(len(m.meta.supersedes) for m in written)
+        self.superseded += sum(len(r.supersedes) for r in written)
         if self.progress is not None:
             self.progress(lines[-1])
 
@@ -199,7 +199,8 @@ def import_graph(
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Write a parsed upstream graph as the MCP tools do (the same memories), in batches of
-    `IMPORT_BATCH` through `record_graph_facts_many`.
+    `IMPORT_BATCH` through `record_graph_facts_brief` (`record_graph_facts_many` answering
+    slugs, not whole memories).
 
     Idempotent: observations already stored for the entity (counted, so repeated texts
     survive) and relations already present are skipped. `progress(line, last line)` after

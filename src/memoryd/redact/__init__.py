@@ -426,7 +426,8 @@ def redact(text: str, *, high_entropy: bool = True) -> str:
     characters (`drop_controls`)."""
     if not text:
         return text
-    text = drop_controls(text)
+    if not text.isprintable():  # a printable text holds no control character (`isprintable`
+        text = drop_controls(text)  # is a C loop; the substitution a regex scan)
     found = _Found(text)
     # Each rule runs only when the word it needs is in the text: most texts hold none.
     lowered = text.lower()
@@ -434,7 +435,7 @@ def redact(text: str, *, high_entropy: bool = True) -> str:
         if hint in lowered:
             for match in pattern.finditer(text):
                 found.group(match, group, kind)
-    for start, end, rule_id in gitleaks.rules().find(text):
+    for start, end, rule_id in gitleaks.rules().find(text, lowered):
         found.add(start, end, rule_id)
     if any(word in lowered for word in _NAME_WORDS):
         for match in _ASSIGNMENT.finditer(text):

@@ -203,7 +203,7 @@ class Rule:
 class RuleSet:
     """The rules, the global allowlist, and which rules each keyword wakes."""
 
-    __slots__ = ("allowlist", "by_keyword", "by_trigram", "rules")
+    __slots__ = ("allowlist", "by_keyword", "by_trigram", "rules", "starts")
 
     def __init__(self, rules: list[Rule], allowlist: Allowlist) -> None:
         self.rules = rules
@@ -215,22 +215,27 @@ class RuleSet:
         # Keywords by their first three characters: a text's trigrams rule out most of the
         # 241 keywords with one set lookup each, where a substring search each took longer
         # than the rest of `redact` on a short memory (a sync import redacts every one).
-        self.by_trigram: dict[str, list[str]] = {}
+        # Trigrams as tuples of characters, which `zip` makes in C, looked up in a frozenset
+        # (`starts`): a third of the time of sliced strings intersected with the dict.
+        self.by_trigram: dict[tuple[str, ...], list[str]] = {}
         for keyword in self.by_keyword:
-            self.by_trigram.setdefault(keyword[:3] if len(keyword) >= 3 else "", []).append(keyword)
+            trigram = tuple(keyword[:3]) if len(keyword) >= 3 else ()
+            self.by_trigram.setdefault(trigram, []).append(keyword)
+        self.starts = frozenset(self.by_trigram)
 
-    def find(self, text: str) -> Iterator[tuple[int, int, str]]:
-        """(start, end, rule id) of each secret in `text`."""
-        lowered = text.lower()
+    def find(self, text: str, lowered: str | None = None) -> Iterator[tuple[int, int, str]]:
+        """(start, end, rule id) of each secret in `text` (`lowered`: `text.lower()`, when
+        the caller has it)."""
+        if lowered is None:
+            lowered = text.lower()
         if len(lowered) != len(text):  # a few non-ASCII letters change length when lowered
             lowered = text.translate(_ASCII_LOWER)
         woken: dict[str, Rule] = {}
-        trigrams = {lowered[i : i + 3] for i in range(len(lowered) - 2)}
-        trigrams.add("")  # keywords shorter than three characters: searched for
-        by_trigram = self.by_trigram
         # Only the text's trigrams some keyword starts with (a set intersection, in C); the
         # set's order is arbitrary already (hash-seeded), so the order of rules is too.
-        for trigram in trigrams.intersection(by_trigram):
+        trigrams = self.starts.intersection(zip(lowered, lowered[1:], lowered[2:], strict=False))
+        by_trigram = self.by_trigram
+        for trigram in (*trigrams, ()):  # (): keywords shorter than three characters
             for keyword in by_trigram.get(trigram, ()):
                 if keyword in lowered:
                     for rule in self.by_keyword[keyword]:
