@@ -4,6 +4,8 @@ result as `redact`, and nothing is kept once the batch ends."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,25 @@ def test_a_repeated_text_is_redacted_once_and_forgotten_after(
     redact_field("mcp-memory")
     redact_field("mcp-memory")
     assert len(calls) == 3  # outside a batch every call redacts
+
+
+def test_a_span_two_rules_find_is_named_alike_in_every_process() -> None:
+    """Woken rules run in the config's order, not a hash-seeded set's: the vault's
+    `[REDACTED:kind]` for one secret must not depend on which process wrote it."""
+    script = (
+        "import json, sys; from memoryd.redact import redact; "
+        "print(json.dumps([redact(t) for t in json.load(sys.stdin)]))"
+    )
+    texts = json.dumps(corpus())
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            input=texts,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": str(seed), "PATH": ""},
+        ).stdout
+        for seed in range(1, 9)
+    }
+    assert len(outputs) == 1

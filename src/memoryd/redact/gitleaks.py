@@ -203,11 +203,12 @@ class Rule:
 class RuleSet:
     """The rules, the global allowlist, and which rules each keyword wakes."""
 
-    __slots__ = ("allowlist", "by_keyword", "by_trigram", "rules", "starts")
+    __slots__ = ("allowlist", "by_keyword", "by_trigram", "order", "rules", "starts")
 
     def __init__(self, rules: list[Rule], allowlist: Allowlist) -> None:
         self.rules = rules
         self.allowlist = allowlist
+        self.order = {rule.id: i for i, rule in enumerate(rules)}
         self.by_keyword: dict[str, list[Rule]] = {}
         for rule in rules:
             for keyword in rule.keywords or ("",):
@@ -231,8 +232,9 @@ class RuleSet:
         if len(lowered) != len(text):  # a few non-ASCII letters change length when lowered
             lowered = text.translate(_ASCII_LOWER)
         woken: dict[str, Rule] = {}
-        # Only the text's trigrams some keyword starts with (a set intersection, in C); the
-        # set's order is arbitrary already (hash-seeded), so the order of rules is too.
+        # Only the text's trigrams some keyword starts with (a set intersection, in C). The
+        # set's order is hash-seeded, so the woken rules run in the config's order: where two
+        # rules find one span, the same rule names it in every process.
         trigrams = self.starts.intersection(zip(lowered, lowered[1:], lowered[2:], strict=False))
         by_trigram = self.by_trigram
         for trigram in (*trigrams, ()):  # (): keywords shorter than three characters
@@ -240,7 +242,7 @@ class RuleSet:
                 if keyword in lowered:
                     for rule in self.by_keyword[keyword]:
                         woken.setdefault(rule.id, rule)
-        for rule in woken.values():
+        for rule in sorted(woken.values(), key=lambda rule: self.order[rule.id]):
             yield from self._run(rule, text, lowered)
 
     def _run(self, rule: Rule, text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
