@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 from collections.abc import Iterator
@@ -533,6 +534,31 @@ def test_only_one_writer_at_a_time(tmp_path: Path) -> None:
         other_reader = SearchIndex.open(tmp_path / "s")
         assert slugs_of(other_reader, "text") == ["m"]
         other_reader.close()
+
+
+def _thread_niceness(prefix: str) -> list[int]:
+    tasks = Path("/proc/self/task")
+    return [
+        os.getpriority(os.PRIO_PROCESS, int(task.name))
+        for task in tasks.iterdir()
+        if (task / "comm").read_text().startswith(prefix)
+    ]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names from /proc")
+def test_merges_run_below_requests_and_every_write_reads_back(tmp_path: Path) -> None:
+    # One commit per write: the 8th segment makes tantivy merge them all, on its merge threads.
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with SearchIndex.open(tmp_path / "search") as index:
+        for i in range(20):
+            index.upsert([doc(f"m{i}", f"decision number{i} about queues")])
+            assert slugs_of(index, f"number{i}") == [f"m{i}"]
+        merges = _thread_niceness("merge_thread_")
+        assert merges
+        assert all(nice >= min(own + 10, 19) for nice in merges)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == own
+    with SearchIndex.open(tmp_path / "search") as reopened:
+        assert sorted(slugs_of(reopened, "queues", limit=50)) == sorted(f"m{i}" for i in range(20))
 
 
 def test_a_closed_index_refuses_work_and_close_is_idempotent(tmp_path: Path) -> None:

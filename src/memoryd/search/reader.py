@@ -92,6 +92,8 @@ class IndexReader:
         self._light = frozenset(t for word in LIGHT_WORDS for t in self._analyzer.analyze(word))
         self._write_lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
+        self._lowered: tantivy.IndexWriter | None = None
+        """The writer whose merge threads run at low priority (`writer._lower_merges`)."""
         self._closed = False
         self.generation = 0
         self._commits: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=_COMMITS_KEPT)

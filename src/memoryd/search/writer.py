@@ -32,6 +32,13 @@ _WRITER_HEAP_BYTES = 64_000_000
 
 _WRITER_MAX_THREADS = 4
 
+_MERGE_NICENESS = 10
+"""How far below the writing thread tantivy's merge threads run (`_lower_merges`): enough that a
+merge yields the cores to requests, not so far that a loaded machine starves it and a
+close waits (`wait_merging_threads`)."""
+
+_MERGE_THREAD_PREFIX = "merge_thread_"
+
 _CHANGES_KEPT = 4096
 """Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
 
@@ -366,6 +373,9 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                         self._overlay.save()
                         self._overlay_unsaved = False
                     self._save_stats(prior, stamp, changed, kept)
+                if self._lowered is not writer and _lower_merges():
+                    # after a commit: a new writer's threads start on their own time
+                    self._lowered = writer
             except _TANTIVY_ERRORS as exc:
                 self._overlay_next = None
                 self._rollback(writer)
@@ -399,3 +409,33 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             # The writer is unusable; drop it so the next write starts a fresh one.
             logger.exception("search index %s: rollback failed", self._directory)
             self._writer = None
+
+
+def _lower_merges() -> bool:
+    """Run tantivy's merge threads (which a writer starts) at low priority.
+
+    tantivy-py exposes no merge policy, and its default one merges each level once it holds 8
+    segments, every segment under ~16,800 documents (10,000 clipped, levels 1.68 times apart)
+    being one level: with one commit per record, every 8th commit rewrote the whole of a 10k
+    index (50-190 ms of CPU, bench/RESULTS.md). The merge then competes with the next
+    requests; reniced, it takes the cores they leave. Linux only (a thread's id and name from
+    /proc); elsewhere, or when refused, merges keep their priority. True when it found merge
+    threads."""
+    tasks = "/proc/self/task"
+    try:
+        ids = os.listdir(tasks)
+    except OSError:
+        return False
+    found = False
+    low = min(os.getpriority(os.PRIO_PROCESS, 0) + _MERGE_NICENESS, 19)
+    for tid in ids:
+        try:
+            with open(f"{tasks}/{tid}/comm", encoding="utf-8") as comm:
+                if not comm.read().startswith(_MERGE_THREAD_PREFIX):
+                    continue
+            found = True
+            if os.getpriority(os.PRIO_PROCESS, int(tid)) < low:
+                os.setpriority(os.PRIO_PROCESS, int(tid), low)
+        except OSError:
+            continue  # gone, or not ours to change
+    return found
