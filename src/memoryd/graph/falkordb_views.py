@@ -5,6 +5,9 @@ memory of another scope with its edges, the relations no kept memory is the sour
 other scopes, and the entities nothing kept reaches; an entity other scopes mention too keeps
 its id, name and type but not the context, aliases and dates they may have given it. The copy
 is made again once the graph's commit count (its Meta `commits`, kept across restarts) moved.
+FalkorDB (4.16) makes the copy in a forked child, and a `GRAPH.COPY` that finds another child
+running (a second copy, an AOF rewrite, a replica's sync) hangs the whole server: copies go
+one at a time per server, each once no child runs.
 Beside `falkordb_store`, the other module that imports `falkordb` and `redis`.
 """
 
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +39,30 @@ CUTS = (
     " WITH e, count(m) AS n SET e.mention_count = n",
 )
 """What the copy loses, in order (`$scopes`: the scopes kept)."""
+CHILDREN = ("rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress")
+"""`INFO persistence` fields: a forked child runs (no `GRAPH.COPY` may start then)."""
+CHILD_WAIT_S = 60.0
+"""How long a copy waits for the server's child to end before it gives up."""
+
+_copying: dict[str, threading.Lock] = {}
+_guard = threading.Lock()
+
+
+def _copy(client: redis.Redis, url: str, source: str, key: str) -> None:
+    """`GRAPH.COPY` with no other copy of this process on that server and no child running."""
+    with _guard:
+        lock = _copying.setdefault(url, threading.Lock())
+    with lock:
+        deadline = time.monotonic() + CHILD_WAIT_S
+        while any(int(client.info("persistence").get(f, 0)) for f in CHILDREN):
+            if time.monotonic() > deadline:
+                raise StorageError(
+                    f"the FalkorDB server at {url} kept a background save running"
+                    f" for {CHILD_WAIT_S:.0f} s: cannot copy the graph {source}",
+                    hint="try again in a minute; `memoryd doctor` checks the server",
+                )
+            time.sleep(0.05)
+        client.execute_command("GRAPH.COPY", source, key)  # type: ignore[no-untyped-call]
 
 
 def scoped_view(
@@ -57,7 +86,7 @@ def scoped_view(
             key = f"{graph.name}:view:{secrets.token_hex(6)}"
             view = FalkorDB(connection_pool=client.connection_pool).select_graph(key)
             try:
-                client.execute_command("GRAPH.COPY", graph.key, key)  # type: ignore[no-untyped-call]
+                _copy(client, graph.url, graph.key, key)
                 for statement in CUTS:
                     view.query(statement, {"scopes": wanted})
             except redis.RedisError as exc:
