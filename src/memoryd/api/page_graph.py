@@ -80,46 +80,56 @@ class EntityGraph(BaseModel):
 
 
 _RELATED = (
-    "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids AND NOT b.id IN $drawn"
-    " AND r.superseded_at IS NULL"
-    " RETURN b.id, count(r) AS n, max(r.confidence) AS c ORDER BY n DESC, c DESC, b.id"
+    "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids AND r.superseded_at IS NULL"
+    " RETURN b.id, count(r), max(r.confidence)"
 )
 _SHARED = (
     "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-    " WHERE a.id IN $ids AND NOT b.id IN $drawn AND m.decay_state <> 'forgotten'"
-    " RETURN b.id, count(DISTINCT m) AS n ORDER BY n DESC, b.id"
+    " WHERE a.id IN $ids AND b.id <> a.id AND m.decay_state <> 'forgotten'"
+    " RETURN a.id, b.id, count(m)"
 )
+Pairs = dict[tuple[str, str], int]
+"""Memories (not forgotten) naming both entities of a pair (the lesser id first)."""
 
 
 def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) -> EntityGraph:
-    """Each hop asks the graph for only the strongest neighbours that still fit (`LIMIT`),
-    plus `NAMED_LEFT_OUT` more to name what the cap left out (a hop where nothing fits is
-    asked only while fewer are named); how many it left out is the number of distinct
-    entities reached less those drawn (one column of ids, counted here: neither engine counts
-    a union of two patterns in one statement)."""
+    """Each hop reads every neighbour of its frontier once, unlimited (a `LIMIT` saves the
+    engine nothing on an ordered aggregate: bench/RESULTS.md): the ranking, what the cap left
+    out (the distinct entities reached less those drawn) and the co-mentions of the frontier
+    with everything drawn all come from that read, so only the pairs among the last hop's
+    entities are read again (`_edges`)."""
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
+    reached: set[str] = set()
+    pairs: Pairs = {}
+    truncated = False
     frontier = [centre.id]
     for hop in range(1, depth + 1):
         if not frontier:
             break
         room = cap - len(hops)
-        if not room and len(left) >= NAMED_LEFT_OUT:
-            break  # nothing more fits, and enough are named: only the count below is left
+        ranked, cut = _neighbours(graph, frontier, pairs)
+        truncated = truncated or cut
+        reached.update(ranked)
+        # named: the strongest that did not fit, while fewer than NAMED_LEFT_OUT are
+        naming = NAMED_LEFT_OUT if room or len(left) < NAMED_LEFT_OUT else 0
         kept: list[str] = []
-        for other, weight in _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT):
+        for other, weight in ranked.items():
+            if other in hops:
+                continue
             if len(kept) < room:
                 kept.append(other)
                 hops[other] = (hop, weight)
-            else:
+            elif naming:
                 left[other] = max(left.get(other, 0.0), weight)
+                naming -= 1
+            else:
+                break
         frontier = kept
-    reach = [eid for eid, (hop, _) in hops.items() if hop < depth]
-    reached, truncated = _reached(graph, reach)
     left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
-    edges, edges_left_out = _edges(graph, hops)
+    edges, edges_left_out = _edges(graph, hops, frontier, pairs)
     return EntityGraph(
         centre=centre,
         depth=depth,
@@ -133,51 +143,38 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
     )
 
 
-def _strongest(
-    graph: GraphStore, frontier: list[str], drawn: list[str], k: int
-) -> list[tuple[str, float]]:
-    """The `k` strongest neighbours of `frontier` not yet drawn, best first: relations (the
-    most asserted first) weighted above any count of shared memories. Each statement stops
-    at `k` rows; the co-mentions ask for as many more as relations were found, since those
-    come first and may be the same entities."""
-    params = {"ids": frontier, "drawn": drawn}
-    related = graph.cypher(f"{_RELATED} LIMIT {k}", params, limit=k).rows
-    shared = graph.cypher(
-        f"{_SHARED} LIMIT {k + len(related)}", params, limit=k + len(related)
-    ).rows
-    ranked: dict[str, float] = {}
-    for other, asserted, confidence in related:
-        ranked.setdefault(other, 1e9 + int(asserted) + float(confidence or 0.0) / 2)
-    for other, count in shared:
-        ranked.setdefault(other, float(count))
-    return list(ranked.items())[:k]
+def _neighbours(
+    graph: GraphStore, frontier: list[str], pairs: Pairs
+) -> tuple[dict[str, float], bool]:
+    """Every neighbour of `frontier`, strongest first: relations (the most asserted first)
+    weighted above any count of shared memories, a co-mention weighing the memories that name
+    it with an entity of the frontier (summed over the frontier's entities). Adds each
+    co-mentioned pair's count to `pairs`; whether a read stopped at `REACH_ROWS`."""
+    params = {"ids": frontier}
+    related = graph.cypher(_RELATED, params, limit=REACH_ROWS)
+    shared = graph.cypher(_SHARED, params, limit=REACH_ROWS)
+    weights: dict[str, float] = {}
+    for other, asserted, confidence in related.rows:
+        weights[other] = 1e9 + int(asserted) + float(confidence or 0.0) / 2
+    counts: dict[str, int] = {}
+    for a, b, n in shared.rows:
+        counts[b] = counts.get(b, 0) + int(n)
+        pairs[(min(a, b), max(a, b))] = int(n)
+    for other, n in counts.items():
+        weights.setdefault(other, float(n))
+    ranked = dict(sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ranked, related.truncated or shared.truncated
 
 
-def _reached(graph: GraphStore, ids: list[str]) -> tuple[set[str], bool]:
-    """The distinct entities related to or co-mentioned with any of `ids` (and whether
-    there were more than `REACH_ROWS`)."""
-    if not ids:
-        return set(), False
-    found: set[str] = set()
-    truncated = False
-    for statement in (
-        "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids"
-        " AND r.superseded_at IS NULL RETURN DISTINCT b.id",
-        "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-        " WHERE a.id IN $ids AND m.decay_state <> 'forgotten' RETURN DISTINCT b.id",
-    ):
-        result = graph.cypher(statement, {"ids": ids}, limit=REACH_ROWS)
-        found.update(row[0] for row in result.rows)
-        truncated = truncated or result.truncated
-    return found, truncated
-
-
-def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[GraphEdge], int]:
+def _edges(
+    graph: GraphStore, hops: dict[str, tuple[int, float]], last: list[str], shared: Pairs
+) -> tuple[list[GraphEdge], int]:
     """The edges between the entities drawn, by pair: first each entity's strongest link to
     the hop before (so everything drawn hangs together), then the strongest other pairs while
     the lines the page draws stay within `EDGES_PER_NODE` per entity; and how many edges that
     left out. A pair's strength is the memories behind it (mentioning both, or asserting a
-    relation), a relation breaking a tie."""
+    relation), a relation breaking a tie. `shared` holds the co-mentions the hops read (every
+    pair with an entity of a frontier); those among the `last` hop's entities are read here."""
     ids = list(hops)
     relations = graph.cypher(
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
@@ -187,14 +184,19 @@ def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[
         {"ids": ids},
         limit=PAIR_ROWS,
     ).rows
-    shared = graph.cypher(
-        "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-        " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
-        " AND m.decay_state <> 'forgotten'"
-        " RETURN a.id, b.id, count(DISTINCT m) ORDER BY a.id, b.id",
-        {"ids": ids},
-        limit=PAIR_ROWS,
-    ).rows
+    among = (
+        graph.cypher(
+            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
+            " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
+            " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)",
+            {"ids": last},
+            limit=PAIR_ROWS,
+        ).rows
+        if len(last) > 1
+        else []
+    )
+    drawn = [(pair, n) for pair, n in shared.items() if pair[0] in hops and pair[1] in hops]
+    drawn += [((a, b), int(n)) for a, b, n in among]
     pairs: dict[tuple[str, str], list[GraphEdge]] = {}
     strength: dict[tuple[str, str], tuple[int, int]] = {}
     for src, predicate, dst, n, confidence in relations:
@@ -211,7 +213,7 @@ def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[
         )
         memories, _ = strength.get(pair, (0, 0))
         strength[pair] = (max(memories, int(n)), 1)
-    for src, dst, n in shared:
+    for (src, dst), n in sorted(drawn):
         pairs.setdefault((src, dst), []).append(
             GraphEdge(
                 source=src,
@@ -239,7 +241,7 @@ def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[
             chosen[pair] = None
             room -= lines[pair]
     edges = [edge for pair in sorted(chosen) for edge in pairs[pair]]
-    total = len(relations) + len(shared)
+    total = len(relations) + len(drawn)
     return edges, total - len(edges)
 
 
