@@ -86,7 +86,7 @@ _RELATED = (
 _SHARED = (
     "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
     " WHERE a.id IN $ids AND b.id <> a.id AND m.decay_state <> 'forgotten'"
-    " RETURN a.id, b.id, count(m)"
+    " RETURN b.id, count(m)"
 )
 Pairs = dict[tuple[str, str], int]
 """Memories (not forgotten) naming both entities of a pair (the lesser id first)."""
@@ -95,13 +95,15 @@ Pairs = dict[tuple[str, str], int]
 def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) -> EntityGraph:
     """Each hop reads every neighbour of its frontier once, unlimited (a `LIMIT` saves the
     engine nothing on an ordered aggregate: bench/RESULTS.md): the ranking, what the cap left
-    out (the distinct entities reached less those drawn) and the co-mentions of the frontier
-    with everything drawn all come from that read, so only the pairs among the last hop's
-    entities are read again (`_edges`)."""
+    out (the distinct entities reached less those drawn) and, for a frontier of one entity
+    (the centre), its co-mentions with everything drawn all come from that read; the pairs
+    among the other entities drawn are read once more (`_edges`). Per (entity, neighbour)
+    rows for a wider frontier were dearer than that read (bench/RESULTS.md)."""
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
     reached: set[str] = set()
     pairs: Pairs = {}
+    known: set[str] = set()  # entities whose co-mentions with all others are in `pairs`
     truncated = False
     frontier = [centre.id]
     for hop in range(1, depth + 1):
@@ -109,6 +111,8 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
             break
         room = cap - len(hops)
         ranked, cut = _neighbours(graph, frontier, pairs)
+        if len(frontier) == 1:
+            known.add(frontier[0])
         truncated = truncated or cut
         reached.update(ranked)
         # named: the strongest that did not fit, while fewer than NAMED_LEFT_OUT are
@@ -129,7 +133,7 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
     left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
-    edges, edges_left_out = _edges(graph, hops, frontier, pairs)
+    edges, edges_left_out = _edges(graph, hops, [i for i in hops if i not in known], pairs)
     return EntityGraph(
         centre=centre,
         depth=depth,
@@ -148,33 +152,33 @@ def _neighbours(
 ) -> tuple[dict[str, float], bool]:
     """Every neighbour of `frontier`, strongest first: relations (the most asserted first)
     weighted above any count of shared memories, a co-mention weighing the memories that name
-    it with an entity of the frontier (summed over the frontier's entities). Adds each
-    co-mentioned pair's count to `pairs`; whether a read stopped at `REACH_ROWS`."""
+    it with an entity of the frontier (summed over the frontier's entities). For a frontier
+    of one, adds each co-mentioned pair's count to `pairs`; whether a read stopped at
+    `REACH_ROWS`."""
     params = {"ids": frontier}
     related = graph.cypher(_RELATED, params, limit=REACH_ROWS)
     shared = graph.cypher(_SHARED, params, limit=REACH_ROWS)
     weights: dict[str, float] = {}
     for other, asserted, confidence in related.rows:
         weights[other] = 1e9 + int(asserted) + float(confidence or 0.0) / 2
-    counts: dict[str, int] = {}
-    for a, b, n in shared.rows:
-        counts[b] = counts.get(b, 0) + int(n)
-        pairs[(min(a, b), max(a, b))] = int(n)
-    for other, n in counts.items():
+    (alone,) = frontier if len(frontier) == 1 else (None,)
+    for other, n in shared.rows:
         weights.setdefault(other, float(n))
+        if alone is not None:
+            pairs[(min(alone, other), max(alone, other))] = int(n)
     ranked = dict(sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])))
     return ranked, related.truncated or shared.truncated
 
 
 def _edges(
-    graph: GraphStore, hops: dict[str, tuple[int, float]], last: list[str], shared: Pairs
+    graph: GraphStore, hops: dict[str, tuple[int, float]], rest: list[str], shared: Pairs
 ) -> tuple[list[GraphEdge], int]:
     """The edges between the entities drawn, by pair: first each entity's strongest link to
     the hop before (so everything drawn hangs together), then the strongest other pairs while
     the lines the page draws stay within `EDGES_PER_NODE` per entity; and how many edges that
     left out. A pair's strength is the memories behind it (mentioning both, or asserting a
-    relation), a relation breaking a tie. `shared` holds the co-mentions the hops read (every
-    pair with an entity of a frontier); those among the `last` hop's entities are read here."""
+    relation), a relation breaking a tie. `shared` holds the co-mentions the hops read (those
+    of a frontier of one); the pairs among the `rest` are read here."""
     ids = list(hops)
     relations = graph.cypher(
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
@@ -189,10 +193,10 @@ def _edges(
             "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
             " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
             " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)",
-            {"ids": last},
+            {"ids": rest},
             limit=PAIR_ROWS,
         ).rows
-        if len(last) > 1
+        if len(rest) > 1
         else []
     )
     drawn = [(pair, n) for pair, n in shared.items() if pair[0] in hops and pair[1] in hops]
