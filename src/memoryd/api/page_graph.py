@@ -3,7 +3,7 @@ strongest neighbours only, what the cap left out counted, and the edges between 
 held to a budget of lines (`/v1/page/graph` in `api.page`).
 
 A hub (an entity named by thousands of memories) is the case this is written for: each hop
-asks the graph for only the neighbours that fit (`LIMIT`), and the page draws at most
+traverses its frontier's memories once (`neighbourhood`), and the page draws at most
 `EDGES_PER_NODE` lines per entity; bench/page.py times it (`--wide` builds a hub).
 """
 
@@ -25,7 +25,8 @@ hub's neighbours are often all co-mentioned and related with each other (37 enti
 memories held 2,490 edges, which took the browser seconds to lay out and draw;
 bench/RESULTS.md)."""
 REACH_ROWS = 200_000
-"""Entities read, at most, to count what the cap left out."""
+"""Neighbours a hop reads, at most (past it `truncated`: the ranking and the count are of
+those read)."""
 PAIR_ROWS = MAX_NODES * MAX_NODES * 4
 """Edge rows read between the entities drawn, at most (every pair, four predicates each)."""
 
