@@ -27,7 +27,9 @@
  *
  * Review: the pending promotions (`/v1/promotions`) with their evidence — DURA scores and who
  * scored, the source session, the sentences quoted from it — and approve / edit / reject,
- * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`. Below them, the
+ * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`; on a daemon in a team,
+ * a promotion whose project is shared (`team_project`) also has "Approve to the team"
+ * (`{"team": true}`), its card showing the team's slug or the refusal. Below them, the
  * supersede candidates (judged 0.5–0.85): Accept or Reject POSTs
  * `/v1/supersedes/NEW/OLD/accept|reject` and reloads that list.
  * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
