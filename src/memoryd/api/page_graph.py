@@ -82,29 +82,31 @@ class EntityGraph(BaseModel):
 
 _RELATED = (
     "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids AND r.superseded_at IS NULL"
-    " RETURN b.id, count(r), max(r.confidence)"
+    " RETURN b.id, count(r) AS n, max(r.confidence)"
 )
 _SHARED = (
     "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
     " WHERE a.id IN $ids AND b.id <> a.id AND m.decay_state <> 'forgotten'"
-    " RETURN b.id, count(m)"
+    " RETURN b.id, count(m) AS n"
 )
 Pairs = dict[tuple[str, str], int]
 """Memories (not forgotten) naming both entities of a pair (the lesser id first)."""
 
 
 def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) -> EntityGraph:
-    """Each hop reads every neighbour of its frontier once, unlimited (a `LIMIT` saves the
-    engine nothing on an ordered aggregate: bench/RESULTS.md): the ranking, what the cap left
-    out (the distinct entities reached less those drawn) and, for a frontier of one entity
-    (the centre), its co-mentions with everything drawn all come from that read; the pairs
-    among the other entities drawn are read once more (`_edges`). Per (entity, neighbour)
-    rows for a wider frontier were dearer than that read (bench/RESULTS.md)."""
+    """The last hop reads every neighbour of its frontier once, unlimited: the ranking, the
+    count of what the cap left out and, for a frontier of one (the centre at depth 1), its
+    co-mentions with everything drawn come from that read, and the pairs among the others
+    drawn are one more read (`_edges`). A hop before the last asks only for the strongest
+    that fit (`LIMIT`), and one distinct read of all those frontiers counts what they reach
+    (fewer rows than an unlimited read each; the engine's work is the same: bench/RESULTS.md).
+    """
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
     reached: set[str] = set()
     pairs: Pairs = {}
     known: set[str] = set()  # entities whose co-mentions with all others are in `pairs`
+    later: list[str] = []  # frontiers whose neighbours are counted by one read at the end
     truncated = False
     frontier = [centre.id]
     for hop in range(1, depth + 1):
@@ -113,14 +115,18 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
         room = cap - len(hops)
         # named: the strongest that did not fit, while fewer than NAMED_LEFT_OUT are
         naming = NAMED_LEFT_OUT if room or len(left) < NAMED_LEFT_OUT else 0
-        if not (room or naming):  # only the count is left: the distinct ids are cheaper
-            ranked, cut = _reached(graph, frontier)
+        if not (room or naming):  # only the count is left
+            later += frontier
+            break
+        if hop < depth:  # the strongest that fit (a later hop reads on from them)
+            ranked, cut = _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT)
+            later += frontier
         else:
             ranked, cut = _neighbours(graph, frontier, pairs)
+            reached.update(ranked)
             if len(frontier) == 1:
                 known.add(frontier[0])
         truncated = truncated or cut
-        reached.update(ranked)
         kept: list[str] = []
         for other, weight in ranked.items():
             if other in hops:
@@ -134,6 +140,10 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
             else:
                 break
         frontier = kept
+    if later:
+        found, cut = _reached(graph, later)
+        reached.update(found)
+        truncated = truncated or cut
     left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
@@ -174,10 +184,39 @@ def _neighbours(
     return ranked, related.truncated or shared.truncated
 
 
+def _strongest(
+    graph: GraphStore, frontier: list[str], drawn: list[str], k: int
+) -> tuple[dict[str, float], bool]:
+    """The `k` strongest neighbours of `frontier` not yet drawn, ranked as `_neighbours`
+    does: at a hop before the last, where `_reached` counts them all at the end. Fewer rows
+    than an unlimited read (the engine's work is the same: bench/RESULTS.md)."""
+    params = {"ids": frontier, "drawn": drawn}
+    not_drawn = " AND NOT b.id IN $drawn RETURN b.id, count("
+    related = graph.cypher(
+        _RELATED.replace(" RETURN b.id, count(", not_drawn).replace(
+            "max(r.confidence)", "max(r.confidence) AS c"
+        )
+        + f" ORDER BY n DESC, c DESC, b.id LIMIT {k}",
+        params,
+        limit=k,
+    ).rows
+    shared = graph.cypher(
+        _SHARED.replace(" RETURN b.id, count(", not_drawn)
+        + f" ORDER BY n DESC, b.id LIMIT {k + len(related)}",
+        params,
+        limit=k + len(related),
+    ).rows
+    ranked: dict[str, float] = {}
+    for other, asserted, confidence in related:
+        ranked.setdefault(other, 1e9 + int(asserted) + float(confidence or 0.0) / 2)
+    for other, count in shared:
+        ranked.setdefault(other, float(count))
+    return dict(list(ranked.items())[:k]), False
+
+
 def _reached(graph: GraphStore, frontier: list[str]) -> tuple[dict[str, float], bool]:
-    """The distinct entities related to or co-mentioned with `frontier` (weight 0), where
-    nothing more is drawn or named: a DISTINCT read took 223 ms where the count by neighbour
-    took 284 (hop 2 of the wide 100k hub, bench/RESULTS.md)."""
+    """The distinct entities related to or co-mentioned with `frontier` (weight 0): the
+    count of what the cap left out, in one read for every hop before the last."""
     found: dict[str, float] = {}
     truncated = False
     for statement in (_RELATED, _SHARED):
