@@ -546,6 +546,9 @@ class Promotion(PromotionProposal):
     """The long-term memory `promote` wrote."""
     source_missing_at: Timestamp | None = None
     """When a promote found the source session deleted: the promotion stays, marked."""
+    team_project: str | None = None
+    """The team project its scope is shared as, on a daemon that joined a team (its forwarder
+    fills it in; null otherwise): the Review page offers to promote it to the team then."""
 
 
 class DuraAnalysis(BaseModel):

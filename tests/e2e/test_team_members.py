@@ -27,10 +27,13 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from selenium import webdriver
+from selenium.webdriver.common.by import By
 
 from memoryd.sensitive.keys import TEST_KEYRING_ENV
 from tests.conftest import isolate_environment
-from tests.daemon_harness import Daemon, uds_client
+from tests.daemon_harness import Daemon, free_port, uds_client
+from tests.e2e.test_graph_page import browser, needs_browser, open_page, wait_for  # noqa: F401
 from tests.integration.test_capture import ClaudeTranscript, capture
 from tests.pins import PINNED_ENV
 from tests.team_harness import Team
@@ -108,7 +111,9 @@ def world(
             for user, remote in (("alice", SHOP_SSH), ("bob", SHOP_HTTPS)):
                 home = root / f"{user}-home"
                 developers.append(
-                    Developer(user, home, clone(root, f"{user}-shop", remote), Daemon(home))
+                    Developer(  # on TCP too, for the page
+                        user, home, clone(root, f"{user}-shop", remote), Daemon(home, free_port())
+                    )
                 )
             alice, bob = developers
             # Personal memories from before the project was shared: they stay theirs
@@ -362,6 +367,81 @@ def test_a_captured_session_stays_personal_until_the_review_queue_promotes_it_to
         copy = direct.get(f"/v1/memories/{done.json()['team_slug']}").json()
     assert copy["recorded_by"] == "bob"
     assert "stripe-python" in copy["body"], copy
+
+
+def _scored(bob: Developer, session_id: str, decision: str) -> int:
+    """A captured session in Bob's clone, scored: its pending promotion's id."""
+    slug = _captured_session(
+        bob, session_id,
+        "The nightly build crashes in the upload tests after the bump. Find out why.",
+        [("Bash", {"command": "pytest -q tests/uploads"}, "2 failed: AttributeError"),
+         ("Edit", {"file_path": str(bob.clone / "requirements.txt")}, "ok")],
+        [decision, "Going forward, never bump it without running the upload tests first."],
+    )  # fmt: skip
+    with uds_client(bob.home) as local:
+        scored = local.post(f"/v1/memories/{slug}/analyze", json={"mode": "heuristic"})
+    assert scored.status_code == 200, scored.text
+    pid = scored.json()["promotion_id"]
+    assert pid is not None, scored.json()
+    return int(pid)
+
+
+@needs_browser
+def test_the_review_page_promotes_to_the_team_and_shows_the_refusal(
+    world: tuple[Team, Developer, Developer],
+    browser: webdriver.Chrome,  # noqa: F811  (the fixture imported above)
+) -> None:
+    team, _, bob = world
+    shared = _scored(
+        bob,
+        "upload-session",
+        "We pinned boto3 to 1.34.0 because 1.35 changed"
+        " the multipart defaults the image uploads rely on.",
+    )
+    with uds_client(bob.home) as local:
+        asked = local.get(f"/v1/promotions/{shared}").json()
+    assert asked["team_project"] == "github.com/acme/shop"
+    assert bob.daemon.port is not None
+    url = f"http://127.0.0.1:{bob.daemon.port}/#token={bob.daemon.token()}&review=1"
+    card = f'#promotions .promotion[data-id="{shared}"]'
+    open_page(browser, url)
+    wait_for("the promotion's card", lambda: browser.find_elements(By.CSS_SELECTOR, card))
+    button = browser.find_element(By.CSS_SELECTOR, f"{card} button.approve-team")
+    assert "github.com/acme/shop" in str(button.get_attribute("title"))
+    button.click()
+    outcome = wait_for("the team's answer", lambda: browser.execute_script(
+        "const c = document.querySelector(arguments[0]);"
+        " return c.dataset.team && c.querySelector('.outcome').textContent", card))  # fmt: skip
+    assert "shared with github.com/acme/shop as " in outcome, outcome
+    team_slug = outcome.rsplit(" ", 1)[1]
+    with team.client("alice") as direct:
+        copy = direct.get(f"/v1/memories/{team_slug}").json()
+    assert copy["recorded_by"] == "bob"
+    assert "boto3" in copy["body"], copy
+
+    # with the team server away the share is refused: the card says so, the memory personal
+    refused = _scored(
+        bob,
+        "upload-session-2",
+        "We pinned pillow to 10.3.0 because 10.4 changed"
+        " the resize filters the thumbnail code calls.",
+    )
+    card = f'#promotions .promotion[data-id="{refused}"]'
+    team.stop()
+    try:
+        open_page(browser, url)
+        wait_for("the second card", lambda: browser.find_elements(By.CSS_SELECTOR, card))
+        browser.find_element(By.CSS_SELECTOR, f"{card} button.approve-team").click()
+        outcome = wait_for("the refusal", lambda: browser.execute_script(
+            "const c = document.querySelector(arguments[0]);"
+            " return c.dataset.team && c.querySelector('.outcome').textContent", card))  # fmt: skip
+    finally:
+        team.start()
+    assert outcome.startswith("not shared with the team: promoted as "), outcome
+    assert "which stays personal" in outcome, outcome
+    assert browser.find_element(By.CSS_SELECTOR, card).get_attribute("data-status") == "approved"
+    errors = browser.get_log("browser")  # the refused POST is logged by chromium, no script error
+    assert [e for e in errors if e["level"] == "SEVERE" and "/promote" not in e["message"]] == []
 
 
 def test_a_personal_project_stays_on_the_developers_machine(

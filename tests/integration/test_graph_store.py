@@ -153,6 +153,22 @@ def test_reupsert_replaces_edges_not_duplicates(graph: CypherGraphStore) -> None
     assert graph.snapshot()["relates"] == []
 
 
+def test_merging_entities_leaves_one_mention_per_memory(graph: CypherGraphStore) -> None:
+    both = memory("both", observations=["entity:tool:Docker", "entity:tool:Podman"])
+    graph.upsert_memories([both, memory("one", observations=["entity:tool:Podman"])])
+    graph.merge_entities("entity:tool:Docker", "entity:tool:Podman")
+    edges = graph.cypher(
+        "MATCH (m:Memory)-[r:MENTIONS]->(e:Entity) RETURN m.slug, e.id, count(r) ORDER BY m.slug"
+    ).rows
+    assert [list(row) for row in edges] == [
+        ["both", "entity:tool:Docker", 1],
+        ["one", "entity:tool:Docker", 1],
+    ]
+    docker = graph.get_entity("entity:tool:Docker")
+    assert docker is not None
+    assert docker.mention_count == 2  # a recount: each memory once
+
+
 def test_delete_detaches_and_updates_counts(graph: CypherGraphStore) -> None:
     graph.upsert_memories([memory("a", observations=["entity:tool:git"]), memory("b")])
     graph.delete_memories(["a"])

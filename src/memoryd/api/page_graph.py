@@ -3,7 +3,7 @@ strongest neighbours only, what the cap left out counted, and the edges between 
 held to a budget of lines (`/v1/page/graph` in `api.page`).
 
 A hub (an entity named by thousands of memories) is the case this is written for: each hop
-asks the graph for only the neighbours that fit (`LIMIT`), and the page draws at most
+traverses its frontier's memories once (`neighbourhood`), and the page draws at most
 `EDGES_PER_NODE` lines per entity; bench/page.py times it (`--wide` builds a hub).
 """
 
@@ -25,7 +25,8 @@ hub's neighbours are often all co-mentioned and related with each other (37 enti
 memories held 2,490 edges, which took the browser seconds to lay out and draw;
 bench/RESULTS.md)."""
 REACH_ROWS = 200_000
-"""Entities read, at most, to count what the cap left out."""
+"""Neighbours a hop reads, at most (past it `truncated`: the ranking and the count are of
+those read)."""
 PAIR_ROWS = MAX_NODES * MAX_NODES * 4
 """Edge rows read between the entities drawn, at most (every pair, four predicates each)."""
 
@@ -80,46 +81,73 @@ class EntityGraph(BaseModel):
 
 
 _RELATED = (
-    "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids AND NOT b.id IN $drawn"
-    " AND r.superseded_at IS NULL"
-    " RETURN b.id, count(r) AS n, max(r.confidence) AS c ORDER BY n DESC, c DESC, b.id"
+    "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids AND r.superseded_at IS NULL"
+    " RETURN b.id, count(r) AS n, max(r.confidence)"
 )
 _SHARED = (
     "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-    " WHERE a.id IN $ids AND NOT b.id IN $drawn AND m.decay_state <> 'forgotten'"
-    " RETURN b.id, count(DISTINCT m) AS n ORDER BY n DESC, b.id"
+    " WHERE a.id IN $ids AND b.id <> a.id AND m.decay_state <> 'forgotten'"
+    " RETURN b.id, count(m) AS n"
 )
+Pairs = dict[tuple[str, str], int]
+"""Memories (not forgotten) naming both entities of a pair (the lesser id first)."""
 
 
 def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) -> EntityGraph:
-    """Each hop asks the graph for only the strongest neighbours that still fit (`LIMIT`),
-    plus `NAMED_LEFT_OUT` more to name what the cap left out (a hop where nothing fits is
-    asked only while fewer are named); how many it left out is the number of distinct
-    entities reached less those drawn (one column of ids, counted here: neither engine counts
-    a union of two patterns in one statement)."""
+    """The last hop reads every neighbour of its frontier once, unlimited: the ranking, the
+    count of what the cap left out and, for a frontier of one (the centre at depth 1), its
+    co-mentions with everything drawn come from that read, and the pairs among the others
+    drawn are one more read (`_edges`). A hop before the last asks only for the strongest
+    that fit (`LIMIT`), and one distinct read of all those frontiers counts what they reach
+    (fewer rows than an unlimited read each; the engine's work is the same: bench/RESULTS.md).
+    """
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
+    reached: set[str] = set()
+    pairs: Pairs = {}
+    known: set[str] = set()  # entities whose co-mentions with all others are in `pairs`
+    later: list[str] = []  # frontiers whose neighbours are counted by one read at the end
+    truncated = False
     frontier = [centre.id]
     for hop in range(1, depth + 1):
         if not frontier:
             break
         room = cap - len(hops)
-        if not room and len(left) >= NAMED_LEFT_OUT:
-            break  # nothing more fits, and enough are named: only the count below is left
+        # named: the strongest that did not fit, while fewer than NAMED_LEFT_OUT are
+        naming = NAMED_LEFT_OUT if room or len(left) < NAMED_LEFT_OUT else 0
+        if not (room or naming):  # only the count is left
+            later += frontier
+            break
+        if hop < depth:  # the strongest that fit (a later hop reads on from them)
+            ranked, cut = _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT)
+            later += frontier
+        else:
+            ranked, cut = _neighbours(graph, frontier, pairs)
+            reached.update(ranked)
+            if len(frontier) == 1:
+                known.add(frontier[0])
+        truncated = truncated or cut
         kept: list[str] = []
-        for other, weight in _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT):
+        for other, weight in ranked.items():
+            if other in hops:
+                continue
             if len(kept) < room:
                 kept.append(other)
                 hops[other] = (hop, weight)
-            else:
+            elif naming:
                 left[other] = max(left.get(other, 0.0), weight)
+                naming -= 1
+            else:
+                break
         frontier = kept
-    reach = [eid for eid, (hop, _) in hops.items() if hop < depth]
-    reached, truncated = _reached(graph, reach)
+    if later:
+        found, cut = _reached(graph, later)
+        reached.update(found)
+        truncated = truncated or cut
     left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
-    edges, edges_left_out = _edges(graph, hops)
+    edges, edges_left_out = _edges(graph, hops, [i for i in hops if i not in known], pairs)
     return EntityGraph(
         centre=centre,
         depth=depth,
@@ -133,51 +161,81 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
     )
 
 
+def _neighbours(
+    graph: GraphStore, frontier: list[str], pairs: Pairs
+) -> tuple[dict[str, float], bool]:
+    """Every neighbour of `frontier`, strongest first: relations (the most asserted first)
+    weighted above any count of shared memories, a co-mention weighing the memories that name
+    it with an entity of the frontier (summed over the frontier's entities). For a frontier
+    of one, adds each co-mentioned pair's count to `pairs`; whether a read stopped at
+    `REACH_ROWS`."""
+    params = {"ids": frontier}
+    related = graph.cypher(_RELATED, params, limit=REACH_ROWS)
+    shared = graph.cypher(_SHARED, params, limit=REACH_ROWS)
+    weights: dict[str, float] = {}
+    for other, asserted, confidence in related.rows:
+        weights[other] = 1e9 + int(asserted) + float(confidence or 0.0) / 2
+    (alone,) = frontier if len(frontier) == 1 else (None,)
+    for other, n in shared.rows:
+        weights.setdefault(other, float(n))
+        if alone is not None:
+            pairs[(min(alone, other), max(alone, other))] = int(n)
+    ranked = dict(sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ranked, related.truncated or shared.truncated
+
+
 def _strongest(
     graph: GraphStore, frontier: list[str], drawn: list[str], k: int
-) -> list[tuple[str, float]]:
-    """The `k` strongest neighbours of `frontier` not yet drawn, best first: relations (the
-    most asserted first) weighted above any count of shared memories. Each statement stops
-    at `k` rows; the co-mentions ask for as many more as relations were found, since those
-    come first and may be the same entities."""
+) -> tuple[dict[str, float], bool]:
+    """The `k` strongest neighbours of `frontier` not yet drawn, ranked as `_neighbours`
+    does: at a hop before the last, where `_reached` counts them all at the end. Fewer rows
+    than an unlimited read (the engine's work is the same: bench/RESULTS.md)."""
     params = {"ids": frontier, "drawn": drawn}
-    related = graph.cypher(f"{_RELATED} LIMIT {k}", params, limit=k).rows
+    not_drawn = " AND NOT b.id IN $drawn RETURN b.id, count("
+    related = graph.cypher(
+        _RELATED.replace(" RETURN b.id, count(", not_drawn).replace(
+            "max(r.confidence)", "max(r.confidence) AS c"
+        )
+        + f" ORDER BY n DESC, c DESC, b.id LIMIT {k}",
+        params,
+        limit=k,
+    ).rows
     shared = graph.cypher(
-        f"{_SHARED} LIMIT {k + len(related)}", params, limit=k + len(related)
+        _SHARED.replace(" RETURN b.id, count(", not_drawn)
+        + f" ORDER BY n DESC, b.id LIMIT {k + len(related)}",
+        params,
+        limit=k + len(related),
     ).rows
     ranked: dict[str, float] = {}
     for other, asserted, confidence in related:
         ranked.setdefault(other, 1e9 + int(asserted) + float(confidence or 0.0) / 2)
     for other, count in shared:
         ranked.setdefault(other, float(count))
-    return list(ranked.items())[:k]
+    return dict(list(ranked.items())[:k]), False
 
 
-def _reached(graph: GraphStore, ids: list[str]) -> tuple[set[str], bool]:
-    """The distinct entities related to or co-mentioned with any of `ids` (and whether
-    there were more than `REACH_ROWS`)."""
-    if not ids:
-        return set(), False
-    found: set[str] = set()
+def _reached(graph: GraphStore, frontier: list[str]) -> tuple[dict[str, float], bool]:
+    """The distinct entities related to or co-mentioned with `frontier` (weight 0): the
+    count of what the cap left out, in one read for every hop before the last."""
+    found: dict[str, float] = {}
     truncated = False
-    for statement in (
-        "MATCH (a:Entity)-[r:RELATES]-(b:Entity) WHERE a.id IN $ids"
-        " AND r.superseded_at IS NULL RETURN DISTINCT b.id",
-        "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-        " WHERE a.id IN $ids AND m.decay_state <> 'forgotten' RETURN DISTINCT b.id",
-    ):
-        result = graph.cypher(statement, {"ids": ids}, limit=REACH_ROWS)
-        found.update(row[0] for row in result.rows)
+    for statement in (_RELATED, _SHARED):
+        read = statement.split(" RETURN ", 1)[0] + " RETURN DISTINCT b.id"
+        result = graph.cypher(read, {"ids": frontier}, limit=REACH_ROWS)
+        found.update((row[0], 0.0) for row in result.rows)
         truncated = truncated or result.truncated
     return found, truncated
 
 
-def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[GraphEdge], int]:
+def _edges(
+    graph: GraphStore, hops: dict[str, tuple[int, float]], rest: list[str], shared: Pairs
+) -> tuple[list[GraphEdge], int]:
     """The edges between the entities drawn, by pair: first each entity's strongest link to
     the hop before (so everything drawn hangs together), then the strongest other pairs while
     the lines the page draws stay within `EDGES_PER_NODE` per entity; and how many edges that
     left out. A pair's strength is the memories behind it (mentioning both, or asserting a
-    relation), a relation breaking a tie."""
+    relation), a relation breaking a tie. `shared` holds the co-mentions the hops read (those
+    of a frontier of one); the pairs among the `rest` are read here."""
     ids = list(hops)
     relations = graph.cypher(
         "MATCH (a:Entity)-[r:RELATES]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
@@ -187,14 +245,19 @@ def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[
         {"ids": ids},
         limit=PAIR_ROWS,
     ).rows
-    shared = graph.cypher(
-        "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-        " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
-        " AND m.decay_state <> 'forgotten'"
-        " RETURN a.id, b.id, count(DISTINCT m) ORDER BY a.id, b.id",
-        {"ids": ids},
-        limit=PAIR_ROWS,
-    ).rows
+    among = (
+        graph.cypher(
+            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
+            " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
+            " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)",
+            {"ids": rest},
+            limit=PAIR_ROWS,
+        ).rows
+        if len(rest) > 1
+        else []
+    )
+    drawn = [(pair, n) for pair, n in shared.items() if pair[0] in hops and pair[1] in hops]
+    drawn += [((a, b), int(n)) for a, b, n in among]
     pairs: dict[tuple[str, str], list[GraphEdge]] = {}
     strength: dict[tuple[str, str], tuple[int, int]] = {}
     for src, predicate, dst, n, confidence in relations:
@@ -211,7 +274,7 @@ def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[
         )
         memories, _ = strength.get(pair, (0, 0))
         strength[pair] = (max(memories, int(n)), 1)
-    for src, dst, n in shared:
+    for (src, dst), n in sorted(drawn):
         pairs.setdefault((src, dst), []).append(
             GraphEdge(
                 source=src,
@@ -239,7 +302,7 @@ def _edges(graph: GraphStore, hops: dict[str, tuple[int, float]]) -> tuple[list[
             chosen[pair] = None
             room -= lines[pair]
     edges = [edge for pair in sorted(chosen) for edge in pairs[pair]]
-    total = len(relations) + len(shared)
+    total = len(relations) + len(drawn)
     return edges, total - len(edges)
 
 

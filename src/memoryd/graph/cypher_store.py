@@ -444,9 +444,18 @@ class CypherGraphStore(CypherReads):
     def merge_entities(self, keep: str, drop: str) -> None:
         """Move every edge of `drop` onto `keep`, keep its name as an alias, delete it."""
         with self._transaction(keeps_supersedes=True) as conn:
+            # one MENTIONS per (memory, entity): a memory naming both keeps one, the surer
+            conn.execute(
+                "MATCH (m:Memory)-[r:MENTIONS]->(:Entity {id: $drop}),"
+                " (m)-[e:MENTIONS]->(:Entity {id: $keep}) WHERE r.confidence > e.confidence"
+                " SET e.confidence = r.confidence",
+                {"drop": drop, "keep": keep},
+            )
             conn.execute(
                 "MATCH (m:Memory)-[r:MENTIONS]->(:Entity {id: $drop}), (k:Entity {id: $keep})"
-                " CREATE (m)-[:MENTIONS {confidence: r.confidence}]->(k)",
+                " OPTIONAL MATCH (m)-[e:MENTIONS]->(k)"
+                " WITH m, k, max(r.confidence) AS c, count(e) AS had WHERE had = 0"
+                " CREATE (m)-[:MENTIONS {confidence: c}]->(k)",
                 {"drop": drop, "keep": keep},
             )
             props = (

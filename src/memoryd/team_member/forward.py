@@ -116,6 +116,8 @@ ROUTES = {
 }
 PROMOTE = re.compile(r"^/v1/promotions/\d+/promote$")
 """The Review queue's approval: with `"team": true`, the promoted memory is shared too."""
+QUEUE = re.compile(r"^/v1/promotions(/\d+)?$")
+"""The Review queue's reads: each promotion says the team project its scope is shared as."""
 SCOPE_PATH = SCOPE_PATH_HEADER.lower().encode("ascii")
 ONE_MEMORY = re.compile(r"^/v1/memories/[^/]+$")
 """A get: a slug this daemon does not hold is asked of the team (a team hit's)."""
@@ -154,7 +156,8 @@ class Forwarder:
         http, method, path = scope["type"] == "http", scope.get("method"), scope.get("path", "")
         promoting = http and method == "POST" and PROMOTE.match(path) is not None
         getting = http and method == "GET" and ONE_MEMORY.match(path) is not None
-        if not (promoting or getting or (http and (method, path) in ROUTES)):
+        queue = http and method == "GET" and QUEUE.match(path) is not None
+        if not (promoting or getting or queue or (http and (method, path) in ROUTES)):
             await self.app(scope, receive, send)
             return
         try:
@@ -162,6 +165,8 @@ class Forwarder:
                 status, headers, answer = await self._promote(scope, receive)
             elif getting:
                 status, headers, answer = await self._get(scope, path.rsplit("/", 1)[1])
+            elif queue:
+                status, headers, answer = await self._queue(scope)
             else:
                 status, headers, answer = await self._handle(scope, receive)
         except MemorydError as exc:
@@ -310,6 +315,22 @@ class Forwarder:
             return None
         found: dict[str, Any] = answer.json()
         return {**found, "source": "team"}
+
+    async def _queue(self, scope: Scope) -> Answer:
+        """A promotion, or a page of them, each with `team_project`: the team project its
+        scope is shared as (the Review page offers "to the team" for those)."""
+        status, headers, answer = await call(self.app, scope, replay(None))
+        if status != 200:
+            return status, headers, answer
+        data = json.loads(answer)
+        rows = data.get("items", [data])
+        keys: dict[str, str | None] = {}
+        for row in rows:
+            where = str(row["scope_hash"])
+            if where not in keys:
+                keys[where] = await self.shared(where)
+            row["team_project"] = keys[where]
+        return 200, JSON, json.dumps(data).encode("utf-8")
 
     async def _promote(self, scope: Scope, receive: Receive) -> Answer:
         """The Review queue's approval: the app promotes (the memory is personal); with

@@ -16,6 +16,8 @@ to the team server as well as, or instead of, the local stores:
 - the daemon's own MCP tools (`/mcp`) recall and remember the same way;
 - a get (`GET /v1/memories/SLUG`, MCP `get_memory`) of a slug it does not hold asks the team;
 - a Review-queue approval with `"team": true` promotes, then shares the memory with its chain.
+- the Review queue's reads (`GET /v1/promotions[/ID]`) name each promotion's team project
+  (`team_project`), for which the Review page offers "to the team".
 
 A request that names its scope by hash says its root path beside it (`X-Memoryd-Scope-Path`),
 so any clone of a shared project is found by its remote. Personal scopes, captures

@@ -27,7 +27,9 @@
  *
  * Review: the pending promotions (`/v1/promotions`) with their evidence — DURA scores and who
  * scored, the source session, the sentences quoted from it — and approve / edit / reject,
- * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`. Below them, the
+ * which POST to `/v1/promotions/{id}/promote|reject` as actor `page`; on a daemon in a team,
+ * a promotion whose project is shared (`team_project`) also has "Approve to the team"
+ * (`{"team": true}`), its card showing the team's slug or the refusal. Below them, the
  * supersede candidates (judged 0.5–0.85): Accept or Reject POSTs
  * `/v1/supersedes/NEW/OLD/accept|reject` and reloads that list.
  * For tests, the cytoscape instance is `window.memorydGraph`, and `#graph[data-centre]` is the
@@ -786,9 +788,16 @@
     const approve = element("button", "approve", "Approve");
     const editButton = element("button", "edit-open", "Edit");
     const reject = element("button", "reject", "Reject");
-    for (const button of [approve, editButton, reject]) button.type = "button";
+    const buttons = [approve, editButton, reject];
+    // a daemon in a team names the team project a shared scope is (none: personal, no team)
+    const toTeam = p.team_project ? element("button", "approve-team", "Approve to the team") : null;
+    if (toTeam) {
+      toTeam.title = "approve, then share it with " + p.team_project + " with its supersedes chain";
+      buttons.splice(1, 0, toTeam);
+    }
+    for (const button of buttons) button.type = "button";
     const actions = element("div", "actions");
-    actions.append(approve, editButton, reject, reason);
+    actions.append(...buttons, reason);
 
     const decided = (answer, text) => {
       card.classList.add("decided");
@@ -807,6 +816,34 @@
     approve.addEventListener("click", () =>
       decide("promote", {}, (a) => "approved: written as " + a.promoted_slug).catch(showError),
     );
+    if (toTeam) toTeam.addEventListener("click", () => promoteToTeam().catch(showError));
+    /** The team's answer in the card: its copy's slug, or the refusal (the promotion may be
+     * approved all the same, the memory then personal: the card says which). */
+    const promoteToTeam = async () => {
+      try {
+        await decide(
+          "promote",
+          { team: true },
+          (a) =>
+            `approved: written as ${a.promoted_slug}, shared with ${p.team_project} as ` +
+            a.team_slug,
+        );
+      } catch (exc) {
+        if (!(exc instanceof ApiError)) throw exc;
+        const now = await api(`/v1/promotions/${p.id}`);
+        const refused =
+          "not shared with the team: " + exc.message + (exc.hint ? " — " + exc.hint : "");
+        if (now.status === "pending") {
+          outcome.textContent = refused;
+          outcome.hidden = false;
+        } else {
+          decided(now, refused);
+        }
+        card.dataset.team = "refused";
+        return;
+      }
+      card.dataset.team = "shared";
+    };
     editButton.addEventListener("click", () => {
       edit.hidden = !edit.hidden;
     });
