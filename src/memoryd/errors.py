@@ -29,6 +29,9 @@ store never raises a surface's error type and a surface never sees an engine's e
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 
 class MemorydError(Exception):
     """Base of every error memoryd raises on purpose.
@@ -174,3 +177,30 @@ class KeyringUnavailable(ConfigError):
     default_hint = (
         "use `memoryd sensitive mark PATH --passphrase` to derive the key from a passphrase instead"
     )
+
+
+def describe_validation(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Pydantic's errors as one line a user can act on: `title: at most 500 characters (got
+    600)`, never the multi-line dump with its documentation URL."""
+    problems = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "value"
+        kind, ctx, value = err.get("type", ""), err.get("ctx") or {}, err.get("input")
+        size = len(value) if isinstance(value, str | list | dict) else None
+        got = f" (got {size})" if size is not None else ""
+        if kind == "string_too_long":
+            problem = f"at most {ctx.get('max_length')} characters{got}"
+        elif kind == "string_too_short":
+            problem = (
+                "must not be empty"
+                if ctx.get("min_length") == 1
+                else (f"at least {ctx.get('min_length')} characters{got}")
+            )
+        elif kind == "too_long":
+            problem = f"at most {ctx.get('max_length')} items{got}"
+        elif kind == "string_unicode":
+            problem = "is not UTF-8 text (re-encode it as UTF-8)"
+        else:
+            problem = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        problems.append(f"{where}: {problem}")
+    return "; ".join(problems) or "invalid value"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -173,33 +173,6 @@ def check_query(query: str) -> None:
             f"the query is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed",
             hint="shorten it to the words that matter",
         )
-
-
-def describe_validation(errors: Iterable[Mapping[str, Any]]) -> str:
-    """Pydantic's errors as one line a user can act on: `title: at most 500 characters (got
-    600)`, never the multi-line dump with its documentation URL."""
-    problems = []
-    for err in errors:
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "value"
-        kind, ctx, value = err.get("type", ""), err.get("ctx") or {}, err.get("input")
-        size = len(value) if isinstance(value, str | list | dict) else None
-        got = f" (got {size})" if size is not None else ""
-        if kind == "string_too_long":
-            problem = f"at most {ctx.get('max_length')} characters{got}"
-        elif kind == "string_too_short":
-            problem = (
-                "must not be empty"
-                if ctx.get("min_length") == 1
-                else (f"at least {ctx.get('min_length')} characters{got}")
-            )
-        elif kind == "too_long":
-            problem = f"at most {ctx.get('max_length')} items{got}"
-        elif kind == "string_unicode":
-            problem = "is not UTF-8 text (re-encode it as UTF-8)"
-        else:
-            problem = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        problems.append(f"{where}: {problem}")
-    return "; ".join(problems) or "invalid value"
 
 
 class RelationRef(BaseModel):

@@ -35,8 +35,8 @@ from memoryd.errors import (
     ResourceExhausted,
     StorageError,
     TokenRefused,
+    describe_validation,
 )
-from memoryd.models import describe_validation
 
 logger = logging.getLogger(__name__)
 

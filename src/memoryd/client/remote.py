@@ -111,15 +111,10 @@ A = TypeVar("A")
 
 
 @functools.cache
-def _memories() -> TypeAdapter[list[Memory]]:
-    """A batch write's answer, validated from its JSON text (built on first use)."""
-    return TypeAdapter(list[Memory])
-
-
-@functools.cache
-def _recorded() -> TypeAdapter[list[Recorded]]:
-    """A brief batch write's answer (`record_graph_facts_brief`)."""
-    return TypeAdapter(list[Recorded])
+def _list_of(model: type[M]) -> TypeAdapter[list[M]]:
+    """A batch write's answer (`Memory`, or `Recorded` for a brief one), validated from its
+    JSON text; built on first use."""
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
 class RemoteService(MemoryAPI):
@@ -226,16 +221,16 @@ class RemoteService(MemoryAPI):
         scopes: dict[Path | None, str] = {}
         bodies = (self._memory_body(draft, scopes) for draft in drafts)
         return self._batched(
-            "/v1/memories/batch", "memories", bodies, {"bulk": bulk}, RECORD_BATCH, _memories()
+            "/v1/memories/batch", "memories", bodies, {"bulk": bulk}, RECORD_BATCH, _list_of(Memory)
         )
 
     def record_graph_facts_many(self, facts: Sequence[GraphFact]) -> list[Memory]:
         """In requests of at most `FACTS_BATCH` facts, as `record_many` (an import's facts
         share a scope: it is resolved once)."""
-        return self._facts_batched("/v1/graph/facts/batch", facts, _memories())
+        return self._facts_batched("/v1/graph/facts/batch", facts, _list_of(Memory))
 
     def record_graph_facts_brief(self, facts: Sequence[GraphFact]) -> list[Recorded]:
-        return self._facts_batched("/v1/graph/facts/batch/brief", facts, _recorded())
+        return self._facts_batched("/v1/graph/facts/batch/brief", facts, _list_of(Recorded))
 
     def _facts_batched(
         self, path: str, facts: Sequence[GraphFact], answer: TypeAdapter[list[A]]

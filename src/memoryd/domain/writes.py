@@ -21,7 +21,14 @@ from pydantic import ValidationError
 
 from memoryd.audit import AuditEvent, AuditLog
 from memoryd.enrichment import content_fingerprint
-from memoryd.errors import Conflict, InvalidInput, MemorydError, NotFound, StorageError
+from memoryd.errors import (
+    Conflict,
+    InvalidInput,
+    MemorydError,
+    NotFound,
+    StorageError,
+    describe_validation,
+)
 from memoryd.governance.store import GovernanceStore
 from memoryd.graph.store import GraphStore
 from memoryd.journal import Intent, IntentItem, Journal
@@ -34,7 +41,6 @@ from memoryd.models import (
     MemoryType,
     RelationRef,
     ScopeInfo,
-    describe_validation,
     to_utc,
     utcnow,
 )

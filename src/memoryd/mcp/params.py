@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
-from memoryd.models import describe_validation
+from memoryd.errors import describe_validation
 
 
 def _not_blank(value: str) -> str:

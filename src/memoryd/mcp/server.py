@@ -20,7 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from memoryd import __version__
-from memoryd.errors import MemorydError, NotFound
+from memoryd.errors import MemorydError, NotFound, describe_validation
 from memoryd.interop import mcp_memory
 from memoryd.mcp.governance_tools import add_governance_tools
 from memoryd.mcp.member_tools import TeamCalls, team_get, team_recall, team_remember
@@ -41,7 +41,6 @@ from memoryd.models import (
     MemoryType,
     PromotionStatus,
     RecallResult,
-    describe_validation,
     entity_id,
 )
 

@@ -30,13 +30,12 @@ from pydantic import ValidationError
 
 from memoryd import jsondepth
 from memoryd.audit import check_chain
-from memoryd.errors import InvalidInput
+from memoryd.errors import InvalidInput, describe_validation
 from memoryd.models import (
     DecayState,
     Frontmatter,
     MemoryType,
     ScopeInfo,
-    describe_validation,
 )
 from memoryd.redact import redact
 from memoryd.redact.fields import clean_meta, clean_slug
