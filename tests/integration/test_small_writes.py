@@ -422,7 +422,7 @@ def test_a_hub_read_only_as_far_as_judging_needs_finds_the_same_pairs(
             calls.clear()
             svc.graph.cypher = counted  # type: ignore[method-assign]
             try:
-                cut = find_pairs_many(svc.graph, memories, limit=limit, newest=newest)
+                cut = find_pairs_many(svc.graph, memories, limit=limit, newest=newest, hub=newest)
             finally:
                 del svc.graph.cypher
             assert any(" LIMIT " in q for q in calls)  # the hubs were read only that far

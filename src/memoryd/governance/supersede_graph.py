@@ -95,10 +95,13 @@ _MENTIONED_BY = (
     " WHERE o.scope_hash IN $scopes AND o.type IN $types AND o.decay_state <> 'forgotten'"
     " AND NOT o.sensitive RETURN e.id, o.scope_hash, o.slug, o.created_at"
 )
-# A hub entity (one that more memories mention than `_NEWEST`) is read per entity, newest
-# first and only as far as judging can use: at 100k memories a hub has ~33k mentions, and
-# turning every one into a Python row was most of a judged batch's read.
+# A hub entity (`_HUB`) is read per entity, newest first and only as far as judging can
+# use (`_NEWEST` rows): at 100k memories an entity has ~7.8k mentions, and turning every one
+# into a Python row was a quarter of a judged batch's read.
 _NEWEST = 200
+_HUB = 10 * _NEWEST
+"""Mentioned more often than this, an entity is read alone, newest first: at 10k memories
+(~780 mentions an entity) one read of all of them costs less than one query per entity."""
 _MENTIONED_NEWEST = (
     "MATCH (e:Entity {id: $id})<-[:MENTIONS]-(o:Memory)"
     " WHERE o.scope_hash = $scope AND o.type IN $types AND o.decay_state <> 'forgotten'"
@@ -125,15 +128,20 @@ class _Shared:
 
 
 def find_pairs_many(
-    graph: GraphStore, newers: Sequence[Memory], *, limit: int, newest: int | None = _NEWEST
+    graph: GraphStore,
+    newers: Sequence[Memory],
+    *,
+    limit: int,
+    newest: int | None = _NEWEST,
+    hub: int = _HUB,
 ) -> dict[str, list[Pair]]:
     """`find_pairs` for a batch of newly written memories in four queries instead of one per
     memory (an import judges hundreds), the same pairs in the same order: per newer memory
     the `limit` older ones sharing its least mentioned entity first, newest first among
     equals. A pair with a SUPERSEDES edge either way is left out (status lines were written
     first); what the newer memory's file decided otherwise is left out as in `find_pairs`.
-    `newest`: how far a hub entity's list is read before judging needs more (the same
-    pairs whatever it is)."""
+    `newest`: how far the list of a `hub` entity (mentioned more often) is read before
+    judging needs more (the same pairs whatever they are)."""
     if not newers:
         return {}
     slugs = [m.slug for m in newers]
@@ -153,7 +161,7 @@ def find_pairs_many(
         mine = shared.setdefault(str(n), [])
         if all(e.id != entity.id for e in mine):  # one entity may have two MENTIONS edges
             mine.append(entity)
-    return _ranked_pairs(graph, newers, shared, where, linked, limit, newest=newest)
+    return _ranked_pairs(graph, newers, shared, where, linked, limit, newest=newest, hub=hub)
 
 
 def find_pairs_unwritten(
@@ -195,6 +203,7 @@ def _ranked_pairs(
     limit: int,
     *,
     newest: int | None = _NEWEST,
+    hub: int = _HUB,
 ) -> dict[str, list[Pair]]:
     """The pairs of `find_pairs_many` from the newer memories' entities (`shared`), scopes
     and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`).
@@ -202,7 +211,7 @@ def _ranked_pairs(
     A hub entity's older memories are read only as far as its `newest` (all of them when
     None); a newer memory whose judging would read past the end of such a list is judged
     again from full lists, so the pairs are the same as from full lists."""
-    mentioned, cut = _mentioned(graph, shared, where, newest)
+    mentioned, cut = _mentioned(graph, shared, where, newest, hub)
     everyone = sorted({row for rows in mentioned.values() for row in rows}, key=lambda r: r[1])
     everyone.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
     rank = {row: i for i, row in enumerate(everyone)}
@@ -285,6 +294,7 @@ def _mentioned(
     shared: dict[str, list[_Shared]],
     where: dict[str, tuple[str, Any]],
     newest: int | None,
+    hub: int,
 ) -> tuple[dict[tuple[str, str], list[tuple[Any, str]]], dict[tuple[str, str], int]]:
     """Per (entity, scope), the older memories mentioning it as (created_at, slug); and the
     lists read only as far as their `newest` (a hub's), with how many rows were read."""
@@ -294,7 +304,7 @@ def _mentioned(
         return mentioned, cut
     counts = {e.id: e.count for entities in shared.values() for e in entities}
     scopes = sorted({scope for scope, _ in where.values()})
-    hubs = sorted(i for i, n in counts.items() if newest is not None and n > newest)
+    hubs = sorted(i for i, n in counts.items() if newest is not None and n > hub)
     rest = sorted(set(counts) - set(hubs))
     if rest:
         for eid, scope, o, created in graph.cypher(
