@@ -381,3 +381,49 @@ def test_a_batch_redacts_an_entity_id_its_memories_repeat_once(
     assert "entity:tool:PostgreSQL" in ids
     assert all("entity:tool:PostgreSQL" in m.meta.observations for m in written)
     assert calls.count("entity:tool:PostgreSQL") == 1
+
+
+def test_a_hub_read_only_as_far_as_judging_needs_finds_the_same_pairs(
+    svc: MemoryService, project: Path
+) -> None:
+    """An entity more memories mention than `newest` is read newest first only that far;
+    whatever `newest` and `limit`, a batch gets the pairs of full lists and of one query per
+    memory (ties in time, memories sharing two names, a playbook that is never judged)."""
+    names = ["PostgreSQL", "Redis", "Kafka", "DuckDB", "pytest"]
+    kinds = ["decision", "fact", "preference", "playbook"]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    drafts = [
+        MemoryDraft(
+            type=MemoryType(kinds[i % 4]),
+            title=f"Use {names[i % 5]} for part {i}",
+            body=f"Part {i} moves to {names[i % 5]}"
+            + (f"; {names[(i * 3) % 5]} stays beside it." if i % 3 else "."),
+            scope_path=project,
+            created_at=start + timedelta(minutes=i // 3),  # three to a minute: ties
+        )
+        for i in range(40)
+    ]
+    written = svc.record_many(drafts[:30])
+    written += svc.record_many(drafts[30:])
+    memories = [svc.get(m.slug) for m in written]
+    calls: list[str] = []
+    cypher = svc.graph.cypher
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(query)
+        return cypher(query, *args, **kwargs)
+
+    for limit in (1, 3, 20):
+        full = find_pairs_many(svc.graph, memories, limit=limit, newest=None)
+        assert any(len(pairs) >= min(limit, 3) for pairs in full.values())
+        for memory in memories:
+            assert _same(full[memory.slug]) == _same(find_pairs(svc.graph, memory, limit=limit))
+        for newest in (1, 2, 3, 5, 8):
+            calls.clear()
+            svc.graph.cypher = counted  # type: ignore[method-assign]
+            try:
+                cut = find_pairs_many(svc.graph, memories, limit=limit, newest=newest, hub=newest)
+            finally:
+                del svc.graph.cypher
+            assert any(" LIMIT " in q for q in calls)  # the hubs were read only that far
+            assert {m: _same(p) for m, p in cut.items()} == {m: _same(p) for m, p in full.items()}

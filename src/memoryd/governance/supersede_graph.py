@@ -95,6 +95,22 @@ _MENTIONED_BY = (
     " WHERE o.scope_hash IN $scopes AND o.type IN $types AND o.decay_state <> 'forgotten'"
     " AND NOT o.sensitive RETURN e.id, o.scope_hash, o.slug, o.created_at"
 )
+# A hub entity (`_HUB`) is read per entity, newest first and only as far as judging can
+# use (`_NEWEST` rows): at 100k memories an entity has ~7.8k mentions, and turning every one
+# into a Python row was a quarter of a judged batch's read.
+_NEWEST = 200
+_HUB = 10 * _NEWEST
+"""Mentioned more often than this, an entity is read alone, newest first: at 10k memories
+(~780 mentions an entity) one read of all of them costs less than one query per entity."""
+_MENTIONED_NEWEST = (
+    "MATCH (e:Entity {id: $id})<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash = $scope AND o.type IN $types AND o.decay_state <> 'forgotten'"
+    " AND NOT o.sensitive RETURN o.slug, o.created_at ORDER BY o.created_at DESC, o.slug"
+)
+_MENTIONS_OF = (
+    "UNWIND $slugs AS s MATCH (o:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
+    " WHERE e.id IN $ids RETURN o.slug, e.id"
+)
 _PAIRS_DECIDED = (
     "UNWIND $slugs AS s MATCH (n:Memory {slug: s})-[:SUPERSEDES]-(o:Memory) RETURN n.slug, o.slug"
 )
@@ -112,13 +128,20 @@ class _Shared:
 
 
 def find_pairs_many(
-    graph: GraphStore, newers: Sequence[Memory], *, limit: int
+    graph: GraphStore,
+    newers: Sequence[Memory],
+    *,
+    limit: int,
+    newest: int | None = _NEWEST,
+    hub: int = _HUB,
 ) -> dict[str, list[Pair]]:
     """`find_pairs` for a batch of newly written memories in four queries instead of one per
     memory (an import judges hundreds), the same pairs in the same order: per newer memory
     the `limit` older ones sharing its least mentioned entity first, newest first among
     equals. A pair with a SUPERSEDES edge either way is left out (status lines were written
-    first); what the newer memory's file decided otherwise is left out as in `find_pairs`."""
+    first); what the newer memory's file decided otherwise is left out as in `find_pairs`.
+    `newest`: how far the list of a `hub` entity (mentioned more often) is read before
+    judging needs more (the same pairs whatever they are)."""
     if not newers:
         return {}
     slugs = [m.slug for m in newers]
@@ -138,7 +161,7 @@ def find_pairs_many(
         mine = shared.setdefault(str(n), [])
         if all(e.id != entity.id for e in mine):  # one entity may have two MENTIONS edges
             mine.append(entity)
-    return _ranked_pairs(graph, newers, shared, where, linked, limit)
+    return _ranked_pairs(graph, newers, shared, where, linked, limit, newest=newest, hub=hub)
 
 
 def find_pairs_unwritten(
@@ -178,27 +201,24 @@ def _ranked_pairs(
     where: dict[str, tuple[str, Any]],
     linked: set[tuple[str, str]],
     limit: int,
+    *,
+    newest: int | None = _NEWEST,
+    hub: int = _HUB,
 ) -> dict[str, list[Pair]]:
     """The pairs of `find_pairs_many` from the newer memories' entities (`shared`), scopes
-    and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`)."""
-    # Per (entity, scope), the older memories mentioning it as ranks in the order `_pairs`
-    # takes them: newest first, then by slug.
-    mentioned: dict[tuple[str, str], list[tuple[Any, str]]] = {}
-    if shared:
-        ids = sorted({e.id for entities in shared.values() for e in entities})
-        scopes = sorted({scope for scope, _ in where.values()})
-        for eid, scope, o, created in graph.cypher(
-            _MENTIONED_BY,
-            {"ids": ids, "scopes": scopes, "types": list(JUDGED_TYPES)},
-            limit=100_000_000,
-        ).rows:
-            mentioned.setdefault((str(eid), str(scope)), []).append((created, str(o)))
+    and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`).
+
+    A hub entity's older memories are read only as far as its `newest` (all of them when
+    None); a newer memory whose judging would read past the end of such a list is judged
+    again from full lists, so the pairs are the same as from full lists."""
+    mentioned, cut = _mentioned(graph, shared, where, newest, hub)
     everyone = sorted({row for rows in mentioned.values() for row in rows}, key=lambda r: r[1])
     everyone.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
     rank = {row: i for i, row in enumerate(everyone)}
     ranked = {key: sorted(rank[row] for row in rows) for key, rows in mentioned.items()}
     members = {key: {o for _, o in rows} for key, rows in mentioned.items()}
-    chosen: dict[str, list[tuple[str, _Shared, tuple[Name, ...]]]] = {}
+    chosen: dict[str, list[tuple[str, _Shared]]] = {}
+    again: list[Memory] = []
     for memory in newers:
         if memory.slug not in where:
             continue
@@ -206,7 +226,7 @@ def _ranked_pairs(
         decided |= {r.object for r in memory.meta.relations if r.label == "amends"}
         decided |= {o for n, o in linked if n == memory.slug}
         decided.add(memory.slug)
-        chosen[memory.slug] = _nearest(
+        picks = _nearest(
             sorted(shared[memory.slug], key=lambda e: (e.count, e.id)),
             where[memory.slug],
             decided,
@@ -214,8 +234,42 @@ def _ranked_pairs(
             everyone,
             ranked,
             members,
+            cut,
         )
-    olders = sorted({o for picks in chosen.values() for o, _, _ in picks})
+        if picks is None:
+            again.append(memory)
+        else:
+            chosen[memory.slug] = picks
+    full: dict[str, list[Pair]] = {}
+    if again:
+        mine = {m.slug: shared[m.slug] for m in again}
+        full = _ranked_pairs(graph, again, mine, where, linked, limit, newest=None)
+    olders = sorted({o for picks in chosen.values() for o, _ in picks})
+    # Which of its newer memory's tools and libraries each chosen older one mentions: a
+    # list read in full or as far as the older one says; past a hub's last row read, its
+    # own edges say.
+    where_in = {o: i for i, (_, o) in enumerate(everyone)}
+    mentions: dict[str, set[str]] = {}
+    unsure: set[tuple[str, str]] = set()
+    for m, picks in chosen.items():
+        scope = where[m][0]
+        for o, _ in picks:
+            for e in shared[m]:
+                if e.type not in GRAPH_CHOICE_TYPES or not e.name:
+                    continue
+                key = (e.id, scope)
+                if key in cut and where_in[o] > (ranked[key][-1] if ranked.get(key) else -1):
+                    unsure.add((o, e.id))
+                elif o in members.get(key, ()):
+                    mentions.setdefault(o, set()).add(e.id)
+    if unsure:
+        for o, eid in graph.cypher(
+            _MENTIONS_OF,
+            {"slugs": sorted({o for o, _ in unsure}), "ids": sorted({i for _, i in unsure})},
+            limit=10_000_000,
+        ).rows:
+            if (str(o), str(eid)) in unsure:
+                mentions.setdefault(str(o), set()).add(str(eid))
     texts = {
         str(slug): pair_texts(str(title), str(body or ""))
         for slug, title, body in graph.cypher(
@@ -224,10 +278,62 @@ def _ranked_pairs(
             limit=10_000_000,
         ).rows
     }
-    return {
-        m.slug: [Pair(o, texts[o], e.id, e.name, known) for o, e, known in chosen.get(m.slug, [])]
-        for m in newers
+    by_count = {m: sorted(shared[m], key=lambda e: (e.count, e.id)) for m in chosen}
+    out = {
+        m: [
+            Pair(o, texts[o], e.id, e.name, _known(by_count[m], mentions.get(o, set())))
+            for o, e in picks
+        ]
+        for m, picks in chosen.items()
     }
+    return {m.slug: full.get(m.slug, out.get(m.slug, [])) for m in newers}
+
+
+def _mentioned(
+    graph: GraphStore,
+    shared: dict[str, list[_Shared]],
+    where: dict[str, tuple[str, Any]],
+    newest: int | None,
+    hub: int,
+) -> tuple[dict[tuple[str, str], list[tuple[Any, str]]], dict[tuple[str, str], int]]:
+    """Per (entity, scope), the older memories mentioning it as (created_at, slug); and the
+    lists read only as far as their `newest` (a hub's), with how many rows were read."""
+    mentioned: dict[tuple[str, str], list[tuple[Any, str]]] = {}
+    cut: dict[tuple[str, str], int] = {}
+    if not shared:
+        return mentioned, cut
+    counts = {e.id: e.count for entities in shared.values() for e in entities}
+    scopes = sorted({scope for scope, _ in where.values()})
+    hubs = sorted(i for i, n in counts.items() if newest is not None and n > hub)
+    rest = sorted(set(counts) - set(hubs))
+    if rest:
+        for eid, scope, o, created in graph.cypher(
+            _MENTIONED_BY,
+            {"ids": rest, "scopes": scopes, "types": list(JUDGED_TYPES)},
+            limit=100_000_000,
+        ).rows:
+            mentioned.setdefault((str(eid), str(scope)), []).append((created, str(o)))
+    for eid in hubs:
+        for scope in scopes:
+            rows = graph.cypher(
+                f"{_MENTIONED_NEWEST} LIMIT {int(newest or 0)}",  # a number in any engine's LIMIT
+                {"id": eid, "scope": scope, "types": list(JUDGED_TYPES)},
+                limit=(newest or 0) + 1,
+            ).rows
+            if rows:
+                mentioned[(eid, scope)] = [(created, str(o)) for o, created in rows]
+            if len(rows) >= (newest or 0):
+                cut[(eid, scope)] = len(rows)
+    return mentioned, cut
+
+
+def _known(entities: list[_Shared], mentioned: set[str]) -> tuple[Name, ...]:
+    """The tools and libraries of a newer memory's `entities` an older one mentions."""
+    return tuple(
+        Name(s.name, tuple(dict.fromkeys([s.name, *s.aliases])), s.type)
+        for s in entities
+        if s.type in GRAPH_CHOICE_TYPES and s.name and s.id in mentioned
+    )
 
 
 def _nearest(
@@ -238,11 +344,13 @@ def _nearest(
     everyone: list[tuple[Any, str]],
     ranked: dict[tuple[str, str], list[int]],
     members: dict[tuple[str, str], set[str]],
-) -> list[tuple[str, _Shared, tuple[Name, ...]]]:
+    cut: dict[tuple[str, str], int],
+) -> list[tuple[str, _Shared]] | None:
     """The `limit` older memories of one newer memory's scope (`at`: its scope and time) that
     share one of its `entities` (least mentioned first), as `_pairs` ranks them: by their
-    least mentioned shared entity, then newest first; each with that entity and the tools
-    and libraries it shares. Reads only as far as the `limit`th."""
+    least mentioned shared entity, then newest first; each with that entity. Reads only as
+    far as the `limit`th. None when that would read past the end of a list `cut` short
+    (what follows it is unknown)."""
     scope, created = at
     out: list[tuple[str, _Shared]] = []
     taken: set[str] = set()
@@ -252,7 +360,12 @@ def _nearest(
         i += len(group)
         first: dict[str, _Shared] = {}  # older slug -> its entity in this group (by id)
         lists = [(e, ranked.get((e.id, scope), [])) for e in group]
+        # Past the last row read of a cut list, its unread rows would come first.
+        ends = [rows[-1] if rows else -1 for e, rows in lists if (e.id, scope) in cut]
+        bound = min(ends, default=None)
         for r in heapq.merge(*(rows for _, rows in lists)):
+            if bound is not None and r > bound:
+                return None
             when, o = everyone[r]
             if o in taken or o in decided or when > created or o in first:
                 continue
@@ -260,19 +373,11 @@ def _nearest(
             out.append((o, first[o]))
             if len(out) >= limit:
                 break
+        else:
+            if bound is not None:  # every row read was used up: the cut lists go on
+                return None
         taken.update(first)
-    return [
-        (
-            o,
-            e,
-            tuple(
-                Name(s.name, tuple(dict.fromkeys([s.name, *s.aliases])), s.type)
-                for s in entities
-                if s.type in GRAPH_CHOICE_TYPES and s.name and o in members.get((s.id, scope), ())
-            ),
-        )
-        for o, e in out
-    ]
+    return out
 
 
 def pair_of(graph: GraphStore, newer: str, older: str) -> Pair | None:
