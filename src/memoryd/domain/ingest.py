@@ -49,8 +49,9 @@ class Ingest(ServiceCore):
     def record(self, draft: MemoryDraft) -> Memory:
         """Write one memory: vault file, graph, search index and audit line, all durable.
 
-        With fewer cyclic-GC passes: a full collection walks every object the service holds
-        (60-100 ms at 10k memories), one in every ~8 records (bench/RESULTS.md)."""
+        With fewer cyclic-GC passes: a full collection walks every object the service holds,
+        so its cost grows with the scope, and the allocations of a record triggered one
+        every few records."""
         with fewer_collections():
             return self.record_many([draft], bulk=False)[0]
 

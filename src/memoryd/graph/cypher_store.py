@@ -46,8 +46,8 @@ def _mention_deltas(
     or none), and those to recount, which lost an edge (their earliest or their scopes may
     have gone with it). An entity whose edges come back the same (a rewrite of a memory) is
     in neither; one created with no mention keeps what it is created with, a recount of none.
-    So a record reads no mention but its own: a recount of a hub entity's ~800 at 10k cost
-    8-11 ms a record."""
+    So a record reads no mention but its own, where a recount reads every mention of a hub
+    entity on each write."""
     counted: dict[str, dict[str, Any]] = {}
     recount: list[str] = []
     for eid in sorted(set(removed) | set(added)):
@@ -340,7 +340,8 @@ class CypherGraphStore(CypherReads):
     def _refresh_entity_stats(self, conn: Any, entity_ids: Sequence[str]) -> None:
         """mention_count, first/last seen and the home scope (the one scope that mentions it, or
         none when several do) derive from MENTIONS, so reindex reproduces them: recounted
-        here from every mention of each entity (a hub's ~800 at 10k: 8-11 ms a record)."""
+        here from every mention of each entity: for those a write, delete or merge took
+        mentions from (one that only gains mentions is kept by `_mention_deltas`)."""
         if not entity_ids:
             return
         recount = _RECOUNT.format(first=self.FIRST)

@@ -367,8 +367,8 @@ class KuzuGraphStore(CypherGraphStore):
     # -- the duplicate check by key ----------------------------------------------------
     def find_fingerprints(self, scope_hash: str, fingerprints: Sequence[str]) -> dict[str, str]:
         """The memories of the scope are looked through only for the fingerprints it holds,
-        as `BodyPrint` says by key: kuzu indexes nothing but primary keys, and that scan was
-        the check of every write (6-7 ms a record in a 10k scope)."""
+        as `BodyPrint` says by key: kuzu indexes nothing but primary keys, and a scan of the
+        scope's memories on every write grew with the scope."""
         if not self._keyed_prints or not fingerprints:
             return super().find_fingerprints(scope_hash, fingerprints)
         keys = {_print_key(scope_hash, fp): fp for fp in fingerprints}
