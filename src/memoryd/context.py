@@ -21,7 +21,7 @@ _LONG_TERM_STATES = ["alive", "dim"]
 class Item:
     """One memory as the hook renders it: equal by its fields, which `vars` gives, and
     pickled whole (the daemon's recall readers send it back through a pipe). Not a
-    dataclass: the hook would import `dataclasses` and `inspect` for it, ~8 ms of CPU."""
+    dataclass: the hook would import `dataclasses` and `inspect` for it on every prompt."""
 
     def __init__(self, slug: str, type: str, title: str, body: str, created_at: str) -> None:
         self.slug = slug

@@ -35,7 +35,8 @@ def configure_logging(*, verbose: bool = False) -> None:
 
 class DaemonFiles(NamedTuple):
     """The daemon's files in a data dir. A NamedTuple, not a frozen dataclass: the inject
-    hook reads the socket's path, and importing `dataclasses` cost it ~8 ms of CPU."""
+    hook reads the socket's path, and importing `dataclasses` (with `inspect`) is a cost
+    every prompt would pay."""
 
     home: Path
 

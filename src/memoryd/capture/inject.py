@@ -61,7 +61,7 @@ FIRST_ANSWER_S = 1.4
 
 class Args:
     """The command line. Plain classes here and in `context`, not dataclasses: importing
-    `dataclasses` (it imports `inspect`) cost each prompt's hook about 8 ms of CPU."""
+    `dataclasses` (it imports `inspect`) is a cost each prompt's hook would pay."""
 
     def __init__(self) -> None:
         self.source = "claude-code"

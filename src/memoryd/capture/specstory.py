@@ -51,7 +51,7 @@ def _stamp(text: str) -> datetime | None:
 def _tool_call(attributes: str, inner: str) -> ToolCall:
     """One `<tool-use>` block: its tool name, what its summary line says it touched, and the
     output a shell call printed (second fenced block)."""
-    import html  # here: the hook reads SpecStory files rarely, html.entities costs ~1 ms
+    import html  # here: the hook reads SpecStory files rarely, html.entities is not free
 
     attrs = dict(_ATTRIBUTE.findall(attributes))
     name = attrs.get("data-tool-name") or attrs.get("data-tool-type") or "tool"

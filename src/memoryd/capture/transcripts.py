@@ -87,8 +87,8 @@ def read_jsonl(
 
 ORJSON_FROM_BYTES = 3 * 1024 * 1024
 """A transcript larger than this is parsed by orjson, a smaller one by the stdlib: importing
-orjson costs ~8 ms of CPU (it loads dataclasses, inspect and uuid), and it parses ~3 ms a MB
-faster (bench/RESULTS.md, 2026-12-04 s-hooks), so it pays from about 3 MB."""
+orjson loads dataclasses, inspect and uuid, a fixed cost its faster parsing repays only on a
+large transcript (the crossing point was measured: bench/RESULTS.md)."""
 
 
 def _decode(line: bytes) -> Any:

@@ -417,7 +417,7 @@ def _lower_merges() -> bool:
     tantivy-py exposes no merge policy, and its default one merges each level once it holds 8
     segments, every segment under ~16,800 documents (10,000 clipped, levels 1.68 times apart)
     being one level: with one commit per record, every 8th commit rewrote the whole of a 10k
-    index (50-190 ms of CPU, bench/RESULTS.md). The merge then competes with the next
+    index (measured: bench/RESULTS.md). The merge then competes with the next
     requests; reniced, it takes the cores they leave. Linux only (a thread's id and name from
     /proc); elsewhere, or when refused, merges keep their priority. True when it found merge
     threads."""
