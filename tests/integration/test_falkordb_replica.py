@@ -227,6 +227,7 @@ def test_setup_falkordb_adds_a_tcp_port_to_a_running_server_or_says_what_to_stop
         moved = cli(home, "setup", "falkordb", "--tcp-port", str(port), env=NO_KEYRING)
         assert moved.returncode == 0, moved.stderr
         assert f"and 127.0.0.1:{port}" in moved.stdout
+        assert f"It was running without port {port}: it was restarted with it." in moved.stdout
         assert refused_without_password(port).startswith(b"-NOAUTH")
         reader = FalkorGraphStore(root / "graph", url=url, name=writer.name,
                                   password=graph_password(url), read_only=True)  # fmt: skip

@@ -28,6 +28,7 @@ import pytest
 import redis
 
 from memoryd.config import Settings
+from memoryd.filelock import try_lock
 from memoryd.graph.falkordb_server import SOCKET, LocalServer, start_local
 from memoryd.team.config import load_team, with_team_graph
 from memoryd.team.store import TeamStore
@@ -556,7 +557,8 @@ def test_memoryd_rewrites_the_append_only_file_once_it_grew(
 ) -> None:
     """A local server rewrites its append-only file never by itself; `rewrite_if_grown` (the
     writer's housekeeping thread asks each minute) does, under the server's fork lock, once
-    the file is past the floor and twice its size after the last rewrite, and not before."""
+    the file is past the floor and twice its size after the last rewrite, and not before; it
+    does not wait for the lock another process holds."""
     from memoryd.graph import falkordb_forks
 
     monkeypatch.setattr(falkordb_forks, "REWRITE_MIN_BYTES", 100_000)
@@ -568,8 +570,14 @@ def test_memoryd_rewrites_the_append_only_file_once_it_grew(
         for n in range(200):
             client.set(f"k{n}", os.urandom(500).hex())  # not compressible
         assert not int(client.info("persistence")["aof_rewrites"])  # the server made none
+        # Another process holds the fork lock (a copy): the rewrite is left for later.
+        held = os.open(server.directory / falkordb_forks.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        try:
+            assert try_lock(held)
+            assert not falkordb_forks.rewrite_if_grown(client, server.url)
+        finally:
+            os.close(held)
         assert falkordb_forks.rewrite_if_grown(client, server.url)
-        assert (server.directory / falkordb_forks.LOCK_FILE).exists()
         done = wait_until(
             lambda: (p := client.info("persistence"))["aof_rewrites"] == 1
             and not p["aof_rewrite_in_progress"] and p,

@@ -3,8 +3,9 @@
 FalkorDB (4.16) makes a `GRAPH.COPY` in a forked child, and a copy that finds another child
 running (an AOF rewrite, a replica's full sync, a BGSAVE) hangs the whole server. So every
 fork memoryd starts (a copy, an AOF rewrite, a replica's first sync) takes the server's fork
-lock, waits until no child runs, starts its fork and keeps the lock until the fork shows (or
-is over): a copy can then never meet a child that started after its check. The lock is a
+lock at a moment no child runs (waiting for a child's end outside the lock, checking again
+under it), starts its fork and keeps the lock until the fork shows (or is over): a copy can
+then never meet a child that started after its check. The lock is a
 thread lock per server and, for a server on this machine (a `unix://` URL, or a `redis://`
 one whose server's directory holds memoryd's socket), a file lock (`fork.lock`) in the
 server's directory, so the team server, its chores and a CLI run share it. A local server
@@ -66,14 +67,18 @@ def server_directory(client: Any, url: str) -> Path | None:
 
 
 @contextmanager
-def fork_lock(client: Any, url: str) -> Iterator[None]:
-    """Hold the server's fork lock (this process's threads, then the other processes')."""
+def fork_lock(client: Any, url: str, *, wait: bool = True) -> Iterator[bool]:
+    """Hold the server's fork lock (this process's threads, then the other processes'); with
+    `wait` false, take it only if it is free, and say whether it was taken."""
     with _guard:
         lock = _threads.setdefault(url, threading.Lock())
-    with lock:
+    if not lock.acquire(blocking=wait):
+        yield False
+        return
+    try:
         directory = server_directory(client, url)
         if directory is None:
-            yield
+            yield True
             return
         path = directory / LOCK_FILE
         try:
@@ -83,6 +88,9 @@ def fork_lock(client: Any, url: str) -> Iterator[None]:
         try:
             deadline = time.monotonic() + 2 * CHILD_WAIT_S
             while not try_lock(fd):
+                if not wait:
+                    yield False
+                    return
                 if time.monotonic() > deadline:
                     raise StorageError(
                         f"another process held {path} for {2 * CHILD_WAIT_S:.0f} s",
@@ -90,35 +98,48 @@ def fork_lock(client: Any, url: str) -> Iterator[None]:
                     )
                 time.sleep(0.02)
             try:
-                yield
+                yield True
             finally:
                 unlock(fd)
         finally:
             os.close(fd)
+    finally:
+        lock.release()
 
 
 def persistence(client: Any) -> dict[str, Any]:
     return dict(client.info("persistence"))
 
 
-def wait_no_child(client: Any, url: str, doing: str) -> None:
-    """Wait (under the fork lock) until the server runs no forked child."""
+def child_runs(client: Any) -> bool:
+    return any(int(persistence(client).get(f, 0)) for f in CHILDREN)
+
+
+@contextmanager
+def no_child(client: Any, url: str, doing: str) -> Iterator[None]:
+    """The fork lock, held at a moment no child runs on the server. The wait for a child to
+    end is made outside the lock, so a process that forks again and again (each fork waits
+    for the one before) does not hold the lock all the while and starve the others."""
     deadline = time.monotonic() + CHILD_WAIT_S
-    while any(int(persistence(client).get(f, 0)) for f in CHILDREN):
-        if time.monotonic() > deadline:
-            raise StorageError(
-                f"the FalkorDB server at {url} kept a background save running"
-                f" for {CHILD_WAIT_S:.0f} s: cannot {doing}",
-                hint="try again in a minute; `memoryd doctor` checks the server",
-            )
-        time.sleep(0.05)
+    while True:
+        while child_runs(client):
+            if time.monotonic() > deadline:
+                raise StorageError(
+                    f"the FalkorDB server at {url} kept a background save running"
+                    f" for {CHILD_WAIT_S:.0f} s: cannot {doing}",
+                    hint="try again in a minute; `memoryd doctor` checks the server",
+                )
+            time.sleep(0.01)
+        with fork_lock(client, url):
+            if not child_runs(client):
+                yield
+                return
 
 
 def copy_graph(client: Any, url: str, source: str, key: str) -> None:
     """`GRAPH.COPY` under the fork lock, once no child runs (the copy's own child has ended
     when the command answers)."""
-    with fork_lock(client, url):
-        wait_no_child(client, url, f"copy the graph {source}")
+    with no_child(client, url, f"copy the graph {source}"):
         client.execute_command("GRAPH.COPY", source, key)
 
 
@@ -127,20 +148,29 @@ def started(
 ) -> None:
     """Start a fork with `start` under the fork lock, once no child runs, and keep the lock
     until `shown` says it runs or is over (a copy after that sees it or nothing)."""
-    with fork_lock(client, url):
-        wait_no_child(client, url, doing)
+    with no_child(client, url, doing):
         start()
-        deadline = time.monotonic() + STARTED_WAIT_S
-        while not shown():
-            if time.monotonic() > deadline:
-                logger.warning("%s did not show on %s in %.0f s", doing, url, STARTED_WAIT_S)
-                return
-            time.sleep(0.01)
+        _until(shown, url, doing)
+
+
+def _until(shown: Callable[[], bool], url: str, doing: str) -> None:
+    deadline = time.monotonic() + STARTED_WAIT_S
+    while not shown():
+        if time.monotonic() > deadline:
+            logger.warning("%s did not show on %s in %.0f s", doing, url, STARTED_WAIT_S)
+            return
+        time.sleep(0.01)
 
 
 def rewrite_aof(client: Any, url: str) -> None:
     """`BGREWRITEAOF` under the fork lock: the lock goes once the rewrite's child runs or the
     rewrite is over."""
+    with no_child(client, url, "rewrite the append-only file"):
+        _rewrite(client, url)
+
+
+def _rewrite(client: Any, url: str) -> None:
+    """Start the rewrite (the fork lock held, no child running) and wait until it shows."""
     before = int(persistence(client).get("aof_rewrites", 0))
 
     def shown() -> bool:
@@ -150,13 +180,15 @@ def rewrite_aof(client: Any, url: str) -> None:
             and not int(now.get("aof_rewrite_scheduled", 0))
         )
 
-    started(client, url, client.bgrewriteaof, shown, "rewrite the append-only file")
+    client.bgrewriteaof()
+    _until(shown, url, "rewrite the append-only file")
 
 
 def rewrite_if_grown(client: Any, url: str) -> bool:
     """Rewrite the append-only file of a server that leaves that to memoryd (its automatic
     rewrite is off) once it grew past `REWRITE_MIN_BYTES` and twice its last rewritten size;
-    whether it did."""
+    whether it did. It never waits: with the fork lock taken or a child running it is left
+    for the next call (the writer's housekeeping thread also renews its lease)."""
     now = persistence(client)
     if not int(now.get("aof_enabled", 0)):
         return False
@@ -165,7 +197,10 @@ def rewrite_if_grown(client: Any, url: str) -> bool:
         return False
     if int(client.config_get("auto-aof-rewrite-percentage").get("auto-aof-rewrite-percentage", 0)):
         return False  # the server rewrites it itself
-    logger.info("rewriting the append-only file of %s (%d bytes, %d after the last)", url,
-                size, base)  # fmt: skip
-    rewrite_aof(client, url)
+    with fork_lock(client, url, wait=False) as held:
+        if not held or child_runs(client):
+            return False
+        logger.info("rewriting the append-only file of %s (%d bytes, %d after the last)",
+                    url, size, base)  # fmt: skip
+        _rewrite(client, url)
     return True

@@ -58,6 +58,8 @@ class LocalServer:
     """What it asks of every client (`requirepass`); None: nothing (a Unix socket only)."""
     kept: str = ""
     """Where this start made and kept the password, in words (empty: it made none)."""
+    restarted: bool = False
+    """It was running without the TCP port asked for, and was restarted with it."""
 
     @property
     def socket(self) -> Path:
@@ -162,7 +164,7 @@ def start_local(
             f"the socket path under {directory} is too long for a Unix socket",
             hint="use a shorter directory",
         )
-    kept = ""
+    kept, restarted = "", False
     if password is None:
         password = kept_password(directory)
     if answers(directory / SOCKET):
@@ -170,6 +172,7 @@ def start_local(
         if not tcp_port or listening_port(running) == tcp_port:
             return running  # already running there
         make_way_for_port(running, tcp_port)
+        restarted = True
     if password is None and tcp_port:
         password, kept = keep_password(directory, keyring=keyring)
     command = server_command(
@@ -212,8 +215,8 @@ def start_local(
         time.sleep(0.02)
     if detach:
         process.wait(timeout=timeout_s)
-        return LocalServer(directory, None, password, kept)
-    return LocalServer(directory, process, password, kept)
+        return LocalServer(directory, None, password, kept, restarted)
+    return LocalServer(directory, process, password, kept, restarted)
 
 
 def config_text(password: str | None, *, masterauth: bool = False) -> str:
