@@ -204,7 +204,8 @@ def test_setup_falkordb_adds_a_tcp_port_to_a_running_server_or_says_what_to_stop
 ) -> None:
     """`--tcp-port P` for a server already running without it: refused while a writer holds
     the graph (the error names it and what to do), then, with the writer gone, the server is
-    restarted on P, with a password, and keeps what it held."""
+    restarted on P, with a password, and keeps what it held. One on P with no password (set
+    up before memoryd made them) is restarted with one."""
     home = root / "home"
     port = free_port()
     started = cli(home, "setup", "falkordb", "--json", env=NO_KEYRING)
@@ -227,7 +228,8 @@ def test_setup_falkordb_adds_a_tcp_port_to_a_running_server_or_says_what_to_stop
         moved = cli(home, "setup", "falkordb", "--tcp-port", str(port), env=NO_KEYRING)
         assert moved.returncode == 0, moved.stderr
         assert f"and 127.0.0.1:{port}" in moved.stdout
-        assert f"It was running without port {port}: it was restarted with it." in moved.stdout
+        restarted = f"memoryd restarted it to listen on 127.0.0.1:{port} with a password."
+        assert restarted in moved.stdout
         assert refused_without_password(port).startswith(b"-NOAUTH")
         reader = FalkorGraphStore(root / "graph", url=url, name=writer.name,
                                   password=graph_password(url), read_only=True)  # fmt: skip
@@ -235,6 +237,19 @@ def test_setup_falkordb_adds_a_tcp_port_to_a_running_server_or_says_what_to_stop
             assert reader.cypher("MATCH (m:Memory) RETURN m.slug").rows == [["before-the-port"]]
         finally:
             reader.close()
+        # A server set up on that port before memoryd made passwords (none kept, none asked)
+        # is restarted with one too.
+        open_port = redis.Redis(unix_socket_path=url[len("unix://") :],
+                                password=graph_password(url))  # fmt: skip
+        open_port.config_set("requirepass", "")
+        open_port.close()
+        for name in ("password.json", "password"):
+            (home / "falkordb" / name).unlink()
+        assert refused_without_password(port).startswith(b"+PONG")
+        again = cli(home, "setup", "falkordb", "--tcp-port", str(port), env=NO_KEYRING)
+        assert again.returncode == 0, again.stderr
+        assert restarted in again.stdout
+        assert refused_without_password(port).startswith(b"-NOAUTH")
     finally:
         cli(home, "setup", "falkordb", "--stop")
 

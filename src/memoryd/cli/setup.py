@@ -431,7 +431,7 @@ def falkordb(
     also = f" and 127.0.0.1:{tcp_port}" if tcp_port else ""
     typer.echo(f"FalkorDB serves {server.url}{also} (data and log in {directory}).")
     if server.restarted:
-        typer.echo(f"It was running without port {tcp_port}: it was restarted with it.")
+        typer.echo(f"memoryd restarted it to listen on 127.0.0.1:{tcp_port} with a password.")
     if server.kept:
         typer.echo(f"It asks every client for a password, made now and kept {server.kept};")
         typer.echo(f"memoryd reads it from there ({falkordb_server.PASSWORD_ENV} overrides it).")

@@ -169,9 +169,16 @@ def start_local(
         password = kept_password(directory)
     if answers(directory / SOCKET):
         running = LocalServer(directory, None, password)
-        if not tcp_port or listening_port(running) == tcp_port:
+        if not tcp_port:
             return running  # already running there
-        make_way_for_port(running, tcp_port)
+        port = listening_port(running)
+        if port == tcp_port and password is not None:
+            return running
+        now = f"listens on {'port ' + str(port) if port else 'its Unix socket only'}"
+        if port == tcp_port:  # set up before memoryd made passwords
+            make_way_for_port(running, tcp_port, f"listens on port {port} with no password")
+        else:
+            make_way_for_port(running, tcp_port, f"is not on TCP port {tcp_port} (it {now})")
         restarted = True
     if password is None and tcp_port:
         password, kept = keep_password(directory, keyring=keyring)
@@ -388,16 +395,14 @@ def listening_port(server: LocalServer) -> int:
         client.close()
 
 
-def make_way_for_port(server: LocalServer, tcp_port: int) -> None:
-    """Stop the running server so that it starts again on `tcp_port` (Redis cannot add a
-    listening port to a running server): only one memoryd started in the background, with
-    no writer's lease on it and no other client attached (a restart under a daemon would
-    fail its writes); else a `StorageError` naming what to stop."""
+def make_way_for_port(server: LocalServer, tcp_port: int, why: str) -> None:
+    """Stop the running server (`why`: what it lacks) so that it starts again on `tcp_port`
+    with a password (Redis cannot add a listening port to a running server): only one memoryd
+    started in the background, with no writer's lease on it and no other client attached (a
+    restart under a daemon would fail its writes); else a `StorageError` naming what to stop."""
     import redis
 
     directory = server.directory
-    port = listening_port(server)
-    now = f"it listens on {'port ' + str(port) if port else 'its Unix socket only'}"
     redo = f"then run `memoryd setup falkordb --tcp-port {tcp_port}` again"
     client = _client(server)
     try:
@@ -414,8 +419,8 @@ def make_way_for_port(server: LocalServer, tcp_port: int) -> None:
         pid = 0
     if pid != int(info.get("process_id") or -1):
         raise StorageError(
-            f"the FalkorDB server in {directory} is not on TCP port {tcp_port} ({now}), and"
-            " memoryd did not start it in the background, so it will not restart it",
+            f"the FalkorDB server in {directory} {why}, and memoryd did not start it in the"
+            " background, so it will not restart it",
             hint=f"stop that server, {redo}",
         )
     if leases or attached:
@@ -424,8 +429,8 @@ def make_way_for_port(server: LocalServer, tcp_port: int) -> None:
             + ", ".join(str(c.get("name") or c.get("addr") or c["id"]) for c in attached[:3])
         )
         raise StorageError(
-            f"the FalkorDB server in {directory} is not on TCP port {tcp_port} ({now}), and"
-            f" restarting it would cut off what is attached to it ({who})",
+            f"the FalkorDB server in {directory} {why}, and restarting it would cut off what is"
+            f" attached to it ({who})",
             hint=f"stop the memoryd daemon or team server that uses it (`memoryd stop`), {redo}",
         )
     if not stop_detached(directory):
