@@ -68,7 +68,7 @@ def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ob
     import keyring
     from keyrings.alt.file import PlaintextKeyring
 
-    from memoryd.sensitive.keys import TEST_KEYRING_ENV
+    from memoryd.keyrings import TEST_KEYRING_ENV
 
     previous = keyring.get_keyring()
     ring = PlaintextKeyring()

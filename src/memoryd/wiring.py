@@ -88,7 +88,8 @@ def falkordb_address(settings: Settings) -> tuple[str, str]:
 def graph_factory(settings: Settings, *, read_only: bool = False) -> GraphFactory:
     def open_graph(directory: Path) -> GraphStore:
         if settings.graph.engine == "falkordb":
-            from memoryd.graph.falkordb_store import FalkorGraphStore, graph_password
+            from memoryd.graph.falkordb_server import graph_password
+            from memoryd.graph.falkordb_store import FalkorGraphStore
 
             url, name = falkordb_address(settings)
             return FalkorGraphStore(

@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from memoryd.sensitive.keys import TEST_KEYRING_ENV
+from memoryd.keyrings import TEST_KEYRING_ENV
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, free_port, uds_client
 from tests.e2e.test_graph_page import browser, needs_browser, open_page, wait_for  # noqa: F401

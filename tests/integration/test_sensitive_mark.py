@@ -16,11 +16,12 @@ from memoryd.cli.main import app
 from memoryd.config import Settings
 from memoryd.errors import InvalidInput, KeyringUnavailable, MissingKey, NotFound, PolicyDenied
 from memoryd.inbox import Inbox, IndexRequest, now_ts
+from memoryd.keyrings import TEST_KEYRING_ENV
 from memoryd.models import MemoryDraft, PromotionProposal
 from memoryd.scope import SENSITIVE_MARKER
 from memoryd.sensitive import envelope
 from memoryd.sensitive.files import encrypted_files, plain_files
-from memoryd.sensitive.keys import PASSPHRASE_ENV, TEST_KEYRING_ENV, KeyStore
+from memoryd.sensitive.keys import PASSPHRASE_ENV, KeyStore
 from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 

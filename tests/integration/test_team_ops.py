@@ -28,6 +28,7 @@ import pytest
 import redis
 
 from memoryd.config import Settings
+from memoryd.filelock import try_lock
 from memoryd.graph.falkordb_server import SOCKET, LocalServer, start_local
 from memoryd.team.config import load_team, with_team_graph
 from memoryd.team.store import TeamStore
@@ -73,6 +74,12 @@ def team(tmp_path_factory: pytest.TempPathFactory, primary: LocalServer) -> Iter
             shutil.rmtree(root, ignore_errors=True)
 
 
+def connect(socket_path: Path, password: str | None) -> redis.Redis:
+    """A client of a server of the test (the replica asks for the primary's password)."""
+    return redis.Redis(unix_socket_path=str(socket_path), password=password,
+                       decode_responses=True)  # fmt: skip
+
+
 def status(team: Team) -> dict[str, Any]:
     with uds_client(team.home) as admin:
         answer = admin.get("/v1/team/status")
@@ -90,10 +97,10 @@ def in_sync(team: Team) -> dict[str, Any]:
 
 
 @contextmanager
-def slowlogs(*servers: Path) -> Iterator[list[Callable[[str], bool]]]:
+def slowlogs(password: str | None, *servers: Path) -> Iterator[list[Callable[[str], bool]]]:
     """Each server's SLOWLOG logging every command; per server, whether a command naming a
     text ran there since."""
-    clients = [redis.Redis(unix_socket_path=str(s), decode_responses=True) for s in servers]
+    clients = [connect(s, password) for s in servers]
     for client in clients:
         client.config_set("slowlog-log-slower-than", 0)
         client.config_set("slowlog-max-len", 100_000)
@@ -217,7 +224,7 @@ def test_users_cypher_runs_on_the_replica_and_the_gate_holds_there(
     record(team, "Other project keeps its own queue", user="carol", scope=OTHER)
     in_sync(team)
     replica_socket = team.home / "falkordb-replica" / SOCKET
-    with slowlogs(primary.socket, replica_socket) as (on_primary, on_replica):
+    with slowlogs(primary.password, primary.socket, replica_socket) as (on_primary, on_replica):
         code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title AS routed_b")
         assert code == 200, bob
         assert headers["x-memoryd-graph-source"] == "replica"
@@ -334,10 +341,11 @@ def test_a_long_query_on_the_replica_does_not_hold_up_a_write(
         ended["query"] = time.monotonic()
 
     replica_socket = team.home / "falkordb-replica" / SOCKET
-    with slowlogs(primary.socket, replica_socket) as (on_primary, on_replica):
+    with slowlogs(primary.password, primary.socket, replica_socket) as (on_primary, on_replica):
         thread = threading.Thread(target=long_query)
         thread.start()
-        wait_until(lambda: graph_busy(replica_socket), what="the query to run on the replica",
+        wait_until(lambda: graph_busy(replica_socket, primary.password),
+                   what="the query to run on the replica",
                    timeout_s=60, every_s=0.02)  # fmt: skip
         started = time.monotonic()
         record(team, "Writes land while a long query runs on the replica")
@@ -348,10 +356,10 @@ def test_a_long_query_on_the_replica_does_not_hold_up_a_write(
         assert not on_primary("heavy_y")
 
 
-def graph_busy(socket_path: Path) -> bool:
+def graph_busy(socket_path: Path, password: str | None) -> bool:
     """Whether a client of the server waits on a graph command running in FalkorDB's threads
     (a blocked client, `flags=b`)."""
-    client = redis.Redis(unix_socket_path=str(socket_path), decode_responses=True)
+    client = connect(socket_path, password)
     try:
         return any(
             "b" in str(c.get("flags")) and str(c.get("cmd", "")).startswith("graph.")
@@ -381,14 +389,16 @@ def test_team_status_shows_the_replica_and_its_lag(team: Team) -> None:
         assert bob.get("/v1/team/status").status_code == 403
 
 
-def test_with_the_replica_down_reads_go_to_the_primary_and_say_so(team: Team) -> None:
+def test_with_the_replica_down_reads_go_to_the_primary_and_say_so(
+    team: Team, primary: LocalServer
+) -> None:
     """A replica cut off from the primary (`REPLICAOF NO ONE`) is down: Bob's Cypher is
     answered by the primary with a note naming why, Carol still sees nothing of the shop, and
     `team status` shows it. Once its server dies, the team server starts it again and reads
     go back to it."""
     in_sync(team)
     replica_socket = team.home / "falkordb-replica" / SOCKET
-    replica = redis.Redis(unix_socket_path=str(replica_socket))
+    replica = connect(replica_socket, primary.password)
     replica.execute_command("REPLICAOF", "NO", "ONE")
     wait_until(lambda: status(team)["replica"]["state"] == "down", what="the replica to be down",
                timeout_s=30, every_s=0.2)  # fmt: skip
@@ -413,3 +423,169 @@ def test_with_the_replica_down_reads_go_to_the_primary_and_say_so(team: Team) ->
     assert code == 200, bob
     assert headers["x-memoryd-graph-source"] == "replica"
     assert "Refunds settle through the replica ledger" in [row[0] for row in bob["rows"]]
+
+
+def test_a_lagging_replica_sends_cypher_to_the_primary_until_it_catches_up(
+    team: Team, primary: LocalServer
+) -> None:
+    """The replica keeps its link up but stops applying the primary's stream (`CLIENT PAUSE
+    WRITE` on it holds the replication link's writes too): once it is more than
+    `replica_max_lag_s` (2 s) behind, `team status` says lagging and Bob's Cypher is answered
+    by the primary, which holds the write the replica lacks, naming why in the header and the
+    answer's note; once the pause ends and the replica catches up, reads go back to it."""
+    in_sync(team)
+    replica = connect(team.home / "falkordb-replica" / SOCKET, primary.password)
+    title = "Chargebacks are filed from the lagging ledger"
+    replica.execute_command("CLIENT", "PAUSE", 120_000, "WRITE")
+    try:
+        record(team, title)
+        lagging = wait_until(
+            lambda: (r := status(team)["replica"])["state"] == "lagging" and r,
+            what="the replica to lag", timeout_s=60, every_s=0.2,
+        )  # fmt: skip
+        assert lagging["link"] == "up"
+        assert lagging["writes_behind"] >= 1
+        assert lagging["seconds_behind"] > 2.0
+        code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title")
+        assert code == 200, bob
+        assert headers["x-memoryd-graph-source"] == "primary"
+        why = "the replica is lagging: more than 2 s behind the primary"
+        assert why in headers["x-memoryd-graph-note"]
+        assert bob["note"] == f"read from the primary: {why}"
+        assert title in [row[0] for row in bob["rows"]]
+        code, carol, _ = cypher(team, "carol", "MATCH (m:Memory) RETURN m.title")
+        assert code == 200, carol
+        assert "Chargebacks" not in json.dumps(carol)  # the gate holds on the primary too
+    finally:
+        replica.execute_command("CLIENT", "UNPAUSE")
+        replica.close()
+    in_sync(team)
+    code, bob, headers = cypher(team, "bob", "MATCH (m:Memory) RETURN m.title")
+    assert code == 200, bob
+    assert headers["x-memoryd-graph-source"] == "replica"
+    assert "x-memoryd-graph-note" not in headers
+    assert "note" not in bob
+    assert title in [row[0] for row in bob["rows"]]
+
+
+REWRITER = """
+import sys, time
+from pathlib import Path
+import redis
+from memoryd.graph.falkordb_forks import rewrite_aof
+url, stop = sys.argv[1], Path(sys.argv[2])
+client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=60)
+n = 0
+while not stop.exists():
+    rewrite_aof(client, url)
+    n += 1
+print(n)
+"""
+
+
+def test_cuts_made_while_another_process_asks_for_aof_rewrites_are_each_right(
+    tmp_path: Path,
+) -> None:
+    """Another process asks for AOF rewrites over and over (memoryd's own request,
+    `falkordb_forks.rewrite_aof`) while this one cuts copies of the graph: each cut holds its
+    scope's memories only, the server still answers, and the rewrites did run. The fork lock
+    is a file in the server's directory: a rewrite cannot start between a cut's check for a
+    child and its `GRAPH.COPY` (which hangs FalkorDB 4.16), whichever process asks."""
+    from memoryd.graph.falkordb_store import FalkorGraphStore
+    from memoryd.graph.falkordb_views import scoped_view
+
+    directory = Path(tempfile.mkdtemp(prefix="mdfork-", dir="/tmp"))
+    server = start_local(directory / "s", query_memory_mb=256)
+    graph = FalkorGraphStore(tmp_path / "graph", url=server.url, name=f"fork-{uuid.uuid4().hex}")
+    client = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=60)
+    stop = tmp_path / "stop"
+    rewriter = None
+    try:
+        assert (
+            client.config_get("auto-aof-rewrite-percentage")["auto-aof-rewrite-percentage"] == "0"
+        )
+        assert client.config_get("save")["save"] == ""
+        client.execute_command(
+            "GRAPH.QUERY", graph.key, "UNWIND range(1, 20000) AS i CREATE (:Memory {slug:"
+            " 'm' + toString(i), scope_hash: CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END})",
+        )  # fmt: skip
+        rewriter = subprocess.Popen(
+            [sys.executable, "-c", REWRITER, server.url, str(stop)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**PINNED_ENV, **os.environ},
+        )  # fmt: skip
+        wait_until(lambda: int(client.info("persistence")["aof_rewrites"]) >= 1,
+                   what="the first rewrite", timeout_s=60, every_s=0.02)  # fmt: skip
+        found: dict[int, Any] = {}
+
+        def cuts() -> None:
+            for n in range(8):
+                try:
+                    view = scoped_view(graph, ["ab"[n % 2]], tmp_path / f"view{n}")
+                    try:
+                        found[n] = view.cypher(
+                            "MATCH (m:Memory) RETURN m.scope_hash, count(m)"
+                        ).rows
+                    finally:
+                        view.close()
+                except Exception as exc:  # the test reports every failure
+                    found[n] = repr(exc)
+
+        thread = threading.Thread(target=cuts, daemon=True)
+        thread.start()
+        thread.join(timeout=300)
+        assert not thread.is_alive(), f"a cut hung; made so far: {found}"
+        assert found == {n: [["ab"[n % 2], 10000]] for n in range(8)}
+        assert client.ping()
+        stop.touch()
+        out, err = rewriter.communicate(timeout=120)
+        assert rewriter.returncode == 0, err
+        assert int(out) >= 2, out  # it went on rewriting while the cuts were made
+    finally:
+        stop.touch()
+        if rewriter is not None and rewriter.poll() is None:
+            rewriter.kill()
+            rewriter.wait()
+        client.close()
+        graph.close()
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_memoryd_rewrites_the_append_only_file_once_it_grew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local server rewrites its append-only file never by itself; `rewrite_if_grown` (the
+    writer's housekeeping thread asks each minute) does, under the server's fork lock, once
+    the file is past the floor and twice its size after the last rewrite, and not before; it
+    does not wait for the lock another process holds."""
+    from memoryd.graph import falkordb_forks
+
+    monkeypatch.setattr(falkordb_forks, "REWRITE_MIN_BYTES", 100_000)
+    directory = Path(tempfile.mkdtemp(prefix="mdaof-", dir="/tmp"))
+    server = start_local(directory / "s", query_memory_mb=64)
+    client = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=60)
+    try:
+        assert not falkordb_forks.rewrite_if_grown(client, server.url)
+        for n in range(200):
+            client.set(f"k{n}", os.urandom(500).hex())  # not compressible
+        assert not int(client.info("persistence")["aof_rewrites"])  # the server made none
+        # Another process holds the fork lock (a copy): the rewrite is left for later.
+        held = os.open(server.directory / falkordb_forks.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        try:
+            assert try_lock(held)
+            assert not falkordb_forks.rewrite_if_grown(client, server.url)
+        finally:
+            os.close(held)
+        assert falkordb_forks.rewrite_if_grown(client, server.url)
+        wait_until(
+            lambda: (p := client.info("persistence"))["aof_rewrites"] == 1
+            and not p["aof_rewrite_in_progress"],
+            what="the rewrite to end", timeout_s=60, every_s=0.05,
+        )  # fmt: skip
+        assert client.info("persistence")["aof_base_size"] > 100_000
+        assert not falkordb_forks.rewrite_if_grown(client, server.url)  # not twice its size yet
+    finally:
+        client.close()
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)

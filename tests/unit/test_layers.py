@@ -75,6 +75,7 @@ LAYERS: dict[str, int] = {
     "memoryd.native": BASE,
     "memoryd.locking": BASE,
     "memoryd.filelock": BASE,
+    "memoryd.keyrings": BASE,  # which keyring backends may keep a secret (keyring is lazy)
     "memoryd.memfile": BASE,
     "memoryd.capture_limits": BASE,
     "memoryd.redact": BASE,

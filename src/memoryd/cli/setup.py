@@ -390,8 +390,11 @@ def falkordb(
     as_json: JsonOpt = False,
 ) -> None:
     """Start a local FalkorDB server (from the `falkordb` extra's wheel) in <home>/falkordb/,
-    on a Unix socket only (with --tcp-port, on 127.0.0.1 too, with no password: for a team
-    server's replica), for graph.engine = "falkordb". A team sets graph.url instead."""
+    on a Unix socket only (with --tcp-port, on 127.0.0.1 too, for a team server's replica:
+    then with a password made on the first such start and kept in the OS keyring, or in a
+    file only you can read where there is none), for graph.engine = "falkordb". A server
+    already running without that port is restarted with it when nothing is attached to it.
+    A team sets graph.url instead."""
     from memoryd.cli.running import load_settings
     from memoryd.graph import falkordb_server
     from memoryd.wiring import falkordb_address
@@ -406,14 +409,35 @@ def falkordb(
             else:
                 typer.echo(f"stopped the server in {directory}" if stopped else "none was running")
             return
-        server = falkordb_server.start_local(directory, detach=True, tcp_port=tcp_port)
+        server = falkordb_server.start_local(
+            directory, detach=True, tcp_port=tcp_port, keyring=True
+        )
     except MemorydError as exc:
         raise fail(exc) from exc
     url, name = falkordb_address(settings)
     if as_json:
-        emit_json({"url": server.url, "graph": name, "directory": str(directory)})
+        emit_json(
+            {
+                "url": server.url,
+                "graph": name,
+                "directory": str(directory),
+                "tcp_port": tcp_port or None,
+                "password": server.password is not None,
+                "password_kept": server.kept or None,
+                "restarted": server.restarted,
+            }
+        )
         return
-    typer.echo(f"FalkorDB serves {server.url} (data and log in {directory}).")
+    also = f" and 127.0.0.1:{tcp_port}" if tcp_port else ""
+    typer.echo(f"FalkorDB serves {server.url}{also} (data and log in {directory}).")
+    if server.restarted:
+        typer.echo(f"memoryd restarted it to listen on 127.0.0.1:{tcp_port} with a password.")
+    if server.kept:
+        typer.echo(f"It asks every client for a password, made now and kept {server.kept};")
+        typer.echo(f"memoryd reads it from there ({falkordb_server.PASSWORD_ENV} overrides it).")
+    elif server.password is not None:
+        record = directory / falkordb_server.PASSWORD_RECORD
+        typer.echo(f"It asks every client for its password ({record} says where it is kept).")
     typer.echo('Use it: graph.engine = "falkordb" in config.toml (MEMORYD_GRAPH__ENGINE=falkordb),')
     typer.echo(f"then `memoryd reindex` fills the graph {name} from the vault.")
     if url != server.url:

@@ -29,8 +29,9 @@ from urllib.parse import urlparse
 import redis
 
 from memoryd.errors import ConfigError, StorageError
+from memoryd.graph import falkordb_forks as forks
 from memoryd.graph import falkordb_server
-from memoryd.graph.falkordb_store import FalkorGraphStore, graph_password
+from memoryd.graph.falkordb_store import FalkorGraphStore
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class Replica:
         self._upstream: Any = None
         """A connection to the primary, for its offset and sequence number."""
         self._store: FalkorGraphStore | None = None
+        self._password: str | None = None
+        """The primary's password, which the replica's server asks for too."""
 
     @property
     def primary(self) -> FalkorGraphStore:
@@ -98,49 +101,51 @@ class Replica:
 
     def start(self) -> None:
         """Start the replica server (or take over one a killed team server left running) and
-        make it follow the primary; its first sync goes on in the background."""
+        make it follow the primary: it asks for the primary's password and gives it as its
+        `masterauth`, both read from its stdin at start (never its command line, never a
+        moment without them). Its first sync is a fork on the primary, started under the
+        primary's fork lock (`falkordb_forks`); the sync goes on in the background."""
+        self._password = self.primary.password
         self._upstream = redis.Redis.from_url(
-            self.primary.url,
-            password=graph_password(self.primary.url),
-            decode_responses=True,
-            socket_timeout=10,
+            self.primary.url, password=self._password, decode_responses=True, socket_timeout=10
         )
         try:
             host, port = primary_address(self._upstream, self.primary.url)
         except BaseException:
             self.stop()
             raise
-        self.server = falkordb_server.start_local(self.directory, replica=True)
+        self.server = falkordb_server.start_local(
+            self.directory, replica=True, password=self._password
+        )
         try:
-            self._client = self._connect()
-            if password := graph_password(self.primary.url):
-                self._client.config_set("masterauth", password)
-            self._client.execute_command("REPLICAOF", host, port)
-        except redis.RedisError as exc:
+            self._client = redis.Redis.from_url(
+                self.url, password=self._password, decode_responses=True, socket_timeout=10
+            )
+            self._follow(host, port)
+        except (redis.RedisError, StorageError) as exc:
             self.stop()
             raise StorageError(f"the FalkorDB replica in {self.directory}: {exc}") from exc
         logger.info("FalkorDB replica %s follows %s:%d", self.url, host, port)
 
-    def _connect(self) -> Any:
-        """A client of the replica server, which gets the password the primary's clients use
-        (`MEMORYD_GRAPH_PASSWORD`, as `requirepass`) once it answers: never on its command
-        line, which every local user may read."""
-        password = graph_password(self.url)
-        client = redis.Redis.from_url(self.url, decode_responses=True, socket_timeout=10)
-        try:
-            client.ping()
-        except redis.AuthenticationError:  # a replica a killed team server left: it has one
-            client.close()
-            return redis.Redis.from_url(
-                self.url, password=password, decode_responses=True, socket_timeout=10
-            )
-        if password:
-            client.config_set("requirepass", password)
-            client.close()
-            client = redis.Redis.from_url(
-                self.url, password=password, decode_responses=True, socket_timeout=10
-            )
-        return client
+    def _follow(self, host: str, port: int) -> None:
+        """`REPLICAOF` under the primary's fork lock, held until the primary's fork for the
+        full sync runs (or the sync is over): a view's copy there cannot meet it unawares."""
+        info = self._client.info("replication")
+        following = (info.get("master_host"), int(info.get("master_port") or 0))
+        if info.get("role") == "slave" and following == (host, port):
+            return  # a replica a killed team server left: it follows already
+
+        def shown() -> bool:
+            child = int(self._upstream.info("persistence").get("rdb_bgsave_in_progress") or 0)
+            return bool(child) or self._client.info("replication").get("master_link_status") == "up"
+
+        forks.started(
+            self._upstream,
+            self.primary.url,
+            lambda: self._client.execute_command("REPLICAOF", host, port),
+            shown,
+            "start the replica's full sync",
+        )
 
     def store(self) -> FalkorGraphStore:
         """A read-only store on the replica's copy of the team graph (the key the primary's
@@ -150,7 +155,7 @@ class Replica:
                 self.primary.directory,
                 url=self.url,
                 name=self.primary.name,
-                password=graph_password(self.url),
+                password=self._password,
                 max_fanout=self.primary.max_fanout,
                 read_only=True,
             )

@@ -51,6 +51,7 @@ from memoryd.errors import (
 )
 from memoryd.graph.cypher_store import CypherGraphStore
 from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, runaway, translate
+from memoryd.graph.falkordb_forks import rewrite_if_grown
 from memoryd.graph.falkordb_log import LogState, RedoLog
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import (
@@ -86,6 +87,8 @@ SOCKET_TIMEOUT_S = 120.0
 TRIM_EVERY_S = 1.0
 """How often the writer asks the server whether its writes are on disk (`WAITAOF`), to drop
 them from the redo log: the server fsyncs its append-only file about once a second."""
+REWRITE_CHECK_S = 60.0
+"""How often the writer looks whether the server's append-only file is due a rewrite."""
 UNCONFIRMED_LOG_BYTES = 64 << 20
 """A server without an append-only file never confirms a write on disk: past this size its
 redo log is trimmed anyway (a crash of that server then needs a reindex)."""
@@ -182,7 +185,8 @@ class FalkorGraphStore(CypherGraphStore):
         self.engine_name = "falkordb"
         self.url = url
         self.name = name
-        self._password = password
+        self.password = password
+        """What the server asks of its clients (a view or the replica's server uses it too)."""
         self._timeout_ms = query_timeout_ms
         self._write_lock = threading.Lock()
         self._lease_stop = threading.Event()
@@ -276,9 +280,16 @@ class FalkorGraphStore(CypherGraphStore):
                 self._redis.execute_command("GRAPH.DELETE", key)  # type: ignore[no-untyped-call]
 
     def _background(self) -> None:
-        """The writer's housekeeping thread: renew the lease, trim the redo log."""
-        renewed = time.monotonic()
+        """The writer's housekeeping thread: renew the lease, trim the redo log, rewrite the
+        server's append-only file when it grew (a local server leaves that to memoryd)."""
+        renewed = rewritten = time.monotonic()
         while not self._lease_stop.wait(TRIM_EVERY_S):
+            if time.monotonic() - rewritten >= REWRITE_CHECK_S:
+                rewritten = time.monotonic()
+                try:
+                    rewrite_if_grown(self._redis, self.url)
+                except (MemorydError, redis.RedisError):
+                    logger.warning("cannot rewrite the AOF of %s", self.url, exc_info=True)
             if time.monotonic() - renewed >= LEASE_MS / 3000:
                 renewed = time.monotonic()
                 try:
@@ -619,7 +630,7 @@ class FalkorGraphStore(CypherGraphStore):
         if not self.path.exists():
             swap_dir(rebuilt, self.directory)  # no live graph to keep the key of
             return
-        fresh = FalkorGraphStore(rebuilt, url=self.url, name=self.name, password=self._password)
+        fresh = FalkorGraphStore(rebuilt, url=self.url, name=self.name, password=self.password)
         try:
             if not fresh.trim_log(wait_ms=30_000) and not fresh._no_aof:
                 raise StorageError(
@@ -767,23 +778,6 @@ def _dead_here(holder: str) -> bool:
     except PermissionError:
         return False  # alive, another user's
     return False
-
-
-def graph_password(url: str) -> str | None:
-    """The FalkorDB server's password: `MEMORYD_GRAPH_PASSWORD`, else the OS keyring
-    (service `memoryd`, user `falkordb`), else none. Never the config file."""
-    if password := os.environ.get("MEMORYD_GRAPH_PASSWORD"):
-        return password
-    if url.startswith("unix://"):
-        return None  # a local socket: the directory's mode guards it
-    import keyring
-    import keyring.errors
-
-    try:
-        return keyring.get_password("memoryd", "falkordb")
-    except keyring.errors.KeyringError as exc:
-        logger.debug("no keyring to read the FalkorDB password from: %s", exc)
-        return None
 
 
 def _server_error(exc: Exception, url: str) -> StorageError:

@@ -6,8 +6,8 @@ other scopes, and the entities nothing kept reaches; an entity other scopes ment
 its id, name and type but not the context, aliases and dates they may have given it. The copy
 is made again once the graph's commit count (its Meta `commits`, kept across restarts) moved.
 FalkorDB (4.16) makes the copy in a forked child, and a `GRAPH.COPY` that finds another child
-running (a second copy, an AOF rewrite, a replica's sync) hangs the whole server: copies go
-one at a time per server, each once no child runs.
+running (a second copy, an AOF rewrite, a replica's sync) hangs the whole server: a copy takes
+the server's fork lock (`falkordb_forks`, across processes), once no child runs.
 Beside `falkordb_store`, the other module that imports `falkordb` and `redis`.
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,7 +22,8 @@ import redis
 from falkordb import FalkorDB
 
 from memoryd.errors import StorageError
-from memoryd.graph.falkordb_store import MARKER, FalkorGraphStore, graph_password
+from memoryd.graph.falkordb_forks import copy_graph
+from memoryd.graph.falkordb_store import MARKER, FalkorGraphStore
 from memoryd.private import make_private_dir
 
 CUTS = (
@@ -39,30 +38,6 @@ CUTS = (
     " WITH e, count(m) AS n SET e.mention_count = n",
 )
 """What the copy loses, in order (`$scopes`: the scopes kept)."""
-CHILDREN = ("rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress")
-"""`INFO persistence` fields: a forked child runs (no `GRAPH.COPY` may start then)."""
-CHILD_WAIT_S = 60.0
-"""How long a copy waits for the server's child to end before it gives up."""
-
-_copying: dict[str, threading.Lock] = {}
-_guard = threading.Lock()
-
-
-def _copy(client: redis.Redis, url: str, source: str, key: str) -> None:
-    """`GRAPH.COPY` with no other copy of this process on that server and no child running."""
-    with _guard:
-        lock = _copying.setdefault(url, threading.Lock())
-    with lock:
-        deadline = time.monotonic() + CHILD_WAIT_S
-        while any(int(client.info("persistence").get(f, 0)) for f in CHILDREN):
-            if time.monotonic() > deadline:
-                raise StorageError(
-                    f"the FalkorDB server at {url} kept a background save running"
-                    f" for {CHILD_WAIT_S:.0f} s: cannot copy the graph {source}",
-                    hint="try again in a minute; `memoryd doctor` checks the server",
-                )
-            time.sleep(0.05)
-        client.execute_command("GRAPH.COPY", source, key)  # type: ignore[no-untyped-call]
 
 
 def scoped_view(
@@ -79,14 +54,14 @@ def scoped_view(
         made = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         made = {}
-    password = graph_password(graph.url)
+    password = graph.password
     client = redis.Redis.from_url(graph.url, password=password, decode_responses=True)
     try:
         if made.get("of") != of or not client.exists(made.get("graph", "")):
             key = f"{graph.name}:view:{secrets.token_hex(6)}"
             view = FalkorDB(connection_pool=client.connection_pool).select_graph(key)
             try:
-                _copy(client, graph.url, graph.key, key)
+                copy_graph(client, graph.url, graph.key, key)
                 for statement in CUTS:
                     view.query(statement, {"scopes": wanted})
             except redis.RedisError as exc:

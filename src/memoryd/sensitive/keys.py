@@ -25,6 +25,7 @@ from typing import Any
 
 from memoryd import jsondepth
 from memoryd.errors import InvalidInput, KeyringUnavailable, MissingKey, StorageError
+from memoryd.keyrings import backend_name, real_backends
 from memoryd.sensitive.envelope import KEY_SIZE, ScopeKey
 from memoryd.vault import atomic_write
 
@@ -330,59 +331,11 @@ class KeyStore:
 
 
 # -- the OS keyring ---------------------------------------------------------------------
-INSECURE_BACKENDS = {
-    "keyrings.alt.file.PlaintextKeyring": "a plaintext file anyone who reads your home can use",
-    "keyring.backends.null.Keyring": "nothing (the null backend forgets every key)",
-    "keyring.backends.fail.Keyring": "nothing (no keyring backend is available)",
-}
-"""Backends a scope key must never go to: by class (and its bases), from keyring and
-keyrings.alt. A `ChainerBackend` is judged by the backends it chains."""
-TEST_KEYRING_ENV = "MEMORYD_TEST_ONLY_INSECURE_KEYRING"
-"""The tests' file keyring: the one insecure backend class named here is let through. Only
-tests/conftest.py sets it (the OS keyring is the one part the suite fakes); never set it."""
 REAL_KEYRING_HINT = (
     "install or unlock a real OS keyring (Secret Service: GNOME Keyring or KWallet on Linux,"
     " the macOS Keychain, the Windows Credential Locker), or derive the key from a passphrase"
     " with `memoryd sensitive mark PATH --passphrase`"
 )
-
-
-def _backend_name(backend: object) -> str:
-    cls = type(backend)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _insecure(backend: object) -> str | None:
-    """Where this backend would keep a key, when that is not a real keyring; None when it is."""
-    allowed = os.environ.get(TEST_KEYRING_ENV)
-    if allowed and _backend_name(backend) == allowed:
-        return None
-    for cls in type(backend).__mro__:
-        why = INSECURE_BACKENDS.get(f"{cls.__module__}.{cls.__qualname__}")
-        if why is not None:
-            return why
-    return None
-
-
-def _scope_keyrings() -> tuple[list[Any], list[str]]:
-    """The backends a scope key may be kept in or read from (a chainer's real ones, best
-    first), and the names and reasons of those refused."""
-    import keyring
-    from keyring.backends.chainer import ChainerBackend
-
-    ring = keyring.get_keyring()
-    chain = list(ring.backends) if isinstance(ring, ChainerBackend) else [ring]
-    real: list[Any] = []
-    refused: list[str] = []
-    for backend in chain:
-        why = _insecure(backend)
-        if why is None:
-            real.append(backend)
-        else:
-            refused.append(f"{_backend_name(backend)} ({why})")
-    if not chain:
-        refused.append(f"{_backend_name(ring)} (chains no backend)")
-    return real, refused
 
 
 def _refuse(refused: list[str], doing: str) -> KeyringUnavailable:
@@ -399,7 +352,7 @@ def _keyring_get(user: str) -> bytes | None:
     was kept where it must not be."""
     import keyring.errors
 
-    real, refused = _scope_keyrings()
+    real, refused = real_backends()
     if not real and any(name.startswith("keyrings.alt.file.Plaintext") for name in refused):
         raise MissingKey(
             "refusing to read a scope key from the keyring backend " + "; ".join(refused),
@@ -428,7 +381,7 @@ def _keyring_store(user: str, secret: bytes) -> None:
     backend (even when a chainer would fall back to one) with the fix in the hint."""
     import keyring.errors
 
-    real, refused = _scope_keyrings()
+    real, refused = real_backends()
     if not real:
         raise _refuse(refused, "store")
     errors: list[str] = []
@@ -437,11 +390,11 @@ def _keyring_store(user: str, secret: bytes) -> None:
             backend.set_password(KEYRING_SERVICE, user, _b64(secret))
             stored = backend.get_password(KEYRING_SERVICE, user)
         except (keyring.errors.KeyringError, NotImplementedError) as exc:
-            errors.append(f"{_backend_name(backend)}: {type(exc).__name__}: {exc}")
+            errors.append(f"{backend_name(backend)}: {type(exc).__name__}: {exc}")
             continue
         if stored != _b64(secret):
             raise KeyringUnavailable(
-                f"the OS keyring {_backend_name(backend)} did not keep the scope key"
+                f"the OS keyring {backend_name(backend)} did not keep the scope key"
                 " (read back differs)"
             )
         return
