@@ -89,6 +89,26 @@ _SHARED = (
     " WHERE a.id IN $ids AND b.id <> a.id AND m.decay_state <> 'forgotten'"
     " RETURN b.id, count(m) AS n"
 )
+_SHARED_KEPT = (
+    "MATCH (a:Entity)-[c:CO_MENTIONS]-(b:Entity) WHERE a.id IN $ids RETURN b.id, sum(c.n) AS n"
+)
+"""`_SHARED` from the counts the graph keeps (`GraphStore.co_mentions`): a hub's neighbours
+cost one edge each, not a walk of its memories (bench/RESULTS.md, d-hub3)."""
+_AMONG = (
+    "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
+    " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
+    " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)"
+)
+_AMONG_KEPT = (
+    "MATCH (a:Entity)-[c:CO_MENTIONS]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
+    " RETURN a.id, b.id, c.n"
+)
+
+
+def _shared(graph: GraphStore) -> str:
+    return _SHARED_KEPT if graph.co_mentions else _SHARED
+
+
 Pairs = dict[tuple[str, str], int]
 """Memories (not forgotten) naming both entities of a pair (the lesser id first)."""
 
@@ -171,7 +191,7 @@ def _neighbours(
     `REACH_ROWS`."""
     params = {"ids": frontier}
     related = graph.cypher(_RELATED, params, limit=REACH_ROWS)
-    shared = graph.cypher(_SHARED, params, limit=REACH_ROWS)
+    shared = graph.cypher(_shared(graph), params, limit=REACH_ROWS)
     weights: dict[str, float] = {}
     for other, asserted, confidence in related.rows:
         weights[other] = 1e9 + int(asserted) + float(confidence or 0.0) / 2
@@ -191,9 +211,9 @@ def _strongest(
     does: at a hop before the last, where `_reached` counts them all at the end. Fewer rows
     than an unlimited read (the engine's work is the same: bench/RESULTS.md)."""
     params = {"ids": frontier, "drawn": drawn}
-    not_drawn = " AND NOT b.id IN $drawn RETURN b.id, count("
+    not_drawn = " AND NOT b.id IN $drawn RETURN b.id, "
     related = graph.cypher(
-        _RELATED.replace(" RETURN b.id, count(", not_drawn).replace(
+        _RELATED.replace(" RETURN b.id, ", not_drawn).replace(
             "max(r.confidence)", "max(r.confidence) AS c"
         )
         + f" ORDER BY n DESC, c DESC, b.id LIMIT {k}",
@@ -201,7 +221,7 @@ def _strongest(
         limit=k,
     ).rows
     shared = graph.cypher(
-        _SHARED.replace(" RETURN b.id, count(", not_drawn)
+        _shared(graph).replace(" RETURN b.id, ", not_drawn)
         + f" ORDER BY n DESC, b.id LIMIT {k + len(related)}",
         params,
         limit=k + len(related),
@@ -219,7 +239,7 @@ def _reached(graph: GraphStore, frontier: list[str]) -> tuple[dict[str, float], 
     count of what the cap left out, in one read for every hop before the last."""
     found: dict[str, float] = {}
     truncated = False
-    for statement in (_RELATED, _SHARED):
+    for statement in (_RELATED, _shared(graph)):
         read = statement.split(" RETURN ", 1)[0] + " RETURN DISTINCT b.id"
         result = graph.cypher(read, {"ids": frontier}, limit=REACH_ROWS)
         found.update((row[0], 0.0) for row in result.rows)
@@ -247,9 +267,7 @@ def _edges(
     ).rows
     among = (
         graph.cypher(
-            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-            " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
-            " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)",
+            _AMONG_KEPT if graph.co_mentions else _AMONG,
             {"ids": rest},
             limit=PAIR_ROWS,
         ).rows

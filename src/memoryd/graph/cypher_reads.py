@@ -41,6 +41,10 @@ class CypherReads(ABC):
         self._closed = False
         self._generation = 0
         """Counts committed write transactions: caches of graph facts are keyed by it."""
+        self.co_mentions = False
+        """The graph keeps its CO_MENTIONS counts (schema 7: `store.CO_MENTIONS_FILL`); a
+        graph opened read-only at an older schema does not, and its co-mentions are read
+        from the memories."""
         self._supersedes: tuple[int, dict[str, SupersedeRow]] = (-1, {})
         self._supersede_writes = 0
         self._per_entity: tuple[int, dict[tuple[str, ...], list[Any]]] = (-1, {})

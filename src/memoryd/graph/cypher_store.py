@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,17 @@ def _mention_deltas(
     return counted, recount
 
 
+def _pairs(entity_ids: Iterable[str]) -> list[tuple[str, str]]:
+    """The pairs of entities one memory names, each the lesser id first (a CO_MENTIONS key)."""
+    return list(combinations(sorted(set(entity_ids)), 2))
+
+
+def _counted(state: Any) -> bool:
+    """Whether a memory in this decay state counts in CO_MENTIONS (as the page's co-mention
+    reads count it: `decay_state <> 'forgotten'`, which no null state passes)."""
+    return state is not None and state != DecayState.FORGOTTEN.value
+
+
 class CypherGraphStore(CypherReads):
     """Every store operation; the writes here, the reads in `CypherReads`."""
 
@@ -113,6 +125,8 @@ class CypherGraphStore(CypherReads):
                 )
             ]
             self._drop_prints(conn, slugs)
+            if self.co_mentions:
+                self._move_co_mentions(conn, self._co_pairs(conn, slugs, counted=True))
             _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             edged = [
                 row[0]
@@ -157,11 +171,13 @@ class CypherGraphStore(CypherReads):
         if not by_state:
             return
         with self._transaction() as conn:
+            moving = self._states_moving(conn, {s: v.value for s, v in states.items()})
             for value, slugs in sorted(by_state.items()):
                 conn.execute(
                     "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) SET m.decay_state = $state",
                     {"slugs": slugs, "state": value},
                 )
+            self._move_co_mentions(conn, moving)
 
     def link_memories(self, memories: Sequence[Memory]) -> None:
         if memories:
@@ -189,8 +205,9 @@ class CypherGraphStore(CypherReads):
             # see the graph as committed before it, kuzu's see its own writes).
             removed: dict[str, list[tuple[Any, Any]]] = {}
             prints: list[tuple[str, str]] = []
+            pairs: Counter[tuple[str, str]] = Counter()
             if not new:
-                removed = self._mentions_of(conn, slugs)
+                removed = self._mentions_of(conn, slugs, pairs)
                 prints = self._prints_of(conn, slugs)
             added: dict[str, list[tuple[Any, Any]]] = {}
             when = {m["slug"]: (m["created_at"], m["scope_hash"]) for m in mems}
@@ -270,6 +287,17 @@ class CypherGraphStore(CypherReads):
                     f" MATCH (b:{o_label} {{{o_key}: $o}})" + _RELATES_KEYED,
                     rows,
                 )
+            if self.co_mentions:
+                named: dict[str, list[str]] = {}
+                for slug, eid in mentions:
+                    named.setdefault(slug, []).append(eid)
+                pairs.subtract(
+                    pair
+                    for m in mems
+                    if _counted(m["decay_state"])
+                    for pair in _pairs(named.get(m["slug"], ()))
+                )
+                self._move_co_mentions(conn, pairs)
             if link_memories and self._link(conn, memories, new=new):
                 self._supersede_writes += 1
             self._count_prints(conn, prints, [(m["scope_hash"], m["fingerprint"]) for m in mems])
@@ -353,32 +381,122 @@ class CypherGraphStore(CypherReads):
         for eid in entity_ids:
             conn.execute("MATCH (e:Entity {id: $id})" + recount, {"id": eid})
 
-    def _mentions_of(self, conn: Any, slugs: Sequence[str]) -> dict[str, list[tuple[Any, Any]]]:
+    def _mentions_of(
+        self, conn: Any, slugs: Sequence[str], pairs: Counter[tuple[str, str]]
+    ) -> dict[str, list[tuple[Any, Any]]]:
         """Entity id -> (created_at, scope hash) of the memory, once per MENTIONS edge of
-        these memories (an entity merged into another may hold two edges from one)."""
+        these memories (an entity merged into another may hold two edges from one); and
+        into `pairs`, one for each pair of entities a memory that counts names (what its
+        rewrite takes from CO_MENTIONS before it adds its new pairs back)."""
         out: dict[str, list[tuple[Any, Any]]] = {}
         wanted = list(dict.fromkeys(slugs))
+        read = (
+            "-[:MENTIONS]->(e:Entity)"
+            " RETURN e.id, m.created_at, m.scope_hash, m.slug, m.decay_state"
+        )
         if len(wanted) > KEYED_ROWS:
             rows = self._collect(
-                conn,
-                "UNWIND $slugs AS s MATCH (m:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
-                " RETURN e.id, m.created_at, m.scope_hash",
-                {"slugs": wanted},
+                conn, "UNWIND $slugs AS s MATCH (m:Memory {slug: s})" + read, {"slugs": wanted}
             )
         else:
             rows = [
                 row
                 for slug in wanted
                 for row in self._collect(
-                    conn,
-                    "MATCH (m:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)"
-                    " RETURN e.id, m.created_at, m.scope_hash",
-                    {"slug": slug},
+                    conn, "MATCH (m:Memory {slug: $slug})" + read, {"slug": slug}
                 )
             ]
-        for eid, created, scope in rows:
+        named: dict[str, list[str]] = {}
+        for eid, created, scope, slug, state in rows:
             out.setdefault(str(eid), []).append((utc(created), scope))
+            if _counted(state):
+                named.setdefault(str(slug), []).append(str(eid))
+        pairs.update(pair for eids in named.values() for pair in _pairs(eids))
         return out
+
+    def _co_pairs(self, conn: Any, slugs: Sequence[str], counted: bool) -> Counter[tuple[str, str]]:
+        """How many of these memories name each pair of entities, of those that count in
+        CO_MENTIONS now (`counted`) or of those that do not, summed in the engine (a decay
+        sweep moves thousands: no row of theirs comes back to Python)."""
+        state = "<>" if counted else "="
+        pairs = (
+            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory {{slug: {slug}}})-[:MENTIONS]->(b:Entity)"
+            f" WHERE a.id < b.id AND coalesce(m.decay_state, 'forgotten') {state} 'forgotten'"
+            " RETURN a.id, b.id, count(*)"
+        )
+        wanted = list(dict.fromkeys(slugs))
+        if len(wanted) > KEYED_ROWS:
+            rows = self._collect(
+                conn, "UNWIND $slugs AS s " + pairs.format(slug="s"), {"slugs": wanted}
+            )
+        else:
+            keyed = pairs.format(slug="$slug")
+            rows = [row for slug in wanted for row in self._collect(conn, keyed, {"slug": slug})]
+        out: Counter[tuple[str, str]] = Counter()
+        for a, b, n in rows:
+            out[(str(a), str(b))] += int(n)
+        return out
+
+    def _states_moving(self, conn: Any, states: Mapping[str, str]) -> Counter[tuple[str, str]]:
+        """What moving these memories to these decay states (slug -> state) takes from
+        CO_MENTIONS (positive) and gives back (negative): the pairs of those it forgets that
+        counted, less the pairs of those it brings back that did not."""
+        if not self.co_mentions:
+            return Counter()
+        forgets = [slug for slug, state in states.items() if not _counted(state)]
+        keeps = [slug for slug, state in states.items() if _counted(state)]
+        moved: Counter[tuple[str, str]] = Counter()
+        if forgets:
+            moved.update(self._co_pairs(conn, forgets, counted=True))
+        if keeps:
+            moved.subtract(self._co_pairs(conn, keeps, counted=False))
+        return moved
+
+    def _move_co_mentions(self, conn: Any, taken: Counter[tuple[str, str]]) -> None:
+        """Take `taken` (pair -> memories, negative to add) from the CO_MENTIONS counts: an
+        edge is created for a pair that gains its first memory and deleted when none is left.
+        A memory naming k entities moves k(k-1)/2 pairs (the write cost: bench/RESULTS.md)."""
+        if not self.co_mentions:
+            return
+        moved = [(a, b, -d) for (a, b), d in sorted(taken.items()) if d]
+        if not moved:
+            return
+        rows = [{"a": a, "b": b, "d": d} for a, b, d in moved]
+        _each(
+            conn,
+            "UNWIND $rows AS r WITH r.a AS a, r.b AS b, CAST(r.d AS INT64) AS d"
+            " MATCH (x:Entity {id: a}) MATCH (y:Entity {id: b})"
+            " MERGE (x)-[c:CO_MENTIONS]->(y) ON CREATE SET c.n = d ON MATCH SET c.n = c.n + d",
+            "MATCH (x:Entity {id: $a}) WITH x MATCH (y:Entity {id: $b})"
+            " MERGE (x)-[c:CO_MENTIONS]->(y) ON CREATE SET c.n = CAST($d AS INT64)"
+            " ON MATCH SET c.n = c.n + CAST($d AS INT64)",
+            rows,
+        )
+        _each(
+            conn,
+            "UNWIND $rows AS r WITH r.a AS a, r.b AS b"
+            " MATCH (x:Entity {id: a})-[c:CO_MENTIONS]->(y:Entity) WHERE y.id = b AND c.n <= 0"
+            " DELETE c",
+            "MATCH (x:Entity {id: $a})-[c:CO_MENTIONS]->(y:Entity {id: $b}) WHERE c.n <= 0"
+            " DELETE c",
+            [{"a": a, "b": b} for a, b, d in moved if d < 0],
+        )
+
+    def _recount_co_mentions(self, conn: Any, entity_id: str) -> None:
+        """CO_MENTIONS of one entity counted again from its memories (after a merge gave it
+        another entity's mentions, so a memory naming both counts once)."""
+        if not self.co_mentions:
+            return
+        params = {"id": entity_id}
+        conn.execute("MATCH (k:Entity {id: $id})-[c:CO_MENTIONS]->(:Entity) DELETE c", params)
+        conn.execute("MATCH (:Entity)-[c:CO_MENTIONS]->(k:Entity {id: $id}) DELETE c", params)
+        for first, second, order in (("k", "b", "k.id < b.id"), ("b", "k", "b.id < k.id")):
+            conn.execute(
+                "MATCH (k:Entity {id: $id})<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
+                f" WHERE m.decay_state <> 'forgotten' AND {order} WITH k, b, count(m) AS n"
+                f" CREATE ({first})-[:CO_MENTIONS {{n: n}}]->({second})",
+                params,
+            )
 
     def _prints_of(self, conn: Any, slugs: Sequence[str]) -> list[tuple[str, str]]:
         """(scope hash, fingerprint) of these memories as stored, for an engine that keeps
@@ -400,6 +518,7 @@ class CypherGraphStore(CypherReads):
         self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
     ) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
+            moving = self._states_moving(conn, {slug: decay_state.value})
             conn.execute(
                 "MATCH (m:Memory {slug: $slug}) SET m.recall_count = $n,"
                 " m.last_recalled_at = $at, m.decay_state = $state",
@@ -410,6 +529,7 @@ class CypherGraphStore(CypherReads):
                     "state": decay_state.value,
                 },
             )
+            self._move_co_mentions(conn, moving)
 
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
@@ -488,6 +608,7 @@ class CypherGraphStore(CypherReads):
                 {"drop": drop, "keep": keep},
             )
             conn.execute("MATCH (d:Entity {id: $drop}) DETACH DELETE d", {"drop": drop})
+            self._recount_co_mentions(conn, keep)
             self._refresh_entity_stats(conn, [keep])
 
     def record_recalls(self, recalls: Mapping[str, tuple[int, datetime]]) -> dict[str, int]:
@@ -502,6 +623,7 @@ class CypherGraphStore(CypherReads):
             return {}
         rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
         with self._transaction(keeps_supersedes=True) as conn:
+            moving = self._states_moving(conn, dict.fromkeys(recalls, DecayState.ALIVE.value))
             counts = self._returning(
                 conn,
                 "UNWIND $rows AS r"
@@ -512,6 +634,7 @@ class CypherGraphStore(CypherReads):
                 " RETURN m.slug, m.recall_count",
                 {"rows": rows},
             )
+            self._move_co_mentions(conn, moving)
         return {str(slug): int(count) for slug, count in counts}
 
 

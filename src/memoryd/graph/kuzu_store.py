@@ -200,6 +200,7 @@ class KuzuGraphStore(CypherGraphStore):
         self._keyed_prints = "BodyPrint" in tables
         """Schema 5's count per (scope, fingerprint) is there (a graph opened read-only, or
         by a test's older schema, may lack it)."""
+        self.co_mentions = "CO_MENTIONS" in tables
 
     # -- plumbing -------------------------------------------------------------------------
     def _reader(self, params: Mapping[str, Any] | None = None) -> Any:
