@@ -461,6 +461,12 @@ class CypherGraphStore(CypherReads):
         moved = [(a, b, -d) for (a, b), d in sorted(taken.items()) if d]
         if not moved:
             return
+        self._add_co_mentions(conn, moved)
+
+    def _add_co_mentions(self, conn: Any, moved: Sequence[tuple[str, str, int]]) -> None:
+        """Add each (lesser id, other, memories) to its pair's count, creating the edge of
+        a pair new to it and deleting the edge of a pair left at 0: by MERGE (the kuzu store
+        does it without)."""
         rows = [{"a": a, "b": b, "d": d} for a, b, d in moved]
         _each(
             conn,
@@ -472,15 +478,7 @@ class CypherGraphStore(CypherReads):
             " ON MATCH SET c.n = c.n + CAST($d AS INT64)",
             rows,
         )
-        _each(
-            conn,
-            "UNWIND $rows AS r WITH r.a AS a, r.b AS b"
-            " MATCH (x:Entity {id: a})-[c:CO_MENTIONS]->(y:Entity) WHERE y.id = b AND c.n <= 0"
-            " DELETE c",
-            "MATCH (x:Entity {id: $a})-[c:CO_MENTIONS]->(y:Entity {id: $b}) WHERE c.n <= 0"
-            " DELETE c",
-            [{"a": a, "b": b} for a, b, d in moved if d < 0],
-        )
+        _each(conn, _CO_DROP, _CO_DROP_KEYED, [{"a": a, "b": b} for a, b, d in moved if d < 0])
 
     def _recount_co_mentions(self, conn: Any, entity_id: str) -> None:
         """CO_MENTIONS of one entity counted again from its memories (after a merge gave it
@@ -675,6 +673,13 @@ _RECOUNT = (
     " collect(DISTINCT m.scope_hash) AS scopes"
     " SET e.mention_count = n, e.first_seen_at = f, e.last_seen_at = l,"
     " e.scope_hash = CASE WHEN size(scopes) = 1 THEN scopes[{first}] ELSE NULL END"
+)
+_CO_DROP = (
+    "UNWIND $rows AS r WITH r.a AS a, r.b AS b"
+    " MATCH (x:Entity {id: a})-[c:CO_MENTIONS]->(y:Entity) WHERE y.id = b AND c.n <= 0 DELETE c"
+)
+_CO_DROP_KEYED = (
+    "MATCH (x:Entity {id: $a})-[c:CO_MENTIONS]->(y:Entity {id: $b}) WHERE c.n <= 0 DELETE c"
 )
 _DROP_SOURCED = "UNWIND $slugs AS s MATCH ()-[r:RELATES]->() WHERE r.source_memory = s DELETE r"
 _DROP_SOURCED_KEYED = "MATCH ()-[r:RELATES]->() WHERE r.source_memory = $slug DELETE r"
