@@ -120,6 +120,10 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
     drawn are one more read (`_edges`). A hop before the last asks only for the strongest
     that fit (`LIMIT`), and one distinct read of all those frontiers counts what they reach
     (fewer rows than an unlimited read each; the engine's work is the same: bench/RESULTS.md).
+
+    A graph that keeps its co-mention counts (`GraphStore.co_mentions`) makes every hop the
+    `LIMIT` read, the count one number from the engine (`_count_reached`) and the pairs among
+    all drawn one read of the counts: a hub's thousands of neighbours stay in the engine.
     """
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
@@ -138,7 +142,7 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
         if not (room or naming):  # only the count is left
             later += frontier
             break
-        if hop < depth:  # the strongest that fit (a later hop reads on from them)
+        if hop < depth or graph.co_mentions:  # the strongest that fit (and on from them)
             ranked, cut = _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT)
             later += frontier
         else:
@@ -160,11 +164,14 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
             else:
                 break
         frontier = kept
-    if later:
-        found, cut = _reached(graph, later)
-        reached.update(found)
-        truncated = truncated or cut
-    left_out = len(reached - hops.keys())
+    if later and graph.co_mentions:
+        left_out = _count_reached(graph, later, list(hops))
+    else:
+        if later:
+            found, cut = _reached(graph, later)
+            reached.update(found)
+            truncated = truncated or cut
+        left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
     edges, edges_left_out = _edges(graph, hops, [i for i in hops if i not in known], pairs)
@@ -245,6 +252,18 @@ def _reached(graph: GraphStore, frontier: list[str]) -> tuple[dict[str, float], 
         found.update((row[0], 0.0) for row in result.rows)
         truncated = truncated or result.truncated
     return found, truncated
+
+
+def _count_reached(graph: GraphStore, frontier: list[str], drawn: list[str]) -> int:
+    """How many entities not `drawn` are related to or co-mentioned with `frontier`,
+    counted in the engine from the kept counts (one number, where `_reached` brings every
+    id to Python: 17k at a hub's depth 2 at 100k)."""
+    rows = graph.cypher(
+        "MATCH (a:Entity)-[r:RELATES|CO_MENTIONS]-(b:Entity) WHERE a.id IN $ids"
+        " AND r.superseded_at IS NULL AND NOT b.id IN $drawn RETURN count(DISTINCT b.id)",
+        {"ids": frontier, "drawn": drawn},
+    ).rows
+    return int(rows[0][0]) if rows else 0
 
 
 def _edges(
