@@ -387,3 +387,50 @@ def test_a_team_users_cut_counts_co_mentions_of_its_scopes_only(
             view.close()
     finally:
         graph.close()
+
+
+def test_co_mentions_follow_every_service_write(svc: Any, project: Path) -> None:
+    """Through the service, each write that changes mentions or forgets: `record`,
+    `record_many` (drafts and graph facts), archive (forget) and restore, an entity merge, an
+    entity deleted, a decay sweep that forgets; after each the kept counts are the memories'."""
+    from memoryd.models import GraphFact, MemoryDraft
+
+    a, b, c, d = ENTITIES[:4]
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def draft(title: str, days: int = 0) -> MemoryDraft:
+        return MemoryDraft.model_validate(
+            {
+                "type": "session",
+                "title": title,
+                "body": f"{title}: notes.",
+                "scope_path": project,
+                "created_at": t0 + timedelta(days=days),
+            }
+        )
+
+    def check(step: str) -> dict[tuple[str, str], int]:
+        kept, now = co_mentions(svc.graph)
+        assert kept == now, step
+        return kept
+
+    one = svc.record_graph_facts(draft("one"), entity_ids=[a, b, c]).slug
+    assert check("record")[(a, b)] == 1
+    svc.record(draft("React and Redis with Kafka"))
+    check("record with extraction")
+    facts = [GraphFact(draft=draft(f"many {i}"), entity_ids=[a, b, d]) for i in range(6)]
+    svc.record_graph_facts_many(facts)
+    assert check("record_graph_facts_many")[(a, b)] == 7
+    svc.record_many([draft(f"Vue and Solid, take {i}") for i in range(6)])
+    check("record_many")
+    svc.archive(one)
+    assert check("archive")[(a, b)] == 6
+    assert (a, c) not in check("archive")
+    svc.restore(one)
+    assert check("restore")[(a, c)] == 1
+    svc.merge_entities(a, d)
+    assert check("merge")[(a, b)] == 7
+    svc.delete_entity(c)
+    check("delete entity")
+    svc.sweep_at(t0 + timedelta(days=2000))
+    assert check("sweep") == {}
