@@ -5,7 +5,7 @@ writes; an engine's store subclasses it and supplies the plumbing declared here.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +25,16 @@ KEYED_ROWS = 4
 """A statement over at most this many slugs or rows runs once per row with its key as a
 parameter, which Kuzu answers from the primary-key index; a list it UNWINDs is joined to a
 scan of the whole table (kuzu 0.11.3; measured: bench/RESULTS.md, 2026-12-04 s-record)."""
+
+
+def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
+    """Run `unwound` over `rows` as `$name`, or, for a small batch, `keyed` once per row
+    (a row's fields as its parameters; a bare value as `$slug`)."""
+    if len(rows) > KEYED_ROWS:
+        conn.execute(unwound, {name: list(rows)})
+        return
+    for row in rows:
+        conn.execute(keyed, row if isinstance(row, Mapping) else {"slug": row})
 
 
 class CypherReads(ABC):

@@ -11,30 +11,20 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from memoryd.errors import StorageError
-from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads
+from memoryd.graph.co_mentions import CoMentionWrites, counts_pairs, pairs_of
+from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads, _each
 from memoryd.graph.rows import graph_rows, utc
 from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
 from memoryd.private import swap_dir
 
 logger = logging.getLogger(__name__)
-
-
-def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
-    """Run `unwound` over `rows` as `$name`, or, for a small batch, `keyed` once per row
-    (a row's fields as its parameters; a bare value as `$slug`)."""
-    if len(rows) > KEYED_ROWS:
-        conn.execute(unwound, {name: list(rows)})
-        return
-    for row in rows:
-        conn.execute(keyed, row if isinstance(row, Mapping) else {"slug": row})
 
 
 def _mention_deltas(
@@ -68,19 +58,9 @@ def _mention_deltas(
     return counted, recount
 
 
-def _pairs(entity_ids: Iterable[str]) -> list[tuple[str, str]]:
-    """The pairs of entities one memory names, each the lesser id first (a CO_MENTIONS key)."""
-    return list(combinations(sorted(set(entity_ids)), 2))
-
-
-def _counted(state: Any) -> bool:
-    """Whether a memory in this decay state counts in CO_MENTIONS (as the page's co-mention
-    reads count it: `decay_state <> 'forgotten'`, which no null state passes)."""
-    return state is not None and state != DecayState.FORGOTTEN.value
-
-
-class CypherGraphStore(CypherReads):
-    """Every store operation; the writes here, the reads in `CypherReads`."""
+class CypherGraphStore(CypherReads, CoMentionWrites):
+    """Every store operation; the writes here, the reads in `CypherReads`, the co-mention
+    counts' upkeep in `CoMentionWrites`."""
 
     directory: Path
 
@@ -126,7 +106,7 @@ class CypherGraphStore(CypherReads):
             ]
             self._drop_prints(conn, slugs)
             if self.co_mentions:
-                self._move_co_mentions(conn, self._co_pairs(conn, slugs, counted=True))
+                self._move_co_mentions(conn, self._co_pairs(conn, slugs, counting=True))
             _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             edged = [
                 row[0]
@@ -294,8 +274,8 @@ class CypherGraphStore(CypherReads):
                 pairs.subtract(
                     pair
                     for m in mems
-                    if _counted(m["decay_state"])
-                    for pair in _pairs(named.get(m["slug"], ()))
+                    if counts_pairs(m["decay_state"])
+                    for pair in pairs_of(named.get(m["slug"], ()))
                 )
                 self._move_co_mentions(conn, pairs)
             if link_memories and self._link(conn, memories, new=new):
@@ -409,92 +389,10 @@ class CypherGraphStore(CypherReads):
         named: dict[str, list[str]] = {}
         for eid, created, scope, slug, state in rows:
             out.setdefault(str(eid), []).append((utc(created), scope))
-            if _counted(state):
+            if counts_pairs(state):
                 named.setdefault(str(slug), []).append(str(eid))
-        pairs.update(pair for eids in named.values() for pair in _pairs(eids))
+        pairs.update(pair for eids in named.values() for pair in pairs_of(eids))
         return out
-
-    def _co_pairs(self, conn: Any, slugs: Sequence[str], counted: bool) -> Counter[tuple[str, str]]:
-        """How many of these memories name each pair of entities, of those that count in
-        CO_MENTIONS now (`counted`) or of those that do not, summed in the engine (a decay
-        sweep moves thousands: no row of theirs comes back to Python)."""
-        state = "<>" if counted else "="
-        pairs = (
-            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory {{slug: {slug}}})-[:MENTIONS]->(b:Entity)"
-            f" WHERE a.id < b.id AND coalesce(m.decay_state, 'forgotten') {state} 'forgotten'"
-            " RETURN a.id, b.id, count(*)"
-        )
-        wanted = list(dict.fromkeys(slugs))
-        if len(wanted) > KEYED_ROWS:
-            rows = self._collect(
-                conn, "UNWIND $slugs AS s " + pairs.format(slug="s"), {"slugs": wanted}
-            )
-        else:
-            keyed = pairs.format(slug="$slug")
-            rows = [row for slug in wanted for row in self._collect(conn, keyed, {"slug": slug})]
-        out: Counter[tuple[str, str]] = Counter()
-        for a, b, n in rows:
-            out[(str(a), str(b))] += int(n)
-        return out
-
-    def _states_moving(self, conn: Any, states: Mapping[str, str]) -> Counter[tuple[str, str]]:
-        """What moving these memories to these decay states (slug -> state) takes from
-        CO_MENTIONS (positive) and gives back (negative): the pairs of those it forgets that
-        counted, less the pairs of those it brings back that did not."""
-        if not self.co_mentions:
-            return Counter()
-        forgets = [slug for slug, state in states.items() if not _counted(state)]
-        keeps = [slug for slug, state in states.items() if _counted(state)]
-        moved: Counter[tuple[str, str]] = Counter()
-        if forgets:
-            moved.update(self._co_pairs(conn, forgets, counted=True))
-        if keeps:
-            moved.subtract(self._co_pairs(conn, keeps, counted=False))
-        return moved
-
-    def _move_co_mentions(self, conn: Any, taken: Counter[tuple[str, str]]) -> None:
-        """Take `taken` (pair -> memories, negative to add) from the CO_MENTIONS counts: an
-        edge is created for a pair that gains its first memory and deleted when none is left.
-        A memory naming k entities moves k(k-1)/2 pairs (the write cost: bench/RESULTS.md)."""
-        if not self.co_mentions:
-            return
-        moved = [(a, b, -d) for (a, b), d in sorted(taken.items()) if d]
-        if not moved:
-            return
-        self._add_co_mentions(conn, moved)
-
-    def _add_co_mentions(self, conn: Any, moved: Sequence[tuple[str, str, int]]) -> None:
-        """Add each (lesser id, other, memories) to its pair's count, creating the edge of
-        a pair new to it and deleting the edge of a pair left at 0: by MERGE (the kuzu store
-        does it without)."""
-        rows = [{"a": a, "b": b, "d": d} for a, b, d in moved]
-        _each(
-            conn,
-            "UNWIND $rows AS r WITH r.a AS a, r.b AS b, CAST(r.d AS INT64) AS d"
-            " MATCH (x:Entity {id: a}) MATCH (y:Entity {id: b})"
-            " MERGE (x)-[c:CO_MENTIONS]->(y) ON CREATE SET c.n = d ON MATCH SET c.n = c.n + d",
-            "MATCH (x:Entity {id: $a}) WITH x MATCH (y:Entity {id: $b})"
-            " MERGE (x)-[c:CO_MENTIONS]->(y) ON CREATE SET c.n = CAST($d AS INT64)"
-            " ON MATCH SET c.n = c.n + CAST($d AS INT64)",
-            rows,
-        )
-        _each(conn, _CO_DROP, _CO_DROP_KEYED, [{"a": a, "b": b} for a, b, d in moved if d < 0])
-
-    def _recount_co_mentions(self, conn: Any, entity_id: str) -> None:
-        """CO_MENTIONS of one entity counted again from its memories (after a merge gave it
-        another entity's mentions, so a memory naming both counts once)."""
-        if not self.co_mentions:
-            return
-        params = {"id": entity_id}
-        conn.execute("MATCH (k:Entity {id: $id})-[c:CO_MENTIONS]->(:Entity) DELETE c", params)
-        conn.execute("MATCH (:Entity)-[c:CO_MENTIONS]->(k:Entity {id: $id}) DELETE c", params)
-        for first, second, order in (("k", "b", "k.id < b.id"), ("b", "k", "b.id < k.id")):
-            conn.execute(
-                "MATCH (k:Entity {id: $id})<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-                f" WHERE m.decay_state <> 'forgotten' AND {order} WITH k, b, count(m) AS n"
-                f" CREATE ({first})-[:CO_MENTIONS {{n: n}}]->({second})",
-                params,
-            )
 
     def _prints_of(self, conn: Any, slugs: Sequence[str]) -> list[tuple[str, str]]:
         """(scope hash, fingerprint) of these memories as stored, for an engine that keeps
@@ -673,13 +571,6 @@ _RECOUNT = (
     " collect(DISTINCT m.scope_hash) AS scopes"
     " SET e.mention_count = n, e.first_seen_at = f, e.last_seen_at = l,"
     " e.scope_hash = CASE WHEN size(scopes) = 1 THEN scopes[{first}] ELSE NULL END"
-)
-_CO_DROP = (
-    "UNWIND $rows AS r WITH r.a AS a, r.b AS b"
-    " MATCH (x:Entity {id: a})-[c:CO_MENTIONS]->(y:Entity) WHERE y.id = b AND c.n <= 0 DELETE c"
-)
-_CO_DROP_KEYED = (
-    "MATCH (x:Entity {id: $a})-[c:CO_MENTIONS]->(y:Entity {id: $b}) WHERE c.n <= 0 DELETE c"
 )
 _DROP_SOURCED = "UNWIND $slugs AS s MATCH ()-[r:RELATES]->() WHERE r.source_memory = s DELETE r"
 _DROP_SOURCED_KEYED = "MATCH ()-[r:RELATES]->() WHERE r.source_memory = $slug DELETE r"

@@ -39,8 +39,9 @@ from types import ModuleType
 from typing import Any
 
 from memoryd.errors import InvalidInput, MissingExtra, PolicyDenied, StorageError
-from memoryd.graph.cypher_reads import KEYED_ROWS
-from memoryd.graph.cypher_store import _CO_DROP, _CO_DROP_KEYED, CypherGraphStore, _each
+from memoryd.graph.co_mentions import KuzuCoMentions
+from memoryd.graph.cypher_reads import KEYED_ROWS, _each
+from memoryd.graph.cypher_store import CypherGraphStore
 from memoryd.graph.kuzu_support import (
     _MEMORY_COPY,
     _SLUGS_STORED,
@@ -136,7 +137,7 @@ class _Yielding:
         return self._conn.execute(*args, **kwargs)
 
 
-class KuzuGraphStore(CypherGraphStore):
+class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
     """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
 
     LABEL = "label({})"
@@ -442,39 +443,6 @@ class KuzuGraphStore(CypherGraphStore):
             [key for key, d in moved if d < 0],
             "slugs",
         )
-
-    def _add_co_mentions(self, conn: Any, moved: Sequence[tuple[str, str, int]]) -> None:
-        """Without MERGE: kuzu plans a MERGE between two matched entities as their cross
-        product (the buffer pool ran out at 10k), and one keyed MERGE cost 3.5 ms. The pairs
-        that have an edge get their new count (read back), the rest a new edge, and those
-        left at 0 lose theirs."""
-        rows = [{"a": a, "b": b, "d": d} for a, b, d in moved]
-        counted = (
-            "MATCH (x:Entity {{id: {a}}})-[c:CO_MENTIONS]->(y:Entity) WHERE y.id = {b}"
-            " SET c.n = c.n + {d} RETURN x.id, y.id, c.n"
-        )
-        if len(rows) > KEYED_ROWS:
-            found = self._collect(
-                conn,
-                "UNWIND $rows AS r WITH r.a AS a, r.b AS b, CAST(r.d AS INT64) AS d "
-                + counted.format(a="a", b="b", d="d"),
-                {"rows": rows},
-            )
-        else:
-            keyed = counted.format(a="$a", b="$b", d="CAST($d AS INT64)")
-            found = [found for row in rows for found in self._collect(conn, keyed, row)]
-        now = {(str(a), str(b)): int(n) for a, b, n in found}
-        _each(
-            conn,
-            "UNWIND $rows AS r WITH r.a AS a, r.b AS b, CAST(r.d AS INT64) AS d"
-            " MATCH (x:Entity {id: a}) WITH x, b, d MATCH (y:Entity {id: b})"
-            " CREATE (x)-[:CO_MENTIONS {n: d}]->(y)",
-            "MATCH (x:Entity {id: $a}) WITH x MATCH (y:Entity {id: $b})"
-            " CREATE (x)-[:CO_MENTIONS {n: CAST($d AS INT64)}]->(y)",
-            [{"a": a, "b": b, "d": d} for a, b, d in moved if (a, b) not in now and d > 0],
-        )
-        gone = [{"a": a, "b": b} for (a, b), n in now.items() if n <= 0]
-        _each(conn, _CO_DROP, _CO_DROP_KEYED, gone)
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
         if new and len(mems) >= COPY_ROWS and _has_arrow():
