@@ -89,6 +89,26 @@ _SHARED = (
     " WHERE a.id IN $ids AND b.id <> a.id AND m.decay_state <> 'forgotten'"
     " RETURN b.id, count(m) AS n"
 )
+_SHARED_KEPT = (
+    "MATCH (a:Entity)-[c:CO_MENTIONS]-(b:Entity) WHERE a.id IN $ids RETURN b.id, sum(c.n) AS n"
+)
+"""`_SHARED` from the counts the graph keeps (`GraphStore.co_mentions`): a hub's neighbours
+cost one edge each, not a walk of its memories (bench/RESULTS.md, d-hub3)."""
+_AMONG = (
+    "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
+    " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
+    " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)"
+)
+_AMONG_KEPT = (
+    "MATCH (a:Entity)-[c:CO_MENTIONS]->(b:Entity) WHERE a.id IN $ids AND b.id IN $ids"
+    " RETURN a.id, b.id, c.n"
+)
+
+
+def _shared(graph: GraphStore) -> str:
+    return _SHARED_KEPT if graph.co_mentions else _SHARED
+
+
 Pairs = dict[tuple[str, str], int]
 """Memories (not forgotten) naming both entities of a pair (the lesser id first)."""
 
@@ -100,6 +120,10 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
     drawn are one more read (`_edges`). A hop before the last asks only for the strongest
     that fit (`LIMIT`), and one distinct read of all those frontiers counts what they reach
     (fewer rows than an unlimited read each; the engine's work is the same: bench/RESULTS.md).
+
+    A graph that keeps its co-mention counts (`GraphStore.co_mentions`) makes every hop the
+    `LIMIT` read, the count one number from the engine (`_count_reached`) and the pairs among
+    all drawn one read of the counts: a hub's thousands of neighbours stay in the engine.
     """
     hops: dict[str, tuple[int, float]] = {centre.id: (0, 0.0)}
     left: dict[str, float] = {}
@@ -118,7 +142,7 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
         if not (room or naming):  # only the count is left
             later += frontier
             break
-        if hop < depth:  # the strongest that fit (a later hop reads on from them)
+        if hop < depth or graph.co_mentions:  # the strongest that fit (and on from them)
             ranked, cut = _strongest(graph, frontier, list(hops), room + NAMED_LEFT_OUT)
             later += frontier
         else:
@@ -140,11 +164,14 @@ def neighbourhood(graph: GraphStore, centre: EntityRow, depth: int, cap: int) ->
             else:
                 break
         frontier = kept
-    if later:
-        found, cut = _reached(graph, later)
-        reached.update(found)
-        truncated = truncated or cut
-    left_out = len(reached - hops.keys())
+    if later and graph.co_mentions:
+        left_out = _count_reached(graph, later, list(hops))
+    else:
+        if later:
+            found, cut = _reached(graph, later)
+            reached.update(found)
+            truncated = truncated or cut
+        left_out = len(reached - hops.keys())
     strongest = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:NAMED_LEFT_OUT]
     names = {n.id: n.name for n in _nodes(graph, {i: (0, w) for i, w in strongest})}
     edges, edges_left_out = _edges(graph, hops, [i for i in hops if i not in known], pairs)
@@ -171,7 +198,7 @@ def _neighbours(
     `REACH_ROWS`."""
     params = {"ids": frontier}
     related = graph.cypher(_RELATED, params, limit=REACH_ROWS)
-    shared = graph.cypher(_SHARED, params, limit=REACH_ROWS)
+    shared = graph.cypher(_shared(graph), params, limit=REACH_ROWS)
     weights: dict[str, float] = {}
     for other, asserted, confidence in related.rows:
         weights[other] = 1e9 + int(asserted) + float(confidence or 0.0) / 2
@@ -191,9 +218,9 @@ def _strongest(
     does: at a hop before the last, where `_reached` counts them all at the end. Fewer rows
     than an unlimited read (the engine's work is the same: bench/RESULTS.md)."""
     params = {"ids": frontier, "drawn": drawn}
-    not_drawn = " AND NOT b.id IN $drawn RETURN b.id, count("
+    not_drawn = " AND NOT b.id IN $drawn RETURN b.id, "
     related = graph.cypher(
-        _RELATED.replace(" RETURN b.id, count(", not_drawn).replace(
+        _RELATED.replace(" RETURN b.id, ", not_drawn).replace(
             "max(r.confidence)", "max(r.confidence) AS c"
         )
         + f" ORDER BY n DESC, c DESC, b.id LIMIT {k}",
@@ -201,7 +228,7 @@ def _strongest(
         limit=k,
     ).rows
     shared = graph.cypher(
-        _SHARED.replace(" RETURN b.id, count(", not_drawn)
+        _shared(graph).replace(" RETURN b.id, ", not_drawn)
         + f" ORDER BY n DESC, b.id LIMIT {k + len(related)}",
         params,
         limit=k + len(related),
@@ -219,12 +246,24 @@ def _reached(graph: GraphStore, frontier: list[str]) -> tuple[dict[str, float], 
     count of what the cap left out, in one read for every hop before the last."""
     found: dict[str, float] = {}
     truncated = False
-    for statement in (_RELATED, _SHARED):
+    for statement in (_RELATED, _shared(graph)):
         read = statement.split(" RETURN ", 1)[0] + " RETURN DISTINCT b.id"
         result = graph.cypher(read, {"ids": frontier}, limit=REACH_ROWS)
         found.update((row[0], 0.0) for row in result.rows)
         truncated = truncated or result.truncated
     return found, truncated
+
+
+def _count_reached(graph: GraphStore, frontier: list[str], drawn: list[str]) -> int:
+    """How many entities not `drawn` are related to or co-mentioned with `frontier`,
+    counted in the engine from the kept counts (one number, where `_reached` brings every
+    id to Python: 17k at a hub's depth 2 at 100k)."""
+    rows = graph.cypher(
+        "MATCH (a:Entity)-[r:RELATES|CO_MENTIONS]-(b:Entity) WHERE a.id IN $ids"
+        " AND r.superseded_at IS NULL AND NOT b.id IN $drawn RETURN count(DISTINCT b.id)",
+        {"ids": frontier, "drawn": drawn},
+    ).rows
+    return int(rows[0][0]) if rows else 0
 
 
 def _edges(
@@ -247,9 +286,7 @@ def _edges(
     ).rows
     among = (
         graph.cypher(
-            "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
-            " WHERE a.id IN $ids AND b.id IN $ids AND a.id < b.id"
-            " AND m.decay_state <> 'forgotten' RETURN a.id, b.id, count(m)",
+            _AMONG_KEPT if graph.co_mentions else _AMONG,
             {"ids": rest},
             limit=PAIR_ROWS,
         ).rows

@@ -5,7 +5,7 @@ writes; an engine's store subclasses it and supplies the plumbing declared here.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +27,16 @@ parameter, which Kuzu answers from the primary-key index; a list it UNWINDs is j
 scan of the whole table (kuzu 0.11.3; measured: bench/RESULTS.md, 2026-12-04 s-record)."""
 
 
+def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
+    """Run `unwound` over `rows` as `$name`, or, for a small batch, `keyed` once per row
+    (a row's fields as its parameters; a bare value as `$slug`)."""
+    if len(rows) > KEYED_ROWS:
+        conn.execute(unwound, {name: list(rows)})
+        return
+    for row in rows:
+        conn.execute(keyed, row if isinstance(row, Mapping) else {"slug": row})
+
+
 class CypherReads(ABC):
     """The reads every Cypher engine runs alike, over the plumbing each engine supplies."""
 
@@ -41,6 +51,10 @@ class CypherReads(ABC):
         self._closed = False
         self._generation = 0
         """Counts committed write transactions: caches of graph facts are keyed by it."""
+        self.co_mentions = False
+        """The graph keeps its CO_MENTIONS counts (schema 7: `store.CO_MENTIONS_FILL`); a
+        graph opened read-only at an older schema does not, and its co-mentions are read
+        from the memories."""
         self._supersedes: tuple[int, dict[str, SupersedeRow]] = (-1, {})
         self._supersede_writes = 0
         self._per_entity: tuple[int, dict[tuple[str, ...], list[Any]]] = (-1, {})

@@ -17,23 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.errors import StorageError
-from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads
+from memoryd.graph.co_mentions import CoMentionWrites, counts_pairs, pairs_of
+from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads, _each
 from memoryd.graph.rows import graph_rows, utc
 from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
 from memoryd.private import swap_dir
 
 logger = logging.getLogger(__name__)
-
-
-def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
-    """Run `unwound` over `rows` as `$name`, or, for a small batch, `keyed` once per row
-    (a row's fields as its parameters; a bare value as `$slug`)."""
-    if len(rows) > KEYED_ROWS:
-        conn.execute(unwound, {name: list(rows)})
-        return
-    for row in rows:
-        conn.execute(keyed, row if isinstance(row, Mapping) else {"slug": row})
 
 
 def _mention_deltas(
@@ -67,8 +58,9 @@ def _mention_deltas(
     return counted, recount
 
 
-class CypherGraphStore(CypherReads):
-    """Every store operation; the writes here, the reads in `CypherReads`."""
+class CypherGraphStore(CypherReads, CoMentionWrites):
+    """Every store operation; the writes here, the reads in `CypherReads`, the co-mention
+    counts' upkeep in `CoMentionWrites`."""
 
     directory: Path
 
@@ -113,6 +105,8 @@ class CypherGraphStore(CypherReads):
                 )
             ]
             self._drop_prints(conn, slugs)
+            if self.co_mentions:
+                self._move_co_mentions(conn, self._co_pairs(conn, slugs, counting=True))
             _each(conn, _DROP_SOURCED, _DROP_SOURCED_KEYED, slugs, "slugs")
             edged = [
                 row[0]
@@ -157,11 +151,13 @@ class CypherGraphStore(CypherReads):
         if not by_state:
             return
         with self._transaction() as conn:
+            moving = self._states_moving(conn, {s: v.value for s, v in states.items()})
             for value, slugs in sorted(by_state.items()):
                 conn.execute(
                     "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) SET m.decay_state = $state",
                     {"slugs": slugs, "state": value},
                 )
+            self._move_co_mentions(conn, moving)
 
     def link_memories(self, memories: Sequence[Memory]) -> None:
         if memories:
@@ -189,8 +185,9 @@ class CypherGraphStore(CypherReads):
             # see the graph as committed before it, kuzu's see its own writes).
             removed: dict[str, list[tuple[Any, Any]]] = {}
             prints: list[tuple[str, str]] = []
+            pairs: Counter[tuple[str, str]] = Counter()
             if not new:
-                removed = self._mentions_of(conn, slugs)
+                removed = self._mentions_of(conn, slugs, pairs)
                 prints = self._prints_of(conn, slugs)
             added: dict[str, list[tuple[Any, Any]]] = {}
             when = {m["slug"]: (m["created_at"], m["scope_hash"]) for m in mems}
@@ -270,6 +267,17 @@ class CypherGraphStore(CypherReads):
                     f" MATCH (b:{o_label} {{{o_key}: $o}})" + _RELATES_KEYED,
                     rows,
                 )
+            if self.co_mentions:
+                named: dict[str, list[str]] = {}
+                for slug, eid in mentions:
+                    named.setdefault(slug, []).append(eid)
+                pairs.subtract(
+                    pair
+                    for m in mems
+                    if counts_pairs(m["decay_state"])
+                    for pair in pairs_of(named.get(m["slug"], ()))
+                )
+                self._move_co_mentions(conn, pairs)
             if link_memories and self._link(conn, memories, new=new):
                 self._supersede_writes += 1
             self._count_prints(conn, prints, [(m["scope_hash"], m["fingerprint"]) for m in mems])
@@ -353,31 +361,37 @@ class CypherGraphStore(CypherReads):
         for eid in entity_ids:
             conn.execute("MATCH (e:Entity {id: $id})" + recount, {"id": eid})
 
-    def _mentions_of(self, conn: Any, slugs: Sequence[str]) -> dict[str, list[tuple[Any, Any]]]:
+    def _mentions_of(
+        self, conn: Any, slugs: Sequence[str], pairs: Counter[tuple[str, str]]
+    ) -> dict[str, list[tuple[Any, Any]]]:
         """Entity id -> (created_at, scope hash) of the memory, once per MENTIONS edge of
-        these memories (an entity merged into another may hold two edges from one)."""
+        these memories (an entity merged into another may hold two edges from one); and
+        into `pairs`, one for each pair of entities a memory that counts names (what its
+        rewrite takes from CO_MENTIONS before it adds its new pairs back)."""
         out: dict[str, list[tuple[Any, Any]]] = {}
         wanted = list(dict.fromkeys(slugs))
+        read = (
+            "-[:MENTIONS]->(e:Entity)"
+            " RETURN e.id, m.created_at, m.scope_hash, m.slug, m.decay_state"
+        )
         if len(wanted) > KEYED_ROWS:
             rows = self._collect(
-                conn,
-                "UNWIND $slugs AS s MATCH (m:Memory {slug: s})-[:MENTIONS]->(e:Entity)"
-                " RETURN e.id, m.created_at, m.scope_hash",
-                {"slugs": wanted},
+                conn, "UNWIND $slugs AS s MATCH (m:Memory {slug: s})" + read, {"slugs": wanted}
             )
         else:
             rows = [
                 row
                 for slug in wanted
                 for row in self._collect(
-                    conn,
-                    "MATCH (m:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)"
-                    " RETURN e.id, m.created_at, m.scope_hash",
-                    {"slug": slug},
+                    conn, "MATCH (m:Memory {slug: $slug})" + read, {"slug": slug}
                 )
             ]
-        for eid, created, scope in rows:
+        named: dict[str, list[str]] = {}
+        for eid, created, scope, slug, state in rows:
             out.setdefault(str(eid), []).append((utc(created), scope))
+            if counts_pairs(state):
+                named.setdefault(str(slug), []).append(str(eid))
+        pairs.update(pair for eids in named.values() for pair in pairs_of(eids))
         return out
 
     def _prints_of(self, conn: Any, slugs: Sequence[str]) -> list[tuple[str, str]]:
@@ -400,6 +414,7 @@ class CypherGraphStore(CypherReads):
         self, slug: str, *, recall_count: int, last_recalled_at: datetime, decay_state: DecayState
     ) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
+            moving = self._states_moving(conn, {slug: decay_state.value})
             conn.execute(
                 "MATCH (m:Memory {slug: $slug}) SET m.recall_count = $n,"
                 " m.last_recalled_at = $at, m.decay_state = $state",
@@ -410,6 +425,7 @@ class CypherGraphStore(CypherReads):
                     "state": decay_state.value,
                 },
             )
+            self._move_co_mentions(conn, moving)
 
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
@@ -488,6 +504,7 @@ class CypherGraphStore(CypherReads):
                 {"drop": drop, "keep": keep},
             )
             conn.execute("MATCH (d:Entity {id: $drop}) DETACH DELETE d", {"drop": drop})
+            self._recount_co_mentions(conn, keep)
             self._refresh_entity_stats(conn, [keep])
 
     def record_recalls(self, recalls: Mapping[str, tuple[int, datetime]]) -> dict[str, int]:
@@ -502,6 +519,7 @@ class CypherGraphStore(CypherReads):
             return {}
         rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
         with self._transaction(keeps_supersedes=True) as conn:
+            moving = self._states_moving(conn, dict.fromkeys(recalls, DecayState.ALIVE.value))
             counts = self._returning(
                 conn,
                 "UNWIND $rows AS r"
@@ -512,6 +530,7 @@ class CypherGraphStore(CypherReads):
                 " RETURN m.slug, m.recall_count",
                 {"rows": rows},
             )
+            self._move_co_mentions(conn, moving)
         return {str(slug): int(count) for slug, count in counts}
 
 

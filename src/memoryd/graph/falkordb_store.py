@@ -55,6 +55,7 @@ from memoryd.graph.falkordb_forks import rewrite_if_grown
 from memoryd.graph.falkordb_log import LogState, RedoLog
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import (
+    CO_MENTIONS_FILL,
     MEMORY_HINT,
     TIME_HINT,
     CypherResult,
@@ -101,8 +102,11 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX FOR (e:Entity) ON (e.id)",
         "CREATE INDEX FOR (s:Scope) ON (s.hash)",
     ],
+    # 2: the co-mention counts (kuzu_support.MIGRATIONS 6).
+    [CO_MENTIONS_FILL],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+_CO_MENTIONS_AT = 1 + next(i for i, m in enumerate(MIGRATIONS) if CO_MENTIONS_FILL in m)
 
 PROCEDURES = frozenset(
     {
@@ -215,6 +219,7 @@ class FalkorGraphStore(CypherGraphStore):
             except BaseException:
                 self.close()
                 raise
+        self.co_mentions = self._exists() and self.schema_version() >= _CO_MENTIONS_AT
 
     # -- the key, the lease ---------------------------------------------------------------
     def _graph_key(self) -> str:

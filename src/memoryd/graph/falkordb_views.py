@@ -3,7 +3,8 @@
 `scoped_view` copies the graph (`GRAPH.COPY`, on the server) and takes out of the copy every
 memory of another scope with its edges, the relations no kept memory is the source of, the
 other scopes, and the entities nothing kept reaches; an entity other scopes mention too keeps
-its id, name and type but not the context, aliases and dates they may have given it. The copy
+its id, name and type but not the context, aliases and dates they may have given it, and the
+co-mention counts are counted again over the memories kept. The copy
 is made again once the graph's commit count (its Meta `commits`, kept across restarts) moved.
 FalkorDB (4.16) makes the copy in a forked child, and a `GRAPH.COPY` that finds another child
 running (a second copy, an AOF rewrite, a replica's sync) hangs the whole server: a copy takes
@@ -24,10 +25,13 @@ from falkordb import FalkorDB
 from memoryd.errors import StorageError
 from memoryd.graph.falkordb_forks import copy_graph
 from memoryd.graph.falkordb_store import MARKER, FalkorGraphStore
+from memoryd.graph.store import CO_MENTIONS_FILL
 from memoryd.private import make_private_dir
 
 CUTS = (
     "MATCH (m:Memory) WHERE m.scope_hash IS NULL OR NOT m.scope_hash IN $scopes DETACH DELETE m",
+    "MATCH ()-[c:CO_MENTIONS]->() DELETE c",
+    CO_MENTIONS_FILL,  # counted again over the memories kept
     "MATCH (s:Scope) WHERE NOT s.hash IN $scopes DELETE s",
     "MATCH ()-[r:RELATES]->() OPTIONAL MATCH (m:Memory {slug: r.source_memory})"
     " WITH r, m WHERE m IS NULL DELETE r",

@@ -39,8 +39,9 @@ from types import ModuleType
 from typing import Any
 
 from memoryd.errors import InvalidInput, MissingExtra, PolicyDenied, StorageError
-from memoryd.graph.cypher_reads import KEYED_ROWS
-from memoryd.graph.cypher_store import CypherGraphStore, _each
+from memoryd.graph.co_mentions import KuzuCoMentions
+from memoryd.graph.cypher_reads import KEYED_ROWS, _each
+from memoryd.graph.cypher_store import CypherGraphStore
 from memoryd.graph.kuzu_support import (
     _MEMORY_COPY,
     _SLUGS_STORED,
@@ -136,7 +137,7 @@ class _Yielding:
         return self._conn.execute(*args, **kwargs)
 
 
-class KuzuGraphStore(CypherGraphStore):
+class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
     """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
 
     LABEL = "label({})"
@@ -200,6 +201,7 @@ class KuzuGraphStore(CypherGraphStore):
         self._keyed_prints = "BodyPrint" in tables
         """Schema 5's count per (scope, fingerprint) is there (a graph opened read-only, or
         by a test's older schema, may lack it)."""
+        self.co_mentions = "CO_MENTIONS" in tables
 
     # -- plumbing -------------------------------------------------------------------------
     def _reader(self, params: Mapping[str, Any] | None = None) -> Any:

@@ -23,7 +23,7 @@ from memoryd.errors import (
     ResourceExhausted,
     StorageError,
 )
-from memoryd.graph.store import MEMORY_HINT, TIME_HINT
+from memoryd.graph.store import CO_MENTIONS_FILL, MEMORY_HINT, TIME_HINT
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,10 @@ MIGRATIONS: list[list[str]] = [
         " WITH concat(m.scope_hash, ':', m.fingerprint) AS k, count(*) AS n"
         " CREATE (:BodyPrint {key: k, n: n})",
     ],
+    # 6: how many memories, not forgotten, name each pair of
+    # entities, kept by every write: the graph page ranks a hub's neighbours by it, where it
+    # walked every memory of the hub (bench/RESULTS.md, d-hub3).
+    ["CREATE REL TABLE CO_MENTIONS(FROM Entity TO Entity, n INT64)", CO_MENTIONS_FILL],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -174,6 +174,14 @@ TIME_HINT = (
     "narrow the query: match fewer nodes (a label, a WHERE on a key), follow fewer hops,"
     " add a LIMIT"
 )
+CO_MENTIONS_FILL = (
+    "MATCH (a:Entity)<-[:MENTIONS]-(m:Memory)-[:MENTIONS]->(b:Entity)"
+    " WHERE a.id < b.id AND m.decay_state <> 'forgotten'"
+    " WITH a, b, count(m) AS n CREATE (a)-[:CO_MENTIONS {n: n}]->(b)"
+)
+"""Every pair of entities named by one memory that is not forgotten, as a CO_MENTIONS edge
+from the lesser id to the other holding how many such memories name both: the migration that
+adds the edges fills them so (writes keep them: `CypherGraphStore._move_co_mentions`)."""
 
 READ_ONLY_PROCEDURES = frozenset(
     {
@@ -322,6 +330,9 @@ class GraphStore(Protocol):
 
     max_fanout: int
     """Neighbours followed per node in a traversal: the hub cap."""
+    co_mentions: bool
+    """The graph keeps CO_MENTIONS counts (`CO_MENTIONS_FILL`): a pair's co-mentions are
+    read from one edge instead of counted over the memories."""
 
     @property
     def generation(self) -> int:
