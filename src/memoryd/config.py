@@ -262,6 +262,17 @@ class RecallSettings(BaseModel):
     )
 
 
+class SearchSettings(BaseModel):
+    commit_delay_ms: int = Field(
+        default=1000,
+        ge=0,
+        le=60_000,
+        description="how long a recorded memory may wait for the search index's next commit"
+        " (records close together share one, and the index merges less); a search, recall or"
+        " batch write commits it first, so it is always found; 0: a commit per record",
+    )
+
+
 class DaemonSettings(BaseModel):
     """`memoryd serve`: the one process that owns the graph (DESIGN.md §2)."""
 
@@ -382,6 +393,7 @@ class Settings(BaseSettings):
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     supersede: SupersedeSettings = Field(default_factory=SupersedeSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     decay: DecaySettings = Field(default_factory=DecaySettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     digest: DigestSettings = Field(default_factory=DigestSettings)
