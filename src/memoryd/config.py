@@ -267,9 +267,10 @@ class SearchSettings(BaseModel):
         default=1000,
         ge=0,
         le=60_000,
-        description="how long a recorded memory may wait for the search index's next commit"
-        " (records close together share one, and the index merges less); a search, recall or"
-        " batch write commits it first, so it is always found; 0: a commit per record",
+        description="how long the search index waits for more records before it commits"
+        " those recorded (at most ten times that after the first): records close together"
+        " share one commit, and the index merges less; a search, recall or batch write"
+        " commits them first, so they are always found; 0: a commit per record",
     )
 
 

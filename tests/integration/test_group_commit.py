@@ -5,6 +5,8 @@ nothing: the record's journal intent stays open until a commit holds its documen
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,8 @@ import pytest
 
 from memoryd.config import Settings
 from memoryd.journal import Journal
-from memoryd.models import MemoryDraft, MemoryType
+from memoryd.models import DecayState, MemoryDraft, MemoryType
+from memoryd.search.doc import SearchDoc
 from memoryd.search.index import SearchIndex
 from memoryd.service import CREATING_EVENTS, MemoryService
 from memoryd.wiring import open_service
@@ -48,6 +51,20 @@ def body(i: int, project: Path) -> dict[str, Any]:
         "body": f"The quokka number {i} lives on Rottnest{i} island.",
         "scope": str(project),
     }
+
+
+def doc(slug: str) -> SearchDoc:
+    return SearchDoc(
+        slug=slug,
+        scope_hash="s1",
+        type=MemoryType.FACT,
+        decay_state=DecayState.ALIVE,
+        title=f"Quokka {slug}",
+        body="A quokka lives on Rottnest island.",
+        tags=[],
+        triggers=[],
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
 
 
 def in_flight(home: Path) -> set[str]:
@@ -92,6 +109,35 @@ def test_the_timer_commits_waiting_records_for_other_processes(
         assert {h.slug for h in other.search("quokka", limit=10)} == set(slugs)
     finally:
         other.close()
+
+
+def test_the_timer_waits_for_a_burst_of_writes_to_pause(tmp_path: Path) -> None:
+    """A write that comes before the timer is due puts the commit off until the writes pause:
+    a burst shares one commit instead of one per `commit_delay_s`."""
+    delay = 1.0
+    for attempt in range(5):  # a machine that stalled a whole delay between the writes: again
+        first, second, committed, commits = burst(tmp_path / f"index-{attempt}", delay)
+        if second - first >= delay:
+            continue
+        assert commits == 1  # one commit held both
+        assert min(committed) >= second + delay
+        return
+    pytest.fail("two writes less than a delay apart never happened")
+
+
+def burst(directory: Path, delay: float) -> tuple[float, float, list[float], int]:
+    """Two writes `delay` * 0.6 apart; when each started, when their `then`s ran, and the
+    commits made."""
+    committed: list[float] = []
+    with SearchIndex.open(directory) as index:
+        index.commit_delay_s = delay
+        first = time.monotonic()
+        index.upsert([doc("a")], then=lambda: committed.append(time.monotonic()))
+        time.sleep(delay * 0.6)
+        second = time.monotonic()
+        index.upsert([doc("b")], then=lambda: committed.append(time.monotonic()))
+        wait_until(lambda: len(committed) == 2, what="the timer's commit")
+        return first, second, committed, index.generation
 
 
 def test_a_batch_write_and_close_commit_the_waiting_records(

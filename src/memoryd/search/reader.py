@@ -52,9 +52,9 @@ _WORDS_KEPT = 100_000
 """At most this many single words' tokens are kept (`_word_tokens`)."""
 
 COMMIT_DELAY_S = 1.0
-"""How long documents written with `upsert(..., then=...)` may wait for a commit (a read of
-the index, a hand-off to a reader process, a batch write or `close` commits them sooner);
-`search.commit_delay_ms` sets it."""
+"""How long the index waits for more writes before it commits documents written with
+`upsert(..., then=...)` (a read of the index, a hand-off to a reader process, a batch write
+or `close` commits them sooner); `search.commit_delay_ms` sets it."""
 
 
 class IndexReader:
@@ -111,6 +111,8 @@ class IndexReader:
         self._commit_lock = threading.Lock()
         """One commit of waiting documents at a time, so a read that waits for it sees them."""
         self._timer: threading.Timer | None = None
+        self._first_wait = self._last_wait = 0.0
+        """`time.monotonic()` of the first and the last write now waiting for a commit."""
         self.generation = 0
         self._commits: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=_COMMITS_KEPT)
         """(generation, the slugs its commit wrote, deleted or moved; None: unknown) of the

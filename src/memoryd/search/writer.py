@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -40,6 +41,10 @@ merge yields the cores to requests, not so far that a loaded machine starves it 
 close waits (`wait_merging_threads`)."""
 
 _MERGE_THREAD_PREFIX = "merge_thread_"
+
+_MAX_DELAYS = 10
+"""A steady stream of records is committed at least this many `commit_delay_s` after the first
+waiting one (the timer otherwise waits for the stream to pause)."""
 
 _CHANGES_KEPT = 4096
 """Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
@@ -116,10 +121,12 @@ class IndexWriting(IndexTallies, NeighbourTurns):
         With `then` they may wait for a later commit instead (group commit: each commit adds
         a segment, and tantivy's merges rewrite a whole small index every ~8 segments,
         bench/RESULTS.md): the next read of this index, `commit` (before another process
-        reads it from disk), another write, `close`, or `commit_delay_s` after the first
-        waiting document, whichever comes first. `then` runs once a commit holds them (a
-        record ends its journal intent there: a crash before leaves the intent, and recovery
-        indexes the memory again).
+        reads it from disk), another write, `close`, or the timer, whichever comes first. The
+        timer commits once no such write came for `commit_delay_s`, and at the latest
+        `_MAX_DELAYS` times that after the first waiting document: a burst of records shares
+        one commit, made when it pauses. `then` runs once a commit holds them (a record ends
+        its journal intent there: a crash before leaves the intent, and recovery indexes the
+        memory again).
         """
         if then is None or self.commit_delay_s <= 0:
             self._commit_waiting(docs)
@@ -130,11 +137,17 @@ class IndexWriting(IndexTallies, NeighbourTurns):
         with self._waiting_lock:
             self._waiting.update((doc.slug, doc) for doc in docs)
             self._then.append(then)
+            self._last_wait = time.monotonic()
             if self._timer is None:
-                self._timer = threading.Timer(self.commit_delay_s, self._commit_on_time)
-                self._timer.name = "memoryd-index-commit"
-                self._timer.daemon = True
-                self._timer.start()
+                self._first_wait = self._last_wait
+                self._arm(self.commit_delay_s)
+
+    def _arm(self, delay: float) -> None:
+        """Start the commit timer (the caller holds the waiting lock)."""
+        self._timer = threading.Timer(delay, self._commit_on_time)
+        self._timer.name = "memoryd-index-commit"
+        self._timer.daemon = True
+        self._timer.start()
 
     def commit(self) -> None:
         """Commit the documents waiting for a commit (`upsert` with `then`), then run their
@@ -146,6 +159,15 @@ class IndexWriting(IndexTallies, NeighbourTurns):
     def _commit_on_time(self) -> None:
         """The timer's commit (on its own thread): a failure is logged, and the documents
         wait for the next read, write or `close`."""
+        with self._waiting_lock:
+            due = min(
+                self._last_wait + self.commit_delay_s,
+                self._first_wait + self.commit_delay_s * _MAX_DELAYS,
+            )
+            wait = due - time.monotonic()
+            if self._waiting and wait > 0:
+                self._arm(wait)  # writes came since: wait for them to pause
+                return
         try:
             if not self._closed:
                 self.commit()
