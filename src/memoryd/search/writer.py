@@ -413,8 +413,9 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             )
 
     def take_touched(self) -> set[str]:
-        """The slugs written or deleted since the last call (the vector store's work list)."""
-        self.commit()
+        """The slugs written or deleted since the last call (the vector store's work list):
+        those of commits made, not of documents waiting for one (the vector worker, which asks
+        every few seconds, would commit each record alone)."""
         with self._write_lock:
             touched, self.touched = self.touched, set()
         return touched
