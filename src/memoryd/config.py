@@ -262,6 +262,18 @@ class RecallSettings(BaseModel):
     )
 
 
+class SearchSettings(BaseModel):
+    commit_delay_ms: int = Field(
+        default=1000,
+        ge=0,
+        le=60_000,
+        description="how long the search index waits for more records before it commits"
+        " those recorded (at most ten times that after the first): records close together"
+        " share one commit, and the index merges less; a search, recall or batch write"
+        " commits them first, so they are always found; 0: a commit per record",
+    )
+
+
 class DaemonSettings(BaseModel):
     """`memoryd serve`: the one process that owns the graph (DESIGN.md §2)."""
 
@@ -382,6 +394,7 @@ class Settings(BaseSettings):
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     supersede: SupersedeSettings = Field(default_factory=SupersedeSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     decay: DecaySettings = Field(default_factory=DecaySettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     digest: DigestSettings = Field(default_factory=DigestSettings)

@@ -193,6 +193,7 @@ def open_service(
         rebase_moved_home(graph, vault)
         index, refill = open_search_index(home, vault)
         undo.callback(index.close)
+        index.commit_delay_s = settings.search.commit_delay_ms / 1000
         audit = AuditLog(home / AUDIT_DIR)
         governance = GovernanceStore.open(home / GOVERNANCE_DB)
         undo.callback(governance.close)

@@ -56,17 +56,26 @@ def armed(self, *a, **k):
     if args["when"] == "before":
         os.kill(os.getpid(), signal.SIGKILL)
     result = original(self, *a, **k)
-    os.kill(os.getpid(), signal.SIGKILL)
+    if args["when"] != "never":  # the op kills itself
+        os.kill(os.getpid(), signal.SIGKILL)
     return result
 
 settings = load_settings(
     Path(args["home"]),
     graph={"engine": args["engine"], "buffer_pool_mb": 64},
     extraction={"enabled": False},
+    search={"commit_delay_ms": args.get("commit_delay_ms", 1000)},
 )
 svc = open_service(settings)
 setattr(cls, method, armed)
-if args["op"] == "record":
+if args["op"] == "records":  # in a row, all returned, killed before the index commits them
+    for i in range(3):
+        svc.record(MemoryDraft(
+            type=MemoryType.FACT, title=f"Quokka fact {i}",
+            body=f"The quokka number {i} lives on Rottnest{i} island.", scope_path=args["project"],
+        ))
+    os.kill(os.getpid(), signal.SIGKILL)
+elif args["op"] == "record":
     svc.record(MemoryDraft(
         type=MemoryType.DECISION, title="Use Postgres", body="We chose Postgres for billing.",
         scope_path=args["project"],
@@ -113,6 +122,7 @@ STEPS: dict[str, tuple[str, str]] = {
     "before the graph's decay states": (GRAPH_DECAY, "before"),
     "after the index's decay states": (INDEX_DECAY, "after"),
     "between the ledger lines and the renames": (DECAY_RENAME, "before"),
+    "after the last record returned": (BEGIN, "never"),
 }
 
 
@@ -220,6 +230,23 @@ def test_a_record_killed_at_any_step_is_settled_on_the_next_open(
     with open_service(quiet) as svc:
         assert svc.recover() == 0
     assert len(events(quiet, "recover")) == 1
+
+
+def test_records_killed_before_their_index_commit_are_found_after_the_next_open(
+    quiet: Settings, project: Path
+) -> None:
+    """Three records returned, then kill -9 before the index's timer (a minute) committed
+    them: their intents were still open, so the next open indexes them again."""
+    crash(quiet, project, "records", "after the last record returned", commit_delay_ms="60000")
+    with open_service(quiet) as svc:
+        slugs = assert_four_way_agreement(svc, quiet)
+        assert len(slugs) == 3
+        for i in range(3):
+            hits = svc.search(f"rottnest{i}", scope=project)
+            assert [h.title for h in hits] == [f"Quokka fact {i}"]
+    # Complete but for the index: their audit lines were written, so no `recover` line.
+    assert len(events(quiet, "record")) == 3
+    assert events(quiet, "recover") == []
 
 
 # -- archive: the file moves to forgotten/ ------------------------------------------------------

@@ -306,8 +306,12 @@ def normalise(steps: list[tuple[str, Any]], home: Path) -> list[tuple[str, Any]]
 
 
 def test_one_scenario_answers_the_same_in_process_and_through_the_daemon(
-    tmp_path: Path, project: Path
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A commit per write on both sides: BM25 counts a replaced document until a merge, so a
+    # record and its edit committed together or apart (the daemon's timer, its readers'
+    # start) score the edited memory apart.
+    monkeypatch.setenv("MEMORYD_SEARCH__COMMIT_DELAY_MS", "0")
     embedded_home = tmp_path / "embedded"
     with memoryd.open(embedded_home) as api:
         assert isinstance(api, MemoryService)

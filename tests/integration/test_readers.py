@@ -333,6 +333,7 @@ def test_a_reader_loads_jieba_before_its_first_call_only_over_chinese_memories(
                 scope_path=project,
             )
         )
+        svc.index.commit()  # as the daemon does before a reader opens the index (ReaderState.of)
         ours, theirs = socket.socketpair()
         daemon_end, reader_end = Connection(ours.detach()), Connection(theirs.detach())
         reader = threading.Thread(target=readers.serve_reader, args=(reader_end,))

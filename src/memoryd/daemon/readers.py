@@ -89,6 +89,9 @@ class ReaderState:
 
     @classmethod
     def of(cls, service: MemoryService) -> ReaderState:
+        """The daemon's state, its index's waiting documents committed first: the reader
+        reads the index from disk."""
+        service.index.commit()
         return cls(
             service.index_epoch,
             service.index.generation,

@@ -313,8 +313,9 @@ class Maintenance(ServiceCore):
         finally:
             self.graph = self._graph_factory(graph_dir)
             if index_closed:
-                keeps, self.index = self.index.keeps_saved, SearchIndex.open(index_dir)
-                self.index.keeps_saved = keeps
+                old, self.index = self.index, SearchIndex.open(index_dir)
+                self.index.keeps_saved = old.keeps_saved
+                self.index.commit_delay_s = old.commit_delay_s
                 self.index_epoch += 1
         self.forget_entities()
         if self.vectors is not None:

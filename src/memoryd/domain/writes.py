@@ -11,6 +11,7 @@ import hashlib
 import logging
 import re
 import secrets
+import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -109,6 +110,25 @@ def search_doc(memory: Memory, *, in_memory: bool = False) -> SearchDoc:
         triggers=meta.triggers,
         created_at=meta.created_at,
     )
+
+
+class _EndOnceBoth:
+    """Ends a write's journal intent once both its audit line is written and a commit of the
+    search index holds its documents (`SearchIndex.upsert` with `then`), in either order;
+    not when the write was undone (`undone`: its undo ends the intent)."""
+
+    def __init__(self, journal: Journal, intent: Intent) -> None:
+        self._journal, self._intent = journal, intent
+        self._left = 2
+        self._lock = threading.Lock()
+        self.undone = False
+
+    def done(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left or self.undone:
+                return
+        self._journal.end(self._intent)
 
 
 class Writes:
@@ -444,6 +464,10 @@ class Writes:
             for slug, event_type, details in events
         ]
         intent = self._begin_write("record", items)
+        # One memory (`record`): its document may wait for the index's next commit, shared
+        # with the records around it; the intent ends once that commit and the audit line
+        # are both done. A batch commits at once.
+        ending = _EndOnceBoth(self.journal, intent) if sync_each and len(batch) == 1 else None
         paths: list[Path] = []
         try:
             if sync_each:
@@ -455,9 +479,13 @@ class Writes:
                 self.vault.sync_all()
             self.graph.upsert_memories(batch, new=True)
             try:
-                self.index.upsert([search_doc(m) for m in batch])
+                self.index.upsert(
+                    [search_doc(m) for m in batch], then=None if ending is None else ending.done
+                )
                 self.audit.append_many([self._intended_event(intent, i) for i in items])
             except MemorydError:
+                if ending is not None:
+                    ending.undone = True
                 slugs = [m.meta.slug for m in batch]
                 self.index.delete(slugs)
                 self.graph.delete_memories(slugs)
@@ -467,7 +495,10 @@ class Writes:
                 self.vault.remove(path)
             self.journal.end(intent)  # undone: nothing is left to settle
             raise
-        self.journal.end(intent)
+        if ending is None:
+            self.journal.end(intent)
+        else:
+            ending.done()
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
             self.forget_entities()

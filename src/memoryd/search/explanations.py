@@ -48,7 +48,7 @@ class Explaining(IndexReader):
         """`docs` as hits, each explained for `query` (the terms it matches, a snippet from
         where the first one occurs). Recall explains the memories it ranked from the documents
         it ranked them on, without reading them from the index again."""
-        self._require_open()
+        self._require_current()
         with self._errors("analysing the query"):
             parsed = self._parsed(query)
         return [self._hit(doc, 0.0, parsed) for doc in docs]

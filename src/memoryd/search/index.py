@@ -80,8 +80,10 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
     """A tantivy index on disk: one writer inside (created on the first write), many readers.
 
     Writes are serialised by a lock and each call commits once, then reloads the reader, so a
-    search right after `upsert` sees the document. Searches run concurrently. Another process
-    may open the same directory to search; only one process at a time can write.
+    search right after `upsert` sees the document; one with `then` (a `record`) may wait for
+    a later commit, which every read of the index makes first. Searches run concurrently.
+    Another process may open the same directory to search; only one process at a time can
+    write.
     """
 
     @classmethod
@@ -224,7 +226,7 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
             raise InvalidInput(f"limit and offset must be >= 0 (got {limit}, {offset})")
         scopes = None if scope_hashes is None else _values(scope_hashes)
         type_values = None if types is None else [_memory_type(t) for t in _values(types)]
-        self._require_open()
+        self._require_current()
         if limit == 0 or scopes == [] or type_values == []:
             return []
         with self._errors("analysing the query"):
@@ -259,7 +261,13 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
             ]
 
     def close(self) -> None:
-        """Finish background merges and release the writer lock; the index is then unusable."""
+        """Commit the waiting documents, finish background merges and release the writer
+        lock; the index is then unusable. Documents that fail to commit stay with their
+        writes' journal intents, which recovery settles on the next open."""
+        try:
+            self.commit()
+        except StorageError as exc:
+            logger.error("%s", exc.message)
         with self._write_lock:
             if self._closed:
                 return

@@ -122,7 +122,7 @@ class LocalBM25(IndexTallies):
         use", asked in ecommerce-api, asks "what ORM"), and across scopes they weigh as
         rare as that scope's memories are.
         """
-        self._require_open()
+        self._require_current()
         scopes = None if scope_hashes is None else _values(scope_hashes)
         type_values = None if types is None else [_memory_type(t) for t in _values(types)]
         if limit <= 0 or scopes == [] or type_values == []:

@@ -86,7 +86,7 @@ class NeighbourTurns(IndexReader):
         them): the engine returns ties in the order they were written, which a rebuilt index
         or a granted view does not repeat, so an instant the answer reaches into is read
         whole whenever the first read may have cut it."""
-        self._require_open()
+        self._require_current()
         at = to_utc(at)
         here = (nanos(at), exclude)
         with self._errors("searching by time"):

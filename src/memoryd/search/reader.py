@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -50,6 +50,11 @@ _QUERIES_KEPT = 64
 
 _WORDS_KEPT = 100_000
 """At most this many single words' tokens are kept (`_word_tokens`)."""
+
+COMMIT_DELAY_S = 1.0
+"""How long the index waits for more writes before it commits documents written with
+`upsert(..., then=...)` (a read of the index, a hand-off to a reader process, a batch write
+or `close` commits them sooner); `search.commit_delay_ms` sets it."""
 
 
 class IndexReader:
@@ -95,6 +100,19 @@ class IndexReader:
         self._lowered: tantivy.IndexWriter | None = None
         """The writer whose merge threads run at low priority (`writer._lower_merges`)."""
         self._closed = False
+        self.commit_delay_s = COMMIT_DELAY_S
+        self._waiting: dict[str, SearchDoc] = {}
+        """Documents written to commit later (`upsert` with `then`), slug → the latest."""
+        self._then: list[Callable[[], None]] = []
+        """What to run once a commit holds the waiting documents (their writes' journal ends)."""
+        self._committing = False
+        """A commit of waiting documents is under way: a read waits for it (`commit`)."""
+        self._waiting_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        """One commit of waiting documents at a time, so a read that waits for it sees them."""
+        self._timer: threading.Timer | None = None
+        self._first_wait = self._last_wait = 0.0
+        """`time.monotonic()` of the first and the last write now waiting for a commit."""
         self.generation = 0
         self._commits: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=_COMMITS_KEPT)
         """(generation, the slugs its commit wrote, deleted or moved; None: unknown) of the
@@ -132,13 +150,13 @@ class IndexReader:
 
     def count(self) -> int:
         """Number of documents (deleted ones excluded)."""
-        self._require_open()
+        self._require_current()
         with self._errors("counting"):
             return int(self._index.searcher().num_docs)
 
     def slugs(self) -> set[str]:
         """Every slug in the index, read from the term dictionary."""
-        self._require_open()
+        self._require_current()
         with self._errors("listing slugs"):
             searcher = self._index.searcher()
             # The filter makes tantivy count live documents, so deleted slugs drop out.
@@ -175,7 +193,7 @@ class IndexReader:
         """These memories as indexed, body included (unknown slugs are absent): recall ranks
         its candidates on them, and weighs what a session turn says, without a trip to the
         vault or the graph."""
-        self._require_open()
+        self._require_current()
         with self._errors("reading stored memories"):
             return self._stored(self._index.searcher(), slugs)
 
@@ -403,7 +421,7 @@ class IndexReader:
     def holds_chinese(self) -> bool:
         """Whether the index holds Chinese words (titles and bodies): a recall reader then
         loads jieba before its first call (`memoryd.daemon.readers`)."""
-        self._require_open()
+        self._require_current()
         with self._errors("looking for Chinese words"):
             return _holds_han(self._index.searcher(), self._schema)
 
@@ -413,6 +431,16 @@ class IndexReader:
     def _require_open(self) -> None:
         if self._closed:
             raise StorageError(f"the search index at {self._directory} is closed")
+
+    def _require_current(self) -> None:
+        """Before a read: the index is open, and this process's writes waiting for a commit
+        are committed, so every read sees them (read-your-writes)."""
+        self._require_open()
+        if self._waiting or self._committing:
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit the documents waiting for a commit (`IndexWriting` writes them)."""
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:

@@ -120,7 +120,7 @@ class IndexTallies(IndexReader):
     ) -> Snapshot:
         """The statistics `local_bm25` ranks `scope_hashes` with (every scope when None), as
         they stand now: kept up to date by each write, they equal a recount."""
-        self._require_open()
+        self._require_current()
         scopes = None if scope_hashes is None else _values(scope_hashes)
         with self._stats_lock, self._errors("counting"):
             self._tallied(scopes, include_forgotten, is_turn)
@@ -129,7 +129,7 @@ class IndexTallies(IndexReader):
     def load_statistics(self, scope_hashes: Sequence[str], *, is_turn: TurnTest | None) -> None:
         """Tally `scope_hashes` now (from their saved files, else counted), as a recall there
         would: a recall reader loads its daemon's scopes before it reports ready."""
-        self._require_open()
+        self._require_current()
         scopes = _values(scope_hashes)
         if scopes:
             with self._stats_lock, self._errors("counting"):

@@ -32,7 +32,7 @@ class TitleLookups(IndexReader):
         project's memories never change what a title names here (each word alike when none
         is weighed). "Use pnpm" names little of
         "which databases do we use", "Deploying the API" all of "how do we deploy"."""
-        self._require_open()
+        self._require_current()
         with self._errors("analysing the query"):
             wanted = list(self._parsed(query).tokens)
             phrases = [

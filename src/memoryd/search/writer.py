@@ -1,5 +1,6 @@
-"""Writing the index: every write is one commit under the write lock, read and segmented before
-the first change, with the session neighbours whose context changes rewritten
+"""Writing the index: every write is one commit under the write lock (a `record`'s documents may
+wait for the next one: `upsert` with `then`, `commit`), read and segmented before the first
+change, with the session neighbours whose context changes rewritten
 (`search.sessions.SessionView`), the decay overlay and the scope statistics brought to the
 commit (`search.tallies`), and the changed slugs remembered for reader processes
 (`changes_since`).
@@ -10,6 +11,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -38,6 +41,10 @@ merge yields the cores to requests, not so far that a loaded machine starves it 
 close waits (`wait_merging_threads`)."""
 
 _MERGE_THREAD_PREFIX = "merge_thread_"
+
+_MAX_DELAYS = 10
+"""A steady stream of records is committed at least this many `commit_delay_s` after the first
+waiting one (the timer otherwise waits for the stream to pause)."""
 
 _CHANGES_KEPT = 4096
 """Past this many changed memories a reader counts its tallies afresh (`changes_since`)."""
@@ -107,17 +114,101 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                 return None
         return frozenset(changed)
 
-    def upsert(self, docs: Sequence[SearchDoc]) -> None:
-        """Index `docs`, replacing any document with the same slug, in one commit.
+    def upsert(self, docs: Sequence[SearchDoc], *, then: Callable[[], None] | None = None) -> None:
+        """Index `docs`, replacing any document with the same slug (within one call the last
+        document of a slug wins), in one commit with the documents waiting for one.
 
-        Within one call the last document of a slug wins.
+        With `then` they may wait for a later commit instead (group commit: each commit adds
+        a segment, and tantivy's merges rewrite a whole small index every ~8 segments,
+        bench/RESULTS.md): the next read of this index, `commit` (before another process
+        reads it from disk), another write, `close`, or the timer, whichever comes first. The
+        timer commits once no such write came for `commit_delay_s`, and at the latest
+        `_MAX_DELAYS` times that after the first waiting document: a burst of records shares
+        one commit, made when it pauses. `then` runs once a commit holds them (a record ends
+        its journal intent there: a crash before leaves the intent, and recovery indexes the
+        memory again).
         """
+        if then is None or self.commit_delay_s <= 0:
+            self._commit_waiting(docs)
+            if then is not None:
+                then()
+            return
+        self._require_open()
+        with self._waiting_lock:
+            self._waiting.update((doc.slug, doc) for doc in docs)
+            self._then.append(then)
+            self._last_wait = time.monotonic()
+            if self._timer is None:
+                self._first_wait = self._last_wait
+                self._arm(self.commit_delay_s)
+
+    def _arm(self, delay: float) -> None:
+        """Start the commit timer (the caller holds the waiting lock)."""
+        self._timer = threading.Timer(delay, self._commit_on_time)
+        self._timer.name = "memoryd-index-commit"
+        self._timer.daemon = True
+        self._timer.start()
+
+    def commit(self) -> None:
+        """Commit the documents waiting for a commit (`upsert` with `then`), then run their
+        `then`s; a read of this index does it first. On failure they keep waiting (the next
+        read, write or `close` tries again) and the error is raised."""
+        if self._waiting or self._committing:
+            self._commit_waiting(())
+
+    def _commit_on_time(self) -> None:
+        """The timer's commit (on its own thread): a failure is logged, and the documents
+        wait for the next read, write or `close`."""
+        with self._waiting_lock:
+            due = min(
+                self._last_wait + self.commit_delay_s,
+                self._first_wait + self.commit_delay_s * _MAX_DELAYS,
+            )
+            wait = due - time.monotonic()
+            if self._waiting and wait > 0:
+                self._arm(wait)  # writes came since: wait for them to pause
+                return
+        try:
+            if not self._closed:
+                self.commit()
+        except StorageError as exc:
+            logger.error("search index %s: waiting documents not committed: %s", self, exc)
+
+    def _commit_waiting(self, docs: Sequence[SearchDoc]) -> None:
+        """Commit `docs` and the waiting documents (older: `docs` win a slug) in one commit."""
+        with self._commit_lock:
+            with self._waiting_lock:
+                self._committing = True  # before they leave `_waiting`: a read waits for them
+                waiting, self._waiting = self._waiting, {}
+                thens, self._then = self._then, []
+                timer, self._timer = self._timer, None
+            try:
+                if timer is not None:
+                    timer.cancel()
+                try:
+                    self._upsert_now([*waiting.values(), *docs])
+                except BaseException:
+                    with self._waiting_lock:
+                        self._waiting = {**waiting, **self._waiting}
+                        self._then[:0] = thens
+                    raise
+            finally:
+                self._committing = False
+        for then in thens:
+            try:
+                then()
+            except Exception:
+                # Committed: a write whose `then` failed (its journal end) is settled by
+                # recovery, which finds it complete.
+                logger.exception("search index %s: after a commit", self)
+
+    def _upsert_now(self, docs: Sequence[SearchDoc]) -> None:
         if not docs:
             return
         latest = {doc.slug: doc for doc in docs}
         withheld = [slug for slug, doc in latest.items() if doc.withheld]
         if withheld:
-            self.delete(withheld)
+            self._delete_now(withheld)
             latest = {slug: doc for slug, doc in latest.items() if slug not in withheld}
             if not latest:
                 return
@@ -152,6 +243,7 @@ class IndexWriting(IndexTallies, NeighbourTurns):
         gone = _values(gone)
         if not states and not gone:
             return
+        self.commit()
         removed = set(gone)
         moving = {slug: state for slug, state in states.items() if slug not in removed}
         places = placed or {}
@@ -284,6 +376,10 @@ class IndexWriting(IndexTallies, NeighbourTurns):
 
     def delete(self, slugs: Sequence[str]) -> None:
         """Remove the documents of `slugs`; unknown slugs are ignored."""
+        self.commit()
+        self._delete_now(slugs)
+
+    def _delete_now(self, slugs: Sequence[str]) -> None:
         slugs = _values(slugs)
         if not slugs:
             return
@@ -317,13 +413,16 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             )
 
     def take_touched(self) -> set[str]:
-        """The slugs written or deleted since the last call (the vector store's work list)."""
+        """The slugs written or deleted since the last call (the vector store's work list):
+        those of commits made, not of documents waiting for one (the vector worker, which asks
+        every few seconds, would commit each record alone)."""
         with self._write_lock:
             touched, self.touched = self.touched, set()
         return touched
 
     def clear(self) -> None:
         """Remove every document (the schema and the files stay)."""
+        self.commit()
 
         def write(writer: tantivy.IndexWriter) -> _Changed:
             writer.delete_all_documents()
