@@ -127,7 +127,9 @@ class Backend:
         return acting
 
 
-def backend(request: Request) -> Backend:
+async def backend(request: Request) -> Backend:
+    """The app's `Backend`. A coroutine, so FastAPI calls it on the event loop: a plain
+    function dependency is run on the threadpool, one thread hop for every request."""
     found: Backend = request.app.state.backend
     return found
 
