@@ -74,7 +74,12 @@ def test_a_recall_answer_is_the_response_models_own_json(
 ) -> None:
     """Byte for byte the JSON `RecallPage` dumps for the service's own recall: no encoder of
     the route's may drift from the model (field order, floats, timestamps, nulls)."""
-    params = {"q": "redis timeout", "scope": str(project), "track": "false", "limit": 1}
+    params: dict[str, str | int] = {
+        "q": "redis timeout",
+        "scope": str(project),
+        "track": "false",
+        "limit": 1,
+    }
     response = client.get("/v1/recall", params=params)
     assert response.status_code == 200, response.text
     result = service.recall("redis timeout", scope=project, k=2, track=False)

@@ -338,7 +338,9 @@ class FalkorGraphStore(CypherGraphStore):
         return [[convert(v) for v in row] for row in rows], total
 
     @contextmanager
-    def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[_Transaction]:
+    def _transaction(
+        self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
+    ) -> Iterator[_Transaction]:
         """The statements run on what this yields go to the server in one MULTI/EXEC."""
         if self.read_only:
             raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
@@ -355,6 +357,8 @@ class FalkorGraphStore(CypherGraphStore):
                     self._generation += 1
                     if not keeps_supersedes:
                         self._supersede_writes += 1
+                    if not keeps_recall_reads:
+                        self._recall_writes += 1
             finally:
                 pipe.reset()
 

@@ -298,9 +298,12 @@ class KuzuGraphStore(CypherGraphStore):
         return [[convert(v) for v in row] for row in rows], total
 
     @contextmanager
-    def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[Any]:
+    def _transaction(
+        self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
+    ) -> Iterator[Any]:
         """One write transaction on the one write connection; rolled back on any error.
-        `keeps_supersedes`: it writes no SUPERSEDES edge and moves no memory one touches."""
+        `keeps_supersedes`: it writes no SUPERSEDES edge and moves no memory one touches;
+        `keeps_recall_reads`: it changes nothing recall keeps (`_recall_writes`)."""
         if self._writer is None:
             raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
         with self._write_lock:
@@ -315,6 +318,7 @@ class KuzuGraphStore(CypherGraphStore):
             except BaseException as exc:
                 self._generation += 1
                 self._supersede_writes += 1
+                self._recall_writes += 1
                 try:
                     conn.execute("ROLLBACK")
                 except RuntimeError:
@@ -327,6 +331,8 @@ class KuzuGraphStore(CypherGraphStore):
             self._generation += 1
             if not keeps_supersedes:
                 self._supersede_writes += 1
+            if not keeps_recall_reads:
+                self._recall_writes += 1
             if self._wal.exists() and self._wal.stat().st_size >= self._checkpoint_bytes:
                 try:
                     self._checkpoint()
