@@ -128,8 +128,7 @@ class Backend:
 
 
 async def backend(request: Request) -> Backend:
-    """The app's `Backend`. A coroutine, so FastAPI calls it on the event loop: a plain
-    function dependency is run on the threadpool, one thread hop for every request."""
+    """The app's `Backend`; a coroutine: FastAPI runs a plain function on the threadpool."""
     found: Backend = request.app.state.backend
     return found
 

@@ -298,12 +298,10 @@ class KuzuGraphStore(CypherGraphStore):
         return [[convert(v) for v in row] for row in rows], total
 
     @contextmanager
-    def _transaction(
-        self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
-    ) -> Iterator[Any]:
+    def _transaction(self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
+                     ) -> Iterator[Any]:  # fmt: skip
         """One write transaction on the one write connection; rolled back on any error.
-        `keeps_supersedes`: it writes no SUPERSEDES edge and moves no memory one touches;
-        `keeps_recall_reads`: it changes nothing recall keeps (`_recall_writes`)."""
+        `keeps_supersedes`: no SUPERSEDES edge written, no memory one touches moved."""
         if self._writer is None:
             raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
         with self._write_lock:
