@@ -6,6 +6,11 @@ and by 8 concurrent clients (threads, one keep-alive connection each).
 
     python bench/http.py                      # 10k and 100k, JSON in bench/results/http.json
     python bench/http.py --sizes 10000 --queries 200 --json /tmp/http.json
+    python bench/http.py --home /tmp/h --settled  # build the homes once in /tmp/h/<n>, reuse
+
+`--settled` marks the sessions the ingest queued for enrichment done before the daemon starts
+(the recall without a backlog; `bench/backlog.py` measures it with one). Each row gives the
+CPU per request of the daemon and its recall readers (/proc) and the load average.
 
 Targets (issue 4): recall p95 <= 25 ms single-client at 10k and <= 50 ms at 100k; with 8
 clients, total throughput >= 1.6x one client's (this machine has 2 cores).
@@ -152,62 +157,85 @@ def wait_for_readers(daemon: Daemon, wanted: int) -> None:
 
 
 def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="memoryd-http-") as tmp:
-        root = Path(tmp)
-        home, projects = root / "home", root / "projects"
+    if args.home is None:
+        with tempfile.TemporaryDirectory(prefix="memoryd-http-") as tmp:
+            return bench_home(n, Path(tmp), args)
+    return bench_home(n, args.home / str(n), args)
+
+
+def bench_home(n: int, root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    from backlog import cpu_s, daemon_cpu, settle_queue  # backlog imports this module
+
+    home, projects = root / "home", root / "projects"
+    if home.exists():
+        print(f"[{n}] reusing {home}", flush=True)
+        facts: dict[str, Any] = {"ingest_s": None, "entities": None}
+    else:
         print(f"[{n}] ingesting …", flush=True)
         facts = ingest(home, projects, n, args.extraction, args.engine)
         print(f"[{n}] ingested in {facts['ingest_s']}s ({facts['entities']} entities)", flush=True)
-        scopes = [
-            resolve_scope(projects / f"project-{i:02d}", with_remote=False).scope_hash
-            for i in range(20)
-        ]
-        texts = queries(args.queries)
-        requests = [
-            {"q": q, "scope": scopes[i % len(scopes)], "limit": 10, "track": args.track}
-            for i, q in enumerate(texts)
-        ]
-        daemon = Daemon(home, args.engine)
-        rows: list[dict[str, Any]] = []
-        try:
-            run_clients(daemon, "/v1/recall", requests[:20], 1)  # warm caches and the matcher
-            wait_for_readers(daemon, load_settings(home).daemon.reader_count())
-            for path in ("/v1/recall", "/v1/search"):
-                endpoint = path.rsplit("/", 1)[-1]
-                params = (
-                    requests
-                    if endpoint == "recall"
-                    else [{k: v for k, v in r.items() if k != "track"} for r in requests]
+    if args.settled:
+        settle_queue(home)
+    scopes = [
+        resolve_scope(projects / f"project-{i:02d}", with_remote=False).scope_hash
+        for i in range(20)
+    ]
+    texts = queries(args.queries)
+    requests = [
+        {"q": q, "scope": scopes[i % len(scopes)], "limit": 10, "track": args.track}
+        for i, q in enumerate(texts)
+    ]
+    daemon = Daemon(home, args.engine)
+    rows: list[dict[str, Any]] = []
+    try:
+        run_clients(daemon, "/v1/recall", requests[:20], 1)  # warm caches and the matcher
+        wait_for_readers(daemon, load_settings(home).daemon.reader_count())
+        for path in ("/v1/recall", "/v1/search"):
+            endpoint = path.rsplit("/", 1)[-1]
+            params = (
+                requests
+                if endpoint == "recall"
+                else [{k: v for k, v in r.items() if k != "track"} for r in requests]
+            )
+            for clients in args.clients:
+                # 8 clients send 4x the requests: long enough for a steady state.
+                load = params * (4 if clients > 1 else 1)
+                pid, load_before = daemon.process.pid, os.getloadavg()[0]
+                cpu_before, own_before = daemon_cpu(pid), cpu_s(pid)
+                result = run_clients(daemon, path, load, clients)
+                done = result["requests"] or 1
+                result["cpu_ms_per_request"] = round(
+                    (daemon_cpu(pid) - cpu_before) * 1000 / done, 2
                 )
-                for clients in args.clients:
-                    # 8 clients send 4x the requests: long enough for a steady state.
-                    load = params * (4 if clients > 1 else 1)
-                    result = run_clients(daemon, path, load, clients)
-                    with daemon.client() as http:
-                        health = http.get("/v1/health").json()
-                    result |= {
-                        "n": n,
-                        "endpoint": endpoint,
-                        "clients": clients,
-                        "pending_writes_after": health["pending_writes"],
-                        "daemon_rss_mb": round(rss_mb(daemon.process.pid), 1),
-                        "recall_readers": health.get("recall_readers", 0),
-                        "readers_rss_mb": round(
-                            sum(rss_mb(p) for p in reader_pids(daemon.process.pid)), 1
-                        ),
-                        **facts,
-                    }
-                    rows.append(result)
-                    print(
-                        f"[{n}] {endpoint:6} x{clients}: p50 {result['p50_ms']} ms,"
-                        f" p95 {result['p95_ms']} ms, {result['req_per_s']} req/s",
-                        flush=True,
-                    )
-        finally:
-            shutdown_s = daemon.stop()
-        for row in rows:
-            row["shutdown_s"] = round(shutdown_s, 2)
-        return rows
+                result["daemon_ms_per_request"] = round((cpu_s(pid) - own_before) * 1000 / done, 2)
+                result["load"] = round((load_before + os.getloadavg()[0]) / 2, 2)
+                with daemon.client() as http:
+                    health = http.get("/v1/health").json()
+                result |= {
+                    "n": n,
+                    "endpoint": endpoint,
+                    "clients": clients,
+                    "pending_writes_after": health["pending_writes"],
+                    "daemon_rss_mb": round(rss_mb(daemon.process.pid), 1),
+                    "recall_readers": health.get("recall_readers", 0),
+                    "readers_rss_mb": round(
+                        sum(rss_mb(p) for p in reader_pids(daemon.process.pid)), 1
+                    ),
+                    **facts,
+                }
+                rows.append(result)
+                print(
+                    f"[{n}] {endpoint:6} x{clients}: p50 {result['p50_ms']} ms,"
+                    f" p95 {result['p95_ms']} ms, {result['req_per_s']} req/s,"
+                    f" CPU {result['cpu_ms_per_request']} ms a request (daemon's own"
+                    f" {result['daemon_ms_per_request']}), load {result['load']}",
+                    flush=True,
+                )
+    finally:
+        shutdown_s = daemon.stop()
+    for row in rows:
+        row["shutdown_s"] = round(shutdown_s, 2)
+    return rows
 
 
 def verdicts(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -243,6 +271,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="distinct queries per run")
     parser.add_argument("--engine", default="kuzu", choices=["kuzu", "ladybug"])
     parser.add_argument("--no-extraction", dest="extraction", action="store_false")
+    parser.add_argument("--home", type=Path, help="keep the homes in HOME/<n>; reuse them")
+    parser.add_argument("--settled", action="store_true",
+                        help="mark the enrichment queue done before serving")  # fmt: skip
     parser.add_argument("--no-track", dest="track", action="store_false",
                         help="recall without counting hits (no writes)")  # fmt: skip
     parser.add_argument(

@@ -127,7 +127,8 @@ class Backend:
         return acting
 
 
-def backend(request: Request) -> Backend:
+async def backend(request: Request) -> Backend:
+    """The app's `Backend`; a coroutine: FastAPI runs a plain function on the threadpool."""
     found: Backend = request.app.state.backend
     return found
 

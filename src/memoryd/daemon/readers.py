@@ -85,7 +85,8 @@ class ReaderState:
     entities_version: int
     """Bumped by writes that touch entities: rebuild the entity matcher."""
     graph_generation: int
-    """Bumped by every graph commit: forget the graph reads kept from before it."""
+    """Bumped by every graph commit that may change what recall reads (not by recall counts,
+    `GraphStore.recall_generation`): forget the graph reads kept from before it."""
 
     @classmethod
     def of(cls, service: MemoryService) -> ReaderState:
@@ -96,7 +97,7 @@ class ReaderState:
             service.index_epoch,
             service.index.generation,
             service.entities_version,
-            service.graph.generation,
+            service.graph.recall_generation,
         )
 
 
@@ -352,8 +353,10 @@ class RemoteGraph:
     """The daemon's graph as a reader sees it: each read is a round trip to the daemon.
 
     The reads every recall makes (the memories mentioning an entity, its relations, the
-    supersedes edges) are kept until the daemon's graph next commits (`forget_before`):
-    a round trip costs both processes, and between two commits the answer cannot change.
+    supersedes edges) are kept until the daemon's graph next commits a write that may change
+    them, which recall counts do not (`forget_before`, `GraphStore.recall_generation`):
+    a round trip costs both processes, and between two such commits the answer cannot
+    change.
     """
 
     KEPT_MAX = 4096

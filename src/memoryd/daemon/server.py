@@ -479,6 +479,9 @@ async def _serve(
                 access_log=False,
                 timeout_graceful_shutdown=None,
                 server_header=False,
+                # Clients are local (the socket, 127.0.0.1): no proxy's X-Forwarded-For to
+                # read, and one ASGI layer less on every request.
+                proxy_headers=False,
             )
         )
         for guard, _ in zip(guarded, sockets, strict=False)

@@ -52,12 +52,17 @@ class CypherReads(ABC):
         self._generation = 0
         """Counts committed write transactions: caches of graph facts are keyed by it."""
         self.co_mentions = False
-        """The graph keeps its CO_MENTIONS counts (schema 7: `store.CO_MENTIONS_FILL`); a
+        """The graph keeps its CO_MENTIONS counts (the migration `store.CO_MENTIONS_FILL`); a
         graph opened read-only at an older schema does not, and its co-mentions are read
         from the memories."""
         self._supersedes: tuple[int, dict[str, SupersedeRow]] = (-1, {})
         self._supersede_writes = 0
         self._per_entity: tuple[int, dict[tuple[str, ...], list[Any]]] = (-1, {})
+        self._recall_writes = 0
+        """Counts committed writes that may change what recall keeps of the graph (`mentioning`,
+        `related_entities`, the supersede edges): every write but recall counts that bring
+        no forgotten memory back (`record_recalls`, every few seconds while recalls are
+        counted). `_per_entity` and the recall readers' kept reads are keyed by it."""
         """Counts committed writes that may have changed the SUPERSEDES edges (or the order of
         their newer ends): the supersede map is keyed by it, so the writes that cannot (recall
         counts, scopes, entities, a memory no edge touches) leave it cached."""
@@ -109,8 +114,20 @@ class CypherReads(ABC):
         """One page of an `ORDER BY` query and the number of rows it pages over."""
 
     @abstractmethod
-    def _transaction(self, *, keeps_supersedes: bool = False) -> AbstractContextManager[Any]:
-        """One write transaction: the statements run on what it yields commit together."""
+    def _transaction(
+        self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
+    ) -> AbstractContextManager[Any]:
+        """One write transaction: the statements run on what it yields commit together.
+        `keeps_recall_reads`: it changes nothing recall keeps (`_recall_writes`)."""
+
+    def _moved(self, *, keeps_supersedes: bool, keeps_recall_reads: bool) -> None:
+        """Count a write transaction that ended (committed, or failed and maybe partly
+        applied: then nothing is kept) in the generations the caches are keyed by."""
+        self._generation += 1
+        if not keeps_supersedes:
+            self._supersede_writes += 1
+        if not keeps_recall_reads:
+            self._recall_writes += 1
 
     @abstractmethod
     def _collect(self, conn: Any, query: str, params: dict[str, Any]) -> list[list[Any]]:
@@ -319,7 +336,7 @@ class CypherReads(ABC):
         wanted = list(dict.fromkeys(entity_ids))
         if not wanted:
             return []
-        generation = self._generation
+        generation = self._recall_writes
         cached_at, cache = self._per_entity
         if cached_at != generation or len(cache) > _PER_ENTITY_CACHE:
             cache = {}
@@ -328,7 +345,7 @@ class CypherReads(ABC):
         fresh = fetch(missing) if missing else {}
         # A write that committed while the rows were read may be in them or not: kept only
         # when none did (a cache read before a write is dropped by the write's generation).
-        if not self.read_only and self._generation == generation:
+        if not self.read_only and self._recall_writes == generation:
             for eid, rows in fresh.items():
                 cache[(*key, eid)] = rows
         out: list[Any] = []
@@ -339,6 +356,10 @@ class CypherReads(ABC):
     @property
     def generation(self) -> int:
         return self._generation
+
+    @property
+    def recall_generation(self) -> int:
+        return self._recall_writes
 
     def superseded_by(self, slugs: Sequence[str]) -> dict[str, str]:
         """For each of these slugs that a newer memory supersedes: older → newer."""

@@ -518,7 +518,16 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
         if not recalls:
             return {}
         rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
-        with self._transaction(keeps_supersedes=True) as conn:
+        # Counts change nothing recall keeps of the graph, unless a forgotten memory comes
+        # back (`mentioning` leaves the forgotten out): so the daemon's and its readers' kept
+        # reads survive the flush the daemon makes every few seconds.
+        with self._transaction(keeps_supersedes=True, keeps_recall_reads=True) as conn:
+            revived = self._collect(
+                conn,
+                "UNWIND $slugs AS s MATCH (m:Memory {slug: s})"
+                " WHERE m.decay_state = 'forgotten' RETURN m.slug",
+                {"slugs": list(recalls)},
+            )
             moving = self._states_moving(conn, dict.fromkeys(recalls, DecayState.ALIVE.value))
             counts = self._returning(
                 conn,
@@ -531,6 +540,8 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
                 {"rows": rows},
             )
             self._move_co_mentions(conn, moving)
+        if revived:
+            self._recall_writes += 1
         return {str(slug): int(count) for slug, count in counts}
 
 

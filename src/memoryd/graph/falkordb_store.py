@@ -354,7 +354,9 @@ class FalkorGraphStore(CypherGraphStore):
         return [[convert(v) for v in row] for row in rows], total
 
     @contextmanager
-    def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[_Transaction]:
+    def _transaction(
+        self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
+    ) -> Iterator[_Transaction]:
         """The statements run on what this yields go to the server in one MULTI/EXEC."""
         if self.read_only:
             raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
@@ -368,9 +370,9 @@ class FalkorGraphStore(CypherGraphStore):
                 try:
                     self._commit(tx, pipe)
                 finally:
-                    self._generation += 1
-                    if not keeps_supersedes:
-                        self._supersede_writes += 1
+                    self._moved(
+                        keeps_supersedes=keeps_supersedes, keeps_recall_reads=keeps_recall_reads
+                    )
             finally:
                 pipe.reset()
 

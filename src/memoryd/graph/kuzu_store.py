@@ -16,10 +16,9 @@ Engine hazards measured on kuzu 0.11.3 (DESIGN.md §4) shape this module:
   is replaced after each transaction and a read connection after `READER_BUDGET`
   parameter values.
 
-The one home of kuzu (ruff enforces it): connections, transactions, checkpoints,
-migrations and the statements Kuzu's dialect writes its own way. The
-engine-neutral half (reads, traversals, the supersede map) is `cypher_store`; the schema,
-the checkpoint gate and error translation are in `kuzu_support`.
+The one home of kuzu (ruff enforces it): connections, transactions, checkpoints, migrations,
+Kuzu's own statements. The engine-neutral half (reads, traversals, the supersede map) is
+`cypher_store`; the schema, the checkpoint gate and error translation are in `kuzu_support`.
 """
 
 from __future__ import annotations
@@ -300,9 +299,11 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         return [[convert(v) for v in row] for row in rows], total
 
     @contextmanager
-    def _transaction(self, *, keeps_supersedes: bool = False) -> Iterator[Any]:
+    def _transaction(
+        self, *, keeps_supersedes: bool = False, keeps_recall_reads: bool = False
+    ) -> Iterator[Any]:
         """One write transaction on the one write connection; rolled back on any error.
-        `keeps_supersedes`: it writes no SUPERSEDES edge and moves no memory one touches."""
+        `keeps_supersedes`: no SUPERSEDES edge written, no memory one touches moved."""
         if self._writer is None:
             raise PolicyDenied("the graph is open read-only", hint="write through `memoryd serve`")
         with self._write_lock:
@@ -315,8 +316,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
                 yield _Yielding(conn) if yielding() else conn
                 conn.execute("COMMIT")
             except BaseException as exc:
-                self._generation += 1
-                self._supersede_writes += 1
+                self._moved(keeps_supersedes=False, keeps_recall_reads=False)
                 try:
                     conn.execute("ROLLBACK")
                 except RuntimeError:
@@ -326,9 +326,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
                 if isinstance(exc, RuntimeError):
                     raise engine_error(exc, self.path) from exc
                 raise
-            self._generation += 1
-            if not keeps_supersedes:
-                self._supersede_writes += 1
+            self._moved(keeps_supersedes=keeps_supersedes, keeps_recall_reads=keeps_recall_reads)
             if self._wal.exists() and self._wal.stat().st_size >= self._checkpoint_bytes:
                 try:
                     self._checkpoint()

@@ -339,6 +339,12 @@ class GraphStore(Protocol):
         """Counts committed write transactions: a cache of graph reads is good while it holds."""
         ...
 
+    @property
+    def recall_generation(self) -> int:
+        """Counts committed writes that may change what recall reads of the graph (entity
+        mentions and relations, supersede edges): recall counts alone do not."""
+        ...
+
     def close(self) -> None: ...
 
     def replace_with(self, rebuilt: Path) -> None:

@@ -129,7 +129,12 @@ class CandidatePool(dict[str, Candidate]):
     """Every memory some stage found, with each stage's raw score."""
 
     def at(self, slug: str) -> Candidate:
-        return self.setdefault(slug, Candidate(slug))
+        """The slug's candidate, made on its first mention only (`setdefault` would build a
+        `Candidate` and its six containers for every mention of one already here)."""
+        found = self.get(slug)
+        if found is None:
+            found = self[slug] = Candidate(slug)
+        return found
 
     def has_stage(self, stage: str) -> bool:
         return any(stage in c.stage_scores for c in self.values())

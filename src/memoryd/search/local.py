@@ -9,6 +9,7 @@ it (`LABEL_FIELDS`), scored as a match in the title.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import NamedTuple
 
 from memoryd.models import MemoryType, typed
@@ -184,6 +185,7 @@ class LocalBM25(IndexTallies):
         # most of a slow recall. They are taken in the query's order, so the sums add up in
         # the same order as over every word.
         order = {token: i for i, token in enumerate(weights)}
+        asked = frozenset(order)
         for _, entry in ranked:
             slug, titled, said = entry.slug, entry.title, entry.body
             entries[slug] = entry
@@ -201,8 +203,11 @@ class LocalBM25(IndexTallies):
             matched = []
             hear = bool(around and context_boost)
             labelled = self._label_tokens((*entry.tags, *entry.triggers))
-            held_words = set(said).union(titled, labelled, *(around if hear else ()))
-            for token in sorted(held_words.intersection(order), key=order.__getitem__):
+            # The query's words among the memory's, looked up one by one in the (small) set
+            # of the query's: no set of every word the memory holds is built.
+            texts = (said, titled, labelled, *(around if hear else ()))
+            held_words = asked.intersection(chain.from_iterable(texts))
+            for token in sorted(held_words, key=order.__getitem__):
                 weight = weights[token]
                 tf = said.count(token) / body_norm + titled.count(token) / title_norm
                 tf += token in labelled  # a label's word: once, as a title word of mean length
