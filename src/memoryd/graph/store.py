@@ -176,7 +176,7 @@ MENTION_COPIES_NEW = ", ".join(f"{name}: m.{name}" for name in MENTION_COPIES)
 MENTION_COPIES_FILL = "MATCH (m:Memory)-[r:MENTIONS]->(:Entity) SET " + ", ".join(
     f"r.{name} = m.{name}" for name in MENTION_COPIES
 )
-"""Every MENTIONS edge's copies, from its memory: the migration that adds them."""
+"""Every MENTIONS edge's copies, from its memory: FalkorDB's migration that adds them."""
 
 MEMORY_HINT = (
     "narrow the query: return fewer or smaller values, build no large lists (range(),"
