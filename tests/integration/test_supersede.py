@@ -568,7 +568,7 @@ def test_a_graph_from_before_supersede_judging_keeps_its_edges_active(
         store.close()
     store = kuzu_store.KuzuGraphStore(directory, engine=ENGINE, buffer_pool_mb=128)
     try:
-        assert store.schema_version() == kuzu_store.SCHEMA_VERSION == 6
+        assert store.schema_version() == kuzu_store.SCHEMA_VERSION == 5
         assert store.superseded_by(["use-react"]) == {"use-react": "use-solid"}
         (row,) = store.supersedes_chain("use-react")
         assert (row.status, row.judge, row.decided_by, row.rules) == ("active", None, "user", None)

@@ -97,18 +97,15 @@ _MENTIONED_BY = (
 )
 # A hub entity (`_HUB`) is read per entity, newest first and only as far as judging can
 # use (`_NEWEST` rows): at 100k memories an entity has ~7.8k mentions, and turning every one
-# into a Python row was a quarter of a judged batch's read. It is read off the MENTIONS
-# edges' copies of their memories' properties (`graph.store.MENTION_COPIES`): ordered by
-# the memories' own, it read every mentioning memory's node. The filter follows a WITH: in
-# the MATCH's WHERE, kuzu 0.11.3 planned it as a scan of every memory.
+# into a Python row was a quarter of a judged batch's read.
 _NEWEST = 200
 _HUB = 10 * _NEWEST
 """Mentioned more often than this, an entity is read alone, newest first: at 10k memories
 (~780 mentions an entity) one read of all of them costs less than one query per entity."""
 _MENTIONED_NEWEST = (
-    "MATCH (e:Entity {id: $id})<-[r:MENTIONS]-(:Memory) WITH r"
-    " WHERE r.scope_hash = $scope AND r.type IN $types AND r.decay_state <> 'forgotten'"
-    " AND NOT r.sensitive RETURN r.slug, r.created_at ORDER BY r.created_at DESC, r.slug"
+    "MATCH (e:Entity {id: $id})<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash = $scope AND o.type IN $types AND o.decay_state <> 'forgotten'"
+    " AND NOT o.sensitive RETURN o.slug, o.created_at ORDER BY o.created_at DESC, o.slug"
 )
 _MENTIONS_OF = (
     "UNWIND $slugs AS s MATCH (o:Memory {slug: s})-[:MENTIONS]->(e:Entity)"

@@ -19,7 +19,7 @@ from typing import Any
 from memoryd.errors import StorageError
 from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads
 from memoryd.graph.rows import graph_rows, utc
-from memoryd.graph.store import MENTION_COPIES_NEW, supersede_edges
+from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
 from memoryd.private import swap_dir
 
@@ -148,10 +148,9 @@ class CypherGraphStore(CypherReads):
 
     def set_decay_states(self, states: Mapping[str, DecayState]) -> None:
         """Move memories to new decay states (slug → state), one statement per state: the
-        decay sweep changes nothing else about them, so their edges stay as they are but
-        for the state's copy on their MENTIONS edges. A list of slugs per state, not a list
-        of slug-state structs: kuzu reads a 25k-row struct list several times slower (25k
-        moves: 0.5-0.8 s against 0.1 s)."""
+        decay sweep changes nothing else about them, so their edges stay as they are. A list
+        of slugs per state, not a list of slug-state structs: kuzu reads a 25k-row struct
+        list several times slower (25k moves: 0.5-0.8 s against 0.1 s)."""
         by_state: dict[str, list[str]] = {}
         for slug, state in states.items():
             by_state.setdefault(state.value, []).append(slug)
@@ -161,11 +160,6 @@ class CypherGraphStore(CypherReads):
             for value, slugs in sorted(by_state.items()):
                 conn.execute(
                     "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) SET m.decay_state = $state",
-                    {"slugs": slugs, "state": value},
-                )
-                conn.execute(  # the copy on its MENTIONS edges (`MENTION_COPIES`)
-                    "UNWIND $slugs AS s MATCH (:Memory {slug: s})-[r:MENTIONS]->()"
-                    " SET r.decay_state = $state",
                     {"slugs": slugs, "state": value},
                 )
 
@@ -248,13 +242,9 @@ class CypherGraphStore(CypherReads):
                     " WITH r.slug AS slug, r.id AS id, CAST(r.confidence AS DOUBLE) AS confidence"
                     " MATCH (m:Memory {slug: slug}) WITH m, id, confidence"
                     " MATCH (e:Entity {id: id})"
-                    " CREATE (m)-[:MENTIONS {confidence: confidence, "
-                    + MENTION_COPIES_NEW
-                    + "}]->(e)",
+                    " CREATE (m)-[:MENTIONS {confidence: confidence}]->(e)",
                     "MATCH (m:Memory {slug: $slug}) WITH m MATCH (e:Entity {id: $id})"
-                    " CREATE (m)-[:MENTIONS {confidence: CAST($confidence AS DOUBLE), "
-                    + MENTION_COPIES_NEW
-                    + "}]->(e)",
+                    " CREATE (m)-[:MENTIONS {confidence: CAST($confidence AS DOUBLE)}]->(e)",
                     [{"slug": s, "id": e, "confidence": c} for (s, e), c in mentions.items()],
                 )
             for (s_kind, o_kind), rows in relates.items():
@@ -420,10 +410,6 @@ class CypherGraphStore(CypherReads):
                     "state": decay_state.value,
                 },
             )
-            conn.execute(
-                "MATCH (:Memory {slug: $slug})-[r:MENTIONS]->() SET r.decay_state = $state",
-                {"slug": slug, "state": decay_state.value},
-            )
 
     def upsert_scope(self, scope_hash: str, path: str, sensitive: bool, aliases: list[str]) -> None:
         with self._transaction(keeps_supersedes=True) as conn:
@@ -470,7 +456,7 @@ class CypherGraphStore(CypherReads):
                 "MATCH (m:Memory)-[r:MENTIONS]->(:Entity {id: $drop}), (k:Entity {id: $keep})"
                 " OPTIONAL MATCH (m)-[e:MENTIONS]->(k)"
                 " WITH m, k, max(r.confidence) AS c, count(e) AS had WHERE had = 0"
-                " CREATE (m)-[:MENTIONS {confidence: c, " + MENTION_COPIES_NEW + "}]->(k)",
+                " CREATE (m)-[:MENTIONS {confidence: c}]->(k)",
                 {"drop": drop, "keep": keep},
             )
             props = (
@@ -516,11 +502,6 @@ class CypherGraphStore(CypherReads):
             return {}
         rows = [{"slug": slug, "n": n, "at": at} for slug, (n, at) in recalls.items()]
         with self._transaction(keeps_supersedes=True) as conn:
-            conn.execute(  # the copy on their MENTIONS edges (`MENTION_COPIES`), first
-                "UNWIND $slugs AS s MATCH (m:Memory {slug: s})-[r:MENTIONS]->()"
-                " WHERE m.decay_state <> 'alive' SET r.decay_state = 'alive'",
-                {"slugs": list(recalls)},
-            )
             counts = self._returning(
                 conn,
                 "UNWIND $rows AS r"

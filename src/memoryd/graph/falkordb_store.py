@@ -55,7 +55,6 @@ from memoryd.graph.falkordb_log import LogState, RedoLog
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import (
     MEMORY_HINT,
-    MENTION_COPIES_FILL,
     TIME_HINT,
     CypherResult,
     GraphCopy,
@@ -99,8 +98,6 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX FOR (e:Entity) ON (e.id)",
         "CREATE INDEX FOR (s:Scope) ON (s.hash)",
     ],
-    # 2 (Kuzu's 6): a MENTIONS edge carries its memory's `MENTION_COPIES`.
-    [MENTION_COPIES_FILL],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -23,7 +23,7 @@ from memoryd.errors import (
     ResourceExhausted,
     StorageError,
 )
-from memoryd.graph.store import MEMORY_HINT, MENTION_COPIES, TIME_HINT
+from memoryd.graph.store import MEMORY_HINT, TIME_HINT
 
 logger = logging.getLogger(__name__)
 
@@ -72,21 +72,6 @@ MIGRATIONS: list[list[str]] = [
         "MATCH (m:Memory) WHERE m.scope_hash IS NOT NULL AND m.fingerprint IS NOT NULL"
         " WITH concat(m.scope_hash, ':', m.fingerprint) AS k, count(*) AS n"
         " CREATE (:BodyPrint {key: k, n: n})",
-    ],
-    # 6: a MENTIONS edge carries its memory's `MENTION_COPIES`, which supersede judging
-    # filters and orders a hub entity's mentions by. The table is built again by COPY from
-    # the old one: a SET of the copies on every edge cost many times the CPU at 100k
-    # (bench/RESULTS.md, s-judge3).
-    [
-        "CREATE REL TABLE MENTIONS_6(FROM Memory TO Entity, confidence DOUBLE, slug STRING,"
-        " created_at TIMESTAMP, scope_hash STRING, type STRING, decay_state STRING,"
-        " sensitive BOOLEAN)",
-        "COPY MENTIONS_6 FROM (MATCH (m:Memory)-[r:MENTIONS]->(e:Entity)"
-        " RETURN m.slug AS from_slug, e.id AS to_id, r.confidence, "
-        + ", ".join(f"m.{name}" for name in MENTION_COPIES)
-        + ")",
-        "DROP TABLE MENTIONS",
-        "ALTER TABLE MENTIONS_6 RENAME TO MENTIONS",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

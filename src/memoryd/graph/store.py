@@ -166,18 +166,6 @@ _CALL = re.compile(r"(?<![.$])\bCALL\b\s*([A-Za-z_][\w.]*)?\s*(\(|=)?", re.IGNOR
 _PARAM = re.compile(r"\$(\w+)")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
-MENTION_COPIES = ("slug", "created_at", "scope_hash", "type", "decay_state", "sensitive")
-"""The properties of its memory a MENTIONS edge carries a copy of: supersede judging filters
-and orders a hub entity's mentions by them without reading every mentioning memory's node
-(`supersede_graph._MENTIONED_NEWEST`). Every write that creates a MENTIONS edge, or changes
-one of these on a memory, writes the copies in the same transaction."""
-MENTION_COPIES_NEW = ", ".join(f"{name}: m.{name}" for name in MENTION_COPIES)
-"""The copies in a `CREATE (m)-[:MENTIONS {...}]->(e)` of the memory `m`."""
-MENTION_COPIES_FILL = "MATCH (m:Memory)-[r:MENTIONS]->(:Entity) SET " + ", ".join(
-    f"r.{name} = m.{name}" for name in MENTION_COPIES
-)
-"""Every MENTIONS edge's copies, from its memory: FalkorDB's migration that adds them."""
-
 MEMORY_HINT = (
     "narrow the query: return fewer or smaller values, build no large lists (range(),"
     " collect()) and no cross product of unrelated MATCHes, add a LIMIT"
