@@ -266,6 +266,13 @@ def transitions(text: str, known: Sequence[Name] = ()) -> list[Transition]:
     """The changes of choice a text states, sentence by sentence: in each, the first kind of
     wording that applies (a return, both sides named, one side named). Each side is a name
     the lexicon or `known` holds; wording about anything else states no change of choice."""
+    return list(_transitions(text, tuple(known)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _transitions(text: str, known: tuple[Name, ...]) -> tuple[Transition, ...]:
+    """`transitions`, once per (text, names): a newer memory's text is read against each of
+    its twenty pairs, most of which share the same names with it."""
     out: list[Transition] = []
     for sentence in _sentences(text):
         for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
@@ -273,7 +280,7 @@ def transitions(text: str, known: Sequence[Name] = ()) -> list[Transition]:
             if found:
                 out.extend(found)
                 break
-    return out
+    return tuple(out)
 
 
 def _went_back(sentence: str, known: Sequence[Name]) -> list[Transition]:
