@@ -595,6 +595,18 @@ def test_a_session_transcript_supersedes_automatically_only_between_known_names(
         assert Tiers().tier(job.verdicts["packaging"].confidence) == "auto"
 
 
+def test_a_judged_job_leaves_no_memory_text_kept_in_the_process() -> None:
+    # The rules keep each text's reading while a job runs (a newer memory meets twenty
+    # pairs); none stays after it, so a forgotten memory's words leave the daemon's heap.
+    from memoryd.governance import supersede_patterns
+
+    older = Pair("redis", "Sessions are cached in Redis.", None, "Redis")
+    job = SupersedeJob("newer", "We moved session caching from Redis to Valkey.", [older])
+    judge_pairs(job)
+    assert Tiers().tier(job.verdicts["redis"].confidence) == "auto"
+    assert supersede_patterns._transitions.cache_info().currsize == 0
+
+
 def test_memories_written_in_the_same_second_are_judged_once_one_way(
     svc: MemoryService, project: Path
 ) -> None:

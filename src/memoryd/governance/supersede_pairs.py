@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from memoryd.errors import MemorydError
 from memoryd.governance.supersede_names import Name, _lexicon
+from memoryd.governance.supersede_patterns import forget_texts
 from memoryd.governance.supersede_rules import (
     FAN_OUT,
     PARTIAL,
@@ -56,6 +57,13 @@ a change between names the lexicon knows (tools, frameworks, databases) is autom
 
 def judge_pairs(job: SupersedeJob) -> None:
     """Run the rules over every pair of the job (pure: no store, no network)."""
+    try:
+        _judge_each(job)
+    finally:
+        forget_texts()
+
+
+def _judge_each(job: SupersedeJob) -> None:
     for pair in job.pairs:
         verdict = judge_by_rules(job.newer_text, pair.older_text, pair.known)
         if verdict is None:

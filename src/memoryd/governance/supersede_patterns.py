@@ -269,10 +269,16 @@ def transitions(text: str, known: Sequence[Name] = ()) -> list[Transition]:
     return list(_transitions(text, tuple(known)))
 
 
+def forget_texts() -> None:
+    """Drop the texts `transitions` keeps: a judging job calls it when done, so no memory's
+    text (one since forgotten, a long session's) stays in the process's heap after it."""
+    _transitions.cache_clear()
+
+
 @functools.lru_cache(maxsize=4096)
 def _transitions(text: str, known: tuple[Name, ...]) -> tuple[Transition, ...]:
     """`transitions`, once per (text, names): a newer memory's text is read against each of
-    its twenty pairs, most of which share the same names with it."""
+    its twenty pairs, most of which share the same names with it (`forget_texts`)."""
     out: list[Transition] = []
     for sentence in _sentences(text):
         for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
