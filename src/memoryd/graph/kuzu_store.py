@@ -48,6 +48,7 @@ from memoryd.graph.kuzu_support import (
     MIGRATIONS,
     SCHEMA_VERSION,
     CheckpointGate,
+    ColumnRows,
     _copy,
     _copy_private,
     _values_in,
@@ -310,7 +311,7 @@ class KuzuGraphStore(CypherGraphStore):
             except RuntimeError as exc:
                 raise engine_error(exc, self.path) from exc
             try:
-                yield _Yielding(conn) if yielding() else conn
+                yield ColumnRows(_Yielding(conn) if yielding() else conn)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._generation += 1
