@@ -361,6 +361,8 @@ class Vault:
         self.scopes_dir = home / SCOPES_DIR
         self.cipher = cipher
         self._ledgers: dict[str, tuple[tuple[int, int, int], dict[str, DecayEntry], int]] = {}
+        self._dirs: dict[tuple[str, MemoryType], Path] = {}
+        """(scope hash, type) → its directory: a bulk write names 5000 files a batch."""
 
     # -- scopes ---------------------------------------------------------------------------
     def scope_dir(self, scope_hash: str) -> Path:
@@ -396,7 +398,11 @@ class Vault:
     def path_for(self, memory: Memory) -> Path:
         meta = memory.meta
         suffix = ENCRYPTED_SUFFIX if memory.sensitive else ".md"
-        return self.scope_dir(meta.scope_hash) / meta.type.dir_name / f"{meta.slug}{suffix}"
+        key = (meta.scope_hash, meta.type)
+        directory = self._dirs.get(key)
+        if directory is None:
+            directory = self._dirs[key] = self.scope_dir(meta.scope_hash) / meta.type.dir_name
+        return directory / f"{meta.slug}{suffix}"
 
     def write(self, memory: Memory, *, sync: bool = True) -> Path:
         """Write the memory file atomically and return its path (sealed when sensitive)."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memoryd.api.routes import ERRORS, Actor, Api, _draft
-from memoryd.api.schemas import GraphFactsBatch
+from memoryd.api.routes import ERRORS, Actor, Api
+from memoryd.api.schemas import GraphFactsBatch, memory_draft
 from memoryd.models import GraphFact, Memory, Recorded
 
 router = APIRouter(
@@ -41,7 +41,10 @@ async def record_graph_facts_brief(
 
 
 def _facts(body: GraphFactsBatch) -> list[GraphFact]:
+    """The service's facts of a validated batch, not validated again (`memory_draft`)."""
     return [
-        GraphFact(draft=_draft(f.memory), entity_ids=f.entity_ids, relations=f.relations)
+        GraphFact.model_construct(
+            draft=memory_draft(f.memory), entity_ids=f.entity_ids, relations=f.relations
+        )
         for f in body.facts
     ]

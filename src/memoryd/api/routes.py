@@ -48,6 +48,7 @@ from memoryd.api.schemas import (
     RelationsClose,
     SearchPage,
     VersionInfo,
+    memory_draft,
 )
 from memoryd.errors import InvalidInput
 from memoryd.graph.store import (
@@ -64,7 +65,6 @@ from memoryd.models import (
     DoctorCheck,
     EntityDeletion,
     Memory,
-    MemoryDraft,
     MemorySummary,
     MemoryType,
     Predicate,
@@ -248,7 +248,7 @@ _SLUG_LINKS = {
 async def create_memory(
     api: Api, body: MemoryCreate, response: Response, actor: Actor = "api"
 ) -> Memory:
-    memory = await api.write(actor, api.service.record, _draft(body))
+    memory = await api.write(actor, api.service.record, memory_draft(body))
     response.headers["Location"] = f"/v1/memories/{quote(memory.slug, safe='')}"
     return memory
 
@@ -257,7 +257,7 @@ async def create_memory(
 async def create_memories(api: Api, body: MemoryBatch, actor: Actor = "api") -> list[Memory]:
     """Record many memories in one batched write (`record_many`): all of them or, on a bad
     one, none."""
-    drafts = [_draft(memory) for memory in body.memories]
+    drafts = [memory_draft(memory) for memory in body.memories]
     return await api.write(actor, api.service.record_many, drafts, bulk=body.bulk)
 
 
@@ -266,7 +266,7 @@ async def record_graph_facts(
     api: Api, body: GraphFacts, response: Response, actor: Actor = "api"
 ) -> Memory:
     """Record a memory that states entities and relations (what the MCP graph tools write)."""
-    draft = _draft(body.memory)
+    draft = memory_draft(body.memory)
     memory = await api.write(
         actor,
         api.service.record_graph_facts,
@@ -276,15 +276,6 @@ async def record_graph_facts(
     )
     response.headers["Location"] = f"/v1/memories/{quote(memory.slug, safe='')}"
     return memory
-
-
-def _draft(body: MemoryCreate) -> MemoryDraft:
-    if not Path(body.scope).is_absolute():
-        raise InvalidInput(
-            f"scope {body.scope!r} is not an absolute path",
-            hint="pass the absolute path of the project directory",
-        )
-    return MemoryDraft(**body.model_dump(exclude={"scope"}), scope_path=Path(body.scope))
 
 
 @router.get("/memories", tags=["memories"])

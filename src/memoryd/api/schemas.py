@@ -6,13 +6,23 @@ the CLI, reading them back through the daemon, renders exactly what embedded mod
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Generic, TypeVar
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
-from memoryd.models import HiddenResults, MemoryType, RecallHit, RelationRef, SearchHit
+from memoryd.errors import InvalidInput
+from memoryd.models import (
+    HiddenResults,
+    MemoryDraft,
+    MemoryType,
+    RecallHit,
+    RelationRef,
+    SearchHit,
+)
 from memoryd.scope import path_problem
 
 T = TypeVar("T")
@@ -74,6 +84,26 @@ class MemoryCreate(BaseModel):
     allow_duplicate: bool = False
     supersedes: list[str] = Field(default_factory=list, max_length=100)
     promoted_from: str | None = None
+
+
+def memory_draft(body: MemoryCreate) -> MemoryDraft:
+    """The service's draft of a request's memory, built without validating it again: the
+    route validated `body`, whose fields are the draft's, of the same types (a batch of
+    5000 spent more on dumping and re-validating them than on reading the request)."""
+    fields = dict(body.__dict__)
+    scope = _scope_path(fields.pop("scope"))
+    return MemoryDraft.model_construct(**fields, scope_path=scope)
+
+
+@functools.lru_cache(maxsize=256)
+def _scope_path(scope: str) -> Path:
+    """A request's scope as a path, once per scope (a batch's memories share one)."""
+    if not Path(scope).is_absolute():
+        raise InvalidInput(
+            f"scope {scope!r} is not an absolute path",
+            hint="pass the absolute path of the project directory",
+        )
+    return Path(scope)
 
 
 MAX_BATCH_MEMORIES = 1000

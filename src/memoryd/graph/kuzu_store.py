@@ -48,6 +48,7 @@ from memoryd.graph.kuzu_support import (
     MIGRATIONS,
     SCHEMA_VERSION,
     CheckpointGate,
+    ColumnRows,
     _copy,
     _copy_private,
     _values_in,
@@ -313,7 +314,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
             except RuntimeError as exc:
                 raise engine_error(exc, self.path) from exc
             try:
-                yield _Yielding(conn) if yielding() else conn
+                yield ColumnRows(_Yielding(conn) if yielding() else conn)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._moved(keeps_supersedes=False, keeps_recall_reads=False)
