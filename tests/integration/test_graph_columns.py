@@ -135,7 +135,7 @@ def test_columns_read_back_as_the_rows_did(tmp_path: Path) -> None:
     assert all(isinstance(v, list) and not isinstance(v[0], dict) for v in params.values())
     conn = kuzu.Connection(kuzu.Database(str(tmp_path / "g")))
 
-    def run(q: str, p: dict[str, Any]) -> list[list[Any]]:
+    def run(q: str, p: dict[str, Any]) -> list[Any]:
         result = conn.execute(q, p)
         assert isinstance(result, kuzu.QueryResult)
         out = []
