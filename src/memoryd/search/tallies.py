@@ -296,7 +296,7 @@ class IndexTallies(IndexReader):
         tallied = set(self._stats.tallied())
         folding = {scope for scope, keep in kept.items() if keep.fold}
         self._folding = (self._folding - kept.keys()) | folding
-        self._borrowed |= {scope for scope in folding if kept[scope].borrowed}
+        self._borrowed = (self._borrowed | {s for s in folding if kept[s].borrowed}) & self._folding
         self._unsaved = (
             (self._unsaved | (tallied if scopes is None else tallied & scopes)) & tallied
         ) - kept.keys()
