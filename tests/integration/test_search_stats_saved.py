@@ -3,19 +3,24 @@ instead of counting, and what it loads always equals a count from scratch."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
+import struct
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from memoryd.models import DecayState
-from memoryd.search import tallies
+from memoryd.models import DecayState, MemoryType
+from memoryd.search import stats_format, tallies
 from memoryd.search.engine import SCHEMA_VERSION
 from memoryd.search.index import Placed, SearchIndex
+from memoryd.search.stats import Turn
 from memoryd.search.stats_file import STATS_DIR, index_opstamp
 from tests.integration.test_search_stats import SCOPES, TESTS, random_doc
 
@@ -148,7 +153,9 @@ def test_a_corrupt_cut_or_foreign_file_is_counted_again(tmp_path: Path) -> None:
     files = sorted((directory / STATS_DIR).glob("*.stats"))
     assert len(files) == len(SCOPES)
     raw = files[0].read_bytes()
-    files[0].write_bytes(raw[:-10] + bytes(b ^ 1 for b in raw[-10:]))  # flipped bits
+    # Flipped bits in the header and sections (a corrupt entry: the test after the next).
+    at = len(stats_format.MAGIC) + stats_format.HEAD.size + 20
+    files[0].write_bytes(raw[:at] + bytes(b ^ 1 for b in raw[at : at + 10]) + raw[at + 10 :])
     files[1].write_bytes(raw[: len(raw) // 2])  # cut short
     loaded, counted = fresh_views(directory)
     assert counted == 2
@@ -389,7 +396,8 @@ def test_frames_fold_into_the_file_once_they_outgrow_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A loader decodes every frame: once they outgrow a quarter of the file, the writer
-    saves the file again with them (and keeps no tally of the scope after)."""
+    saves the file again with them, by its close at the latest (and keeps no tally of the
+    scope after)."""
     monkeypatch.setattr(tallies, "_DELTA_MIN_BYTES", 0)
     directory = tmp_path / "search"
     _tallied_home(directory, 41).close()
@@ -400,7 +408,7 @@ def test_frames_fold_into_the_file_once_they_outgrow_it(
         with SearchIndex.open(directory) as index:
             doc = random_doc(rng, f"f{i}").model_copy(update={"scope_hash": SCOPES[0]})
             index.upsert([doc])
-            assert index._stats.tallied() == []
+        assert index._stats.tallied() == []
         sizes.append(delta.stat().st_size if delta.exists() else 0)
         assert fresh_views(directory) == (from_scratch(directory), 0)
     assert 0 in sizes[1:]  # folded at least once
@@ -467,4 +475,179 @@ def test_an_index_from_before_the_saved_statistics_saves_what_its_first_recall_c
     meta = {"schema_version": SCHEMA_VERSION}  # an index from before identities, too
     (directory / "index_meta.json").write_text(json.dumps(meta))
     assert fresh_views(directory)[1] > 0  # counts, and saves
+    assert fresh_views(directory) == (from_scratch(directory), 0)
+
+
+def _format_2(path: Path, identity: str, analysis: str, scope: str, tally: Any) -> None:
+    """Write a scope's file as format 2 held it (everything but the entries in one JSON
+    header), from a tally: a home saved before format 3."""
+    entries = [(key, tally.held(key)) for key in tally.keyed]
+    rows = [orjson.dumps(stats_format.fields_of(entry)) for _, entry in entries]
+    opstamp = index_opstamp(path.parent.parent)
+    assert opstamp is not None
+    header = orjson.dumps(
+        {
+            "format": 2,
+            "index": identity,
+            "analysis": analysis,
+            "scope": scope,
+            "opstamp": opstamp,
+            "counts": [[c.docs, c.titles, c.bodies, c.df] for c in (tally.visible, tally.hidden)],
+            "slugs": [entry.slug for _, entry in entries],
+            "keys": [key for key, _ in entries],
+            "ends": list(itertools.accumulate(map(len, rows))),
+            "turns": [i for i, (_, e) in enumerate(entries) if e.type is MemoryType.SESSION],
+        }
+    )
+    body = header + b"".join(rows)
+    head = struct.pack(">QIQ", len(header), zlib.crc32(body), opstamp)
+    path.write_bytes(b"memoryd scope statistics 2\n" + head + body)
+
+
+def test_the_saved_file_holds_every_count_entry_and_turn_as_counted(tmp_path: Path) -> None:
+    """Format 3 (binary sections) round-trips exactly: each scope's document frequencies,
+    lengths and counts, every entry, and the turns the lines are filled from; saved from a
+    count (entries decoded) and again from a load (entries copied as they were saved)."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 51).close()
+    with SearchIndex.open(directory) as counted:
+        files, stamp = counted._files, counted._opstamp
+        assert files is not None
+        assert stamp is not None
+        counted._files = None
+        listed_views(counted)
+        for scope in SCOPES:
+            tally = counted._stats._scopes[scope]
+            sessions = [tally.held(key) for key in tally.keyed]
+            expected = {
+                Turn(e.slug, e.key, e.at, e.hidden, e.text, len(e.body))
+                for e in sessions
+                if e is not None and e.type is MemoryType.SESSION
+            }
+            saved = counted._stats.saved(scope)
+            for _ in range(2):  # from the count, then from the load (nothing decoded)
+                assert saved is not None
+                files.save(scope, stamp, *saved, writer=True)
+                path = directory / STATS_DIR / f"{scope}.stats"
+                assert path.read_bytes().startswith(b"memoryd scope statistics 3\n")
+                loaded = files.load(scope, stamp)
+                assert loaded is not None
+                visible, hidden, keyed, rows, turns, changes = loaded
+                assert changes == []
+                for got, want in ((visible, tally.visible), (hidden, tally.hidden)):
+                    assert (got.docs, got.titles, got.bodies) == (
+                        want.docs,
+                        want.titles,
+                        want.bodies,
+                    )
+                    assert got.df == want.df
+                assert keyed.keys() == tally.keyed.keys()
+                assert all(rows.entry(key) == tally.held(key) for key in keyed)
+                assert sorted(turns) == sorted(expected)
+                saved = (visible, hidden, list(keyed.items()), rows)  # type: ignore[assignment]
+
+
+def test_a_format_2_file_is_read_once_then_saved_as_format_3(tmp_path: Path) -> None:
+    """A home saved before format 3 keeps loading (no count) and its first recall saves
+    the file again in the new format; a frame appended after the old file still applies."""
+    directory = tmp_path / "search"
+    _tallied_home(directory, 53).close()
+    with SearchIndex.open(directory) as counted:
+        counted._files = None
+        listed_views(counted)
+        files = SearchIndex.open(directory)
+        assert files._files is not None
+        assert files._files.identity is not None
+        identity, analysis = files._files.identity, files._files._analysis
+        files.close()
+        for scope in SCOPES:
+            path = directory / STATS_DIR / f"{scope}.stats"
+            (directory / STATS_DIR / f"{scope}.delta").unlink(missing_ok=True)
+            _format_2(path, identity, analysis, scope, counted._stats._scopes[scope])
+    with SearchIndex.open(directory) as writer:  # a frame after the old file
+        writer.upsert(
+            [random_doc(random.Random(54), "after").model_copy(update={"scope_hash": SCOPES[0]})]
+        )
+    old = b"memoryd scope statistics 2\n"
+    assert all((directory / STATS_DIR / f"{s}.stats").read_bytes().startswith(old) for s in SCOPES)
+    assert fresh_views(directory) == (from_scratch(directory), 0)
+    new = b"memoryd scope statistics 3\n"
+    assert all((directory / STATS_DIR / f"{s}.stats").read_bytes().startswith(new) for s in SCOPES)
+    assert fresh_views(directory) == (from_scratch(directory), 0)
+
+
+def test_a_corrupt_entry_is_read_from_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each entry has its CRC-32, checked when it is decoded (a load reads none but the
+    turns'): a recall that ranks a corrupt one reads its document instead."""
+    monkeypatch.setattr(tallies, "_DELTA_MIN_BYTES", 0)  # the files saved whole on close
+    directory = tmp_path / "search"
+    _tallied_home(directory, 55).close()
+    corrupt: dict[str, list[int]] = {}
+    with SearchIndex.open(directory) as index:
+        assert index._files is not None
+        assert index._opstamp is not None
+        for scope in SCOPES:
+            loaded = index._files.load(scope, index._opstamp)
+            assert loaded is not None
+            sessions = {turn.key for turn in loaded[4]}
+            keys = [key for key in loaded[2] if key not in sessions]
+            path = directory / STATS_DIR / f"{scope}.stats"
+            whole = path.read_bytes()
+            for key in keys:
+                raw = loaded[3].raw(key)
+                at = whole.rindex(raw)
+                whole = whole[:at] + raw.replace(b'"', b"'", 1) + whole[at + len(raw) :]
+            path.write_bytes(whole)
+            corrupt[scope] = keys
+    assert any(corrupt.values())
+    loaded_views, counted = fresh_views(directory)
+    assert counted == 0
+    assert loaded_views == from_scratch(directory)
+    with SearchIndex.open(directory) as index:
+        listed_views(index)
+        for scope, keys in corrupt.items():
+            view = index._stats.view([scope], True, TESTS[0])
+            assert all(view.entry(key) is None for key in keys)
+
+
+def test_bulk_writes_append_frames_and_save_the_file_once_they_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's writer during an import: each batch's frame keeps the scope's file
+    current for any reader that starts, and the whole file, whose share the frames
+    outgrow, is saved again once the writes pause (no commit between two calls of
+    `save_statistics`), or on close; not every few batches."""
+    monkeypatch.setattr(tallies, "_DELTA_MIN_BYTES", 0)
+    directory = tmp_path / "search"
+    rng = random.Random(57)
+    docs = [random_doc(rng, f"a{i}") for i in range(90)]
+    with SearchIndex.open(directory) as index:
+        index.upsert(
+            [d.model_copy(update={"scope_hash": SCOPES[i % 3]}) for i, d in enumerate(docs)]
+        )
+    saves: list[str] = []
+    with SearchIndex.open(directory) as index:
+        index.keeps_saved = True
+        assert index._files is not None
+        original = index._files.save
+
+        def save(scope: str, *args: Any, **kwargs: Any) -> None:
+            saves.append(scope)
+            original(scope, *args, **kwargs)
+
+        index._files.save = save  # type: ignore[method-assign]
+        for batch in range(5):
+            index._save_next = 0.0  # saving is due: the share of the time is not what waits
+            docs = [random_doc(rng, f"b{batch}-{i}") for i in range(5)]
+            index.upsert([d.model_copy(update={"scope_hash": SCOPES[0]}) for d in docs])
+            index.save_statistics()  # the daemon calls it every few seconds: writes go on
+            assert fresh_views(directory) == (from_scratch(directory), 0), f"batch {batch}"
+        assert saves == []
+        index.save_statistics()  # no commit since the last call
+        assert saves == [SCOPES[0]]
+        assert not (directory / STATS_DIR / f"{SCOPES[0]}.delta").exists()
+        assert fresh_views(directory) == (from_scratch(directory), 0)
+        index.upsert([random_doc(rng, "last").model_copy(update={"scope_hash": SCOPES[0]})])
     assert fresh_views(directory) == (from_scratch(directory), 0)

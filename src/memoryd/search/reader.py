@@ -75,6 +75,12 @@ class IndexReader:
         self._opstamp = opstamp
         self._unsaved: set[str] = set()
         """Tallied scopes whose saved statistics are behind ours (saved when it is time)."""
+        self._folding: set[str] = set()
+        """Scopes whose frames outgrew their share of the file (saved whole by `_fold`)."""
+        self._borrowed: set[str] = set()
+        """Scopes among them tallied only to be saved (forgotten once saved)."""
+        self._paused_at = -1
+        """The commit count at the last `save_statistics` (none since: the writes paused)."""
         self._save_next = 0.0
         """`time.monotonic()` from which the next save may run (`_flush_stats`)."""
         self.keeps_saved = False

@@ -63,6 +63,10 @@ class SavedRows(Protocol):
         """The entry as saved (to save it again without decoding it)."""
         ...
 
+    def turn(self, key: int) -> Turn | None:
+        """The entry as the turn lines need it, when it is a session memory."""
+        ...
+
 
 Held = Entry | str | None
 """What a tally keeps of a slug key: the entry; the slug of one still saved in the tally's
@@ -111,17 +115,34 @@ class Counts:
                 del df[token]
 
 
+class Turn(NamedTuple):
+    """A session memory as the turn lines need it when a saved file is loaded: its body's
+    length, not its tokens (`TurnLine` fetches those when a recall asks for its context)."""
+
+    slug: str
+    key: int
+    at: datetime
+    hidden: bool
+    text: str
+    """The body as written (for `TurnTest`)."""
+    length: int
+    """How many tokens its body holds."""
+
+
 class TurnLine:
     """One scope's conversation turns in time order (then by slug), and the total length of
     their contexts: each turn's context is its nearest turn on either side, if that one is
     at most `window` away, so the total is the sum, over neighbouring turns that near, of both
-    their lengths."""
+    their lengths. A turn's tokens are kept when it is written, and fetched (`fetch`) when a
+    loaded one is first asked for (a load decodes no turn's entry)."""
 
-    __slots__ = ("_at", "_keys", "_tokens", "context_total", "window")
+    __slots__ = ("_at", "_keys", "_lengths", "_tokens", "context_total", "fetch", "window")
 
-    def __init__(self, window: timedelta) -> None:
+    def __init__(self, window: timedelta, fetch: Callable[[str], Tokens] | None = None) -> None:
         self.window = window
+        self.fetch = fetch
         self._keys: list[tuple[datetime, str]] = []
+        self._lengths: dict[str, int] = {}
         self._tokens: dict[str, Tokens] = {}
         self._at: dict[str, datetime] = {}
         self.context_total = 0
@@ -136,7 +157,7 @@ class TurnLine:
         (before, a), (after, b) = self._keys[left], self._keys[right]
         if after - before > self.window:
             return 0
-        return len(self._tokens[a]) + len(self._tokens[b])
+        return self._lengths[a] + self._lengths[b]
 
     def add(self, slug: str, at: datetime, tokens: Tokens) -> None:
         key = (at, slug)
@@ -144,18 +165,25 @@ class TurnLine:
         self.context_total -= self._pair(where - 1, where)
         self._keys.insert(where, key)
         self._tokens[slug] = tokens
+        self._lengths[slug] = len(tokens)
         self._at[slug] = at
         self.context_total += self._pair(where - 1, where) + self._pair(where, where + 1)
 
-    def fill(self, turns: Sequence[Entry]) -> None:
+    def fill(self, turns: Sequence[Turn]) -> None:
         """Fill an empty line with `turns`, in time order (then by slug)."""
-        self._keys = [(e.at, e.slug) for e in turns]
-        self._tokens = {e.slug: e.body for e in turns}
-        self._at = {e.slug: e.at for e in turns}
+        self._keys = [(t.at, t.slug) for t in turns]
+        self._lengths = {t.slug: t.length for t in turns}
+        self._tokens = {}
+        self._at = {t.slug: t.at for t in turns}
         window = self.window  # `_pair` over each neighbouring pair, inlined (a load's cost)
         self.context_total = sum(
-            len(a.body) + len(b.body) for a, b in itertools.pairwise(turns) if b.at - a.at <= window
+            a.length + b.length for a, b in itertools.pairwise(turns) if b.at - a.at <= window
         )
+
+    def keep(self, slug: str, tokens: Tokens) -> None:
+        """Hold the tokens of a turn of this line (one whose entry can no longer be fetched)."""
+        if slug in self._lengths:
+            self._tokens[slug] = tokens
 
     def remove(self, slug: str) -> None:
         at = self._at.pop(slug, None)
@@ -164,11 +192,20 @@ class TurnLine:
         where = bisect.bisect_left(self._keys, (at, slug))
         self.context_total -= self._pair(where - 1, where) + self._pair(where, where + 1)
         del self._keys[where]
-        del self._tokens[slug]
+        del self._lengths[slug]
+        self._tokens.pop(slug, None)
         self.context_total += self._pair(where - 1, where)
 
     def slugs(self) -> list[str]:
         return [slug for _, slug in self._keys]
+
+    def _tokens_of(self, slug: str) -> Tokens:
+        tokens = self._tokens.get(slug)
+        if tokens is None:
+            if self.fetch is None:
+                raise LookupError(f"no tokens held for the turn {slug}")
+            tokens = self._tokens[slug] = self.fetch(slug)
+        return tokens
 
     def context(self, slug: str) -> tuple[Tokens, ...]:
         """The tokens of the turns that make `slug`'s context (none when it is no turn here)."""
@@ -179,7 +216,7 @@ class TurnLine:
         near = []
         for other in (where - 1, where + 1):
             if 0 <= other < len(self._keys) and abs(self._keys[other][0] - at) <= self.window:
-                near.append(self._tokens[self._keys[other][1]])
+                near.append(self._tokens_of(self._keys[other][1]))
         return tuple(near)
 
 
@@ -192,6 +229,7 @@ class ScopeTally:
     hidden: Counts = field(default_factory=Counts)
     lines: dict[TurnTest | None, tuple[TurnLine, TurnLine]] = field(default_factory=dict)
     keyed: dict[int, Held] = field(default_factory=dict)
+    """Slug key → the live memory's entry (None: two slugs of this scope share the key)."""
     rows: SavedRows | None = None
     """Where the entries still saved are (`Held`)."""
 
@@ -204,7 +242,13 @@ class ScopeTally:
             held = self.keyed[key] = self.rows.entry(key)
         return held
 
-    """Slug key → the live memory's entry (None: two slugs of this scope share the key)."""
+    def body(self, slug: str) -> Tokens:
+        """The body tokens of a turn of this scope (`TurnLine.fetch`)."""
+        key = slug_key(slug)
+        held = self.held(key) if key in self.keyed else None
+        if held is None or held.slug != slug:
+            raise LookupError(f"no entry held for the turn {slug}")
+        return held.body
 
 
 class StatsView(NamedTuple):
@@ -297,12 +341,22 @@ class ScopeStatistics:
             tally = self._scopes.get(entry.scope_hash)
             if tally is not None:
                 self._change(tally, entry, -1)
+        by_tally: dict[str, tuple[ScopeTally, list[Entry]]] = {}
         for entry in added:
-            tally = self._scopes.get(entry.scope_hash)
-            if tally is None and self._complete:
-                tally = self._scopes[entry.scope_hash] = self._new_tally()
-            if tally is not None:
-                self._change(tally, entry, +1)
+            held = by_tally.get(entry.scope_hash)
+            if held is None:
+                tally = self._scopes.get(entry.scope_hash)
+                if tally is None and self._complete:
+                    tally = self._scopes[entry.scope_hash] = self._new_tally()
+                if tally is None:
+                    continue
+                held = by_tally[entry.scope_hash] = (tally, [])
+            held[1].append(entry)
+        for tally, entries in by_tally.values():  # the words counted in one pass (a batch)
+            tally.visible.add_all([e for e in entries if not e.hidden])
+            tally.hidden.add_all([e for e in entries if e.hidden])
+            for entry in entries:
+                self._change(tally, entry, +1, counted=True)
 
     def entries_of(self, slugs: Iterable[str]) -> list[Entry] | None:
         """The tallied entries of `slugs` (a slug no tallied scope holds is absent); None
@@ -342,6 +396,19 @@ class ScopeStatistics:
             return None
         return tally.visible, tally.hidden, entries, tally.rows
 
+    def rebase(self, scope: str, rows: SavedRows) -> None:
+        """Hold the entries of `scope` as just saved in `rows` (what `saved` gave), so the
+        next save copies them instead of encoding each again (a bulk write saves a large
+        scope more than once); they are decoded again when asked."""
+        tally = self._scopes.get(scope)
+        if tally is None:
+            return
+        keyed = tally.keyed
+        for key, held in keyed.items():
+            if isinstance(held, Entry):
+                keyed[key] = held.slug
+        tally.rows = rows
+
     def adopt(
         self,
         scope: str,
@@ -349,22 +416,22 @@ class ScopeStatistics:
         hidden: Counts,
         keyed: dict[int, Held],
         rows: SavedRows,
-        turns: list[Entry],
+        turns: list[Turn],
         changes: Sequence[tuple[Sequence[str], Sequence[Entry]]] = (),
     ) -> bool:
         """Tally `scope` from saved counts and entries (`saved`) instead of counting it:
         `keyed` holds every entry by slug key (decoded when first asked), `turns` the
-        session memories among them, decoded (the turn lines need their text); then apply
+        session memories among them (the turn lines need their text and length); then apply
         the `changes` saved after them (each: the slugs a commit removed, the entries it
         wrote). False, tallying nothing, when a change removes a memory the tally does not
         hold as one (the saved statistics are not what the index held)."""
         tally = self._new_tally()
         tally.visible, tally.hidden, tally.keyed, tally.rows = visible, hidden, keyed, rows
-        turns = sorted(turns, key=lambda e: (e.at, e.slug))
+        turns = sorted(turns, key=lambda t: (t.at, t.slug))
         for test, (shown, every) in tally.lines.items():
-            chosen = [e for e in turns if test is None or test(e.type, e.text)]
+            chosen = [t for t in turns if test is None or test(MemoryType.SESSION, t.text)]
             every.fill(chosen)
-            shown.fill([e for e in chosen if not e.hidden])
+            shown.fill([t for t in chosen if not t.hidden])
         for removed, added in changes:
             for slug in removed:
                 key = slug_key(slug)
@@ -427,7 +494,10 @@ class ScopeStatistics:
                 if key in tally.keyed:
                     if found is not None or tally.keyed[key] is None:
                         return None  # two memories share the key: the caller reads the hit
-                    found = tally.held(key)
+                    try:
+                        found = tally.held(key)
+                    except ValueError:  # a saved entry that does not decode: read the hit
+                        return None
             return found
 
         return StatsView(
@@ -467,7 +537,10 @@ class ScopeStatistics:
     def _new_tally(self) -> ScopeTally:
         tally = ScopeTally()
         for test in self._tests:
-            tally.lines[test] = (TurnLine(self._window), TurnLine(self._window))
+            tally.lines[test] = (
+                TurnLine(self._window, tally.body),
+                TurnLine(self._window, tally.body),
+            )
         return tally
 
     def _change(self, tally: ScopeTally, entry: Entry, sign: int, *, counted: bool = False) -> None:
@@ -479,6 +552,11 @@ class ScopeStatistics:
         if sign > 0:
             held = keyed.get(entry.key, entry)
             same = held is not None and _slug(held) == entry.slug
+            if not same and isinstance(held, str) and (saved := tally.held(entry.key)):
+                # The key is given up: a loaded turn's lines keep its tokens, no longer fetched.
+                for lines in tally.lines.values():
+                    for line in lines:
+                        line.keep(saved.slug, saved.body)
             keyed[entry.key] = entry if same else None
         elif (held := keyed.get(entry.key)) is not None and _slug(held) == entry.slug:
             del keyed[entry.key]

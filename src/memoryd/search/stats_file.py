@@ -1,26 +1,27 @@
-"""Scope statistics saved beside the index, so a fresh process's first recall reads them
-instead of reading and analysing every memory of the scope (issue 28).
+"""Scope statistics saved beside the index, so a fresh process's first recall reads them instead of
+reading and analysing every memory of the scope (issue 28).
 
 `<index>/stats/<scope>.stats` holds one scope's counts and entries (`stats.Entry`) as they were
-at an index commit (its opstamp, from tantivy's `meta.json`) under a decay overlay (its
-digest). `<index>/stats/<scope>.delta` holds what the commits after it changed there, one
-frame per commit (the slugs it removed, the entries it wrote, and the scope's previous
-change): any writer appends one under the write lock, so a write never costs the scope's whole
-file (a CLI `record` into a 100k scope) and the next process still loads instead of counting.
-`<index>/stats/manifest.json`, rewritten by the writer after each commit, records the
-opstamp it was written at and, per scope, the last commit that changed the scope's memories
-(`base`: nothing older is known). A scope's statistics count only when the manifest is not
-behind the index and the file with its unbroken chain of frames reaches the scope's last
-change; a crash between the index's commit and the manifest leaves the manifest behind, so
-every file is stale and recounted. The files are derived like the index: a missing, stale,
-foreign or unreadable one is counted again. Only an on-disk index has them (a granted
-sensitive scope's index lives in memory).
+at an index commit (its opstamp, from tantivy's `meta.json`) under a decay overlay (its digest):
+binary sections (`stats_format`) a first recall reads through `mmap` without decoding one entry,
+then the entries, each decoded (and its CRC-32 checked) when ranked.
+`<index>/stats/<scope>.delta` holds what the commits after it changed there, one frame per
+commit (the slugs it removed, the entries it wrote, and the scope's previous change): any writer
+appends one under the write lock, so a write never costs the scope's whole file (a CLI `record`
+into a 100k scope) and the next process still loads instead of counting.
+`<index>/stats/manifest.json`, rewritten by the writer after each commit, records the opstamp it
+was written at and, per scope, the last commit that changed the scope's memories (`base`:
+nothing older is known). A scope's statistics count only when the manifest is not behind the
+index and the file with its unbroken chain of frames reaches the scope's last change; a crash
+between the index's commit and the manifest leaves the manifest behind, so every file is stale
+and recounted. The files are derived like the index: a missing, stale, foreign or unreadable one
+is counted again. Only an on-disk index has them (a granted sensitive scope's index lives in
+memory).
 """
 
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
 import os
 import shutil
@@ -28,37 +29,42 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Collection
-from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
 
-from memoryd.models import DecayState, MemoryType
 from memoryd.private import FILE_MODE, make_private_dir
-from memoryd.search.stats import Counts, Entry, Held, SavedRows
+from memoryd.search.stats import Counts, Entry, Held, SavedRows, Turn
+from memoryd.search.stats_format import (
+    FORMAT,
+    HEAD,
+    MAGIC,
+    MAGIC_V2,
+    decode_file,
+    decode_file_v2,
+    encode_file,
+    entry_from,
+    fields_of,
+    header_of,
+    header_of_v2,
+    read_file,
+)
 
 logger = logging.getLogger(__name__)
 
 STATS_DIR = "stats"
-_FORMAT = 2
 _MANIFEST_FORMAT = 1
 _MANIFEST = "manifest.json"
-_TYPES = {t.value: t for t in MemoryType}
-_STATES = {s.value: s for s in DecayState}
-_MAGIC = b"memoryd scope statistics 2\n"
-_HEAD = struct.Struct(">QIQ")
-"""The header's length, the CRC-32 of the header and the entries after it, and the opstamp
-(also in the header: this copy lets a writer check a chain without reading the file)."""
 _KINDS = ("stats", "delta")
 _FRAME = struct.Struct(">IIQQ")
 """A delta frame's head: its payload's length and CRC-32, the scope's change before this
 commit, and this commit's opstamp."""
 Change = tuple[list[str], list[Entry]]
 """One commit's change to a scope: the slugs it removed or replaced, the entries it wrote."""
-Loaded = tuple[Counts, Counts, dict[int, Held], SavedRows, list[Entry], list[Change]]
+Loaded = tuple[Counts, Counts, dict[int, Held], SavedRows, list[Turn], list[Change]]
 """Visible and hidden counts, the entries by slug key (`Held`), where those still saved are,
-the session memories among them (decoded), and the changes of the frames after the file."""
+the session memories among them (`Turn`), and the changes of the frames after the file."""
 
 
 class Chain(NamedTuple):
@@ -195,16 +201,17 @@ class StatsFiles:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            raw = (self._dir / f"{scope}.stats").read_bytes()
-            if not raw.startswith(_MAGIC):
+            whole = read_file(self._dir / f"{scope}.stats")
+            if whole[: len(MAGIC)] == MAGIC:
+                data, decode = header_of(whole), decode_file
+            elif whole[: len(MAGIC)] == MAGIC_V2:
+                data, decode = header_of_v2(whole), decode_file_v2
+            else:
                 return None
-            size, checksum, _ = _HEAD.unpack_from(raw, len(_MAGIC))
-            body = memoryview(raw)[len(_MAGIC) + _HEAD.size :]
-            if zlib.crc32(body) != checksum or size > len(body):
+            if data is None:
                 return None
-            data = orjson.loads(body[:size])
             if (
-                data["format"] != _FORMAT
+                data["format"] not in (2, FORMAT)
                 or data["index"] != manifest["index"]
                 or data["analysis"] != self._analysis
                 or data["scope"] != scope
@@ -221,7 +228,8 @@ class StatsFiles:
             last = max(manifest["base"], manifest["changed"].get(scope, 0))
             if last > min(reached, opstamp):
                 return None
-            return (*_decode(scope, data, body[size:]), [_change(scope, p) for p in payloads])
+            decoded = decode(scope, data, whole[data["at"] :])
+            return (*decoded, [_change(scope, p) for p in payloads])
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
             return None
         except struct.error:
@@ -258,15 +266,15 @@ class StatsFiles:
         path = self._dir / f"{scope}.stats"
         try:
             with path.open("rb") as handle:
-                head = handle.read(len(_MAGIC) + _HEAD.size)
+                head = handle.read(len(MAGIC) + HEAD.size)
             base_size = path.stat().st_size
             delta = self._dir / f"{scope}.delta"
             delta_size = delta.stat().st_size if delta.exists() else 0
         except OSError:
             return None
-        if len(head) != len(_MAGIC) + _HEAD.size or not head.startswith(_MAGIC):
+        if len(head) != len(MAGIC) + HEAD.size or not head.startswith((MAGIC, MAGIC_V2)):
             return None
-        _, _, base = _HEAD.unpack_from(head, len(_MAGIC))
+        _, _, base = HEAD.unpack_from(head, len(MAGIC))
         reached = base
         for prev, after, _ in self._frames(scope, payloads=False):
             if after <= reached:
@@ -276,11 +284,19 @@ class StatsFiles:
             reached = after
         return Chain(base, base_size, reached, delta_size)
 
+    def outdated(self, scope: str) -> bool:
+        """Whether the file of `scope` is of an older format (to save again in this one)."""
+        try:
+            with (self._dir / f"{scope}.stats").open("rb") as handle:
+                return handle.read(len(MAGIC_V2)) == MAGIC_V2
+        except OSError:
+            return False
+
     @staticmethod
     def frame(change: Change) -> bytes:
         """One commit's change to a scope, encoded for `append`."""
         removed, added = change
-        return orjson.dumps([removed, [[e.slug, e.key, *_row(e)] for e in added]])
+        return orjson.dumps([removed, [[e.slug, e.key, *fields_of(e)] for e in added]])
 
     def append(self, scope: str, prev: int, after: int, payload: bytes, fresh: bool) -> None:
         """Add the frame of one commit (opstamp `after`; the scope's change before it was at
@@ -310,45 +326,30 @@ class StatsFiles:
         rows: SavedRows | None,
         *,
         writer: bool = False,
-    ) -> None:
+    ) -> SavedRows | None:
         """Replace the file of `scope` with its statistics at `opstamp` (best effort: a file
         that cannot be written is counted again by the next process). Entries still saved
         as they were read are copied without decoding them. The index's `writer` also drops
-        the scope's frames, which the file now holds (no other process appends meanwhile)."""
+        the scope's frames, which the file now holds (no other process appends meanwhile).
+        Returns the entries as saved (None: nothing saved), for the next save to copy."""
         if self.identity is None or not self.writable:
-            return
-        encoded = [
-            _encode(held) if isinstance(held, Entry) else _raw(rows, key) for key, held in entries
-        ]
-        ends = list(itertools.accumulate(map(len, encoded)))
-        header = orjson.dumps(
-            {
-                "format": _FORMAT,
-                "index": self.identity,
-                "analysis": self._analysis,
-                "scope": scope,
-                "opstamp": opstamp,
-                "counts": [_counts(visible), _counts(hidden)],
-                "slugs": [held if isinstance(held, str) else held.slug for _, held in entries],
-                "keys": [key for key, _ in entries],
-                "ends": ends,
-                "turns": [
-                    i
-                    for i, (_, held) in enumerate(entries)
-                    if isinstance(held, Entry) and held.type is MemoryType.SESSION
-                ],
-            }
-        )
-        body = header + b"".join(encoded)
+            return None
         try:
-            self._write_bytes(
-                f"{scope}.stats",
-                _MAGIC + _HEAD.pack(len(header), zlib.crc32(body), opstamp) + body,
+            raw, saved = encode_file(
+                (self.identity, self._analysis, scope, opstamp), visible, hidden, entries, rows
             )
+        except (LookupError, ValueError) as exc:  # an entry still saved that is corrupt
+            logger.warning("cannot save the statistics of scope %s: %s", scope, exc)
+            self.drop([scope])
+            return None
+        try:
+            self._write_bytes(f"{scope}.stats", raw)
             if writer:
                 (self._dir / f"{scope}.delta").unlink(missing_ok=True)
         except OSError as exc:
             logger.warning("cannot save the statistics of scope %s: %s", scope, exc)
+            return None
+        return saved
 
     def _write(self, name: str, body: dict[str, Any]) -> None:
         self._write_bytes(name, orjson.dumps(body))
@@ -367,114 +368,8 @@ class StatsFiles:
             raise
 
 
-def _counts(counts: Counts) -> list[Any]:
-    return [counts.docs, counts.titles, counts.bodies, counts.df]
-
-
-def _raw(rows: SavedRows | None, key: int) -> bytes:
-    if rows is None:
-        raise LookupError("an entry still saved, and no saved entries")
-    return rows.raw(key)
-
-
-def _row(e: Entry) -> list[Any]:
-    return [
-        e.type.value,
-        e.hidden,
-        e.at.isoformat(),
-        e.title,
-        e.body,
-        e.text,
-        e.written_title,
-        e.state.value,
-        e.tags,
-        e.triggers,
-    ]
-
-
-def _encode(e: Entry) -> bytes:
-    return orjson.dumps(_row(e))
-
-
-def _entry(scope: str, slug: str, key: int, row: list[Any]) -> Entry:
-    kind, hid, at, title, body, text, written, state, tags, triggers = row
-    return Entry(
-        slug,
-        scope,
-        _TYPES[kind],
-        bool(hid),
-        datetime.fromisoformat(at),
-        tuple(title),
-        tuple(body),
-        text,
-        key,
-        written,
-        _STATES[state],
-        tuple(tags),
-        tuple(triggers),
-    )
-
-
 def _change(scope: str, payload: bytes) -> Change:
     removed, added = orjson.loads(payload)
     if not all(isinstance(slug, str) for slug in removed):
         raise TypeError("a removed slug that is no string")
-    return list(removed), [_entry(scope, slug, int(key), row) for slug, key, *row in added]
-
-
-class _Rows:
-    """The entries of one scope file, decoded when asked (`SavedRows`)."""
-
-    __slots__ = ("_blob", "_ends", "_keys", "_row_of", "_scope", "_slugs")
-
-    def __init__(
-        self, scope: str, blob: memoryview, slugs: list[str], keys: list[int], ends: list[int]
-    ) -> None:
-        self._scope = scope
-        self._blob = blob
-        self._slugs = slugs
-        self._keys = keys
-        self._ends = ends
-        self._row_of = dict(zip(keys, range(len(keys)), strict=True))
-
-    def raw(self, key: int) -> bytes:
-        row = self._row_of[key]
-        return bytes(self._blob[self._ends[row - 1] if row else 0 : self._ends[row]])
-
-    def entry(self, key: int) -> Entry:
-        return self.at(self._row_of[key])
-
-    def at(self, row: int) -> Entry:
-        fields = orjson.loads(self._blob[self._ends[row - 1] if row else 0 : self._ends[row]])
-        return _entry(self._scope, self._slugs[row], self._keys[row], fields)
-
-
-def _decode(
-    scope: str, data: dict[str, Any], blob: memoryview
-) -> tuple[Counts, Counts, dict[int, Held], SavedRows, list[Entry]]:
-    made = []
-    for docs, titles, bodies, df in data["counts"]:
-        counts = Counts()
-        counts.docs, counts.titles, counts.bodies = int(docs), int(titles), int(bodies)
-        if not isinstance(df, dict):
-            raise TypeError("df is no mapping")
-        counts.df = df
-        made.append(counts)
-    visible, hidden = made
-    slugs, keys, ends = data["slugs"], data["keys"], data["ends"]
-    if not len(slugs) == len(keys) == len(ends) == visible.docs + hidden.docs:
-        raise ValueError("the counts do not match the entries")
-    if ends and ends[-1] != len(blob):
-        raise ValueError("the entries are cut short")
-    rows = _Rows(scope, blob, slugs, keys, ends)
-    keyed: dict[int, Held] = dict(zip(keys, slugs, strict=True))
-    if len(keyed) != len(slugs) or not all(isinstance(slug, str) for slug in slugs):
-        raise ValueError("two entries share a slug key")
-    turns = []
-    for row in data["turns"]:
-        entry = rows.at(row)
-        if entry.type is not MemoryType.SESSION:
-            raise ValueError("a turn that is no session memory")
-        keyed[entry.key] = entry
-        turns.append(entry)
-    return visible, hidden, keyed, rows, turns
+    return list(removed), [entry_from(scope, slug, int(key), row) for slug, key, *row in added]

@@ -46,7 +46,8 @@ _SAVE_SHARE = 0.05
 
 _DELTA_SHARE = 4
 """A scope's frames are folded into its file once they outgrow a quarter of it (a loader
-decodes every frame's entries, and only the file's it ranks)."""
+decodes every frame's entries, and only the file's it ranks): when the writes pause
+(`save_statistics`), or at once if they would outgrow the whole file."""
 
 _DELTA_MIN_BYTES = 1 << 20
 """Nor before they reach this size (a small scope's file is cheap to load with its frames)."""
@@ -62,6 +63,9 @@ class Kept(NamedTuple):
     fresh: bool = False
     borrowed: bool = False
     """Tallied only to be rewritten: forgotten once saved (a CLI writer keeps no tallies)."""
+    fold: bool = False
+    """The frames outgrow their share of the file: the whole file is saved again when the
+    writes pause (`_fold`), the frame keeping it current until then."""
 
 
 def _text(doc: SearchDoc) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
@@ -159,10 +163,8 @@ class IndexTallies(IndexReader):
 
     def _analysed(self, text: str, cuts: Mapping[str, str] | None = None) -> Tokens:
         cut = cuts.get(text) if cuts else None
-        return tuple(
-            sys.intern(t)
-            for t in self._analyzer.analyze(base_forms(segment(text) if cut is None else cut))
-        )
+        analysed = self._analyzer.analyze(base_forms(segment(text) if cut is None else cut))
+        return tuple(map(sys.intern, analysed))
 
     def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
         """A title's and body's tokens as the statistics count them (`analysis_version`
@@ -219,6 +221,13 @@ class IndexTallies(IndexReader):
             for scope in list(missing):
                 if self._adopt_loaded(scope, files.load(scope, stamp)):
                     missing.remove(scope)
+                    # An older format's file is read once, then saved in this one.
+                    if (
+                        files.outdated(scope)
+                        and files.fresh_at(stamp, self._overlay.digest)
+                        and (saved := self._stats.saved(scope)) is not None
+                    ):
+                        files.save(scope, stamp, *saved)
         if missing is None or missing:
             searcher = self._index.searcher()
             every = self._visible(missing, include_forgotten=True)
@@ -275,15 +284,19 @@ class IndexTallies(IndexReader):
         if held is None or held != prior:
             self._stats.forget()  # another process committed before us: count afresh
             self._unsaved.clear()
+            self._folding.clear()
+            self._borrowed.clear()
             return
         rewrite = [scope for scope, keep in kept.items() if keep.frame is None]
         if rewrite and files.fresh_at(stamp, self._overlay.digest):
             for scope in rewrite:
-                if (saved := self._stats.saved(scope)) is not None:
-                    files.save(scope, stamp, *saved, writer=True)
+                self._save_whole(scope, stamp, writer=True)
                 if kept[scope].borrowed:
                     self._stats.drop(scope)
         tallied = set(self._stats.tallied())
+        folding = {scope for scope, keep in kept.items() if keep.fold}
+        self._folding = (self._folding - kept.keys()) | folding
+        self._borrowed = (self._borrowed | {s for s in folding if kept[s].borrowed}) & self._folding
         self._unsaved = (
             (self._unsaved | (tallied if scopes is None else tallied & scopes)) & tallied
         ) - kept.keys()
@@ -315,9 +328,11 @@ class IndexTallies(IndexReader):
         writer does, tallied or not, so a write from a CLI process leaves the next process
         a file to load rather than a scope to count. A scope whose saved file and frames
         reach its last change gets a frame (the slugs removed, the entries written); one
-        whose frames would outgrow a quarter of the file, or that loses words (a memory
-        deleted or written over with other text: nothing of it may stay beside the index),
-        is tallied from them and saved whole after the commit; one that holds no memory yet
+        whose frames outgrow a quarter of the file is tallied from them too and saved whole
+        when the writes pause (`_fold`: an import's batches each append); one whose frames
+        would outgrow the whole file, or that loses words (a memory deleted or written over
+        with other text: nothing of it may stay beside the index), is tallied and saved
+        whole after the commit; one that holds no memory yet
         gets an empty file to start the chain. The others (no file, a broken chain, documents
         read without their text) are dropped, for the next recall to count."""
         files = self._files
@@ -346,14 +361,20 @@ class IndexTallies(IndexReader):
                 frame = files.frame(change)
             fresh = chain.end == chain.base
             frames = len(frame) + (0 if fresh else chain.delta_size)
-            if not frame or frames > max(chain.base_size // _DELTA_SHARE, _DELTA_MIN_BYTES):
+            fold = frames > max(chain.base_size // _DELTA_SHARE, _DELTA_MIN_BYTES)
+            if not frame or fold:
                 borrowed = not self._stats.wants(scope)
                 if borrowed:
                     with self._stats_lock:
                         if not self._adopt_loaded(scope, files.load(scope, prior)):
                             continue
+                borrowed = borrowed and not self.keeps_saved
+                if frame and frames <= max(chain.base_size, _DELTA_MIN_BYTES):
+                    # The frame keeps the file current until it is saved, when writes pause.
+                    kept[scope] = Kept(last, frame, fresh=fresh, borrowed=borrowed, fold=True)
+                    continue
                 files.drop([scope])  # words that leave: gone from the disk before the commit
-                kept[scope] = Kept(last, None, borrowed=borrowed and not self.keeps_saved)
+                kept[scope] = Kept(last, None, borrowed=borrowed)
                 continue
             kept[scope] = Kept(last, frame, fresh=fresh)
         return kept
@@ -369,13 +390,35 @@ class IndexTallies(IndexReader):
         with self._stats_lock:
             if not self._closed:
                 self._flush_stats(force=False)
+                if self.generation == self._paused_at:  # no commit since the last call
+                    self._fold()
+                self._paused_at = self.generation
+
+    def _fold(self) -> None:
+        """Save again whole the files whose frames outgrew their share (`Kept.fold`): an
+        import's batches each append a frame, and the file is saved once they pause (a
+        bulk write would otherwise save the scope's whole file every few batches). The
+        caller holds the statistics' lock."""
+        files, stamp = self._files, self._opstamp
+        if files is None or stamp is None:
+            return
+        fresh = files.fresh_at(stamp, self._overlay.digest)
+        for scope in sorted(self._folding):  # (a manifest not ours to trust: nothing saved)
+            if fresh:
+                self._save_whole(scope, stamp, writer=True)
+            if scope in self._borrowed:
+                self._stats.drop(scope)
+        self._folding.clear()
+        self._borrowed.clear()
 
     def _flush_stats(self, force: bool) -> None:
         """Save the tallies the files are behind on: when `force`d (closing), or when saving
         has had no more than `_SAVE_SHARE` of the time since the last save (saving a large
         scope costs as much as a small write, so each write saving would double it). The
         caller holds the statistics' lock. A process that opens the index before the save
-        counts those scopes afresh (and saves them)."""
+        counts those scopes afresh (and saves them). Closing folds the frames too (`_fold`)."""
+        if force:
+            self._fold()
         files, stamp = self._files, self._opstamp
         if files is None or stamp is None or not self._unsaved:
             return
@@ -386,10 +429,18 @@ class IndexTallies(IndexReader):
             self._unsaved.clear()  # the manifest is not ours to trust: nothing is saved
             return
         for scope in sorted(self._unsaved):
-            if (saved := self._stats.saved(scope)) is not None:
-                files.save(scope, stamp, *saved, writer=self._writer is not None)
+            self._save_whole(scope, stamp, writer=self._writer is not None)
         self._unsaved.clear()
         self._save_next = time.monotonic() + (time.monotonic() - started) / _SAVE_SHARE
+
+    def _save_whole(self, scope: str, stamp: int, *, writer: bool) -> None:
+        """Save the file of a tallied scope at `stamp`, then hold its entries as saved there
+        (`ScopeStatistics.rebase`): a writer saves a scope it keeps again and again."""
+        files = self._files
+        if files is not None and (saved := self._stats.saved(scope)) is not None:
+            rows = files.save(scope, stamp, *saved, writer=writer)
+            if rows is not None and self._writer is not None:
+                self._stats.rebase(scope, rows)
 
     def _entries_for_stats(self, changed: _Changed) -> tuple[list[Entry], list[Entry]]:
         """The written and removed documents of tallied scopes, analysed (before the commit,
@@ -451,5 +502,7 @@ _EMPTY: tuple[Counts, Counts, list[tuple[int, Entry | str]], None] = (Counts(), 
 def _removes_text(gone: Sequence[SearchDoc], written: Sequence[SearchDoc]) -> bool:
     """Whether a commit that replaces or deletes `gone` and writes `written` (one scope's)
     leaves words of a memory that no live memory holds any more."""
+    if not gone:  # (an import writes new memories only)
+        return False
     now = {doc.slug: _text(doc) for doc in written}
     return any(now.get(doc.slug) != _text(doc) for doc in gone)
