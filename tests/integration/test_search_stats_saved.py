@@ -544,7 +544,7 @@ def test_the_saved_file_holds_every_count_entry_and_turn_as_counted(tmp_path: Pa
                 assert keyed.keys() == tally.keyed.keys()
                 assert all(rows.entry(key) == tally.held(key) for key in keyed)
                 assert sorted(turns) == sorted(expected)
-                saved = (visible, hidden, list(keyed.items()), rows)  # type: ignore[assignment]
+                saved = (visible, hidden, list(keyed.items()), rows)  # type: ignore[arg-type]
 
 
 def test_a_format_2_file_is_read_once_then_saved_as_format_3(tmp_path: Path) -> None:
