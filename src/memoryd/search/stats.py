@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -535,12 +536,20 @@ class ScopeStatistics:
         return Snapshot(view.docs, view.mean_title, view.mean_body, view.mean_context, df, contexts)
 
     def _new_tally(self) -> ScopeTally:
+        """A tally whose turn lines fetch tokens through a weak reference to it: a strong one
+        makes a cycle that only a collection frees, so a granted view's plaintext would
+        outlive its grant in the daemon (the scrub frees on the last reference)."""
         tally = ScopeTally()
+        tally_ref = weakref.ref(tally)
+
+        def body(slug: str) -> Tokens:
+            held = tally_ref()
+            if held is None:
+                raise LookupError(f"no tally left for the turn {slug}")
+            return held.body(slug)
+
         for test in self._tests:
-            tally.lines[test] = (
-                TurnLine(self._window, tally.body),
-                TurnLine(self._window, tally.body),
-            )
+            tally.lines[test] = (TurnLine(self._window, body), TurnLine(self._window, body))
         return tally
 
     def _change(self, tally: ScopeTally, entry: Entry, sign: int, *, counted: bool = False) -> None:
