@@ -257,8 +257,8 @@ class Recalling(ServiceCore):
         """Load the data every recall reads (the kinds of everyday things, `load_hyponyms`)
         now, so the first recall a daemon or reader answers is not the slow one; from now on
         a grant builds its scope's in-memory view at once, for the same reason. The
-        statistics of `scope_hashes` are loaded too (a reader: its daemon's scopes, 0.6 s of
-        CPU for 100k memories that its first recall there would otherwise spend)."""
+        statistics of `scope_hashes` are loaded too (a reader: its daemon's scopes, whose
+        loading its first recall there would otherwise spend)."""
         load_hyponyms()
         load_lexicon()  # and the names entity matchers are built with (the graph's, a view's)
         load_places()

@@ -129,7 +129,7 @@ class KuzuCoMentions(CoMentionWrites):
 
     def _add_co_mentions(self, conn: Any, moved: Sequence[tuple[str, str, int]]) -> None:
         """Without MERGE: kuzu plans a MERGE between two matched entities as their cross
-        product (the buffer pool ran out at 10k), and one keyed MERGE cost 3.5 ms. The pairs
+        product (bench/RESULTS.md, d-hub3), and a keyed MERGE per pair is slow. The pairs
         that have an edge get their new count (read back), the rest a new edge, and those
         left at 0 lose theirs."""
         rows = [{"a": a, "b": b, "d": d} for a, b, d in moved]
