@@ -67,19 +67,23 @@ PIECES = sorted({p.lower() for s in [*SECRETS, GHP] for p in pieces(s)})
 
 PIECE_SET = frozenset(p.encode() for p in PIECES)
 LONG_PIECES = frozenset(p.lower().encode() for s in [*SECRETS, GHP] for p in pieces(s, 16))
+MID_PIECES = frozenset(p.lower().encode() for s in [*SECRETS, GHP] for p in pieces(s, 12))
 PRINTABLE = re.compile(rb"[\x20-\x7e]{8,}")
 HEX = re.compile(rb"[0-9a-f]{8}")
+SOME_HEX = re.compile(rb"[0-9a-f]{4}")
 
 
 def _found(text: bytes) -> set[bytes]:
     """The pieces of a secret in one run of printable bytes. Eight hex digits of a hex secret
-    count only beside 16 characters of one: the data dir is full of random hex (the audit
-    chain's sha256s, fingerprints, slugs' tails), and one in 16^8 of its windows is any
-    given piece (an audit hash held `2ebed65c` of the DD_API_KEY once)."""
+    count only beside 16 characters of one, and a piece holding four hex digits only beside
+    12: the data dir is full of random hex (the audit chain's sha256s, fingerprints, slugs'
+    six-digit tails), and one in 16^8 of its windows is any given piece (an audit hash held
+    `2ebed65c` of the DD_API_KEY once; a slug `…-key-acbf…` held `key-acbf` of a Mailgun key)."""
     hits = {text[i : i + 8] for i in range(len(text) - 7)} & PIECE_SET
-    if any(HEX.fullmatch(h) for h in hits):
+    if any(SOME_HEX.search(h) for h in hits):
         long = any(text[i : i + 16] in LONG_PIECES for i in range(len(text) - 15))
-        hits = {h for h in hits if long or not HEX.fullmatch(h)}
+        mid = long or any(text[i : i + 12] in MID_PIECES for i in range(len(text) - 11))
+        hits = {h for h in hits if not SOME_HEX.search(h) or (long if HEX.fullmatch(h) else mid)}
     return hits
 
 
@@ -475,13 +479,19 @@ def test_import_mcp_memory_through_the_daemon_leaves_no_secret_and_gets_slugs_ba
 
 
 def test_random_hex_is_no_leak_and_a_hex_secret_is(tmp_path: Path) -> None:
-    """The detector itself: the audit line whose chain hash held eight hex digits of the
-    DD_API_KEY failed the daemon's test once; that key itself is still found."""
+    """The detector itself: an audit chain hash that held eight hex digits of the DD_API_KEY,
+    and a slug whose tail held four of a Mailgun key, are no leak; the keys themselves, even
+    cut to 11 characters, are found."""
     (tmp_path / "audit.jsonl").write_text(
         '{"this_hash":"sha256:08ac9b57179dddc2ea59402cc1812ac7e987c9bfd5ad6c6d2ebed65c7ca97d9d"}\n'
     )
     assert leaks(tmp_path) == []
+    (tmp_path / "slugs.json").write_text('{"slug":"2026-12-05-http-9-mailgun-api-key-acbf9b"}')
+    assert leaks(tmp_path) == []  # CI, 2026-12-05: a slug's random tail began with `acbf`
+    (tmp_path / "mail.md").write_text("MAILGUN=key-acbf9bb0bbc (cut)")
+    assert leaks(tmp_path) == ["mail.md: -acbf9bb", "mail.md: ey-acbf9", "mail.md: key-acbf"]
     (tmp_path / "graph.kz").write_bytes(b"\x00\x01DD_API_KEY=bd823915aa12ebed65c1dd10\x00")
+    (tmp_path / "mail.md").unlink()
     assert leaks(tmp_path) == ["graph.kz: 12ebed65", "graph.kz: 15aa12eb", "graph.kz: 23915aa1"]
 
 
