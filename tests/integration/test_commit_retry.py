@@ -1,0 +1,229 @@
+"""A failed commit of the search index's waiting documents is tried again by its timer, with
+a wait that grows after each failure, until the index can be written: the documents then land
+without any read or write asking for them, each once, and the records' journal intents end
+once. Meanwhile the wait and its error show in `memoryd status` (the daemon's health) and in
+`doctor`, and the failure is logged once. The fault is real: the index's directory is made
+unwritable (`tests.faults.unwritable`), so tantivy's own commit fails."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from memoryd.cli.main import app
+from memoryd.journal import Intent, Journal
+from memoryd.search.index import SearchIndex
+from memoryd.service import CREATING_EVENTS, MemoryService
+from tests.daemon_harness import running, uds_client
+from tests.faults import unwritable
+from tests.integration.test_group_commit import body, doc, draft, record
+from tests.waiting import wait_until
+
+runner = CliRunner()
+
+DELAY_S = 0.05
+"""The index's commit delay here: its retries come 0.05, 0.1, 0.2 … s after each failure."""
+
+
+@pytest.fixture(autouse=True)
+def _small_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYD_GRAPH__BUFFER_POOL_MB", "128")
+
+
+def on_disk(directory: Path) -> tuple[int, set[str]]:
+    """The documents and slugs another process finds in the index (none of ours reads it)."""
+    other = SearchIndex.open(directory, saves=False)
+    try:
+        return other.count(), other.slugs()
+    finally:
+        other.close()
+
+
+def failed(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_failed_timer_commit_lands_once_the_index_can_be_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "index"
+    ran: list[str] = []
+    with SearchIndex.open(directory) as index:
+        index.commit_delay_s = DELAY_S
+        index.upsert([doc("a")], then=lambda: ran.append("a"))
+        wait_until(lambda: ran == ["a"], what="the first commit")
+        with caplog.at_level(logging.DEBUG, logger="memoryd.search"), unwritable(directory):
+            for slug in ("b", "c"):
+                index.upsert([doc(slug)], then=lambda slug=slug: ran.append(slug))  # type: ignore[misc]
+            wait_until(lambda: failed(caplog), what="the timer's commit to fail")
+            time.sleep(0.5)  # a few more tries, all failing
+            assert ran == ["a"]  # their `then`s (a record's journal end) wait for the commit
+        # The fault cleared: no read, no write; the timer's next try commits them.
+        wait_until(lambda: sorted(ran) == ["a", "b", "c"], what="the timer's retry")
+        assert on_disk(directory) == (3, {"a", "b", "c"})  # each once
+    errors = failed(caplog)
+    assert len(errors) == 1, [r.getMessage() for r in errors]  # logged once, tried many times
+    message = errors[0].getMessage()
+    assert "recorded memories are not searchable yet" in message
+    assert "tries again" in message
+    assert "Free disk space or restore write access" in message
+    tries = [r for r in caplog.records if "failed tries" in r.getMessage()]
+    assert len(tries) == 1
+    assert "searchable now" in tries[0].getMessage()
+    assert Counter(ran) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_the_index_reports_the_waiting_documents_and_the_failure_until_a_commit_succeeds(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "index"
+    with SearchIndex.open(directory) as index:
+        index.commit_delay_s = DELAY_S
+        index.upsert([doc("a")])
+        assert index.commit_wait().documents == 0
+        with unwritable(directory):
+            for slug in ("b", "c"):
+                index.upsert([doc(slug)], then=lambda: None)
+            failing = wait_until(
+                lambda: (w := index.commit_wait()).failures >= 3 and w, what="three failed tries"
+            )
+            assert failing.documents == 2
+            assert failing.since is not None
+            assert failing.failing_since is not None
+            assert failing.since <= failing.failing_since
+            assert failing.first_error is not None
+            assert "indexing 2 document(s) failed" in failing.first_error
+            assert failing.error is not None
+            assert failing.retry_at is not None
+            assert failing.retry_at >= failing.failing_since
+        wait_until(lambda: index.commit_wait().documents == 0, what="the timer's retry")
+        cleared = index.commit_wait()
+        assert cleared == (0, None, 0, None, None, None, None)
+
+
+def test_the_retry_waits_longer_after_each_failure_up_to_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memoryd.search.retries._RETRY_MAX_S", 0.4)
+    directory = tmp_path / "index"
+    with SearchIndex.open(directory) as index:
+        index.commit_delay_s = DELAY_S
+        index.upsert([doc("a")])
+        failed_at: list[float] = []
+        with unwritable(directory):
+            index.upsert([doc("b")], then=lambda: None)
+            while len(failed_at) < 7:
+                wait_until(
+                    lambda: index.commit_wait().failures > len(failed_at),
+                    what=f"try {len(failed_at) + 1}",
+                    every_s=0.002,
+                )
+                failed_at.append(time.monotonic())
+            wait = index.commit_wait()
+        assert wait.retry_at is not None
+        assert wait.failing_since is not None
+        # Waits of 0.1, 0.2 then 0.4 s (the bound here) after tries 2, 3, 4, 5, 6 …
+        gaps = [later - earlier for earlier, later in itertools.pairwise(failed_at)]
+        for k, gap in enumerate(gaps[1:], start=2):
+            assert gap >= min(DELAY_S * 2 ** (k - 1), 0.4) - 0.01, gaps
+        # … and no longer, even after many failures: the next try is 0.4 s after the last.
+        last = datetime.now(UTC) - timedelta(seconds=time.monotonic() - failed_at[-1])
+        assert (wait.retry_at - last).total_seconds() <= 0.4 + 0.05, gaps
+        index.commit()  # a read or a write tries at once
+        assert index.commit_wait().failures == 0
+
+
+def test_records_whose_commit_failed_end_their_intents_once_and_stay_single(
+    svc: MemoryService,
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ended: Counter[str] = Counter()
+    end = Journal.end
+
+    def counted(self: Journal, intent: Intent) -> None:  # counts, then ends as ever
+        ended[intent.id] += 1
+        end(self, intent)
+
+    monkeypatch.setattr(Journal, "end", counted)
+    svc.index.commit_delay_s = DELAY_S
+    first = svc.record(draft(0, project)).slug
+    wait_until(lambda: not Journal(svc.home).slugs_in_flight(), what="the first commit")
+    with caplog.at_level(logging.ERROR, logger="memoryd.search"), unwritable(svc.index.directory):
+        slugs = [svc.record(draft(i, project)).slug for i in range(1, 4)]
+        wait_until(lambda: failed(caplog), what="the timer's commit to fail")
+        time.sleep(0.5)  # a few more tries, all failing
+        assert Journal(svc.home).slugs_in_flight() == set(slugs)  # open while they wait
+    wait_until(lambda: not Journal(svc.home).slugs_in_flight(), what="the intents' ends")
+    assert len(ended) == 4
+    assert set(ended.values()) == {1}
+    assert on_disk(svc.index.directory) == (4, {first, *slugs})
+    for i, slug in enumerate([first, *slugs]):
+        assert [h.slug for h in svc.search(f"rottnest{i}", scope=project)] == [slug]
+    assert svc.index.slugs() == svc.audit.targets(CREATING_EVENTS) == {first, *slugs}
+    assert svc.recover() == 0
+
+
+def test_the_daemon_shows_the_wait_in_status_and_doctor_and_commits_by_itself(
+    home: Path, project: Path
+) -> None:
+    env = {"MEMORYD_SEARCH__COMMIT_DELAY_MS": "100", "MEMORYD_DAEMON__RECALL_READERS": "0"}
+    with running(home, env=env) as daemon, uds_client(daemon.home) as client:
+        first = record(client, body(0, project))
+        wait_until(lambda: not Journal(home).slugs_in_flight(), what="the first commit")
+        assert client.get("/v1/health").json()["index_waiting"] == 0
+        with unwritable(home / "search"):
+            slugs = [record(client, body(i, project)) for i in range(1, 4)]
+            health = failing(client, 2)
+            assert health["index_waiting"] == 3
+            assert health["index_waiting_since"] is not None
+            assert "document(s) failed: " in health["index_first_error"]
+            assert health["index_retry_at"] is not None
+            doctor = {c["name"]: c for c in client.get("/v1/doctor").json()}
+            commits = doctor["search index commits"]
+            assert not commits["ok"]
+            assert "3 memories wait for a commit since" in commits["detail"]
+            assert "restore write access" in commits["fix"]
+            assert not doctor["index consistency"]["ok"]  # it cannot read past the wait
+            status = runner.invoke(app, ["status", "--home", str(home)])
+            assert status.exit_code == 0, status.output
+            assert "search index: 3 memories wait for a commit since" in status.stdout
+            assert "the daemon tries again at" in status.stdout
+            checked = runner.invoke(app, ["doctor", "--home", str(home)])
+            assert checked.exit_code == 1
+            assert "FAIL search index commits: 3 memories wait for a commit" in checked.stdout
+            assert Journal(home).slugs_in_flight() == set(slugs)
+        # Nothing but the health probe (which reads no store) until the timer's retry lands.
+        wait_until(
+            lambda: client.get("/v1/health").json()["index_waiting"] == 0,
+            what="the daemon's retry",
+        )
+        health = client.get("/v1/health").json()
+        assert (health["index_failed_commits"], health["index_error"]) == (0, None)
+        assert not Journal(home).slugs_in_flight()
+        assert on_disk(home / "search") == (4, {first, *slugs})
+        doctor = {c["name"]: c for c in client.get("/v1/doctor").json()}
+        assert doctor["search index commits"]["ok"]
+        assert "search index" not in runner.invoke(app, ["status", "--home", str(home)]).stdout
+        assert doctor["index consistency"]["ok"], doctor["index consistency"]
+    log = daemon.log.read_text()
+    assert log.count("recorded memories are not searchable yet") == 1
+
+
+def failing(client: httpx.Client, tries: int) -> dict[str, Any]:
+    """The daemon's health once `tries` commits failed."""
+    health: dict[str, Any] = wait_until(
+        lambda: (h := client.get("/v1/health").json())["index_failed_commits"] >= tries and h,
+        what=f"{tries} failed tries in the daemon's health",
+    )
+    return health
