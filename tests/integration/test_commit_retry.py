@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memoryd.cli.main import app
+from memoryd.errors import StorageError
 from memoryd.journal import Intent, Journal
 from memoryd.search.index import SearchIndex
 from memoryd.service import CREATING_EVENTS, MemoryService
@@ -227,3 +228,20 @@ def failing(client: httpx.Client, tries: int) -> dict[str, Any]:
         what=f"{tries} failed tries in the daemon's health",
     )
     return health
+
+
+def test_a_batch_refused_while_the_index_cannot_commit_leaves_nothing_behind(
+    svc: MemoryService, project: Path
+) -> None:
+    """A batch commits at once, with the records waiting: while the index cannot commit it
+    fails, and is undone in every store, while the waiting records stay for the retry."""
+    svc.index.commit_delay_s = DELAY_S
+    with unwritable(svc.index.directory):
+        waiting = svc.record(draft(0, project)).slug
+        with pytest.raises(StorageError, match="search index"):
+            svc.record_many([draft(1, project), draft(2, project)])
+        assert svc.graph.memory_slugs() == {waiting}
+        assert [p.stem for p in svc.vault.iter_files()] == [waiting]
+    wait_until(lambda: not Journal(svc.home).slugs_in_flight(), what="the retry")
+    assert svc.index.slugs() == {waiting}
+    assert svc.consistency() == (set(), set(), set())
