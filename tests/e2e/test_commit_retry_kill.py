@@ -38,7 +38,7 @@ def test_a_kill_while_the_index_cannot_commit_loses_no_acknowledged_record(
         assert agreement["agree"], agreement
         assert agreement["index"] == 5
         # Their audit lines had landed: recovery indexed them again and wrote no line more.
-        records = [r.target_id for r in AuditLog(home / "audit").read(event_type="record")]
+        records = [str(r.target_id) for r in AuditLog(home / "audit").read(event_type="record")]
         assert sorted(records) == sorted([first, *slugs])
         assert not Journal(home).slugs_in_flight()
         doctor = client.get("/v1/doctor").json()

@@ -95,8 +95,10 @@ def test_the_index_reports_the_waiting_documents_and_the_failure_until_a_commit_
             for slug in ("b", "c"):
                 index.upsert([doc(slug)], then=lambda: None)
             failing = wait_until(
-                lambda: (w := index.commit_wait()).failures >= 3 and w, what="three failed tries"
+                lambda: w if (w := index.commit_wait()).failures >= 3 else None,
+                what="three failed tries",
             )
+            assert failing is not None
             assert failing.documents == 2
             assert failing.since is not None
             assert failing.failing_since is not None
