@@ -1,10 +1,13 @@
-"""kill -9 of a daemon whose search index cannot commit: the records it acknowledged wait for
-the index (its health says so), their journal intents stay open, and the next start indexes
-them again once the index can be written, each once, with the four stores agreeing."""
+"""kill -9 (or `stop`) of a daemon whose search index cannot commit: the records it
+acknowledged wait for the index (its health says so), their journal intents stay open, and the
+next start indexes them again once the index can be written, each once, with the four stores
+agreeing."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from memoryd.audit import AuditLog
 from memoryd.journal import Journal
@@ -15,9 +18,12 @@ from tests.integration.test_group_commit import body, record
 from tests.waiting import wait_until
 
 
+@pytest.mark.parametrize("end", ["kill -9", "stop"])
 def test_a_kill_while_the_index_cannot_commit_loses_no_acknowledged_record(
-    home: Path, project: Path
+    home: Path, project: Path, end: str
 ) -> None:
+    """`stop` too: the daemon's close tries the commit once more, fails, and exits cleanly,
+    leaving the intents for the next start."""
     env = {"MEMORYD_SEARCH__COMMIT_DELAY_MS": "100", "MEMORYD_DAEMON__RECALL_READERS": "0"}
     with running(home, env=env) as daemon, uds_client(daemon.home) as client:
         first = record(client, body(0, project))
@@ -27,7 +33,10 @@ def test_a_kill_while_the_index_cannot_commit_loses_no_acknowledged_record(
             health = failing(client, 2)
             assert health["index_waiting"] == 4
             assert Journal(home).slugs_in_flight() == set(slugs)
-            daemon.kill()
+            if end == "kill -9":
+                daemon.kill()
+            else:
+                assert daemon.stop(timeout_s=120) == 0, daemon.log_text()
     # The fault cleared; the next daemon settles the open intents before it serves.
     with running(home, env=env) as daemon, uds_client(daemon.home) as client:
         assert client.get("/v1/health").json()["index_waiting"] == 0
