@@ -211,6 +211,10 @@ def test_the_daemon_shows_the_wait_in_status_and_doctor_and_commits_by_itself(
             assert "3 memories wait for a commit since" in commits["detail"]
             assert "restore write access" in commits["fix"]
             assert not doctor["index consistency"]["ok"]  # it cannot read past the wait
+            # A read commits first (read-your-writes): it fails, saying what to do.
+            found = client.get("/v1/search", params={"q": "quokka", "scope": str(project)})
+            assert found.status_code == 503
+            assert "write access" in found.json()["error"]["hint"]
             status = runner.invoke(app, ["status", "--home", str(home)])
             assert status.exit_code == 0, status.output
             assert "search index: 3 memories wait for a commit since" in status.stdout

@@ -492,7 +492,10 @@ class IndexWriting(IndexTallies, NeighbourTurns, CommitRetries):
                 self._overlay_next = None
                 self._rollback(writer)
                 raise StorageError(
-                    f"search index {self._directory}: {action} failed: {exc}"
+                    f"search index {self._directory}: {action} failed: {exc}",
+                    hint=f"check the free disk space and the write access to {self._directory};"
+                    " a record waiting for the index keeps its journal intent and is indexed"
+                    " once the index can be written (`memoryd doctor`)",
                 ) from exc
             finally:
                 self._written_cuts = {}
