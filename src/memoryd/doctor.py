@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING
 
 from memoryd import __version__
 from memoryd.config import Settings
-from memoryd.errors import MemorydError
+from memoryd.errors import MemorydError, StorageError
 from memoryd.models import DoctorCheck
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from memoryd.search.index import CommitWait
     from memoryd.service import MemoryService
 
 REQUIRED_MODULES = ("tantivy", "jieba", "yaml", "pydantic", "typer")
@@ -169,23 +172,12 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
         )
     sealed_check, sealed_slugs = encrypted_check(svc)
     checks.append(sealed_check)
-    only_vault, only_graph, index_diff = svc.consistency(
-        {m.meta.slug for m in memories if m.meta.forgotten_at is None}  # decay's: vault only
-        | sealed_slugs
-    )
-    problems = []
-    if only_vault:
-        problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")
-    if only_graph:
-        problems.append(f"{len(only_graph)} graph memories without a file (e.g. {min(only_graph)})")
-    if index_diff:
-        problems.append(f"search index differs from the graph on {len(index_diff)} memories")
+    checks.append(commit_check(svc.index.commit_wait(), svc.index.directory))
     checks.append(
-        DoctorCheck(
-            name="index consistency",
-            ok=not problems,
-            detail="vault, graph and search index agree" if not problems else "; ".join(problems),
-            fix="run `memoryd reindex`",
+        consistency_check(
+            svc,
+            {m.meta.slug for m in memories if m.meta.forgotten_at is None}  # decay's: vault only
+            | sealed_slugs,
         )
     )
     queued = svc.enrichment_counts()
@@ -224,6 +216,60 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
         )
     )
     return checks
+
+
+def consistency_check(svc: MemoryService, vault_slugs: set[str]) -> DoctorCheck:
+    """Vault, graph and search index hold the same memories. An index that cannot commit
+    the documents waiting for it fails the check with its error (`commit_check` says more)."""
+    try:
+        only_vault, only_graph, index_diff = svc.consistency(vault_slugs)
+    except StorageError as exc:
+        return DoctorCheck(
+            name="index consistency",
+            ok=False,
+            detail=exc.message,
+            fix=exc.hint or "see the search index commits check",
+        )
+    problems = []
+    if only_vault:
+        problems.append(f"{len(only_vault)} files not in the graph (e.g. {min(only_vault)})")
+    if only_graph:
+        problems.append(f"{len(only_graph)} graph memories without a file (e.g. {min(only_graph)})")
+    if index_diff:
+        problems.append(f"search index differs from the graph on {len(index_diff)} memories")
+    return DoctorCheck(
+        name="index consistency",
+        ok=not problems,
+        detail="vault, graph and search index agree" if not problems else "; ".join(problems),
+        fix="run `memoryd reindex`",
+    )
+
+
+def commit_check(wait: CommitWait, directory: Path) -> DoctorCheck:
+    """The memories waiting for the search index's next commit, and its failed tries: a
+    record is searchable once the index commits it (its timer retries a failed commit)."""
+    if wait.error is None:
+        detail = (
+            f"{wait.documents} memories wait for the next commit (since {_at(wait.since)})"
+            if wait.documents
+            else "no memory waits for a commit"
+        )
+        return DoctorCheck(name="search index commits", ok=True, detail=detail)
+    return DoctorCheck(
+        name="search index commits",
+        ok=False,
+        detail=f"{wait.documents} memories wait for a commit since {_at(wait.since)}, not"
+        f" searchable yet: {wait.failures} tries failed since {_at(wait.failing_since)}, the"
+        f" first: {wait.first_error}"
+        + (f"; the last: {wait.error}" if wait.error != wait.first_error else "")
+        + f"; the next try is at {_at(wait.retry_at)}",
+        fix=f"free disk space or restore write access to {directory}; the daemon commits them"
+        " on its next try (their writes are journalled: a restart indexes them again)",
+    )
+
+
+def _at(moment: datetime | None) -> str:
+    return "?" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def encrypted_check(svc: MemoryService) -> tuple[DoctorCheck, set[str]]:

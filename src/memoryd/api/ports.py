@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         RecallResult,
         SupersedeDecision,
     )
+    from memoryd.search.index import SearchIndex
 
 
 class ServedService(MemoryAPI, Protocol):
@@ -37,6 +38,8 @@ class ServedService(MemoryAPI, Protocol):
     actor: str
     home: Path
     graph: GraphStore
+    index: SearchIndex
+    """The search index (health reports the documents waiting for its commit)."""
     audit: AuditLog
     gate: Gate
     """The sensitive-scope gate (the graph page counts what it hides)."""

@@ -185,7 +185,8 @@ def page(items: list[Any], limit: int, offset: int) -> Page[Any]:
 # -- system -------------------------------------------------------------------------------
 @router.get("/health", tags=["system"])
 async def health(api: Api) -> Health:
-    """Cheap liveness probe: touches no store."""
+    """Cheap liveness probe: touches no store (the index's commit wait is kept in memory)."""
+    wait = api.service.index.commit_wait()
     return Health(
         version=__version__,
         pid=os.getpid(),
@@ -193,6 +194,12 @@ async def health(api: Api) -> Health:
         pending_writes=api.runner.pending_writes,
         recall_readers=api.readers.ready if api.readers is not None else 0,
         tcp_port=api.tcp_port,
+        index_waiting=wait.documents,
+        index_waiting_since=wait.since,
+        index_failed_commits=wait.failures,
+        index_error=wait.error,
+        index_first_error=wait.first_error,
+        index_retry_at=wait.retry_at,
     )
 
 

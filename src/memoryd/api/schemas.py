@@ -159,6 +159,16 @@ class Health(BaseModel):
     tcp_port: int | None = None
     recall_readers: int = 0
     """Reader processes up and ranking recalls (0: recall runs in the daemon process)."""
+    index_waiting: int = 0
+    """Memories written and waiting for the search index's next commit (not searchable yet)."""
+    index_waiting_since: datetime | None = None
+    index_failed_commits: int = 0
+    """Tries to commit them that failed since the last success (the daemon keeps trying)."""
+    index_error: str | None = None
+    """The last failed try's error (None once a commit succeeds)."""
+    index_first_error: str | None = None
+    """The first failed try's error: a later one may only say that tantivy's writer died."""
+    index_retry_at: datetime | None = None
 
 
 class VersionInfo(BaseModel):

@@ -445,6 +445,13 @@ def status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         emit_json(health or {"status": "stopped"})
     elif health is not None:
         typer.echo(f"{describe_daemon(health, settings.home)}, up {health['uptime_s']:.0f}s")
+        if health.get("index_error"):
+            typer.echo(
+                f"search index: {health['index_waiting']} memories wait for a commit since"
+                f" {health['index_waiting_since']}; {health['index_failed_commits']} tries"
+                f" failed, the first: {health['index_first_error']}; the daemon tries again"
+                f" at {health['index_retry_at']} (see `memoryd doctor`)"
+            )
     else:
         typer.echo(f"no memoryd daemon serves {settings.home}")
     if health is None:

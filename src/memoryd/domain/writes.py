@@ -487,8 +487,10 @@ class Writes:
                 if ending is not None:
                     ending.undone = True
                 slugs = [m.meta.slug for m in batch]
-                self.index.delete(slugs)
-                self.graph.delete_memories(slugs)
+                try:
+                    self.index.delete(slugs)
+                finally:  # an index that cannot commit (`search.retries`) fails this too
+                    self.graph.delete_memories(slugs)
                 raise
         except MemorydError:
             for path in paths:

@@ -42,6 +42,7 @@ from memoryd.search.engine import (
 from memoryd.search.explanations import Explaining
 from memoryd.search.local import LocalBM25, LocalRanking, LocalScore
 from memoryd.search.overlay import OVERLAY_FILE, DecayOverlay
+from memoryd.search.retries import CommitWait
 from memoryd.search.stats_file import StatsFiles, index_opstamp
 from memoryd.search.titles import TitleLookups
 from memoryd.search.writer import IndexWriting, Placed
@@ -50,6 +51,7 @@ __all__ = [
     "CONTEXT_FIELD",
     "META_FILE",
     "SCHEMA_VERSION",
+    "CommitWait",
     "LocalRanking",
     "LocalScore",
     "Placed",
@@ -267,13 +269,21 @@ class SearchIndex(IndexWriting, LocalBM25, Explaining, TitleLookups):
         try:
             self.commit()
         except StorageError as exc:
-            logger.error("%s", exc.message)
+            logger.error(
+                "%s; %d document(s) left uncommitted: the next open indexes them again",
+                exc.message,
+                len(self._waiting),
+            )
         with self._write_lock:
             if self._closed:
                 return
             with self._stats_lock:
                 self._flush_stats(force=True)
             self._closed = True
+            with self._waiting_lock:
+                timer, self._timer = self._timer, None
+            if timer is not None:  # a failed commit's retry
+                timer.cancel()
             writer, self._writer = self._writer, None
             if writer is not None:
                 with self._errors("closing"):

@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from memoryd.errors import StorageError
@@ -119,6 +120,19 @@ class IndexReader:
         self._timer: threading.Timer | None = None
         self._first_wait = self._last_wait = 0.0
         """`time.monotonic()` of the first and the last write now waiting for a commit."""
+        self._waiting_since: datetime | None = None
+        """When the oldest waiting document started waiting (`commit_wait`)."""
+        self._in_commit: tuple[int, datetime | None] = (0, None)
+        """The waiting documents the commit under way holds: how many, since when."""
+        self._failures = 0
+        """Commits of waiting documents that failed since the last one that succeeded."""
+        self._failed_since: datetime | None = None
+        self._first_error: str | None = None
+        self._failed_error: str | None = None
+        """The first and the last failed commit's error, while its documents wait for the
+        timer's retry."""
+        self._retry_at: datetime | None = None
+        """When the timer tries a failed commit again."""
         self.generation = 0
         self._commits: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=_COMMITS_KEPT)
         """(generation, the slugs its commit wrote, deleted or moved; None: unknown) of the

@@ -18,11 +18,12 @@ from datetime import datetime
 from typing import NamedTuple
 
 from memoryd.errors import StorageError
-from memoryd.models import DecayState, typed
+from memoryd.models import DecayState, typed, utcnow
 from memoryd.search.doc import SearchDoc
 from memoryd.search.engine import _TANTIVY_ERRORS, _Cuts, _document, _values, tantivy
 from memoryd.search.neighbours import NeighbourTurns
 from memoryd.search.overlay import DecayOverlay
+from memoryd.search.retries import CommitRetries
 from memoryd.search.sessions import CONTEXT_TYPE, SessionView
 from memoryd.search.stats_file import index_opstamp
 from memoryd.search.tallies import IndexTallies, _Changed, _scopes_of
@@ -91,7 +92,7 @@ def _commit_slugs(
     return frozenset(slugs) if len(slugs) <= _CHANGES_KEPT else None
 
 
-class IndexWriting(IndexTallies, NeighbourTurns):
+class IndexWriting(IndexTallies, NeighbourTurns, CommitRetries):
     """The writes of a `SearchIndex`: upsert, decay states, delete, clear."""
 
     def changes_since(self, generation: int) -> frozenset[str] | None:
@@ -135,6 +136,8 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             return
         self._require_open()
         with self._waiting_lock:
+            if self._waiting_since is None:
+                self._waiting_since = utcnow()
             self._waiting.update((doc.slug, doc) for doc in docs)
             self._then.append(then)
             self._last_wait = time.monotonic()
@@ -157,8 +160,9 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             self._commit_waiting(())
 
     def _commit_on_time(self) -> None:
-        """The timer's commit (on its own thread): a failure is logged, and the documents
-        wait for the next read, write or `close`."""
+        """The timer's commit (on its own thread). On failure the documents keep waiting
+        and the timer tries again later (`_note_failure`), unless a read, a write or `close`
+        commits them first."""
         with self._waiting_lock:
             due = min(
                 self._last_wait + self.commit_delay_s,
@@ -171,8 +175,8 @@ class IndexWriting(IndexTallies, NeighbourTurns):
         try:
             if not self._closed:
                 self.commit()
-        except StorageError as exc:
-            logger.error("search index %s: waiting documents not committed: %s", self, exc)
+        except Exception as exc:  # noted, logged and retried by `_commit_waiting`
+            logger.debug("search index %s: the timer's commit failed: %s", self, exc)
 
     def _commit_waiting(self, docs: Sequence[SearchDoc]) -> None:
         """Commit `docs` and the waiting documents (older: `docs` win a slug) in one commit."""
@@ -180,6 +184,8 @@ class IndexWriting(IndexTallies, NeighbourTurns):
             with self._waiting_lock:
                 self._committing = True  # before they leave `_waiting`: a read waits for them
                 waiting, self._waiting = self._waiting, {}
+                since, self._waiting_since = self._waiting_since, None
+                self._in_commit = (len(waiting), since)
                 thens, self._then = self._then, []
                 timer, self._timer = self._timer, None
             try:
@@ -187,13 +193,20 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                     timer.cancel()
                 try:
                     self._upsert_now([*waiting.values(), *docs])
-                except BaseException:
+                except BaseException as exc:
                     with self._waiting_lock:
                         self._waiting = {**waiting, **self._waiting}
                         self._then[:0] = thens
+                        if waiting:  # older than any written since: theirs is the oldest wait
+                            self._waiting_since = since
+                            if isinstance(exc, Exception):
+                                self._note_failure(exc)
                     raise
+                self._note_success(len(waiting))
             finally:
-                self._committing = False
+                with self._waiting_lock:
+                    self._committing = False
+                    self._in_commit = (0, None)
         for then in thens:
             try:
                 then()
@@ -479,7 +492,10 @@ class IndexWriting(IndexTallies, NeighbourTurns):
                 self._overlay_next = None
                 self._rollback(writer)
                 raise StorageError(
-                    f"search index {self._directory}: {action} failed: {exc}"
+                    f"search index {self._directory}: {action} failed: {exc}",
+                    hint=f"check the free disk space and the write access to {self._directory};"
+                    " a record waiting for the index keeps its journal intent and is indexed"
+                    " once the index can be written (`memoryd doctor`)",
                 ) from exc
             finally:
                 self._written_cuts = {}
