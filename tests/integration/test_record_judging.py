@@ -5,15 +5,20 @@ references of a scope's speakers are read once and still find a record a line na
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memoryd.governance.supersede_graph import _MENTIONED_BY, _mentioned, _Shared
 from memoryd.governance.supersede_kept import JUDGED_TYPES, MentionLists
 from memoryd.governance.supersede_pairs import pair_texts
 from memoryd.models import Memory, MemoryDraft, MemoryType
 from memoryd.service import MemoryService
+from tests.conftest import ENGINE
 
 NAMES = ["PostgreSQL", "Redis", "Kafka", "DuckDB", "pytest"]
 KINDS = ["decision", "fact", "preference", "playbook", "decision"]
@@ -68,12 +73,31 @@ def _keys(svc: MemoryService, memories: list[Memory]) -> list[tuple[str, str]]:
     return sorted({(e, m.meta.scope_hash) for m in memories for e in m.meta.observations})
 
 
+@pytest.fixture(params=[ENGINE, "falkordb"])
+def any_svc(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryService]:
+    """A service on the engine under test, then on FalkorDB (whose rows give times back
+    in their own way)."""
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+
+    graph: dict[str, Any] = {"engine": ENGINE, "buffer_pool_mb": 128}
+    if request.param == "falkordb":
+        url = request.getfixturevalue("falkordb_url")
+        graph = {"engine": "falkordb", "url": url, "name": f"r-{uuid.uuid4().hex}"}
+    service = open_service(load_settings(tmp_path / "home", graph=graph, lock_timeout_s=1.0))
+    try:
+        yield service
+    finally:
+        service.close()
+
+
 def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
-    svc: MemoryService, project: Path
+    any_svc: MemoryService, project: Path
 ) -> None:
     """Records of judged and unjudged kinds, some older than the ones before them: after
     each, the lists `record` keeps equal the graph's, and once they are kept a record reads
     neither again."""
+    svc = any_svc
     written = svc.record_many([_draft(i, project) for i in range(12)])
     calls: list[str] = []
     cypher = svc.graph.cypher
