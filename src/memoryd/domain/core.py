@@ -41,8 +41,10 @@ from memoryd.governance.analyze import Candidate, SessionText, refusal
 from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.gate import Gate
 from memoryd.governance.promotions import Review, ReviewPolicy
+from memoryd.governance.status_lines import Ref as StatusRef
 from memoryd.governance.store import GovernanceStore, Proposed
 from memoryd.governance.stores import Stores
+from memoryd.governance.supersede_kept import MentionLists
 from memoryd.graph.sandbox import CypherLimits, CypherSandbox
 from memoryd.graph.store import GraphStore, MemoryRow
 from memoryd.journal import IntentItem, Journal
@@ -164,9 +166,15 @@ class ServiceCore(Writes):
         """Per scope, the judged memories whose body has a status word ("Superseded by"):
         read once per scope by one scan, then kept up by `judge_written`; dropped by the
         writes that change bodies wholesale (sync import, merge, reindex)."""
+        self.status_refs: dict[str, tuple[set[str], dict[str, tuple[StatusRef, ...]]]] = {}
+        """Per scope, the references of its speakers' status lines, good while the scope's
+        set in `status_speakers` is the one they were read for."""
         """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
         must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
         `judge_queue` and its worker judges them off the writer, after a restart too."""
+        self.judged_mentions = MentionLists()
+        """The older memories `record`'s judging read per (entity, scope), kept up by its
+        writes (`supersede_graph.MentionLists`)."""
         self.clock: Callable[[], datetime] = utcnow
         """Now, for recall tracking and governance (decay, schedules): tests move it."""
         self.decay_policy = DecayPolicy()

@@ -85,7 +85,9 @@ class Ingest(ServiceCore):
             if judged is not None:  # its decisions are written with it
                 memory, details = judged
                 events = [(memory.slug, "supersede", details)] if details else []
+                before = self.graph.recall_generation
                 self._write_batch([memory], sync_each=True, events=events)
+                self.judged_mentions.wrote(self.graph, memory, before)
                 self._queue_sessions([memory])
                 return [memory]
         written: list[Memory] = []

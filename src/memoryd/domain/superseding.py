@@ -46,6 +46,14 @@ def _status_lines_of(body: str) -> tuple[status_lines.StatusLine, ...]:
     return tuple(status_lines.status_lines(body))
 
 
+def _names(ref: status_lines.Ref, numbers: set[int], keys: set[str]) -> bool:
+    """Whether a status line's reference names a record going by one of these numbers or
+    title keys (`status_lines.resolve` finds a record by nothing else)."""
+    if ref.number is not None and ref.number in numbers:
+        return True
+    return bool(ref.key) and any(k == ref.key or k.startswith(f"{ref.key}-") for k in keys)
+
+
 class Superseding(ServiceCore):
     """Judge supersedes and decide candidates."""
 
@@ -301,19 +309,52 @@ class Superseding(ServiceCore):
                 keys |= named
         if not numbers and not keys:
             return False
+        # Only the speakers whose kept references name one of them are read again (their
+        # bodies as stored now: one deleted since names nothing).
+        naming = sorted(
+            slug
+            for slug, refs in self._speaker_refs(scope_hash, speaking, by_slug).items()
+            if any(_names(ref, numbers, keys) for ref in refs)
+        )
+        if not naming:
+            return False
         bodies = self.graph.cypher(
             "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.body",
-            {"slugs": sorted(speaking)},
+            {"slugs": naming},
             limit=1_000_000,
         ).rows
-        for (body,) in bodies:
-            for line in _status_lines_of(str(body or "")):
-                for ref in line.refs:
-                    if ref.number is not None and ref.number in numbers:
-                        return True
-                    if ref.key and any(k == ref.key or k.startswith(ref.key + "-") for k in keys):
-                        return True
-        return False
+        return any(
+            _names(ref, numbers, keys)
+            for (body,) in bodies
+            for line in _status_lines_of(str(body or ""))
+            for ref in line.refs
+        )
+
+    def _speaker_refs(
+        self, scope_hash: str, speaking: set[str], new: dict[str, Memory]
+    ) -> dict[str, tuple[status_lines.Ref, ...]]:
+        """The references of each speaker's status lines: its body read once while the
+        scope's speakers stand (`status_speakers`, which the writes that change bodies drop),
+        a new memory's from its own body. At 10k memories reading every speaker's body on
+        each `record` cost a tenth of it (bench/RESULTS.md)."""
+        held = self.status_refs.get(scope_hash)
+        if held is None or held[0] is not speaking:
+            held = self.status_refs[scope_hash] = (speaking, {})
+        refs = held[1]
+        for slug, memory in new.items():
+            if slug in speaking:
+                refs[slug] = tuple(r for line in _status_lines_of(memory.body) for r in line.refs)
+        missing = sorted(speaking - refs.keys())
+        if missing:
+            refs.update(dict.fromkeys(missing, ()))  # none stored: it names nothing
+            for slug, body in self.graph.cypher(
+                "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.body",
+                {"slugs": missing},
+                limit=1_000_000,
+            ).rows:
+                lines = _status_lines_of(str(body or ""))
+                refs[str(slug)] = tuple(r for line in lines for r in line.refs)
+        return refs
 
     def _write_status_links(self, newer: str, links: Sequence[status_lines.Link]) -> list[str]:
         with self._file_lock(newer):
@@ -400,7 +441,11 @@ class Superseding(ServiceCore):
                 return memory, {}
             ids = [eid for slug, eid in graph_rows([memory]).mentions if slug == memory.slug]
             pairs = supersede.find_pairs_unwritten(
-                self.graph, memory, ids, limit=self.supersede_settings.max_pairs
+                self.graph,
+                memory,
+                ids,
+                limit=self.supersede_settings.max_pairs,
+                kept=self.judged_mentions,
             )
         except MemorydError as exc:
             logger.warning("supersede judging of %s before its write failed: %s", memory.slug, exc)

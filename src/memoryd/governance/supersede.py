@@ -14,14 +14,14 @@ in tests/data/supersede/ exactly as the service runs them.
 
 This module keeps the import path callers use; the code lives in `supersede_names` (the
 lexicon and name checks), `supersede_patterns` (replacement wording), `supersede_rules` (the
-rules, verdicts and tiers), `supersede_pairs` (judging pairs, rules then LLM) and
-`supersede_graph` (pairs and decisions in the graph).
+rules, verdicts and tiers), `supersede_pairs` (judging pairs, rules then LLM),
+`supersede_graph` (pairs and decisions in the graph) and `supersede_kept` (what `record`'s
+judging keeps of the graph between records).
 """
 
 from __future__ import annotations
 
 from memoryd.governance.supersede_graph import (
-    JUDGED_TYPES,
     SupersedeAction,
     automatic,
     candidates,
@@ -34,6 +34,7 @@ from memoryd.governance.supersede_graph import (
     pair_of,
     with_decisions,
 )
+from memoryd.governance.supersede_kept import JUDGED_TYPES
 from memoryd.governance.supersede_names import (
     CHOICE_TYPES,
     CODE_KIND,

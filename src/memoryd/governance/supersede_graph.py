@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from memoryd.errors import Conflict, NotFound
+from memoryd.governance.supersede_kept import JUDGED_TYPES, Lists, MentionLists
 from memoryd.governance.supersede_names import GRAPH_CHOICE_TYPES, Name
 from memoryd.governance.supersede_pairs import Pair, SupersedeJob, limit_fan_out, pair_texts
 from memoryd.governance.supersede_rules import RULES_VERSION, Tiers
@@ -19,9 +20,6 @@ from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
 
 # --------------------------------------------------------------------------- the stores
-
-JUDGED_TYPES = ("decision", "preference", "fact")
-"""The older memories a new one may supersede (seeds/002 §5)."""
 
 _PAIRS_QUERY = (
     "MATCH (n:Memory {slug: $slug})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(o:Memory)"
@@ -165,13 +163,18 @@ def find_pairs_many(
 
 
 def find_pairs_unwritten(
-    graph: GraphStore, newer: Memory, entity_ids: Sequence[str], *, limit: int
+    graph: GraphStore,
+    newer: Memory,
+    entity_ids: Sequence[str],
+    *,
+    limit: int,
+    kept: MentionLists | None = None,
 ) -> list[Pair]:
     """`find_pairs_many` for one memory about to be written, so that its decisions are
     written with it (`record`): the same pairs as once it is written. `entity_ids`: the
     entities it will mention. Its write adds one mention to each, which keeps their order;
     an entity the graph lacks is mentioned by no older memory; no SUPERSEDES edge touches a
-    memory not yet written."""
+    memory not yet written. `kept`: the lists of older memories the last records read."""
     if not entity_ids:
         return []
     shared: dict[str, list[_Shared]] = {}
@@ -191,7 +194,7 @@ def find_pairs_unwritten(
         return []
     # As the graph gives it back (`jsonable`): `_nearest` compares it with the olders'.
     where = {newer.slug: (newer.meta.scope_hash, jsonable(newer.meta.created_at))}
-    return _ranked_pairs(graph, [newer], shared, where, set(), limit).get(newer.slug, [])
+    return _ranked_pairs(graph, [newer], shared, where, set(), limit, kept=kept).get(newer.slug, [])
 
 
 def _ranked_pairs(
@@ -204,14 +207,16 @@ def _ranked_pairs(
     *,
     newest: int | None = _NEWEST,
     hub: int = _HUB,
+    kept: MentionLists | None = None,
 ) -> dict[str, list[Pair]]:
     """The pairs of `find_pairs_many` from the newer memories' entities (`shared`), scopes
     and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`).
 
     A hub entity's older memories are read only as far as its `newest` (all of them when
     None); a newer memory whose judging would read past the end of such a list is judged
-    again from full lists, so the pairs are the same as from full lists."""
-    mentioned, cut = _mentioned(graph, shared, where, newest, hub)
+    again from full lists, so the pairs are the same as from full lists. `kept`: lists
+    read before, still good (`MentionLists`)."""
+    mentioned, cut = _mentioned(graph, shared, where, newest, hub, kept)
     everyone = sorted({row for rows in mentioned.values() for row in rows}, key=lambda r: r[1])
     everyone.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
     rank = {row: i for i, row in enumerate(everyone)}
@@ -243,7 +248,7 @@ def _ranked_pairs(
     full: dict[str, list[Pair]] = {}
     if again:
         mine = {m.slug: shared[m.slug] for m in again}
-        full = _ranked_pairs(graph, again, mine, where, linked, limit, newest=None)
+        full = _ranked_pairs(graph, again, mine, where, linked, limit, newest=None, kept=kept)
     olders = sorted({o for picks in chosen.values() for o, _ in picks})
     # Which of its newer memory's tools and libraries each chosen older one mentions: a
     # list read in full or as far as the older one says; past a hub's last row read, its
@@ -270,14 +275,7 @@ def _ranked_pairs(
         ).rows:
             if (str(o), str(eid)) in unsure:
                 mentions.setdefault(str(o), set()).add(str(eid))
-    texts = {
-        str(slug): pair_texts(str(title), str(body or ""))
-        for slug, title, body in graph.cypher(
-            "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body",
-            {"slugs": olders},
-            limit=10_000_000,
-        ).rows
-    }
+    texts = _texts(graph, olders, kept)
     by_count = {m: sorted(shared[m], key=lambda e: (e.count, e.id)) for m in chosen}
     out = {
         m: [
@@ -295,36 +293,81 @@ def _mentioned(
     where: dict[str, tuple[str, Any]],
     newest: int | None,
     hub: int,
+    kept: MentionLists | None = None,
 ) -> tuple[dict[tuple[str, str], list[tuple[Any, str]]], dict[tuple[str, str], int]]:
     """Per (entity, scope), the older memories mentioning it as (created_at, slug); and the
-    lists read only as far as their `newest` (a hub's), with how many rows were read."""
+    lists read only as far as their `newest` (a hub's), with how many rows were read. The
+    lists `kept` holds for every scope asked are not read again (a list it holds cut short
+    only when `newest` allows one); those read are kept."""
     mentioned: dict[tuple[str, str], list[tuple[Any, str]]] = {}
     cut: dict[tuple[str, str], int] = {}
     if not shared:
         return mentioned, cut
     counts = {e.id: e.count for entities in shared.values() for e in entities}
     scopes = sorted({scope for scope, _ in where.values()})
-    hubs = sorted(i for i, n in counts.items() if newest is not None and n > hub)
-    rest = sorted(set(counts) - set(hubs))
+    generation = graph.recall_generation
+    wanted = [(eid, scope) for eid in counts for scope in scopes]
+    held = {} if kept is None else kept.lists(generation, wanted)
+    known: Lists = {}
+    for eid in counts:
+        lists = [held.get((eid, scope)) for scope in scopes]
+        if all(x is not None and (newest is not None or not x[1]) for x in lists):
+            known.update(((eid, scope), x) for scope, x in zip(scopes, lists, strict=True) if x)
+    hubs = sorted(
+        i
+        for i, n in counts.items()
+        if newest is not None and n > hub and (i, scopes[0]) not in known
+    )
+    rest = sorted(set(counts) - set(hubs) - {eid for eid, _ in known})
+    read: Lists = {}
     if rest:
+        for eid in rest:
+            for scope in scopes:
+                read[(eid, scope)] = ([], False)
         for eid, scope, o, created in graph.cypher(
             _MENTIONED_BY,
             {"ids": rest, "scopes": scopes, "types": list(JUDGED_TYPES)},
             limit=100_000_000,
         ).rows:
-            mentioned.setdefault((str(eid), str(scope)), []).append((created, str(o)))
+            read[(str(eid), str(scope))][0].append((created, str(o)))
     for eid in hubs:
         for scope in scopes:
-            rows = graph.cypher(
+            found = graph.cypher(
                 f"{_MENTIONED_NEWEST} LIMIT {int(newest or 0)}",  # a number in any engine's LIMIT
                 {"id": eid, "scope": scope, "types": list(JUDGED_TYPES)},
                 limit=(newest or 0) + 1,
             ).rows
-            if rows:
-                mentioned[(eid, scope)] = [(created, str(o)) for o, created in rows]
-            if len(rows) >= (newest or 0):
-                cut[(eid, scope)] = len(rows)
+            newest_first = [(created, str(o)) for o, created in found]
+            read[(eid, scope)] = (newest_first, len(found) >= (newest or 0))
+    if kept is not None:
+        kept.keep(generation, graph.recall_generation, read)
+    for key, (older, short) in (*known.items(), *read.items()):
+        if older:
+            mentioned[key] = older
+        if short:
+            cut[key] = len(older)
     return mentioned, cut
+
+
+def _texts(graph: GraphStore, slugs: list[str], kept: MentionLists | None) -> dict[str, str]:
+    """The older memories' texts as judging reads them (`pair_texts`), those `kept` holds
+    not read again; those read are kept."""
+    generation = graph.recall_generation
+    texts = {} if kept is None else kept.texts(generation, slugs)
+    missing = [slug for slug in slugs if slug not in texts]
+    if missing:
+        read = {
+            str(slug): pair_texts(str(title), str(body or ""))
+            for slug, title, body in graph.cypher(
+                "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body",
+                {"slugs": missing},
+                limit=10_000_000,
+            ).rows
+        }
+        if kept is not None:
+            kept.keep(generation, graph.recall_generation, {}, read)
+        texts.update(read)
+    return texts
 
 
 def _known(entities: list[_Shared], mentioned: set[str]) -> tuple[Name, ...]:

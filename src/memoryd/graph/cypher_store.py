@@ -19,7 +19,7 @@ from typing import Any
 from memoryd.errors import StorageError
 from memoryd.graph.co_mentions import CoMentionWrites, counts_pairs, pairs_of
 from memoryd.graph.cypher_reads import KEYED_ROWS, CypherReads, _each
-from memoryd.graph.rows import graph_rows, utc
+from memoryd.graph.rows import ONE_STATEMENT_MENTIONS, graph_rows, one_memory_mentions, utc
 from memoryd.graph.store import supersede_edges
 from memoryd.models import DecayState, Memory
 from memoryd.private import swap_dir
@@ -190,6 +190,7 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
                 removed = self._mentions_of(conn, slugs, pairs)
                 prints = self._prints_of(conn, slugs)
             added: dict[str, list[tuple[Any, Any]]] = {}
+            mentions_by = [slug for slug, _ in mentions]
             when = {m["slug"]: (m["created_at"], m["scope_hash"]) for m in mems}
             for slug, eid in mentions:
                 added.setdefault(eid, []).append(when[slug])
@@ -229,7 +230,9 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
                 ),
                 [{**entity_rows[eid], **counts} for eid, counts in sorted(counted.items())],
             )
-            if mentions:
+            if 1 < len(mentions) <= ONE_STATEMENT_MENTIONS and len(set(mentions_by)) == 1:
+                conn.execute(*one_memory_mentions(mentions))
+            elif mentions:
                 # Not by COPY: an entity's mention count, read back from the edges in this
                 # transaction, came out wrong after a COPY of them (kuzu 0.11.3; the demo
                 # vault's `pandas` counted 4 of its 2 edges, `SQL` 0 of 1).

@@ -194,3 +194,23 @@ def memory_filter(
         where.append("m.decay_state = $state")
         params["state"] = decay_state.value
     return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
+
+ONE_STATEMENT_MENTIONS = 32
+"""A memory's mentions, up to this many, are written by one statement (`one_memory_mentions`):
+a statement per edge cost about twice the CPU for three (kuzu 0.11.3, bench/RESULTS.md)."""
+
+
+def one_memory_mentions(mentions: dict[tuple[str, str], float]) -> tuple[str, dict[str, Any]]:
+    """One memory's MENTIONS edges ((slug, entity id) → confidence) as one statement: the
+    memory and each entity matched by key, every edge in one CREATE. Its entities are
+    written first in the same transaction, so each MATCH finds one node."""
+    rows = sorted(mentions.items())
+    params: dict[str, Any] = {"slug": rows[0][0][0]}
+    matches, edges = [], []
+    for i, ((_, eid), confidence) in enumerate(rows):
+        params[f"id{i}"], params[f"c{i}"] = eid, confidence
+        matches.append(f"MATCH (e{i}:Entity {{id: $id{i}}})")
+        edges.append(f"(m)-[:MENTIONS {{confidence: CAST($c{i} AS DOUBLE)}}]->(e{i})")
+    query = f"MATCH (m:Memory {{slug: $slug}}) {' '.join(matches)} CREATE {', '.join(edges)}"
+    return query, params

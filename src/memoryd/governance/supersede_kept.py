@@ -1,0 +1,127 @@
+"""What `record`'s supersede judging keeps of the graph from one record to the next
+(`MentionLists`): the older memories that mention each entity, per scope, and their texts.
+`supersede_graph` reads through it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from memoryd.governance.supersede_pairs import pair_texts
+from memoryd.graph.rows import graph_rows, jsonable
+from memoryd.graph.store import GraphStore
+from memoryd.models import DecayState, Memory
+
+JUDGED_TYPES = ("decision", "preference", "fact")
+"""The older memories a new one may supersede (seeds/002 §5)."""
+
+_KEPT_ROWS = 100_000
+"""Rows and texts `MentionLists` holds before it starts over (a scope of 10k memories
+holds ~30k rows)."""
+
+Lists = dict[tuple[str, str], tuple[list[tuple[Any, str]], bool]]
+"""Per (entity id, scope hash): the older memories mentioning it as (created_at, slug), and
+whether the list was read only as far as its newest rows (a hub's)."""
+
+
+class MentionLists:
+    """What `record`'s judging read of the graph, kept from one record to the next: per
+    (entity, scope) the older memories `_mentioned` read as mentioning it, and the older
+    memories' texts. Reading them again was about half of a record's judging at 10k
+    memories (bench/RESULTS.md). They hold while the graph's `recall_generation` is the one
+    they were read at or moved to by `wrote`: a `record`'s own write adds its memory; any
+    other write that may change them (a batch, a delete, a merge, a decay sweep, an edit;
+    not recall counts) drops them all, and the next record reads what it needs again. The
+    graph's writes are this process's (one process writes a graph)."""
+
+    def __init__(self) -> None:
+        self._at = -1
+        self._lists: Lists = {}
+        self._texts: dict[str, str] = {}
+        self._rows = 0
+        self._lock = threading.Lock()
+
+    def lists(self, generation: int, keys: Sequence[tuple[str, str]]) -> Lists:
+        """Copies of the lists of these keys it holds, as good at `generation`."""
+        with self._lock:
+            self._check(generation)
+            return {
+                key: (list(held[0]), held[1])
+                for key in keys
+                if (held := self._lists.get(key)) is not None
+            }
+
+    def texts(self, generation: int, slugs: Sequence[str]) -> dict[str, str]:
+        """The texts of these older memories it holds, as good at `generation`."""
+        with self._lock:
+            self._check(generation)
+            return {slug: self._texts[slug] for slug in slugs if slug in self._texts}
+
+    def keep(
+        self, before: int, after: int, lists: Lists, texts: dict[str, str] | None = None
+    ) -> None:
+        """Keep what was read at `before`: nothing when a write committed meanwhile."""
+        with self._lock:
+            if before != after or self._at != before:
+                return
+            for key, (rows, short) in lists.items():
+                old = self._lists.get(key)
+                self._rows += len(rows) - (len(old[0]) if old else 0)
+                self._lists[key] = (list(rows), short)
+            for slug, text in (texts or {}).items():
+                self._rows += slug not in self._texts
+                self._texts[slug] = text
+            if self._rows > _KEPT_ROWS:
+                self._forget(before)
+
+    def wrote(self, graph: GraphStore, memory: Memory, before: int) -> None:
+        """Move what it holds by `memory`, which one write took the graph from generation
+        `before` to its `recall_generation` now (else it drops all): the memory is older
+        than every one judged after it, in the lists of the entities it mentions when
+        judging reads it."""
+        with self._lock:
+            if self._at != before or graph.recall_generation != before + 1:
+                self._forget(graph.recall_generation)
+                return
+            self._at = before + 1
+            meta = memory.meta
+            if (
+                meta.type.value not in JUDGED_TYPES
+                or memory.sensitive
+                or meta.decay_state is DecayState.FORGOTTEN
+            ):
+                return
+            self._texts[meta.slug] = pair_texts(meta.title, memory.body)
+            self._rows += 1
+            row = (jsonable(meta.created_at), meta.slug)
+            for _, eid in graph_rows([memory]).mentions:
+                held = self._lists.get((eid, meta.scope_hash))
+                if held is None:
+                    continue
+                rows, short = held
+                # Newest first, by slug among equals (the order a cut list was read in).
+                at = next(
+                    (
+                        i
+                        for i, (c, o) in enumerate(rows)
+                        if c < row[0] or (c == row[0] and o > row[1])
+                    ),
+                    len(rows),
+                )
+                if short and at == len(rows):
+                    continue  # past a cut list's last row: not read either way
+                rows.insert(at, row)
+                self._rows += 1
+            if self._rows > _KEPT_ROWS:
+                self._forget(self._at)
+
+    def _check(self, generation: int) -> None:
+        if self._at != generation:
+            self._forget(generation)
+
+    def _forget(self, generation: int) -> None:
+        self._lists.clear()
+        self._texts.clear()
+        self._rows = 0
+        self._at = generation
