@@ -42,7 +42,6 @@ from typing import Any
 
 from memoryd.errors import (
     GraphLocked,
-    InvalidInput,
     MemorydError,
     MissingExtra,
     PolicyDenied,
@@ -51,13 +50,12 @@ from memoryd.errors import (
 )
 from memoryd.graph.cypher_store import CypherGraphStore
 from memoryd.graph.falkordb_dialect import FALKOR_MARKER, bind, runaway, translate
+from memoryd.graph.falkordb_errors import lost_writes, query_error, server_error
 from memoryd.graph.falkordb_forks import rewrite_if_grown
 from memoryd.graph.falkordb_log import LogState, RedoLog
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import (
     CO_MENTIONS_FILL,
-    MEMORY_HINT,
-    TIME_HINT,
     CypherResult,
     GraphCopy,
     check_cypher,
@@ -209,7 +207,7 @@ class FalkorGraphStore(CypherGraphStore):
             )
             self._redis.ping()
         except (redis.RedisError, ValueError) as exc:
-            raise _server_error(exc, url) from exc
+            raise server_error(exc, url) from exc
         self._timeout_max = self._server_timeout_max()
         self.key = self._graph_key()
         self._graph = FalkorDB(connection_pool=self._redis.connection_pool).select_graph(self.key)
@@ -280,7 +278,7 @@ class FalkorGraphStore(CypherGraphStore):
                     )
                 )
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
         if not taken:
             raise GraphLocked(
                 f"another memoryd writes the graph {self.name} on {self.url}: {holder}",
@@ -344,7 +342,7 @@ class FalkorGraphStore(CypherGraphStore):
         except redis.ResponseError as exc:
             raise query_error(exc, timeout) from exc
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
 
     def _rows(
         self,
@@ -417,7 +415,7 @@ class FalkorGraphStore(CypherGraphStore):
                 held = 0  # no graph yet
             except redis.RedisError as exc:
                 pipe.reset()
-                raise _server_error(exc, self.url) from exc
+                raise server_error(exc, self.url) from exc
             if held == self._commits:
                 return pipe
             pipe.reset()
@@ -435,7 +433,7 @@ class FalkorGraphStore(CypherGraphStore):
         entries = dict(self._log.read().entries)
         for seq in range(held + 1, self._commits + 1):
             if seq not in entries:
-                raise _lost(self.key, self._commits - held)
+                raise lost_writes(self.key, self._commits - held)
             if failed := [r for r in self._exec(entries[seq], seq) if isinstance(r, Exception)]:
                 raise StorageError(
                     f"replaying write {seq} into the FalkorDB graph {self.key} failed: {failed[0]}",
@@ -475,11 +473,11 @@ class FalkorGraphStore(CypherGraphStore):
             logger.warning("%s belongs to a replaced graph; starting a new one", self._log.path)
             state = LogState(graph_id, held)
         if held < state.durable:
-            raise _lost(self.key, state.durable - held)
+            raise lost_writes(self.key, state.durable - held)
         pending = [(seq, queries) for seq, queries in state.entries if seq > held]
         for seq, queries in pending:
             if seq != held + 1:
-                raise _lost(self.key, pending[-1][0] - held)
+                raise lost_writes(self.key, pending[-1][0] - held)
             replies = self._exec(queries, seq)
             if failed := [reply for reply in replies if isinstance(reply, Exception)]:
                 raise StorageError(
@@ -522,7 +520,7 @@ class FalkorGraphStore(CypherGraphStore):
         try:
             _, waited, found = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
         if isinstance(found, Exception) or not found[1] or int(found[1][0][0]) < upto:
             return False
         if isinstance(waited, redis.ResponseError):  # no append-only file: nothing is confirmed
@@ -561,7 +559,7 @@ class FalkorGraphStore(CypherGraphStore):
                 hint="retry; if it goes on, stop the other writer",
             ) from exc
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
 
     def _commit(self, tx: _Transaction, pipe: Any) -> None:
         if not tx.statements:
@@ -628,7 +626,7 @@ class FalkorGraphStore(CypherGraphStore):
         try:
             return bool(self._redis.exists(self.key))
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
 
     def close(self) -> None:
         if self._closed:
@@ -649,7 +647,7 @@ class FalkorGraphStore(CypherGraphStore):
         try:
             self._redis.delete(self.key)
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
 
     def replace_with(self, rebuilt: Path) -> None:
         """Put the graph reindex built in `rebuilt` (under a key of its own) in place:
@@ -671,7 +669,7 @@ class FalkorGraphStore(CypherGraphStore):
             graph_id, commits = fresh._graph_id, fresh._commits
             self._redis.rename(fresh.key, self.key)
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
         finally:
             fresh.close()
         RedoLog(self.directory).start(graph_id, commits)
@@ -719,7 +717,7 @@ class FalkorGraphStore(CypherGraphStore):
         except redis.ResponseError as exc:
             raise query_error(exc, timeout) from exc
         except redis.RedisError as exc:
-            raise _server_error(exc, self.url) from exc
+            raise server_error(exc, self.url) from exc
         return self._result(result, limit)
 
     @staticmethod
@@ -733,14 +731,6 @@ class FalkorGraphStore(CypherGraphStore):
             "a FalkorDB graph is not copied: users' Cypher runs on the server, under its limits",
             hint="call user_cypher()",
         )
-
-
-def _lost(key: str, count: int) -> StorageError:
-    return StorageError(
-        f"the FalkorDB graph {key} lost {count} acknowledged writes"
-        " (its server restarted without them, and the redo log no longer holds them)",
-        hint="run `memoryd reindex` to rebuild the graph from the memory files",
-    )
 
 
 _SEQUENCE = "MATCH (m:Meta {key: 'commits'}) RETURN m.value"
@@ -765,35 +755,6 @@ def _plain(value: Any) -> Any:
     return jsonable(value)
 
 
-def query_error(exc: redis.ResponseError, timeout_ms: int) -> MemorydError:
-    """The typed error for a query the server refused or stopped."""
-    text = str(exc)
-    lowered = text.lower()
-    if "empty key" in lowered:
-        return StorageError(
-            f"the graph is gone from the FalkorDB server ({text})",
-            hint="run `memoryd reindex` to rebuild the graph from the memory files",
-        )
-    if "timed out" in lowered or "timeout" in lowered:
-        return QueryLimitExceeded(
-            f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
-            hint=f"{TIME_HINT}; or raise graph.cypher_timeout_ms",
-            limit="time",
-        )
-    if "mem" in lowered and "capacity" in lowered:
-        return QueryLimitExceeded(
-            f"the graph query needed more memory than a query may use ({text})",
-            hint=f"{MEMORY_HINT}; or raise the server's QUERY_MEM_CAPACITY",
-            limit="memory",
-        )
-    if "read-only" in lowered or "RO_QUERY" in text:
-        return PolicyDenied(
-            f"graph queries are read-only: {text}",
-            hint="use `memoryd record` and the entity commands to change the graph",
-        )
-    return InvalidInput(f"invalid Cypher: {text}")
-
-
 def _dead_here(holder: str) -> bool:
     """Whether a lease's holder (`host pid N (home)`) is a process of this machine that no
     longer runs."""
@@ -808,10 +769,3 @@ def _dead_here(holder: str) -> bool:
     except PermissionError:
         return False  # alive, another user's
     return False
-
-
-def _server_error(exc: Exception, url: str) -> StorageError:
-    return StorageError(
-        f"cannot reach the FalkorDB server at {url}: {exc}",
-        hint="start it (`memoryd setup falkordb`), or check graph.url and the password",
-    )
