@@ -29,6 +29,7 @@ from memoryd.audit import (
 )
 from memoryd.audit.records import _GENESIS
 from memoryd.errors import AuditChainBroken, InvalidInput, ResourceExhausted, StorageError
+from memoryd.models import AuditRecord
 
 CHAIN_LENGTH = 30
 
@@ -849,3 +850,36 @@ def test_a_carried_chain_checked_as_parsed_reports_what_its_lines_would(pristine
     # has, the last line removed (no head here); every other variant is caught.
     assert [i for i, v in enumerate(verdicts) if v is None] == [0, 1, 2, 6, len(variants) - 4]
     assert verdicts == [_chain_checked_line_by_line(v) for v in variants]
+
+
+def test_scan_yields_what_read_filters_though_it_parses_only_lines_that_may_match(
+    tmp_path: Path,
+) -> None:
+    """`scan` passes over a line without a wanted type, quoted, or any escape; a type
+    written with a JSON escape, or a type's name in another record's details, still
+    comes out as `read` has it."""
+    log = AuditLog(tmp_path)
+    types = ("record", "entity_merge", "promote")
+    log.append_many(
+        [
+            AuditEvent(
+                actor="cli",
+                event_type=types[i % 3],
+                scope_hash=f"{i:012x}",
+                target_id=f"m{i}",
+                details={"n": i, "said": "entity_merge" if i % 4 == 0 else "x"},
+            )
+            for i in range(12)
+        ]
+    )
+    lines = _lines(tmp_path)
+    assert b'"event_type":"record"' in lines[3]
+    assert b"\\u" not in b"".join(lines)
+    lines[3] = lines[3].replace(b'"event_type":"record"', b'"event_type":"\\u0072ecord"')
+    _write_lines(tmp_path, lines)
+
+    for wanted in (["record"], ["entity_merge"], ["promote", "record"], ["decay"]):
+        read = [r.model_dump() for r in log.read() if r.event_type in wanted]
+        scanned = [AuditRecord.model_validate(obj).model_dump() for obj in log.scan(wanted)]
+        assert scanned == read
+    assert "m3" in [obj["target_id"] for obj in log.scan(["record"])]

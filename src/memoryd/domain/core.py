@@ -393,10 +393,10 @@ class ServiceCore(Writes):
         merges = self._merges
         if merges is None:
             merges = {}
-            for rec in self.audit.read(event_type="entity_merge"):
-                drop = json.loads(rec.details).get("drop")
-                if drop and rec.target_id:
-                    merges[drop] = rec.target_id
+            for rec in self.audit.scan(["entity_merge"]):  # streamed: 100k+ lines
+                drop = json.loads(rec["details"]).get("drop")
+                if drop and rec["target_id"]:
+                    merges[drop] = rec["target_id"]
             for drop in list(merges):
                 seen = {drop}
                 while merges[drop] in merges and merges[drop] not in seen:

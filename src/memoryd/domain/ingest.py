@@ -65,8 +65,9 @@ class Ingest(ServiceCore):
         scopes: dict[str, ScopeInfo] = {}
         memories: list[Memory] = []
         # A tag, source or entity id every draft repeats is redacted once: as the drafts are
-        # prepared, and as extraction's entity names and relation labels are cleaned.
-        with one_batch():
+        # prepared, and as extraction's entity names and relation labels are cleaned. With
+        # fewer cyclic-GC passes: preparing and extracting allocate as much as the write.
+        with fewer_collections(), one_batch():
             for draft in drafts:
                 key = str(draft.scope_path or Path.cwd())
                 if key not in scopes:

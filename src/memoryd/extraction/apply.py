@@ -33,25 +33,8 @@ def apply_extraction(
     """Write proposals into the frontmatter: confident entities as observations, the rest as
     `mentions` relations with their confidence, and every other relation as it came."""
     redirect = merged_into or {}
-    found = Extraction(
-        entities=[
-            e.model_copy(
-                update=dict(zip(("type", "name"), redirect[e.id].split(":", 2)[1:], strict=True))
-            )
-            if e.id in redirect
-            else e
-            for e in found.entities
-        ],
-        relations=[
-            r.model_copy(
-                update={
-                    "subject": redirect.get(r.subject, r.subject),
-                    "object": redirect.get(r.object, r.object),
-                }
-            )
-            for r in found.relations
-        ],
-    )
+    if redirect.keys() & {*(e.id for e in found.entities), *_ends(found)}:
+        found = _redirected(found, redirect)
     observations = dict.fromkeys(memory.meta.observations)
     relations = {(r.subject, r.predicate, r.object): r for r in memory.meta.relations}
     for entity in sorted(found.entities, key=lambda e: e.id):
@@ -82,3 +65,31 @@ def apply_extraction(
         )
     memory.meta.observations = list(observations)
     memory.meta.relations = list(relations.values())
+
+
+def _ends(found: Extraction) -> set[str]:
+    return {end for r in found.relations for end in (r.subject, r.object)}
+
+
+def _redirected(found: Extraction, redirect: dict[str, str]) -> Extraction:
+    """`found` with every entity id merged away replaced by the one it was merged into
+    (built only when some id is: a copy of every proposal cost each memory of a batch)."""
+    return Extraction(
+        entities=[
+            e.model_copy(
+                update=dict(zip(("type", "name"), redirect[e.id].split(":", 2)[1:], strict=True))
+            )
+            if e.id in redirect
+            else e
+            for e in found.entities
+        ],
+        relations=[
+            r.model_copy(
+                update={
+                    "subject": redirect.get(r.subject, r.subject),
+                    "object": redirect.get(r.object, r.object),
+                }
+            )
+            for r in found.relations
+        ],
+    )
