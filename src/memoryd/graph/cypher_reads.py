@@ -27,6 +27,17 @@ parameter, which Kuzu answers from the primary-key index; a list it UNWINDs is j
 scan of the whole table (kuzu 0.11.3; measured: bench/RESULTS.md, 2026-12-04 s-record)."""
 
 
+_SUMMARY_COLUMNS = (
+    "slug, type, title, scope_hash, source, created_at, updated_at, decay_state, tags, recall_count"
+)
+"""A memory's columns in a `MemorySummary` (lists of memories: no body)."""
+
+
+def _summary(row: Sequence[Any]) -> MemorySummary:
+    names = [c.strip() for c in _SUMMARY_COLUMNS.split(",")]
+    return MemorySummary.model_validate(dict(zip(names, row, strict=True)))
+
+
 def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
     """Run `unwound` over `rows` as `$name`, or, for a small batch, `keyed` once per row
     (a row's fields as its parameters; a bare value as `$slug`)."""
@@ -190,6 +201,19 @@ class CypherReads(ABC):
         found = (MemoryRow.model_validate(dict(zip(names, r, strict=True))) for r in rows)
         return {row.slug: row for row in found}
 
+    def newest_mentioning(self, entity_id: str, limit: int) -> list[MemorySummary]:
+        """The `limit` newest memories (not forgotten) that mention an entity, newest first,
+        then by slug: the memories `mentioning` gives for one entity, summed up, in one read
+        sorted in the engine (a hub's thousands of memories never reach Python, and no UNWIND
+        of their slugs scans the Memory table: bench/RESULTS.md, issue 29 d-page4)."""
+        rows = self._rows(
+            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity {id: $id})"
+            f" WHERE m.decay_state <> 'forgotten' RETURN {_prefixed('m', _SUMMARY_COLUMNS)}"
+            f" ORDER BY m.created_at DESC, m.slug LIMIT {int(limit)}",
+            {"id": entity_id},
+        )
+        return [_summary(r) for r in rows]
+
     def list_memories(
         self,
         *,
@@ -202,26 +226,13 @@ class CypherReads(ABC):
         clause, params = memory_filter(scope_hash, type, decay_state)
         rows, _ = self._page(
             f"MATCH (m:Memory) {clause} RETURN count(m)",
-            f"MATCH (m:Memory) {clause} RETURN m.slug, m.type, m.title, m.scope_hash, m.source,"
-            " m.created_at, m.updated_at, m.decay_state, m.tags, m.recall_count"
+            f"MATCH (m:Memory) {clause} RETURN {_prefixed('m', _SUMMARY_COLUMNS)}"
             " ORDER BY m.created_at DESC, m.slug",
             params,
             limit=limit,
             offset=offset,
         )
-        keys = [
-            "slug",
-            "type",
-            "title",
-            "scope_hash",
-            "source",
-            "created_at",
-            "updated_at",
-            "decay_state",
-            "tags",
-            "recall_count",
-        ]
-        return [MemorySummary.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+        return [_summary(r) for r in rows]
 
     def count_memories(
         self,
