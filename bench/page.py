@@ -130,7 +130,8 @@ def measure(
     if engine == "falkordb":
         from memoryd.graph.falkordb_server import start_local
 
-        server = start_local(root / "home" / "falkordb")
+        # a reused home replays the server's append-only file: minutes on a loaded machine
+        server = start_local(root / "home" / "falkordb", timeout_s=900)
     try:
         return _measure(n, runs, root, browser, wide, engine, screenshot)
     finally:
@@ -321,7 +322,7 @@ def page_timings(
         if driver is not None:
             driver.quit()
         daemon.terminate()
-        daemon.wait(60)
+        daemon.wait(600)  # stopping flushes the vault: minutes on a loaded machine
         log.close()
 
 
