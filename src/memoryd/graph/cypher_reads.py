@@ -14,10 +14,12 @@ from typing import Any, ClassVar
 from memoryd.graph.rows import EDGE_KEYS as _EDGE_KEYS
 from memoryd.graph.rows import MEMORY_COLUMNS as _MEMORY_COLUMNS
 from memoryd.graph.rows import PER_ENTITY_CACHE as _PER_ENTITY_CACHE
+from memoryd.graph.rows import SUMMARY_COLUMNS as _SUMMARY_COLUMNS
 from memoryd.graph.rows import entity_row as _entity_row
 from memoryd.graph.rows import jsonable as _jsonable
 from memoryd.graph.rows import memory_filter
 from memoryd.graph.rows import prefixed as _prefixed
+from memoryd.graph.rows import summary as _summary
 from memoryd.graph.store import CypherResult, EntityRow, GraphCopy, MemoryRow, SupersedeRow
 from memoryd.models import DecayState, MemorySummary, MemoryType, Predicate
 
@@ -25,17 +27,6 @@ KEYED_ROWS = 4
 """A statement over at most this many slugs or rows runs once per row with its key as a
 parameter, which Kuzu answers from the primary-key index; a list it UNWINDs is joined to a
 scan of the whole table (kuzu 0.11.3; measured: bench/RESULTS.md, 2026-12-04 s-record)."""
-
-
-_SUMMARY_COLUMNS = (
-    "slug, type, title, scope_hash, source, created_at, updated_at, decay_state, tags, recall_count"
-)
-"""A memory's columns in a `MemorySummary` (lists of memories: no body)."""
-
-
-def _summary(row: Sequence[Any]) -> MemorySummary:
-    names = [c.strip() for c in _SUMMARY_COLUMNS.split(",")]
-    return MemorySummary.model_validate(dict(zip(names, row, strict=True)))
 
 
 def _each(conn: Any, unwound: str, keyed: str, rows: Sequence[Any], name: str = "rows") -> None:
