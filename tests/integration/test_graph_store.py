@@ -714,6 +714,47 @@ def test_mentioning_and_related_answer_many_entities_capped_each(
         store.close()
 
 
+def test_newest_mentioning_is_mentioning_summed_up_sorted_in_the_engine(
+    open_store: Opener, tmp_path: Path
+) -> None:
+    """An entity's newest memories in one read (the entity view's list): the ones
+    `mentioning` keeps, in its order (newest first, one instant by slug), forgotten ones out,
+    each summed up as `memory_rows` has it."""
+    store = open_store(tmp_path / "g", max_fanout=3)
+    try:
+        store.upsert_memories(
+            [
+                memory(
+                    slug,
+                    observations=["entity:place:Rome"],
+                    created_at=datetime(2026, 5, day, tzinfo=UTC),
+                    tags=[slug],
+                )
+                for slug, day in (("rome-b", 4), ("rome-a", 4), ("rome-1", 1), ("rome-3", 3))
+            ]
+            + [memory("rome-gone", observations=["entity:place:Rome"])]
+        )
+        store.set_decay_states({"rome-gone": DecayState.FORGOTTEN})
+        newest = store.newest_mentioning("entity:place:Rome", store.max_fanout)
+        assert [m.slug for m in newest] == ["rome-a", "rome-b", "rome-3"]
+        assert [m.slug for m in newest] == [
+            s for _, s, _ in store.mentioning(["entity:place:Rome"])
+        ]
+        rows = store.memory_rows([m.slug for m in newest])
+        for m in newest:
+            row = rows[m.slug]
+            assert (m.title, m.type, m.created_at, m.tags, m.scope_hash) == (
+                row.title,
+                row.type,
+                row.created_at,
+                row.tags,
+                row.scope_hash,
+            )
+        assert store.newest_mentioning("entity:place:Oslo", 3) == []
+    finally:
+        store.close()
+
+
 def _rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * 4096 / 2**20

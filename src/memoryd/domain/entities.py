@@ -28,7 +28,6 @@ from memoryd.models import (
     DecayState,
     EntityDeletion,
     Memory,
-    MemorySummary,
     MemoryType,
     Predicate,
     RelationRef,
@@ -71,33 +70,19 @@ class Entities(ServiceCore):
         """An entity with its relations, neighbours and the memories about it, current first
         (newest first, then by slug: memories written in the same instant keep one order)."""
         entity = self.resolve_entity(name_or_id)
-        mentions = self.graph.mentioning([entity.id])
-        rows = self.graph.memory_rows([slug for _, slug, _ in mentions])
-        superseded = self.graph.superseded_by(list(rows))
+        # the newest `max_fanout`, as `mentioning` caps them, sorted in the engine
+        newest = self.graph.newest_mentioning(entity.id, self.graph.max_fanout)
+        superseded = self.graph.superseded_by([m.slug for m in newest])
         # The graph holds no text of a sensitive memory; whatever it holds is not shown here.
-        shown, _ = self.gate.partition(list(rows.values()), keep_granted=False)
+        shown, _ = self.gate.partition(newest, keep_granted=False)
         memories = sorted(
             shown, key=lambda r: (r.slug in superseded, -r.created_at.timestamp(), r.slug)
         )[:limit]
         return EntityContext(
             entity=entity,
             relations=self.graph.neighbourhood(entity.id, depth=1).rows,
-            memories=[
-                MemorySummary(
-                    slug=r.slug,
-                    type=r.type,
-                    title=r.title,
-                    scope_hash=r.scope_hash,
-                    source=r.source,
-                    created_at=r.created_at,
-                    updated_at=r.updated_at,
-                    decay_state=r.decay_state,
-                    tags=r.tags,
-                    recall_count=r.recall_count,
-                )
-                for r in memories
-            ],
-            superseded=sorted(s for s in superseded if s in rows),
+            memories=memories,
+            superseded=sorted(superseded),
         )
 
     def neighbors(self, name_or_id: str, *, depth: int = 2) -> CypherResult:

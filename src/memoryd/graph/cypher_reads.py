@@ -14,10 +14,12 @@ from typing import Any, ClassVar
 from memoryd.graph.rows import EDGE_KEYS as _EDGE_KEYS
 from memoryd.graph.rows import MEMORY_COLUMNS as _MEMORY_COLUMNS
 from memoryd.graph.rows import PER_ENTITY_CACHE as _PER_ENTITY_CACHE
+from memoryd.graph.rows import SUMMARY_COLUMNS as _SUMMARY_COLUMNS
 from memoryd.graph.rows import entity_row as _entity_row
 from memoryd.graph.rows import jsonable as _jsonable
 from memoryd.graph.rows import memory_filter
 from memoryd.graph.rows import prefixed as _prefixed
+from memoryd.graph.rows import summary as _summary
 from memoryd.graph.store import CypherResult, EntityRow, GraphCopy, MemoryRow, SupersedeRow
 from memoryd.models import DecayState, MemorySummary, MemoryType, Predicate
 
@@ -190,6 +192,19 @@ class CypherReads(ABC):
         found = (MemoryRow.model_validate(dict(zip(names, r, strict=True))) for r in rows)
         return {row.slug: row for row in found}
 
+    def newest_mentioning(self, entity_id: str, limit: int) -> list[MemorySummary]:
+        """The `limit` newest memories (not forgotten) that mention an entity, newest first,
+        then by slug: the memories `mentioning` gives for one entity, summed up, in one read
+        sorted in the engine (a hub's thousands of memories never reach Python, and no UNWIND
+        of their slugs scans the Memory table: bench/RESULTS.md, issue 29 d-page4)."""
+        rows = self._rows(
+            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity {id: $id})"
+            f" WHERE m.decay_state <> 'forgotten' RETURN {_prefixed('m', _SUMMARY_COLUMNS)}"
+            f" ORDER BY m.created_at DESC, m.slug LIMIT {int(limit)}",
+            {"id": entity_id},
+        )
+        return [_summary(r) for r in rows]
+
     def list_memories(
         self,
         *,
@@ -202,26 +217,13 @@ class CypherReads(ABC):
         clause, params = memory_filter(scope_hash, type, decay_state)
         rows, _ = self._page(
             f"MATCH (m:Memory) {clause} RETURN count(m)",
-            f"MATCH (m:Memory) {clause} RETURN m.slug, m.type, m.title, m.scope_hash, m.source,"
-            " m.created_at, m.updated_at, m.decay_state, m.tags, m.recall_count"
+            f"MATCH (m:Memory) {clause} RETURN {_prefixed('m', _SUMMARY_COLUMNS)}"
             " ORDER BY m.created_at DESC, m.slug",
             params,
             limit=limit,
             offset=offset,
         )
-        keys = [
-            "slug",
-            "type",
-            "title",
-            "scope_hash",
-            "source",
-            "created_at",
-            "updated_at",
-            "decay_state",
-            "tags",
-            "recall_count",
-        ]
-        return [MemorySummary.model_validate(dict(zip(keys, r, strict=True))) for r in rows]
+        return [_summary(r) for r in rows]
 
     def count_memories(
         self,

@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from memoryd.graph.store import EntityRow
-from memoryd.models import DecayState, Memory, MemoryType, Predicate
+from memoryd.models import DecayState, Memory, MemorySummary, MemoryType, Predicate
 
 PER_ENTITY_CACHE = 20_000
 """Entries `mentioning` and `related_entities` keep before starting over (`_per_entity`)."""
@@ -47,6 +47,17 @@ def entity_parts(entity_id: str) -> tuple[str, str]:
     _, _, rest = entity_id.partition(":")
     etype, _, name = rest.partition(":")
     return etype or "concept", name or entity_id
+
+
+SUMMARY_COLUMNS = (
+    "slug, type, title, scope_hash, source, created_at, updated_at, decay_state, tags, recall_count"
+)
+"""A memory's columns in a `MemorySummary` (lists of memories: no body)."""
+
+
+def summary(row: Sequence[Any]) -> MemorySummary:
+    names = [c.strip() for c in SUMMARY_COLUMNS.split(",")]
+    return MemorySummary.model_validate(dict(zip(names, row, strict=True)))
 
 
 def prefixed(alias: str, columns: str) -> str:

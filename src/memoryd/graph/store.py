@@ -448,6 +448,10 @@ class GraphStore(Protocol):
 
     def memory_rows(self, slugs: Sequence[str]) -> dict[str, MemoryRow]: ...
 
+    def newest_mentioning(self, entity_id: str, limit: int) -> list[MemorySummary]:
+        """The `limit` newest memories (not forgotten) mentioning an entity, newest first."""
+        ...
+
     def entity_catalogue(self) -> list[EntityRow]: ...
 
     def mentioning(

@@ -212,12 +212,22 @@
     if (seq !== latest.centre) return;
     centred = context.entity.id;
     showGraph();
-    draw(hood);
-    listMemories(context);
+    timed("memoryd.graph", () => draw(hood));
+    timed("memoryd.list", () => listMemories(context));
     remember("entity", centred);
     remember("depth", params.get("depth"));
     remember("cap", params.get("cap"));
     setStatus("centred on " + context.entity.name);
+  }
+
+  /** `fn()`, its time as a performance measure named `name` (bench/page.py reads them). */
+  function timed(name, fn) {
+    const started = performance.now();
+    try {
+      return fn();
+    } finally {
+      performance.measure(name, { start: started, end: performance.now() });
+    }
   }
 
   /** The entity view in front: the home view steps aside. */
@@ -268,12 +278,14 @@
     // Labels on every arrow only when there are few: each is text drawn along a curve, and a
     // hub's view has hundreds. Otherwise a node or an edge under the pointer shows its own.
     graph.scratch("labelAll", arrows <= LABELLED_ARROWS);
+    const at = timed("memoryd.layout", () => window.memorydLayout.place(hood.nodes, edges));
     graph.batch(() => {
       graph.elements().remove();
       graph.add([
         ...hood.nodes.map((n) => ({
           group: "nodes",
           data: { id: n.id, label: n.name, type: n.type, hop: n.hop, mentions: n.mention_count },
+          position: { ...at.get(n.id) },
           classes: n.id === hood.centre.id ? "centre" : "",
         })),
         ...edges.map((e, i) => ({
@@ -293,18 +305,6 @@
         })),
       ]);
     });
-    // Force-directed: neighbourhoods are often chains, which rings would draw as a line.
-    graph
-      .layout({
-        name: "cose",
-        animate: false,
-        fit: false,
-        randomize: false,
-        nodeRepulsion: () => 30000,
-        idealEdgeLength: (edge) => (edge.data("kind") === "relation" ? 110 : 150),
-        nodeOverlap: 40,
-      })
-      .run();
     fitView();
     const relations = hood.edges.filter((e) => e.kind === "relation").length;
     const shared = hood.edges.length - relations;
