@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -122,8 +123,11 @@ def _text(text: str) -> str:
         and not _NOT_YAML.search(text)
     ):
         return text
-    quoted = json.dumps(text, ensure_ascii=False)
+    quoted = encode_basestring(text)  # `json.dumps(text, ensure_ascii=False)`, without its encoder
     return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+_STR_ONLY = frozenset({str})
 
 
 def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
@@ -134,7 +138,14 @@ def _emit(data: dict[str, Any], indent: str = "") -> list[str]:
     """
     lines: list[str] = []
     for key, value in data.items():
-        if isinstance(value, dict):
+        kind = type(value)
+        # The common values first, without a call per value: a string, a list of strings
+        # (tags, observations). The output is `_scalar`'s.
+        if kind is str:
+            lines.append(f"{indent}{key}: {_text(value)}")
+        elif kind is list and {*map(type, value)} <= _STR_ONLY:
+            lines.append(f"{indent}{key}: [{', '.join(map(_text, value))}]")
+        elif isinstance(value, dict):
             lines.append(f"{indent}{key}:")
             lines.extend(_emit(value, indent + "  "))
         elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):

@@ -191,6 +191,21 @@ def test_high_entropy_recall_grows_with_length() -> None:
     assert not looks_random("0123456789abcdef" * 3)  # hex is never redacted by entropy
 
 
+def test_a_text_without_capitals_is_redacted_as_if_its_tokens_were_scanned() -> None:
+    """`redact` skips the entropy scan of a text `lower` leaves as it is (slugs, entity ids,
+    tags): a random token needs an upper-case letter, so the scan would find nothing there,
+    while the rules that need no capital still run."""
+    lower = string.ascii_lowercase + string.digits + "+/_-"
+    for n in (20, 32, 64, 200):
+        for _ in range(300):
+            assert not looks_random(r(n, lower))
+    token = random_token(40)
+    assert redact(f"see {token.lower()} here") == f"see {token.lower()} here"
+    assert redact(f"see {token} here") == "see [REDACTED:high_entropy] here"
+    slack = "xoxb-123456789012-1234567890123-abcdefghijklmnop"
+    assert redact(f"2026-12-05-{slack}-3f9a1c") == "2026-12-05-[REDACTED:slack-bot-token]"
+
+
 def test_redact_json_keeps_the_payload_parseable() -> None:
     s = fake_secrets()
     payload = {

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -8,7 +10,7 @@ import pytest
 
 from memoryd.errors import BrokenMemoryFile, NotFound, ResourceExhausted, StorageError
 from memoryd.models import Frontmatter, Memory, MemoryType, RelationRef
-from memoryd.vault import Vault, _scalar, _text, atomic_write, parse, render
+from memoryd.vault import Vault, _emit, _scalar, _text, atomic_write, parse, render
 
 
 def sample(
@@ -210,3 +212,22 @@ def test_remembered_scalars_are_the_scalars_worked_out_afresh() -> None:
             assert _scalar(text) == _text.__wrapped__(text)
     assert _scalar(MemoryType.FACT) == _text.__wrapped__("fact") == "fact"
     assert [_scalar(v) for v in (None, True, 1, 0.5)] == ["null", "true", "1", "0.5"]
+
+
+def test_strings_and_lists_of_strings_are_written_as_scalar_writes_them() -> None:
+    """`_emit` writes a string and a list of strings without `_scalar` (a bulk write renders
+    100k files): the lines are `_scalar`'s, and a quoted string is `json.dumps`'s."""
+    tricky = ["react", "yes", "a #b", "trail ", "数据库", "x: y", "\x85\x7f", "", "\u2028"]
+    tricky += ['say "hi"', "back\\slash", "tab\there", "2026-12-05-a-b-3f9a1c", "mcp-seq:17", "ü"]
+    for text in tricky:
+        data = {"s": text, "l": [text, "x"], "m": [MemoryType.FACT, text], "e": []}
+        assert _emit(data) == [
+            f"s: {_scalar(text)}",
+            f"l: [{_scalar(text)}, x]",
+            f"m: [fact, {_scalar(text)}]",
+            "e: []",
+        ]
+        quoted = _text.__wrapped__(text)
+        if quoted != text:
+            want = json.dumps(text, ensure_ascii=False)
+            assert quoted == re.sub("[\x7f-\x84\x86-\x9f]", lambda m: f"\\u{ord(m[0]):04x}", want)

@@ -44,6 +44,20 @@ def test_a_draft_is_what_validating_it_gives(fields: dict[str, Any]) -> None:
     draft = memory_draft(body)
     assert draft == _validated(body)
     assert draft.model_dump() == _validated(body).model_dump()
+    assert draft.model_fields_set == _validated(body).model_fields_set
+    assert list(draft.__dict__) == list(MemoryDraft.model_fields)
+
+
+def test_drafts_share_no_value_but_what_requests_give() -> None:
+    """Drafts are copies of one prototype: a field no request sets would be shared by every
+    draft, so each such field must hold an immutable default."""
+    given = {*MemoryCreate.model_fields, "scope_path"} - {"scope"}
+    for name in set(MemoryDraft.model_fields) - given:
+        assert isinstance(MemoryDraft.model_fields[name].get_default(), (str, int, type(None)))
+    one = memory_draft(MemoryCreate.model_validate(FULL))
+    two = memory_draft(MemoryCreate.model_validate(FULL))
+    one.tags.append("more")
+    assert two.tags == ["tooling"]
 
 
 def test_every_request_field_is_a_draft_field() -> None:

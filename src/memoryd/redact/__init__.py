@@ -445,7 +445,9 @@ def redact(text: str, *, high_entropy: bool = True) -> str:
     if any(word in lowered for word in _MYSQL_WORDS):
         for match in _MYSQL_P.finditer(text):
             found.assignment(match, flag=True)
-    if high_entropy:
+    # A random token has an upper-case letter (`looks_random`), and tokens are ASCII: a text
+    # `lower` leaves as it is holds none (slugs, entity ids, tags: most of an import's texts).
+    if high_entropy and text != lowered:
         for match in _TOKEN.finditer(text):
             found.random(match)
     return found.hidden() if found.spans else text
