@@ -51,7 +51,9 @@ def _found() -> Extraction:
 def _applied(merged_into: dict[str, str] | None) -> tuple[list[str], list[tuple[object, ...]]]:
     memory = _memory()
     apply_extraction(memory, _found(), merged_into)
-    relations = [(r.subject, r.predicate, r.object, r.confidence) for r in memory.meta.relations]
+    relations: list[tuple[object, ...]] = [
+        (r.subject, r.predicate, r.object, r.confidence) for r in memory.meta.relations
+    ]
     return memory.meta.observations, relations
 
 
