@@ -335,8 +335,8 @@ class Superseding(ServiceCore):
     ) -> dict[str, tuple[status_lines.Ref, ...]]:
         """The references of each speaker's status lines: its body read once while the
         scope's speakers stand (`status_speakers`, which the writes that change bodies drop),
-        a new memory's from its own body. At 10k memories reading every speaker's body on
-        each `record` cost a tenth of it (bench/RESULTS.md)."""
+        a new memory's from its own body. Reading every speaker's body again on each
+        `record` was a large share of it (bench/RESULTS.md, s-record2)."""
         held = self.status_refs.get(scope_hash)
         if held is None or held[0] is not speaking:
             held = self.status_refs[scope_hash] = (speaking, {})

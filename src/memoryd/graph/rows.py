@@ -209,7 +209,7 @@ def memory_filter(
 
 ONE_STATEMENT_MENTIONS = 32
 """A memory's mentions, up to this many, are written by one statement (`one_memory_mentions`):
-a statement per edge cost about twice the CPU for three (kuzu 0.11.3, bench/RESULTS.md)."""
+one statement per memory is cheaper than one per edge (bench/RESULTS.md, s-record2)."""
 
 
 def one_memory_mentions(mentions: dict[tuple[str, str], float]) -> tuple[str, dict[str, Any]]:

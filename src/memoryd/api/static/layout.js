@@ -3,8 +3,8 @@
  * it links to on the hop before, the linked entities of one ring pulled next to each other
  * (fewer lines across the picture), and on a crowded ring every other entity a step further
  * out, so that neighbouring labels do not meet. No randomness: the same neighbourhood is
- * always the same picture, and it costs a few milliseconds where cose's 1,000 iterations
- * from a pile at the origin took 135-312 ms at the cap (bench/RESULTS.md, issue 29).
+ * always the same picture, and far cheaper than cose's 1,000 iterations from a pile at the
+ * origin (bench/RESULTS.md, d-page4).
  *
  * `memorydLayout.place(nodes, edges)` takes the graph route's nodes (`id`, `hop`) and edges
  * (`source`, `target`, `count`), and returns a Map from id to {x, y}.
