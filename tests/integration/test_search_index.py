@@ -78,6 +78,28 @@ def test_chinese_next_to_english_words(index: SearchIndex) -> None:
     assert hit.matched_terms == ["redis", "缓存"]
 
 
+def test_a_bulk_write_analyses_repeated_and_chinese_tags_as_a_single_write(
+    index: SearchIndex,
+) -> None:
+    # One write of many memories puts each text in its base forms once, and an English
+    # memory whose only Chinese text is a tag is still cut: both find as written one by one.
+    docs = [
+        doc(f"m{i}", "the team bought a new cache", tags=["mcp-memory", "children"])
+        for i in range(5)
+    ] + [doc("tagged", "plain English body", tags=["向量数据库"])]
+    index.upsert(docs)
+    assert sorted(slugs_of(index, "buy", limit=20)) == [f"m{i}" for i in range(5)]
+    assert len(slugs_of(index, "child", limit=20)) == 5
+    assert slugs_of(index, "数据库") == ["tagged"]
+    with SearchIndex.in_memory("one by one") as single:
+        for one in docs:
+            single.upsert([one])
+        for query in ("buy", "child", "数据库", "cache", "mcp"):
+            assert sorted(slugs_of(single, query, limit=20)) == sorted(
+                slugs_of(index, query, limit=20)
+            )
+
+
 @pytest.mark.parametrize("query", ["caches", "cache", "Caching", "CACHED"])
 def test_english_stemming_applies_to_queries_as_to_documents(
     index: SearchIndex, query: str

@@ -105,12 +105,16 @@ def _analyzer() -> tantivy.TextAnalyzer:
 
 
 def _document(
-    doc: SearchDoc, context: str | Sequence[str] = "", cut: Callable[[str], str] = segment
+    doc: SearchDoc,
+    context: str | Sequence[str] = "",
+    cut: Callable[[str], str] = segment,
+    forms: Callable[[str], str] = base_forms,
 ) -> tantivy.Document:
     """The tantivy document of `doc`. `context` may come as the bodies it joins by newlines
     and `cut` may remember segmentations: a body is then segmented once however many of its
     neighbours' contexts hold it (the same text either way: segmentation never crosses a
-    newline)."""
+    newline). `forms` may remember `base_forms` of a cut text: a bulk write indexes the same
+    tags on every memory, and counts the titles and bodies it indexes (`search.tallies`)."""
     if not isinstance(context, str):
         context = "\n".join(cut(part) for part in context)
         cut_context: Callable[[str], str] = str
@@ -122,25 +126,32 @@ def _document(
     document.add_text("scope_hash", doc.scope_hash)
     document.add_text("type", doc.type.value)
     document.add_text("decay_state", doc.decay_state.value)
+    # ASCII text holds no Han character: nothing to cut (`segment` returns it as it is).
+    plain = (
+        doc.title.isascii()
+        and doc.body.isascii()
+        and all(map(str.isascii, doc.tags))
+        and all(map(str.isascii, doc.triggers))
+    )
     segmented: dict[str, list[str]] = {}
-    for field, values in (
-        ("title", [doc.title]),
-        ("body", [doc.body]),
-        ("tags", doc.tags),
-        ("triggers", doc.triggers),
+    for field, stored, values in (
+        ("title", "title_stored", [doc.title]),
+        ("body", "body_stored", [doc.body]),
+        ("tags", "tags_stored", doc.tags),
+        ("triggers", "triggers_stored", doc.triggers),
     ):
-        cuts = [cut(value) for value in values]
+        cuts = values if plain else [cut(value) for value in values]
         for value, text in zip(values, cuts, strict=True):
-            document.add_text(field, base_forms(text))
-            document.add_bytes(f"{field}_stored", value.encode("utf-8"))
-        if any(contains_cjk(value) for value in values):  # jieba's work
+            document.add_text(field, forms(text))
+            document.add_bytes(stored, value.encode("utf-8"))
+        if not plain and any(contains_cjk(value) for value in values):  # jieba's work
             segmented[field] = cuts
     if segmented:
         document.add_bytes(
             SEGMENTED_FIELD, json.dumps(segmented, ensure_ascii=False).encode("utf-8")
         )
     if context:
-        document.add_text(CONTEXT_FIELD, base_forms(cut_context(context)))
+        document.add_text(CONTEXT_FIELD, forms(cut_context(context)))
     document.add_date("created_at", to_utc(doc.created_at))
     return document
 

@@ -34,7 +34,7 @@ from memoryd.search.engine import (
 )
 from memoryd.search.overlay import DecayOverlay
 from memoryd.search.sessions import CONTEXT_WINDOW
-from memoryd.search.stats import ScopeStatistics
+from memoryd.search.stats import Entry, ScopeStatistics
 from memoryd.search.stats_file import StatsFiles
 from memoryd.search.words import LIGHT_WORDS, STOPWORDS, base_forms
 from memoryd.text import segment
@@ -143,6 +143,11 @@ class IndexReader:
         self._written_cuts: dict[str, str] = {}
         """While a write runs: each written text → its segmentation (`_replace`), so counting
         the written memories for the saved statistics cuts no Chinese text again."""
+        self._written_forms: dict[str, str] = {}
+        """While a write runs: each cut text it indexed → its base forms (`base_forms`)."""
+        self._written_entries: dict[str, tuple[SearchDoc, Entry]] = {}
+        """While a write runs: slug → (the written document, its statistics entry), so the
+        saved statistics' frame and the tallies count each written memory once."""
         self._cuts: dict[str, str] | None = None
         """While a decay write runs: text → its segmentation, as the documents it read store
         them (`SEGMENTED_FIELD`), so it cuts no text again."""

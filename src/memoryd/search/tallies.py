@@ -163,7 +163,9 @@ class IndexTallies(IndexReader):
 
     def _analysed(self, text: str, cuts: Mapping[str, str] | None = None) -> Tokens:
         cut = cuts.get(text) if cuts else None
-        analysed = self._analyzer.analyze(base_forms(segment(text) if cut is None else cut))
+        segmented = segment(text) if cut is None else cut
+        forms = self._written_forms.get(segmented)  # as the write under way indexed it
+        analysed = self._analyzer.analyze(base_forms(segmented) if forms is None else forms)
         return tuple(map(sys.intern, analysed))
 
     def tokens(self, title: str, body: str) -> tuple[Tokens, Tokens]:
@@ -356,8 +358,7 @@ class IndexTallies(IndexReader):
             written = [doc for doc in added if doc.scope_hash == scope]
             frame = b""
             if not _removes_text(gone, written):
-                cuts = self._written_cuts
-                change = ([doc.slug for doc in gone], [self._entry(d, cuts) for d in written])
+                change = ([doc.slug for doc in gone], [self._written_entry(d) for d in written])
                 frame = files.frame(change)
             fresh = chain.end == chain.base
             frames = len(frame) + (0 if fresh else chain.delta_size)
@@ -450,8 +451,18 @@ class IndexTallies(IndexReader):
         removed, added = changed
         return (
             [self._entry(doc) for doc in removed if self._stats.wants(doc.scope_hash)],
-            [self._entry(doc) for doc in added if self._stats.wants(doc.scope_hash)],
+            [self._written_entry(doc) for doc in added if self._stats.wants(doc.scope_hash)],
         )
+
+    def _written_entry(self, doc: SearchDoc) -> Entry:
+        """`_entry` of a document the write under way indexes, made once for the saved
+        statistics' frame and the tallies both (the caller holds the write lock)."""
+        known = self._written_entries.get(doc.slug)
+        if known is not None and known[0] is doc:
+            return known[1]
+        entry = self._entry(doc, self._written_cuts)
+        self._written_entries[doc.slug] = (doc, entry)
+        return entry
 
     def _apply_stats(
         self,

@@ -27,6 +27,7 @@ from memoryd.search.retries import CommitRetries
 from memoryd.search.sessions import CONTEXT_TYPE, SessionView
 from memoryd.search.stats_file import index_opstamp
 from memoryd.search.tallies import IndexTallies, _Changed, _scopes_of
+from memoryd.search.words import base_forms
 from memoryd.text import segment
 
 logger = logging.getLogger(__name__)
@@ -371,9 +372,18 @@ class IndexWriting(IndexTallies, NeighbourTurns, CommitRetries):
                     found = cuts[text] = segment(text)
                 return found
 
+            # And each cut text put in its base forms once: the tags a bulk write repeats,
+            # and the titles and bodies the statistics then count (`_analysed`).
+            forms_of = self._written_forms
+
+            def forms(text: str) -> str:
+                if (found := forms_of.get(text)) is None:
+                    found = forms_of[text] = base_forms(text)
+                return found
+
             with self._errors("preparing documents"):
                 documents = [
-                    (doc.slug, _document(doc, view.context_parts(doc), cut))
+                    (doc.slug, _document(doc, view.context_parts(doc), cut, forms))
                     for doc in [*latest.values(), *rewrite]
                 ]
             self._delete_slugs(writer, [doc.slug for doc in (*moved, *rewrite)])
@@ -458,6 +468,8 @@ class IndexWriting(IndexTallies, NeighbourTurns, CommitRetries):
             writer = self._get_writer()
             self._overlay_next = None
             self._written_cuts = {}
+            self._written_forms = {}
+            self._written_entries = {}
             try:
                 changed = operations(writer)
                 prior = index_opstamp(self._directory) if self._files else None
@@ -499,6 +511,8 @@ class IndexWriting(IndexTallies, NeighbourTurns, CommitRetries):
                 ) from exc
             finally:
                 self._written_cuts = {}
+                self._written_forms = {}
+                self._written_entries = {}
 
     def _get_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
