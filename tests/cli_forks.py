@@ -1,4 +1,5 @@
-"""`memoryd` commands as processes forked from one warmed-up interpreter, for the README run.
+"""`memoryd` commands as processes forked from one warmed-up interpreter, for the README run
+and the team end-to-end test's many CLI calls.
 
 A fresh `python -m memoryd …` spends about a second importing memoryd before the command
 starts, and an embedded `record` seconds more building the extraction pipelines; the README
@@ -19,8 +20,10 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import memoryd
@@ -46,6 +49,34 @@ def write_shim(path: Path, server_socket: Path) -> None:
     """A `memoryd` executable at `path` that runs each command through the server."""
     path.write_text(SHIM.format(python=sys.executable, socket=str(server_socket)))
     path.chmod(0o755)
+
+
+@contextlib.contextmanager
+def forked_commands(
+    shim: Path, server_socket: Path, env: Mapping[str, str], cwd: Path | None = None
+) -> Iterator[Path]:
+    """A command server (`serve`) on `server_socket` started with `env`, and a `memoryd`
+    executable at `shim` that runs each command through it; the server is killed on exit."""
+    write_shim(shim, server_socket)
+    checkout = str(Path(__file__).resolve().parents[1])  # for `tests.cli_forks` itself
+    path = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), checkout]))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.cli_forks", "serve", str(server_socket)],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": path},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline() == "ready\n", "the command server did not start"
+        yield shim
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+        assert server.stdout is not None
+        server.stdout.close()
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, object], list[int]]:

@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +15,9 @@ import memoryd
 from memoryd.config import Settings, load_settings
 from memoryd.extraction.pipeline import Extractor
 from tests.pins import ENGINE, PINNED_ENV
+
+if TYPE_CHECKING:
+    import typer
 
 __all__ = ["ENGINE", "isolate_environment"]
 
@@ -48,6 +52,30 @@ def _shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         cache = tmp_path_factory.mktemp("xdg-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_click_tree_per_app() -> Iterator[None]:
+    """typer's CliRunner builds an app's whole click tree on every `invoke` (memoryd's has
+    about 100 commands and groups: 0.06-0.19 s of CPU each time, more than many commands
+    take); a `memoryd` process builds it once and runs one command from it. Here each app's
+    tree is built at its first invoke and kept for the run: click keeps a command's state in
+    the Context each run makes, never in the tree (test_cli_help renders every page this way,
+    page for page the same as from a fresh tree)."""
+    import typer.main
+    import typer.testing
+
+    trees: dict[int, tuple[object, object]] = {}  # id(app) -> (app, tree); the app kept alive
+
+    def tree_of(app: typer.Typer) -> object:
+        kept = trees.get(id(app))
+        if kept is None or kept[0] is not app:
+            kept = trees[id(app)] = (app, typer.main.get_command(app))
+        return kept[1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.testing, "_get_command", tree_of)
         yield
 
 

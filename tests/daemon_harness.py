@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from memoryd.client.connect import socket_accepts
+from memoryd.client.wire import unix_socket_transport
 from memoryd.private import make_private_dir
 from tests.pins import PINNED_ENV
 
@@ -35,7 +36,7 @@ def free_port() -> int:
 
 def uds_client(home: Path, *, timeout: float = 30.0, actor: str = "test") -> httpx.Client:
     return httpx.Client(
-        transport=httpx.HTTPTransport(uds=str(home / "memoryd.sock")),
+        transport=unix_socket_transport(home / "memoryd.sock"),
         base_url="http://localhost",
         timeout=timeout,
         headers={"X-Memoryd-Actor": actor},

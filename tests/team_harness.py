@@ -32,10 +32,16 @@ class Team:
     tokens: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = field(default=None, repr=False)
+    memoryd: list[str] = field(default_factory=lambda: [sys.executable, "-m", "memoryd"])
+    """How `cli` runs a command (`tests.cli_forks.forked_commands`' shim forks it instead)."""
 
     @classmethod
-    def init(cls, home: Path, falkordb_url: str, graph: str) -> Team:
+    def init(
+        cls, home: Path, falkordb_url: str, graph: str, memoryd: list[str] | None = None
+    ) -> Team:
         team = cls(home, "", home / "tls" / "cert.pem", {})
+        if memoryd is not None:
+            team.memoryd = memoryd
         team.cli("init", "--port", str(free_port()), "--falkordb-url", falkordb_url,
                  "--graph-name", graph)  # fmt: skip
         return team
@@ -47,7 +53,7 @@ class Team:
 
     def cli(self, *args: str) -> str:
         result = subprocess.run(
-            [sys.executable, "-m", "memoryd", "team", *args, "--home", str(self.home)],
+            [*self.memoryd, "team", *args, "--home", str(self.home)],
             capture_output=True,
             text=True,
             timeout=120,

@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import memoryd
-from tests.cli_forks import write_shim
+from tests.cli_forks import forked_commands
 from tests.pins import PINNED_ENV
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -95,10 +94,7 @@ def test_the_readme_commands_run_as_written(tmp_path: Path) -> None:
     home.mkdir()
     shims = tmp_path / "bin"
     shims.mkdir()
-    server_socket = tmp_path / "cli.sock"
-    write_shim(shims / "memoryd", server_socket)
     source = str(Path(memoryd.__file__).resolve().parents[1])
-    checkout = str(Path(__file__).resolve().parents[2])  # for `tests.cli_forks`
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
         **PINNED_ENV,  # a fresh install has no vector extra: results as on one
@@ -111,23 +107,8 @@ def test_the_readme_commands_run_as_written(tmp_path: Path) -> None:
         "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
     }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.cli_forks", "serve", str(server_socket)],
-        cwd=home,
-        env={**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], checkout])},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        assert server.stdout.readline() == "ready\n", "the command server did not start"
+    with forked_commands(shims / "memoryd", tmp_path / "cli.sock", env, cwd=home):
         run_blocks(tmp_path, home, env)
-    finally:
-        server.kill()
-        server.wait(timeout=30)
-        assert server.stdout is not None
-        server.stdout.close()
     # what the examples did is there: the first one's memory, and the agents' configs
     assert re.search(
         r"switch-the-storefront-to-solid",

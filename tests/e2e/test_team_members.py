@@ -11,10 +11,10 @@ last saw, and says so."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +31,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from memoryd.keyrings import TEST_KEYRING_ENV
+from tests.cli_forks import forked_commands
 from tests.conftest import isolate_environment
 from tests.daemon_harness import Daemon, free_port, uds_client
 from tests.e2e.test_graph_page import browser, needs_browser, open_page, wait_for  # noqa: F401
@@ -51,11 +52,13 @@ class Developer:
     home: Path
     clone: Path
     daemon: Daemon
+    command: list[str]
+    """How a command runs: the shim of the module's command server (`tests.cli_forks`)."""
     slugs: dict[str, str] = field(default_factory=dict)
 
     def memoryd(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
         result = subprocess.run(
-            [sys.executable, "-m", "memoryd", *args, "--home", str(self.home)],
+            [*self.command, *args, "--home", str(self.home)],
             input=stdin,
             capture_output=True,
             text=True,
@@ -94,13 +97,21 @@ def world(
     tmp_path_factory: pytest.TempPathFactory, falkordb_url: str
 ) -> Iterator[tuple[Team, Developer, Developer]]:
     root = tmp_path_factory.mktemp("teamworld")
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, contextlib.ExitStack() as stack:
         isolate_environment(patch, root)
         patch.setenv("MEMORYD_DAEMON__AUTOSTART", "0")
         # the scope keys of a sensitive project in a file keyring (as tests.conftest's)
         patch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
         patch.setenv(TEST_KEYRING_ENV, "keyrings.alt.file.PlaintextKeyring")
-        team = Team.init(root / "server", falkordb_url, f"team-{uuid.uuid4().hex}")
+        # Each CLI command is a process forked from one warmed-up interpreter: a fresh
+        # `python -m memoryd` would import memoryd (and build the extraction pipelines) anew.
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        commands = forked_commands(
+            bin_dir / "memoryd", root / "cli.sock", {**PINNED_ENV, **os.environ}
+        )
+        memoryd = [str(stack.enter_context(commands))]
+        team = Team.init(root / "server", falkordb_url, f"team-{uuid.uuid4().hex}", memoryd)
         for user in ("alice", "bob"):
             team.add_user(user)
             team.cli("grant", user, SHOP_SSH, "--role", "write")
@@ -112,7 +123,11 @@ def world(
                 home = root / f"{user}-home"
                 developers.append(
                     Developer(  # on TCP too, for the page
-                        user, home, clone(root, f"{user}-shop", remote), Daemon(home, free_port())
+                        user,
+                        home,
+                        clone(root, f"{user}-shop", remote),
+                        Daemon(home, free_port()),
+                        memoryd,
                     )
                 )
             alice, bob = developers

@@ -4,6 +4,8 @@ Unix socket and on TCP with the bearer token, against a real `memoryd serve` pro
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -125,3 +127,82 @@ def test_mcp_sits_behind_the_same_guard(daemon: Daemon) -> None:
         empty = sock.post("/v1/memories/nope/relations/close", json={"relations": []})
         assert empty.status_code == 422
         assert empty.json()["error"]["code"] == "invalid_input"
+
+
+FIRST_MCP_REQUESTS = """
+import json, os, signal, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from memoryd.config import load_settings
+from memoryd.daemon.server import serve
+
+home = Path(sys.argv[1])
+seen = {}
+
+
+def sdk_loaded():
+    return sorted(m for m in sys.modules if m == "mcp" or m.startswith("mcp."))
+
+
+def post(_):
+    with httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(home / "memoryd.sock")),
+        base_url="http://localhost",
+        timeout=60.0,
+    ) as sock:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        answer = sock.post("/mcp", json=body, headers={"Accept": "application/json"})
+        return answer.status_code, sorted(t["name"] for t in answer.json()["result"]["tools"])
+
+
+def drive():
+    try:
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(home / "memoryd.sock")),
+            base_url="http://localhost",
+            timeout=10.0,
+        ) as sock:
+            while True:
+                try:
+                    if sock.get("/v1/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+        seen["at_ready"] = sdk_loaded()
+        with ThreadPoolExecutor(3) as pool:  # three first requests at once: one server built
+            seen["answers"] = list(pool.map(post, range(3)))
+        seen["after"] = bool(sdk_loaded())
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+threading.Thread(target=drive, daemon=True).start()
+serve(load_settings(home), tcp=False)
+print(json.dumps(seen))
+"""
+
+
+def test_a_daemon_loads_the_mcp_sdk_at_its_first_mcp_request(home: Path) -> None:
+    """The MCP SDK is most of what a daemon start imports, and only `/mcp` needs it: a daemon
+    answers `/v1` without it, builds the server once when `/mcp` requests come (several at
+    once here), answers each, and stops cleanly."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_MCP_REQUESTS, str(home)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["at_ready"] == [], f"a daemon imports {seen['at_ready'][:5]} before /mcp"
+    statuses = {status for status, _ in seen["answers"]}
+    assert statuses == {200}
+    tools = [names for _, names in seen["answers"]]
+    assert tools[0] == tools[1] == tools[2]
+    assert set(tools[0]) >= OWN_TOOLS | MEMORY_TOOLS
+    assert seen["after"]
+    assert "Traceback" not in done.stderr

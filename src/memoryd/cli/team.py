@@ -315,14 +315,14 @@ def _ask_server(
     token): its answer, or None when no server answers there."""
     import httpx
 
-    from memoryd.client.wire import error_from_response
+    from memoryd.client.wire import error_from_response, unix_socket_transport
     from memoryd.daemon_files import SOCKET_NAME
 
     if not (home / SOCKET_NAME).exists():
         return None
     try:
         with httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(home / SOCKET_NAME)),
+            transport=unix_socket_transport(home / SOCKET_NAME),
             base_url="http://localhost",
             timeout=httpx.Timeout(30, read=None),  # a backup of a large vault takes a while
         ) as client:

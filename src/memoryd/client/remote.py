@@ -33,6 +33,7 @@ from memoryd.client.wire import (
     error_from_response,
     scope_and_path,
     scope_hash_of,
+    unix_socket_transport,
 )
 from memoryd.errors import StorageError
 from memoryd.governance.reports import SupersedeReport
@@ -123,7 +124,7 @@ class RemoteService(MemoryAPI):
     def __init__(self, socket: Path, *, timeout_s: float = 120.0, actor: str = "cli") -> None:
         self.socket = socket
         self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(socket)),
+            transport=unix_socket_transport(socket),
             base_url=BASE_URL,
             timeout=httpx.Timeout(timeout_s, connect=PROBE_TIMEOUT_S),
             headers={"X-Memoryd-Actor": actor},

@@ -24,6 +24,18 @@ PROBE_TIMEOUT_S = 3.0
 _SCOPE_HASH = re.compile(r"[0-9a-f]{12}")
 
 
+def unix_socket_transport(socket: Path) -> httpx.HTTPTransport:
+    """An HTTP transport over a memoryd Unix socket (the daemon's, the team server's admin
+    socket). Plain HTTP only, so it gets an SSL context with no CA loaded, which fails any
+    TLS on it, in place of httpx's default one, which reads the whole CA bundle for every
+    client made: CPU every CLI command a daemon answers paid for nothing."""
+    import ssl
+
+    import httpx
+
+    return httpx.HTTPTransport(uds=str(socket), verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+
+
 def _error_classes() -> dict[str, type[MemorydError]]:
     found: dict[str, type[MemorydError]] = {MemorydError.code: MemorydError}
     pending: list[type[MemorydError]] = [MemorydError]

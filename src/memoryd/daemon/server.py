@@ -24,7 +24,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +45,7 @@ from memoryd.service import MemoryService
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from memoryd.mcp.member_tools import TeamCalls
 
@@ -339,38 +340,106 @@ def mount_mcp(
     runner: ServiceRunner,
     readers: ReaderPool | None,
     team: TeamCalls | None = None,
-) -> StreamableHTTPSessionManager:
+) -> LazyMCP:
     """Add memoryd's MCP server at `/mcp` (streamable HTTP) to the API app; returns its
-    session manager, whose `run()` the caller must hold open while serving (uvicorn runs
+    session holder, whose `run()` the caller must hold open while serving (uvicorn runs
     with lifespan off here).
+
+    The server is built on the first `/mcp` request (`LazyMCP`): importing the MCP SDK is
+    most of a daemon start's CPU, and most daemons (the CLI's, the hooks', the stdio `mcp`
+    command's, which all speak `/v1`) never get an MCP request.
 
     Stateless with JSON answers: every MCP request is one plain HTTP exchange, so the daemon
     keeps no per-client sessions and a shutdown never waits on an open event stream. The
     SDK's own Host/Origin check is kept, widened to the port-less `localhost` a Unix-socket
     client sends; LocalOnly (Host check, token on TCP) guards the route like every other.
     """
-    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.routing import Route
 
-    from memoryd.mcp.server import create_server
+    def build() -> tuple[ASGIApp, StreamableHTTPSessionManager]:
+        from mcp.server.transport_security import TransportSecuritySettings
 
-    calls = DaemonCalls(service, runner, app.state.backend.recalls, readers)
-    server = create_server(
-        service, home=service.home, calls=calls, default_scope=Path.home(), team=team
-    )
-    hosts = ["localhost", "127.0.0.1", "[::1]"]
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
-        allowed_origins=[f"http://{h}{port}" for h in hosts for port in ("", ":*")],
-    )
-    mcp_app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        json_response=True,
-        stateless_http=True,
-        transport_security=security,
-    )
-    app.router.routes.extend(mcp_app.routes)
-    return server.session_manager
+        from memoryd.mcp.server import create_server
+
+        calls = DaemonCalls(service, runner, app.state.backend.recalls, readers)
+        server = create_server(
+            service, home=service.home, calls=calls, default_scope=Path.home(), team=team
+        )
+        hosts = ["localhost", "127.0.0.1", "[::1]"]
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+            allowed_origins=[f"http://{h}{port}" for h in hosts for port in ("", ":*")],
+        )
+        mcp_app = server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            json_response=True,
+            stateless_http=True,
+            transport_security=security,
+        )
+        # The SDK's app is one route at MCP_PATH (no auth, no custom routes): its endpoint
+        # is what the lazy route hands each request to, as the mounted route did.
+        (route,) = mcp_app.routes
+        if not isinstance(route, Route) or route.path != MCP_PATH:
+            raise TypeError(f"the MCP SDK's app is not one route at {MCP_PATH}: {route!r}")
+        return route.app, server.session_manager
+
+    lazy = LazyMCP(build)
+    app.router.routes.append(Route(MCP_PATH, endpoint=lazy))
+    return lazy
+
+
+class LazyMCP:
+    """The ASGI endpoint at `/mcp`: builds the MCP server (`build`, on a worker thread, so
+    requests to `/v1` go on meanwhile) when the first request comes, starts its session
+    manager's task group and from then on hands every request to the SDK's endpoint.
+
+    `run()` is what the daemon holds open while serving, as it held the session manager's
+    own `run()`; on leaving it the session manager (if one was started) is stopped."""
+
+    def __init__(self, build: Callable[[], tuple[ASGIApp, StreamableHTTPSessionManager]]) -> None:
+        self._build = build
+        self._endpoint: ASGIApp | None = None
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self._endpoint or await self._start()
+        await endpoint(scope, receive, send)
+
+    async def _start(self) -> ASGIApp:
+        async with self._lock:
+            if self._endpoint is None:
+                endpoint, sessions = await asyncio.to_thread(self._build)
+                started = asyncio.get_running_loop().create_future()
+                self._holder = asyncio.create_task(self._hold(sessions, started))
+                await started
+                self._endpoint = endpoint
+            return self._endpoint
+
+    async def _hold(
+        self, sessions: StreamableHTTPSessionManager, started: asyncio.Future[None]
+    ) -> None:
+        # The session manager's task group is entered and left in this one task, as anyio
+        # requires; requests run their MCP exchanges in it.
+        try:
+            async with sessions.run():
+                started.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self._stop.set()
+            if self._holder is not None:
+                await self._holder
 
 
 async def flush_recall_stats(

@@ -26,7 +26,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from memoryd.api.asgi import (
@@ -50,6 +50,7 @@ from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.daemon.control import refuse_second_daemon
 from memoryd.daemon.server import (
+    LazyMCP,
     bind_unix,
     embed,
     enrich,
@@ -79,6 +80,10 @@ from memoryd.team_server.admin import AdminSocket, graph_size, online_backup
 from memoryd.team_server.answers import ServerPaths
 from memoryd.team_server.replica import ReplicaReads, keep_replica, start_replica
 from memoryd.team_server.routes import ADMIN_PREFIX, Audit, Status, admin_route, graph_route
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.types import ASGIApp
 
 logger = logging.getLogger(__name__)
 
@@ -527,8 +532,6 @@ async def _serve(
             "replica": await asyncio.to_thread(reads.report),
         }
 
-    from memoryd.mcp.team_tools import create_team_mcp
-
     guard = TeamGuard(
         counted,
         store,
@@ -538,7 +541,14 @@ async def _serve(
         audit=audit,
         status=status,
     )
-    mcp_server, guard.mcp = create_team_mcp(guard.dispatch, CALLER_KEY)
+
+    def build_mcp() -> tuple[ASGIApp, StreamableHTTPSessionManager]:
+        from memoryd.mcp.team_tools import create_team_mcp
+
+        mcp_server, mcp_app = create_team_mcp(guard.dispatch, CALLER_KEY)
+        return mcp_app, mcp_server.session_manager
+
+    guard.mcp = LazyMCP(build_mcp)  # the MCP SDK loads at the first /mcp request
     admin = AdminSocket(
         counted,
         backup=lambda out: online_backup(
@@ -560,4 +570,4 @@ async def _serve(
         asyncio.create_task(embed(service, runner, settings)),
         asyncio.create_task(keep_replica(reads)),
     ]
-    await serve_until_stopped(servers, sockets, mcp_server.session_manager, chores)
+    await serve_until_stopped(servers, sockets, guard.mcp, chores)
