@@ -35,9 +35,19 @@ site=$("$bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"
 total=$(du -sm "$site" | cut -f1)
 cache=$(find "$site" -name __pycache__ -type d -prune -exec du -sk {} + \
   | awk '{s += $1} END {printf "%d", s / 1024}')
-tooling=$(du -smc "$site"/pip "$site"/pip-* "$site"/setuptools "$site"/setuptools-* \
-  "$site"/_distutils_hack "$site"/pkg_resources 2>/dev/null | tail -1 | cut -f1)
-step "base install: ${total} MB in site-packages (${cache} MB of it bytecode, ${tooling} MB pip/setuptools)"
+# Only the paths this venv has: setuptools >= 81 (what pip installs for spaCy where the venv
+# brings none, as on Python >= 3.12) has no pkg_resources, and a missing path fails `du`.
+tools=() pips=()
+for path in "$site"/{pip,setuptools,_distutils_hack,pkg_resources} "$site"/{pip,setuptools}-*; do
+  [[ -e $path ]] && tools+=("$path")
+done
+for path in "$site"/pip "$site"/pip-*; do [[ -e $path ]] && pips+=("$path"); done
+tooling=$(du -smc "${tools[@]}" | tail -1 | cut -f1)
+# Without bytecode and the venv's own pip: what `uv tool install` leaves before first use.
+lean_kb=$(du -sk --exclude=__pycache__ "$site" | cut -f1)
+pip_kb=$(du -skc --exclude=__pycache__ "${pips[@]}" /dev/null | tail -1 | cut -f1)
+lean=$(( (lean_kb - pip_kb) / 1024 ))
+step "base install: ${total} MB in site-packages (${cache} MB of it bytecode, ${tooling} MB pip/setuptools; ${lean} MB without bytecode and pip)"
 
 "$bin/python" - <<'EOF' || fail "the base install holds an extra's package"
 import importlib.util, sys
