@@ -491,8 +491,9 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         timeout_ms: int | None = None,
     ) -> CypherResult:
         """Run read-only Cypher: what a read query may not do is refused before the engine
-        sees it (`check_cypher`), and the query runs in a READ ONLY transaction as a second
-        guard. `timeout_ms` overrides the store's query timeout for this query only.
+        sees it (`check_cypher`); in the sandbox, a READ ONLY transaction is a second guard
+        (elsewhere only memoryd's own reads run here: BEGIN and ROLLBACK would be two more
+        statements for each). `timeout_ms` overrides the query timeout for this query only.
 
         User Cypher runs here only inside `memoryd.graph.sandbox`, never in the process that
         writes: a query can allocate outside the buffer pool, and no check on its text can
@@ -514,10 +515,11 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         self, query: str, params: dict[str, Any] | None, limit: int, timeout_ms: int | None
     ) -> CypherResult:
         conn = self._reader(params)
-        try:
-            conn.execute("BEGIN TRANSACTION READ ONLY")
-        except RuntimeError as exc:
-            raise engine_error(exc, self.path) from exc
+        if self.sandboxed:
+            try:
+                conn.execute("BEGIN TRANSACTION READ ONLY")
+            except RuntimeError as exc:
+                raise engine_error(exc, self.path) from exc
         try:
             if timeout_ms is not None:
                 conn.set_query_timeout(timeout_ms)
@@ -538,10 +540,11 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         except (ValueError, TypeError, AttributeError) as exc:  # a parameter did not convert
             raise InvalidInput(f"invalid Cypher parameters: {exc}") from exc
         finally:
-            try:
-                conn.execute("ROLLBACK")
-            except RuntimeError:
-                logger.debug("rollback of read-only transaction failed", exc_info=True)
+            if self.sandboxed:
+                try:
+                    conn.execute("ROLLBACK")
+                except RuntimeError:
+                    logger.debug("rollback of read-only transaction failed", exc_info=True)
             if timeout_ms is not None:
                 conn.set_query_timeout(self._timeout_ms)
 
