@@ -47,8 +47,11 @@ from memoryd.graph.kuzu_support import (
     COPY_ROWS,
     MIGRATIONS,
     SCHEMA_VERSION,
+    WRITER_BUDGET,
     CheckpointGate,
     ColumnRows,
+    KeptStatements,
+    Yielding,
     _copy,
     _copy_private,
     _values_in,
@@ -122,21 +125,6 @@ def _has_arrow() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-class _Yielding:
-    """The write connection as a background job's transaction sees it: each statement waits
-    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
-    long write runs waits for one statement, not for the whole write."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def execute(self, *args: Any, **kwargs: Any) -> Any:
-        courtesy()
-        return self._conn.execute(*args, **kwargs)
-
-
 class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
     """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
 
@@ -193,6 +181,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
                     **options,
                 )
             self._writer = None if read_only else self._engine.Connection(self._db)
+            self._kept = KeptStatements.on(self._engine, self._writer)
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
         if not read_only:
@@ -228,6 +217,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
             self._writer = self._engine.Connection(self._db)
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
+        self._kept = KeptStatements.on(self._engine, self._writer)
 
     def _rows(
         self,
@@ -314,7 +304,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
             except RuntimeError as exc:
                 raise engine_error(exc, self.path) from exc
             try:
-                yield ColumnRows(_Yielding(conn) if yielding() else conn)
+                yield ColumnRows(Yielding(conn) if yielding() else conn, self._kept)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._moved(keeps_supersedes=False, keeps_recall_reads=False)
@@ -333,7 +323,9 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
                     self._checkpoint()
                 except RuntimeError:  # the commit stands in the WAL: checkpoint next time
                     logger.warning("checkpoint of %s failed", self.path, exc_info=True)
-            self._renew_writer()
+            self._kept.spent += 2  # BEGIN and COMMIT
+            if self._kept.spent >= WRITER_BUDGET:
+                self._renew_writer()
 
     def _checkpoint(self) -> None:
         """Write the WAL into the data file, with no read running (`CheckpointGate`). Call
