@@ -1,7 +1,7 @@
 """`record`'s own graph reads (issue 28): in the process that writes, each is one engine
-statement (the sandbox keeps its READ ONLY transaction around users' Cypher); the older
-memories of a record's few entities are read entity by entity by key, and give the rows
-the UNWIND form gives."""
+statement, kept prepared on its connection (the sandbox keeps its READ ONLY transaction
+around users' Cypher and keeps none of it); the older memories of a record's few entities
+are read entity by entity by key, and give the rows the UNWIND form gives."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_own_reads_run_as_one_statement_and_the_sandbox_keeps_its_guard(
     query = "MATCH (m:Memory) RETURN count(m)"
     writer = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=64)
     try:
-        assert _statements(writer, monkeypatch, query) == [query]
+        assert len(_statements(writer, monkeypatch, query)) == 1  # the query, kept prepared
         # A write clause is still refused before the engine sees it.
         with pytest.raises(PolicyDenied):
             writer.cypher("MATCH (m:Memory) SET m.title = 'x' RETURN m.slug")
@@ -104,3 +104,25 @@ def test_a_records_entity_lists_read_by_key_are_the_unwind_forms_rows(
     for key, rows in keyed.items():
         assert sorted(rows) == sorted(unwound[key])
         assert rows
+
+
+def test_own_reads_are_kept_prepared_and_users_queries_are_not(tmp_path: Path) -> None:
+    query = "MATCH (m:Memory) RETURN count(m)"
+    writer = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=64)
+    try:
+        assert writer.cypher(query).rows == [[0]]
+        kept = writer._local.kept
+        assert query in kept._kept
+        spent = kept.spent
+        assert writer.cypher(query).rows == [[0]]
+        assert writer._rows(query) == [[0]]
+        assert writer._local.kept is kept
+        assert kept.spent == spent  # a kept statement takes nothing of the budget
+    finally:
+        writer.close()
+    sandboxed = KuzuGraphStore(tmp_path / "graph", engine=ENGINE, buffer_pool_mb=64, sandboxed=True)
+    try:
+        assert sandboxed.cypher(query).rows == [[0]]
+        assert query not in sandboxed._local.kept._kept  # its own reads only
+    finally:
+        sandboxed.close()

@@ -194,19 +194,25 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
 
     # -- plumbing -------------------------------------------------------------------------
     def _reader(self, params: Mapping[str, Any] | None = None) -> Any:
+        return self._read_on(None, params)[0]
+
+    def _read_on(self, query: str | None, params: Mapping[str, Any] | None) -> tuple[Any, Any]:
         """This thread's read connection, a new one once the old has taken its budget of
-        parameter values (the engine holds them until the connection closes)."""
+        parameter values (the engine holds them until the connection closes), and what to
+        run `query` as on it: kept prepared when small, as on the writer (`KeptStatements`)."""
         local = self._local
         conn = getattr(local, "conn", None)
-        if conn is not None and local.spent >= READER_BUDGET:
+        if conn is not None and local.kept.spent >= READER_BUDGET:
             conn.close()
             conn = None
         if conn is None:
             conn = self._engine.Connection(self._db)
             conn.set_query_timeout(self._timeout_ms)
-            local.conn, local.spent = conn, 0
-        local.spent += _values_in(params)
-        return conn
+            local.conn, local.kept = conn, KeptStatements.on(self._engine, conn)
+        if query is None:
+            local.kept.spent += _values_in(params)
+            return conn, None
+        return conn, local.kept.statement(query, params or {})
 
     def _renew_writer(self) -> None:
         """Replace the write connection (call it holding the write lock, between
@@ -233,7 +239,8 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         courtesy()  # before the gate: a paused read must not hold a checkpoint back
         try:
             with self._reads.read():
-                result = self._reader(params).execute(query, params or {})
+                conn, statement = self._read_on(query, params)
+                result = conn.execute(statement, params or {})
                 rows: list[list[Any]] = []
                 while result.has_next():
                     row = list(result.get_next())
@@ -506,7 +513,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
     def _read_only_query(
         self, query: str, params: dict[str, Any] | None, limit: int, timeout_ms: int | None
     ) -> CypherResult:
-        conn = self._reader(params)
+        conn, statement = self._read_on(None if self.sandboxed else query, params)
         if self.sandboxed:
             try:
                 conn.execute("BEGIN TRANSACTION READ ONLY")
@@ -515,7 +522,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         try:
             if timeout_ms is not None:
                 conn.set_query_timeout(timeout_ms)
-            result = conn.execute(query, params or {})
+            result = conn.execute(statement or query, params or {})
             if isinstance(result, list):  # check_cypher lets no second statement through
                 raise InvalidInput("a graph query is one statement; this one has several")
             columns = list(result.get_column_names())
