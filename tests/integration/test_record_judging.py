@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from memoryd.governance.supersede_graph import _MENTIONED_BY, _mentioned, _Shared
+from memoryd.governance.supersede_graph import (
+    _MENTIONED_BY,
+    _MENTIONED_BY_ONE,
+    _mentioned,
+    _Shared,
+)
 from memoryd.governance.supersede_kept import JUDGED_TYPES, MentionLists
 from memoryd.governance.supersede_pairs import pair_texts
 from memoryd.models import Memory, MemoryDraft, MemoryType
@@ -119,7 +124,8 @@ def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
         svc.record(_draft(30, project))
     finally:
         del svc.graph.cypher
-    assert not any(q == _MENTIONED_BY or "RETURN o.slug, o.title, o.body" in q for q in calls)
+    lists = (_MENTIONED_BY, _MENTIONED_BY_ONE)
+    assert not any(q in lists or "RETURN o.slug, o.title, o.body" in q for q in calls)
 
 
 def test_any_other_write_drops_what_was_kept(svc: MemoryService, project: Path) -> None:

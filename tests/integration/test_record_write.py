@@ -48,3 +48,39 @@ def test_one_memorys_mentions_are_those_a_batch_writes(
     assert _edges(alone, "one") == _edges(batch, "one")
     for graph in (alone, batch):
         assert stored(graph) == recounted(graph)
+
+
+def test_small_write_statements_are_kept_prepared_from_one_write_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kuzu: one memory written at a time runs its statements prepared once on the write
+    connection, kept across transactions (and a checkpoint): the connection and its kept
+    statements stay, the graph holds what a recount gives. A batch's big statements count
+    toward the connection's budget, which replaces it (and drops what it kept) once spent."""
+    from memoryd.graph import kuzu_store
+    from memoryd.graph.kuzu_store import KuzuGraphStore
+
+    graph = KuzuGraphStore(tmp_path / "graph", buffer_pool_mb=64, checkpoint_bytes=1)
+    try:
+        ids = [f"entity:tool:Tool{i:02d}" for i in range(4)]
+        graph.upsert_memories([memory("m-0", observations=ids[:2])], new=True)
+        writer, kept = graph._writer, graph._kept
+        assert kept._kept
+        sizes = []
+        for i in range(1, 6):
+            one = memory(f"m-{i}", body=f"body {i}", observations=[ids[i % 4], ids[(i + 1) % 4]])
+            graph.upsert_memories([one], new=True)
+            sizes.append(len(kept._kept))
+        assert graph._writer is writer
+        assert graph._kept is kept
+        assert sizes[-1] == sizes[-2]  # the last write's statements were all kept already
+        assert stored(graph) == recounted(graph)
+        monkeypatch.setattr(kuzu_store, "WRITER_BUDGET", 100)
+        batch = [memory(f"b-{i}", body=f"batch {i}", observations=ids) for i in range(30)]
+        graph.upsert_memories(batch, new=True)
+        assert graph._writer is not writer
+        assert graph._kept is not kept
+        assert graph._kept.spent == 0
+        assert stored(graph) == recounted(graph)
+    finally:
+        graph.close()

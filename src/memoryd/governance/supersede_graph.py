@@ -15,6 +15,7 @@ from memoryd.governance.supersede_kept import JUDGED_TYPES, Lists, MentionLists
 from memoryd.governance.supersede_names import GRAPH_CHOICE_TYPES, Name
 from memoryd.governance.supersede_pairs import Pair, SupersedeJob, limit_fan_out, pair_texts
 from memoryd.governance.supersede_rules import RULES_VERSION, Tiers
+from memoryd.graph.cypher_reads import KEYED_ROWS
 from memoryd.graph.rows import jsonable
 from memoryd.graph.store import GraphStore, SupersedeRow
 from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
@@ -92,6 +93,14 @@ _MENTIONED_BY = (
     "UNWIND $ids AS i MATCH (e:Entity {id: i})<-[:MENTIONS]-(o:Memory)"
     " WHERE o.scope_hash IN $scopes AND o.type IN $types AND o.decay_state <> 'forgotten'"
     " AND NOT o.sensitive RETURN e.id, o.scope_hash, o.slug, o.created_at"
+)
+# A few entities (`record`'s two or three) are read one by one by their key: kuzu 0.11.3
+# answers the UNWIND form with a join over a scan (two entities at 10k memories: 11.8 ms of
+# CPU against 2 x 3.4 keyed; bench/RESULTS.md, s-record4).
+_MENTIONED_BY_ONE = (
+    "MATCH (e:Entity {id: $id})<-[:MENTIONS]-(o:Memory)"
+    " WHERE o.scope_hash IN $scopes AND o.type IN $types AND o.decay_state <> 'forgotten'"
+    " AND NOT o.sensitive RETURN o.scope_hash, o.slug, o.created_at"
 )
 # A hub entity (`_HUB`) is read per entity, newest first and only as far as judging can
 # use (`_NEWEST` rows): at 100k memories an entity has ~7.8k mentions, and turning every one
@@ -324,11 +333,18 @@ def _mentioned(
         for eid in rest:
             for scope in scopes:
                 read[(eid, scope)] = ([], False)
-        for eid, scope, o, created in graph.cypher(
-            _MENTIONED_BY,
-            {"ids": rest, "scopes": scopes, "types": list(JUDGED_TYPES)},
-            limit=100_000_000,
-        ).rows:
+        asked = {"scopes": scopes, "types": list(JUDGED_TYPES)}
+        if len(rest) <= KEYED_ROWS:
+            rows = [
+                [eid, *row]
+                for eid in rest
+                for row in graph.cypher(
+                    _MENTIONED_BY_ONE, {"id": eid, **asked}, limit=100_000_000
+                ).rows
+            ]
+        else:
+            rows = graph.cypher(_MENTIONED_BY, {"ids": rest, **asked}, limit=100_000_000).rows
+        for eid, scope, o, created in rows:
             read[(str(eid), str(scope))][0].append((created, str(o)))
     for eid in hubs:
         for scope in scopes:

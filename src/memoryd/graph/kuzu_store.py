@@ -47,8 +47,11 @@ from memoryd.graph.kuzu_support import (
     COPY_ROWS,
     MIGRATIONS,
     SCHEMA_VERSION,
+    WRITER_BUDGET,
     CheckpointGate,
     ColumnRows,
+    KeptStatements,
+    Yielding,
     _copy,
     _copy_private,
     _values_in,
@@ -122,21 +125,6 @@ def _has_arrow() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-class _Yielding:
-    """The write connection as a background job's transaction sees it: each statement waits
-    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
-    long write runs waits for one statement, not for the whole write."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def execute(self, *args: Any, **kwargs: Any) -> Any:
-        courtesy()
-        return self._conn.execute(*args, **kwargs)
-
-
 class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
     """A Kuzu (or LadybugDB) database in `<home>/graph/`."""
 
@@ -193,6 +181,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
                     **options,
                 )
             self._writer = None if read_only else self._engine.Connection(self._db)
+            self._kept = KeptStatements.on(self._engine, self._writer)
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
         if not read_only:
@@ -205,19 +194,25 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
 
     # -- plumbing -------------------------------------------------------------------------
     def _reader(self, params: Mapping[str, Any] | None = None) -> Any:
+        return self._read_on(None, params)[0]
+
+    def _read_on(self, query: str | None, params: Mapping[str, Any] | None) -> tuple[Any, Any]:
         """This thread's read connection, a new one once the old has taken its budget of
-        parameter values (the engine holds them until the connection closes)."""
+        parameter values (the engine holds them until the connection closes), and what to
+        run `query` as on it: kept prepared when small, as on the writer (`KeptStatements`)."""
         local = self._local
         conn = getattr(local, "conn", None)
-        if conn is not None and local.spent >= READER_BUDGET:
+        if conn is not None and local.kept.spent >= READER_BUDGET:
             conn.close()
             conn = None
         if conn is None:
             conn = self._engine.Connection(self._db)
             conn.set_query_timeout(self._timeout_ms)
-            local.conn, local.spent = conn, 0
-        local.spent += _values_in(params)
-        return conn
+            local.conn, local.kept = conn, KeptStatements.on(self._engine, conn)
+        if query is None:
+            local.kept.spent += _values_in(params)
+            return conn, None
+        return conn, local.kept.statement(query, params or {})
 
     def _renew_writer(self) -> None:
         """Replace the write connection (call it holding the write lock, between
@@ -228,6 +223,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
             self._writer = self._engine.Connection(self._db)
         except RuntimeError as exc:
             raise engine_error(exc, self.path) from exc
+        self._kept = KeptStatements.on(self._engine, self._writer)
 
     def _rows(
         self,
@@ -243,7 +239,8 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         courtesy()  # before the gate: a paused read must not hold a checkpoint back
         try:
             with self._reads.read():
-                result = self._reader(params).execute(query, params or {})
+                conn, statement = self._read_on(query, params)
+                result = conn.execute(statement, params or {})
                 rows: list[list[Any]] = []
                 while result.has_next():
                     row = list(result.get_next())
@@ -314,7 +311,7 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
             except RuntimeError as exc:
                 raise engine_error(exc, self.path) from exc
             try:
-                yield ColumnRows(_Yielding(conn) if yielding() else conn)
+                yield ColumnRows(Yielding(conn) if yielding() else conn, self._kept)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._moved(keeps_supersedes=False, keeps_recall_reads=False)
@@ -333,7 +330,9 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
                     self._checkpoint()
                 except RuntimeError:  # the commit stands in the WAL: checkpoint next time
                     logger.warning("checkpoint of %s failed", self.path, exc_info=True)
-            self._renew_writer()
+            self._kept.spent += 2  # BEGIN and COMMIT
+            if self._kept.spent >= WRITER_BUDGET:
+                self._renew_writer()
 
     def _checkpoint(self) -> None:
         """Write the WAL into the data file, with no read running (`CheckpointGate`). Call
@@ -491,8 +490,9 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         timeout_ms: int | None = None,
     ) -> CypherResult:
         """Run read-only Cypher: what a read query may not do is refused before the engine
-        sees it (`check_cypher`), and the query runs in a READ ONLY transaction as a second
-        guard. `timeout_ms` overrides the store's query timeout for this query only.
+        sees it (`check_cypher`); in the sandbox, a READ ONLY transaction is a second guard
+        (elsewhere only memoryd's own reads run here: BEGIN and ROLLBACK would be two more
+        statements for each). `timeout_ms` overrides the query timeout for this query only.
 
         User Cypher runs here only inside `memoryd.graph.sandbox`, never in the process that
         writes: a query can allocate outside the buffer pool, and no check on its text can
@@ -513,15 +513,16 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
     def _read_only_query(
         self, query: str, params: dict[str, Any] | None, limit: int, timeout_ms: int | None
     ) -> CypherResult:
-        conn = self._reader(params)
-        try:
-            conn.execute("BEGIN TRANSACTION READ ONLY")
-        except RuntimeError as exc:
-            raise engine_error(exc, self.path) from exc
+        conn, statement = self._read_on(None if self.sandboxed else query, params)
+        if self.sandboxed:
+            try:
+                conn.execute("BEGIN TRANSACTION READ ONLY")
+            except RuntimeError as exc:
+                raise engine_error(exc, self.path) from exc
         try:
             if timeout_ms is not None:
                 conn.set_query_timeout(timeout_ms)
-            result = conn.execute(query, params or {})
+            result = conn.execute(statement or query, params or {})
             if isinstance(result, list):  # check_cypher lets no second statement through
                 raise InvalidInput("a graph query is one statement; this one has several")
             columns = list(result.get_column_names())
@@ -538,10 +539,11 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         except (ValueError, TypeError, AttributeError) as exc:  # a parameter did not convert
             raise InvalidInput(f"invalid Cypher parameters: {exc}") from exc
         finally:
-            try:
-                conn.execute("ROLLBACK")
-            except RuntimeError:
-                logger.debug("rollback of read-only transaction failed", exc_info=True)
+            if self.sandboxed:
+                try:
+                    conn.execute("ROLLBACK")
+                except RuntimeError:
+                    logger.debug("rollback of read-only transaction failed", exc_info=True)
             if timeout_ms is not None:
                 conn.set_query_timeout(self._timeout_ms)
 

@@ -1,5 +1,6 @@
 """Kuzu-specific parts of the graph store that need no engine import: the schema and its
-migrations, the checkpoint gate, and the translation of engine errors into typed ones."""
+migrations, the checkpoint gate, the write connection's kept statements, and the translation
+of engine errors into typed ones."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import re
 import shutil
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from memoryd.errors import (
@@ -27,6 +29,7 @@ from memoryd.errors import (
     StorageError,
 )
 from memoryd.graph.store import CO_MENTIONS_FILL, MEMORY_HINT, TIME_HINT
+from memoryd.native import courtesy
 
 logger = logging.getLogger(__name__)
 
@@ -278,22 +281,95 @@ def _column_prelude(name: str, var: str, keys: tuple[str, ...], types: tuple[str
     return f"WITH {lists} UNWIND range(1, size({name}__0)) AS {name}__i WITH {{{fields}}} AS {var} "
 
 
-class ColumnRows:
-    """A transaction's write connection whose UNWINDs over many rows go out as typed lists,
-    one per field (`as_columns`)."""
+KEPT_VALUES = 256
+"""A write statement with at most this many parameter values is prepared once per write
+connection and kept (`KeptStatements`); a bigger one (a batch's UNWIND) is prepared anew."""
+WRITER_BUDGET = 4096
+"""Parameter values the write connection takes in statements it does not keep before it is
+replaced, after a transaction (the engine holds those statements until it closes)."""
+
+
+class Yielding:
+    """The write connection as a background job's transaction sees it: each statement waits
+    for the job's courtesy first (`native.yielding_to`), so a request that arrives while a
+    long write runs waits for one statement, not for the whole write."""
 
     __slots__ = ("_conn",)
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        courtesy()
+        return self._conn.execute(*args, **kwargs)
+
+
+_KEPT_TYPES = frozenset({str, int, float, bool, type(None), datetime, list})
+"""Values a kept statement's parameters may be: a table (COPY's source) is bound when the
+statement is prepared, so a statement given one is never kept."""
+
+
+class KeptStatements:
+    """The write connection's small prepared statements, kept from one transaction to the
+    next: preparing (parse, bind, plan) was most of the CPU of each small write statement,
+    and a `record` runs a dozen. kuzu 0.11.3 runs a kept statement with new values across
+    transactions and checkpoints and holds no more memory for it; every other statement a
+    connection prepares it holds, with its values, until the connection closes: `spent`
+    counts those (bench/RESULTS.md, s-record4)."""
+
+    def __init__(self, prepare: Callable[[str], Any] | None) -> None:
+        self._prepare = prepare
+        self._kept: dict[str, Any] = {}
+        self.spent = 0
+
+    @classmethod
+    def on(cls, engine: ModuleType, conn: Any) -> KeptStatements:
+        """For the engine's write connection `conn` (None: a read-only store keeps none)."""
+        kind = getattr(engine, "PreparedStatement", None)
+        return cls(None if conn is None or kind is None else functools.partial(kind, conn))
+
+    def statement(self, query: str, parameters: Mapping[str, Any]) -> Any:
+        """The kept statement for `query`, or `query` itself (prepared anew, counted)."""
+        values = _values_in(parameters)
+        held = self._kept.get(query)
+        if (
+            held is None
+            and self._prepare is not None
+            and values <= KEPT_VALUES
+            and all(type(v) in _KEPT_TYPES for v in parameters.values())
+        ):
+            held = self._prepare(query)
+            if held.is_success():
+                self._kept[query] = held
+            else:  # run as text: the engine's message says what is wrong
+                held = None
+        if held is None:
+            self.spent += values
+            return query
+        return held
+
+
+class ColumnRows:
+    """A transaction's write connection whose UNWINDs over many rows go out as typed lists,
+    one per field (`as_columns`), and whose small statements are kept prepared (`kept`)."""
+
+    __slots__ = ("_conn", "_kept")
+
+    def __init__(self, conn: Any, kept: KeptStatements | None = None) -> None:
+        self._conn = conn
+        self._kept = kept
+
     def execute(self, query: str, parameters: dict[str, Any] | None = None) -> Any:
         if not parameters:
+            if self._kept is not None:
+                self._kept.spent += 1
             return self._conn.execute(query)
         columns = as_columns(query, parameters)
         if columns is not None:
             query, parameters = columns
-        return self._conn.execute(query, parameters)
+        if self._kept is None:
+            return self._conn.execute(query, parameters)
+        return self._conn.execute(self._kept.statement(query, parameters), parameters)
 
 
 # Engine messages that mean the caller's Cypher or parameters are at fault, not the store.

@@ -7,6 +7,7 @@ store can always be rebuilt by `memoryd reindex`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -281,7 +282,21 @@ def check_cypher(
     clauses and CALLs other than the engine's read-only `procedures` (PolicyDenied), more
     than one statement,
     and parameters the query does not use or uses without a value (InvalidInput: kuzu refuses
-    an unused one, and reads a missing one as null)."""
+    an unused one, and reads a missing one as null).
+
+    A short text that passed with the same parameter names is not checked again: memoryd's
+    own reads repeat a few texts, several for each `record`. What fails is never kept."""
+    names = frozenset(params or ())
+    if len(query) <= _KEPT_CHECK_CHARS:
+        _checked(query, names, procedures)
+    else:
+        _check(query, names, procedures)
+
+
+_KEPT_CHECK_CHARS = 4000
+
+
+def _check(query: str, names: frozenset[str], procedures: frozenset[str]) -> None:
     clause = write_clause(query)
     if clause is not None:
         raise PolicyDenied(
@@ -307,14 +322,14 @@ def check_cypher(
     if "$`" in query:
         return  # a quoted parameter name: leave the parameter check to the engine
     used = set(_PARAM.findall(code))
-    given = set(params or {})
+    given = set(names)
     if given - used:
         unused = sorted(given - used)
-        names = ", ".join(f"${name}" for name in unused)
+        listed = ", ".join(f"${name}" for name in unused)
         raise InvalidInput(
-            f"parameter {names} is given but the query does not use it"
+            f"parameter {listed} is given but the query does not use it"
             if len(unused) == 1
-            else f"parameters {names} are given but the query does not use them",
+            else f"parameters {listed} are given but the query does not use them",
             hint="remove it from the parameters, or refer to it in the query",
         )
     if used - given:
@@ -323,6 +338,9 @@ def check_cypher(
             f"the query uses {missing} but no value was given for it",
             hint='give each parameter a value (CLI: --params \'{"name": "value"}\')',
         )
+
+
+_checked = functools.lru_cache(maxsize=256)(_check)
 
 
 class GraphStore(Protocol):
