@@ -460,6 +460,36 @@ def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
     assert store.user_cypher("MATCH (m:Memory) RETURN count(m)").rows == [[301]]
 
 
+def test_judging_left_undone_shows_in_doctor(
+    falkordb_url: str, tmp_path: Path, project: Path
+) -> None:
+    """A write whose supersede judging failed part-way (here a server that does not say its
+    TIMEOUT_MAX refuses the status-line scan's longer limit) is written, and `doctor` says
+    judging was left undone and why, not only the log."""
+    from memoryd.doctor import service_checks
+
+    settings = load_settings(
+        tmp_path / "home",
+        graph={"engine": "falkordb", "url": falkordb_url, "name": f"j-{uuid.uuid4().hex}"},
+    )
+    svc = open_service(settings)
+    try:
+        checks = {c.name: c for c in service_checks(svc, settings)}
+        assert checks["supersede judging"].ok
+        svc.graph._timeout_max = 0  # type: ignore[attr-defined]
+        written = svc.record_many(
+            [draft(project, f"Decision {i}", f"Use tool {i}.", "decision", i) for i in (1, 2)]
+        )
+        assert len(written) == 2
+        check = {c.name: c for c in service_checks(svc, settings)}["supersede judging"]
+        assert not check.ok
+        assert "1 writes partly left unjudged" in check.detail
+        assert "status lines of scope" in check.detail
+        assert "TIMEOUT_MAX" in check.detail
+    finally:
+        svc.close()
+
+
 # ----------------------------------------------------------------------- one scenario
 
 
