@@ -193,12 +193,18 @@ def service_checks(svc: MemoryService, settings: Settings) -> list[DoctorCheck]:
         )
     )
     judges = svc.judge_counts()
+    skipped, last = svc.judging_skipped
     checks.append(
         DoctorCheck(
             name="supersede judging",
-            ok=not judges["failed"],
+            ok=not judges["failed"] and not skipped,
             detail=f"memories owed the LLM judge: {judges['pending']} pending,"
-            f" {judges['done']} done, {judges['failed']} failed",
+            f" {judges['done']} done, {judges['failed']} failed"
+            + (
+                f"; {skipped} writes partly left unjudged since start (last {last})"
+                if skipped
+                else ""
+            ),
             fix="check the llm settings and the daemon log; `memoryd supersede judge SLUG`"
             " judges a memory again",
         )

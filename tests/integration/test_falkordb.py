@@ -79,6 +79,22 @@ def test_the_dialect_translation() -> None:
     assert translate("RETURN t + to_days(CASE x WHEN 1 THEN (a + 1) ELSE b END) AS due") == (
         "RETURN t + duration({days: CASE x WHEN 1 THEN (a + 1) ELSE b END}) AS due"
     )
+    # a pattern out of a node found by an indexed key is read from that node
+    assert translate(
+        "UNWIND $ids AS i MATCH (e:Entity {id: i})<-[:MENTIONS]-(o:Memory) WHERE o.x RETURN o"
+    ) == (
+        "UNWIND $ids AS i MATCH (e:Entity {id: i}) WITH * MATCH (e)<-[:MENTIONS]-(o:Memory)"
+        " WHERE o.x RETURN o"
+    )
+    assert translate("MATCH (o:Memory)-[:MENTIONS]->(e:Entity {id: $id}) RETURN o") == (
+        "MATCH (e:Entity {id: $id}) WITH * MATCH (o:Memory)-[:MENTIONS]->(e) RETURN o"
+    )
+    for kept in (
+        "OPTIONAL MATCH (m:Memory {slug: $s})-[:MENTIONS]->(e) RETURN e",  # may be missing
+        "MATCH (a:Memory {slug: $a}), (b:Memory {slug: $b}) RETURN a, b",  # no edge
+        "MATCH (m:Memory {title: $t})-[:MENTIONS]->(e) RETURN e",  # not an indexed key
+    ):
+        assert translate(kept) == kept
     assert translate("RETURN CAST(m.created_at AS DATE)") == (
         "RETURN date({year: (m.created_at).year, month: (m.created_at).month,"
         " day: (m.created_at).day})"
@@ -343,6 +359,59 @@ def test_a_reader_during_reindex_sees_the_old_graph_or_the_new_one(
         svc.close()
 
 
+def test_a_read_out_of_a_keyed_node_starts_at_its_index(store: FalkorGraphStore) -> None:
+    """Judging's read of the memories naming a batch's entities starts at each entity's
+    index entry: FalkorDB planned the pattern as it is written from a scan of every memory
+    once per entity (a 2,000-memory batch at 10k memories ran past its 10 s limit)."""
+    from memoryd.governance.supersede_graph import _MENTIONED_BY
+
+    store.upsert_memories([memory("m-1", observations=["entity:tool:git"])])
+    params = {"ids": ["entity:tool:git"], "scopes": ["0123456789ab"], "types": ["decision"]}
+    text, values = bind(translate(_MENTIONED_BY), params)
+    header = store._graph._build_params_header(values)  # as the client sends a query
+    plan = "\n".join(
+        store._redis.execute_command(  # type: ignore[no-untyped-call]
+            "GRAPH.EXPLAIN", store.key, header + text
+        )
+    )
+    assert "Node By Index Scan | (e:Entity)" in plan
+    assert "Label Scan" not in plan
+    rows = store.cypher(_MENTIONED_BY, params).rows
+    assert [row[:3] for row in rows] == [["entity:tool:git", "0123456789ab", "m-1"]]
+
+
+def test_a_read_past_its_time_limit_is_an_error_never_a_cut_answer(
+    store: FalkorGraphStore,
+) -> None:
+    """A read the server stops at its TIMEOUT raises QueryLimitExceeded; one that answers
+    answers whole. Limits from 1 ms up, over reads of 100k-1M rows that stream, sort and
+    aggregate: each ends on one side of its limit or the other, never with part of its rows.
+    A limit past the server's TIMEOUT_MAX is refused before the query runs: said as such,
+    not as a query that ran out of time."""
+    reads = [
+        ("UNWIND range(1, $n) AS x RETURN x", {"n": 100_000}),
+        ("UNWIND range(1, $n) AS x RETURN x ORDER BY x DESC", {"n": 100_000}),
+        ("UNWIND range(1, $n) AS x RETURN count(x), sum(x)", {"n": 1_000_000}),
+    ]
+    whole = [store.cypher(q, p, limit=10**7, timeout_ms=60_000).rows for q, p in reads]
+    outcomes = set()
+    for timeout_ms in (1, 3, 10, 30, 100, 300):
+        for (query, params), rows in zip(reads, whole, strict=True):
+            try:
+                got = store.cypher(query, params, limit=10**7, timeout_ms=timeout_ms).rows
+            except QueryLimitExceeded as exc:
+                outcomes.add(f"stopped at its {exc.limit} limit")
+            else:
+                assert got == rows, f"{query} at {timeout_ms} ms: {len(got)} of {len(rows)} rows"
+                outcomes.add("whole")
+    assert outcomes <= {"whole", "stopped at its time limit"}
+    assert "stopped at its time limit" in outcomes  # the limit was met
+    store._timeout_max = 0  # as against a server that does not say its TIMEOUT_MAX
+    with pytest.raises(StorageError, match="TIMEOUT_MAX") as refused:
+        store.cypher("RETURN 1", timeout_ms=61_000)
+    assert "61,000 ms" in refused.value.message
+
+
 def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
     """A write clause, a procedure off the allow-list and a runaway query are refused or
     stopped, and the server keeps serving."""
@@ -389,6 +458,36 @@ def test_user_cypher_on_the_server(store: FalkorGraphStore) -> None:
     assert store.user_cypher("RETURN size(range(1, 1000000, 2))").rows == [[500000]]
     assert store.count_memories() == 301  # still serving
     assert store.user_cypher("MATCH (m:Memory) RETURN count(m)").rows == [[301]]
+
+
+def test_judging_left_undone_shows_in_doctor(
+    falkordb_url: str, tmp_path: Path, project: Path
+) -> None:
+    """A write whose supersede judging failed part-way (here a server that does not say its
+    TIMEOUT_MAX refuses the status-line scan's longer limit) is written, and `doctor` says
+    judging was left undone and why, not only the log."""
+    from memoryd.doctor import service_checks
+
+    settings = load_settings(
+        tmp_path / "home",
+        graph={"engine": "falkordb", "url": falkordb_url, "name": f"j-{uuid.uuid4().hex}"},
+    )
+    svc = open_service(settings)
+    try:
+        checks = {c.name: c for c in service_checks(svc, settings)}
+        assert checks["supersede judging"].ok
+        svc.graph._timeout_max = 0  # type: ignore[attr-defined]
+        written = svc.record_many(
+            [draft(project, f"Decision {i}", f"Use tool {i}.", "decision", i) for i in (1, 2)]
+        )
+        assert len(written) == 2
+        check = {c.name: c for c in service_checks(svc, settings)}["supersede judging"]
+        assert not check.ok
+        assert "1 writes partly left unjudged" in check.detail
+        assert "status lines of scope" in check.detail
+        assert "TIMEOUT_MAX" in check.detail
+    finally:
+        svc.close()
 
 
 # ----------------------------------------------------------------------- one scenario

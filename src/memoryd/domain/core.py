@@ -169,6 +169,8 @@ class ServiceCore(Writes):
         self.status_refs: dict[str, tuple[set[str], dict[str, tuple[StatusRef, ...]]]] = {}
         """Per scope, the references of its speakers' status lines, good while the scope's
         set in `status_speakers` is the one they were read for."""
+        self.judging_skipped: tuple[int, str] = (0, "")
+        """Writes judging left partly unjudged since opening, and the last (`doctor` says)."""
         """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
         must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
         `judge_queue` and its worker judges them off the writer, after a restart too."""

