@@ -473,15 +473,15 @@ class Writes:
             if sync_each:
                 for memory in batch:
                     paths.append(self.vault.write(memory))
+                self.graph.upsert_memories(batch, new=True)
             else:
-                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
-                self.vault.write_many(batch, paths)
-                self.vault.sync_all()
-            self.graph.upsert_memories(batch, new=True)
+                self._write_bulk(batch, paths)
             try:
-                self.index.upsert(
-                    [search_doc(m) for m in batch], then=None if ending is None else ending.done
-                )
+                if sync_each:
+                    self.index.upsert(
+                        [search_doc(m) for m in batch],
+                        then=None if ending is None else ending.done,
+                    )
                 self.audit.append_many([self._intended_event(intent, i) for i in items])
             except MemorydError:
                 if ending is not None:
@@ -504,6 +504,44 @@ class Writes:
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
             self.forget_entities()
+
+    def _write_bulk(self, batch: list[Memory], paths: list[Path]) -> None:
+        """A bulk batch's files, graph rows and index documents. The graph's statements and
+        commit run in a thread beside the files and the index: the engine runs them outside
+        the GIL, and its commit is most of the graph's time. A failure undoes what it can of
+        the graph and the index here and is raised; the caller removes the `paths` written."""
+        failed: list[Exception] = []
+
+        def write_graph() -> None:
+            try:
+                self.graph.upsert_memories(batch, new=True)
+            except Exception as exc:  # raised in the caller's thread, below
+                failed.append(exc)
+
+        graph = threading.Thread(target=write_graph, name="memoryd-graph-batch")
+        graph.start()
+        slugs = [m.meta.slug for m in batch]
+        indexing = False
+        try:
+            # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
+            self.vault.write_many(batch, paths)
+            self.vault.sync_all()
+            indexing = True
+            self.index.upsert([search_doc(m) for m in batch], then=None)
+        except MemorydError:
+            graph.join()
+            try:
+                if indexing:  # a write that failed may have left part of the batch
+                    self.index.delete(slugs)
+            finally:
+                if not failed:
+                    self.graph.delete_memories(slugs)
+            raise
+        finally:
+            graph.join()
+        if failed:
+            self.index.delete(slugs)  # an index that cannot commit fails this instead
+            raise failed[0]
 
     def _queue_sessions(self, memories: Sequence[Memory]) -> None:
         """Session memories recorded by hand (`memoryd record --type session`, MCP
