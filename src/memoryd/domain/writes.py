@@ -506,41 +506,43 @@ class Writes:
             self.forget_entities()
 
     def _write_bulk(self, batch: list[Memory], paths: list[Path]) -> None:
-        """A bulk batch's files, graph rows and index documents. The graph's statements and
-        commit run in a thread beside the files and the index: the engine runs them outside
-        the GIL, and its commit is most of the graph's time. A failure undoes what it can of
-        the graph and the index here and is raised; the caller removes the `paths` written."""
+        """A bulk batch's files, graph rows and index documents. The files and the index
+        documents are written in a thread beside the graph's statements and commit, which
+        the engine runs outside the GIL and which are most of the write's time; the graph
+        stays on the caller's thread (its connections and a background job's courtesy are
+        per thread). A failure undoes what it can of the graph and the index here and is
+        raised; the caller removes the `paths` written."""
         failed: list[Exception] = []
+        indexing = threading.Event()
 
-        def write_graph() -> None:
+        def files_and_index() -> None:
             try:
-                self.graph.upsert_memories(batch, new=True)
+                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
+                self.vault.write_many(batch, paths)
+                self.vault.sync_all()
+                indexing.set()
+                self.index.upsert([search_doc(m) for m in batch], then=None)
             except Exception as exc:  # raised in the caller's thread, below
                 failed.append(exc)
 
-        graph = threading.Thread(target=write_graph, name="memoryd-graph-batch")
-        graph.start()
+        beside = threading.Thread(target=files_and_index, name="memoryd-files-batch")
+        beside.start()
         slugs = [m.meta.slug for m in batch]
-        indexing = False
         try:
-            # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
-            self.vault.write_many(batch, paths)
-            self.vault.sync_all()
-            indexing = True
-            self.index.upsert([search_doc(m) for m in batch], then=None)
+            self.graph.upsert_memories(batch, new=True)
         except MemorydError:
-            graph.join()
-            try:
-                if indexing:  # a write that failed may have left part of the batch
-                    self.index.delete(slugs)
-            finally:
-                if not failed:
-                    self.graph.delete_memories(slugs)
+            beside.join()
+            if indexing.is_set():  # a write that failed may have left part of the batch
+                self.index.delete(slugs)
             raise
         finally:
-            graph.join()
+            beside.join()
         if failed:
-            self.index.delete(slugs)  # an index that cannot commit fails this instead
+            try:
+                if indexing.is_set():
+                    self.index.delete(slugs)
+            finally:
+                self.graph.delete_memories(slugs)
             raise failed[0]
 
     def _queue_sessions(self, memories: Sequence[Memory]) -> None:
