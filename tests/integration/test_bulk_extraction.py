@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,14 @@ def texts(count: int) -> list[tuple[str, str]]:
         ][i % 4]
         out.append((f"Note {i} on {a}", f"{body} Case {i}."))
     return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 KNOWN = [
@@ -78,6 +87,30 @@ def test_a_killed_worker_costs_only_time(single: Extractor) -> None:
         assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
         assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
         assert shared._worker.pid() not in (None, first)  # the next big batch started another
+    finally:
+        shared.close()
+
+
+def test_an_idle_worker_stops_and_the_next_big_batch_starts_another(
+    single: Extractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "IDLE_S", 0.5)
+    batch = texts(workers.PARALLEL_MIN)
+    expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
+    shared = Extractor()
+    if shared._worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    try:
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        first = shared._worker.pid()
+        assert first is not None
+        deadline = time.monotonic() + 30
+        while alive(first) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(first)  # exited and reaped
+        assert shared._worker.pid() is None
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        assert shared._worker.pid() not in (None, first)
     finally:
         shared.close()
 

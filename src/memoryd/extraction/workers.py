@@ -40,6 +40,9 @@ tens of milliseconds of extraction), large enough that its round trip costs litt
 PARALLEL_MIN = 8 * CHUNK
 """A batch this long is shared with the worker; a shorter one is not worth the round trips
 (nor, in a fresh process, the worker's start)."""
+IDLE_S = 300.0
+"""A worker no batch used for this long is stopped (its memory back to the system); the next
+big batch starts another."""
 _FRAME = struct.Struct("<Q")
 
 Texts = Sequence[tuple[str, str]]
@@ -112,6 +115,7 @@ class ExtractionWorker:
         self._busy = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._batches = 0
+        self._idle: threading.Timer | None = None
         self.chunks_done = 0
         """Chunks the worker answered, over the process's life (tests, benchmarks)."""
 
@@ -141,7 +145,23 @@ class ExtractionWorker:
     def close(self) -> None:
         """Stop the worker: it exits when its stdin closes."""
         with self._busy:
-            process, self._process = self._process, None
+            self._stop()
+
+    def _stop_when_idle(self, number: int) -> None:
+        """The idle timer's end: stop the worker unless a batch used it since."""
+        if self._busy.acquire(blocking=False):
+            try:
+                if self._batches == number:
+                    self._stop()
+            finally:
+                self._busy.release()
+
+    def _stop(self) -> None:
+        """Call holding `_busy`."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        process, self._process = self._process, None
         if process is None:
             return
         assert process.stdin is not None
@@ -170,8 +190,14 @@ class ExtractionWorker:
             yield from local(texts)
             return
         try:
+            if self._idle is not None:
+                self._idle.cancel()
             yield from self._shared(texts, known, local)
         finally:
+            if self._process is not None:
+                self._idle = threading.Timer(IDLE_S, self._stop_when_idle, (self._batches,))
+                self._idle.daemon = True
+                self._idle.start()
             self._busy.release()
 
     def _shared(
