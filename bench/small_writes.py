@@ -85,11 +85,20 @@ def pct(values: list[float], q: float) -> float:
 
 
 def cpu_s(pid: int | None = None) -> float:
-    """User + system CPU seconds of this process (`pid` None) or of another one so far."""
-    if pid is None:
-        return time.process_time()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds so far of this process (`pid` None) or of another one, with
+    its live children's (the extraction worker a big batch starts: `extraction.workers`)."""
+    own = os.getpid() if pid is None else pid
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if entry.name == str(own) or fields[1] == str(own):
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def peak_rss_mb(pid: int | None = None) -> float:

@@ -473,15 +473,15 @@ class Writes:
             if sync_each:
                 for memory in batch:
                     paths.append(self.vault.write(memory))
+                self.graph.upsert_memories(batch, new=True)
             else:
-                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
-                self.vault.write_many(batch, paths)
-                self.vault.sync_all()
-            self.graph.upsert_memories(batch, new=True)
+                self._write_bulk(batch, paths)
             try:
-                self.index.upsert(
-                    [search_doc(m) for m in batch], then=None if ending is None else ending.done
-                )
+                if sync_each:
+                    self.index.upsert(
+                        [search_doc(m) for m in batch],
+                        then=None if ending is None else ending.done,
+                    )
                 self.audit.append_many([self._intended_event(intent, i) for i in items])
             except MemorydError:
                 if ending is not None:
@@ -504,6 +504,46 @@ class Writes:
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
             self.forget_entities()
+
+    def _write_bulk(self, batch: list[Memory], paths: list[Path]) -> None:
+        """A bulk batch's files, graph rows and index documents. The files and the index
+        documents are written in a thread beside the graph's statements and commit, which
+        the engine runs outside the GIL and which are most of the write's time; the graph
+        stays on the caller's thread (its connections and a background job's courtesy are
+        per thread). A failure undoes what it can of the graph and the index here and is
+        raised; the caller removes the `paths` written."""
+        failed: list[Exception] = []
+        indexing = threading.Event()
+
+        def files_and_index() -> None:
+            try:
+                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
+                self.vault.write_many(batch, paths)
+                self.vault.sync_all()
+                indexing.set()
+                self.index.upsert([search_doc(m) for m in batch], then=None)
+            except Exception as exc:  # raised in the caller's thread, below
+                failed.append(exc)
+
+        beside = threading.Thread(target=files_and_index, name="memoryd-files-batch")
+        beside.start()
+        slugs = [m.meta.slug for m in batch]
+        try:
+            self.graph.upsert_memories(batch, new=True)
+        except MemorydError:
+            beside.join()
+            if indexing.is_set():  # a write that failed may have left part of the batch
+                self.index.delete(slugs)
+            raise
+        finally:
+            beside.join()
+        if failed:
+            try:
+                if indexing.is_set():
+                    self.index.delete(slugs)
+            finally:
+                self.graph.delete_memories(slugs)
+            raise failed[0]
 
     def _queue_sessions(self, memories: Sequence[Memory]) -> None:
         """Session memories recorded by hand (`memoryd record --type session`, MCP

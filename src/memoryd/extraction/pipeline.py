@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.extraction import code_context, generic_names, patterns, relations, spacy_stages
+from memoryd.extraction import workers as workers_mod
 from memoryd.extraction.linking import KnownEntity, KnownIndex, link_with_index, normalise_name
 from memoryd.extraction.patterns import has_cjk
 from memoryd.extraction.phrase_index import (
@@ -225,10 +226,13 @@ class Extractor:
 
     The spaCy pipelines, the lexicon matchers and the optional model load on first use (or
     on `warm_up()`), never at import or construction. The lexicon's tokens are kept in
-    `cache_dir` (default: the user's cache dir) for the next process.
+    `cache_dir` (default: the user's cache dir) for the next process. With `workers`, a big
+    batch's extraction is shared with a second process (`extraction.workers`).
     """
 
-    def __init__(self, *, spacy_model: str | None = None, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self, *, spacy_model: str | None = None, cache_dir: Path | None = None, workers: bool = True
+    ) -> None:
         self._spacy_model = spacy_model
         self._cache_dir = cache_dir
         self._lock = threading.RLock()
@@ -237,6 +241,12 @@ class Extractor:
         self._known_index: OrderedDict[tuple[str, frozenset[Any]], _KnownEntry] = OrderedDict()
         self._model: Any | None = None
         self._model_tried = False
+        self._worker = workers_mod.worker_for(spacy_model, cache_dir) if workers else None
+
+    def close(self) -> None:
+        """Stop the extraction worker, if one runs."""
+        if self._worker is not None:
+            self._worker.close()
 
     # --- lazily built resources (call with the lock held) ----------------------------------
 
@@ -391,8 +401,15 @@ class Extractor:
         set is keyed once, not once per text (a set of K entities costs O(K) to key; the
         write path extracts a whole batch against the graph's entities)."""
         items = frozenset(_known_item(k) for k in known)
-        for title, body in texts:
-            yield self._extract_one(body, title, known, items)
+
+        def here(chunk: Iterable[tuple[str, str]]) -> Iterator[Extraction]:
+            for title, body in chunk:
+                yield self._extract_one(body, title, known, items)
+
+        if self._worker is None:
+            yield from here(texts)
+        else:  # a big batch is shared with a second process
+            yield from self._worker.extract_many(texts, known, here)
 
     def _extract_one(
         self,

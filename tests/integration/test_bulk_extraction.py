@@ -1,0 +1,160 @@
+"""A big batch (issue 28): its extraction shared with a worker process gives one process's
+output, a worker that dies costs only time, and a bulk write whose graph rows (written in
+a thread beside the files and the index) fail leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from memoryd.errors import StorageError
+from memoryd.extraction import workers
+from memoryd.extraction.linking import KnownEntity
+from memoryd.extraction.pipeline import Extractor
+from memoryd.models import EntityType, MemoryDraft, MemoryType
+from memoryd.service import MemoryService
+
+TOOLS = ["PostgreSQL", "Redis", "Kafka", "pytest", "Docker", "GraphQL", "DuckDB", "FastAPI"]
+
+
+def texts(count: int) -> list[tuple[str, str]]:
+    """Titles and bodies of several shapes: tools, relations, code, paths, Chinese."""
+    out = []
+    for i in range(count):
+        a, b = TOOLS[i % len(TOOLS)], TOOLS[(i * 3 + 1) % len(TOOLS)]
+        body = [
+            f"We switched from {b} to {a} for the billing service after timeouts.",
+            f"`{a.lower()}.connect()` in src/billing/store_{i}.py now retries; Alice reviewed it.",
+            f"计费服务从 {b} 迁移到 {a}，因为延迟太高。",
+            f"{a} depends on {b}; see https://example.com/{i} and PEP 8.",
+        ][i % 4]
+        out.append((f"Note {i} on {a}", f"{body} Case {i}."))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+KNOWN = [
+    KnownEntity(id="tool-postgresql", name="PostgreSQL", type=EntityType.TOOL),
+    KnownEntity(id="tool-redis", name="Redis", type=EntityType.TOOL, aliases=["redis-server"]),
+    KnownEntity(id="person-alice", name="Alice", type=EntityType.PERSON),
+]
+
+
+@pytest.fixture(scope="module")
+def single() -> Extractor:
+    return Extractor(workers=False)
+
+
+def test_a_batch_shared_with_the_worker_is_extracted_as_in_one_process(single: Extractor) -> None:
+    batch = texts(workers.PARALLEL_MIN + 3 * workers.CHUNK + 7)
+    expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
+    shared = Extractor()
+    if shared._worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    try:
+        for _ in range(2):  # the worker's first batch finds it starting, the second warm
+            got = [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)]
+            assert got == expected
+        assert shared._worker.chunks_done > 0  # the warm worker took part of the batch
+        assert shared._worker.pid() is not None
+    finally:
+        shared.close()
+    assert shared._worker.pid() is None
+
+
+def test_a_killed_worker_costs_only_time(single: Extractor) -> None:
+    batch = texts(workers.PARALLEL_MIN)
+    expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
+    shared = Extractor()
+    if shared._worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    try:
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        first = shared._worker.pid()
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        assert shared._worker.pid() not in (None, first)  # the next big batch started another
+    finally:
+        shared.close()
+
+
+def test_an_idle_worker_stops_and_the_next_big_batch_starts_another(
+    single: Extractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "IDLE_S", 0.5)
+    batch = texts(workers.PARALLEL_MIN)
+    expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
+    shared = Extractor()
+    if shared._worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    try:
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        first = shared._worker.pid()
+        assert first is not None
+        deadline = time.monotonic() + 30
+        while alive(first) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(first)  # exited and reaped
+        assert shared._worker.pid() is None
+        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
+        assert shared._worker.pid() not in (None, first)
+    finally:
+        shared.close()
+
+
+def test_a_bulk_batch_whose_graph_write_fails_leaves_nothing(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = svc.record(
+        MemoryDraft(type=MemoryType.FACT, title="Kept", body="PostgreSQL runs billing.")
+    ).slug
+    calls: list[int] = []
+
+    def broken(batch: list[object], **_: object) -> None:
+        calls.append(len(batch))
+        raise StorageError("the graph refused the batch")
+
+    monkeypatch.setattr(svc.graph, "upsert_memories", broken)
+    drafts = [
+        MemoryDraft(type=MemoryType.FACT, title=t, body=b, scope_path=project) for t, b in texts(12)
+    ]
+    with pytest.raises(StorageError, match="refused the batch"):
+        svc.record_many(drafts)
+    monkeypatch.undo()
+    assert calls == [12]
+    assert svc.graph.memory_slugs() == {kept}
+    assert svc.index.slugs() == {kept}
+    assert [p.stem for p in svc.vault.iter_files()] == [kept]
+    assert svc.consistency() == (set(), set(), set())
+
+
+def test_a_bulk_batch_whose_files_fail_takes_its_graph_rows_back(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(*_: object) -> None:
+        raise StorageError("no space left writing the batch's files")
+
+    monkeypatch.setattr(svc.vault, "write_many", full_disk)
+    drafts = [
+        MemoryDraft(type=MemoryType.FACT, title=t, body=b, scope_path=project) for t, b in texts(12)
+    ]
+    with pytest.raises(StorageError, match="no space left"):
+        svc.record_many(drafts)
+    monkeypatch.undo()
+    assert svc.graph.memory_slugs() == set()
+    assert svc.index.slugs() == set()
+    assert list(svc.vault.iter_files()) == []
+    assert svc.consistency() == (set(), set(), set())
