@@ -158,3 +158,34 @@ def test_a_bulk_batch_whose_files_fail_takes_its_graph_rows_back(
     assert svc.index.slugs() == set()
     assert list(svc.vault.iter_files()) == []
     assert svc.consistency() == (set(), set(), set())
+
+
+def test_a_batch_with_a_sensitive_memory_is_never_sent_to_the_worker(
+    svc: MemoryService, project: Path, tmp_path: Path, file_keyring: object
+) -> None:
+    worker = svc.extractor._worker if isinstance(svc.extractor, Extractor) else None
+    if worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    svc.sensitive_mark(project)
+    size = workers.PARALLEL_MIN + 2 * workers.CHUNK
+    before = worker.chunks_done
+    for round_ in range(3):  # the worker takes chunks once it has started
+        svc.record_many(
+            [
+                MemoryDraft(type=MemoryType.FACT, title=f"{t} {round_}", body=b, scope_path=project)
+                for t, b in texts(size)
+            ]
+        )
+    assert worker.chunks_done == before
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for round_ in range(3):  # the same batches in a plain scope are shared
+        svc.record_many(
+            [
+                MemoryDraft(type=MemoryType.FACT, title=f"{t} {round_}", body=b, scope_path=plain)
+                for t, b in texts(size)
+            ]
+        )
+        if worker.chunks_done > before:
+            break
+    assert worker.chunks_done > before

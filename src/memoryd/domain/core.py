@@ -472,16 +472,16 @@ class ServiceCore(Writes):
         """Fill observations and relations from the text (spaCy rules, then the LLM if set).
 
         Results land in the frontmatter, so `reindex` rebuilds the same graph without
-        extracting again. A sensitive memory is extracted in memory only (its results go to
-        its encrypted file; the on-disk graph keeps a skeleton) and reaches the LLM only with
-        `llm.allow_sensitive`.
+        extracting again. A sensitive memory is extracted in memory, in this process only (its
+        results go to its encrypted file; the on-disk graph keeps a skeleton) and reaches the
+        LLM only with `llm.allow_sensitive`.
         """
         if self.extractor is None or not memories:
             return
         known = self._known_entities()
-        proposed = self.extractor.extract_many(
-            [(memory.meta.title, memory.body) for memory in memories], known=known
-        )
+        texts = [(memory.meta.title, memory.body) for memory in memories]
+        sealed = any(memory.sensitive for memory in memories)  # not sent to the worker
+        proposed = self.extractor.extract_many(texts, known=known, share=not sealed)
         for memory, found in zip(memories, proposed, strict=True):
             if self.llm is not None and (not memory.sensitive or self.llm_allow_sensitive):
                 from memoryd.llm.extract import extract_with_llm

@@ -394,19 +394,24 @@ class Extractor:
         return next(self.extract_many([(title, text)], known=known))
 
     def extract_many(
-        self, texts: Iterable[tuple[str, str]], *, known: Sequence[KnownEntity] = ()
+        self,
+        texts: Iterable[tuple[str, str]],
+        *,
+        known: Sequence[KnownEntity] = (),
+        share: bool = True,
     ) -> Iterator[Extraction]:
         """`extract` of each (title, body) against one set of known entities, one at a
         time as the caller takes them (a batch's extractions are not all held at once): the
         set is keyed once, not once per text (a set of K entities costs O(K) to key; the
-        write path extracts a whole batch against the graph's entities)."""
+        write path extracts a whole batch against the graph's entities). With `share`
+        False the texts never leave this process (a sensitive scope's plaintext)."""
         items = frozenset(_known_item(k) for k in known)
 
         def here(chunk: Iterable[tuple[str, str]]) -> Iterator[Extraction]:
             for title, body in chunk:
                 yield self._extract_one(body, title, known, items)
 
-        if self._worker is None:
+        if self._worker is None or not share:
             yield from here(texts)
         else:  # a big batch is shared with a second process
             yield from self._worker.extract_many(texts, known, here)
