@@ -369,11 +369,7 @@ def test_a_read_out_of_a_keyed_node_starts_at_its_index(store: FalkorGraphStore)
     params = {"ids": ["entity:tool:git"], "scopes": ["0123456789ab"], "types": ["decision"]}
     text, values = bind(translate(_MENTIONED_BY), params)
     header = store._graph._build_params_header(values)  # as the client sends a query
-    plan = "\n".join(
-        store._redis.execute_command(  # type: ignore[no-untyped-call]
-            "GRAPH.EXPLAIN", store.key, header + text
-        )
-    )
+    plan = "\n".join(store._redis.execute_command("GRAPH.EXPLAIN", store.key, header + text))
     assert "Node By Index Scan | (e:Entity)" in plan
     assert "Label Scan" not in plan
     rows = store.cypher(_MENTIONED_BY, params).rows

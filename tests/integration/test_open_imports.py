@@ -29,8 +29,9 @@ ONLY_WHEN_USED = (
 )
 """httpx: the daemon's client (when a daemon answers) and the LLM providers; numpy: the
 vector stage (`recall.vectors` on, with its extra); smtplib: a digest sent by mail;
-multiprocessing and pickle: the process a user's Cypher query runs in; cryptography: a
-sensitive scope's files and an encrypted sync export; yaml: a memory file read."""
+multiprocessing and pickle: the process a user's Cypher query runs in and the extraction
+worker; cryptography: a sensitive scope's files and an encrypted sync export; yaml: a memory
+file read."""
 CLI_OUTPUT = ("click", "rich", "pygments")
 """httpx's command line (`httpx._main`) brought these into a library user's process."""
 

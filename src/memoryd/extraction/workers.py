@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pickle
 import struct
 import subprocess
 import sys
@@ -62,6 +61,8 @@ def cores() -> int:
 
 
 def send(stream: IO[bytes], message: object) -> None:
+    import pickle  # only where a worker is used (an embedded open loads none)
+
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_FRAME.pack(len(data)) + data)
     stream.flush()
@@ -69,6 +70,8 @@ def send(stream: IO[bytes], message: object) -> None:
 
 def receive(stream: IO[bytes]) -> Any:
     """The next message, or EOFError when the other side closed its end."""
+    import pickle
+
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
         raise EOFError("the pipe closed")
@@ -230,6 +233,8 @@ class ExtractionWorker:
 
     def _feed(self, batch: _Batch, number: int, known: list[object]) -> None:
         """Send the worker the tail's chunks one at a time and keep what it answers."""
+        import pickle
+
         first = True
         try:
             process = self._start()
