@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,29 @@ def single() -> Extractor:
     return Extractor(workers=False)
 
 
+@pytest.fixture
+def shared() -> Iterator[Extractor]:
+    """An extractor with a worker of its own, stopped after the test."""
+    extractor = Extractor()
+    if extractor._worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    try:
+        yield extractor
+    finally:
+        extractor.close()
+
+
+def drafts(scope: Path, count: int, suffix: str = "") -> list[MemoryDraft]:
+    return [
+        MemoryDraft(type=MemoryType.FACT, title=f"{t}{suffix}", body=b, scope_path=scope)
+        for t, b in texts(count)
+    ]
+
+
+def dumps(extractor: Extractor, batch: list[tuple[str, str]]) -> list[dict[str, object]]:
+    return [e.model_dump() for e in extractor.extract_many(batch, known=KNOWN)]
+
+
 def test_a_batch_shared_with_the_worker_is_extracted_as_in_one_process(single: Extractor) -> None:
     batch = texts(workers.PARALLEL_MIN + 3 * workers.CHUNK + 7)
     expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
@@ -73,46 +97,36 @@ def test_a_batch_shared_with_the_worker_is_extracted_as_in_one_process(single: E
     assert shared._worker.pid() is None
 
 
-def test_a_killed_worker_costs_only_time(single: Extractor) -> None:
+def test_a_killed_worker_costs_only_time(single: Extractor, shared: Extractor) -> None:
     batch = texts(workers.PARALLEL_MIN)
-    expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
-    shared = Extractor()
-    if shared._worker is None:
-        pytest.skip("one core: extraction stays in one process")
-    try:
-        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
-        first = shared._worker.pid()
-        assert first is not None
-        os.kill(first, signal.SIGKILL)
-        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
-        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
-        assert shared._worker.pid() not in (None, first)  # the next big batch started another
-    finally:
-        shared.close()
+    expected = dumps(single, batch)
+    assert shared._worker is not None
+    assert dumps(shared, batch) == expected
+    first = shared._worker.pid()
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    assert dumps(shared, batch) == expected
+    assert dumps(shared, batch) == expected
+    assert shared._worker.pid() not in (None, first)  # the next big batch started another
 
 
 def test_an_idle_worker_stops_and_the_next_big_batch_starts_another(
-    single: Extractor, monkeypatch: pytest.MonkeyPatch
+    single: Extractor, shared: Extractor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workers, "IDLE_S", 0.5)
+    monkeypatch.setattr(workers, "IDLE_S", 0.5)  # read when a batch ends
     batch = texts(workers.PARALLEL_MIN)
-    expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
-    shared = Extractor()
-    if shared._worker is None:
-        pytest.skip("one core: extraction stays in one process")
-    try:
-        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
-        first = shared._worker.pid()
-        assert first is not None
-        deadline = time.monotonic() + 30
-        while alive(first) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not alive(first)  # exited and reaped
-        assert shared._worker.pid() is None
-        assert [e.model_dump() for e in shared.extract_many(batch, known=KNOWN)] == expected
-        assert shared._worker.pid() not in (None, first)
-    finally:
-        shared.close()
+    expected = dumps(single, batch)
+    assert shared._worker is not None
+    assert dumps(shared, batch) == expected
+    first = shared._worker.pid()
+    assert first is not None
+    deadline = time.monotonic() + 30
+    while alive(first) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(first)  # exited and reaped
+    assert shared._worker.pid() is None
+    assert dumps(shared, batch) == expected
+    assert shared._worker.pid() not in (None, first)
 
 
 def test_a_bulk_batch_whose_graph_write_fails_leaves_nothing(
@@ -128,11 +142,8 @@ def test_a_bulk_batch_whose_graph_write_fails_leaves_nothing(
         raise StorageError("the graph refused the batch")
 
     monkeypatch.setattr(svc.graph, "upsert_memories", broken)
-    drafts = [
-        MemoryDraft(type=MemoryType.FACT, title=t, body=b, scope_path=project) for t, b in texts(12)
-    ]
     with pytest.raises(StorageError, match="refused the batch"):
-        svc.record_many(drafts)
+        svc.record_many(drafts(project, 12))
     monkeypatch.undo()
     assert calls == [12]
     assert svc.graph.memory_slugs() == {kept}
@@ -148,11 +159,8 @@ def test_a_bulk_batch_whose_files_fail_takes_its_graph_rows_back(
         raise StorageError("no space left writing the batch's files")
 
     monkeypatch.setattr(svc.vault, "write_many", full_disk)
-    drafts = [
-        MemoryDraft(type=MemoryType.FACT, title=t, body=b, scope_path=project) for t, b in texts(12)
-    ]
     with pytest.raises(StorageError, match="no space left"):
-        svc.record_many(drafts)
+        svc.record_many(drafts(project, 12))
     monkeypatch.undo()
     assert svc.graph.memory_slugs() == set()
     assert svc.index.slugs() == set()
@@ -170,22 +178,12 @@ def test_a_batch_with_a_sensitive_memory_is_never_sent_to_the_worker(
     size = workers.PARALLEL_MIN + 2 * workers.CHUNK
     before = worker.chunks_done
     for round_ in range(3):  # the worker takes chunks once it has started
-        svc.record_many(
-            [
-                MemoryDraft(type=MemoryType.FACT, title=f"{t} {round_}", body=b, scope_path=project)
-                for t, b in texts(size)
-            ]
-        )
+        svc.record_many(drafts(project, size, f" {round_}"))
     assert worker.chunks_done == before
     plain = tmp_path / "plain"
     plain.mkdir()
     for round_ in range(3):  # the same batches in a plain scope are shared
-        svc.record_many(
-            [
-                MemoryDraft(type=MemoryType.FACT, title=f"{t} {round_}", body=b, scope_path=plain)
-                for t, b in texts(size)
-            ]
-        )
+        svc.record_many(drafts(plain, size, f" {round_}"))
         if worker.chunks_done > before:
             break
     assert worker.chunks_done > before
