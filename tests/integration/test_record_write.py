@@ -84,3 +84,24 @@ def test_small_write_statements_are_kept_prepared_from_one_write_to_the_next(
         assert stored(graph) == recounted(graph)
     finally:
         graph.close()
+
+
+def test_a_connection_keeps_a_bounded_number_of_statement_texts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Texts built with their values inlined are each a new statement: past `KEPT_TEXTS` a
+    connection runs them unkept (counted toward its budget), so what it keeps never grows
+    without end."""
+    from memoryd.graph import kuzu_support
+    from memoryd.graph.kuzu_store import KuzuGraphStore
+
+    monkeypatch.setattr(kuzu_support, "KEPT_TEXTS", 5)
+    graph = KuzuGraphStore(tmp_path / "graph", buffer_pool_mb=64)
+    try:
+        for i in range(12):
+            assert graph.cypher(f"RETURN {i} AS n").rows == [[i]]
+        kept = graph._local.kept
+        assert len(kept._kept) == 5
+        assert graph.cypher("RETURN 3 AS n").rows == [[3]]  # a kept one still answers
+    finally:
+        graph.close()

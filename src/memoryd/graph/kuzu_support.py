@@ -284,6 +284,9 @@ def _column_prelude(name: str, var: str, keys: tuple[str, ...], types: tuple[str
 KEPT_VALUES = 256
 """A write statement with at most this many parameter values is prepared once per write
 connection and kept (`KeptStatements`); a bigger one (a batch's UNWIND) is prepared anew."""
+KEPT_TEXTS = 512
+"""Distinct statement texts a connection keeps: memoryd's own are a few dozen; a text built
+with its values inlined would otherwise add one kept statement per value, without end."""
 WRITER_BUDGET = 4096
 """Parameter values the write connection takes in statements it does not keep before it is
 replaced, after a transaction (the engine holds those statements until it closes)."""
@@ -336,6 +339,7 @@ class KeptStatements:
             held is None
             and self._prepare is not None
             and values <= KEPT_VALUES
+            and len(self._kept) < KEPT_TEXTS
             and all(type(v) in _KEPT_TYPES for v in parameters.values())
         ):
             held = self._prepare(query)
