@@ -209,7 +209,7 @@ def test_kept_status_line_references_equal_a_reread_of_the_speakers(
     import yaml
 
     from memoryd.domain.superseding import _status_lines_of
-    from tests.integration.test_supersede_records import REPO, title_of
+    from tests.integration.test_supersede_records import REPO, decision_of
 
     truth = yaml.safe_load((REPO / "truth.yaml").read_text(encoding="utf-8"))
     calls: list[Any] = []
@@ -224,17 +224,8 @@ def test_kept_status_line_references_equal_a_reread_of_the_speakers(
     read = 0
     try:
         for i, record in enumerate(truth["records"][:30]):
-            text = (REPO / record["file"]).read_text(encoding="utf-8")
             calls.clear()
-            memory = svc.record(
-                MemoryDraft(
-                    type=MemoryType.DECISION,
-                    title=title_of(text, Path(record["file"]).stem),
-                    body=text,
-                    scope_path=project,
-                    created_at=START + timedelta(days=i),
-                )
-            )
+            memory = svc.record(decision_of(record, project, i, START + timedelta(days=i)))
             read += sum(calls)
             scope = memory.meta.scope_hash
             speaking = svc.status_speakers.get(scope, set())

@@ -19,7 +19,7 @@ from memoryd import memfile
 from memoryd.governance.supersede import Pair, find_pairs, find_pairs_many
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
-from tests.integration.test_supersede_records import REPO, title_of
+from tests.integration.test_supersede_records import REPO, decision_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,18 +97,7 @@ def test_records_one_at_a_time_get_the_links_their_status_lines_state(
     records = truth["records"][:30]
     file_of: dict[str, str] = {}
     for i, record in enumerate(records):
-        text = (REPO / record["file"]).read_text(encoding="utf-8")
-        day = record["date"]
-        memory = svc.record(
-            MemoryDraft(
-                type=MemoryType.DECISION,
-                title=title_of(text, Path(record["file"]).stem),
-                body=text,
-                scope_path=project,
-                created_at=datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
-                + timedelta(seconds=i),
-            )
-        )
+        memory = svc.record(decision_of(record, project, i))
         file_of[memory.slug] = record["file"]
     files = set(file_of.values())
     stated = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,26 +24,31 @@ def title_of(text: str, stem: str) -> str:
     return heading.group(1).strip() if heading else stem
 
 
+def decision_of(
+    record: dict[str, Any], project: Path, i: int, created_at: datetime | None = None
+) -> MemoryDraft:
+    """The i-th record of truth.yaml as a decision draft: its file's text, titled by its
+    first heading, dated noon of its date (plus i seconds, to keep the order) unless
+    `created_at` is given."""
+    text = (REPO / record["file"]).read_text(encoding="utf-8")
+    day = record["date"]
+    return MemoryDraft(
+        type=MemoryType.DECISION,
+        title=title_of(text, Path(record["file"]).stem),
+        body=text,
+        scope_path=project,
+        created_at=created_at
+        or datetime(day.year, day.month, day.day, 12, tzinfo=UTC) + timedelta(seconds=i),
+    )
+
+
 def test_thirty_real_records_in_one_record_many_supersede_only_what_they_state(
     svc: MemoryService, project: Path
 ) -> None:
     truth = yaml.safe_load((REPO / "truth.yaml").read_text(encoding="utf-8"))
     records = truth["records"][:30]
     files = [r["file"] for r in records]
-    drafts = []
-    for i, record in enumerate(records):
-        text = (REPO / record["file"]).read_text(encoding="utf-8")
-        day = record["date"]
-        drafts.append(
-            MemoryDraft(
-                type=MemoryType.DECISION,
-                title=title_of(text, Path(record["file"]).stem),
-                body=text,
-                scope_path=project,
-                created_at=datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
-                + timedelta(seconds=i),
-            )
-        )
+    drafts = [decision_of(record, project, i) for i, record in enumerate(records)]
     written = svc.record_many(drafts)
     file_of = {m.slug: f for m, f in zip(written, files, strict=True)}
     stated = {
