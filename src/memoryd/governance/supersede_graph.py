@@ -95,8 +95,8 @@ _MENTIONED_BY = (
     " AND NOT o.sensitive RETURN e.id, o.scope_hash, o.slug, o.created_at"
 )
 # A few entities (`record`'s two or three) are read one by one by their key: kuzu 0.11.3
-# answers the UNWIND form with a join over a scan (two entities at 10k memories: 11.8 ms of
-# CPU against 2 x 3.4 keyed; bench/RESULTS.md, s-record4).
+# answers the UNWIND form with a join over a scan of the memories (bench/RESULTS.md,
+# s-record4).
 _MENTIONED_BY_ONE = (
     "MATCH (e:Entity {id: $id})<-[:MENTIONS]-(o:Memory)"
     " WHERE o.scope_hash IN $scopes AND o.type IN $types AND o.decay_state <> 'forgotten'"

@@ -236,8 +236,8 @@ class FalkorGraphStore(CypherGraphStore):
 
     def _timeout(self, timeout_ms: int | None) -> int:
         """A query's time limit: the one asked for (the store's by default), at most the
-        server's TIMEOUT_MAX (judging's scan of a scope asked 300 s of a local server that
-        allows 60, and every such scan was refused)."""
+        server's TIMEOUT_MAX: the server refuses a query that asks for more, so a long
+        scan (judging's, of a scope) would never run at all."""
         wanted = timeout_ms or self._timeout_ms
         return min(wanted, self._timeout_max) if self._timeout_max > 0 else wanted
 
