@@ -1,7 +1,7 @@
 """The in-process half of `bench/compare.py`: run under one side's code (its `src` first on
 PYTHONPATH, or its own venv), so only APIs both sides have are used (`memoryd.open`, `recall`,
-`record`, `record_many`, `MemoryDraft`; `build` also runs on commits older than `memoryd.open`,
-for the daemon and hook paths). Prints one JSON object.
+`record`, `record_many`, `MemoryDraft`; on commits older than `memoryd.open` (9e2a96f) the
+service is opened as their CLI opened it). Prints one JSON object.
 
     python bench/_compare_probe.py build HOME PROJECTS N SCOPES
     python bench/_compare_probe.py recall HOME SCOPE QUERIES_JSON
@@ -69,7 +69,7 @@ def build(home: Path, projects: Path, n: int, scopes: int) -> dict[str, Any]:
 def recall(home: Path, scope: str, queries: list[str]) -> dict[str, Any]:
     """A fresh process: `memoryd.open`, the first recall, then the steady state."""
     started = _clock()
-    with memoryd.open(home) as svc:
+    with _open(home) as svc:
         opened = _since(started)
         started = _clock()
         svc.recall(queries[0], scope=scope, track=False)
@@ -110,7 +110,7 @@ def writes(home: Path, scope: str, serial: str) -> dict[str, Any]:
             source="bench",
         )
 
-    with memoryd.open(home) as svc:
+    with _open(home) as svc:
         svc.record(draft(0))  # the first write opens the writer and loads the extractor
         walls, cpus = [], []
         for i in range(1, 11):
