@@ -11,7 +11,8 @@ text before redaction. So freed memory is cleared while the engine checkpoints
 (`clear_freed_heap`).
 
 The engine also holds the GIL for the whole of each statement it runs, so a background job's
-statements run only when the thread's courtesy wait lets them (`yielding_to`, `courtesy`).
+statements run only when the thread's courtesy wait lets them (`yielding_to`, `courtesy`),
+on threads of a lower OS priority (`lower_thread_priority`).
 """
 
 from __future__ import annotations
@@ -144,6 +145,24 @@ def spawn_child(module: str) -> tuple[subprocess.Popen[bytes], Connection]:
     finally:
         theirs.close()
     return process, Connection(ours.detach())
+
+
+def lower_thread_priority(niceness: int) -> bool:
+    """Lower the calling thread's OS priority by `niceness` (Linux: a thread has its own nice
+    value; elsewhere nothing changes). For a daemon's background threads: when the cores are
+    busy, a user's hook or request, in this process or another, runs before them. Threads and
+    processes this thread starts inherit the lower priority. Whether it was lowered."""
+    if not sys.platform.startswith("linux"):
+        return False
+    tid = threading.get_native_id()
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        if current < 19:
+            os.setpriority(os.PRIO_PROCESS, tid, min(current + niceness, 19))
+    except OSError as exc:  # not ours to change (a sandbox's seccomp, say): run as we are
+        logger.debug("could not lower thread %d's priority: %s", tid, exc)
+        return False
+    return True
 
 
 @contextlib.contextmanager

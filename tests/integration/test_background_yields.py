@@ -1,25 +1,42 @@
 """Issue 28: the daemon's background work never runs a step while a user's request is in
-flight (`ServiceRunner.yield_to_requests`, `CountRequests`), and extraction builds its
-pipelines once per process."""
+flight (`ServiceRunner.yield_to_requests`, `CountRequests`) and runs on threads of a lower OS
+priority, and extraction builds its pipelines once per process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from memoryd.api.runner import CountRequests, ServiceRunner
+import pytest
+
+from memoryd.api.runner import BACKGROUND_NICENESS, CountRequests, ServiceRunner
 from memoryd.config import Settings
-from memoryd.daemon.server import enrich_round
+from memoryd.daemon.server import enrich_round, watch_inbox
 from memoryd.extraction import spacy_stages
 from memoryd.extraction.pipeline import Extractor
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.native import yielding_to
 from memoryd.wiring import open_service
+from tests.integration.test_capture import FIXTURES, ClaudeTranscript, needs_fixtures
+from tests.integration.test_capture_hook import run_hook
+
+on_linux = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.getpriority(os.PRIO_PROCESS, 0) >= 19,
+    reason="a thread has its own nice value on Linux only (and none is lower than 19)",
+)
+
+
+def _thread_priority() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
 def test_the_enrichment_worker_waits_while_a_request_is_in_flight(
@@ -262,3 +279,79 @@ def test_a_background_write_pauses_while_a_request_is_in_flight(
         assert read_s < 0.5
         assert behind_s < 0.5 * 3
         assert svc.graph.count_memories() == 4
+
+
+@on_linux
+def test_background_work_runs_on_threads_of_a_lower_os_priority() -> None:
+    """A request's reads and writes run at the daemon's priority, background work's below it:
+    when the cores are busy, a user's hook (another process, no request of the daemon's)
+    runs first. Background and request writes still run one at a time, in order."""
+    runner = ServiceRunner()
+    order: list[str] = []
+
+    def write(name: str) -> int:
+        order.append(name)
+        time.sleep(0.005)
+        return _thread_priority()
+
+    async def scenario() -> tuple[int, int, int, int, int]:
+        return await asyncio.gather(
+            runner.read(_thread_priority),
+            runner.write(write, "request 1"),
+            runner.read(runner.background(_thread_priority)),
+            runner.write(runner.background(write), "background"),
+            runner.write(write, "request 2"),
+        )
+
+    try:
+        read, written, background_read, background_written, written_after = asyncio.run(scenario())
+    finally:
+        runner.close()
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    low = min(own + BACKGROUND_NICENESS, 19)
+    assert (read, written, written_after) == (own, own, own)
+    assert (background_read, background_written) == (low, low)
+    assert order == ["request 1", "background", "request 2"]
+
+
+@needs_fixtures
+@on_linux
+def test_the_daemon_indexes_a_capture_at_low_priority(
+    home: Path, project: Path, tmp_path: Path, settings: Settings
+) -> None:
+    """The daemon's reaction to a capture (indexing the inbox request) is background work:
+    the agent's next hook may already run, and it gets the cores first."""
+    transcript = ClaudeTranscript(tmp_path / "low.jsonl", "low-priority-session", str(project))
+    shutil.copyfile(FIXTURES / "claude_code_transcript.jsonl", transcript.path)
+    hooked = run_hook(home, "claude-code", json.dumps(transcript.payload("Stop")))
+    assert (hooked.returncode, hooked.stderr) == (0, "")
+    polling = settings.model_copy(
+        update={"daemon": settings.daemon.model_copy(update={"inbox_poll_s": 0.05})}
+    )
+    with open_service(settings) as svc:
+        priorities: list[int] = []
+        drain = svc.drain_inbox
+
+        def watched() -> int:  # the real drain, its thread's priority noted
+            priorities.append(_thread_priority())
+            return drain()
+
+        svc.drain_inbox = watched  # type: ignore[method-assign]
+        runner = ServiceRunner()
+
+        async def scenario() -> None:
+            drained = asyncio.Event()
+            watching = asyncio.create_task(watch_inbox(svc, runner, polling, drained))
+            try:
+                await asyncio.wait_for(drained.wait(), 60)
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            runner.close()
+        assert priorities == [min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS, 19)]
+        assert [m.slug for m in svc.list_memories()] != []

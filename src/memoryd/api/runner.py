@@ -10,7 +10,10 @@
   `CountRequests` around the app), so a user's recall or write never queues behind it; and
   within a step, before each graph statement (`background`): the embedded engine holds the
   GIL for a whole statement, so a request arriving mid-step would otherwise wait for every
-  statement the step has left.
+  statement the step has left. It also runs on threads of a lower OS priority
+  (`BACKGROUND_NICENESS`): a background write holds the writer's turn while a low-priority
+  thread carries it out, so a hook in another process (`memoryd capture`, which never asks
+  the daemon and so is no request it could wait for) gets the cores first.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 import anyio.to_thread
 
 from memoryd.errors import StorageError
-from memoryd.native import yielding_to
+from memoryd.native import lower_thread_priority, yielding_to
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +51,11 @@ a request that waits on what the paused step holds cannot hold it for longer."""
 PAUSE_POLL_S = 0.002
 
 WRITER_THREAD = "memoryd-writer"
+BACKGROUND_THREAD = "memoryd-background"
+
+BACKGROUND_NICENESS = 10
+"""How far below the daemon's own OS priority its background threads run: a busy core goes
+to a user's hook or request first, while an idle one still does the background work."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -101,6 +109,20 @@ class ServiceRunner:
     def __init__(self) -> None:
         self.gate = ReadWriteGate()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=WRITER_THREAD)
+        # Background work's threads, at a lower OS priority from their start: the writes'
+        # (one, used only while it holds the writer's turn) and the reads'.
+        self._background_writer = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix=f"{WRITER_THREAD}-background",
+            initializer=lower_thread_priority,
+            initargs=(BACKGROUND_NICENESS,),
+        )
+        self._background_reads = ThreadPoolExecutor(
+            max_workers=2,
+            thread_name_prefix=BACKGROUND_THREAD,
+            initializer=lower_thread_priority,
+            initargs=(BACKGROUND_NICENESS,),
+        )
         self._closed = False
         self._pending = 0
         self._pending_lock = threading.Lock()
@@ -157,14 +179,9 @@ class ServiceRunner:
 
     def background(self, fn: Callable[P, T]) -> Callable[P, T]:
         """`fn` as background work: each graph statement it runs first waits while a request
-        is in flight (`courtesy_wait`). Pass the result to `read` or `write`."""
-
-        @functools.wraps(fn)
-        def yielding(*args: P.args, **kwargs: P.kwargs) -> T:
-            with yielding_to(self.courtesy_wait):
-                return fn(*args, **kwargs)
-
-        return yielding
+        is in flight (`courtesy_wait`), and `read` or `write` run it on a low-priority thread.
+        Pass the result to `read` or `write`."""
+        return _Background(fn, self.courtesy_wait)
 
     def courtesy_wait(self) -> None:
         """Before a background graph statement: wait while a request is in flight, at most
@@ -186,10 +203,15 @@ class ServiceRunner:
 
     async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         call = functools.partial(self._shared, functools.partial(fn, *args, **kwargs))
+        if isinstance(fn, _Background):
+            return await asyncio.wrap_future(self._background_reads.submit(call))
         return await anyio.to_thread.run_sync(call)
 
     async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self._submit(self._shared, functools.partial(fn, *args, **kwargs))
+        call: Callable[[], T] = functools.partial(fn, *args, **kwargs)
+        if isinstance(fn, _Background):
+            call = functools.partial(self._low_priority, call)
+        return await self._submit(self._shared, call)
 
     async def exclusive(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._submit(self._alone, functools.partial(fn, *args, **kwargs))
@@ -209,6 +231,8 @@ class ServiceRunner:
         if self._pending:
             logger.info("finishing %d queued write(s) before shutdown", self._pending)
         self._writer.shutdown(wait=True)
+        self._background_writer.shutdown(wait=True)
+        self._background_reads.shutdown(wait=True)
 
     # -- plumbing -------------------------------------------------------------------------
     async def _submit(self, runner: Callable[[Callable[[], T]], T], call: Callable[[], T]) -> T:
@@ -244,6 +268,25 @@ class ServiceRunner:
     def _alone(self, call: Callable[[], T]) -> T:
         with self.gate.exclusive():
             return call()
+
+    def _low_priority(self, call: Callable[[], T]) -> T:
+        """On the writer thread: carry out a background write on the low-priority writer
+        thread and wait for it. The writer's turn is held meanwhile, so writes stay one at a
+        time and in order; only the thread the CPU sees differs."""
+        return self._background_writer.submit(call).result()
+
+
+class _Background(Generic[P, T]):
+    """A function run as background work (`ServiceRunner.background`)."""
+
+    def __init__(self, fn: Callable[P, T], wait: Callable[[], None]) -> None:
+        self._fn = fn
+        self._wait = wait
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> T:
+        with yielding_to(self._wait):
+            return self._fn(*args, **kwargs)
 
 
 UNCOUNTED = frozenset({"/v1/health", "/v1/events"})

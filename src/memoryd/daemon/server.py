@@ -130,6 +130,9 @@ def prepare(service: MemoryService, runner: ServiceRunner) -> None:
     if service.audit.repair_torn_tail():
         logger.warning("repaired a torn audit line left by a crash")
     drain_inbox(service, runner)
+    # The index writer's threads are made on the writer thread (at the daemon's priority),
+    # not by the first low-priority background write.
+    runner.run_write(service.index.open_writer)
     service.prepare_recall()
 
 
@@ -145,14 +148,16 @@ async def watch_inbox(
 ) -> None:
     """`memoryd capture` only drops requests into inbox/ (it never talks to the graph owner,
     to stay within an agent hook's time budget): index them as they arrive, and set `drained`
-    when that indexed something."""
+    when that indexed something. Background work: it yields to requests and runs at low
+    priority, so the agent's next hook, which may be running already, gets the cores first."""
     inbox = Inbox(service.home)
     while True:
         await asyncio.sleep(settings.daemon.inbox_poll_s)
         try:
             if not await asyncio.to_thread(inbox.waiting):
                 continue
-            if await runner.write(service.drain_inbox):
+            await runner.yield_to_requests()
+            if await runner.write(runner.background(service.drain_inbox)):
                 drained.set()
         except MemorydError as exc:
             logger.warning("inbox not drained: %s", exc)

@@ -514,6 +514,14 @@ class IndexWriting(IndexTallies, NeighbourTurns, CommitRetries):
                 self._written_forms = {}
                 self._written_entries = {}
 
+    def open_writer(self) -> None:
+        """Start the index writer now, on the calling thread: its indexing threads take this
+        thread's OS priority for good, so the daemon starts it before a low-priority
+        background write (`api.runner`) could."""
+        with self._write_lock:
+            self._require_open()
+            self._get_writer()
+
     def _get_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
             threads = max(1, min(_WRITER_MAX_THREADS, os.cpu_count() or 1))
