@@ -285,7 +285,9 @@ def test_a_background_write_pauses_while_a_request_is_in_flight(
 def test_background_work_runs_on_threads_of_a_lower_os_priority() -> None:
     """A request's reads and writes run at the daemon's priority, background work's below it:
     when the cores are busy, a user's hook (another process, no request of the daemon's)
-    runs first. Background and request writes still run one at a time, in order."""
+    runs first. A background write with a write queued behind it keeps the daemon's
+    priority (that write must not wait on a lowered thread). Writes stay one at a time, in
+    order."""
     runner = ServiceRunner()
     order: list[str] = []
 
@@ -294,24 +296,26 @@ def test_background_work_runs_on_threads_of_a_lower_os_priority() -> None:
         time.sleep(0.005)
         return _thread_priority()
 
-    async def scenario() -> tuple[int, int, int, int, int]:
-        return await asyncio.gather(
+    async def scenario() -> tuple[int, int, int, int, int, int]:
+        alone = await runner.write(runner.background(write), "background alone")
+        gathered = await asyncio.gather(
             runner.read(_thread_priority),
             runner.write(write, "request 1"),
             runner.read(runner.background(_thread_priority)),
-            runner.write(runner.background(write), "background"),
+            runner.write(runner.background(write), "background, a write behind"),
             runner.write(write, "request 2"),
         )
+        return alone, *gathered
 
     try:
-        read, written, background_read, background_written, written_after = asyncio.run(scenario())
+        alone, read, written, background_read, behind, written_after = asyncio.run(scenario())
     finally:
         runner.close()
     own = os.getpriority(os.PRIO_PROCESS, 0)
     low = min(own + BACKGROUND_NICENESS, 19)
-    assert (read, written, written_after) == (own, own, own)
-    assert (background_read, background_written) == (low, low)
-    assert order == ["request 1", "background", "request 2"]
+    assert (read, written, written_after, behind) == (own, own, own, own)
+    assert (alone, background_read) == (low, low)
+    assert order == ["background alone", "request 1", "background, a write behind", "request 2"]
 
 
 @needs_fixtures

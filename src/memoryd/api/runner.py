@@ -272,7 +272,11 @@ class ServiceRunner:
     def _low_priority(self, call: Callable[[], T]) -> T:
         """On the writer thread: carry out a background write on the low-priority writer
         thread and wait for it. The writer's turn is held meanwhile, so writes stay one at a
-        time and in order; only the thread the CPU sees differs."""
+        time and in order; only the thread the CPU sees differs. When a write already waits
+        behind it (it may be a user's), it runs here at the daemon's priority: a lowered
+        thread cannot be raised again, and the waiting write must not wait on one."""
+        if self._pending > 1:
+            return call()
         return self._background_writer.submit(call).result()
 
 
