@@ -1,6 +1,11 @@
 """Wall time of the `memoryd inject` hook process, from a cold start to a warm daemon.
 
-usage: python bench/inject.py [N] [--baseline K]   (a temp data dir with 300 memories)
+usage: python bench/inject.py [N] [--baseline K] [--home HOME --cwd PROJECT]
+
+The data dir is a temp one with 300 memories, or a copy of `--home` (a prebuilt bench home,
+e.g. `bench/http.py`'s HOME/<n>/home; copied with `cp -a`, never changed), whose prompts come
+from the bench corpus's queries (`_corpus.queries`) in the scope of `--cwd` (one of the
+home's project paths, as its scope.json names it: the hook reads nothing there).
 
 1. cold: no daemon, autostart on (as a user's first prompt after boot): the first prompt's wall
    and CPU, then one prompt every 0.5 s until one gets recall (the hook started the daemon);
@@ -17,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,19 +86,36 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("runs", nargs="?", type=int, default=20)
     parser.add_argument("--baseline", type=int, default=0, metavar="K")
+    parser.add_argument("--home", type=Path, help="a prebuilt home to copy instead of 300 memories")
+    parser.add_argument("--cwd", type=Path, help="with --home: the project the prompts come from")
     opts = parser.parse_args()
+    if (opts.home is None) != (opts.cwd is None):
+        parser.error("--home and --cwd go together")
     tmp = Path(tempfile.mkdtemp(prefix="mdbi-"))
-    home, project = tmp / "home", tmp / "project"
-    project.mkdir()
-    seed(home, project)
+    try:
+        run(opts, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(opts: argparse.Namespace, tmp: Path) -> None:
+    home = tmp / "home"
+    if opts.home is None:
+        project = tmp / "project"
+        project.mkdir()
+        seed(home, project)
+        prompts = ["do we use tool3 for task3?"]
+    else:
+        subprocess.run(["cp", "-a", str(opts.home), str(home)], check=True)
+        project = opts.cwd
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _corpus import queries
+
+        prompts = queries(max(opts.runs, 1))
     env = {k: v for k, v in os.environ.items() if k != "MEMORYD_NO_AUTOSTART"}
     env.update({"MEMORYD_DAEMON__AUTOSTART": "1", "MEMORYD_DAEMON__PORT": "0"})
     start_payload = {"hook_event_name": "SessionStart", "cwd": str(project)}
-    prompt = {
-        "hook_event_name": "UserPromptSubmit",
-        "cwd": str(project),
-        "prompt": "do we use tool3 for task3?",
-    }
+    prompt = {"hook_event_name": "UserPromptSubmit", "cwd": str(project), "prompt": prompts[0]}
     result: dict[str, object] = {
         "first_target_ms": FIRST_TARGET_MS,
         "warm_target_p95_ms": WARM_TARGET_MS,
@@ -125,7 +148,12 @@ def main() -> None:
             "first_recall_after_s": round(time.perf_counter() - t0, 1),
         }
         for payload in (start_payload, prompt):
-            times = [hook(home, payload, env) for _ in range(opts.runs)]
+            times = [
+                hook(home, {**payload, "prompt": prompts[i % len(prompts)]}, env)
+                if "prompt" in payload
+                else hook(home, payload, env)
+                for i in range(opts.runs)
+            ]
             walls = [t[0] for t in times]
             rows.append(
                 {
@@ -140,6 +168,7 @@ def main() -> None:
     finally:
         subprocess.run([*EXE, "stop", "--home", str(home)], capture_output=True, timeout=90)
     result["warm"] = rows
+    result["home"] = str(opts.home) if opts.home else "300 memories"
     result["load_1min_end"] = os.getloadavg()[0]
     print(json.dumps(result, indent=2))
     out = Path(__file__).parent / "results" / "inject.json"
