@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -165,6 +166,23 @@ class Inbox:
         from memoryd.sensitive.sealed import waiting_captures
 
         return bool(self.pending()) or bool(waiting_captures(self.dir.parent))
+
+    def arrivals(self) -> tuple[float, float] | None:
+        """How many seconds ago the newest and the oldest waiting request were written; None
+        when none waits. The daemon reacts to captures once they stop arriving
+        (`daemon.server.captures_settled`)."""
+        try:
+            entries = [e for e in os.scandir(self.dir) if _is_request(e.name)]
+        except FileNotFoundError:
+            return None
+        written = []
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):
+                written.append(entry.stat().st_mtime)
+        if not written:
+            return None
+        now = time.time()
+        return max(0.0, now - max(written)), max(0.0, now - min(written))
 
     def requested_slugs(self) -> set[str]:
         """The slugs with a request waiting (from the file names: nothing is parsed)."""

@@ -20,9 +20,11 @@ import pytest
 
 from memoryd.api.runner import BACKGROUND_NICENESS, CountRequests, ServiceRunner
 from memoryd.config import Settings
+from memoryd.daemon import server
 from memoryd.daemon.server import enrich_round, watch_inbox
 from memoryd.extraction import spacy_stages
 from memoryd.extraction.pipeline import Extractor
+from memoryd.inbox import Inbox, IndexRequest, now_ts
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.native import yielding_to
 from memoryd.wiring import open_service
@@ -359,3 +361,91 @@ def test_the_daemon_indexes_a_capture_at_low_priority(
             runner.close()
         assert priorities == [min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS, 19)]
         assert [m.slug for m in svc.list_memories()] != []
+
+
+@needs_fixtures
+def test_the_daemon_indexes_captures_once_they_stop_arriving(
+    home: Path, project: Path, tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's hooks come in bursts: indexing beside the next hook makes it wait (for the
+    disk more than the cores), so the daemon drains once no capture arrived for a while."""
+    monkeypatch.setattr(server, "CAPTURES_QUIET_S", 0.8)
+    transcript = ClaudeTranscript(tmp_path / "burst.jsonl", "burst-session", str(project))
+    shutil.copyfile(FIXTURES / "claude_code_transcript.jsonl", transcript.path)
+    hooked = run_hook(home, "claude-code", json.dumps(transcript.payload("Stop")))
+    assert (hooked.returncode, hooked.stderr) == (0, "")
+    [request] = (home / "inbox").glob("*.json")
+    written = request.stat().st_mtime
+    polling = settings.model_copy(
+        update={"daemon": settings.daemon.model_copy(update={"inbox_poll_s": 0.05})}
+    )
+    with open_service(settings) as svc:
+        drained_at: list[float] = []
+        drain = svc.drain_inbox
+
+        def watched() -> int:
+            drained_at.append(time.time())
+            return drain()
+
+        svc.drain_inbox = watched  # type: ignore[method-assign]
+        runner = ServiceRunner()
+
+        async def scenario() -> None:
+            drained = asyncio.Event()
+            watching = asyncio.create_task(watch_inbox(svc, runner, polling, drained))
+            try:
+                await asyncio.wait_for(drained.wait(), 60)
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            runner.close()
+    assert len(drained_at) == 1
+    assert drained_at[0] - written >= 0.75
+
+
+def test_enrichment_waits_while_captures_keep_arriving(
+    settings: Settings, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture request younger than `CAPTURES_QUIET_S` holds the enrichment worker's next
+    step back: the agent's hooks are still coming."""
+    monkeypatch.setattr(server, "CAPTURES_QUIET_S", 0.8)
+    with open_service(settings) as svc:
+        svc.record(
+            MemoryDraft(
+                type=MemoryType.SESSION,
+                title="Moved the cache to Redis",
+                body="We moved the session cache from Memcached to Redis; p95 fell to 4 ms.",
+                scope_path=project,
+            )
+        )
+        prepared_at: list[float] = []
+        original = svc.prepare_enrichment
+
+        def prepare(slug: str, **kwargs: Any) -> Any:
+            prepared_at.append(time.time())
+            return original(slug, **kwargs)
+
+        svc.prepare_enrichment = prepare  # type: ignore[method-assign]
+        arrived = Inbox(svc.home).submit(
+            IndexRequest(
+                slug="session-arriving",
+                path=str(project / "arriving.md"),
+                scope_hash="0123456789ab",
+                scope_path=None,
+                source="claude-code",
+                ts=now_ts(),
+            )
+        )
+        written = arrived.stat().st_mtime
+        runner = ServiceRunner()
+        try:
+            settled = asyncio.run(enrich_round(svc, runner, 8))
+        finally:
+            runner.close()
+        assert (settled, svc.enrichment_due(8)) == (1, [])
+    assert prepared_at[0] - written >= 0.75
