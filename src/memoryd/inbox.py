@@ -170,7 +170,7 @@ class Inbox:
     def arrivals(self) -> tuple[float, float] | None:
         """How many seconds ago the newest and the oldest waiting request were written; None
         when none waits. The daemon reacts to captures once they stop arriving
-        (`daemon.server.captures_settled`)."""
+        (`daemon.captures.captures_settled`)."""
         try:
             entries = [e for e in os.scandir(self.dir) if _is_request(e.name)]
         except FileNotFoundError:

@@ -20,8 +20,9 @@ import pytest
 
 from memoryd.api.runner import BACKGROUND_NICENESS, CountRequests, ServiceRunner
 from memoryd.config import Settings
-from memoryd.daemon import server
-from memoryd.daemon.server import enrich_round, watch_inbox
+from memoryd.daemon import captures
+from memoryd.daemon.captures import watch_inbox
+from memoryd.daemon.server import enrich_round
 from memoryd.extraction import spacy_stages
 from memoryd.extraction.pipeline import Extractor
 from memoryd.inbox import Inbox, IndexRequest, now_ts
@@ -369,7 +370,7 @@ def test_the_daemon_indexes_captures_once_they_stop_arriving(
 ) -> None:
     """An agent's hooks come in bursts: indexing beside the next hook makes it wait (for the
     disk more than the cores), so the daemon drains once no capture arrived for a while."""
-    monkeypatch.setattr(server, "CAPTURES_QUIET_S", 0.8)
+    monkeypatch.setattr(captures, "CAPTURES_QUIET_S", 0.8)
     transcript = ClaudeTranscript(tmp_path / "burst.jsonl", "burst-session", str(project))
     shutil.copyfile(FIXTURES / "claude_code_transcript.jsonl", transcript.path)
     hooked = run_hook(home, "claude-code", json.dumps(transcript.payload("Stop")))
@@ -413,7 +414,7 @@ def test_enrichment_waits_while_captures_keep_arriving(
 ) -> None:
     """A capture request younger than `CAPTURES_QUIET_S` holds the enrichment worker's next
     step back: the agent's hooks are still coming."""
-    monkeypatch.setattr(server, "CAPTURES_QUIET_S", 0.8)
+    monkeypatch.setattr(captures, "CAPTURES_QUIET_S", 0.8)
     with open_service(settings) as svc:
         svc.record(
             MemoryDraft(
