@@ -29,7 +29,8 @@ alternating, so both see the same load:
 - `writes` (a fresh process, default config: extraction on): `record` of one decision (10),
   `record_many` of 50 (3 batches, per memory);
 - `capture`: 8 `memoryd capture` hooks on a 2 MB transcript (`bench/capture.py`'s), a new
-  session each.
+  session each; then 8 more while the side's daemon serves the home they capture into (it
+  indexes and enriches what they write: the hook's time beside its daemon).
 
 `--paths` runs only some of these (the table leaves the others blank). Prints, per metric,
 the medians of both sides and the median over rounds of the per-round ratio new/old (< 1: the
@@ -40,6 +41,7 @@ new side is faster), with the 1-minute load average seen during the run; writes 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -53,6 +55,7 @@ import tempfile
 import time
 import tomllib
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,25 +172,26 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
 
 
-def daemon_paths(side: Side, scope: Path, texts: list[str], serial: str) -> dict[str, Any]:
-    socket_path = side.home / "memoryd.sock"
+@contextlib.contextmanager
+def serving(side: Side, home: Path) -> Iterator[tuple[subprocess.Popen[bytes], httpx.Client]]:
+    """A `memoryd serve` of `side` on `home` (Unix socket only), once it answers; stopped
+    (SIGTERM, as a user's `memoryd stop`) after."""
     log = open(side.root / "daemon.log", "ab")  # noqa: SIM115 - owned by the process
     process = subprocess.Popen(
-        [side.python, "-m", "memoryd", "serve", "--home", str(side.home), "--no-tcp"],
+        [side.python, "-m", "memoryd", "serve", "--home", str(home), "--no-tcp"],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         env=side.env,
     )
     log.close()
-    out: dict[str, Any] = {}
     try:
         deadline = time.monotonic() + 180
         while True:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{side.name}: the daemon did not start; see {log.name}")
             try:
-                transport = httpx.HTTPTransport(uds=str(socket_path))
+                transport = httpx.HTTPTransport(uds=str(home / "memoryd.sock"))
                 http = httpx.Client(transport=transport, base_url="http://localhost", timeout=120)
                 http.get("/v1/health").raise_for_status()
                 break
@@ -195,50 +199,9 @@ def daemon_paths(side: Side, scope: Path, texts: list[str], serial: str) -> dict
                 http.close()
                 time.sleep(0.05)
         try:
-            time.sleep(1.0)  # the start-up's own work settles (the same wait on both sides)
-            params: dict[str, Any] = {"scope": str(scope), "track": False, "limit": 10}
-            # The first recall runs in the daemon itself (its readers start meanwhile, in
-            # processes of their own: their start-up is not this recall's CPU).
-            cpu, started = _cpu_ms(process.pid), time.perf_counter()
-            http.get("/v1/recall", params={**params, "q": texts[0]}).raise_for_status()
-            out["daemon_first_wall_ms"] = round((time.perf_counter() - started) * 1000, 1)
-            out["daemon_first_cpu_ms"] = round(_cpu_ms(process.pid) - cpu, 1)
-            # The first recall starts the recall readers, one per core, at most 4 (a version
-            # without them has no such field): the steady state is measured once they are
-            # up, after their first calls.
-            wanted = min(4, os.cpu_count() or 1) if (os.cpu_count() or 1) > 1 else 0
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                if http.get("/v1/health").json().get("recall_readers", wanted) >= wanted:
-                    break
-                time.sleep(0.2)
-            for q in texts[2:12]:
-                http.get("/v1/recall", params={**params, "q": q}).raise_for_status()
-            walls: list[float] = []
-            cpu = _family_cpu_ms(process.pid)
-            for q in texts[12:112]:
-                started = time.perf_counter()
-                http.get("/v1/recall", params={**params, "q": q}).raise_for_status()
-                walls.append((time.perf_counter() - started) * 1000)
-            out["http_recall_p50_ms"] = _pct(walls, 0.5)
-            out["http_recall_p95_ms"] = _pct(walls, 0.95)
-            out["http_recall_cpu_ms"] = round((_family_cpu_ms(process.pid) - cpu) / len(walls), 2)
-            walls, cpu = [], _family_cpu_ms(process.pid)
-            for i in range(10):
-                body = {
-                    "type": "decision",
-                    "title": f"Route {serial}.{i}: use Envoy in front of the API",
-                    "body": f"We put Envoy in front of the API for retries ({serial}.{i}).",
-                    "scope": str(scope),
-                }
-                started = time.perf_counter()
-                http.post("/v1/memories", json=body).raise_for_status()
-                walls.append((time.perf_counter() - started) * 1000)
-            out["http_record_p50_ms"] = _pct(walls, 0.5)
-            out["http_record_cpu_ms"] = round((_family_cpu_ms(process.pid) - cpu) / len(walls), 2)
+            yield process, http
         finally:
             http.close()
-        out |= inject_hooks(side, scope, texts[0])
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -246,6 +209,53 @@ def daemon_paths(side: Side, scope: Path, texts: list[str], serial: str) -> dict
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def daemon_paths(side: Side, scope: Path, texts: list[str], serial: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with serving(side, side.home) as (process, http):
+        time.sleep(1.0)  # the start-up's own work settles (the same wait on both sides)
+        params: dict[str, Any] = {"scope": str(scope), "track": False, "limit": 10}
+        # The first recall runs in the daemon itself (its readers start meanwhile, in
+        # processes of their own: their start-up is not this recall's CPU).
+        cpu, started = _cpu_ms(process.pid), time.perf_counter()
+        http.get("/v1/recall", params={**params, "q": texts[0]}).raise_for_status()
+        out["daemon_first_wall_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        out["daemon_first_cpu_ms"] = round(_cpu_ms(process.pid) - cpu, 1)
+        # The first recall starts the recall readers, one per core, at most 4 (a version
+        # without them has no such field): the steady state is measured once they are
+        # up, after their first calls.
+        wanted = min(4, os.cpu_count() or 1) if (os.cpu_count() or 1) > 1 else 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if http.get("/v1/health").json().get("recall_readers", wanted) >= wanted:
+                break
+            time.sleep(0.2)
+        for q in texts[2:12]:
+            http.get("/v1/recall", params={**params, "q": q}).raise_for_status()
+        walls: list[float] = []
+        cpu = _family_cpu_ms(process.pid)
+        for q in texts[12:112]:
+            started = time.perf_counter()
+            http.get("/v1/recall", params={**params, "q": q}).raise_for_status()
+            walls.append((time.perf_counter() - started) * 1000)
+        out["http_recall_p50_ms"] = _pct(walls, 0.5)
+        out["http_recall_p95_ms"] = _pct(walls, 0.95)
+        out["http_recall_cpu_ms"] = round((_family_cpu_ms(process.pid) - cpu) / len(walls), 2)
+        walls, cpu = [], _family_cpu_ms(process.pid)
+        for i in range(10):
+            body = {
+                "type": "decision",
+                "title": f"Route {serial}.{i}: use Envoy in front of the API",
+                "body": f"We put Envoy in front of the API for retries ({serial}.{i}).",
+                "scope": str(scope),
+            }
+            started = time.perf_counter()
+            http.post("/v1/memories", json=body).raise_for_status()
+            walls.append((time.perf_counter() - started) * 1000)
+        out["http_record_p50_ms"] = _pct(walls, 0.5)
+        out["http_record_cpu_ms"] = round((_family_cpu_ms(process.pid) - cpu) / len(walls), 2)
+        out |= inject_hooks(side, scope, texts[0])
     return out
 
 
@@ -278,6 +288,16 @@ def inject_hooks(side: Side, scope: Path, text: str) -> dict[str, Any]:
 
 
 def capture_hooks(side: Side, transcript: Path, project: Path) -> dict[str, Any]:
+    """8 capture hooks with no daemon, then 8 while the side's daemon serves the home they
+    capture into (it indexes and enriches what they write: its reply to captures)."""
+    out = _capture_runs(side, transcript, project, "capture")
+    with serving(side, side.capture_home):
+        time.sleep(1.0)  # the start-up's own work settles (the same wait on both sides)
+        out |= _capture_runs(side, transcript, project, "capture_daemon")
+    return out
+
+
+def _capture_runs(side: Side, transcript: Path, project: Path, name: str) -> dict[str, Any]:
     env = {**side.env, "MEMORYD_HOME": str(side.capture_home)}
     walls, cpus = [], []
     for _ in range(8):
@@ -294,9 +314,9 @@ def capture_hooks(side: Side, transcript: Path, project: Path) -> dict[str, Any]
         if done.returncode != 0:
             raise SystemExit(f"{side.name}: the capture hook failed: {done.stderr[-2000:]!r}")
     return {
-        "capture_p50_ms": _pct(walls, 0.5),
-        "capture_p95_ms": _pct(walls, 0.95),
-        "capture_cpu_ms": round(statistics.median(cpus), 1),
+        f"{name}_p50_ms": _pct(walls, 0.5),
+        f"{name}_p95_ms": _pct(walls, 0.95),
+        f"{name}_cpu_ms": round(statistics.median(cpus), 1),
     }
 
 
@@ -318,6 +338,8 @@ ROWS: list[tuple[str, str, str | None]] = [
     ("inject hook p95", "inject_p95_ms", None),
     ("capture hook (2 MB)", "capture_p50_ms", "capture_cpu_ms"),
     ("capture hook p95", "capture_p95_ms", None),
+    ("capture hook beside a daemon", "capture_daemon_p50_ms", "capture_daemon_cpu_ms"),
+    ("capture hook beside a daemon p95", "capture_daemon_p95_ms", None),
 ]
 
 
