@@ -8,14 +8,15 @@ import logging
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd.config import DigestSettings
 from memoryd.domain.core import ServiceCore
 from memoryd.errors import InvalidInput, MemorydError
-from memoryd.governance import schedule, supersede
-from memoryd.governance import trends as trend_stats
-from memoryd.governance.digest import MAX_LIMIT, Digest, duplicate_pairs, fading, trends_section
-from memoryd.governance.notify import NotifyReport, notify
+
+if TYPE_CHECKING:  # imported where used: an open that never digests does not load them
+    from memoryd.governance.digest import Digest
+    from memoryd.governance.notify import NotifyReport
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,16 @@ class Digesting(ServiceCore):
         """What waits for a decision (promotions, supersede candidates, duplicates), the
         session memories whose next decay step falls due within `days`, and the window's
         trends; each list capped at `limit` (None: the `[digest]` config)."""
+        from memoryd.governance import supersede
+        from memoryd.governance import trends as trend_stats
+        from memoryd.governance.digest import (
+            MAX_LIMIT,
+            Digest,
+            duplicate_pairs,
+            fading,
+            trends_section,
+        )
+
         days = self.digest_settings.days if days is None else days
         limit = self.digest_settings.limit if limit is None else limit
         if not 1 <= days <= 365:
@@ -88,6 +99,8 @@ class Digesting(ServiceCore):
 
     def send_digest(self) -> tuple[Digest, NotifyReport]:
         """`digest --notify` here: build it and send it on every configured channel."""
+        from memoryd.governance.notify import notify
+
         built = self.digest()
         return built, notify(built, self.digest_settings)
 
@@ -96,6 +109,8 @@ class Digesting(ServiceCore):
         daemon beside its writer). The run and its outcome are recorded in governance.db
         (`memoryd schedule` shows it; a failed one is retried `schedule.RETRY_FAILED_AFTER`
         later); a failure is logged, never raised: the daemon goes on."""
+        from memoryd.governance import schedule
+
         job = schedule.job("digest")
         now = self.clock()
         began = time.monotonic()

@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from memoryd.domain.core import ServiceCore
 from memoryd.errors import ConfigError, ExtractionFailed, InvalidInput, MemorydError, RateLimited
-from memoryd.governance import profile, schedule
 from memoryd.governance.analyze import sensitive
-from memoryd.governance.profile import (
-    COMPILED,
-    PROFILE_TYPES,
-    ProfileDiff,
-    ProfileJob,
-    ProfileReport,
-    ProfileRewrite,
-    Source,
-    SupersedeEvent,
-)
 from memoryd.governance.store import ProfileChangeReport, ProfileVersion
 from memoryd.models import Memory, ScopeInfo, to_utc
+
+if TYPE_CHECKING:  # imported where used: an open that never builds a profile does not load them
+    from memoryd.governance.profile import (
+        ProfileDiff,
+        ProfileJob,
+        ProfileReport,
+        ProfileRewrite,
+        Source,
+        SupersedeEvent,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +94,8 @@ class Profiling(ServiceCore):
     def _sources(self, rows: list[Row]) -> list[Source]:
         """The memories as profile sources, read from their files; a sensitive one (by its
         own flag or its scope's: `governance.analyze.sensitive`) is left out."""
+        from memoryd.governance.profile import Source
+
         if not rows:
             return []
         mentions: dict[str, list[tuple[str, str, str]]] = {}
@@ -135,6 +136,9 @@ class Profiling(ServiceCore):
         """Collect what a rewrite rests on (a read): the current preferences and decisions
         (compiled), or the long-term memories since the last version and the most recalled
         ones, with the current identity (the LLM)."""
+        from memoryd.governance import profile
+        from memoryd.governance.profile import COMPILED, PROFILE_TYPES, ProfileJob
+
         now = to_utc(self.clock())
         rows = self._current_rows(now)
         latest = self.governance.latest_profile_version()
@@ -171,6 +175,8 @@ class Profiling(ServiceCore):
 
     def profile_llm(self, job: ProfileJob) -> None:
         """The LLM's rewrite (no store is touched: the daemon runs it off its writer)."""
+        from memoryd.governance import profile
+
         if job.use_llm and self.llm is not None and job.rewrite is None and job.error is None:
             profile.ask_llm(self.llm, job)
 
@@ -178,6 +184,8 @@ class Profiling(ServiceCore):
     def apply_profile(self, job: ProfileJob) -> ProfileRewrite:
         """Write the new version (a write). A failed LLM call writes nothing: the previous
         profile stays, and a scheduled run records the failure and is retried."""
+        from memoryd.governance import schedule
+
         self._require_writable("rewrite the identity profile")
         if job.scheduled:
             return schedule.recorded(
@@ -186,6 +194,8 @@ class Profiling(ServiceCore):
         return self._write_profile(job)
 
     def _write_profile(self, job: ProfileJob) -> ProfileRewrite:
+        from memoryd.governance import profile
+
         self.profile_llm(job)
         if job.error is not None:
             cls = type(job.error) if type(job.error) in _LLM_ERRORS else ExtractionFailed
@@ -227,6 +237,9 @@ class Profiling(ServiceCore):
         entities: list[str],
         now: datetime,
     ) -> ProfileRewrite:
+        from memoryd.governance import profile
+        from memoryd.governance.profile import ProfileRewrite
+
         path = self.home / profile.IDENTITY_FILE
         if latest is not None and latest.content_md == content:
             if not path.is_file() or path.read_text("utf-8") != content:
@@ -274,6 +287,8 @@ class Profiling(ServiceCore):
 
     def profile_show(self, version: int | None = None) -> ProfileVersion:
         """The current version of identity.md, or version `version`."""
+        from memoryd.governance import profile
+
         if version is not None:
             found = self.governance.profile_version(profile.check_version(version))
             if found is None:
@@ -286,12 +301,17 @@ class Profiling(ServiceCore):
 
     def profile_history(self, *, limit: int = 50) -> list[ProfileVersion]:
         """The versions, newest first."""
+        from memoryd.governance import profile
+
         if limit < 1:
             raise InvalidInput(f"limit must be at least 1 (got {limit})")
         return self.governance.profile_versions(limit=min(limit, profile.MAX_VERSION))
 
     def profile_diff(self, from_version: int, to_version: int) -> ProfileDiff:
         """A unified diff from one version to another (either order)."""
+        from memoryd.governance import profile
+        from memoryd.governance.profile import ProfileDiff
+
         old, new = self.profile_show(from_version), self.profile_show(to_version)
         return ProfileDiff(
             from_version=from_version,
@@ -325,6 +345,9 @@ class Profiling(ServiceCore):
     def profile_report(self, month: str | None = None, *, scheduled: bool = False) -> ProfileReport:
         """Write the change report of `month` (YYYY-MM; default the previous month) to
         profile/change-reports/ and governance.db."""
+        from memoryd.governance import profile, schedule
+        from memoryd.governance.profile import ProfileReport
+
         self._require_writable("write a profile report")
         now = to_utc(self.clock())
         period = month.strip() if month else profile.previous_month(now)
@@ -363,6 +386,8 @@ class Profiling(ServiceCore):
         return self.governance.profile_reports()
 
     def _supersedes_between(self, start: datetime, end: datetime) -> list[SupersedeEvent]:
+        from memoryd.governance.profile import SupersedeEvent
+
         rows = self.graph.cypher(
             "MATCH (n:Memory)-[s:SUPERSEDES]->(o:Memory) WHERE s.status = 'active'"
             " RETURN n.slug, o.slug, s.decided_at, s.decided_by",

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd.domain.entities import Entities
-from memoryd.governance import reports
-from memoryd.governance import trends as trend_stats
 from memoryd.models import to_utc
+
+if TYPE_CHECKING:  # imported where used: an open that never reports does not load them
+    from memoryd.governance import reports
+    from memoryd.governance import trends as trend_stats
 
 
 class Reporting(Entities):
@@ -18,6 +21,8 @@ class Reporting(Entities):
     def trends(self, days: int = 7, scope: Path | str | None = None) -> trend_stats.Trends:
         """Top triggers, rising entities, recent supersedes, hot recalls and mentions per
         day of the top entities, over the last `days` days (today included) as of `clock`."""
+        from memoryd.governance import trends as trend_stats
+
         return trend_stats.trends(
             self.graph,
             self.governance,
@@ -35,6 +40,8 @@ class Reporting(Entities):
     ) -> reports.SupersedeReport:
         """The chain of supersede decisions per entity since `since`; `entity` (a name,
         alias or id; NotFound when none has it) limits it to one."""
+        from memoryd.governance import reports
+
         entity_id = self.resolve_entity(entity).id if entity is not None else None
         return reports.supersede_report(
             self.graph,
