@@ -1,6 +1,7 @@
 """What `record`'s supersede judging keeps of the graph from one record to the next
-(`MentionLists`): the older memories that mention each entity, per scope, and their texts.
-`supersede_graph` reads through it."""
+(`MentionLists`): the older memories that mention each entity, per scope, and their texts,
+read for a whole scope at once (`warm`) or entity by entity. `supersede_graph` reads
+through it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ _KEPT_ROWS = 100_000
 """Rows and texts `MentionLists` holds before it starts over (a scope of 10k memories
 holds ~30k rows)."""
 
+_WARM_ROWS = _KEPT_ROWS // 2
+"""A scope is read whole (`MentionLists.warm`) while its lists and texts fit in this many rows;
+a bigger one is read entity by entity, as judging needs them."""
+_WARM_MENTIONS = (
+    "MATCH (o:Memory)-[:MENTIONS]->(e:Entity) WHERE o.scope_hash = $scope AND o.type IN $types"
+    " AND o.decay_state <> 'forgotten' AND NOT o.sensitive RETURN e.id, o.slug, o.created_at"
+)
+_WARM_TEXTS = (
+    "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
+    " AND o.decay_state <> 'forgotten' AND NOT o.sensitive RETURN o.slug, o.title, o.body"
+)
+
 Lists = dict[tuple[str, str], tuple[list[tuple[Any, str]], bool]]
 """Per (entity id, scope hash): the older memories mentioning it as (created_at, slug), and
 whether the list was read only as far as its newest rows (a hub's)."""
@@ -33,24 +46,81 @@ class MentionLists:
     they were read at or moved to by `wrote`: a `record`'s own write adds its memory; any
     other write that may change them (a batch, a delete, a merge, a decay sweep, an edit;
     not recall counts) drops them all, and the next record reads what it needs again. The
-    graph's writes are this process's (one process writes a graph)."""
+    graph's writes are this process's (one process writes a graph).
+
+    A scope read whole (`warm`) holds every list of it, so an entity it holds no list of is
+    mentioned by no older memory there, and the texts of all its judged memories: a record
+    that meets an entity for the first time reads nothing."""
 
     def __init__(self) -> None:
         self._at = -1
         self._lists: Lists = {}
         self._texts: dict[str, str] = {}
         self._rows = 0
+        self._whole: set[str] = set()
+        """The scopes read whole at `_at`."""
+        self._too_big: set[str] = set()
+        """Scopes found past `_WARM_ROWS` (kept across writes: a scope seldom shrinks)."""
         self._lock = threading.Lock()
 
-    def lists(self, generation: int, keys: Sequence[tuple[str, str]]) -> Lists:
-        """Copies of the lists of these keys it holds, as good at `generation`."""
+    def warm(self, graph: GraphStore, scope_hash: str) -> bool:
+        """Read every list and text of the scope at once, unless it holds them already or
+        the scope is too big (`_WARM_ROWS`): two statements that scan the scope's judged
+        memories, where a record meeting an entity for the first time read its list by key
+        (a scan of the entity's mentions) and its olders' texts. Nothing is kept when a
+        write committed meanwhile. Whether the scope is held whole now."""
+        generation = graph.recall_generation
         with self._lock:
             self._check(generation)
-            return {
-                key: (list(held[0]), held[1])
-                for key in keys
-                if (held := self._lists.get(key)) is not None
-            }
+            if scope_hash in self._whole:
+                return True
+            if scope_hash in self._too_big:
+                return False
+        asked = {"scope": scope_hash, "types": list(JUDGED_TYPES)}
+        mentions = graph.cypher(_WARM_MENTIONS, asked, limit=_WARM_ROWS)
+        texts = None
+        if not mentions.truncated:
+            texts = graph.cypher(_WARM_TEXTS, asked, limit=_WARM_ROWS - len(mentions.rows))
+        if texts is None or texts.truncated:
+            with self._lock:
+                self._too_big.add(scope_hash)
+            return False
+        lists: dict[str, list[tuple[Any, str]]] = {}
+        for eid, slug, created in mentions.rows:
+            lists.setdefault(str(eid), []).append((created, str(slug)))
+        read = {
+            str(slug): pair_texts(str(title), str(body or "")) for slug, title, body in texts.rows
+        }
+        with self._lock:
+            if graph.recall_generation != generation or self._at != generation:
+                return False
+            for key in [key for key in self._lists if key[1] == scope_hash]:
+                self._rows -= len(self._lists.pop(key)[0])
+            for eid, rows in lists.items():
+                self._lists[(eid, scope_hash)] = (rows, False)
+                self._rows += len(rows)
+            for slug, text in read.items():
+                self._rows += slug not in self._texts
+                self._texts[slug] = text
+            self._whole.add(scope_hash)
+            if self._rows > _KEPT_ROWS:
+                self._forget(generation)
+                return False
+        return True
+
+    def lists(self, generation: int, keys: Sequence[tuple[str, str]]) -> Lists:
+        """Copies of the lists of these keys it holds, as good at `generation` (an empty one
+        for an entity of a scope read whole that no older memory there mentions)."""
+        with self._lock:
+            self._check(generation)
+            out: Lists = {}
+            for key in keys:
+                held = self._lists.get(key)
+                if held is not None:
+                    out[key] = (list(held[0]), held[1])
+                elif key[1] in self._whole:
+                    out[key] = ([], False)
+            return out
 
     def texts(self, generation: int, slugs: Sequence[str]) -> dict[str, str]:
         """The texts of these older memories it holds, as good at `generation`."""
@@ -97,6 +167,8 @@ class MentionLists:
             row = (jsonable(meta.created_at), meta.slug)
             for _, eid in graph_rows([memory]).mentions:
                 held = self._lists.get((eid, meta.scope_hash))
+                if held is None and meta.scope_hash in self._whole:
+                    held = self._lists[(eid, meta.scope_hash)] = ([], False)
                 if held is None:
                     continue
                 rows, short = held
@@ -121,6 +193,7 @@ class MentionLists:
             self._forget(generation)
 
     def _forget(self, generation: int) -> None:
+        self._whole.clear()
         self._lists.clear()
         self._texts.clear()
         self._rows = 0
