@@ -470,7 +470,9 @@ class Writes:
         ending = _EndOnceBoth(self.journal, intent) if sync_each and len(batch) == 1 else None
         paths: list[Path] = []
         try:
-            if sync_each:
+            if sync_each and len(batch) == 1:
+                self._file_beside_graph(batch[0], paths)
+            elif sync_each:
                 for memory in batch:
                     paths.append(self.vault.write(memory))
                 self.graph.upsert_memories(batch, new=True)
@@ -504,6 +506,38 @@ class Writes:
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
             self.forget_entities()
+
+    def _file_beside_graph(self, memory: Memory, paths: list[Path]) -> None:
+        """One memory's file (its write, fsync, rename and the directory's fsync) on a
+        thread while its graph statements and commit run here: the disk's waits were a
+        `record`'s longest (five fsyncs, each one behind whatever else the disk holds).
+        The file is rendered here; the thread only waits on the disk, so it needs the GIL
+        for its syscalls' returns only (the engine releases it while a kept statement runs).
+        The intent is durable before either, and recovery brings the graph to what the vault
+        holds, so a crash between them settles as before (a graph row whose file never landed
+        is rolled back); for a moment the graph may hold the row before its file, while the
+        index document and the audit line still follow both. A failure undoes the other
+        step; `paths` receives the path written, for the caller to remove."""
+        data = self.vault.file_bytes(memory)
+        written: list[Path] = []
+        failed: list[Exception] = []
+
+        def write_file() -> None:
+            try:
+                written.append(self.vault.write(memory, data=data))
+            except Exception as exc:  # raised in the caller's thread, below
+                failed.append(exc)
+
+        beside = threading.Thread(target=write_file, name="memoryd-file")
+        beside.start()
+        try:
+            self.graph.upsert_memories([memory], new=True)
+        finally:
+            beside.join()
+            paths.extend(written)
+        if failed:
+            self.graph.delete_memories([memory.meta.slug])
+            raise failed[0]
 
     def _write_bulk(self, batch: list[Memory], paths: list[Path]) -> None:
         """A bulk batch's files, graph rows and index documents. The files and the index
