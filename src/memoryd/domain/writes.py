@@ -508,16 +508,13 @@ class Writes:
             self.forget_entities()
 
     def _file_beside_graph(self, memory: Memory, paths: list[Path]) -> None:
-        """One memory's file (its write, fsync, rename and the directory's fsync) on a
-        thread while its graph statements and commit run here: the disk's waits were a
-        `record`'s longest (five fsyncs, each one behind whatever else the disk holds).
-        The file is rendered here; the thread only waits on the disk, so it needs the GIL
-        for its syscalls' returns only (the engine releases it while a kept statement runs).
-        The intent is durable before either, and recovery brings the graph to what the vault
-        holds, so a crash between them settles as before (a graph row whose file never landed
-        is rolled back); for a moment the graph may hold the row before its file, while the
-        index document and the audit line still follow both. A failure undoes the other
-        step; `paths` receives the path written, for the caller to remove."""
+        """One memory's file (write, fsync, rename, the directory's fsync) on a thread while
+        its graph statements and commit run here: the disk's waits were a `record`'s longest.
+        Rendered here, so the thread only waits on the disk (the engine releases the GIL while
+        a kept statement runs). The intent is durable before both and recovery brings the
+        graph to the vault, so a crash between them settles as before; for a moment the graph
+        may hold the row before its file (the index document and audit line follow both). A
+        failure undoes the other step; `paths` receives the path written, for the caller."""
         data = self.vault.file_bytes(memory)
         written: list[Path] = []
         failed: list[Exception] = []
