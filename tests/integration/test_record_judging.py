@@ -322,3 +322,33 @@ def test_a_scope_too_big_to_read_whole_is_judged_entity_by_entity_alike(
         decided.append(out)
     assert decided[0] == decided[1]
     assert any(decided[0])
+
+
+def test_a_rewrite_of_an_unjudged_memory_keeps_what_was_kept(
+    svc: MemoryService, project: Path
+) -> None:
+    """A session's rewrite (its enrichment, an edit of its tags) names nothing judging
+    keeps: the lists and texts stay, equal to the graph, and the next record reads none;
+    a decision's edit still drops them."""
+    first = svc.record_many([_draft(i, project) for i in range(10)])
+    session = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.SESSION,
+                title="Session on PostgreSQL and Kafka",
+                body="We looked at PostgreSQL and Kafka for the queue.",
+                scope_path=project,
+                created_at=START,
+            )
+        ]
+    )[0]
+    svc.record(_draft(10, project))
+    keys = _keys(svc, [*first, session])
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, keys) > 0
+    svc.update_keywords(session.slug, tags=["queue", "kafka"])
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, keys) > 0
+    _, reads = _list_and_text_reads(svc, lambda: svc.record(_draft(11, project)))
+    assert reads == []
+    decision = next(m for m in first if m.meta.type is MemoryType.DECISION)
+    svc.update_keywords(decision.slug, tags=["db"])
+    assert svc.judged_mentions.lists(svc.graph.recall_generation, keys) == {}

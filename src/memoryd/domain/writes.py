@@ -31,6 +31,7 @@ from memoryd.errors import (
     describe_validation,
 )
 from memoryd.governance.store import GovernanceStore
+from memoryd.governance.supersede_kept import MentionLists
 from memoryd.graph.store import GraphStore
 from memoryd.journal import Intent, IntentItem, Journal
 from memoryd.models import (
@@ -146,6 +147,7 @@ class Writes:
     """Set by `ServiceCore.__init__`."""
     forget_entities: Callable[[], None]
     """Provided by `ServiceCore`: a batch that writes entities drops their cache."""
+    judged_mentions: MentionLists
 
     def _begin_write(self, op: str, items: list[IntentItem]) -> Intent:
         return self.journal.begin(
@@ -227,7 +229,9 @@ class Writes:
         try:
             if new.path != old.path:
                 self.vault.remove(old.path)
+            before = self.graph.recall_generation
             self.graph.upsert_memories([new])
+            self.judged_mentions.passed(self.graph, [old, new], before)
             self.index.upsert([search_doc(new)])
             self.audit.append_many([self._intended_event(intent, intent.items[0])])
             if counted:  # the file holds them now
@@ -508,13 +512,11 @@ class Writes:
             self.forget_entities()
 
     def _file_beside_graph(self, memory: Memory, paths: list[Path]) -> None:
-        """One memory's file (write, fsync, rename, the directory's fsync) on a thread while
-        its graph statements and commit run here: the disk's waits were a `record`'s longest.
-        Rendered here, so the thread only waits on the disk (the engine releases the GIL while
-        a kept statement runs). The intent is durable before both and recovery brings the
-        graph to the vault, so a crash between them settles as before; for a moment the graph
-        may hold the row before its file (the index document and audit line follow both). A
-        failure undoes the other step; `paths` receives the path written, for the caller."""
+        """One memory's file written and synced on a thread while its graph statements and
+        commit run here (the disk's waits were a `record`'s longest); rendered here, so the
+        thread only waits on the disk. The intent is durable first and recovery brings the
+        graph to the vault, so crashes settle as before (the graph may hold the row a moment
+        before its file). A failure undoes the other; `paths` gets the path written."""
         data = self.vault.file_bytes(memory)
         written: list[Path] = []
         failed: list[Exception] = []

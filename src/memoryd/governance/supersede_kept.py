@@ -156,11 +156,7 @@ class MentionLists:
                 return
             self._at = before + 1
             meta = memory.meta
-            if (
-                meta.type.value not in JUDGED_TYPES
-                or memory.sensitive
-                or meta.decay_state is DecayState.FORGOTTEN
-            ):
+            if not _judged(memory):
                 return
             self._texts[meta.slug] = pair_texts(meta.title, memory.body)
             self._rows += 1
@@ -188,6 +184,19 @@ class MentionLists:
             if self._rows > _KEPT_ROWS:
                 self._forget(self._at)
 
+    def passed(self, graph: GraphStore, memories: Sequence[Memory], before: int) -> None:
+        """Keep what it holds across one write that took the graph from `before` to its
+        `recall_generation` now and rewrote only these memories (as they were and are), none
+        of them judged (`_judged`) either way: no list or text it holds names them (a
+        session's enrichment, say). Any other write drops it all on the next look."""
+        with self._lock:
+            if (
+                self._at == before
+                and graph.recall_generation == before + 1
+                and not any(_judged(m) for m in memories)
+            ):
+                self._at = before + 1
+
     def _check(self, generation: int) -> None:
         if self._at != generation:
             self._forget(generation)
@@ -198,3 +207,13 @@ class MentionLists:
         self._texts.clear()
         self._rows = 0
         self._at = generation
+
+
+def _judged(memory: Memory) -> bool:
+    """Whether judging reads the memory as an older one (its lists and texts hold it)."""
+    meta = memory.meta
+    return (
+        meta.type.value in JUDGED_TYPES
+        and not memory.sensitive
+        and meta.decay_state is not DecayState.FORGOTTEN
+    )
