@@ -352,3 +352,48 @@ def test_a_rewrite_of_an_unjudged_memory_keeps_what_was_kept(
     decision = next(m for m in first if m.meta.type is MemoryType.DECISION)
     svc.update_keywords(decision.slug, tags=["db"])
     assert svc.judged_mentions.lists(svc.graph.recall_generation, keys) == {}
+
+
+_ENTITY_ROWS = (
+    "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.mention_count, e.type, e.aliases"
+)
+
+
+def test_kept_entity_rows_equal_the_graphs_record_after_record(
+    svc: MemoryService, project: Path
+) -> None:
+    """Each record's entities (name, mention count, type, aliases) are kept and counted
+    up by the records after it, sessions too, as the graph counts them; a session's
+    rewrite drops them (it moves counts); a record whose entities are all kept reads none."""
+    svc.record_many([_draft(i, project) for i in range(8)])
+    for i in range(8, 20):
+        if i == 14:
+            session = svc.record(
+                MemoryDraft(
+                    type=MemoryType.SESSION,
+                    title="Session on Kafka",
+                    body="We tried Kafka and DuckDB for the queue.",
+                    scope_path=project,
+                )
+            )
+            svc.update_keywords(session.slug, tags=["queue"])
+            ids = sorted(session.meta.observations)
+            assert svc.judged_mentions.entities(svc.graph.recall_generation, ids) == {}
+        memory = svc.record(_draft(i, project))
+        ids = sorted(memory.meta.observations)
+        held = svc.judged_mentions.entities(svc.graph.recall_generation, ids)
+        fresh = {str(r[0]): tuple(r) for r in svc.graph.cypher(_ENTITY_ROWS, {"ids": ids}).rows}
+        assert held == fresh
+    calls: list[str] = []
+    cypher = svc.graph.cypher
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(query)
+        return cypher(query, *args, **kwargs)
+
+    svc.graph.cypher = counted  # type: ignore[method-assign]
+    try:
+        svc.record(_draft(20, project))
+    finally:
+        del svc.graph.cypher
+    assert _ENTITY_ROWS not in calls

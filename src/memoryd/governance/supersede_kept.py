@@ -57,6 +57,8 @@ class MentionLists:
         self._lists: Lists = {}
         self._texts: dict[str, str] = {}
         self._rows = 0
+        self._entities: dict[str, tuple[Any, ...]] = {}
+        """Entity id → (id, name, mention count, type, aliases) as the graph gave them."""
         self._whole: set[str] = set()
         """The scopes read whole at `_at`."""
         self._too_big: set[str] = set()
@@ -128,6 +130,18 @@ class MentionLists:
             self._check(generation)
             return {slug: self._texts[slug] for slug in slugs if slug in self._texts}
 
+    def entities(self, generation: int, ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """The rows it holds of these entities, as good at `generation`."""
+        with self._lock:
+            self._check(generation)
+            return {eid: self._entities[eid] for eid in ids if eid in self._entities}
+
+    def keep_entities(self, before: int, after: int, rows: Sequence[Sequence[Any]]) -> None:
+        """Keep entity rows read at `before`: nothing when a write committed meanwhile."""
+        with self._lock:
+            if before == after == self._at and len(self._entities) < _KEPT_ROWS:
+                self._entities.update((str(row[0]), tuple(row)) for row in rows)
+
     def keep(
         self, before: int, after: int, lists: Lists, texts: dict[str, str] | None = None
     ) -> None:
@@ -156,12 +170,17 @@ class MentionLists:
                 return
             self._at = before + 1
             meta = memory.meta
+            mentions = graph_rows([memory]).mentions
+            for _, eid in mentions:  # the write counted one mention of each (`_ENTITY_COUNTED`)
+                held = self._entities.get(eid)
+                if held is not None:
+                    self._entities[eid] = (*held[:2], int(held[2] or 0) + 1, *held[3:])
             if not _judged(memory):
                 return
             self._texts[meta.slug] = pair_texts(meta.title, memory.body)
             self._rows += 1
             row = (jsonable(meta.created_at), meta.slug)
-            for _, eid in graph_rows([memory]).mentions:
+            for _, eid in mentions:
                 held = self._lists.get((eid, meta.scope_hash))
                 if held is None and meta.scope_hash in self._whole:
                     held = self._lists[(eid, meta.scope_hash)] = ([], False)
@@ -196,12 +215,14 @@ class MentionLists:
                 and not any(_judged(m) for m in memories)
             ):
                 self._at = before + 1
+                self._entities.clear()  # its mentions moved some counts
 
     def _check(self, generation: int) -> None:
         if self._at != generation:
             self._forget(generation)
 
     def _forget(self, generation: int) -> None:
+        self._entities.clear()
         self._whole.clear()
         self._lists.clear()
         self._texts.clear()
