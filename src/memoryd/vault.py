@@ -415,11 +415,17 @@ class Vault:
             directory = self._dirs[key] = self.scope_dir(meta.scope_hash) / meta.type.dir_name
         return directory / f"{meta.slug}{suffix}"
 
-    def write(self, memory: Memory, *, sync: bool = True) -> Path:
-        """Write the memory file atomically and return its path (sealed when sensitive)."""
+    def write(self, memory: Memory, *, sync: bool = True, data: bytes | None = None) -> Path:
+        """Write the memory file atomically and return its path (sealed when sensitive).
+        `data`: its bytes as `file_bytes` gave them (a caller that writes the file on
+        another thread renders it on its own, so that thread only waits on the disk)."""
         path = memory.path or self.path_for(memory)
-        atomic_write(path, self._file_bytes(memory, path), sync=sync)
+        atomic_write(path, self._file_bytes(memory, path) if data is None else data, sync=sync)
         return path
+
+    def file_bytes(self, memory: Memory) -> bytes:
+        """What `write` writes into the memory's file."""
+        return self._file_bytes(memory, memory.path or self.path_for(memory))
 
     def write_many(self, memories: Sequence[Memory], written: list[Path]) -> None:
         """Write many memory files, each atomically (`bulkfiles`), durable only after

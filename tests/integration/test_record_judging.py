@@ -240,3 +240,160 @@ def test_kept_status_line_references_equal_a_reread_of_the_speakers(
         del svc.graph.cypher
     assert speaking
     assert read < 2 * len(speaking)
+
+
+def _list_and_text_reads(svc: MemoryService, record: Any) -> tuple[Memory, list[str]]:
+    """`record()`'s result and the per-entity list and older-text reads it ran."""
+    calls: list[str] = []
+    cypher = svc.graph.cypher
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(query)
+        return cypher(query, *args, **kwargs)
+
+    svc.graph.cypher = counted  # type: ignore[method-assign]
+    try:
+        memory = record()
+    finally:
+        del svc.graph.cypher
+    lists = (_MENTIONED_BY, _MENTIONED_BY_ONE)
+    texts = "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body"
+    return memory, [q for q in calls if q in lists or q == texts]
+
+
+def test_a_scope_read_whole_spares_a_first_meeting_with_an_entity_its_reads(
+    any_svc: MemoryService, project: Path
+) -> None:
+    """The first record of a scope reads its lists and texts whole; a later record naming
+    entities no record met before (one no older memory mentions) reads no list and no
+    text, and what is kept, empty lists too, equals the graph."""
+    svc = any_svc
+    written = svc.record_many([_draft(i, project) for i in range(12)])
+    written.append(svc.record(_draft(12, project).model_copy(update={"body": "Kafka only."})))
+    draft = _draft(13, project).model_copy(
+        update={"title": "Use DuckDB and Neo4j", "body": "Part 13 moves from Redis to DuckDB."}
+    )
+    memory, reads = _list_and_text_reads(svc, lambda: svc.record(draft))
+    assert reads == []
+    keys = _keys(svc, [*written, memory])
+    assert any(e.endswith("Neo4j") for e, _ in keys)
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, keys) == len(keys)
+
+
+def test_a_scope_too_big_to_read_whole_is_judged_entity_by_entity_alike(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the rows a scope may hold whole, `record` reads the lists it needs by key, as
+    before, and decides the same as with the scope read whole (two homes, the same
+    records; decisions compared by the older memory's title)."""
+    import memoryd.governance.supersede_kept as kept_module
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+
+    drafts = [_draft(i, project) for i in range(12)]
+    later = [
+        _draft(i, project).model_copy(update={"title": f"Switch part {i} to {NAMES[i % 5]}"})
+        for i in range(12, 24)
+    ]
+    decided: list[list[list[tuple[str, str, float, str | None]]]] = []
+    for name, rows in (("whole", kept_module._WARM_ROWS), ("by-key", 3)):
+        monkeypatch.setattr(kept_module, "_WARM_ROWS", rows)
+        graph = {"engine": ENGINE, "buffer_pool_mb": 128}
+        svc = open_service(load_settings(tmp_path / name, graph=graph, lock_timeout_s=1.0))
+        try:
+            titles = {m.slug: m.meta.title for m in svc.record_many(drafts)}
+            out = []
+            reads: list[str] = []
+            for draft in later:
+                memory, read = _list_and_text_reads(svc, lambda d=draft, s=svc: s.record(d))
+                reads += read
+                titles[memory.slug] = memory.meta.title
+                out.append(
+                    sorted(
+                        (titles[d.older], d.status.value, d.confidence, d.judge)
+                        for d in memory.meta.supersede_decisions
+                    )
+                )
+            whole = svc.judged_mentions.warm(svc.graph, memory.meta.scope_hash)
+            assert whole is (name == "whole")
+            assert bool(reads) is (name == "by-key")
+        finally:
+            svc.close()
+        decided.append(out)
+    assert decided[0] == decided[1]
+    assert any(decided[0])
+
+
+def test_a_rewrite_of_an_unjudged_memory_keeps_what_was_kept(
+    svc: MemoryService, project: Path
+) -> None:
+    """A session's rewrite (its enrichment, an edit of its tags) names nothing judging
+    keeps: the lists and texts stay, equal to the graph, and the next record reads none;
+    a decision's edit still drops them."""
+    first = svc.record_many([_draft(i, project) for i in range(10)])
+    session = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.SESSION,
+                title="Session on PostgreSQL and Kafka",
+                body="We looked at PostgreSQL and Kafka for the queue.",
+                scope_path=project,
+                created_at=START,
+            )
+        ]
+    )[0]
+    svc.record(_draft(10, project))
+    keys = _keys(svc, [*first, session])
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, keys) > 0
+    svc.update_keywords(session.slug, tags=["queue", "kafka"])
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, keys) > 0
+    _, reads = _list_and_text_reads(svc, lambda: svc.record(_draft(11, project)))
+    assert reads == []
+    decision = next(m for m in first if m.meta.type is MemoryType.DECISION)
+    svc.update_keywords(decision.slug, tags=["db"])
+    assert svc.judged_mentions.lists(svc.graph.recall_generation, keys) == {}
+
+
+_ENTITY_ROWS = (
+    "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.mention_count, e.type, e.aliases"
+)
+
+
+def test_kept_entity_rows_equal_the_graphs_record_after_record(
+    svc: MemoryService, project: Path
+) -> None:
+    """Each record's entities (name, mention count, type, aliases) are kept and counted
+    up by the records after it, sessions too, as the graph counts them; a session's
+    rewrite drops them (it moves counts); a record whose entities are all kept reads none."""
+    svc.record_many([_draft(i, project) for i in range(8)])
+    for i in range(8, 20):
+        if i == 14:
+            session = svc.record(
+                MemoryDraft(
+                    type=MemoryType.SESSION,
+                    title="Session on Kafka",
+                    body="We tried Kafka and DuckDB for the queue.",
+                    scope_path=project,
+                )
+            )
+            svc.update_keywords(session.slug, tags=["queue"])
+            ids = sorted(session.meta.observations)
+            assert svc.judged_mentions.entities(svc.graph.recall_generation, ids) == {}
+        memory = svc.record(_draft(i, project))
+        ids = sorted(memory.meta.observations)
+        held = svc.judged_mentions.entities(svc.graph.recall_generation, ids)
+        fresh = {str(r[0]): tuple(r) for r in svc.graph.cypher(_ENTITY_ROWS, {"ids": ids}).rows}
+        assert held == fresh
+    calls: list[str] = []
+    cypher = svc.graph.cypher
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(query)
+        return cypher(query, *args, **kwargs)
+
+    svc.graph.cypher = counted  # type: ignore[method-assign]
+    try:
+        svc.record(_draft(20, project))
+    finally:
+        del svc.graph.cypher
+    assert _ENTITY_ROWS not in calls

@@ -448,6 +448,7 @@ class Superseding(ServiceCore):
             if not (memory.meta.observations or memory.meta.relations):
                 return memory, {}
             ids = [eid for slug, eid in graph_rows([memory]).mentions if slug == memory.slug]
+            self.judged_mentions.warm(self.graph, scope_hash)  # once per scope, then kept
             pairs = supersede.find_pairs_unwritten(
                 self.graph,
                 memory,

@@ -31,6 +31,7 @@ from memoryd.errors import (
     describe_validation,
 )
 from memoryd.governance.store import GovernanceStore
+from memoryd.governance.supersede_kept import MentionLists
 from memoryd.graph.store import GraphStore
 from memoryd.journal import Intent, IntentItem, Journal
 from memoryd.models import (
@@ -146,6 +147,7 @@ class Writes:
     """Set by `ServiceCore.__init__`."""
     forget_entities: Callable[[], None]
     """Provided by `ServiceCore`: a batch that writes entities drops their cache."""
+    judged_mentions: MentionLists
 
     def _begin_write(self, op: str, items: list[IntentItem]) -> Intent:
         return self.journal.begin(
@@ -227,7 +229,9 @@ class Writes:
         try:
             if new.path != old.path:
                 self.vault.remove(old.path)
+            before = self.graph.recall_generation
             self.graph.upsert_memories([new])
+            self.judged_mentions.passed(self.graph, [old, new], before)
             self.index.upsert([search_doc(new)])
             self.audit.append_many([self._intended_event(intent, intent.items[0])])
             if counted:  # the file holds them now
@@ -470,7 +474,9 @@ class Writes:
         ending = _EndOnceBoth(self.journal, intent) if sync_each and len(batch) == 1 else None
         paths: list[Path] = []
         try:
-            if sync_each:
+            if sync_each and len(batch) == 1:
+                self._file_beside_graph(batch[0], paths)
+            elif sync_each:
                 for memory in batch:
                     paths.append(self.vault.write(memory))
                 self.graph.upsert_memories(batch, new=True)
@@ -504,6 +510,33 @@ class Writes:
         if any(m.meta.observations or m.meta.relations for m in batch):
             # New entities are in the graph now: the next recall links queries to them.
             self.forget_entities()
+
+    def _file_beside_graph(self, memory: Memory, paths: list[Path]) -> None:
+        """One memory's file written and synced on a thread while its graph statements and
+        commit run here (the disk's waits were a `record`'s longest); rendered here, so the
+        thread only waits on the disk. The intent is durable first and recovery brings the
+        graph to the vault, so crashes settle as before (the graph may hold the row a moment
+        before its file). A failure undoes the other; `paths` gets the path written."""
+        data = self.vault.file_bytes(memory)
+        written: list[Path] = []
+        failed: list[Exception] = []
+
+        def write_file() -> None:
+            try:
+                written.append(self.vault.write(memory, data=data))
+            except Exception as exc:  # raised in the caller's thread, below
+                failed.append(exc)
+
+        beside = threading.Thread(target=write_file, name="memoryd-file")
+        beside.start()
+        try:
+            self.graph.upsert_memories([memory], new=True)
+        finally:
+            beside.join()
+            paths.extend(written)
+        if failed:
+            self.graph.delete_memories([memory.meta.slug])
+            raise failed[0]
 
     def _write_bulk(self, batch: list[Memory], paths: list[Path]) -> None:
         """A bulk batch's files, graph rows and index documents. The files and the index

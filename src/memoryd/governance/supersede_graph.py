@@ -183,16 +183,26 @@ def find_pairs_unwritten(
     written with it (`record`): the same pairs as once it is written. `entity_ids`: the
     entities it will mention. Its write adds one mention to each, which keeps their order;
     an entity the graph lacks is mentioned by no older memory; no SUPERSEDES edge touches a
-    memory not yet written. `kept`: the lists of older memories the last records read."""
+    memory not yet written. `kept`: the lists of older memories the last records read, and
+    the entities' rows."""
     if not entity_ids:
         return []
+    generation = graph.recall_generation
+    held = {} if kept is None else kept.entities(generation, entity_ids)
+    rows = list(held.values())
+    missing = sorted(set(entity_ids) - held.keys())
+    if missing:
+        read = graph.cypher(
+            "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.mention_count, e.type,"
+            " e.aliases",
+            {"ids": missing},
+            limit=len(missing) + 1,
+        ).rows
+        if kept is not None:
+            kept.keep_entities(generation, graph.recall_generation, read)
+        rows += [tuple(row) for row in read]
     shared: dict[str, list[_Shared]] = {}
-    for eid, name, count, etype, aliases in graph.cypher(
-        "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.mention_count, e.type,"
-        " e.aliases",
-        {"ids": sorted(set(entity_ids))},
-        limit=len(entity_ids) + 1,
-    ).rows:
+    for eid, name, count, etype, aliases in rows:
         entity = _Shared(
             int(count or 0) + 1, str(eid), str(name or ""), str(etype or ""), tuple(aliases or ())
         )

@@ -1,6 +1,7 @@
 """What `record`'s supersede judging keeps of the graph from one record to the next
-(`MentionLists`): the older memories that mention each entity, per scope, and their texts.
-`supersede_graph` reads through it."""
+(`MentionLists`): the older memories that mention each entity, per scope, and their texts,
+read for a whole scope at once (`warm`) or entity by entity. `supersede_graph` reads
+through it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ _KEPT_ROWS = 100_000
 """Rows and texts `MentionLists` holds before it starts over (a scope of 10k memories
 holds ~30k rows)."""
 
+_WARM_ROWS = _KEPT_ROWS // 2
+"""A scope is read whole (`MentionLists.warm`) while its lists and texts fit in this many rows;
+a bigger one is read entity by entity, as judging needs them."""
+_WARM_MENTIONS = (
+    "MATCH (o:Memory)-[:MENTIONS]->(e:Entity) WHERE o.scope_hash = $scope AND o.type IN $types"
+    " AND o.decay_state <> 'forgotten' AND NOT o.sensitive RETURN e.id, o.slug, o.created_at"
+)
+_WARM_TEXTS = (
+    "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
+    " AND o.decay_state <> 'forgotten' AND NOT o.sensitive RETURN o.slug, o.title, o.body"
+)
+
 Lists = dict[tuple[str, str], tuple[list[tuple[Any, str]], bool]]
 """Per (entity id, scope hash): the older memories mentioning it as (created_at, slug), and
 whether the list was read only as far as its newest rows (a hub's)."""
@@ -33,30 +46,101 @@ class MentionLists:
     they were read at or moved to by `wrote`: a `record`'s own write adds its memory; any
     other write that may change them (a batch, a delete, a merge, a decay sweep, an edit;
     not recall counts) drops them all, and the next record reads what it needs again. The
-    graph's writes are this process's (one process writes a graph)."""
+    graph's writes are this process's (one process writes a graph).
+
+    A scope read whole (`warm`) holds every list of it, so an entity it holds no list of is
+    mentioned by no older memory there, and the texts of all its judged memories: a record
+    that meets an entity for the first time reads nothing."""
 
     def __init__(self) -> None:
         self._at = -1
         self._lists: Lists = {}
         self._texts: dict[str, str] = {}
         self._rows = 0
+        self._entities: dict[str, tuple[Any, ...]] = {}
+        """Entity id → (id, name, mention count, type, aliases) as the graph gave them."""
+        self._whole: set[str] = set()
+        """The scopes read whole at `_at`."""
+        self._too_big: set[str] = set()
+        """Scopes found past `_WARM_ROWS` (kept across writes: a scope seldom shrinks)."""
         self._lock = threading.Lock()
 
-    def lists(self, generation: int, keys: Sequence[tuple[str, str]]) -> Lists:
-        """Copies of the lists of these keys it holds, as good at `generation`."""
+    def warm(self, graph: GraphStore, scope_hash: str) -> bool:
+        """Read every list and text of the scope at once, unless it holds them already or
+        the scope is too big (`_WARM_ROWS`): two statements that scan the scope's judged
+        memories, where a record meeting an entity for the first time read its list by key
+        (a scan of the entity's mentions) and its olders' texts. Nothing is kept when a
+        write committed meanwhile. Whether the scope is held whole now."""
+        generation = graph.recall_generation
         with self._lock:
             self._check(generation)
-            return {
-                key: (list(held[0]), held[1])
-                for key in keys
-                if (held := self._lists.get(key)) is not None
-            }
+            if scope_hash in self._whole:
+                return True
+            if scope_hash in self._too_big:
+                return False
+        asked = {"scope": scope_hash, "types": list(JUDGED_TYPES)}
+        mentions = graph.cypher(_WARM_MENTIONS, asked, limit=_WARM_ROWS)
+        texts = None
+        if not mentions.truncated:
+            texts = graph.cypher(_WARM_TEXTS, asked, limit=_WARM_ROWS - len(mentions.rows))
+        if texts is None or texts.truncated:
+            with self._lock:
+                self._too_big.add(scope_hash)
+            return False
+        lists: dict[str, list[tuple[Any, str]]] = {}
+        for eid, slug, created in mentions.rows:
+            lists.setdefault(str(eid), []).append((created, str(slug)))
+        read = {
+            str(slug): pair_texts(str(title), str(body or "")) for slug, title, body in texts.rows
+        }
+        with self._lock:
+            if graph.recall_generation != generation or self._at != generation:
+                return False
+            for key in [key for key in self._lists if key[1] == scope_hash]:
+                self._rows -= len(self._lists.pop(key)[0])
+            for eid, rows in lists.items():
+                self._lists[(eid, scope_hash)] = (rows, False)
+                self._rows += len(rows)
+            for slug, text in read.items():
+                self._rows += slug not in self._texts
+                self._texts[slug] = text
+            self._whole.add(scope_hash)
+            if self._rows > _KEPT_ROWS:
+                self._forget(generation)
+                return False
+        return True
+
+    def lists(self, generation: int, keys: Sequence[tuple[str, str]]) -> Lists:
+        """Copies of the lists of these keys it holds, as good at `generation` (an empty one
+        for an entity of a scope read whole that no older memory there mentions)."""
+        with self._lock:
+            self._check(generation)
+            out: Lists = {}
+            for key in keys:
+                held = self._lists.get(key)
+                if held is not None:
+                    out[key] = (list(held[0]), held[1])
+                elif key[1] in self._whole:
+                    out[key] = ([], False)
+            return out
 
     def texts(self, generation: int, slugs: Sequence[str]) -> dict[str, str]:
         """The texts of these older memories it holds, as good at `generation`."""
         with self._lock:
             self._check(generation)
             return {slug: self._texts[slug] for slug in slugs if slug in self._texts}
+
+    def entities(self, generation: int, ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """The rows it holds of these entities, as good at `generation`."""
+        with self._lock:
+            self._check(generation)
+            return {eid: self._entities[eid] for eid in ids if eid in self._entities}
+
+    def keep_entities(self, before: int, after: int, rows: Sequence[Sequence[Any]]) -> None:
+        """Keep entity rows read at `before`: nothing when a write committed meanwhile."""
+        with self._lock:
+            if before == after == self._at and len(self._entities) < _KEPT_ROWS:
+                self._entities.update((str(row[0]), tuple(row)) for row in rows)
 
     def keep(
         self, before: int, after: int, lists: Lists, texts: dict[str, str] | None = None
@@ -86,17 +170,20 @@ class MentionLists:
                 return
             self._at = before + 1
             meta = memory.meta
-            if (
-                meta.type.value not in JUDGED_TYPES
-                or memory.sensitive
-                or meta.decay_state is DecayState.FORGOTTEN
-            ):
+            mentions = graph_rows([memory]).mentions
+            for _, eid in mentions:  # the write counted one mention of each (`_ENTITY_COUNTED`)
+                held = self._entities.get(eid)
+                if held is not None:
+                    self._entities[eid] = (*held[:2], int(held[2] or 0) + 1, *held[3:])
+            if not _judged(memory):
                 return
             self._texts[meta.slug] = pair_texts(meta.title, memory.body)
             self._rows += 1
             row = (jsonable(meta.created_at), meta.slug)
-            for _, eid in graph_rows([memory]).mentions:
+            for _, eid in mentions:
                 held = self._lists.get((eid, meta.scope_hash))
+                if held is None and meta.scope_hash in self._whole:
+                    held = self._lists[(eid, meta.scope_hash)] = ([], False)
                 if held is None:
                     continue
                 rows, short = held
@@ -116,12 +203,38 @@ class MentionLists:
             if self._rows > _KEPT_ROWS:
                 self._forget(self._at)
 
+    def passed(self, graph: GraphStore, memories: Sequence[Memory], before: int) -> None:
+        """Keep what it holds across one write that took the graph from `before` to its
+        `recall_generation` now and rewrote only these memories (as they were and are), none
+        of them judged (`_judged`) either way: no list or text it holds names them (a
+        session's enrichment, say). Any other write drops it all on the next look."""
+        with self._lock:
+            if (
+                self._at == before
+                and graph.recall_generation == before + 1
+                and not any(_judged(m) for m in memories)
+            ):
+                self._at = before + 1
+                self._entities.clear()  # its mentions moved some counts
+
     def _check(self, generation: int) -> None:
         if self._at != generation:
             self._forget(generation)
 
     def _forget(self, generation: int) -> None:
+        self._entities.clear()
+        self._whole.clear()
         self._lists.clear()
         self._texts.clear()
         self._rows = 0
         self._at = generation
+
+
+def _judged(memory: Memory) -> bool:
+    """Whether judging reads the memory as an older one (its lists and texts hold it)."""
+    meta = memory.meta
+    return (
+        meta.type.value in JUDGED_TYPES
+        and not memory.sensitive
+        and meta.decay_state is not DecayState.FORGOTTEN
+    )
