@@ -129,9 +129,10 @@ def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
 
 
 def test_any_other_write_drops_what_was_kept(svc: MemoryService, project: Path) -> None:
-    """A title edit, an archive and a batch are not `record`'s own write: what was kept is
-    dropped, and the next record judges against the graph as it is (the edited title in
-    its pair's text, no archived memory among its pairs)."""
+    """A title edit and an archive are not `record`'s own write: what was kept is dropped,
+    and the next record judges against the graph as it is (the edited title in its pair's
+    text, no archived memory among its pairs). A batch judged before its write moves what
+    was kept by its memories, as a record does; one judged once written drops it."""
     first = svc.record_many([_draft(i, project) for i in range(10)])
     svc.record(_draft(10, project))
     assert _same_as_a_fresh_read(svc, svc.judged_mentions, _keys(svc, first)) > 0
@@ -145,8 +146,12 @@ def test_any_other_write_drops_what_was_kept(svc: MemoryService, project: Path) 
     memory = svc.record(_draft(12, project))
     assert gone.slug not in {d.older for d in svc.get(memory.slug).meta.supersede_decisions}
     assert _same_as_a_fresh_read(svc, svc.judged_mentions, _keys(svc, first)) > 0
-    svc.record_many([_draft(13, project), _draft(14, project)])
-    assert svc.judged_mentions.lists(svc.graph.recall_generation, _keys(svc, first)) == {}
+    batch = svc.record_many([_draft(13, project), _draft(14, project, minutes=-14)])
+    everyone = _keys(svc, [*first, *batch])
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, everyone) > 0
+    svc.judge_batch_unwritten = lambda memories, use_llm: None  # type: ignore[method-assign]
+    svc.record_many([_draft(15, project)])
+    assert svc.judged_mentions.lists(svc.graph.recall_generation, everyone) == {}
 
 
 def test_a_cut_list_takes_a_record_only_above_its_last_row(
