@@ -531,3 +531,47 @@ def test_a_batch_answers_with_every_decision_written_into_its_files(
     stored = svc.get(newer.slug).meta.supersede_decisions
     assert any(d.status.value == "candidate" for d in stored)
     assert newer.meta.supersede_decisions == stored
+
+
+@pytest.mark.parametrize("engine", ["kuzu", "falkordb"])
+def test_a_scope_s_speakers_are_the_bodies_the_status_keywords_match(
+    request: pytest.FixtureRequest, tmp_path: Path, project: Path, engine: str
+) -> None:
+    """The one scan of a scope for status-line speakers (plain words in the engine, the
+    keywords in Python) finds exactly the judged bodies the keywords match, whatever their
+    case or letters, in either engine; a playbook is not judged."""
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+
+    graph: dict[str, Any] = {"engine": "kuzu", "buffer_pool_mb": 128}
+    if engine == "falkordb":
+        url = request.getfixturevalue("falkordb_url")
+        graph = {"engine": "falkordb", "url": url, "name": f"sp-{tmp_path.name}"}
+    svc = open_service(load_settings(tmp_path / "home", graph=graph, lock_timeout_s=1.0))
+    request.addfinalizer(svc.close)
+    bodies = [
+        ("decision", "Status: SUPERSEDED BY ADR-2."),
+        ("decision", "ſuperſeded by 0004 last week."),
+        ("fact", "RETİRED in March with the old cluster."),
+        ("preference", "Untıl now we used Kafka for events."),
+        ("decision", "被 ADR-5 取代。"),
+        ("decision", "Kafka moves to Redis streams."),
+        ("fact", "Kelvin readings are stored in PostgreSQL."),
+        ("playbook", "Deprecated: run the old migration script."),
+    ]
+    start = datetime(2026, 4, 1, tzinfo=UTC)
+    written = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType(kind),
+                title=f"Note {i}",
+                body=body,
+                scope_path=project,
+                created_at=start + timedelta(minutes=i),
+            )
+            for i, (kind, body) in enumerate(bodies)
+        ]
+    )
+    scope = written[0].meta.scope_hash
+    svc.status_speakers.clear()
+    assert svc._speakers(scope) == {m.slug for m in written[:5]}

@@ -199,19 +199,27 @@ class Superseding(BatchJudging):
         time, then what `new` adds."""
         known = self.status_speakers.get(scope_hash)
         if known is None:
+            # Plain words the engine finds cheaply, then the keywords themselves here. Not
+            # through a `WITH lower(o.body) AS b`: FalkorDB's `any` over it kept no row.
             rows = self.graph.cypher(
                 "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
                 " AND NOT o.sensitive AND o.decay_state <> 'forgotten'"
-                " AND regexp_matches(o.body, $words) RETURN o.slug",
+                " AND (any(w IN $words WHERE lower(o.body) CONTAINS w)"
+                " OR any(c IN $folded WHERE o.body CONTAINS c)) RETURN o.slug, o.body",
                 {
                     "scope": scope_hash,
                     "types": list(supersede.JUDGED_TYPES),
-                    "words": status_lines.STATUS_KEYWORDS,
+                    "words": list(status_lines.STATUS_WORDS),
+                    "folded": list(status_lines.FOLDED),
                 },
                 limit=1_000_000,
                 timeout_ms=SPEAKER_SCAN_TIMEOUT_MS,
             ).rows
-            known = self.status_speakers[scope_hash] = {str(r[0]) for r in rows}
+            known = self.status_speakers[scope_hash] = {
+                str(slug)
+                for slug, body in rows
+                if re.search(status_lines.STATUS_KEYWORDS, str(body or ""))
+            }
         known |= {
             m.slug
             for m in new
