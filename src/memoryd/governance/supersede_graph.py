@@ -388,10 +388,15 @@ def _ranked_pairs(
                     mentions.setdefault(o, set()).add(e.id)
     _edges_say(graph, unsure, added, mentions)
     texts = _texts(graph, olders, kept, added)
-    by_count = {m: sorted(shared[m], key=lambda e: (e.count, e.id)) for m in chosen}
+    # Each tool or library as a `Name` once, not once per pair that shares it.
+    names = {e.id: _name(e) for m in chosen for e in shared[m] if e.type in GRAPH_CHOICE_TYPES}
+    by_count = {
+        m: [e for e in sorted(shared[m], key=lambda e: (e.count, e.id)) if e.name and e.id in names]
+        for m in chosen
+    }
     out = {
         m: [
-            Pair(o, texts[o], e.id, e.name, _known(by_count[m], mentions.get(o, set())))
+            Pair(o, texts[o], e.id, e.name, _known(by_count[m], mentions.get(o, set()), names))
             for o, e in picks
         ]
         for m, picks in chosen.items()
@@ -535,13 +540,17 @@ def _texts(
     return texts
 
 
-def _known(entities: list[_Shared], mentioned: set[str]) -> tuple[Name, ...]:
-    """The tools and libraries of a newer memory's `entities` an older one mentions."""
-    return tuple(
-        Name(s.name, tuple(dict.fromkeys([s.name, *s.aliases])), s.type)
-        for s in entities
-        if s.type in GRAPH_CHOICE_TYPES and s.name and s.id in mentioned
-    )
+def _name(entity: _Shared) -> Name:
+    """A tool or library the graph knows, as judging reads it: its name and aliases."""
+    return Name(entity.name, tuple(dict.fromkeys([entity.name, *entity.aliases])), entity.type)
+
+
+def _known(
+    entities: list[_Shared], mentioned: set[str], names: dict[str, Name]
+) -> tuple[Name, ...]:
+    """The tools and libraries of a newer memory's `entities` (named ones of
+    `GRAPH_CHOICE_TYPES`, in order) an older one mentions."""
+    return tuple(names[s.id] for s in entities if s.id in mentioned)
 
 
 def _nearest(
