@@ -575,3 +575,45 @@ def test_a_scope_s_speakers_are_the_bodies_the_status_keywords_match(
     scope = written[0].meta.scope_hash
     svc.status_speakers.clear()
     assert svc._speakers(scope) == {m.slug for m in written[:5]}
+
+
+def test_a_batch_whose_judging_fails_before_its_write_is_judged_once_written(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that fails while a batch is judged before its write loses nothing: the batch
+    is written, then judged once written, to the same decisions."""
+    from memoryd.errors import StorageError
+
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    older = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Use Jest for tests",
+                body="The frontend tests run on Jest.",
+                scope_path=project,
+                created_at=start,
+            )
+        ]
+    )
+    calls: list[int] = []
+
+    def failing(graph: Any, newers: Any, batch: Any, **kwargs: Any) -> Any:
+        calls.append(len(newers))
+        raise StorageError("the graph went away")
+
+    monkeypatch.setattr(supersede, "find_pairs_batch", failing)
+    (newer,) = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Switch tests to Vitest",
+                body="We switched from Jest to Vitest for the frontend tests.",
+                scope_path=project,
+                created_at=start + timedelta(days=1),
+            )
+        ]
+    )
+    assert calls == [1]
+    assert newer.meta.supersedes == [older[0].slug]
+    assert svc.get(newer.slug).meta.supersedes == [older[0].slug]

@@ -87,6 +87,8 @@ class BatchJudging(ServiceCore):
         slugs = {m.slug for m in judged}
         linked = [m for m in judged if m.meta.observations or m.meta.relations]
         failed: list[str] = []
+        changed: dict[str, Memory] = {}
+        events: list[tuple[str, str, dict[str, Any]]] = []
         try:
             for scope_hash in dict.fromkeys(m.meta.scope_hash for m in judged):
                 if self._status_lines_may_link(scope_hash, slugs, judged):
@@ -99,22 +101,20 @@ class BatchJudging(ServiceCore):
                 kept=self.judged_mentions,
             )
             jobs = self._batch_jobs(linked, found, inline=False, queue=False, failed=failed)
+            by_slug = {m.slug: m for m in memories}
+            for job in [] if failed else jobs:
+                edit = self._decisions_of(by_slug[job.newer], job)
+                if edit is None:
+                    continue
+                new, details, _ = edit
+                clean_stored(new)  # as `_replace_everywhere` cleans a rewrite: reasons quote text
+                changed[job.newer] = new
+                events.append((job.newer, "supersede", details))
         except MemorydError as exc:
             logger.warning(
                 "supersede judging of %d memories before their write failed: %s", len(judged), exc
             )
             return None
         if failed:
-            return None
-        changed: dict[str, Memory] = {}
-        events: list[tuple[str, str, dict[str, Any]]] = []
-        by_slug = {m.slug: m for m in memories}
-        for job in jobs:
-            edit = self._decisions_of(by_slug[job.newer], job)
-            if edit is None:
-                continue
-            new, details, _ = edit
-            clean_stored(new)  # as `_replace_everywhere` cleans a rewrite: reasons quote text
-            changed[job.newer] = new
-            events.append((job.newer, "supersede", details))
+            return None  # judged once written, where a memory that fails is skipped alone
         return [changed.get(m.slug, m) for m in memories], events
