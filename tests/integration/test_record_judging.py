@@ -129,9 +129,10 @@ def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
 
 
 def test_any_other_write_drops_what_was_kept(svc: MemoryService, project: Path) -> None:
-    """A title edit, an archive and a batch are not `record`'s own write: what was kept is
-    dropped, and the next record judges against the graph as it is (the edited title in
-    its pair's text, no archived memory among its pairs)."""
+    """A title edit and an archive are not `record`'s own write: what was kept is dropped,
+    and the next record judges against the graph as it is (the edited title in its pair's
+    text, no archived memory among its pairs). A batch judged before its write moves what
+    was kept by its memories, as a record does; one judged once written drops it."""
     first = svc.record_many([_draft(i, project) for i in range(10)])
     svc.record(_draft(10, project))
     assert _same_as_a_fresh_read(svc, svc.judged_mentions, _keys(svc, first)) > 0
@@ -145,8 +146,12 @@ def test_any_other_write_drops_what_was_kept(svc: MemoryService, project: Path) 
     memory = svc.record(_draft(12, project))
     assert gone.slug not in {d.older for d in svc.get(memory.slug).meta.supersede_decisions}
     assert _same_as_a_fresh_read(svc, svc.judged_mentions, _keys(svc, first)) > 0
-    svc.record_many([_draft(13, project), _draft(14, project)])
-    assert svc.judged_mentions.lists(svc.graph.recall_generation, _keys(svc, first)) == {}
+    batch = svc.record_many([_draft(13, project), _draft(14, project, minutes=-14)])
+    everyone = _keys(svc, [*first, *batch])
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, everyone) > 0
+    svc.judge_batch_unwritten = lambda memories, use_llm: None
+    svc.record_many([_draft(15, project)])
+    assert svc.judged_mentions.lists(svc.graph.recall_generation, everyone) == {}
 
 
 def test_a_cut_list_takes_a_record_only_above_its_last_row(
@@ -216,7 +221,7 @@ def test_kept_status_line_references_equal_a_reread_of_the_speakers(
     cypher = svc.graph.cypher
 
     def counted(query: str, params: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if query.endswith(("RETURN o.slug, o.body", "RETURN o.body")):
+        if query.endswith(("RETURN o.slug, o.body", "RETURN o.body")) and "slugs" in params:
             calls.append(len(params["slugs"]))
         return cypher(query, params, *args, **kwargs)
 
@@ -397,3 +402,32 @@ def test_kept_entity_rows_equal_the_graphs_record_after_record(
     finally:
         del svc.graph.cypher
     assert _ENTITY_ROWS not in calls
+
+
+def test_a_batch_into_a_scope_read_whole_adds_its_new_entities_lists(
+    svc: MemoryService, project: Path
+) -> None:
+    """A scope read whole holds every list of it, so a batch's write must add the lists of
+    entities new to the scope: else the next record would find no older memory there."""
+    svc.record_many([_draft(i, project) for i in range(6)])
+    first = svc.record(_draft(6, project))
+    scope = first.meta.scope_hash
+    assert svc.judged_mentions.warm(svc.graph, scope)  # a record read the scope whole
+    before = {e for e, s in _keys(svc, [first]) if s == scope}
+    batch = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title=f"Use ClickHouse for report {i}",
+                body=f"Report {i} moves from DuckDB to ClickHouse.",
+                scope_path=project,
+                created_at=START + timedelta(minutes=100 + i),
+            )
+            for i in range(3)
+        ]
+    )
+    new = [key for key in _keys(svc, batch) if key[0] not in before]
+    assert new, "the batch names an entity the scope had not seen"
+    assert _same_as_a_fresh_read(svc, svc.judged_mentions, _keys(svc, batch)) == len(
+        _keys(svc, batch)
+    )

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from memoryd import memfile
-from memoryd.governance.supersede import Pair, find_pairs, find_pairs_many
+from memoryd.governance import supersede
+from memoryd.governance.supersede import Pair, find_pairs, find_pairs_batch, find_pairs_many
+from memoryd.governance.supersede_kept import MentionLists
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
 from tests.integration.test_supersede_records import REPO, decision_of
@@ -144,9 +146,13 @@ def test_the_bench_prints_its_table_and_writes_json(tmp_path: Path) -> None:
     assert result["peak_rss_mb_daemon"] > 0
 
 
+@pytest.mark.parametrize("judged", ["before", "after"])
 def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
-    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch, judged: str
 ) -> None:
+    """Judged before its write, a batch's decisions go out with it in its one write; judged
+    once written (a status line of its scope may link it, an LLM judges), every decision of
+    the batch in one more write."""
     start = datetime(2026, 2, 1, tzinfo=UTC)
     older = [
         ("Use Kafka for events", "Billing publishes its events to Kafka."),
@@ -173,6 +179,8 @@ def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
 
     olds = svc.record_many(drafts(older, start))
     monkeypatch.setattr(memfile, "LOCK_STRIPES", 1)  # every file behind one lock
+    if judged == "after":
+        monkeypatch.setattr(svc, "judge_batch_unwritten", lambda memories, use_llm: None)
     writes: list[list[str]] = []
     upsert = svc.graph.upsert_memories
 
@@ -187,8 +195,10 @@ def test_a_batch_writes_its_supersede_decisions_in_one_graph_write(
         del svc.graph.upsert_memories
     replaced = {m.slug: set(m.meta.supersedes) for m in news}
     assert replaced == {n.slug: {o.slug} for n, o in zip(news, olds, strict=True)}
-    assert len(writes) == 2  # the memories, then every decision of the batch at once
-    assert sorted(writes[1]) == sorted(m.slug for m in news)
+    # The memories, with their decisions or then every decision of the batch at once.
+    assert [sorted(w) for w in writes] == [sorted(m.slug for m in news)] * (
+        1 if judged == "before" else 2
+    )
     events = svc.audit.records_after(0)
     assert sorted(str(e.target_id) for e in events if e.event_type == "supersede") == sorted(
         replaced
@@ -416,3 +426,194 @@ def test_a_hub_read_only_as_far_as_judging_needs_finds_the_same_pairs(
                 del svc.graph.cypher
             assert any(" LIMIT " in q for q in calls)  # the hubs were read only that far
             assert {m: _same(p) for m, p in cut.items()} == {m: _same(p) for m, p in full.items()}
+
+
+def test_a_batch_judged_before_its_write_finds_the_pairs_of_the_batch_written(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pairs a batch gets before its write (its memories among each entity's older ones,
+    counted in its mentions, read with their texts from the batch) are those it gets once
+    written: whatever `newest` and `limit`, with lists kept from the writes before or not;
+    with ties in time, memories older than every stored one (past a hub's last row read), a
+    name the graph does not know yet, and a memory the batch's own file says it replaces."""
+    names = ["PostgreSQL", "Redis", "Kafka", "DuckDB", "pytest"]
+    kinds = ["decision", "fact", "preference", "playbook"]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def draft(i: int, minutes: int, tool: str | None = None) -> MemoryDraft:
+        return MemoryDraft(
+            type=MemoryType(kinds[i % 4]),
+            title=f"Use {tool or names[i % 5]} for part {i}",
+            body=f"Part {i} moves from {names[(i * 3) % 5]} to {tool or names[i % 5]}.",
+            scope_path=project,
+            created_at=start + timedelta(minutes=minutes),
+        )
+
+    kept = MentionLists()
+    svc.record_many([draft(i, i // 3) for i in range(30)])
+    batch = [draft(i, 20 + i // 3) for i in range(30, 45)]
+    batch += [draft(i, -i) for i in range(45, 50)]  # older than every stored memory
+    batch += [draft(i, 30, tool="Zig") for i in range(50, 53)]  # a name new to the graph
+    found: dict[tuple[int, int | None, bool], dict[str, list[Pair]]] = {}
+
+    def before(memories: list[Any], use_llm: bool) -> None:
+        judged = sorted(
+            (m for m in memories if m.meta.type.long_term),
+            key=lambda m: (m.meta.created_at, m.slug),
+        )
+        first = next(m for m in judged if m.meta.type.value in supersede.JUDGED_TYPES)
+        judged[-1].meta.supersedes = [first.slug]  # its file says so: no pair of them
+        for limit in (1, 3, 20):
+            for newest in (None, 1, 2, 5):
+                for keep in (False, True):
+                    found[(limit, newest, keep)] = find_pairs_batch(
+                        svc.graph,
+                        judged,
+                        memories,
+                        limit=limit,
+                        newest=newest,
+                        hub=newest or 0,
+                        kept=kept if keep else None,
+                    )
+        return None  # judged once written, below
+
+    after: dict[int, dict[str, list[Pair]]] = {}
+
+    def written(graph: Any, newers: list[Any], *, limit: int, **kwargs: Any) -> Any:
+        """The pairs once the batch is written, as `judge_written` finds them (before
+        it writes its decisions), from full lists."""
+        for n in (1, 3, 20):
+            after[n] = find_pairs_many(graph, newers, limit=n, newest=None)
+        return find_pairs_many(graph, newers, limit=limit, **kwargs)
+
+    monkeypatch.setattr(svc, "judge_batch_unwritten", before)
+    monkeypatch.setattr(supersede, "find_pairs_many", written)
+    memories = svc.record_many(batch)
+    assert any("entity:tool:Zig" in m.meta.observations for m in memories)
+    assert all(any(len(p) >= min(n, 3) for p in pairs.values()) for n, pairs in after.items())
+    for (limit, _newest, _keep), pairs in found.items():
+        assert {m: _same(p) for m, p in pairs.items()} == {
+            m: _same(p) for m, p in after[limit].items()
+        }
+
+
+def test_a_batch_answers_with_every_decision_written_into_its_files(
+    svc: MemoryService, project: Path
+) -> None:
+    """`record_many` answers with its memories as their files hold them: a candidate
+    decision (one memory replacing four at once waits for a human) shows in the answer too,
+    not only an active one."""
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    parts = ["billing", "search", "reports", "exports"]
+    svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title=f"Use Kafka for {part}",
+                body=f"The {part} service publishes its events to Kafka.",
+                scope_path=project,
+                created_at=start + timedelta(minutes=i),
+            )
+            for i, part in enumerate(parts)
+        ]
+    )
+    (newer,) = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Switch events to RabbitMQ",
+                body="We switched from Kafka to RabbitMQ for every service's events.",
+                scope_path=project,
+                created_at=start + timedelta(days=1),
+            )
+        ]
+    )
+    stored = svc.get(newer.slug).meta.supersede_decisions
+    assert any(d.status.value == "candidate" for d in stored)
+    assert newer.meta.supersede_decisions == stored
+
+
+@pytest.mark.parametrize("engine", ["kuzu", "falkordb"])
+def test_a_scope_s_speakers_are_the_bodies_the_status_keywords_match(
+    request: pytest.FixtureRequest, tmp_path: Path, project: Path, engine: str
+) -> None:
+    """The one scan of a scope for status-line speakers (plain words in the engine, the
+    keywords in Python) finds exactly the judged bodies the keywords match, whatever their
+    case or letters, in either engine; a playbook is not judged."""
+    from memoryd.config import load_settings
+    from memoryd.wiring import open_service
+
+    graph: dict[str, Any] = {"engine": "kuzu", "buffer_pool_mb": 128}
+    if engine == "falkordb":
+        url = request.getfixturevalue("falkordb_url")
+        graph = {"engine": "falkordb", "url": url, "name": f"sp-{tmp_path.name}"}
+    svc = open_service(load_settings(tmp_path / "home", graph=graph, lock_timeout_s=1.0))
+    request.addfinalizer(svc.close)
+    bodies = [
+        ("decision", "Status: SUPERSEDED BY ADR-2."),
+        ("decision", "ſuperſeded by 0004 last week."),
+        ("fact", "RETİRED in March with the old cluster."),
+        ("preference", "Untıl now we used Kafka for events."),
+        ("decision", "被 ADR-5 取代。"),
+        ("decision", "Kafka moves to Redis streams."),
+        ("fact", "Kelvin readings are stored in PostgreSQL."),
+        ("playbook", "Deprecated: run the old migration script."),
+    ]
+    start = datetime(2026, 4, 1, tzinfo=UTC)
+    written = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType(kind),
+                title=f"Note {i}",
+                body=body,
+                scope_path=project,
+                created_at=start + timedelta(minutes=i),
+            )
+            for i, (kind, body) in enumerate(bodies)
+        ]
+    )
+    scope = written[0].meta.scope_hash
+    svc.status_speakers.clear()
+    assert svc._speakers(scope) == {m.slug for m in written[:5]}
+
+
+def test_a_batch_whose_judging_fails_before_its_write_is_judged_once_written(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that fails while a batch is judged before its write loses nothing: the batch
+    is written, then judged once written, to the same decisions."""
+    from memoryd.errors import StorageError
+
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    older = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Use Jest for tests",
+                body="The frontend tests run on Jest.",
+                scope_path=project,
+                created_at=start,
+            )
+        ]
+    )
+    calls: list[int] = []
+
+    def failing(graph: Any, newers: Any, batch: Any, **kwargs: Any) -> Any:
+        calls.append(len(newers))
+        raise StorageError("the graph went away")
+
+    monkeypatch.setattr(supersede, "find_pairs_batch", failing)
+    (newer,) = svc.record_many(
+        [
+            MemoryDraft(
+                type=MemoryType.DECISION,
+                title="Switch tests to Vitest",
+                body="We switched from Jest to Vitest for the frontend tests.",
+                scope_path=project,
+                created_at=start + timedelta(days=1),
+            )
+        ]
+    )
+    assert calls == [1]
+    assert newer.meta.supersedes == [older[0].slug]
+    assert svc.get(newer.slug).meta.supersedes == [older[0].slug]

@@ -89,8 +89,8 @@ FILE_LOCK_TIMEOUT_S = 5.0
 """How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
 GraphFactory = Callable[[Path], GraphStore]
 SUPERSEDE_BULK_LIMIT = 2000
-"""An import of more long-term memories than this is not judged as it lands (one graph query
-per memory): a 100k-memory import would wait minutes for it."""
+"""An import of more long-term memories than this is not judged as it lands: judging costs as
+much as the rest of a big batch's write (the rules on each memory's pairs; bench/RESULTS.md)."""
 CREATING_EVENTS = ("record", "capture", "adopt", "import")
 """The audit events that bring a memory into the stores (`import`: a sync import wrote it);
 `audit verify` wants one for each."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,11 @@ logger = logging.getLogger(__name__)
 
 class Ingest(ServiceCore):
     """Writes of new and edited memories."""
+
+    judge_batch_unwritten: Callable[
+        ..., tuple[list[Memory], list[tuple[str, str, dict[str, Any]]]] | None
+    ]
+    """Provided by `domain.superseding_batch.BatchJudging`."""
 
     def record(self, draft: MemoryDraft) -> Memory:
         """Write one memory: vault file, graph, search index and audit line, all durable.
@@ -91,6 +96,22 @@ class Ingest(ServiceCore):
                 self.judged_mentions.wrote(self.graph, memory, before)
                 self._queue_sessions([memory])
                 return [memory]
+        elif len(memories) <= BULK_BATCH:  # one write: judged first, decisions written with it
+            judged_batch = self.judge_batch_unwritten(memories, use_llm=not bulk)
+            if judged_batch is not None:
+                memories, events = judged_batch
+                before = self.graph.recall_generation
+                with fewer_collections():
+                    self._write_batch(memories, sync_each=not bulk, events=events)
+                self.judged_mentions.wrote_many(self.graph, memories, before)
+                self._queue_sessions(memories)
+                if events:
+                    logger.info(
+                        "%d memories recorded; %d of them supersede older ones",
+                        len(memories),
+                        len(events),
+                    )
+                return memories
         written: list[Memory] = []
         with fewer_collections():
             for batch in iter_batches(memories, BULK_BATCH):

@@ -16,7 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from memoryd.domain.core import SUPERSEDE_BULK_LIMIT, ServiceCore
+from memoryd.domain.core import SUPERSEDE_BULK_LIMIT
+from memoryd.domain.superseding_batch import BatchJudging
 from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
 from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
@@ -54,7 +55,7 @@ def _names(ref: status_lines.Ref, numbers: set[int], keys: set[str]) -> bool:
     return bool(ref.key) and any(k == ref.key or k.startswith(f"{ref.key}-") for k in keys)
 
 
-class Superseding(ServiceCore):
+class Superseding(BatchJudging):
     """Judge supersedes and decide candidates."""
 
     # -- supersede judging (memoryd.governance.supersede) ---------------------------------
@@ -198,19 +199,27 @@ class Superseding(ServiceCore):
         time, then what `new` adds."""
         known = self.status_speakers.get(scope_hash)
         if known is None:
+            # Plain words the engine finds cheaply, then the keywords themselves here. Not
+            # through a `WITH lower(o.body) AS b`: FalkorDB's `any` over it kept no row.
             rows = self.graph.cypher(
                 "MATCH (o:Memory) WHERE o.scope_hash = $scope AND o.type IN $types"
                 " AND NOT o.sensitive AND o.decay_state <> 'forgotten'"
-                " AND regexp_matches(o.body, $words) RETURN o.slug",
+                " AND (any(w IN $words WHERE lower(o.body) CONTAINS w)"
+                " OR any(c IN $folded WHERE o.body CONTAINS c)) RETURN o.slug, o.body",
                 {
                     "scope": scope_hash,
                     "types": list(supersede.JUDGED_TYPES),
-                    "words": status_lines.STATUS_KEYWORDS,
+                    "words": list(status_lines.STATUS_WORDS),
+                    "folded": list(status_lines.FOLDED),
                 },
                 limit=1_000_000,
                 timeout_ms=SPEAKER_SCAN_TIMEOUT_MS,
             ).rows
-            known = self.status_speakers[scope_hash] = {str(r[0]) for r in rows}
+            known = self.status_speakers[scope_hash] = {
+                str(slug)
+                for slug, body in rows
+                if re.search(status_lines.STATUS_KEYWORDS, str(body or ""))
+            }
         known |= {
             m.slug
             for m in new
@@ -510,26 +519,7 @@ class Superseding(ServiceCore):
         except MemorydError as exc:
             self._judging_skipped(f"supersede pairs of {len(linked)} memories not found: {exc}")
             return written
-        edges: set[tuple[str, str]] = set()  # the decisions of this loop, candidates too
-        jobs: list[supersede.SupersedeJob] = []
-        for memory in linked:  # the rest share no entity with anything: no pair
-            # Memories written in the same second are older to each other: the one judged
-            # first may have replaced this one meanwhile.
-            taken = {newer for newer, older in edges if older == memory.slug}
-            pairs = [p for p in found.get(memory.slug, []) if p.older not in taken]
-            try:
-                job = self.prepare_supersede(memory.slug, pairs, written=memory)
-                if job is not None and inline:
-                    self.judge_supersedes_llm(job)
-            except MemorydError as exc:
-                self._judging_skipped(f"supersede judging of {memory.slug} failed: {exc}")
-                continue
-            if job is not None:
-                jobs.append(job)
-                decided = supersede.new_decisions(job, self.supersede_tiers, self.clock())
-                edges |= {(memory.slug, d.older) for d in decided}
-            if use_llm and not inline and self.llm is not None:
-                self.governance.queue_judges([memory.slug], self.clock())
+        jobs = self._batch_jobs(linked, found, inline=inline, queue=use_llm and not inline)
         # Every decision of the batch in one write (a graph transaction and an index commit
         # per newer memory cost more than judging it).
         for newer, olders in self._apply_supersedes(jobs).items():

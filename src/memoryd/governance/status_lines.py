@@ -29,6 +29,34 @@ STATUS_KEYWORDS = (
 )
 """A body that matches none of these has no status line (what the scope query filters on)."""
 
+STATUS_WORDS = (
+    "supersed",
+    "replaced by",
+    "replaces",
+    "obsolete",
+    "deprecated",
+    "rejected",
+    "retired",
+    "amend",
+    "favor of",
+    "favour of",
+    "until now",
+    "up to now",
+    "until recently",
+    "move on from",
+    "moving on from",
+    "取代",
+    "替代",
+    "替换",
+    "废弃",
+    "修订",
+)
+"""`STATUS_KEYWORDS` as lower-case words: a body whose lower-cased text holds none of them, and
+none of `FOLDED`, matches none of the keywords. The graph filters a scope's bodies on them
+(its regular expression over every body cost 20 times as much) and Python's `re` decides."""
+FOLDED = ("ſ", "ı", "İ")
+"""Letters that case-insensitive matching takes for an s or an i, which lower-casing keeps."""
+
 
 @dataclass(frozen=True)
 class Ref:

@@ -1,5 +1,9 @@
 """Supersede against the graph: finding candidate pairs for one memory or a batch, the
 decisions kept on a memory, and undo / accept / reject of a decision.
+
+Over 600 lines: one memory, a written batch and a batch about to be written find their pairs
+through the same reads and the same ranking (`_ranked_pairs`, `_nearest`), which is one
+algorithm whose parts must agree row for row.
 """
 
 from __future__ import annotations
@@ -11,13 +15,19 @@ from datetime import datetime
 from typing import Any, Literal
 
 from memoryd.errors import Conflict, NotFound
-from memoryd.governance.supersede_kept import JUDGED_TYPES, Lists, MentionLists
+from memoryd.governance.supersede_kept import (
+    JUDGED_TYPES,
+    Lists,
+    MentionLists,
+    judged_rows,
+    merged_rows,
+)
 from memoryd.governance.supersede_names import GRAPH_CHOICE_TYPES, Name
 from memoryd.governance.supersede_pairs import Pair, SupersedeJob, limit_fan_out, pair_texts
 from memoryd.governance.supersede_rules import RULES_VERSION, Tiers
 from memoryd.graph.cypher_reads import KEYED_ROWS
-from memoryd.graph.rows import jsonable
-from memoryd.graph.store import GraphStore, SupersedeRow
+from memoryd.graph.rows import graph_rows, jsonable
+from memoryd.graph.store import GraphStore, SupersedeRow, supersede_edges
 from memoryd.models import Memory, SupersedeDecision, SupersedeStatus
 
 # --------------------------------------------------------------------------- the stores
@@ -134,6 +144,20 @@ class _Shared:
     aliases: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Unwritten:
+    """What a batch about to be written adds to what judging reads (`find_pairs_batch`)."""
+
+    rows: dict[tuple[str, str], list[tuple[Any, str]]]
+    """Per (entity id, scope hash), its judged memories as older ones (`judged_rows`)."""
+    texts: dict[str, str]
+    """Their texts as judging reads them."""
+    mentions: dict[str, set[str]]
+    """Slug -> the entities each memory of the batch mentions."""
+    fresh: frozenset[str]
+    """Entities the graph does not hold yet: no stored memory mentions them."""
+
+
 def find_pairs_many(
     graph: GraphStore,
     newers: Sequence[Memory],
@@ -216,6 +240,89 @@ def find_pairs_unwritten(
     return _ranked_pairs(graph, [newer], shared, where, set(), limit, kept=kept).get(newer.slug, [])
 
 
+def find_pairs_batch(
+    graph: GraphStore,
+    newers: Sequence[Memory],
+    batch: Sequence[Memory],
+    *,
+    limit: int,
+    kept: MentionLists | None = None,
+    newest: int | None = _NEWEST,
+    hub: int = _HUB,
+) -> dict[str, list[Pair]]:
+    """`find_pairs_many` for a batch about to be written (`record_many`), so that its
+    decisions are written with it, not by a second write of every file, graph row and index
+    document it changes: the same pairs as once `batch` is written. `newers`: the memories of
+    `batch` to judge. What the write will add comes from the batch itself: each entity's
+    mentions (its count, the batch's judged memories among its older ones), their texts and
+    the SUPERSEDES edges their files name (a new memory has no other). `kept`: the lists of
+    older memories the last writes left (`MentionLists`)."""
+    if not newers:
+        return {}
+    plan = graph_rows(batch)
+    named: dict[str, set[str]] = {}
+    gained: dict[str, int] = {}
+    for slug, eid in plan.mentions:
+        named.setdefault(slug, set()).add(eid)
+        gained[eid] = gained.get(eid, 0) + 1
+    ids = sorted({eid for m in newers for eid in named.get(m.slug, ())})
+    stored = {
+        str(row[0]): row[1:]
+        for row in graph.cypher(
+            "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id, e.name, e.mention_count, e.type,"
+            " e.aliases",
+            {"ids": ids},
+            limit=len(ids) + 1,
+        ).rows
+    }
+    shared: dict[str, list[_Shared]] = {}
+    where: dict[str, tuple[str, Any]] = {}
+    for memory in newers:
+        for eid in sorted(named.get(memory.slug, ())):
+            if eid in stored:
+                name, count, etype, aliases = stored[eid]
+            else:  # created by the write, as `graph_rows` describes it
+                row = plan.entity_rows[eid]
+                name, count, etype, aliases = row["name"], 0, row["type"], ()
+            shared.setdefault(memory.slug, []).append(
+                _Shared(
+                    int(count or 0) + gained[eid],
+                    eid,
+                    str(name or ""),
+                    str(etype or ""),
+                    tuple(aliases or ()),
+                )
+            )
+            # As the graph gives it back (`jsonable`): `_nearest` compares it with the olders'.
+            where[memory.slug] = (memory.meta.scope_hash, jsonable(memory.meta.created_at))
+    rows = judged_rows(batch)
+    judged = {slug for added in rows.values() for _, slug in added}
+    unwritten = _Unwritten(
+        rows=rows,
+        texts={m.slug: pair_texts(m.meta.title, m.body) for m in batch if m.slug in judged},
+        mentions=named,
+        fresh=frozenset(set(ids) - stored.keys()),
+    )
+    linked = {
+        pair
+        for m in batch
+        for edge in supersede_edges(m)
+        for pair in ((edge["newer"], edge["older"]), (edge["older"], edge["newer"]))
+    }
+    return _ranked_pairs(
+        graph,
+        newers,
+        shared,
+        where,
+        linked,
+        limit,
+        newest=newest,
+        hub=hub,
+        kept=kept,
+        added=unwritten,
+    )
+
+
 def _ranked_pairs(
     graph: GraphStore,
     newers: Sequence[Memory],
@@ -227,6 +334,7 @@ def _ranked_pairs(
     newest: int | None = _NEWEST,
     hub: int = _HUB,
     kept: MentionLists | None = None,
+    added: _Unwritten | None = None,
 ) -> dict[str, list[Pair]]:
     """The pairs of `find_pairs_many` from the newer memories' entities (`shared`), scopes
     and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`).
@@ -234,8 +342,8 @@ def _ranked_pairs(
     A hub entity's older memories are read only as far as its `newest` (all of them when
     None); a newer memory whose judging would read past the end of such a list is judged
     again from full lists, so the pairs are the same as from full lists. `kept`: lists
-    read before, still good (`MentionLists`)."""
-    mentioned, cut = _mentioned(graph, shared, where, newest, hub, kept)
+    read before, still good (`MentionLists`); `added`: what a batch not yet written adds."""
+    mentioned, cut = _mentioned(graph, shared, where, newest, hub, kept, added)
     everyone = sorted({row for rows in mentioned.values() for row in rows}, key=lambda r: r[1])
     everyone.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
     rank = {row: i for i, row in enumerate(everyone)}
@@ -267,7 +375,9 @@ def _ranked_pairs(
     full: dict[str, list[Pair]] = {}
     if again:
         mine = {m.slug: shared[m.slug] for m in again}
-        full = _ranked_pairs(graph, again, mine, where, linked, limit, newest=None, kept=kept)
+        full = _ranked_pairs(
+            graph, again, mine, where, linked, limit, newest=None, kept=kept, added=added
+        )
     olders = sorted({o for picks in chosen.values() for o, _ in picks})
     # Which of its newer memory's tools and libraries each chosen older one mentions: a
     # list read in full or as far as the older one says; past a hub's last row read, its
@@ -286,19 +396,17 @@ def _ranked_pairs(
                     unsure.add((o, e.id))
                 elif o in members.get(key, ()):
                     mentions.setdefault(o, set()).add(e.id)
-    if unsure:
-        for o, eid in graph.cypher(
-            _MENTIONS_OF,
-            {"slugs": sorted({o for o, _ in unsure}), "ids": sorted({i for _, i in unsure})},
-            limit=10_000_000,
-        ).rows:
-            if (str(o), str(eid)) in unsure:
-                mentions.setdefault(str(o), set()).add(str(eid))
-    texts = _texts(graph, olders, kept)
-    by_count = {m: sorted(shared[m], key=lambda e: (e.count, e.id)) for m in chosen}
+    _edges_say(graph, unsure, added, mentions)
+    texts = _texts(graph, olders, kept, added)
+    # Each tool or library as a `Name` once, not once per pair that shares it.
+    names = {e.id: _name(e) for m in chosen for e in shared[m] if e.type in GRAPH_CHOICE_TYPES}
+    by_count = {
+        m: [e for e in sorted(shared[m], key=lambda e: (e.count, e.id)) if e.name and e.id in names]
+        for m in chosen
+    }
     out = {
         m: [
-            Pair(o, texts[o], e.id, e.name, _known(by_count[m], mentions.get(o, set())))
+            Pair(o, texts[o], e.id, e.name, _known(by_count[m], mentions.get(o, set()), names))
             for o, e in picks
         ]
         for m, picks in chosen.items()
@@ -313,11 +421,13 @@ def _mentioned(
     newest: int | None,
     hub: int,
     kept: MentionLists | None = None,
+    added: _Unwritten | None = None,
 ) -> tuple[dict[tuple[str, str], list[tuple[Any, str]]], dict[tuple[str, str], int]]:
     """Per (entity, scope), the older memories mentioning it as (created_at, slug); and the
     lists read only as far as their `newest` (a hub's), with how many rows were read. The
     lists `kept` holds for every scope asked are not read again (a list it holds cut short
-    only when `newest` allows one); those read are kept."""
+    only when `newest` allows one); those read are kept. `added`: a batch not yet written,
+    whose memories join the lists (an entity it creates has no other)."""
     mentioned: dict[tuple[str, str], list[tuple[Any, str]]] = {}
     cut: dict[tuple[str, str], int] = {}
     if not shared:
@@ -327,7 +437,7 @@ def _mentioned(
     generation = graph.recall_generation
     wanted = [(eid, scope) for eid in counts for scope in scopes]
     held = {} if kept is None else kept.lists(generation, wanted)
-    known: Lists = {}
+    known = _with_batch({}, added, scopes)
     for eid in counts:
         lists = [held.get((eid, scope)) for scope in scopes]
         if all(x is not None and (newest is not None or not x[1]) for x in lists):
@@ -367,6 +477,7 @@ def _mentioned(
             read[(eid, scope)] = (newest_first, len(found) >= (newest or 0))
     if kept is not None:
         kept.keep(generation, graph.recall_generation, read)
+    known, read = _with_batch(known, added), _with_batch(read, added)
     for key, (older, short) in (*known.items(), *read.items()):
         if older:
             mentioned[key] = older
@@ -375,11 +486,54 @@ def _mentioned(
     return mentioned, cut
 
 
-def _texts(graph: GraphStore, slugs: list[str], kept: MentionLists | None) -> dict[str, str]:
+def _edges_say(
+    graph: GraphStore,
+    unsure: set[tuple[str, str]],
+    added: _Unwritten | None,
+    mentions: dict[str, set[str]],
+) -> None:
+    """Into `mentions`, which of the `unsure` (older memory, entity) pairs are mentions: a
+    batch not yet written (`added`) knows its own, the graph's edges say for the rest."""
+    if added is not None:
+        for o, eid in [(o, eid) for o, eid in sorted(unsure) if o in added.mentions]:
+            unsure.discard((o, eid))
+            if eid in added.mentions[o]:
+                mentions.setdefault(o, set()).add(eid)
+    if not unsure:
+        return
+    for o, eid in graph.cypher(
+        _MENTIONS_OF,
+        {"slugs": sorted({o for o, _ in unsure}), "ids": sorted({i for _, i in unsure})},
+        limit=10_000_000,
+    ).rows:
+        if (str(o), str(eid)) in unsure:
+            mentions.setdefault(str(o), set()).add(str(eid))
+
+
+def _with_batch(lists: Lists, added: _Unwritten | None, scopes: Sequence[str] = ()) -> Lists:
+    """The lists with a batch's memories in their places (`merged_rows`); with `scopes`,
+    instead the empty lists of the entities it creates (no stored memory mentions them)."""
+    if added is None:
+        return lists
+    if scopes:
+        return {(e, scope): ([], False) for e in added.fresh for scope in scopes}
+    return {
+        key: (merged_rows(older, added.rows[key], short=short), short)
+        if key in added.rows
+        else (older, short)
+        for key, (older, short) in lists.items()
+    }
+
+
+def _texts(
+    graph: GraphStore, slugs: list[str], kept: MentionLists | None, added: _Unwritten | None
+) -> dict[str, str]:
     """The older memories' texts as judging reads them (`pair_texts`), those `kept` holds
-    not read again; those read are kept."""
+    or a batch not yet written has (`added`) not read; those read are kept."""
     generation = graph.recall_generation
-    texts = {} if kept is None else kept.texts(generation, slugs)
+    texts = {} if added is None else {s: added.texts[s] for s in slugs if s in added.texts}
+    if kept is not None:
+        texts.update(kept.texts(generation, [s for s in slugs if s not in texts]))
     missing = [slug for slug in slugs if slug not in texts]
     if missing:
         read = {
@@ -396,13 +550,17 @@ def _texts(graph: GraphStore, slugs: list[str], kept: MentionLists | None) -> di
     return texts
 
 
-def _known(entities: list[_Shared], mentioned: set[str]) -> tuple[Name, ...]:
-    """The tools and libraries of a newer memory's `entities` an older one mentions."""
-    return tuple(
-        Name(s.name, tuple(dict.fromkeys([s.name, *s.aliases])), s.type)
-        for s in entities
-        if s.type in GRAPH_CHOICE_TYPES and s.name and s.id in mentioned
-    )
+def _name(entity: _Shared) -> Name:
+    """A tool or library the graph knows, as judging reads it: its name and aliases."""
+    return Name(entity.name, tuple(dict.fromkeys([entity.name, *entity.aliases])), entity.type)
+
+
+def _known(
+    entities: list[_Shared], mentioned: set[str], names: dict[str, Name]
+) -> tuple[Name, ...]:
+    """The tools and libraries of a newer memory's `entities` (named ones of
+    `GRAPH_CHOICE_TYPES`, in order) an older one mentions."""
+    return tuple(names[s.id] for s in entities if s.id in mentioned)
 
 
 def _nearest(

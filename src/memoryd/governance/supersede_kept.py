@@ -217,6 +217,32 @@ class MentionLists:
                 self._at = before + 1
                 self._entities.clear()  # its mentions moved some counts
 
+    def wrote_many(self, graph: GraphStore, memories: Sequence[Memory], before: int) -> None:
+        """`wrote` for a batch that one write added (`record_many`): its memories join the
+        lists they belong to, in order, so the next batch does not read a hub again."""
+        with self._lock:
+            if self._at != before or graph.recall_generation != before + 1:
+                self._forget(graph.recall_generation)
+                return
+            self._at = before + 1
+            self._entities.clear()  # the batch's mentions moved their counts
+            rows = judged_rows(memories)
+            for key, added in rows.items():
+                held = self._lists.get(key)
+                if held is None and key[1] in self._whole:
+                    held = ([], False)  # a scope read whole: no older memory mentioned it
+                if held is not None:
+                    merged = merged_rows(held[0], added, short=held[1])
+                    self._rows += len(merged) - len(held[0])
+                    self._lists[key] = (merged, held[1])
+            judged = {slug for added in rows.values() for _, slug in added}
+            for memory in memories:
+                if memory.slug in judged:
+                    self._texts[memory.slug] = pair_texts(memory.meta.title, memory.body)
+                    self._rows += 1
+            if self._rows > _KEPT_ROWS:
+                self._forget(self._at)
+
     def _check(self, generation: int) -> None:
         if self._at != generation:
             self._forget(generation)
@@ -238,3 +264,38 @@ def _judged(memory: Memory) -> bool:
         and not memory.sensitive
         and meta.decay_state is not DecayState.FORGOTTEN
     )
+
+
+def judged_rows(memories: Sequence[Memory]) -> dict[tuple[str, str], list[tuple[Any, str]]]:
+    """Per (entity id, scope hash), the memories of a batch that judging reads as older ones
+    of that entity (a judged type, not sensitive, not forgotten), as the graph will hold
+    them once written: (created_at as the graph gives it back, slug)."""
+    out: dict[tuple[str, str], list[tuple[Any, str]]] = {}
+    for memory in memories:
+        if not _judged(memory):
+            continue
+        meta = memory.meta
+        row = (jsonable(meta.created_at), meta.slug)
+        for _, eid in graph_rows([memory]).mentions:
+            out.setdefault((eid, meta.scope_hash), []).append(row)
+    return out
+
+
+def merged_rows(
+    rows: list[tuple[Any, str]], added: Sequence[tuple[Any, str]], *, short: bool
+) -> list[tuple[Any, str]]:
+    """`rows` (newest first, by slug among equal times) with `added` in their places; of a
+    list read only as far as its newest (`short`), those that would fall past its last row
+    are left out: what lies there is unknown, and judging reads it again when it gets there."""
+    held = set(rows)
+    extra = [row for row in dict.fromkeys(added) if row not in held]
+    if not extra:
+        return list(rows)
+    if short and rows:
+        last = rows[-1]
+        extra = [r for r in extra if r[0] > last[0] or (r[0] == last[0] and r[1] < last[1])]
+    elif short:
+        extra = []
+    out = sorted([*rows, *extra], key=lambda r: r[1])
+    out.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
+    return out

@@ -6,9 +6,10 @@ choices), so `bench/supersede.py` measures them exactly as the service runs them
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 from memoryd.governance.supersede_names import (
     CODE_KIND,
@@ -135,6 +136,7 @@ _TITLE_STOP = frozenset(
 )
 
 
+@lru_cache(maxsize=8192)
 def _title(text: str) -> str:
     """A memory's title as a record's subject: its first line without a heading mark,
     a record number or an `ADR-12:` label."""
@@ -161,15 +163,17 @@ def _retires_record(newer: str, older: str, known: Sequence[Name]) -> Verdict | 
     memory's title is about: every content word of that title (two or more, or one name)
     is in the retired object. Evidence naming both sides: the object is the older
     record's subject."""
-    subject = _TITLE_CHOICE.sub("", _title(older))
-    stems = _content_stems(subject)
+    retired = _retired(newer)
+    if not retired:
+        return None  # nothing retired: the older memory's title is not read
+    subject, stems = _subject_stems(older)
     named = len(stems) == 1 and (
         name_of(subject, known, within=0) is not None or code_name(subject) is not None
     )
     if not stems or len(stems) > 4 or (len(stems) < 2 and not named):
         return None
-    for sentence, obj, retired in _retired(newer):
-        if set(stems) <= retired:
+    for sentence, obj, words in retired:
+        if set(stems) <= words:
             return Verdict(
                 RETIRES,
                 f"rule retires-record: the newer memory retires {obj.strip()!r}, what the"
@@ -178,6 +182,14 @@ def _retires_record(newer: str, older: str, known: Sequence[Name]) -> Verdict | 
                 subject,
             )
     return None
+
+
+@lru_cache(maxsize=8192)
+def _subject_stems(text: str) -> tuple[str, tuple[str, ...]]:
+    """What a record's title is about and its content stems, read once per older memory
+    (a batch judges each older one against many newer ones)."""
+    subject = _TITLE_CHOICE.sub("", _title(text))
+    return subject, tuple(_content_stems(subject))
 
 
 @lru_cache(maxsize=4096)
@@ -393,13 +405,23 @@ _CHOICE = _rx(
 )
 
 
+@lru_cache(maxsize=8192)
+def _chosen_values(text: str) -> Mapping[str, Name] | None:
+    """The lexicon's single-valued names in a text that states a choice, by name (None: no
+    choice stated), read once per text: a batch judges each older memory many times. The
+    callers only read it."""
+    if not _CHOICE.search(text):
+        return None
+    return MappingProxyType({n.name: n for _, n in names_in(text) if n.kind in SINGLE_VALUED_KINDS})
+
+
 def _single_valued(newer: str, older: str) -> Verdict | None:
     """A different current value for a single-valued choice, without replacement words:
     "we use pnpm" after "we use npm". Never automatic: the prompt's 0.6–0.85 band."""
-    if not _CHOICE.search(newer) or not _CHOICE.search(older):
+    new_values = _chosen_values(newer)
+    old_values = None if new_values is None else _chosen_values(older)
+    if new_values is None or old_values is None:
         return None
-    new_values = {n.name: n for _, n in names_in(newer) if n.kind in SINGLE_VALUED_KINDS}
-    old_values = {n.name: n for _, n in names_in(older) if n.kind in SINGLE_VALUED_KINDS}
     for name, new in new_values.items():
         if name in old_values:
             continue

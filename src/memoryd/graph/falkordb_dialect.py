@@ -58,8 +58,8 @@ def translate(statement: str) -> str:
     out = _LOWER.sub("toLower(", out)
     out = _substrings(out)
     out = _EXISTS.sub(_exists, out)
-    # No regular expressions in FalkorDB: the filter keeps every row. memoryd uses one only
-    # to narrow what it then matches again in Python (`domain.superseding._speakers`).
+    # No regular expressions in FalkorDB: the filter keeps every row (memoryd's own queries
+    # use none; `domain.superseding._speakers` filters on plain words, then in Python).
     out = _REGEXP.sub("true", out)
     return _anchor(_LABEL.sub(r"labels(\1)[0]", out))
 
