@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from memoryd.errors import (
     NotFound,
     StorageError,
 )
+from memoryd.extraction.linking import KnownEntity
 from memoryd.governance.decay import decay_moves
 from memoryd.journal import IntentItem, remove_temp_files
 from memoryd.models import (
@@ -78,7 +80,12 @@ class Ingest(ServiceCore):
             if not bulk:
                 for memory in memories:
                     self._check_links(memory)
-            self._extract(memories)
+            batches = list(iter_batches(memories, BULK_BATCH))
+            # More than one bulk batch: each batch after the first is extracted while the one
+            # before it is written (`_write_extracting`), all against the entities known now.
+            ahead = bulk and len(batches) > 1 and self.extractor is not None
+            known = self._known_entities() if ahead else None
+            self._extract(batches[0] if ahead else memories, known)
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
         if not bulk and len(memories) == 1:
@@ -93,8 +100,11 @@ class Ingest(ServiceCore):
                 return [memory]
         written: list[Memory] = []
         with fewer_collections():
-            for batch in iter_batches(memories, BULK_BATCH):
-                self._write_batch(batch, sync_each=not bulk)
+            for number, batch in enumerate(batches, 1):
+                if ahead and number < len(batches):
+                    self._write_extracting(batch, batches[number], known)
+                else:
+                    self._write_batch(batch, sync_each=not bulk)
                 written.extend(batch)
         self._queue_sessions(written)
         superseded = self._judge_written(written, use_llm=not bulk)
@@ -104,6 +114,32 @@ class Ingest(ServiceCore):
             changed = {newer for newer, _ in superseded}
             written = [self._load(m.slug) if m.slug in changed else m for m in written]
         return written
+
+    def _write_extracting(
+        self, batch: list[Memory], following: list[Memory], known: list[KnownEntity] | None
+    ) -> None:
+        """Write a bulk batch while the next one is extracted in a thread: the graph's
+        statements and commit run outside the GIL, the worker process takes the chunks the
+        thread cannot (`extraction.workers`). Both end before this returns; the write's
+        error comes first. An extraction that fails leaves the batches before written, as a
+        later batch whose write fails does, and raises."""
+        failed: list[BaseException] = []
+
+        def extract() -> None:
+            try:
+                with one_batch():
+                    self._extract(following, known)
+            except BaseException as exc:  # raised in the caller's thread, below
+                failed.append(exc)
+
+        beside = threading.Thread(target=extract, name="memoryd-extract-ahead")
+        beside.start()
+        try:
+            self._write_batch(batch, sync_each=False)
+        finally:
+            beside.join()
+        if failed:
+            raise failed[0]
 
     # -- graph facts (the MCP memory-server tools) ----------------------------------------
     def record_graph_facts(
