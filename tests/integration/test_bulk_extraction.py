@@ -115,6 +115,33 @@ def test_a_killed_worker_costs_only_time(single: Extractor, shared: Extractor) -
     assert shared._worker.pid() not in (None, first)  # the next big batch started another
 
 
+def test_an_answer_that_cannot_be_read_costs_only_time(
+    single: Extractor, shared: Extractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's extractions come back as tuples (`workers.pack`); one that does not
+    unpack stops that worker and its chunks are extracted here."""
+    batch = texts(workers.PARALLEL_MIN)
+    expected = dumps(single, batch)
+    assert shared._worker is not None
+    assert dumps(shared, batch) == expected  # started and warm
+    called: list[object] = []
+
+    def unreadable(packed: object) -> list[object]:
+        called.append(packed)
+        raise ValueError("not a packed chunk")
+
+    monkeypatch.setattr(workers, "unpack", unreadable)
+    for _ in range(3):  # the warm worker answers a chunk of one of them
+        assert dumps(shared, batch) == expected
+        if called:
+            break
+    assert called
+    assert shared._worker.pid() is None  # stopped; the next big batch starts another
+    monkeypatch.undo()
+    assert dumps(shared, batch) == expected
+    assert shared._worker.pid() is not None
+
+
 def test_an_idle_worker_stops_and_the_next_big_batch_starts_another(
     single: Extractor, shared: Extractor, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from memoryd.models import Extraction
+from memoryd.models import Extraction, ProposedEntity, ProposedRelation
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,39 @@ def receive(stream: IO[bytes]) -> Any:
     if len(data) < size:
         raise EOFError("the pipe closed inside a message")
     return pickle.loads(data)
+
+
+_ENTITY = tuple(ProposedEntity.model_fields)
+_RELATION = tuple(ProposedRelation.model_fields)
+Packed = list[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[str], list[str]]]
+
+
+def pack(found: Iterable[Extraction]) -> Packed:
+    """A chunk's extractions as plain tuples for the pipe: unpickling models costs the
+    receiving process about as much again per model as building them from tuples."""
+    return [
+        (
+            [tuple(getattr(e, f) for f in _ENTITY) for e in x.entities],
+            [tuple(getattr(r, f) for f in _RELATION) for r in x.relations],
+            x.stages,
+            x.notes,
+        )
+        for x in found
+    ]
+
+
+def unpack(packed: Packed) -> list[Extraction]:
+    """`pack`'s extractions again, unvalidated: the worker built them from validated ones."""
+    entity, relation = ProposedEntity.model_construct, ProposedRelation.model_construct
+    return [
+        Extraction.model_construct(
+            entities=[entity(**dict(zip(_ENTITY, e, strict=True))) for e in entities],
+            relations=[relation(**dict(zip(_RELATION, r, strict=True))) for r in relations],
+            stages=stages,
+            notes=notes,
+        )
+        for entities, relations, stages, notes in packed
+    ]
 
 
 class _Batch:
@@ -246,11 +279,19 @@ class ExtractionWorker:
                 answer = receive(process.stdout)
                 if isinstance(answer, str):  # the worker's error, said once
                     raise RuntimeError(answer)
+                found = unpack(answer)
                 with batch.cond:
-                    batch.done[i] = answer
+                    batch.done[i] = found
                     batch.cond.notify_all()
                 self.chunks_done += 1
-        except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as exc:
+        except (
+            OSError,
+            EOFError,
+            RuntimeError,
+            TypeError,
+            ValueError,
+            pickle.UnpicklingError,
+        ) as exc:
             log.warning("the extraction worker stopped (%s); extracting in this process", exc)
             self._stop_broken()
         finally:
