@@ -81,8 +81,9 @@ class Ingest(ServiceCore):
                 for memory in memories:
                     self._check_links(memory)
             batches = list(iter_batches(memories, BULK_BATCH))
-            # More than one bulk batch: each batch after the first is extracted while the one
-            # before it is written (`_write_extracting`), all against the entities known now.
+            # More than one bulk batch: the worker extracts each batch after the first while
+            # the one before it is written (`_write_extracting`), all against the entities
+            # known now.
             ahead = bulk and len(batches) > 1 and self.extractor is not None
             known = self._known_entities() if ahead else None
             self._extract(batches[0] if ahead else memories, known)
@@ -118,17 +119,18 @@ class Ingest(ServiceCore):
     def _write_extracting(
         self, batch: list[Memory], following: list[Memory], known: list[KnownEntity] | None
     ) -> None:
-        """Write a bulk batch while the next one is extracted in a thread: the graph's
-        statements and commit run outside the GIL, the worker process takes the chunks the
-        thread cannot (`extraction.workers`). Both end before this returns; the write's
-        error comes first. An extraction that fails leaves the batches before written, as a
-        later batch whose write fails does, and raises."""
+        """Write a bulk batch while the worker process extracts the next one; this process
+        joins that extraction once the write is done (extracting beside the write here
+        slowed it more than it gained: the write's threads and the extraction share the
+        GIL). Both end before this returns; the write's error comes first. An extraction
+        that fails leaves the batches before it written, as a later failed write does."""
         failed: list[BaseException] = []
+        written = threading.Event()
 
         def extract() -> None:
             try:
                 with one_batch():
-                    self._extract(following, known)
+                    self._extract(following, known, written)
             except BaseException as exc:  # raised in the caller's thread, below
                 failed.append(exc)
 
@@ -137,6 +139,7 @@ class Ingest(ServiceCore):
         try:
             self._write_batch(batch, sync_each=False)
         finally:
+            written.set()
             beside.join()
         if failed:
             raise failed[0]

@@ -115,6 +115,18 @@ def unpack(packed: Packed) -> list[Extraction]:
     ]
 
 
+def waited(
+    local: Callable[[Iterable[tuple[str, str]]], Iterator[Extraction]],
+    texts: Iterable[tuple[str, str]],
+    after: threading.Event | None,
+) -> Iterator[Extraction]:
+    """`local(texts)` once `after` is set (a batch extracted ahead of its turn waits in this
+    process while the worker, if any, starts at once)."""
+    if after is not None:
+        after.wait()
+    yield from local(texts)
+
+
 class _Batch:
     """One batch's chunks, shared by the generator (head) and the feeding thread (tail)."""
 
@@ -216,19 +228,22 @@ class ExtractionWorker:
         texts: Iterable[tuple[str, str]],
         known: Sequence[object],
         local: Callable[[Iterable[tuple[str, str]]], Iterator[Extraction]],
+        after: threading.Event | None = None,
     ) -> Iterator[Extraction]:
-        """Each text's extraction in order; `local` extracts a chunk in this process. A
-        batch shorter than `PARALLEL_MIN` is all extracted here."""
+        """Each text's extraction in order; `local` extracts a chunk in this process, only
+        once `after` is set (the worker takes chunks from the start: a batch extracted
+        while this process writes the one before). A batch shorter than `PARALLEL_MIN` is
+        all extracted here."""
         if not isinstance(texts, Sequence) or len(texts) < PARALLEL_MIN:
-            yield from local(texts)
+            yield from waited(local, texts, after)
             return
         if not self._busy.acquire(blocking=False):
-            yield from local(texts)
+            yield from waited(local, texts, after)
             return
         try:
             if self._idle is not None:
                 self._idle.cancel()
-            yield from self._shared(texts, known, local)
+            yield from self._shared(texts, known, local, after)
         finally:
             if self._process is not None:
                 self._idle = threading.Timer(IDLE_S, self._stop_when_idle, (self._batches,))
@@ -241,6 +256,7 @@ class ExtractionWorker:
         texts: Texts,
         known: Sequence[object],
         local: Callable[[Iterable[tuple[str, str]]], Iterator[Extraction]],
+        after: threading.Event | None,
     ) -> Iterator[Extraction]:
         batch = _Batch([texts[i : i + CHUNK] for i in range(0, len(texts), CHUNK)])
         self._batches += 1
@@ -252,6 +268,8 @@ class ExtractionWorker:
         )
         feeder.start()
         try:
+            if after is not None:
+                after.wait()
             while (i := batch.take_head()) is not None:
                 yield from local(batch.chunks[i])
             for i in range(batch.head, len(batch.chunks)):
