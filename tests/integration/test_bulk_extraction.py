@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memoryd.config import Settings, load_settings
+from memoryd.domain import ingest
 from memoryd.errors import StorageError
 from memoryd.extraction import workers
 from memoryd.extraction.linking import KnownEntity
 from memoryd.extraction.pipeline import Extractor
-from memoryd.models import EntityType, MemoryDraft, MemoryType
+from memoryd.models import EntityType, Memory, MemoryDraft, MemoryType
 from memoryd.service import MemoryService
+from memoryd.wiring import open_service
 
 TOOLS = ["PostgreSQL", "Redis", "Kafka", "pytest", "Docker", "GraphQL", "DuckDB", "FastAPI"]
 
@@ -110,6 +115,33 @@ def test_a_killed_worker_costs_only_time(single: Extractor, shared: Extractor) -
     assert shared._worker.pid() not in (None, first)  # the next big batch started another
 
 
+def test_an_answer_that_cannot_be_read_costs_only_time(
+    single: Extractor, shared: Extractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's extractions come back as tuples (`workers.pack`); one that does not
+    unpack stops that worker and its chunks are extracted here."""
+    batch = texts(workers.PARALLEL_MIN)
+    expected = dumps(single, batch)
+    assert shared._worker is not None
+    assert dumps(shared, batch) == expected  # started and warm
+    called: list[object] = []
+
+    def unreadable(packed: object) -> list[object]:
+        called.append(packed)
+        raise ValueError("not a packed chunk")
+
+    monkeypatch.setattr(workers, "unpack", unreadable)
+    for _ in range(3):  # the warm worker answers a chunk of one of them
+        assert dumps(shared, batch) == expected
+        if called:
+            break
+    assert called
+    assert shared._worker.pid() is None  # stopped; the next big batch starts another
+    monkeypatch.undo()
+    assert dumps(shared, batch) == expected
+    assert shared._worker.pid() is not None
+
+
 def test_an_idle_worker_stops_and_the_next_big_batch_starts_another(
     single: Extractor, shared: Extractor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,3 +219,141 @@ def test_a_batch_with_a_sensitive_memory_is_never_sent_to_the_worker(
         if worker.chunks_done > before:
             break
     assert worker.chunks_done > before
+
+
+def extracted(memories: list[Memory]) -> dict[str, tuple[object, object]]:
+    """Each memory's extracted observations and relations, by title."""
+    return {
+        m.meta.title: (
+            list(m.meta.observations),
+            [r.model_dump() for r in m.meta.relations],
+        )
+        for m in memories
+    }
+
+
+def entities(svc: MemoryService) -> list[tuple[object, ...]]:
+    """The graph's entities less their times (each home records at its own time)."""
+    return sorted(
+        (e.id, e.name, e.type, e.aliases, e.mention_count, e.scope_hash)
+        for e in svc.graph.entity_catalogue()
+    )
+
+
+def one_home(settings: Settings, name: str) -> MemoryService:
+    return open_service(
+        load_settings(
+            settings.home.parent / name,
+            graph={"engine": settings.graph.engine, "buffer_pool_mb": 128},
+            lock_timeout_s=1.0,
+        )
+    )
+
+
+def test_a_call_past_bulk_batch_has_the_worker_extract_each_batch_beside_the_write_before_it(
+    svc: MemoryService, settings: Settings, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a write batch is written, the worker extracts the next one (this process joins
+    once the write is done), against the entities known before the call: what is stored is
+    what one extraction of the whole call stores (the reference home writes the drafts as one
+    batch)."""
+    worker = svc.extractor._worker if isinstance(svc.extractor, Extractor) else None
+    if worker is None:
+        pytest.skip("one core: extraction stays in one process")
+    size = workers.PARALLEL_MIN
+    with one_home(settings, "reference") as one:
+        reference = extracted(one.record_many(drafts(project, 2 * size + 10)))
+        reference_entities = entities(one)
+    monkeypatch.setattr(ingest, "BULK_BATCH", size)
+    seen: list[str] = []
+    extract, write = svc._extract, svc.graph.upsert_memories
+
+    def _extract(memories: list[Memory], *rest: Any) -> None:
+        seen.append(f"extract {len(memories)}")
+        extract(memories, *rest)
+
+    def upsert(batch: list[Memory], **kwargs: Any) -> None:
+        if kwargs.get("new") and not any(s.startswith("write") for s in seen):
+            before, deadline = worker.chunks_done, time.monotonic() + 30
+            while worker.chunks_done == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+            beside = "the worker extracting" if worker.chunks_done > before else "nothing"
+            seen.append(f"write {len(batch)} beside {beside}")
+        elif kwargs.get("new"):  # not judging's decisions, written after the batches
+            seen.append(f"write {len(batch)}")
+        write(batch, **kwargs)
+
+    monkeypatch.setattr(svc, "_extract", _extract)
+    monkeypatch.setattr(svc.graph, "upsert_memories", upsert)
+    written = svc.record_many(drafts(project, 2 * size + 10))
+    monkeypatch.undo()
+    assert seen == [
+        f"extract {size}",
+        f"extract {size}",
+        f"write {size} beside the worker extracting",
+        "extract 10",  # too short to share: extracted here once the write is done
+        f"write {size}",
+        "write 10",
+    ]
+    assert not [t for t in threading.enumerate() if t.name == "memoryd-extract-ahead"]
+    assert extracted(written) == reference
+    assert extracted([svc.get(m.slug) for m in written]) == reference
+    assert entities(svc) == reference_entities
+    assert svc.consistency() == (set(), set(), set())
+
+
+def test_an_extraction_that_fails_ahead_leaves_the_batches_before_written(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second batch's extraction fails while the first is written: the first stays (as
+    when a later batch's write fails), nothing of the others is anywhere, the error is said."""
+    monkeypatch.setattr(ingest, "BULK_BATCH", 10)
+    extract = svc._extract
+    calls: list[int] = []
+
+    def _extract(memories: list[Memory], *known: Any) -> None:
+        calls.append(len(memories))
+        if len(calls) == 2:
+            raise StorageError("the extraction of the second batch broke")
+        extract(memories, *known)
+
+    monkeypatch.setattr(svc, "_extract", _extract)
+    batch = drafts(project, 30)
+    with pytest.raises(StorageError, match="second batch broke"):
+        svc.record_many(batch)
+    monkeypatch.undo()
+    assert calls == [10, 10]
+    titles = {svc.get(slug).meta.title for slug in svc.graph.memory_slugs()}
+    assert titles == {d.title for d in batch[:10]}
+    assert len(svc.index.slugs()) == 10
+    assert len(list(svc.vault.iter_files())) == 10
+    assert svc.consistency() == (set(), set(), set())
+    assert not [t for t in threading.enumerate() if t.name == "memoryd-extract-ahead"]
+
+
+def test_a_write_that_fails_while_the_next_batch_is_extracted_leaves_nothing_of_it(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch's graph write fails while the second is extracted beside it: the
+    write's error is raised once the extraction has ended, and nothing is written."""
+    monkeypatch.setattr(ingest, "BULK_BATCH", 10)
+    extract = svc._extract
+    ended: list[int] = []
+
+    def _extract(memories: list[Memory], *known: Any) -> None:
+        extract(memories, *known)
+        ended.append(len(memories))
+
+    def broken(batch: list[object], **_: object) -> None:
+        raise StorageError("the graph refused the batch")
+
+    monkeypatch.setattr(svc, "_extract", _extract)
+    monkeypatch.setattr(svc.graph, "upsert_memories", broken)
+    with pytest.raises(StorageError, match="refused the batch"):
+        svc.record_many(drafts(project, 30))
+    monkeypatch.undo()
+    assert ended == [10, 10]  # the second batch's extraction ended before the error came
+    assert svc.graph.memory_slugs() == set()
+    assert svc.index.slugs() == set()
+    assert list(svc.vault.iter_files()) == []
+    assert svc.consistency() == (set(), set(), set())

@@ -468,20 +468,20 @@ class ServiceCore(Writes):
             raise StorageError(f"memory {memory.slug} has no file path")
         return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
 
-    def _extract(self, memories: Sequence[Memory]) -> None:
-        """Fill observations and relations from the text (spaCy rules, then the LLM if set).
-
-        Results land in the frontmatter, so `reindex` rebuilds the same graph without
-        extracting again. A sensitive memory is extracted in memory, in this process only (its
-        results go to its encrypted file; the on-disk graph keeps a skeleton) and reaches the
-        LLM only with `llm.allow_sensitive`.
-        """
+    def _extract(
+        self, memories: Sequence[Memory], known: list[KnownEntity] | None = None, after: Any = None
+    ) -> None:
+        """Fill observations and relations from the text (spaCy rules, then the LLM if set),
+        against `known` (default: the graph's entities now); `after`: `Extractor.extract_many`.
+        Results land in the frontmatter, so `reindex` rebuilds the same graph. A sensitive
+        memory is extracted in memory, in this process only (its results go to its encrypted
+        file; the on-disk graph keeps a skeleton); the LLM sees it with `llm.allow_sensitive`."""
         if self.extractor is None or not memories:
             return
-        known = self._known_entities()
+        known = self._known_entities() if known is None else known
         texts = [(memory.meta.title, memory.body) for memory in memories]
         sealed = any(memory.sensitive for memory in memories)  # not sent to the worker
-        proposed = self.extractor.extract_many(texts, known=known, share=not sealed)
+        proposed = self.extractor.extract_many(texts, known=known, share=not sealed, after=after)
         for memory, found in zip(memories, proposed, strict=True):
             if self.llm is not None and (not memory.sensitive or self.llm_allow_sensitive):
                 from memoryd.llm.extract import extract_with_llm

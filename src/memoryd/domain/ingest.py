@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from memoryd.errors import (
     NotFound,
     StorageError,
 )
+from memoryd.extraction.linking import KnownEntity
 from memoryd.governance.decay import decay_moves
 from memoryd.journal import IntentItem, remove_temp_files
 from memoryd.models import (
@@ -83,7 +85,13 @@ class Ingest(ServiceCore):
             if not bulk:
                 for memory in memories:
                     self._check_links(memory)
-            self._extract(memories)
+            batches = list(iter_batches(memories, BULK_BATCH))
+            # More than one bulk batch: the worker extracts each batch after the first while
+            # the one before it is written (`_write_extracting`), all against the entities
+            # known now.
+            ahead = bulk and len(batches) > 1 and self.extractor is not None
+            known = self._known_entities() if ahead else None
+            self._extract(batches[0] if ahead else memories, known)
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
         if not bulk and len(memories) == 1:
@@ -114,8 +122,11 @@ class Ingest(ServiceCore):
                 return memories
         written: list[Memory] = []
         with fewer_collections():
-            for batch in iter_batches(memories, BULK_BATCH):
-                self._write_batch(batch, sync_each=not bulk)
+            for number, batch in enumerate(batches, 1):
+                if ahead and number < len(batches):
+                    self._write_extracting(batch, batches[number], known)
+                else:
+                    self._write_batch(batch, sync_each=not bulk)
                 written.extend(batch)
         self._queue_sessions(written)
         superseded = self._judge_written(written, use_llm=not bulk)
@@ -125,6 +136,34 @@ class Ingest(ServiceCore):
             changed = {newer for newer, _ in superseded}
             written = [self._load(m.slug) if m.slug in changed else m for m in written]
         return written
+
+    def _write_extracting(
+        self, batch: list[Memory], following: list[Memory], known: list[KnownEntity] | None
+    ) -> None:
+        """Write a bulk batch while the worker process extracts the next one; this process
+        joins that extraction once the write is done (extracting beside the write here
+        slowed it more than it gained: the write's threads and the extraction share the
+        GIL). Both end before this returns; the write's error comes first. An extraction
+        that fails leaves the batches before it written, as a later failed write does."""
+        failed: list[BaseException] = []
+        written = threading.Event()
+
+        def extract() -> None:
+            try:
+                with one_batch():
+                    self._extract(following, known, written)
+            except BaseException as exc:  # raised in the caller's thread, below
+                failed.append(exc)
+
+        beside = threading.Thread(target=extract, name="memoryd-extract-ahead")
+        beside.start()
+        try:
+            self._write_batch(batch, sync_each=False)
+        finally:
+            written.set()
+            beside.join()
+        if failed:
+            raise failed[0]
 
     # -- graph facts (the MCP memory-server tools) ----------------------------------------
     def record_graph_facts(

@@ -399,12 +399,13 @@ class Extractor:
         *,
         known: Sequence[KnownEntity] = (),
         share: bool = True,
+        after: threading.Event | None = None,
     ) -> Iterator[Extraction]:
-        """`extract` of each (title, body) against one set of known entities, one at a
-        time as the caller takes them (a batch's extractions are not all held at once): the
-        set is keyed once, not once per text (a set of K entities costs O(K) to key; the
-        write path extracts a whole batch against the graph's entities). With `share`
-        False the texts never leave this process (a sensitive scope's plaintext)."""
+        """`extract` of each (title, body) against one set of known entities, one at a time
+        as the caller takes them (a batch's extractions are not all held at once): the set is
+        keyed once, not per text (a set of K entities costs O(K) to key). With `share` False
+        the texts never leave this process (a sensitive scope's plaintext); with `after`, this
+        process extracts once it is set, a worker at once (`workers.waited`)."""
         items = frozenset(_known_item(k) for k in known)
 
         def here(chunk: Iterable[tuple[str, str]]) -> Iterator[Extraction]:
@@ -412,9 +413,9 @@ class Extractor:
                 yield self._extract_one(body, title, known, items)
 
         if self._worker is None or not share:
-            yield from here(texts)
+            yield from workers_mod.waited(here, texts, after)
         else:  # a big batch is shared with a second process
-            yield from self._worker.extract_many(texts, known, here)
+            yield from self._worker.extract_many(texts, known, here, after)
 
     def _extract_one(
         self,

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from memoryd.extraction.pipeline import Extractor
-from memoryd.extraction.workers import receive, send
+from memoryd.extraction.workers import pack, receive, send
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
         if sent is not None or number != batch:
             known, batch = sent or [], number
         try:
-            answer: object = list(extractor.extract_many(texts, known=known))
+            answer: object = pack(extractor.extract_many(texts, known=known))
         except Exception as exc:  # said to the parent, which extracts the chunk itself
             answer = f"{type(exc).__name__}: {exc}"
         send(outbox, answer)

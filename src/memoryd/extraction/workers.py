@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from memoryd.models import Extraction
+from memoryd.models import Extraction, ProposedEntity, ProposedRelation
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,51 @@ def receive(stream: IO[bytes]) -> Any:
     if len(data) < size:
         raise EOFError("the pipe closed inside a message")
     return pickle.loads(data)
+
+
+_ENTITY = tuple(ProposedEntity.model_fields)
+_RELATION = tuple(ProposedRelation.model_fields)
+Packed = list[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[str], list[str]]]
+
+
+def pack(found: Iterable[Extraction]) -> Packed:
+    """A chunk's extractions as plain tuples for the pipe: unpickling models costs the
+    receiving process about as much again per model as building them from tuples."""
+    return [
+        (
+            [tuple(getattr(e, f) for f in _ENTITY) for e in x.entities],
+            [tuple(getattr(r, f) for f in _RELATION) for r in x.relations],
+            x.stages,
+            x.notes,
+        )
+        for x in found
+    ]
+
+
+def unpack(packed: Packed) -> list[Extraction]:
+    """`pack`'s extractions again, unvalidated: the worker built them from validated ones."""
+    entity, relation = ProposedEntity.model_construct, ProposedRelation.model_construct
+    return [
+        Extraction.model_construct(
+            entities=[entity(**dict(zip(_ENTITY, e, strict=True))) for e in entities],
+            relations=[relation(**dict(zip(_RELATION, r, strict=True))) for r in relations],
+            stages=stages,
+            notes=notes,
+        )
+        for entities, relations, stages, notes in packed
+    ]
+
+
+def waited(
+    local: Callable[[Iterable[tuple[str, str]]], Iterator[Extraction]],
+    texts: Iterable[tuple[str, str]],
+    after: threading.Event | None,
+) -> Iterator[Extraction]:
+    """`local(texts)` once `after` is set (a batch extracted ahead of its turn waits in this
+    process while the worker, if any, starts at once)."""
+    if after is not None:
+        after.wait()
+    yield from local(texts)
 
 
 class _Batch:
@@ -183,19 +228,22 @@ class ExtractionWorker:
         texts: Iterable[tuple[str, str]],
         known: Sequence[object],
         local: Callable[[Iterable[tuple[str, str]]], Iterator[Extraction]],
+        after: threading.Event | None = None,
     ) -> Iterator[Extraction]:
-        """Each text's extraction in order; `local` extracts a chunk in this process. A
-        batch shorter than `PARALLEL_MIN` is all extracted here."""
+        """Each text's extraction in order; `local` extracts a chunk in this process, only
+        once `after` is set (the worker takes chunks from the start: a batch extracted
+        while this process writes the one before). A batch shorter than `PARALLEL_MIN` is
+        all extracted here."""
         if not isinstance(texts, Sequence) or len(texts) < PARALLEL_MIN:
-            yield from local(texts)
+            yield from waited(local, texts, after)
             return
         if not self._busy.acquire(blocking=False):
-            yield from local(texts)
+            yield from waited(local, texts, after)
             return
         try:
             if self._idle is not None:
                 self._idle.cancel()
-            yield from self._shared(texts, known, local)
+            yield from self._shared(texts, known, local, after)
         finally:
             if self._process is not None:
                 self._idle = threading.Timer(IDLE_S, self._stop_when_idle, (self._batches,))
@@ -208,6 +256,7 @@ class ExtractionWorker:
         texts: Texts,
         known: Sequence[object],
         local: Callable[[Iterable[tuple[str, str]]], Iterator[Extraction]],
+        after: threading.Event | None,
     ) -> Iterator[Extraction]:
         batch = _Batch([texts[i : i + CHUNK] for i in range(0, len(texts), CHUNK)])
         self._batches += 1
@@ -219,6 +268,8 @@ class ExtractionWorker:
         )
         feeder.start()
         try:
+            if after is not None:
+                after.wait()
             while (i := batch.take_head()) is not None:
                 yield from local(batch.chunks[i])
             for i in range(batch.head, len(batch.chunks)):
@@ -246,11 +297,19 @@ class ExtractionWorker:
                 answer = receive(process.stdout)
                 if isinstance(answer, str):  # the worker's error, said once
                     raise RuntimeError(answer)
+                found = unpack(answer)
                 with batch.cond:
-                    batch.done[i] = answer
+                    batch.done[i] = found
                     batch.cond.notify_all()
                 self.chunks_done += 1
-        except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as exc:
+        except (
+            OSError,
+            EOFError,
+            RuntimeError,
+            TypeError,
+            ValueError,
+            pickle.UnpicklingError,
+        ) as exc:
             log.warning("the extraction worker stopped (%s); extracting in this process", exc)
             self._stop_broken()
         finally:
