@@ -83,8 +83,7 @@ logger = logging.getLogger(__name__)
 
 BULK_BATCH = 5000
 PROGRESS_STEP = 250
-"""A long job (reindex, sync export) calls its `progress(done, total)` every this many
-memory files."""
+"""A long job (reindex, sync export) calls `progress(done, total)` every this many files."""
 FILE_LOCK_TIMEOUT_S = 5.0
 """How long the daemon waits for a memory file the hook is rewriting (milliseconds, usually)."""
 GraphFactory = Callable[[Path], GraphStore]
@@ -162,6 +161,9 @@ class ServiceCore(Writes):
         self.supersede_settings = SupersedeSettings()
         """Supersede judging's tiers and limits (config `[supersede]`)."""
         self.llm_judge_inline = True
+        """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
+        must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
+        `judge_queue` and its worker judges them off the writer, after a restart too."""
         self.status_speakers: dict[str, set[str]] = {}
         """Per scope, the judged memories whose body has a status word ("Superseded by"):
         read once per scope by one scan, then kept up by `judge_written`; dropped by the
@@ -171,12 +173,8 @@ class ServiceCore(Writes):
         set in `status_speakers` is the one they were read for."""
         self.judging_skipped: tuple[int, str] = (0, "")
         """Writes judging left partly unjudged since opening, and the last (`doctor` says)."""
-        """Ask the LLM judge as a memory is recorded. The daemon turns it off: its writer
-        must not wait on the LLM, so recorded (and enriched) slugs queue in governance.db's
-        `judge_queue` and its worker judges them off the writer, after a restart too."""
         self.judged_mentions = MentionLists()
-        """The older memories `record`'s judging read per (entity, scope), kept up by its
-        writes (`supersede_graph.MentionLists`)."""
+        """What judging read of the graph, kept up by the writes (`supersede_kept.MentionLists`)."""
         self.clock: Callable[[], datetime] = utcnow
         """Now, for recall tracking and governance (decay, schedules): tests move it."""
         self.decay_policy = DecayPolicy()
@@ -469,13 +467,15 @@ class ServiceCore(Writes):
         return self.vault.scope_dir(memory.meta.scope_hash) / FORGOTTEN_DIR / memory.path.name
 
     def _extract(
-        self, memories: Sequence[Memory], known: list[KnownEntity] | None = None, after: Any = None
+        self,
+        memories: Sequence[Memory],
+        known: list[KnownEntity] | None = None,
+        after: threading.Event | None = None,
     ) -> None:
-        """Fill observations and relations from the text (spaCy rules, then the LLM if set),
-        against `known` (default: the graph's entities now); `after`: `Extractor.extract_many`.
-        Results land in the frontmatter, so `reindex` rebuilds the same graph. A sensitive
-        memory is extracted in memory, in this process only (its results go to its encrypted
-        file; the on-disk graph keeps a skeleton); the LLM sees it with `llm.allow_sensitive`."""
+        """Fill observations and relations from the text (spaCy rules, then the LLM if set)
+        against `known` (default: the graph's entities now) into the frontmatter (`reindex`
+        rebuilds the same graph); `after`: `Extractor.extract_many`. A sensitive memory is
+        extracted here only (the graph keeps a skeleton); the LLM sees it if `allow_sensitive`."""
         if self.extractor is None or not memories:
             return
         known = self._known_entities() if known is None else known
