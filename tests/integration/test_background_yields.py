@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from memoryd.extraction.pipeline import Extractor
 from memoryd.inbox import Inbox, IndexRequest, now_ts
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.native import yielding_to
+from memoryd.service import MemoryService
 from memoryd.wiring import open_service
 from tests.integration.test_capture import FIXTURES, ClaudeTranscript, needs_fixtures
 from tests.integration.test_capture_hook import run_hook
@@ -321,6 +323,37 @@ def test_background_work_runs_on_threads_of_a_lower_os_priority() -> None:
     assert order == ["background alone", "request 1", "background, a write behind", "request 2"]
 
 
+def _watch_until_drained(svc: MemoryService, settings: Settings, noted: Callable[[], Any]) -> None:
+    """The daemon's inbox watch (`watch_inbox`, polling every 50 ms) until it has drained
+    once; `noted` runs on the draining thread just before each real drain."""
+    polling = settings.model_copy(
+        update={"daemon": settings.daemon.model_copy(update={"inbox_poll_s": 0.05})}
+    )
+    drain = svc.drain_inbox
+
+    def watched() -> int:
+        noted()
+        return drain()
+
+    svc.drain_inbox = watched  # type: ignore[method-assign]
+    runner = ServiceRunner()
+
+    async def scenario() -> None:
+        drained = asyncio.Event()
+        watching = asyncio.create_task(watch_inbox(svc, runner, polling, drained))
+        try:
+            await asyncio.wait_for(drained.wait(), 60)
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        runner.close()
+
+
 @needs_fixtures
 @on_linux
 def test_the_daemon_indexes_a_capture_at_low_priority(
@@ -332,34 +365,9 @@ def test_the_daemon_indexes_a_capture_at_low_priority(
     shutil.copyfile(FIXTURES / "claude_code_transcript.jsonl", transcript.path)
     hooked = run_hook(home, "claude-code", json.dumps(transcript.payload("Stop")))
     assert (hooked.returncode, hooked.stderr) == (0, "")
-    polling = settings.model_copy(
-        update={"daemon": settings.daemon.model_copy(update={"inbox_poll_s": 0.05})}
-    )
     with open_service(settings) as svc:
         priorities: list[int] = []
-        drain = svc.drain_inbox
-
-        def watched() -> int:  # the real drain, its thread's priority noted
-            priorities.append(_thread_priority())
-            return drain()
-
-        svc.drain_inbox = watched  # type: ignore[method-assign]
-        runner = ServiceRunner()
-
-        async def scenario() -> None:
-            drained = asyncio.Event()
-            watching = asyncio.create_task(watch_inbox(svc, runner, polling, drained))
-            try:
-                await asyncio.wait_for(drained.wait(), 60)
-            finally:
-                watching.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watching
-
-        try:
-            asyncio.run(scenario())
-        finally:
-            runner.close()
+        _watch_until_drained(svc, settings, lambda: priorities.append(_thread_priority()))
         assert priorities == [min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS, 19)]
         assert [m.slug for m in svc.list_memories()] != []
 
@@ -377,34 +385,9 @@ def test_the_daemon_indexes_captures_once_they_stop_arriving(
     assert (hooked.returncode, hooked.stderr) == (0, "")
     [request] = (home / "inbox").glob("*.json")
     written = request.stat().st_mtime
-    polling = settings.model_copy(
-        update={"daemon": settings.daemon.model_copy(update={"inbox_poll_s": 0.05})}
-    )
     with open_service(settings) as svc:
         drained_at: list[float] = []
-        drain = svc.drain_inbox
-
-        def watched() -> int:
-            drained_at.append(time.time())
-            return drain()
-
-        svc.drain_inbox = watched  # type: ignore[method-assign]
-        runner = ServiceRunner()
-
-        async def scenario() -> None:
-            drained = asyncio.Event()
-            watching = asyncio.create_task(watch_inbox(svc, runner, polling, drained))
-            try:
-                await asyncio.wait_for(drained.wait(), 60)
-            finally:
-                watching.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watching
-
-        try:
-            asyncio.run(scenario())
-        finally:
-            runner.close()
+        _watch_until_drained(svc, settings, lambda: drained_at.append(time.time()))
     assert len(drained_at) == 1
     assert drained_at[0] - written >= 0.75
 

@@ -5,6 +5,7 @@ references of a scope's speakers are read once and still find a record a line na
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -74,6 +75,23 @@ def _same_as_a_fresh_read(svc: MemoryService, kept: MentionLists, keys: list[Any
     return len(held)
 
 
+@contextlib.contextmanager
+def _queries(svc: MemoryService) -> Iterator[list[str]]:
+    """The Cypher texts the service runs inside the block, in order."""
+    calls: list[str] = []
+    cypher = svc.graph.cypher
+
+    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(query)
+        return cypher(query, *args, **kwargs)
+
+    svc.graph.cypher = counted  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        del svc.graph.cypher
+
+
 def _keys(svc: MemoryService, memories: list[Memory]) -> list[tuple[str, str]]:
     return sorted({(e, m.meta.scope_hash) for m in memories for e in m.meta.observations})
 
@@ -104,15 +122,7 @@ def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
     neither again."""
     svc = any_svc
     written = svc.record_many([_draft(i, project) for i in range(12)])
-    calls: list[str] = []
-    cypher = svc.graph.cypher
-
-    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(query)
-        return cypher(query, *args, **kwargs)
-
-    svc.graph.cypher = counted  # type: ignore[method-assign]
-    try:
+    with _queries(svc) as calls:
         for i in range(12, 30):
             # Every third one dated before all others: it goes into the lists' tail.
             minutes = -i if i % 3 == 0 else None
@@ -122,8 +132,6 @@ def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
         # Every entity's list is kept by now: a record reads no list and no older text.
         calls.clear()
         svc.record(_draft(30, project))
-    finally:
-        del svc.graph.cypher
     lists = (_MENTIONED_BY, _MENTIONED_BY_ONE)
     assert not any(q in lists or "RETURN o.slug, o.title, o.body" in q for q in calls)
 
@@ -249,18 +257,8 @@ def test_kept_status_line_references_equal_a_reread_of_the_speakers(
 
 def _list_and_text_reads(svc: MemoryService, record: Any) -> tuple[Memory, list[str]]:
     """`record()`'s result and the per-entity list and older-text reads it ran."""
-    calls: list[str] = []
-    cypher = svc.graph.cypher
-
-    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(query)
-        return cypher(query, *args, **kwargs)
-
-    svc.graph.cypher = counted  # type: ignore[method-assign]
-    try:
+    with _queries(svc) as calls:
         memory = record()
-    finally:
-        del svc.graph.cypher
     lists = (_MENTIONED_BY, _MENTIONED_BY_ONE)
     texts = "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body"
     return memory, [q for q in calls if q in lists or q == texts]
