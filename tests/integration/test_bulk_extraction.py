@@ -85,6 +85,22 @@ def dumps(extractor: Extractor, batch: list[tuple[str, str]]) -> list[dict[str, 
     return [e.model_dump() for e in extractor.extract_many(batch, known=KNOWN)]
 
 
+Batch = list[tuple[str, str]]
+Dumped = list[dict[str, object]]
+
+
+def worker_started(single: Extractor, shared: Extractor) -> tuple[Batch, Dumped, int]:
+    """A batch big enough to share, what one process extracts from it, and the pid of the
+    worker `shared` started for it (its answer already checked against that)."""
+    batch = texts(workers.PARALLEL_MIN)
+    expected = dumps(single, batch)
+    assert shared._worker is not None
+    assert dumps(shared, batch) == expected
+    pid = shared._worker.pid()
+    assert pid is not None
+    return batch, expected, pid
+
+
 def test_a_batch_shared_with_the_worker_is_extracted_as_in_one_process(single: Extractor) -> None:
     batch = texts(workers.PARALLEL_MIN + 3 * workers.CHUNK + 7)
     expected = [e.model_dump() for e in single.extract_many(batch, known=KNOWN)]
@@ -103,12 +119,8 @@ def test_a_batch_shared_with_the_worker_is_extracted_as_in_one_process(single: E
 
 
 def test_a_killed_worker_costs_only_time(single: Extractor, shared: Extractor) -> None:
-    batch = texts(workers.PARALLEL_MIN)
-    expected = dumps(single, batch)
+    batch, expected, first = worker_started(single, shared)
     assert shared._worker is not None
-    assert dumps(shared, batch) == expected
-    first = shared._worker.pid()
-    assert first is not None
     os.kill(first, signal.SIGKILL)
     assert dumps(shared, batch) == expected
     assert dumps(shared, batch) == expected
@@ -120,10 +132,8 @@ def test_an_answer_that_cannot_be_read_costs_only_time(
 ) -> None:
     """The worker's extractions come back as tuples (`workers.pack`); one that does not
     unpack stops that worker and its chunks are extracted here."""
-    batch = texts(workers.PARALLEL_MIN)
-    expected = dumps(single, batch)
+    batch, expected, _ = worker_started(single, shared)  # started and warm
     assert shared._worker is not None
-    assert dumps(shared, batch) == expected  # started and warm
     called: list[object] = []
 
     def unreadable(packed: object) -> list[object]:
@@ -146,12 +156,8 @@ def test_an_idle_worker_stops_and_the_next_big_batch_starts_another(
     single: Extractor, shared: Extractor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(workers, "IDLE_S", 0.5)  # read when a batch ends
-    batch = texts(workers.PARALLEL_MIN)
-    expected = dumps(single, batch)
+    batch, expected, first = worker_started(single, shared)
     assert shared._worker is not None
-    assert dumps(shared, batch) == expected
-    first = shared._worker.pid()
-    assert first is not None
     deadline = time.monotonic() + 30
     while alive(first) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -5,7 +5,6 @@ references of a scope's speakers are read once and still find a record a line na
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from memoryd.governance.supersede_pairs import pair_texts
 from memoryd.models import Memory, MemoryDraft, MemoryType
 from memoryd.service import MemoryService
 from tests.conftest import ENGINE
+from tests.graph_queries import queries
 
 NAMES = ["PostgreSQL", "Redis", "Kafka", "DuckDB", "pytest"]
 KINDS = ["decision", "fact", "preference", "playbook", "decision"]
@@ -75,23 +75,6 @@ def _same_as_a_fresh_read(svc: MemoryService, kept: MentionLists, keys: list[Any
     return len(held)
 
 
-@contextlib.contextmanager
-def _queries(svc: MemoryService) -> Iterator[list[str]]:
-    """The Cypher texts the service runs inside the block, in order."""
-    calls: list[str] = []
-    cypher = svc.graph.cypher
-
-    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(query)
-        return cypher(query, *args, **kwargs)
-
-    svc.graph.cypher = counted  # type: ignore[method-assign]
-    try:
-        yield calls
-    finally:
-        del svc.graph.cypher
-
-
 def _keys(svc: MemoryService, memories: list[Memory]) -> list[tuple[str, str]]:
     return sorted({(e, m.meta.scope_hash) for m in memories for e in m.meta.observations})
 
@@ -122,7 +105,7 @@ def test_kept_lists_and_texts_equal_a_fresh_read_record_after_record(
     neither again."""
     svc = any_svc
     written = svc.record_many([_draft(i, project) for i in range(12)])
-    with _queries(svc) as calls:
+    with queries(svc) as calls:
         for i in range(12, 30):
             # Every third one dated before all others: it goes into the lists' tail.
             minutes = -i if i % 3 == 0 else None
@@ -257,7 +240,7 @@ def test_kept_status_line_references_equal_a_reread_of_the_speakers(
 
 def _list_and_text_reads(svc: MemoryService, record: Any) -> tuple[Memory, list[str]]:
     """`record()`'s result and the per-entity list and older-text reads it ran."""
-    with _queries(svc) as calls:
+    with queries(svc) as calls:
         memory = record()
     lists = (_MENTIONED_BY, _MENTIONED_BY_ONE)
     texts = "UNWIND $slugs AS s MATCH (o:Memory {slug: s}) RETURN o.slug, o.title, o.body"
@@ -387,18 +370,8 @@ def test_kept_entity_rows_equal_the_graphs_record_after_record(
         held = svc.judged_mentions.entities(svc.graph.recall_generation, ids)
         fresh = {str(r[0]): tuple(r) for r in svc.graph.cypher(_ENTITY_ROWS, {"ids": ids}).rows}
         assert held == fresh
-    calls: list[str] = []
-    cypher = svc.graph.cypher
-
-    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(query)
-        return cypher(query, *args, **kwargs)
-
-    svc.graph.cypher = counted  # type: ignore[method-assign]
-    try:
+    with queries(svc) as calls:
         svc.record(_draft(20, project))
-    finally:
-        del svc.graph.cypher
     assert _ENTITY_ROWS not in calls
 
 

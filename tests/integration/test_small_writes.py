@@ -21,6 +21,7 @@ from memoryd.governance.supersede import Pair, find_pairs, find_pairs_batch, fin
 from memoryd.governance.supersede_kept import MentionLists
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
+from tests.graph_queries import queries
 from tests.integration.test_supersede_records import REPO, decision_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,20 +69,9 @@ def test_a_batch_finds_the_pairs_one_query_per_memory_finds(
     written += [svc.record(explicit), svc.record(drafts[8])]
     assert svc.graph.cypher("MATCH ()-[r:SUPERSEDES]->() RETURN count(r)", {}).rows[0][0] >= 1
     memories = [svc.get(m.slug) for m in written]
-    calls: list[str] = []
-    cypher = svc.graph.cypher
-
-    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(query)
-        return cypher(query, *args, **kwargs)
-
     for limit in (1, 2, 20):
-        calls.clear()
-        svc.graph.cypher = counted  # type: ignore[method-assign]
-        try:
+        with queries(svc) as calls:
             many = find_pairs_many(svc.graph, memories, limit=limit)
-        finally:
-            del svc.graph.cypher
         assert len(calls) == 4  # whatever the batch size
         for memory in memories:
             assert _same(many[memory.slug]) == _same(find_pairs(svc.graph, memory, limit=limit))
@@ -405,25 +395,14 @@ def test_a_hub_read_only_as_far_as_judging_needs_finds_the_same_pairs(
     written = svc.record_many(drafts[:30])
     written += svc.record_many(drafts[30:])
     memories = [svc.get(m.slug) for m in written]
-    calls: list[str] = []
-    cypher = svc.graph.cypher
-
-    def counted(query: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(query)
-        return cypher(query, *args, **kwargs)
-
     for limit in (1, 3, 20):
         full = find_pairs_many(svc.graph, memories, limit=limit, newest=None)
         assert any(len(pairs) >= min(limit, 3) for pairs in full.values())
         for memory in memories:
             assert _same(full[memory.slug]) == _same(find_pairs(svc.graph, memory, limit=limit))
         for newest in (1, 2, 3, 5, 8):
-            calls.clear()
-            svc.graph.cypher = counted  # type: ignore[method-assign]
-            try:
+            with queries(svc) as calls:
                 cut = find_pairs_many(svc.graph, memories, limit=limit, newest=newest, hub=newest)
-            finally:
-                del svc.graph.cypher
             assert any(" LIMIT " in q for q in calls)  # the hubs were read only that far
             assert {m: _same(p) for m, p in cut.items()} == {m: _same(p) for m, p in full.items()}
 
