@@ -512,70 +512,68 @@ class Writes:
             self.forget_entities()
 
     def _file_beside_graph(self, memory: Memory, paths: list[Path]) -> None:
-        """One memory's file written and synced on a thread while its graph statements and
-        commit run here (the disk's waits were a `record`'s longest); rendered here, so the
-        thread only waits on the disk. The intent is durable first and recovery brings the
-        graph to the vault, so crashes settle as before (the graph may hold the row a moment
-        before its file). A failure undoes the other; `paths` gets the path written."""
+        """One memory's file written and synced beside its graph statements (the disk's
+        waits were a `record`'s longest); rendered here, so the thread only waits on the
+        disk. The intent is durable first and recovery brings the graph to the vault, so
+        crashes settle as before (the graph may hold the row a moment before its file)."""
         data = self.vault.file_bytes(memory)
-        written: list[Path] = []
-        failed: list[Exception] = []
-
-        def write_file() -> None:
-            try:
-                written.append(self.vault.write(memory, data=data))
-            except Exception as exc:  # raised in the caller's thread, below
-                failed.append(exc)
-
-        beside = threading.Thread(target=write_file, name="memoryd-file")
-        beside.start()
-        try:
-            self.graph.upsert_memories([memory], new=True)
-        finally:
-            beside.join()
-            paths.extend(written)
-        if failed:
-            self.graph.delete_memories([memory.meta.slug])
-            raise failed[0]
+        self._beside_graph([memory], lambda: paths.append(self.vault.write(memory, data=data)))
 
     def _write_bulk(self, batch: list[Memory], paths: list[Path]) -> None:
-        """A bulk batch's files, graph rows and index documents. The files and the index
-        documents are written in a thread beside the graph's statements and commit, which
-        the engine runs outside the GIL and which are most of the write's time; the graph
-        stays on the caller's thread (its connections and a background job's courtesy are
-        per thread). A failure undoes what it can of the graph and the index here and is
-        raised; the caller removes the `paths` written."""
-        failed: list[Exception] = []
+        """A bulk batch's files and index documents written beside its graph statements."""
         indexing = threading.Event()
+        slugs = [m.meta.slug for m in batch]
 
         def files_and_index() -> None:
+            # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
+            self.vault.write_many(batch, paths)
+            self.vault.sync_all()
+            indexing.set()
+            self.index.upsert([search_doc(m) for m in batch], then=None)
+
+        def undo_index() -> None:  # a write that failed may have left part of the batch
+            if indexing.is_set():
+                self.index.delete(slugs)
+
+        self._beside_graph(batch, files_and_index, undo_index)
+
+    def _beside_graph(
+        self,
+        batch: list[Memory],
+        work: Callable[[], object],
+        undo: Callable[[], None] | None = None,
+    ) -> None:
+        """`work` in a thread while the batch's graph statements and commit run on the
+        caller's thread: the engine runs those outside the GIL and they are most of a
+        write's time; the graph stays on the caller's thread (its connections and a
+        background job's courtesy are per thread). Either side's failure runs `undo` and
+        the other side's is undone here (the graph's rows deleted); the error is raised and
+        the caller removes the files the work wrote."""
+        failed: list[Exception] = []
+
+        def beside_work() -> None:
             try:
-                # Threads, no per-file fsync (`bulkfiles`); one sync makes the batch durable.
-                self.vault.write_many(batch, paths)
-                self.vault.sync_all()
-                indexing.set()
-                self.index.upsert([search_doc(m) for m in batch], then=None)
+                work()
             except Exception as exc:  # raised in the caller's thread, below
                 failed.append(exc)
 
-        beside = threading.Thread(target=files_and_index, name="memoryd-files-batch")
+        beside = threading.Thread(target=beside_work, name="memoryd-beside-graph")
         beside.start()
-        slugs = [m.meta.slug for m in batch]
         try:
             self.graph.upsert_memories(batch, new=True)
         except MemorydError:
             beside.join()
-            if indexing.is_set():  # a write that failed may have left part of the batch
-                self.index.delete(slugs)
+            if undo is not None:
+                undo()
             raise
         finally:
             beside.join()
         if failed:
             try:
-                if indexing.is_set():
-                    self.index.delete(slugs)
+                if undo is not None:
+                    undo()
             finally:
-                self.graph.delete_memories(slugs)
+                self.graph.delete_memories([m.meta.slug for m in batch])
             raise failed[0]
 
     def _queue_sessions(self, memories: Sequence[Memory]) -> None:
