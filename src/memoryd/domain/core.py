@@ -41,7 +41,6 @@ from memoryd.governance.analyze import Candidate, SessionText, refusal
 from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.gate import Gate
 from memoryd.governance.promotions import Review, ReviewPolicy
-from memoryd.governance.status_lines import Ref as StatusRef
 from memoryd.governance.store import GovernanceStore, Proposed
 from memoryd.governance.stores import Stores
 from memoryd.governance.supersede_kept import MentionLists
@@ -75,6 +74,7 @@ from memoryd.sensitive.snapshot import Fingerprint
 from memoryd.vault import Vault, rebased
 
 if TYPE_CHECKING:
+    from memoryd.governance.status_lines import Ref as StatusRef
     from memoryd.models import SupersedeDecision
     from memoryd.recall.vectors import DenseIndex
 

@@ -8,10 +8,10 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd.domain.recalling import Recalling
 from memoryd.errors import InvalidInput, MemorydError
-from memoryd.governance import schedule
 from memoryd.governance.decay import (
     SWEEP_YOUNG_OBJECTS,
     DecaySweep,
@@ -19,10 +19,12 @@ from memoryd.governance.decay import (
     SweepReport,
     restore,
 )
-from memoryd.governance.merge import DuplicatePair, MergeResult, duplicates, merge
-from memoryd.governance.schedule import JobStatus
 from memoryd.models import DecayState, to_utc
 from memoryd.native import fewer_collections
+
+if TYPE_CHECKING:
+    from memoryd.governance.merge import DuplicatePair, MergeResult
+    from memoryd.governance.schedule import JobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class Lifecycle(Recalling):
         """The decay sweep as of `now` (tests and the bench simulate days). Recalls counted so
         far reach the graph and the files first, so a memory recalled a moment ago is not
         swept. `progress(done, total)`: `DecaySweep.run`."""
+        from memoryd.governance import schedule
+
         if not dry_run:
             self._require_writable("sweep decayed memories")
         if not self.read_only:
@@ -86,6 +90,8 @@ class Lifecycle(Recalling):
 
     def merge(self, keep: str, drop: Sequence[str], *, across_scopes: bool = False) -> MergeResult:
         """Fold the `drop` memories into `keep` (`memoryd.governance.merge`)."""
+        from memoryd.governance.merge import merge
+
         self.status_speakers.clear()  # the kept memory's body may gain a status line
         self._require_writable("merge memories")
         self.flush_recall_stats()  # the counts being summed are in the files
@@ -104,15 +110,21 @@ class Lifecycle(Recalling):
 
     def duplicates(self, *, scope: Path | str | None = None) -> list[DuplicatePair]:
         """Candidate pairs to merge: equal fingerprints and near-duplicates."""
+        from memoryd.governance.merge import duplicates
+
         return duplicates(self.governance_stores(), scope_hash=self.scope_hash_of(scope))
 
     def schedule(self) -> list[JobStatus]:
         """Each maintenance job: its calendar, last run and next run."""
+        from memoryd.governance import schedule
+
         return schedule.status(self.governance.last_runs(), self.clock())
 
     def due_jobs(self, since: datetime) -> list[str]:
         """The built jobs whose time came since their last run (or, never run, since
         `since`: the daemon's start), and the failed ones whose retry time came."""
+        from memoryd.governance import schedule
+
         now, runs = self.clock(), self.governance.last_runs()
         due = []
         for job in schedule.JOBS:
@@ -125,6 +137,8 @@ class Lifecycle(Recalling):
     def run_job(self, name: str) -> None:
         """Run one scheduled job now, as scheduled (its run is recorded). The daemon's
         scheduler runs the digest beside the writer and the identity's LLM call off it."""
+        from memoryd.governance import schedule
+
         self._require_writable(f"run the scheduled {name}")
         if name == "decay-sweep":
             self.decay_sweep()

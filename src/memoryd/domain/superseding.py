@@ -14,12 +14,11 @@ import re
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain.core import SUPERSEDE_BULK_LIMIT
 from memoryd.domain.superseding_batch import BatchJudging
 from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
-from memoryd.governance import status_lines, supersede
 from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.rows import graph_rows
@@ -27,6 +26,9 @@ from memoryd.graph.store import SupersedeRow
 from memoryd.memfile import lock_file
 from memoryd.models import Memory, Predicate, RelationRef, SupersedeDecision, SupersedeStatus
 from memoryd.redact.fields import clean_stored
+
+if TYPE_CHECKING:
+    from memoryd.governance import status_lines, supersede
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ judged without its status lines (bench/RESULTS.md)."""
 @functools.lru_cache(maxsize=4096)
 def _status_lines_of(body: str) -> tuple[status_lines.StatusLine, ...]:
     """A speaker's status lines, parsed once per body: every write to its scope asks."""
+    from memoryd.governance import status_lines
+
     return tuple(status_lines.status_lines(body))
 
 
@@ -61,6 +65,8 @@ class Superseding(BatchJudging):
     # -- supersede judging (memoryd.governance.supersede) ---------------------------------
     @property
     def supersede_tiers(self) -> supersede.Tiers:
+        from memoryd.governance import supersede
+
         cfg = self.supersede_settings
         return supersede.Tiers(auto=cfg.auto_threshold, candidate=cfg.candidate_threshold)
 
@@ -76,6 +82,8 @@ class Superseding(BatchJudging):
         `pairs`: found already for a batch (`find_pairs_many`); `written`: the memory as the
         batch just wrote it (judging reads its title, body and type, which no decision
         changes), else read from its file."""
+        from memoryd.governance import supersede
+
         memory = self._load(slug) if written is None else written
         scope = self.vault.read_scope(memory.meta.scope_hash)
         if sensitive(memory, scope):
@@ -93,6 +101,8 @@ class Superseding(BatchJudging):
     def judge_supersedes_llm(self, job: supersede.SupersedeJob) -> None:
         """The LLM judge on the pairs the rules left (no store is touched: the daemon runs it
         off its writer thread)."""
+        from memoryd.governance import supersede
+
         if self.llm is None or not self.supersede_settings.use_llm:
             return
         limit = self.supersede_settings.max_llm_pairs
@@ -121,6 +131,8 @@ class Superseding(BatchJudging):
         """The newer memory's file as it is and with the job's new decisions, the audit
         details and the decisions; None when nothing new was decided. The caller holds the
         file's lock."""
+        from memoryd.governance import supersede
+
         if not supersede.new_decisions(job, self.supersede_tiers, self.clock()):
             return None  # nothing decided: its file is not read
         old = self._load(job.newer)
@@ -135,6 +147,8 @@ class Superseding(BatchJudging):
     ) -> tuple[Memory, dict[str, Any], list[SupersedeDecision]] | None:
         """`old` with the job's new decisions, the audit details and the decisions; None
         when nothing new was decided."""
+        from memoryd.governance import supersede
+
         decided = set(old.meta.supersedes) | {d.older for d in old.meta.supersede_decisions}
         decisions = [
             d
@@ -197,6 +211,8 @@ class Superseding(BatchJudging):
     def _speakers(self, scope_hash: str, new: Sequence[Memory] = ()) -> set[str]:
         """The scope's memories whose body has a status word: one scan of the scope the first
         time, then what `new` adds."""
+        from memoryd.governance import status_lines, supersede
+
         known = self.status_speakers.get(scope_hash)
         if known is None:
             # Plain words the engine finds cheaply, then the keywords themselves here. Not
@@ -233,6 +249,8 @@ class Superseding(BatchJudging):
         """The scope's judged memories as status-line references can name them, and those of
         them whose body has a status word (the rest are read only as far as a first heading);
         nothing when the scope has no status line."""
+        from memoryd.governance import status_lines, supersede
+
         speaking = self._speakers(scope_hash, new)
         if not speaking:
             return [], []
@@ -274,6 +292,8 @@ class Superseding(BatchJudging):
         all of them). A replacement is an automatic supersede quoting the line; an amendment
         a `cites` relation labelled `amends` in the amending memory's file. A pair a person
         decided is left as it is. Returns the (newer, older) supersedes written."""
+        from memoryd.governance import status_lines
+
         if slugs is not None and not self._status_lines_may_link(scope_hash, set(slugs), new):
             return []
         records, speakers = self._status_records(scope_hash, new)
@@ -304,6 +324,8 @@ class Superseding(BatchJudging):
         line names a number or title key one of them goes by (`status_lines.resolve` finds a
         record by nothing else). False spares a write that no status line touches reading
         every judged memory of its scope (`_status_records`)."""
+        from memoryd.governance import status_lines
+
         speaking = self._speakers(scope_hash, new)
         if not speaking:
             return False
@@ -374,6 +396,8 @@ class Superseding(BatchJudging):
         return refs
 
     def _write_status_links(self, newer: str, links: Sequence[status_lines.Link]) -> list[str]:
+        from memoryd.governance import supersede
+
         with self._file_lock(newer):
             old = self._load(newer)
             now = self.clock()
@@ -444,6 +468,8 @@ class Superseding(BatchJudging):
         nothing was decided). None when it must be judged once written (`judge_written`):
         a status line of its scope may link it, an LLM judges, or a query failed. The same
         pairs and verdicts as `judge_written` (`find_pairs_unwritten`)."""
+        from memoryd.governance import supersede
+
         if not memory.meta.type.long_term or memory.sensitive:
             return memory, {}  # `judge_written` judges neither
         if self.llm is not None:
@@ -488,6 +514,8 @@ class Superseding(BatchJudging):
         one that replaces it, recorded before or after it), then the rules for each memory
         in `created_at` order. A failure is logged: the memories are written, and `memoryd
         supersede judge SLUG` runs it again. Returns the (newer, older) supersedes written."""
+        from memoryd.governance import supersede
+
         judged = sorted(
             (
                 m
@@ -534,12 +562,14 @@ class Superseding(BatchJudging):
         memory listing what happened to each pair; the status lines of the scopes touched
         are read afterwards. A person's decision and the LLM's are never touched. Returns how
         many decisions changed or were removed."""
+        from memoryd.governance.supersede_version import RULES_VERSION
+
         self._require_writable("repair supersede decisions")
         owed = self.graph.cypher(
             "MATCH (n:Memory)-[r:SUPERSEDES]->(o:Memory) WHERE r.decided_by = 'auto'"
             " AND r.judge STARTS WITH 'rule:' AND (r.rules IS NULL OR r.rules < $version)"
             " RETURN DISTINCT n.slug, n.scope_hash",
-            {"version": supersede.RULES_VERSION},
+            {"version": RULES_VERSION},
             limit=1_000_000,
         ).rows
         if not owed:
@@ -565,6 +595,8 @@ class Superseding(BatchJudging):
         return changed
 
     def _rejudge(self, slug: str) -> int:
+        from memoryd.governance import supersede
+
         tiers = self.supersede_tiers
         with self._file_lock(slug):
             old = self._load(slug)
@@ -641,6 +673,8 @@ class Superseding(BatchJudging):
     def automatic_supersedes(self, scope: Path | str | None = None) -> list[SupersedeRow]:
         """The automatic supersede decisions (active and candidates), with the rule or model
         that made them, its version and its evidence: `memoryd supersede list --auto`."""
+        from memoryd.governance import supersede
+
         return supersede.automatic(self.graph, self.scope_hash_of(scope))
 
     def judge_supersedes(self, slug: str, *, use_llm: bool = True) -> list[SupersedeDecision]:
@@ -715,6 +749,8 @@ class Superseding(BatchJudging):
         """`undo` an active supersede, or `accept`/`reject` a candidate; audited. An `agent`
         (MCP) decides only when `governance.agents_decide` lets agents decide, as for
         promotions: which memory is current is the user's call."""
+        from memoryd.governance import supersede
+
         self._require_writable(f"{action} a supersede")
         if agent and not self.review.policy.agents_decide:
             raise PolicyDenied(
@@ -740,4 +776,6 @@ class Superseding(BatchJudging):
 
     def supersede_candidates(self, scope: Path | str | None = None) -> list[SupersedeRow]:
         """Supersede candidates waiting for a human, most confident first."""
+        from memoryd.governance import supersede
+
         return supersede.candidates(self.graph, self.scope_hash_of(scope))

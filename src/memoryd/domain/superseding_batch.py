@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain.core import SUPERSEDE_BULK_LIMIT, ServiceCore
 from memoryd.errors import MemorydError
-from memoryd.governance import supersede
 from memoryd.models import Memory
 from memoryd.redact.fields import clean_stored
+
+if TYPE_CHECKING:
+    from memoryd.governance import supersede
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,8 @@ class BatchJudging(ServiceCore):
         judged before replaces none of it again (`inline`: the LLM judges too; `queue`: the
         LLM judges later). A memory whose judging fails is logged and skipped, or its slug
         added to `failed` when given."""
+        from memoryd.governance import supersede
+
         taken: dict[str, set[str]] = {}  # older -> the newers this loop decided about it
         jobs: list[supersede.SupersedeJob] = []
         for memory in linked:  # the rest share no entity with anything: no pair
@@ -78,6 +82,8 @@ class BatchJudging(ServiceCore):
         once written (`judge_written`): a status line of its scope may link one of it, an
         LLM judges, or a read failed. The same pairs and verdicts as `judge_written`
         (`find_pairs_batch`)."""
+        from memoryd.governance import supersede
+
         judged = sorted(
             (m for m in memories if m.meta.type.long_term and not m.sensitive),
             key=lambda m: (m.meta.created_at, m.slug),

@@ -11,7 +11,7 @@ import logging
 import platform
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain.core import PROGRESS_STEP, ServiceCore
 from memoryd.errors import InvalidInput, MemorydError, NotFound
@@ -20,13 +20,12 @@ from memoryd.graph.store import EntityRow
 from memoryd.models import AuditRecord, Memory, ScopeInfo
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import ScopeCipher, decrypt_scope, encrypted_files
-from memoryd.sync import cipher, document, writing
-from memoryd.sync.base import SyncBase
-from memoryd.sync.export import Collector
-from memoryd.sync.merge import digests
-from memoryd.sync.models import ExportReport
-from memoryd.sync.writing import ExportParts
 from memoryd.vault import ENCRYPTED_SUFFIX, parse
+
+if TYPE_CHECKING:  # the sync modules load when a sync command runs
+    from memoryd.sync import cipher
+    from memoryd.sync.export import Collector
+    from memoryd.sync.models import ExportReport
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +76,13 @@ class SyncExporting(ServiceCore):
         its scope, as for any read of it) it is sealed into the `encryption` block
         (`sync.cipher`: the same state seals to the same bytes); without one it is left out,
         and the report counts it and says why."""
+        from memoryd.sync import cipher, document, writing
+        from memoryd.sync.base import SyncBase
+        from memoryd.sync.export import Collector
+        from memoryd.sync.merge import digests
+        from memoryd.sync.models import ExportReport
+        from memoryd.sync.writing import ExportParts
+
         if chunk_size_mb <= 0:
             raise InvalidInput(f"--chunk-size-mb must be above 0 (got {chunk_size_mb})")
         if include_embeddings and self.vectors is None:
@@ -218,6 +224,9 @@ class SyncExporting(ServiceCore):
         """Seal the encrypted files of the exported scopes (each read under its grant, with
         its key, before anything is written), each with its open conflicts; without a
         sealer count them, as left out. Returns how many were left out."""
+        from memoryd.sync.base import SyncBase
+        from memoryd.sync.merge import digests
+
         sealed_scopes = {
             h: encrypted_files(self.home, h)
             for h in sorted(scopes)

@@ -26,24 +26,19 @@ from memoryd.redact.fields import clean_memory
 from memoryd.scope import resolve_scope
 from memoryd.search.vectors import fingerprint as vector_fingerprint
 from memoryd.sensitive.files import ScopeCipher, encrypted_files, plain_files, slug_of
-from memoryd.sync import cipher, document
-from memoryd.sync.base import SyncBase
-from memoryd.sync.document import RemoteDocument, RemoteMemory
-from memoryd.sync.merge import digests, merge
-from memoryd.sync.models import (
-    ConflictEntry,
-    ConflictStrategy,
-    ImportReport,
-    MappedBy,
-    MemoryChange,
-    ScopeMapping,
-    SkippedMemory,
-)
 from memoryd.vault import ENCRYPTED_SUFFIX, render
 
-if TYPE_CHECKING:  # numpy loads only for an import that carries vectors
+if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from memoryd.sync.document import RemoteDocument, RemoteMemory
+    from memoryd.sync.models import (
+        ConflictStrategy,
+        ImportReport,
+        MappedBy,
+        ScopeMapping,
+    )  # numpy loads only for an import that carries vectors
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +130,8 @@ class SyncPlanning(SyncExporting):
         """Every sealed memory of the file, opened (a wrong passphrase or a changed blob
         names the entry; nothing is written), and whether the file disputes a local
         memory's body (one of the bodies its side holds an open conflict with)."""
+        from memoryd.sync import cipher, document
+
         block = doc.encryption
         if block is None or not block.memories:
             return [], lambda _: False
@@ -175,6 +172,9 @@ class SyncPlanning(SyncExporting):
         sealed: Sequence[Memory] = (),
     ) -> tuple[dict[str, ScopeInfo], list[ScopeMapping], list[ScopeInfo]]:
         """remote scope hash → the local scope it lands in; every mapping is reported."""
+        from memoryd.sync import document
+        from memoryd.sync.models import ScopeMapping
+
         used = sorted({m.scope_hash for m in doc.memories} | {m.meta.scope_hash for m in sealed})
         unknown = sorted(set(map_scope) - set(used) - set(doc.scopes))
         if unknown:
@@ -245,6 +245,8 @@ class SyncPlanning(SyncExporting):
         """Where each local memory is, by slug and by (scope, content hash), and the
         `_print` of those whose slug is in `remote`; the memories themselves are read again
         only when the file holds a different version of them."""
+        from memoryd.sync import document
+
         local = _Local()
         for memory in self.iter_vault(lambda m: logger.warning("%s", m)):
             assert memory.path is not None
@@ -285,6 +287,10 @@ class SyncPlanning(SyncExporting):
         sealed: Sequence[Memory] = (),
         disputes: Callable[[Memory], bool] = lambda _: False,
     ) -> _Plan:
+        from memoryd.sync.base import SyncBase
+        from memoryd.sync.merge import digests
+        from memoryd.sync.models import ImportReport, SkippedMemory
+
         mapping, mappings, create = self._scope_mappings(doc, map_scope, scope, sealed)
         report = ImportReport(
             source_machine=doc.source_machine,
@@ -442,6 +448,10 @@ class SyncPlanning(SyncExporting):
         `_conflicts/`. So does one the other side still disputes (`disputed`): its export
         names the bodies it holds open conflicts with, and when this side's body is one of
         them, this side keeps it. Returns the memory this side will hold."""
+        from memoryd.sync.base import SyncBase
+        from memoryd.sync.merge import merge
+        from memoryd.sync.models import ConflictEntry, MemoryChange
+
         report = plan.report
         slug = found.slug
         remote = _as_slug(remote, slug)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.audit import AuditEvent
 from memoryd.domain.core import BULK_BATCH, SUPERSEDE_BULK_LIMIT
@@ -29,19 +29,17 @@ from memoryd.native import fewer_collections
 from memoryd.redact import redact
 from memoryd.sensitive import envelope
 from memoryd.sensitive.files import ScopeCipher
-from memoryd.sync import document
-from memoryd.sync.base import SyncBase
-from memoryd.sync.document import RemoteDocument
-from memoryd.sync.merge import differing_fields, digests
-from memoryd.sync.models import (
-    ChangedMemory,
-    ConflictEntry,
-    ConflictStrategy,
-    ImportReport,
-    ResolveResult,
-    SyncDiff,
-)
 from memoryd.vault import ENCRYPTED_SUFFIX, FORGOTTEN_DIR, atomic_write, parse
+
+if TYPE_CHECKING:  # the sync modules load when a sync command runs
+    from memoryd.sync.document import RemoteDocument
+    from memoryd.sync.models import (
+        ConflictEntry,
+        ConflictStrategy,
+        ImportReport,
+        ResolveResult,
+        SyncDiff,
+    )
 
 logger = logging.getLogger(__name__)
 STRATEGIES = ("merge", "prefer-local", "prefer-remote")
@@ -68,6 +66,8 @@ class Syncing(SyncPlanning):
 
         The file's sealed (sensitive) memories open only with `passphrase`, all of them
         before anything is written, and are sealed again under the local scope's key."""
+        from memoryd.sync import document
+
         if conflict not in STRATEGIES:
             raise InvalidInput(
                 f"unknown conflict strategy {conflict!r}",
@@ -121,6 +121,8 @@ class Syncing(SyncPlanning):
         doc: RemoteDocument,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
+        from memoryd.sync.base import SyncBase
+
         self.status_speakers.clear()  # bodies change wholesale: read the status lines again
         for info in plan.mark:
             self._mark_for_import(info)  # first: a keyring that cannot keep a key stops here
@@ -209,6 +211,9 @@ class Syncing(SyncPlanning):
     ) -> None:
         """New memories, read from the file again batch by batch, then their links; then
         supersede judging of the added long-term memories, as `record_many` judges."""
+        from memoryd.sync.base import SyncBase
+        from memoryd.sync.merge import digests
+
         linked: list[Memory] = []
         judged: list[Memory] = []
         with fewer_collections():
@@ -287,6 +292,8 @@ class Syncing(SyncPlanning):
     ) -> SyncDiff:
         """The file against this data dir: memories only there (added), only here in the
         scopes the file covers (removed), and those on both sides with the fields that differ."""
+        from memoryd.sync import document
+
         doc = document.load(Path(source))
         try:
             return self._diff(doc, map_scope or {}, scope)
@@ -296,6 +303,9 @@ class Syncing(SyncPlanning):
     def _diff(
         self, doc: RemoteDocument, map_scope: Mapping[str, str], scope: Path | str | None
     ) -> SyncDiff:
+        from memoryd.sync.merge import differing_fields
+        from memoryd.sync.models import ChangedMemory, SyncDiff
+
         mapping, mappings, _ = self._scope_mappings(doc, map_scope, scope)
         local = self._local()
         diff = SyncDiff(scope_mappings=mappings)
@@ -322,6 +332,8 @@ class Syncing(SyncPlanning):
 
     def sync_conflicts(self) -> list[ConflictEntry]:
         """Remote versions waiting in `_conflicts/` for `sync resolve`."""
+        from memoryd.sync.models import ConflictEntry
+
         folder = self.home / CONFLICTS_DIR
         if not folder.is_dir():
             return []
@@ -369,6 +381,8 @@ class Syncing(SyncPlanning):
     def sync_resolve(self, slug: str, take: str) -> ResolveResult:
         """Close a memory's conflict: keep the local body (`local`), take the remote one
         (`remote`), or take the body of a file you wrote (a path)."""
+        from memoryd.sync.models import ResolveResult
+
         self._require_writable("resolve a sync conflict")
         open_ = [c for c in self.sync_conflicts() if c.slug == slug]
         if not open_:

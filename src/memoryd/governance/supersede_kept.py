@@ -9,7 +9,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.governance.supersede_pairs import pair_texts
 from memoryd.graph.rows import graph_rows, jsonable
 from memoryd.graph.store import GraphStore
 from memoryd.models import DecayState, Memory
@@ -71,6 +70,8 @@ class MentionLists:
         memories, where a record meeting an entity for the first time read its list by key
         (a scan of the entity's mentions) and its olders' texts. Nothing is kept when a
         write committed meanwhile. Whether the scope is held whole now."""
+        from memoryd.governance.supersede_pairs import pair_texts
+
         generation = graph.recall_generation
         with self._lock:
             self._check(generation)
@@ -164,6 +165,8 @@ class MentionLists:
         `before` to its `recall_generation` now (else it drops all): the memory is older
         than every one judged after it, in the lists of the entities it mentions when
         judging reads it."""
+        from memoryd.governance.supersede_pairs import pair_texts
+
         with self._lock:
             if self._at != before or graph.recall_generation != before + 1:
                 self._forget(graph.recall_generation)
@@ -220,6 +223,8 @@ class MentionLists:
     def wrote_many(self, graph: GraphStore, memories: Sequence[Memory], before: int) -> None:
         """`wrote` for a batch that one write added (`record_many`): its memories join the
         lists they belong to, in order, so the next batch does not read a hub again."""
+        from memoryd.governance.supersede_pairs import pair_texts
+
         with self._lock:
             if self._at != before or graph.recall_generation != before + 1:
                 self._forget(graph.recall_generation)

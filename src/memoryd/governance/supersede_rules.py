@@ -32,6 +32,7 @@ from memoryd.governance.supersede_patterns import (
     mentions,
     transitions,
 )
+from memoryd.governance.supersede_version import RULES_VERSION as RULES_VERSION
 from memoryd.models import SupersedeStatus
 
 # Confidences the rules give. Explicit replacement wording about the older memory's own
@@ -48,11 +49,6 @@ FAN_OUT = 0.7
 STATUS = 0.99
 """A status line of one record names the other ("Superseded by ADR-0036")."""
 STATUS_JUDGE = "rule:status-line"
-RULES_VERSION = 2
-"""The version of the rules that made an automatic decision, kept with it: a data dir whose
-automatic decisions an older version made gets them judged again on open. 1 (unrecorded):
-any word after "no longer" / "instead of" was a replaced thing; 2: only a known name, an
-explicit status line, at most `MAX_AUTOMATIC` at once."""
 HEDGED = 0.35
 """A transition that is only considered, planned or asked about: the newer memory does not
 present it as the current state."""
