@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import importlib
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from memoryd import __version__
-from memoryd.api import digest, errors, facts, grants, page, supersedes, sync
-from memoryd.api.maintenance import router as maintenance_router
-from memoryd.api.profile import router as profile_router
-from memoryd.api.reports import router as reports_router
-from memoryd.api.review import router as review_router
+from memoryd.api import errors
 from memoryd.api.routes import Backend, router
 from memoryd.api.runner import ServiceRunner
 from memoryd.api.security import STATIC_DIR
-from memoryd.api.sensitive import router as sensitive_router
 from memoryd.config import Settings
 from memoryd.models import DoctorCheck
 from memoryd.service import MemoryService
@@ -88,19 +86,58 @@ def create_app(
     app.state.settings = settings
     errors.install(app)
     app.include_router(router)
-    app.include_router(review_router)
-    app.include_router(supersedes.router)
-    app.include_router(maintenance_router)
-    app.include_router(grants.router)
-    app.include_router(facts.router)
-    app.include_router(sensitive_router)
-    app.include_router(reports_router)
-    app.include_router(digest.router)
-    app.include_router(profile_router)
-    app.include_router(sync.router)
-    app.include_router(page.router)
+    include_later(app, LATER_ROUTERS)
     install_page(app)
     return app
+
+
+LATER_ROUTERS = (
+    "review",
+    "supersedes",
+    "maintenance",
+    "grants",
+    "facts",
+    "sensitive",
+    "reports",
+    "digest",
+    "profile",
+    "sync",
+    "page",
+)
+"""The `memoryd.api` modules whose routes are built on the first request that the routes
+built so far do not answer, or for the first OpenAPI document. Building a route builds the
+schemas of its parameters and answer, most of the daemon's start before its first request;
+recall, record and the memories' reads (`routes`) are built at once."""
+
+
+def include_later(app: FastAPI, modules: Sequence[str]) -> None:
+    """Include each module's `router` in `app` when a request finds no route (then the
+    request is matched again) or the OpenAPI document is asked for. No route of these may
+    share a path with one built at once: that route would answer 405 in its place
+    (tests/integration/test_api_lazy_routes.py checks it)."""
+    pending = list(modules)
+    not_found = app.router.default
+    openapi = app.openapi
+
+    def include() -> None:
+        while pending:  # on the event loop's thread: no request is matched meanwhile
+            app.include_router(importlib.import_module(f"memoryd.api.{pending[0]}").router)
+            pending.pop(0)
+        app.router.default = not_found
+
+    async def unmatched(scope: Scope, receive: Receive, send: Send) -> None:
+        if not pending:
+            await not_found(scope, receive, send)
+            return
+        include()
+        await app.router.app(scope, receive, send)
+
+    def full_openapi() -> dict[str, Any]:
+        include()
+        return openapi()
+
+    app.router.default = unmatched
+    app.openapi = full_openapi  # type: ignore[method-assign]
 
 
 def install_page(app: FastAPI) -> None:
