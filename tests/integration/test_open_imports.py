@@ -42,6 +42,22 @@ LOOKING_BACK = (
 )
 """The weekly digest, the identity profile, trends and reports (with the LLM's answer
 models): their service methods import them when called, not at open."""
+NOT_CALLED = (
+    "memoryd.sync",
+    "memoryd.governance.supersede",
+    "memoryd.governance.supersede_graph",
+    "memoryd.governance.supersede_pairs",
+    "memoryd.governance.supersede_patterns",
+    "memoryd.governance.supersede_rules",
+    "memoryd.governance.supersede_names",
+    "memoryd.governance.status_lines",
+    "memoryd.governance.merge",
+    "memoryd.governance.schedule",
+)
+"""Sync, supersede judging (its rules' patterns, the status lines), merge and the job
+calendar: only a sync command, a write that judges, a merge or the scheduler needs them. The
+service's mixins import them in their methods (`memoryd.open` was 1.69x the CPU of 9e2a96f's
+with them at module level, bench/RESULTS.md)."""
 CLI_OUTPUT = ("click", "rich", "pygments")
 """httpx's command line (`httpx._main`) brought these into a library user's process."""
 
@@ -76,7 +92,7 @@ with memoryd.open() as mem:
 def test_an_embedded_open_and_recall_load_no_http_client_nor_numpy(home: Path) -> None:
     loaded = loaded_modules(OPEN_AND_RECALL, home)
     assert "memoryd.wiring" in loaded  # the stores were opened here, not through a daemon
-    found = heavy(loaded, ONLY_WHEN_USED + CLI_OUTPUT + LOOKING_BACK)
+    found = heavy(loaded, ONLY_WHEN_USED + CLI_OUTPUT + LOOKING_BACK + NOT_CALLED)
     assert found == [], f"an embedded memoryd.open() imports {found}: import them where used"
 
 
@@ -100,3 +116,13 @@ def test_the_cli_recall_without_a_daemon_loads_no_http_client_nor_numpy(
 def test_the_vector_modules_import_without_numpy(module: str, home: Path) -> None:
     """Their constants and text helpers (passages, fingerprints) serve the default path too."""
     assert "numpy" not in loaded_modules(f"import {module}", home)
+
+
+def test_the_rules_version_an_open_checks_is_the_rules_own() -> None:
+    """`repair_supersedes` (on every writable open) reads the version from
+    `supersede_version`, so an open with nothing to repair does not load the rules; the rules
+    stamp their decisions with the same number."""
+    from memoryd.governance import supersede, supersede_rules, supersede_version
+
+    assert supersede.RULES_VERSION is supersede_version.RULES_VERSION
+    assert supersede_rules.RULES_VERSION is supersede_version.RULES_VERSION

@@ -50,11 +50,61 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from memoryd.redact import gitleaks
 
 MARK = "[REDACTED:{}]"
+
+
+class _Lazy:
+    """A pattern compiled on its first use. Each rule runs only when its word is in the
+    text, so a process that redacts a few texts (the capture hook) needs few of this
+    module's patterns, and compiling all of them at import was most of the module's import
+    (bench/RESULTS.md). The first call puts the compiled pattern's own methods in place of
+    these: later calls cost what a compiled pattern's do."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._source = (pattern, flags)
+
+    def _compiled(self) -> re.Pattern[str]:
+        pattern = re.compile(*self._source)
+        vars(self).update(
+            finditer=pattern.finditer,
+            search=pattern.search,
+            match=pattern.match,
+            fullmatch=pattern.fullmatch,
+            sub=pattern.sub,
+            split=pattern.split,
+            findall=pattern.findall,
+        )
+        return pattern
+
+    def finditer(
+        self, text: str, pos: int = 0, endpos: int = sys.maxsize
+    ) -> Iterator[re.Match[str]]:
+        return self._compiled().finditer(text, pos, endpos)
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._compiled().search(text, pos, endpos)
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._compiled().match(text, pos, endpos)
+
+    def fullmatch(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._compiled().fullmatch(text, pos, endpos)
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], text: str, count: int = 0) -> str:
+        return self._compiled().sub(repl, text, count)
+
+    def split(self, text: str, maxsplit: int = 0) -> list[str | Any]:
+        return self._compiled().split(text, maxsplit)
+
+    def findall(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        return self._compiled().findall(text, pos, endpos)
+
 
 KINDS = (
     "private_key",
@@ -75,10 +125,10 @@ _SECRET_NAME = (
 )
 
 # (kind, pattern, group to replace — 0 for the whole match)
-_FORMATS: list[tuple[str, re.Pattern[str], int]] = [
+_FORMATS: list[tuple[str, _Lazy, int]] = [
     (
         "private_key",
-        re.compile(
+        _Lazy(
             r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
             r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
             re.DOTALL,
@@ -87,31 +137,31 @@ _FORMATS: list[tuple[str, re.Pattern[str], int]] = [
     ),
     (
         "password",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'\"\\]*:([^\s/'\"\\]+)@"),
+        _Lazy(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'\"\\]*:([^\s/'\"\\]+)@"),
         1,
     ),
     (
         "url_credential",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://([A-Za-z0-9_~-]{16,})@"),
+        _Lazy(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://([A-Za-z0-9_~-]{16,})@"),
         1,
     ),
     (
         "password",
-        re.compile(r"(?<![\w-])(?:-u|--user)(?:=|[ \t]*)['\"]?[^\s:'\"@-][^\s:'\"@]*:([^\s'\"]+)"),
+        _Lazy(r"(?<![\w-])(?:-u|--user)(?:=|[ \t]*)['\"]?[^\s:'\"@-][^\s:'\"@]*:([^\s'\"]+)"),
         1,
     ),
     (
         "aws_secret_key",
-        re.compile(
+        _Lazy(
             r"(?i:aws.{0,24}?(?:secret|key).{0,24}?(?:[=:]|\s)\s*\\?[\"']?)"
             r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         ),
         1,
     ),
-    ("bearer_token", re.compile(r"(?i:\bbearer)\s+([A-Za-z0-9._~+/-]{12,}=*)"), 1),
+    ("bearer_token", _Lazy(r"(?i:\bbearer)\s+([A-Za-z0-9._~+/-]{12,}=*)"), 1),
     (
         "auth_header",
-        re.compile(
+        _Lazy(
             r"(?i:authorization\\?[\"']?\s*[:=]\s*\\?[\"']?(?:basic|token|bearer)?\s*)"
             r"([A-Za-z0-9._~+/-]{8,}+=*)(?![(\[])"  # not `request.headers.get(…)`
         ),
@@ -125,7 +175,7 @@ _FORMAT_HINTS = ("private key", "://", "://", "-u", "aws", "bearer", "authorizat
 _NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
 _MYSQL_WORDS = ("mysql", "mariadb", "sshpass")
 
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = _Lazy(
     # The name starts where a word does and is bounded: a 16 KB token once took 24 s here.
     r"(?P<key>(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}?" + _SECRET_NAME + r"[A-Za-z0-9_.-]{0,64})"
     r"\\?[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
@@ -134,7 +184,7 @@ _ASSIGNMENT = re.compile(
     re.IGNORECASE,
 )
 
-_FLAG = re.compile(
+_FLAG = _Lazy(
     r"(?<![\w-])(?P<key>--?(?:password|passwd|pass|pwd|token|api[-_]?key|secret|client[-_]secret))"
     r"(?:=|[ \t]+)"
     r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|\\?'(?P<sq>[^'\\\n]{1,256})\\?'"
@@ -144,7 +194,7 @@ _FLAG = re.compile(
 
 # `mysql -pSECRET` (the password glued to `-p`) and `sshpass -p SECRET`; a bare `-p` is a
 # port, a path or a patch elsewhere, so only these commands are read.
-_MYSQL_P = re.compile(
+_MYSQL_P = _Lazy(
     r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?[ \t](?P<key>-p)"
     r"|\bsshpass[ \t]+(?P<key2>-p)[ \t]+)"
     r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|\\?'(?P<sq>[^'\\\n]{1,256})\\?'"
@@ -152,7 +202,7 @@ _MYSQL_P = re.compile(
 )
 
 # Values that name a secret rather than hold one: types, references, placeholders.
-_NOT_A_VALUE = re.compile(
+_NOT_A_VALUE = _Lazy(
     r"(?ix)^(?:str|string|bytes|int|bool|none|null|nil|true|false|undefined|optional.*"
     r"|secretstr|\$.*|<.*|%.*|\{.*|\[redacted.*|\*+|x+|\.\.\.|…"
     r"|await|new|function|lambda|yield|async|typeof|require|import|return"  # code, not a value
@@ -162,21 +212,19 @@ _NOT_A_VALUE = re.compile(
     r"|(?:self|cls|os|env|config|settings|args|opts|options|process|ctx|request|this)[.\[].*"
     r"|.*\(.*|[A-Za-z_][\w.]*\[.*)$"  # a call, a subscript or a generic type
 )
-_COUNT_NAME = re.compile(r"(?i)tokens\b|tokens_|token_?(?:count|usage|limit|budget|ids?)\b")
+_COUNT_NAME = _Lazy(r"(?i)tokens\b|tokens_|token_?(?:count|usage|limit|budget|ids?)\b")
 
-_SECRET_KEY = re.compile(r"[A-Za-z0-9_.-]*" + _SECRET_NAME + r"[A-Za-z0-9_.-]*", re.IGNORECASE)
-_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
+_SECRET_KEY = _Lazy(r"[A-Za-z0-9_.-]*" + _SECRET_NAME + r"[A-Za-z0-9_.-]*", re.IGNORECASE)
+_TOKEN = _Lazy(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
 # What precedes content that only looks random: a data URI's payload, a Go module hash, an
 # SSH public key.
-_CONTENT_PREFIX = re.compile(
-    r"(?:;base64,|\bh1:|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+) )$"
-)
-_CONTENT_TOKEN = re.compile(r"sha(?:1|256|384|512)-", re.IGNORECASE)  # an SRI hash
-_DIGIT_RUN = re.compile(r"[0-9]+")
-_HEX_ONLY = re.compile(r"[0-9a-fA-F-]+=*")
-_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_.-]*")
-_IDENTIFIER_PARTS = re.compile(r"[_.\-\s]+|(?<=[a-z0-9])(?=[A-Z])")
-_NAMED_PART = re.compile(r"_" + _SECRET_NAME + r"_", re.IGNORECASE)
+_CONTENT_PREFIX = _Lazy(r"(?:;base64,|\bh1:|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+) )$")
+_CONTENT_TOKEN = _Lazy(r"sha(?:1|256|384|512)-", re.IGNORECASE)  # an SRI hash
+_DIGIT_RUN = _Lazy(r"[0-9]+")
+_HEX_ONLY = _Lazy(r"[0-9a-fA-F-]+=*")
+_PLAIN_IDENTIFIER = _Lazy(r"[A-Za-z_][A-Za-z_.-]*")
+_IDENTIFIER_PARTS = _Lazy(r"[_.\-\s]+|(?<=[a-z0-9])(?=[A-Z])")
+_NAMED_PART = _Lazy(r"_" + _SECRET_NAME + r"_", re.IGNORECASE)
 
 
 shannon_entropy = gitleaks.shannon_entropy
@@ -271,7 +319,7 @@ def _secret_value(key: str, value: str, *, literal: bool = False) -> bool:
 
 
 # A number is a secret only as the value of a name that ends in a password or a PIN.
-_DIGITS_KEY = re.compile(r"(?:pass(?:word|wd|code|phrase)?|pwd|secret|pin)$")
+_DIGITS_KEY = _Lazy(r"(?:pass(?:word|wd|code|phrase)?|pwd|secret|pin)$")
 _NOT_SECRET_KEYS = frozenset({"pwd", "oldpwd"})  # the shell's working directories
 # Words that follow a flag or a name in prose ("run it with --password and it prompts").
 _PROSE_WORDS = frozenset({
@@ -282,18 +330,18 @@ _PROSE_WORDS = frozenset({
 })  # fmt: skip
 # Where a value can only be a literal: the start of a line (after `export`, `set`, `ENV`,
 # a YAML list dash), a query string or a connection string (`?`, `&`, `;`).
-_LINE_START = re.compile(r"(?:^|\n)[ \t]*(?:-[ \t]+)?(?:(?:export|set|ENV|env)[ \t]+)?\Z")
-_UPPER_KEY = re.compile(r"[A-Z][A-Z0-9_.]*")
-_HEADER_KEY = re.compile(r"[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+")
-_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+_LINE_START = _Lazy(r"(?:^|\n)[ \t]*(?:-[ \t]+)?(?:(?:export|set|ENV|env)[ \t]+)?\Z")
+_UPPER_KEY = _Lazy(r"[A-Z][A-Z0-9_.]*")
+_HEADER_KEY = _Lazy(r"[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+")
+_DOTTED = _Lazy(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 # What may follow a literal line's value: more words (a passphrase), a comment.
-_REST_WORDS = re.compile(r"(?:[ \t]+[\w'!?.@%+-]+)+(?=[ \t]*(?:[ \t]#.*)?$)", re.MULTILINE)
-_REST_CODE = re.compile(r"[^\n]*[,;{}()\[\]][ \t]*$", re.MULTILINE)
+_REST_WORDS = _Lazy(r"(?:[ \t]+[\w'!?.@%+-]+)+(?=[ \t]*(?:[ \t]#.*)?$)", re.MULTILINE)
+_REST_CODE = _Lazy(r"[^\n]*[,;{}()\[\]][ \t]*$", re.MULTILINE)
 
-_MARK = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]*\]")
+_MARK = _Lazy(r"\[REDACTED:[A-Za-z0-9_.-]*\]")
 _PUNCTUATION = " \t:=@/[]()\"'"
 
-_CONTROL = re.compile(
+_CONTROL = _Lazy(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])"
     r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
 )
@@ -517,7 +565,7 @@ def _unsplit_marker(kept: str, *, from_end: bool) -> str:
     return kept
 
 
-_MARKER_TAIL = re.compile(r"[A-Z]{0,8}:?[a-z0-9_-]*\]")
+_MARKER_TAIL = _Lazy(r"[A-Z]{0,8}:?[a-z0-9_-]*\]")
 
 
 def safe_cut(text: str, limit: int, *, high_entropy: bool = True) -> str:
@@ -530,8 +578,8 @@ def safe_cut(text: str, limit: int, *, high_entropy: bool = True) -> str:
     return _window(text, limit, from_end=False, high_entropy=high_entropy).rstrip() + "…"
 
 
-_MARK_KIND = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]*)\]")
-_NOT_SLUG = re.compile(r"[^0-9A-Za-z._-]+")
+_MARK_KIND = _Lazy(r"\[REDACTED:([A-Za-z0-9_.-]*)\]")
+_NOT_SLUG = _Lazy(r"[^0-9A-Za-z._-]+")
 
 
 def clean_slug(slug: str) -> str:
