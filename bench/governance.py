@@ -58,11 +58,11 @@ from memoryd.config import CaptureSettings  # noqa: E402
 from memoryd.enrichment import content_fingerprint  # noqa: E402
 from memoryd.extraction.pipeline import Extractor  # noqa: E402
 from memoryd.governance.analyze import (  # noqa: E402
-    DEFAULT_THRESHOLD,
     SessionText,
     promotes,
     score_heuristic,
 )
+from memoryd.governance.promotions import DEFAULT_THRESHOLD  # noqa: E402
 from memoryd.memfile import split_summary  # noqa: E402
 from memoryd.models import Memory, MemoryType  # noqa: E402
 from memoryd.vault import parse  # noqa: E402

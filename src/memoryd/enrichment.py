@@ -20,13 +20,16 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memoryd.errors import MemorydError
-from memoryd.governance.analyze import Candidate, SessionText, score_with_llm
 from memoryd.governance.store import EnrichmentState
 from memoryd.llm.base import LLMProvider, Usage
 from memoryd.memfile import split_summary
 from memoryd.models import Extraction, Memory, PromotionProposal
+
+if TYPE_CHECKING:
+    from memoryd.governance.analyze import Candidate, SessionText
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ def run_llm_stage(llm: LLMProvider, job: EnrichmentJob) -> LLMResult:
     Touches no store and holds no lock (the daemon runs it beside its writer). Token use and
     estimated cost are logged per memory; no text of the memory is.
     """
+    from memoryd.governance.analyze import score_with_llm
     from memoryd.llm.extract import extract_with_llm, summarize_session
     from memoryd.memfile import render_summary
 

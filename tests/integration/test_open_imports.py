@@ -53,9 +53,11 @@ NOT_CALLED = (
     "memoryd.governance.status_lines",
     "memoryd.governance.merge",
     "memoryd.governance.schedule",
+    "memoryd.governance.analyze",
 )
-"""Sync, supersede judging (its rules' patterns, the status lines), merge and the job
-calendar: only a sync command, a write that judges, a merge or the scheduler needs them. The
+"""Sync, supersede judging (its rules' patterns, the status lines), merge, the job calendar
+and session scoring (`analyze`): only a sync command, a write that judges, a merge, the
+scheduler or enrichment needs them. The
 service's mixins import them in their methods (`memoryd.open` was 1.69x the CPU of 9e2a96f's
 with them at module level, bench/RESULTS.md)."""
 CLI_OUTPUT = ("click", "rich", "pygments")

@@ -37,7 +37,6 @@ from memoryd.errors import (
 from memoryd.extraction.apply import ENTITY_TYPES, apply_extraction, merge_extractions
 from memoryd.extraction.linking import KnownEntity
 from memoryd.extraction.pipeline import Extractor
-from memoryd.governance.analyze import Candidate, SessionText, refusal
 from memoryd.governance.decay import DecayPolicy
 from memoryd.governance.gate import Gate
 from memoryd.governance.promotions import Review, ReviewPolicy
@@ -74,10 +73,9 @@ from memoryd.sensitive.snapshot import Fingerprint
 from memoryd.vault import Vault, rebased
 
 if TYPE_CHECKING:
-    from memoryd.governance.status_lines import Ref as StatusRef
+    from memoryd.governance import analyze, status_lines
     from memoryd.models import SupersedeDecision
     from memoryd.recall.vectors import DenseIndex
-
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +166,7 @@ class ServiceCore(Writes):
         """Per scope, the judged memories whose body has a status word ("Superseded by"):
         read once per scope by one scan, then kept up by `judge_written`; dropped by the
         writes that change bodies wholesale (sync import, merge, reindex)."""
-        self.status_refs: dict[str, tuple[set[str], dict[str, tuple[StatusRef, ...]]]] = {}
+        self.status_refs: dict[str, tuple[set[str], dict[str, tuple[status_lines.Ref, ...]]]] = {}
         """Per scope, the references of its speakers' status lines, good while the scope's
         set in `status_speakers` is the one they were read for."""
         self.judging_skipped: tuple[int, str] = (0, "")
@@ -533,10 +531,12 @@ class ServiceCore(Writes):
 
     def _dura_input(
         self, memory: Memory, scope: ScopeInfo | None, rules: Extraction
-    ) -> tuple[SessionText | None, tuple[Candidate, ...]]:
+    ) -> tuple[analyze.SessionText | None, tuple[analyze.Candidate, ...]]:
         """What DURA scoring reads: the session without its summary, the entities extracted
         from it, and the scope's long-term memories that name them (supersede candidates).
         None when `analyze.refusal` says the memory may not be scored."""
+        from memoryd.governance.analyze import Candidate, SessionText, refusal
+
         if refusal(memory, scope) is not None:
             return None, ()
         entities = tuple(dict.fromkeys(e.name for e in rules.entities))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.domain.core import (
     ServiceCore,
@@ -20,10 +20,6 @@ from memoryd.errors import (
     MemorydError,
 )
 from memoryd.extraction.apply import apply_extraction, merge_extractions
-from memoryd.governance.analyze import (
-    score_heuristic,
-    sensitive,
-)
 from memoryd.governance.store import EnrichmentState
 from memoryd.memfile import split_summary, with_summary
 from memoryd.models import (
@@ -33,6 +29,9 @@ from memoryd.models import (
     to_utc,
     utcnow,
 )
+
+if TYPE_CHECKING:
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +110,8 @@ class Enriching(ServiceCore):
         Writes nothing (the daemon runs it as a read). The job is about the content the file
         holds now, which `apply_enrichment` checks again before writing.
         """
+        from memoryd.governance.analyze import score_heuristic, sensitive
+
         row = self.governance.enrichment(slug)
         if row is None or row.state != "pending":
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd.domain.core import (
     ServiceCore,
@@ -18,14 +19,6 @@ from memoryd.errors import (
     MemorydError,
     PolicyDenied,
 )
-from memoryd.governance.analyze import (
-    AnalysisJob,
-    AnalysisMode,
-    refusal,
-    retry_later,
-    run_analysis,
-    score_heuristic,
-)
 from memoryd.memfile import split_summary
 from memoryd.models import (
     DuraAnalysis,
@@ -35,6 +28,9 @@ from memoryd.models import (
     PromotionProposal,
     PromotionStatus,
 )
+
+if TYPE_CHECKING:
+    from memoryd.governance.analyze import AnalysisJob, AnalysisMode
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +43,15 @@ class Governing(ServiceCore):
         """Score one session memory again (`memoryd analyze-session`): prepare, score (the
         LLM with `llm`, heuristic-v1 with `heuristic`, `auto`: the LLM when one is
         configured), write. The daemon runs the three steps apart (the LLM off its writer)."""
+        from memoryd.governance.analyze import run_analysis
+
         job = self.prepare_analysis(slug, mode=mode)
         return self.apply_analysis(job, run_analysis(self.llm, job))
 
     def prepare_analysis(self, slug: str, *, mode: AnalysisMode = "auto") -> AnalysisJob:
         """Read the memory and everything scoring needs (a read)."""
+        from memoryd.governance.analyze import AnalysisJob, refusal, score_heuristic
+
         if mode == "llm" and self.llm is None:
             # The request is what cannot be met here (a 422, exit 2), not a broken config.
             raise InvalidInput(
@@ -92,6 +92,8 @@ class Governing(ServiceCore):
         """Write the score into the memory's frontmatter (an `analyze` audit event) and queue
         the promotion when its mean reaches the threshold. A failed LLM call leaves the
         memory queued with backoff, like enrichment, and is raised with when it is retried."""
+        from memoryd.governance.analyze import retry_later
+
         self._require_writable("score a session")
         if isinstance(outcome, MemorydError):
             raise retry_later(

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from memoryd.domain.core import ServiceCore
 from memoryd.errors import ConfigError, ExtractionFailed, InvalidInput, MemorydError, RateLimited
-from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import ProfileChangeReport, ProfileVersion
 from memoryd.models import Memory, ScopeInfo, to_utc
 
-if TYPE_CHECKING:  # imported where used: an open that never builds a profile does not load them
+if TYPE_CHECKING:
     from memoryd.governance.profile import (
         ProfileDiff,
         ProfileJob,
@@ -94,6 +93,7 @@ class Profiling(ServiceCore):
     def _sources(self, rows: list[Row]) -> list[Source]:
         """The memories as profile sources, read from their files; a sensitive one (by its
         own flag or its scope's: `governance.analyze.sensitive`) is left out."""
+        from memoryd.governance.analyze import sensitive
         from memoryd.governance.profile import Source
 
         if not rows:
@@ -412,6 +412,8 @@ class Profiling(ServiceCore):
 
     def _public_title(self, slug: str) -> str:
         """`"Title" [slug]`, or only the slug of a sensitive (or unreadable) memory."""
+        from memoryd.governance.analyze import sensitive
+
         try:
             memory = self.get(slug)
         except MemorydError:

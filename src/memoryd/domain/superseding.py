@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from memoryd.domain.core import SUPERSEDE_BULK_LIMIT
 from memoryd.domain.superseding_batch import BatchJudging
 from memoryd.errors import InvalidInput, MemorydError, NotFound, PolicyDenied
-from memoryd.governance.analyze import sensitive
 from memoryd.governance.store import EnrichmentState, JudgeRow
 from memoryd.graph.rows import graph_rows
 from memoryd.graph.store import SupersedeRow
@@ -83,6 +82,7 @@ class Superseding(BatchJudging):
         batch just wrote it (judging reads its title, body and type, which no decision
         changes), else read from its file."""
         from memoryd.governance import supersede
+        from memoryd.governance.analyze import sensitive
 
         memory = self._load(slug) if written is None else written
         scope = self.vault.read_scope(memory.meta.scope_hash)
@@ -469,6 +469,7 @@ class Superseding(BatchJudging):
         a status line of its scope may link it, an LLM judges, or a query failed. The same
         pairs and verdicts as `judge_written` (`find_pairs_unwritten`)."""
         from memoryd.governance import supersede
+        from memoryd.governance.analyze import sensitive
 
         if not memory.meta.type.long_term or memory.sensitive:
             return memory, {}  # `judge_written` judges neither

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.domain.core import PROGRESS_STEP, ServiceCore
 from memoryd.errors import InvalidInput, MemorydError, NotFound
-from memoryd.governance.analyze import sensitive
 from memoryd.graph.store import EntityRow
 from memoryd.models import AuditRecord, Memory, ScopeInfo
 from memoryd.sensitive.envelope import ScopeKey
 from memoryd.sensitive.files import ScopeCipher, decrypt_scope, encrypted_files
 from memoryd.vault import ENCRYPTED_SUFFIX, parse
 
-if TYPE_CHECKING:  # the sync modules load when a sync command runs
+if TYPE_CHECKING:
     from memoryd.sync import cipher
     from memoryd.sync.export import Collector
     from memoryd.sync.models import ExportReport
@@ -76,6 +75,7 @@ class SyncExporting(ServiceCore):
         its scope, as for any read of it) it is sealed into the `encryption` block
         (`sync.cipher`: the same state seals to the same bytes); without one it is left out,
         and the report counts it and says why."""
+        from memoryd.governance.analyze import sensitive
         from memoryd.sync import cipher, document, writing
         from memoryd.sync.base import SyncBase
         from memoryd.sync.export import Collector

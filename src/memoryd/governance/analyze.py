@@ -78,7 +78,6 @@ logger = logging.getLogger(__name__)
 
 HEURISTIC = "heuristic-v1"
 AnalysisMode = Literal["auto", "llm", "heuristic"]
-DEFAULT_THRESHOLD = 0.6
 TITLE_CHARS = 80
 MAX_EVIDENCE = 6
 MAX_TRIGGERS = 8

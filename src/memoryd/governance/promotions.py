@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from memoryd.audit import AuditEvent
 from memoryd.errors import Conflict, InvalidInput, NotFound, PolicyDenied
-from memoryd.governance.analyze import DEFAULT_THRESHOLD, promotes
 from memoryd.governance.store import GovernanceStore, Proposed
 from memoryd.models import (
     CJK,
@@ -42,6 +41,10 @@ AGENTS_MAY_NOT_DECIDE = (
     " decide yourself: `memoryd promote ID` / `memoryd reject ID`"
 )
 _STEM_WORDS = re.compile(rf"[a-z0-9]+|[{CJK}]+")
+
+
+DEFAULT_THRESHOLD = 0.6
+"""The DURA mean at which a scored session is queued for promotion (`analyze.promotes`)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ class Review:
     # -- the queue ------------------------------------------------------------------------
     def propose(self, proposal: PromotionProposal) -> tuple[int, Proposed] | None:
         """Queue `proposal` when its mean reaches the threshold; None when it does not."""
+        from memoryd.governance.analyze import promotes
+
         if not promotes(proposal, self.policy.dura_threshold):
             return None
         return self.store.propose_promotion(proposal, utcnow())
