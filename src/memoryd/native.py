@@ -175,24 +175,26 @@ def fewer_collections(young: int = 50_000) -> Iterator[None]:
     write starts are frozen out of collection and the young threshold is raised; both are put
     back afterwards, so garbage cycles are still collected, just in fewer, larger passes.
     """
-    global _held
-    if _held:  # inside another: the outer one puts the collector back
-        yield
+    if not _held.acquire(blocking=False):  # inside another, or another thread's: that one
+        yield  # puts the collector back
         return
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
-    _held = True
     try:
-        yield
+        thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
+        try:
+            yield
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
     finally:
-        _held = False
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        _held.release()
 
 
-_held = False
-"""A `fewer_collections` is running (they nest: `record` runs the batch write's)."""
+_held = threading.Lock()
+"""Held while a `fewer_collections` runs: they nest (`record` runs the batch write's), and a
+recall thread loading its tables may run one beside the writer's; only the holder changes
+the collector's settings and puts them back."""
 
 
 _courtesy = threading.local()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
 import weakref
 
 import pytest
@@ -74,6 +75,35 @@ def test_a_write_inside_another_leaves_the_collector_to_the_outer_one() -> None:
             pass
         assert gc.get_freeze_count() == frozen > 0
         assert gc.get_threshold() == (before[0] * 10, *before[1:])
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def test_another_threads_hold_neither_changes_nor_restores_the_collector() -> None:
+    """A recall thread loads its tables under `fewer_collections` while the writer may run a
+    bulk write under its own: only the first holder changes the collector's settings and puts
+    them back, so none is left raised for good whichever ends first."""
+    from memoryd.native import fewer_collections
+
+    before = gc.get_threshold()
+    inside, leave = threading.Event(), threading.Event()
+    seen: list[tuple[int, int, int]] = []
+
+    def other() -> None:
+        with fewer_collections(young=before[0] * 7):
+            seen.append(gc.get_threshold())
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert inside.wait(10)
+    with fewer_collections(young=before[0] * 3):  # the other thread holds it
+        assert gc.get_threshold() == (before[0] * 7, *before[1:])
+    assert gc.get_threshold() == (before[0] * 7, *before[1:])  # still the holder's
+    leave.set()
+    thread.join(10)
+    assert seen == [(before[0] * 7, *before[1:])]
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
 

@@ -10,13 +10,17 @@ import that came back and does not flake on a busy machine.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from memoryd.service import MemoryService
 
 ONLY_WHEN_USED = (
     "httpx",
@@ -128,3 +132,24 @@ def test_the_rules_version_an_open_checks_is_the_rules_own() -> None:
 
     assert supersede.RULES_VERSION is supersede_version.RULES_VERSION
     assert supersede_rules.RULES_VERSION is supersede_version.RULES_VERSION
+
+
+def test_the_first_recall_builds_its_tables_with_the_collector_held_off(
+    svc: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entity matcher is kept for the process: a full collection in the middle of its
+    building walked every object the imports made (~20 ms of an embedded first recall)."""
+    from memoryd.domain import core
+
+    held: list[bool] = []
+    build = core.build_matcher  # type: ignore[attr-defined]
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        held.append(gc.get_freeze_count() > 0)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(core, "build_matcher", spy)
+    svc.recall("why did we pick Postgres?", scope=project, track=False)
+    svc.recall("and why Redis?", scope=project, track=False)
+    assert held == [True]
+    assert gc.get_freeze_count() == 0

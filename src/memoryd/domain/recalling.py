@@ -32,6 +32,7 @@ from memoryd.models import (
     RecallResult,
     check_query,
 )
+from memoryd.native import fewer_collections
 from memoryd.recall import RecallPipeline, conversation
 from memoryd.recall.granted import ScopeView
 from memoryd.recall.pipeline import RecallOutcome
@@ -167,6 +168,8 @@ class Recalling(ServiceCore):
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
         scope_hash = self.scope_hash_of(scope)
+        if self._matcher is None:  # the process's first recall, or the first after entity writes
+            self._load_recall_tables()
         sensitive = self.gate.sensitive_scopes()
         notes = [] if self.vectors_absent is None else [f"no vector stage: {self.vectors_absent}"]
 
@@ -259,11 +262,21 @@ class Recalling(ServiceCore):
         a grant builds its scope's in-memory view at once, for the same reason. The
         statistics of `scope_hashes` are loaded too (a reader: its daemon's scopes, whose
         loading its first recall there would otherwise spend)."""
-        load_hyponyms()
-        load_lexicon()  # and the names entity matchers are built with (the graph's, a view's)
-        load_places()
+        with fewer_collections():
+            load_hyponyms()
+            load_lexicon()  # and the names entity matchers are built with (the graph's, a view's)
+            load_places()
         self.index.load_statistics(scope_hashes, is_turn=conversation.is_turn)
         self.views_eager = True
+
+    def _load_recall_tables(self) -> None:
+        """Build the entity matcher (and load the kinds of things) with the collector held
+        off (`fewer_collections`): they are kept for the process, and a full collection in the
+        middle of their loading walked every object the process holds, ~20 ms of an embedded
+        first recall (bench/RESULTS.md)."""
+        with fewer_collections():
+            self._entity_matcher()
+            load_hyponyms()
 
     def _track_recalls(self, recalls: Sequence[tuple[Sequence[RecallHit], str]]) -> None:
         """Count recalls (hits, query) in memory until `flush_recall_counts`: a graph write
