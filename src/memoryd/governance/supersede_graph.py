@@ -297,7 +297,7 @@ def find_pairs_batch(
             )
             # As the graph gives it back (`jsonable`): `_nearest` compares it with the olders'.
             where[memory.slug] = (memory.meta.scope_hash, jsonable(memory.meta.created_at))
-    rows = judged_rows(batch)
+    rows = judged_rows(batch, plan.mentions)
     judged = {slug for added in rows.values() for _, slug in added}
     unwritten = _Unwritten(
         rows=rows,

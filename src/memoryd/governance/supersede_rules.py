@@ -233,9 +233,10 @@ def _retired(text: str) -> tuple[tuple[str, str, frozenset[str]], ...]:
     read once per newer memory rather than once per pair."""
     out = []
     for sentence in _sentences(text):
-        if _HEDGE.search(sentence):
+        found = list(_RETIRE.finditer(sentence))
+        if not found or _hedged(sentence):
             continue
-        for m in _RETIRE.finditer(sentence):
+        for m in found:
             obj = m.group("obj")
             end = _OBJECT_END.search(obj)
             obj = obj[: end.start()] if end else obj
