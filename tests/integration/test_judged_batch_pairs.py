@@ -14,18 +14,12 @@ from memoryd.governance import supersede
 from memoryd.governance.supersede_rules import may_supersede
 from memoryd.models import MemoryDraft, MemoryType
 from memoryd.service import MemoryService
+from tests.integration.test_small_writes import NOTES as SMALL_WRITES_NOTES
 
 NOTES = [
-    ("decision", "Use PostgreSQL for billing", "Billing stores invoices in PostgreSQL."),
-    ("fact", "Redis caches sessions", "Sessions live in Redis with a one-hour TTL."),
-    ("decision", "Kafka for events", "Billing publishes events to Kafka; PostgreSQL keeps state."),
-    ("preference", "Prefer Redis over Memcached", "We prefer Redis over Memcached for caching."),
-    ("decision", "Move billing to DuckDB", "Billing reports move from PostgreSQL to DuckDB."),
-    ("fact", "Kafka retention", "Kafka keeps events for seven days; Redis holds offsets."),
+    *SMALL_WRITES_NOTES,
     ("decision", "We use npm", "We use npm for the web app; Vite builds it."),
     ("decision", "We use pnpm", "We use pnpm for the web app; Vite builds it."),
-    ("fact", "PostgreSQL backups", "PostgreSQL backups run nightly; DuckDB reads them."),
-    ("decision", "Use Redis instead of Kafka", "We switched from Kafka to Redis streams."),
     (
         "decision",
         "Run our own cluster",
