@@ -35,6 +35,7 @@ FOLDERS = sorted(
 EDGES = [
     "ſqlite and KUBERNETES, Kubernetes-operator, use.react, @vue/cli, x-react, React.js.",
     "İstio or ıstio; Node.js v18; the K8s cluster (K8S); go vs Go; GO; 格式化工具用 black。",
+    "\u212aubernetes and \u212a8s (the Kelvin sign); ǅango; ﬀmpeg or FFmpeg; GITHUB ACTIONS.",
     "我们从 MySQL 切到 PostgreSQL，用 pnpm 替换了 npm；Redis 已被 Valkey 取代。",
     "npm was replaced by pnpm. REPLACED BY nothing; Jenkins were replacéd with GitHub Actions.",
     "Jenkins was replaced with GitHub Actions; Webpack has been REPLACED by Vite.",
