@@ -80,8 +80,8 @@ class BatchJudging(ServiceCore):
         write of every file, graph row and index document they change: the batch with its
         decisions (same order) and its `supersede` audit events. None when it must be judged
         once written (`judge_written`): a status line of its scope may link one of it, an
-        LLM judges, or a read failed. The same pairs and verdicts as `judge_written`
-        (`find_pairs_batch`)."""
+        LLM judges, or a read failed. The same verdicts as `judge_written`
+        (`find_pairs_batch`), from the pairs some rule may decide."""
         from memoryd.governance import supersede
 
         judged = sorted(
@@ -105,6 +105,7 @@ class BatchJudging(ServiceCore):
                 memories,
                 limit=self.supersede_settings.max_pairs,
                 kept=self.judged_mentions,
+                rules_only=True,  # no LLM judges here: a pair no rule decides is not built
             )
             jobs = self._batch_jobs(linked, found, inline=False, queue=False, failed=failed)
             by_slug = {m.slug: m for m in memories}

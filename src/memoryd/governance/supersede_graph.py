@@ -24,7 +24,7 @@ from memoryd.governance.supersede_kept import (
 )
 from memoryd.governance.supersede_names import GRAPH_CHOICE_TYPES, Name
 from memoryd.governance.supersede_pairs import Pair, SupersedeJob, limit_fan_out, pair_texts
-from memoryd.governance.supersede_rules import RULES_VERSION, Tiers
+from memoryd.governance.supersede_rules import RULES_VERSION, Tiers, may_supersede
 from memoryd.graph.cypher_reads import KEYED_ROWS
 from memoryd.graph.rows import graph_rows, jsonable
 from memoryd.graph.store import GraphStore, SupersedeRow, supersede_edges
@@ -249,6 +249,7 @@ def find_pairs_batch(
     kept: MentionLists | None = None,
     newest: int | None = _NEWEST,
     hub: int = _HUB,
+    rules_only: bool = False,
 ) -> dict[str, list[Pair]]:
     """`find_pairs_many` for a batch about to be written (`record_many`), so that its
     decisions are written with it, not by a second write of every file, graph row and index
@@ -256,7 +257,8 @@ def find_pairs_batch(
     `batch` to judge. What the write will add comes from the batch itself: each entity's
     mentions (its count, the batch's judged memories among its older ones), their texts and
     the SUPERSEDES edges their files name (a new memory has no other). `kept`: the lists of
-    older memories the last writes left (`MentionLists`)."""
+    older memories the last writes left (`MentionLists`). `rules_only`: only the rules judge
+    the pairs, so a pair no rule can decide (`may_supersede`) is left out."""
     if not newers:
         return {}
     plan = graph_rows(batch)
@@ -295,7 +297,7 @@ def find_pairs_batch(
             )
             # As the graph gives it back (`jsonable`): `_nearest` compares it with the olders'.
             where[memory.slug] = (memory.meta.scope_hash, jsonable(memory.meta.created_at))
-    rows = judged_rows(batch)
+    rows = judged_rows(batch, plan.mentions)
     judged = {slug for added in rows.values() for _, slug in added}
     unwritten = _Unwritten(
         rows=rows,
@@ -320,6 +322,7 @@ def find_pairs_batch(
         hub=hub,
         kept=kept,
         added=unwritten,
+        rules_only=rules_only,
     )
 
 
@@ -335,6 +338,7 @@ def _ranked_pairs(
     hub: int = _HUB,
     kept: MentionLists | None = None,
     added: _Unwritten | None = None,
+    rules_only: bool = False,
 ) -> dict[str, list[Pair]]:
     """The pairs of `find_pairs_many` from the newer memories' entities (`shared`), scopes
     and times (`where`) and the pairs a SUPERSEDES edge links already (`linked`).
@@ -342,7 +346,9 @@ def _ranked_pairs(
     A hub entity's older memories are read only as far as its `newest` (all of them when
     None); a newer memory whose judging would read past the end of such a list is judged
     again from full lists, so the pairs are the same as from full lists. `kept`: lists
-    read before, still good (`MentionLists`); `added`: what a batch not yet written adds."""
+    read before, still good (`MentionLists`); `added`: what a batch not yet written adds;
+    `rules_only`: the pairs no rule can decide (`may_supersede`) left out, before what only
+    judging reads of them (their shared tools) is looked up."""
     mentioned, cut = _mentioned(graph, shared, where, newest, hub, kept, added)
     everyone = sorted({row for rows in mentioned.values() for row in rows}, key=lambda r: r[1])
     everyone.sort(key=lambda r: r[0], reverse=True)  # stable: by slug among equal times
@@ -376,9 +382,25 @@ def _ranked_pairs(
     if again:
         mine = {m.slug: shared[m.slug] for m in again}
         full = _ranked_pairs(
-            graph, again, mine, where, linked, limit, newest=None, kept=kept, added=added
+            graph,
+            again,
+            mine,
+            where,
+            linked,
+            limit,
+            newest=None,
+            kept=kept,
+            added=added,
+            rules_only=rules_only,
         )
     olders = sorted({o for picks in chosen.values() for o, _ in picks})
+    texts = _texts(graph, olders, kept, added)
+    if rules_only:
+        newer_text = {m.slug: pair_texts(m.meta.title, m.body) for m in newers}
+        chosen = {
+            m: [(o, e) for o, e in picks if may_supersede(newer_text[m], texts[o])]
+            for m, picks in chosen.items()
+        }
     # Which of its newer memory's tools and libraries each chosen older one mentions: a
     # list read in full or as far as the older one says; past a hub's last row read, its
     # own edges say.
@@ -397,7 +419,6 @@ def _ranked_pairs(
                 elif o in members.get(key, ()):
                     mentions.setdefault(o, set()).add(e.id)
     _edges_say(graph, unsure, added, mentions)
-    texts = _texts(graph, olders, kept, added)
     # Each tool or library as a `Name` once, not once per pair that shares it.
     names = {e.id: _name(e) for m in chosen for e in shared[m] if e.type in GRAPH_CHOICE_TYPES}
     by_count = {

@@ -6,7 +6,7 @@ through it."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memoryd.graph.rows import graph_rows, jsonable
@@ -271,17 +271,22 @@ def _judged(memory: Memory) -> bool:
     )
 
 
-def judged_rows(memories: Sequence[Memory]) -> dict[tuple[str, str], list[tuple[Any, str]]]:
+def judged_rows(
+    memories: Sequence[Memory], mentions: Iterable[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], list[tuple[Any, str]]]:
     """Per (entity id, scope hash), the memories of a batch that judging reads as older ones
     of that entity (a judged type, not sensitive, not forgotten), as the graph will hold
-    them once written: (created_at as the graph gives it back, slug)."""
+    them once written: (created_at as the graph gives it back, slug). `mentions`: the
+    batch's (slug, entity id) as `graph_rows` gives them, when the caller has them."""
+    judged = [m for m in memories if _judged(m)]
+    named: dict[str, list[str]] = {}
+    for slug, eid in graph_rows(judged).mentions if mentions is None else mentions:
+        named.setdefault(slug, []).append(eid)
     out: dict[tuple[str, str], list[tuple[Any, str]]] = {}
-    for memory in memories:
-        if not _judged(memory):
-            continue
+    for memory in judged:
         meta = memory.meta
         row = (jsonable(meta.created_at), meta.slug)
-        for _, eid in graph_rows([memory]).mentions:
+        for eid in named.get(meta.slug, ()):
             out.setdefault((eid, meta.scope_hash), []).append(row)
     return out
 

@@ -93,6 +93,9 @@ _FROM_TO = [
         _rx(rf"(?P<old>{_NZ})\s*(?:已经|已)?被\s*(?P<new>{_NZ})\s*(?:替换|替代|取代|代替)"),
     ),
 ]
+_FROM_TO_NEEDS = {"replaced-by": _rx(r"replaced"), "zh-replaced-by": _rx("被")}
+"""A word every match of these patterns holds, searched first: a pattern that opens on a slot
+tries each place of a sentence as its start, the word costs one pass (bench/RESULTS.md)."""
 _INSTEAD = [
     (
         "instead-of",
@@ -205,12 +208,19 @@ def _split(text: str) -> tuple[str, ...]:
 
 def components(text: str) -> set[str]:
     """Parts of a system a sentence names ("the billing service", "支付服务")."""
+    return set(_components(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _components(text: str) -> frozenset[str]:
+    """`components`, read once per text: an older memory's parts are compared with the
+    sentence of each change judged against it."""
     found: set[str] = set()
     for m in _COMPONENT.finditer(text):
         word = (m.group(1) or m.group(2) or "").casefold()
         if word and word not in _COMPONENT_STOP:
             found.add(word)
-    return found
+    return frozenset(found)
 
 
 _VERSION = re.compile(r"([A-Za-z][\w.+#-]*)\s*v?(\d+(?:\.\d+)*)")
@@ -266,6 +276,8 @@ def transitions(text: str, known: Sequence[Name] = ()) -> list[Transition]:
     """The changes of choice a text states, sentence by sentence: in each, the first kind of
     wording that applies (a return, both sides named, one side named). Each side is a name
     the lexicon or `known` holds; wording about anything else states no change of choice."""
+    if not _worded(text):
+        return []  # no wording: no names to read, whatever `known` holds
     return list(_transitions(text, tuple(known)))
 
 
@@ -280,40 +292,95 @@ def _transitions(text: str, known: tuple[Name, ...]) -> tuple[Transition, ...]:
     """`transitions`, once per (text, names): a newer memory's text is read against each of
     its twenty pairs, most of which share the same names with it (`forget_texts`)."""
     out: list[Transition] = []
-    for sentence in _sentences(text):
+    for sentence, wording in _worded(text):
         for reader in (_went_back, _from_to, _instead_of, _no_longer, _switch_to):
-            found = reader(sentence, known)
+            found = reader(sentence, wording, known)
             if found:
                 out.extend(found)
                 break
     return tuple(out)
 
 
-def _went_back(sentence: str, known: Sequence[Name]) -> list[Transition]:
-    back = _WENT_BACK.search(sentence)
-    if back is None:
-        return []
-    tried = _TRIED.search(sentence)
-    old = name_of(tried.group("old"), known, context=sentence) if tried else None
-    new = new_of(back.group("new"), known, context=sentence)
-    return [Transition("went-back", old, new, sentence)]
+@dataclass(frozen=True)
+class _Wording:
+    """What each kind of replacement wording matches in one sentence, before any name is read
+    from its slots: the patterns depend on the sentence alone, the names on the pair
+    (`known`). Each reader of `_transitions` finds nothing where its part is empty."""
+
+    back: tuple[str, str | None] | None
+    """"went back to B": the slot of B, and of what was tried, if the sentence says."""
+    from_to: tuple[tuple[str, str, str], ...]
+    """Each "from A to B" as (rule, A's slot, B's slot)."""
+    instead: tuple[tuple[str, str, int], ...]
+    """Per rule, its first "instead of A": (rule, A's slot, where the match starts)."""
+    no_longer: tuple[tuple[str, str], ...]
+    """Per rule, its first "no longer A": (rule, A's slot)."""
+    switch: tuple[tuple[str, str, int], ...]
+    """Per rule, its first "switched to B": (rule, B's slot, where the match starts)."""
+
+
+def worded(text: str) -> bool:
+    """Whether any sentence of the text holds replacement wording: when none does,
+    `transitions` finds no change in it whatever names the pair shares (a pair's cheap
+    first test: most texts state no change)."""
+    return bool(_worded(text))
 
 
 @functools.lru_cache(maxsize=8192)
-def _from_to_slots(sentence: str) -> tuple[tuple[str, str, str], ...]:
-    """Each "from A to B" of a sentence as (rule, A, B), matched once per sentence: the
-    patterns cost most of judging, and only the names read from the slots depend on the
-    pair (`known`)."""
-    return tuple(
+def _worded(text: str) -> tuple[tuple[str, _Wording], ...]:
+    """The sentences of a text that hold replacement wording, with what it matched: read
+    once per text, not once per pair."""
+    out = []
+    for sentence in _sentences(text):
+        wording = _wording(sentence)
+        if wording is not None:
+            out.append((sentence, wording))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16384)
+def _wording(sentence: str) -> _Wording | None:
+    """The replacement wording of one sentence (`_Wording`), matched once per sentence: the
+    patterns cost most of judging. None: no pattern matches it."""
+    back = _WENT_BACK.search(sentence)
+    tried = _TRIED.search(sentence) if back is not None else None
+    from_to = tuple(
         (rule, m.group("old"), m.group("new"))
         for rule, rx in _FROM_TO
+        if rule not in _FROM_TO_NEEDS or _FROM_TO_NEEDS[rule].search(sentence)
         for m in rx.finditer(sentence)
     )
+    instead = tuple(
+        (rule, m.group("old"), m.start())
+        for rule, rx in _INSTEAD
+        if (m := rx.search(sentence)) is not None
+    )
+    no_longer = tuple(
+        (rule, m.group("old")) for rule, rx in _NO_LONGER if (m := rx.search(sentence)) is not None
+    )
+    switch = tuple(
+        (rule, m.group("new"), m.start())
+        for rule, rx in _SWITCH_TO
+        if (m := rx.search(sentence)) is not None
+    )
+    if back is None and not (from_to or instead or no_longer or switch):
+        return None
+    slots = None if back is None else (back.group("new"), tried.group("old") if tried else None)
+    return _Wording(slots, from_to, instead, no_longer, switch)
 
 
-def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
+def _went_back(sentence: str, wording: _Wording, known: Sequence[Name]) -> list[Transition]:
+    if wording.back is None:
+        return []
+    new_slot, tried = wording.back
+    old = name_of(tried, known, context=sentence) if tried is not None else None
+    new = new_of(new_slot, known, context=sentence)
+    return [Transition("went-back", old, new, sentence)]
+
+
+def _from_to(sentence: str, wording: _Wording, known: Sequence[Name]) -> list[Transition]:
     out: list[Transition] = []
-    for rule, old_slot, new_slot in _from_to_slots(sentence):
+    for rule, old_slot, new_slot in wording.from_to:
         old = name_of(old_slot, known, context=sentence)
         new = new_of(new_slot, known, context=sentence)
         if old is None and name_of(new_slot, known, context=sentence) is not None:
@@ -328,51 +395,45 @@ def _from_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
 _CLAUSE_BREAK = re.compile(r"\s[-–—]\s|[;:；：]|\bbut\b|但是?")
 
 
-def _instead_of(sentence: str, known: Sequence[Name]) -> list[Transition]:
-    for rule, rx in _INSTEAD:
-        m = rx.search(sentence)
-        if m is not None:
-            old = name_of(m.group("old"), known, context=sentence)
-            # The replacement is named in the same clause: in "doesn't need ElasticSearch
-            # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
-            clause = _CLAUSE_BREAK.split(sentence[: m.start()])[-1]
-            before = [n for _, n in names_in(clause, known)]
-            # A name memoryd does not know counts right before the contrast: "use httpx
-            # instead of requests", not a word anywhere in a long clause.
-            before = before or [
-                n for w in re.split(r"\s+", clause.rstrip())[-3:] if (n := code_name(w)) is not None
-            ]
-            new = before[-1] if before else None
-            if old is None and new is not None:
-                old = word_name(m.group("old"))  # "use httpx instead of requests"
-            # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
-            # names no replacement in its clause describes a practice, not a change.
-            if old is not None and new is not None and new.name != old.name:
-                return [Transition(rule, old, new, sentence)]
+def _instead_of(sentence: str, wording: _Wording, known: Sequence[Name]) -> list[Transition]:
+    for rule, old_slot, start in wording.instead:
+        old = name_of(old_slot, known, context=sentence)
+        # The replacement is named in the same clause: in "doesn't need ElasticSearch
+        # often - rather than use Kibana, the team uses kubectl" it is not ElasticSearch.
+        clause = _CLAUSE_BREAK.split(sentence[:start])[-1]
+        before = [n for _, n in names_in(clause, known)]
+        # A name memoryd does not know counts right before the contrast: "use httpx
+        # instead of requests", not a word anywhere in a long clause.
+        before = before or [
+            n for w in re.split(r"\s+", clause.rstrip())[-3:] if (n := code_name(w)) is not None
+        ]
+        new = before[-1] if before else None
+        if old is None and new is not None:
+            old = word_name(old_slot)  # "use httpx instead of requests"
+        # "rather than use Kibana, the team mostly uses `kubectl logs`": a contrast that
+        # names no replacement in its clause describes a practice, not a change.
+        if old is not None and new is not None and new.name != old.name:
+            return [Transition(rule, old, new, sentence)]
     return []
 
 
-def _no_longer(sentence: str, known: Sequence[Name]) -> list[Transition]:
-    for rule, rx in _NO_LONGER:
-        m = rx.search(sentence)
-        if m is not None:
-            # What is no longer used is the verb's object: "don't support the AWS agent"
-            # is not "no longer uses AWS".
-            old = name_of(_FILLER.sub("", m.group("old")), known, within=0, context=sentence)
-            if old is not None:
-                return [Transition(rule, old, None, sentence)]
+def _no_longer(sentence: str, wording: _Wording, known: Sequence[Name]) -> list[Transition]:
+    for rule, old_slot in wording.no_longer:
+        # What is no longer used is the verb's object: "don't support the AWS agent" is not
+        # "no longer uses AWS".
+        old = name_of(_FILLER.sub("", old_slot), known, within=0, context=sentence)
+        if old is not None:
+            return [Transition(rule, old, None, sentence)]
     return []
 
 
-def _switch_to(sentence: str, known: Sequence[Name]) -> list[Transition]:
-    for rule, rx in _SWITCH_TO:
-        m = rx.search(sentence)
-        if m is not None:
-            # One side only: the name must be one memoryd knows (its kind finds the old one).
-            new = name_of(m.group("new"), known, context=sentence, code=False)
-            if new is not None:
-                subject = frozenset(subject_before(sentence, m.start()))
-                return [Transition(rule, None, new, sentence, subject)]
+def _switch_to(sentence: str, wording: _Wording, known: Sequence[Name]) -> list[Transition]:
+    for rule, new_slot, start in wording.switch:
+        # One side only: the name must be one memoryd knows (its kind finds the old one).
+        new = name_of(new_slot, known, context=sentence, code=False)
+        if new is not None:
+            subject = frozenset(subject_before(sentence, start))
+            return [Transition(rule, None, new, sentence, subject)]
     return []
 
 
@@ -388,6 +449,13 @@ _NEGATED_BEFORE = _rx(
 def asserts(text: str, name: Name) -> bool:
     """Whether the text states `name` as a current choice: it names it at least once
     other than as the old side of a change, a negation or an experiment."""
+    return _asserts(text, name)
+
+
+@functools.lru_cache(maxsize=16384)
+def _asserts(text: str, name: Name) -> bool:
+    """`asserts`, once per (text, name): an older memory is asked about the same names by
+    each newer one judged against it."""
     pattern = name.pattern
     for m in pattern.finditer(text):
         before = text[max(0, m.start() - 30) : m.start()]

@@ -25,12 +25,13 @@ from memoryd.governance.supersede_patterns import (
     _HEDGE,
     _PARTIAL,
     Transition,
+    _components,
     _roles,
     _sentences,
     asserts,
-    components,
     mentions,
     transitions,
+    worded,
 )
 from memoryd.governance.supersede_version import RULES_VERSION as RULES_VERSION
 from memoryd.models import SupersedeStatus
@@ -93,6 +94,40 @@ def judge_by_rules(newer: str, older: str, known: Sequence[Name] = ()) -> Verdic
     rules have nothing to say (the LLM judge, when configured, may). `known`: entities of
     the graph both memories mention (tools, libraries) that count as names besides the
     lexicon's."""
+    if not may_supersede(newer, older):
+        return None
+    return _judge(newer, older, known)
+
+
+def may_supersede(newer: str, older: str) -> bool:
+    """A necessary condition for any rule to judge that `newer` supersedes `older`, from what
+    each text holds alone (read once per text, whatever names the pair shares): a change
+    stated in the newer text (replacement wording or something retired), a decision of the
+    older one that declined something, or a single-valued choice in the newer text and a
+    choice stated in the older. Most pairs of a batch meet none (bench/RESULTS.md)."""
+    changes, chooses = _as_newer(newer)
+    if changes:
+        return True  # `transitions` or `_retires_record` may find it
+    declines, states = _as_older(older)
+    return declines or (chooses and states)  # `_adopts_declined`, `_single_valued`
+
+
+@lru_cache(maxsize=8192)
+def _as_newer(text: str) -> tuple[bool, bool]:
+    """Whether a text states a change (`worded`, `_retired`) and chooses a single-valued
+    value (`_chosen_values`): what the rules need of a newer memory."""
+    return worded(text) or bool(_retired(text)), bool(_chosen_values(text))
+
+
+@lru_cache(maxsize=8192)
+def _as_older(text: str) -> tuple[bool, bool]:
+    """Whether a text declines something (`_declines`) and states a choice
+    (`_chosen_values`): what the rules need of an older memory besides the newer's change."""
+    return bool(_declines(text)), _chosen_values(text) is not None
+
+
+def _judge(newer: str, older: str, known: Sequence[Name]) -> Verdict | None:
+    """`judge_by_rules` for a pair that `may_supersede`."""
     best: Verdict | None = None
     for t in transitions(newer, known):
         verdict = _judge_transition(t, newer, older, known)
@@ -194,9 +229,10 @@ def _retired(text: str) -> tuple[tuple[str, str, frozenset[str]], ...]:
     read once per newer memory rather than once per pair."""
     out = []
     for sentence in _sentences(text):
-        if _HEDGE.search(sentence):
+        found = list(_RETIRE.finditer(sentence))
+        if not found or _hedged(sentence):
             continue
-        for m in _RETIRE.finditer(sentence):
+        for m in found:
             obj = m.group("obj")
             end = _OBJECT_END.search(obj)
             obj = obj[: end.start()] if end else obj
@@ -214,20 +250,18 @@ def _adopts_declined(newer: str, older: str, known: Sequence[Name]) -> Verdict |
     """The newer memory's title chooses what the older memory decided against ("EKS"
     after "we decided to manage the cluster ourselves rather than using EKS"): the
     older decision is reversed. Only a title that is the name alone or "Use <name>"."""
-    title = _TITLE_CHOICE.sub("", _title(newer)).strip()
+    declines = _declines(older)
+    if not declines:
+        return None  # the older memory declined nothing: the newer one's title is not read
+    title = _chosen_title(newer)
     chosen = names_in(title, known)
     if len(chosen) != 1 or chosen[0][0] != 0:
         return None
     name = chosen[0][1]
     if not re.fullmatch(name.pattern.pattern + r"\W*", title, re.IGNORECASE):
         return None
-    for sentence in _sentences(older):
-        if not re.search(r"(?i)\b(?:decided|decision|chose|we will|we)\b", sentence):
-            continue
-        m = _DECLINE.search(sentence)
-        if m is None:
-            continue
-        declined = name_of(m.group("old"), known, within=0, context=sentence)
+    for sentence, slot in declines:
+        declined = name_of(slot, known, within=0, context=sentence)
         same = declined is not None and (declined.name == name.name or _family(declined, name))
         if same and asserts(newer, name) and not _HEDGE.search(title):
             return Verdict(
@@ -240,10 +274,39 @@ def _adopts_declined(newer: str, older: str, known: Sequence[Name]) -> Verdict |
     return None
 
 
+@lru_cache(maxsize=8192)
+def _declines(text: str) -> tuple[tuple[str, str], ...]:
+    """Each sentence of a decision that declines something ("rather than using EKS"), with
+    the declined slot: read once per older memory, which a batch judges against many newer
+    ones (most decline nothing, and then `_adopts_declined` reads no title)."""
+    out = []
+    for sentence in _sentences(text):
+        if not _DECIDED.search(sentence):
+            continue
+        m = _DECLINE.search(sentence)
+        if m is not None:
+            out.append((sentence, m.group("old")))
+    return tuple(out)
+
+
+_DECIDED = _rx(r"\b(?:decided|decision|chose|we will|we)\b")
+
+
+@lru_cache(maxsize=8192)
+def _chosen_title(text: str) -> str:
+    """A memory's title without "Use" / "Switch to" before what it chooses."""
+    return _TITLE_CHOICE.sub("", _title(text)).strip()
+
+
+@lru_cache(maxsize=16384)
+def _hedged(sentence: str) -> bool:
+    return _HEDGE.search(sentence) is not None
+
+
 def _judge_transition(
     t: Transition, newer: str, older: str, known: Sequence[Name]
 ) -> Verdict | None:
-    hedged = _HEDGE.search(t.sentence) is not None
+    hedged = _hedged(t.sentence)
     if t.rule == "went-back":
         # "Tried Solid, went back to React": React is current. It replaces an older memory
         # that adopted what was tried (or any other value of the same kind), never one that
@@ -380,8 +443,8 @@ def _verdict(
         confidence = min(confidence, HEDGED)
         notes.append("only considered, not done")
     else:
-        parts = components(t.sentence)
-        older_parts = components(older)
+        parts = _components(t.sentence)
+        older_parts = _components(older)
         partial = _PARTIAL.search(t.sentence) is not None
         if parts and not parts & older_parts:
             partial = True
@@ -415,8 +478,10 @@ def _single_valued(newer: str, older: str) -> Verdict | None:
     """A different current value for a single-valued choice, without replacement words:
     "we use pnpm" after "we use npm". Never automatic: the prompt's 0.6–0.85 band."""
     new_values = _chosen_values(newer)
-    old_values = None if new_values is None else _chosen_values(older)
-    if new_values is None or old_values is None:
+    if not new_values:
+        return None  # no choice, or none of a single-valued kind: nothing to replace
+    old_values = _chosen_values(older)
+    if old_values is None:
         return None
     for name, new in new_values.items():
         if name in old_values:
