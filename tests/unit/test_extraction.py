@@ -643,3 +643,19 @@ def test_extraction_is_the_same_from_a_grown_known_index_as_from_a_fresh_one() -
     assert _dump(grown, text, everything) == fresh
     assert _dump(Extractor(), text, everything[::-1]) == fresh
     assert ("entity:tool:Stripe", pytest.approx(0.95)) in fresh
+
+
+def test_a_cue_raises_only_its_own_sentence(extractor: Extractor) -> None:
+    """Decision and causal cues are looked for in the whole text once, then per sentence:
+    a cue at a sentence's edge still counts there, and never in the sentence before it."""
+    plain = extractor.extract("We use Kuzu.")
+    kuzu = "entity:tool:Kuzu"
+    base = relation(plain, "memory", Predicate.USES, kuzu)
+    assert not [n for n in plain.notes if n.startswith(("decision", "causal"))]
+    later = extractor.extract("We use Kuzu. We use Redis, because it is fast")
+    assert relation(later, "memory", Predicate.USES, kuzu) == base
+    assert relation(later, "memory", Predicate.USES, "entity:tool:Redis") > base
+    assert "causal language: because" in later.notes
+    opening = extractor.extract("Decided to use Kuzu.")
+    assert relation(opening, "memory", Predicate.USES, kuzu) > base
+    assert "decision language: decided to" in opening.notes

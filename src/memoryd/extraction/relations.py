@@ -327,12 +327,18 @@ def find_relations(
         found = tuple(word for word in rule.keywords if word in joined)
         if found or not rule.keywords:
             live.append((rule, found))
+    # A cue found in a sentence is found in the sentences joined by newlines too (its \b
+    # sees a newline there as at the sentence's edge), so a text without one skips the
+    # per-sentence searches; a sentence's context and evidence are made at its first match.
+    cue_sets = [
+        (label, cues)
+        for label, cues in (("decision", DECISION_CUES), ("causal", CAUSAL_CUES))
+        if cues.search("\n".join(text[s_start:s_end] for s_start, s_end in sentences))
+    ]
     for s_start, s_end in sentences:
         sentence = text[s_start:s_end]
-        inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
-        ctx = _SentenceContext(text, s_start, s_end, inside)
         boost = 0.0
-        for label, cues in (("decision", DECISION_CUES), ("causal", CAUSAL_CUES)):
+        for label, cues in cue_sets:
             cue = cues.search(sentence)
             if cue:
                 boost += CUE_BOOST
@@ -340,15 +346,20 @@ def find_relations(
                 if (label, word) not in seen_cues:
                     seen_cues.add((label, word))
                     findings.notes.append(f"{label} language: {word}")
-        evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
-        chinese = has_cjk(sentence)
+        chinese = chinese_text and has_cjk(sentence)
         lowered = sentence.lower()
+        ctx: _SentenceContext | None = None
+        evidence = ""
         for rule, found in live:
             if rule.chinese and not chinese:
                 continue
             if found and not any(word in lowered for word in found):
                 continue
             for match in rule.regex.finditer(sentence):
+                if ctx is None:
+                    inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
+                    ctx = _SentenceContext(text, s_start, s_end, inside)
+                    evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
                 _apply_rule(ctx, rule, match, boost, evidence, common_words, findings)
     for span in cited:
         ordered_hit = next((m for m in ordered if (m.start, m.end) == span), None)
