@@ -659,3 +659,7 @@ def test_a_cue_raises_only_its_own_sentence(extractor: Extractor) -> None:
     opening = extractor.extract("Decided to use Kuzu.")
     assert relation(opening, "memory", Predicate.USES, kuzu) > base
     assert "decision language: decided to" in opening.notes
+    curly = extractor.extract("We use Kuzu. We use Redis, because it’s fast")  # not ASCII
+    assert relation(curly, "memory", Predicate.USES, kuzu) == base
+    assert relation(curly, "memory", Predicate.USES, "entity:tool:Redis") > base
+    assert "causal language: because" in curly.notes
