@@ -663,3 +663,27 @@ def test_a_cue_raises_only_its_own_sentence(extractor: Extractor) -> None:
     assert relation(curly, "memory", Predicate.USES, kuzu) == base
     assert relation(curly, "memory", Predicate.USES, "entity:tool:Redis") > base
     assert "causal language: because" in curly.notes
+
+
+def test_jieba_cut_of_ascii_words_is_jiebas() -> None:
+    """`JiebaCut` cuts plain-ASCII blocks itself: the same words as `jieba.cut` for mixed
+    text, the dictionary's ASCII words ("C++", "AT&T"), numbers, versions, paths and the
+    labelled Chinese sentences."""
+    import jieba
+
+    from memoryd.extraction.spacy_stages import JiebaCut
+    from tests.entity_gold import load_items
+
+    texts = [
+        "Upgraded Kubernetes (300000)\n\n把存储从Grafana迁移到Docker,查询延迟下降了一半。 #300000",
+        "用C++和c#重写, AT&T 的 API v2.1.0 提升了 50% 性能; see src/app.py and a-b_c.d",
+        "x y 1 2 3.14 3.14.15 100% 50%off foo.bar.baz --frozen-lockfile K8s k8s集群 A B AT",
+        "混合mixed文本text和numbers123以及SQL查询",
+        "",
+        "   \n\t",
+        *(item.text for item in load_items() if any("\u4e00" <= c <= "\u9fff" for c in item.text)),
+    ]
+    fast = JiebaCut(jieba)
+    for text in texts:
+        assert list(fast.cut(text, cut_all=False)) == list(jieba.cut(text, cut_all=False)), text
+    assert list(fast.cut(texts[0], cut_all=True)) == list(jieba.cut(texts[0], cut_all=True))
