@@ -78,11 +78,9 @@ class JiebaCut:
     """
 
     def __init__(self, jieba: Any) -> None:
-        from jieba import finalseg
-
         self._jieba = jieba
         self._blocks = jieba.re_han_default
-        self._skip = finalseg.re_skip
+        self._skip = jieba.finalseg.re_skip
         self._words: tuple[str, ...] | None = None
 
     def _ascii_words(self) -> tuple[str, ...]:
