@@ -138,9 +138,8 @@ class KnownIndex:
             # by id; never by arrival, which is the history of a grown index.
             self.by_key[key].sort(key=lambda k: (normalise_name(k.name) != key, k.id))
 
-    def find(self, proposal: ProposedEntity, pid: str | None = None) -> KnownEntity | None:
-        """The known entity a proposal names, if any (`pid`: its id, when already made)."""
-        hit = self.by_id.get(proposal.id if pid is None else pid)
+    def find(self, proposal: ProposedEntity | _Linked) -> KnownEntity | None:
+        hit = self.by_id.get(proposal.id)
         if hit is not None:
             return hit
         for surface in (proposal.name, *proposal.aliases):
@@ -223,18 +222,22 @@ def link(proposed: Sequence[ProposedEntity], known: Sequence[KnownEntity]) -> li
 
 def link_with_index(proposed: Sequence[ProposedEntity], index: KnownIndex) -> list[ProposedEntity]:
     """`link` with a prebuilt index, for callers that link many texts against one graph."""
+    return link_records([_Linked.of(p, p.id) for p in proposed], index)
+
+
+def link_records(proposed: Sequence[_Linked], index: KnownIndex) -> list[ProposedEntity]:
+    """`link_with_index` of proposals made as `_Linked` records (extraction's own, whose
+    fields are right by construction): each merged entity is the one model built."""
     linked_ids: set[str] = set()
     groups: dict[str, list[tuple[int, _Linked]]] = {}
-    for order, proposal in enumerate(proposed):
-        pid = proposal.id
-        target = index.find(proposal, pid)
-        item = _Linked.of(proposal, pid)
+    for order, item in enumerate(proposed):
+        target = index.find(item)
         if target is not None:
             item = _onto_known(item, target)
             key = f"id:{item.id}"
             linked_ids.add(key)
         else:
-            key = f"name:{normalise_name(proposal.name)}"
+            key = f"name:{normalise_name(item.name)}"
         groups.setdefault(key, []).append((order, item))
 
     # an unlinked spelling of a linked entity ("postgres" when "Postgres" was linked) joins it
