@@ -678,12 +678,15 @@ def test_jieba_cut_of_ascii_words_is_jiebas() -> None:
         "Upgraded Kubernetes (300000)\n\n把存储从Grafana迁移到Docker,查询延迟下降了一半。 #300000",
         "用C++和c#重写, AT&T 的 API v2.1.0 提升了 50% 性能; see src/app.py and a-b_c.d",
         "x y 1 2 3.14 3.14.15 100% 50%off foo.bar.baz --frozen-lockfile K8s k8s集群 A B AT",
+        "AB型 A股 T恤 iPhone Cplusplus at&t AA制 ABC",
         "混合mixed文本text和numbers123以及SQL查询",
         "",
         "   \n\t",
         *(item.text for item in load_items() if any("\u4e00" <= c <= "\u9fff" for c in item.text)),
     ]
     fast = JiebaCut(jieba)
+    assert list(fast.cut(texts[0])) == list(jieba.cut(texts[0]))  # loads the dictionary
+    assert jieba.dt.initialized
     for text in texts:
         assert list(fast.cut(text, cut_all=False)) == list(jieba.cut(text, cut_all=False)), text
     assert list(fast.cut(texts[0], cut_all=True)) == list(jieba.cut(texts[0], cut_all=True))

@@ -68,33 +68,27 @@ def blank_pipeline(lang: str) -> Any:
 class JiebaCut:
     """jieba's `cut` (accurate mode, HMM) with its plain-ASCII words cut without the DAG.
 
-    jieba cuts a text block by block; a block of its word characters that is all ASCII and
-    holds none of its dictionary's ASCII words of two or more characters ("C++", "AT&T")
-    gets one single-character route, which jieba hands to `finalseg.cut`, which splits it on
-    `finalseg.re_skip` alone. That is done here directly: the English words of mixed text were
-    ~40% of jieba's time (each character's prefix lookups and route). Any other block goes to
-    `jieba.cut`. The dictionary (and its ASCII words) loads at the first cut, as jieba's does;
-    memoryd adds no words to it.
+    jieba cuts a text block by block. In a block of its word characters that is all ASCII,
+    a dictionary word can start only where two characters are a dictionary key (its
+    dictionary holds every prefix of every word); where none are, the block's route is one
+    character at a time, which jieba hands to `finalseg.cut`, which splits it on
+    `finalseg.re_skip` alone. That split is done here directly: the English words of mixed
+    text were ~40% of jieba's time (each character's route). Any other block (Chinese, or
+    ASCII holding a key such as "C+" of "C++") goes to `jieba.cut`, and so does the first
+    text, which loads jieba's dictionary as before.
     """
 
     def __init__(self, jieba: Any) -> None:
         self._jieba = jieba
         self._blocks = jieba.re_han_default
         self._skip = jieba.finalseg.re_skip
-        self._words: tuple[str, ...] | None = None
-
-    def _ascii_words(self) -> tuple[str, ...]:
-        if self._words is None:
-            self._jieba.initialize()
-            freq = self._jieba.dt.FREQ
-            self._words = tuple(w for w, n in freq.items() if n and len(w) > 1 and w.isascii())
-        return self._words
 
     def cut(self, text: str, cut_all: bool = False) -> Iterator[str]:
-        if cut_all:
-            yield from self._jieba.cut(text, cut_all=True)
+        jieba = self._jieba
+        if cut_all or not jieba.dt.initialized:
+            yield from jieba.cut(text, cut_all=cut_all)
             return
-        words = self._ascii_words()
+        keys = jieba.dt.FREQ
         for block in self._blocks.split(text):
             if not block:
                 continue
@@ -102,11 +96,11 @@ class JiebaCut:
                 len(block) > 1
                 and block.isascii()
                 and self._blocks.fullmatch(block)
-                and not any(word in block for word in words)
+                and not any(block[k : k + 2] in keys for k in range(len(block) - 1))
             ):
                 yield from [part for part in self._skip.split(block) if part]
             else:
-                yield from self._jieba.cut(block)
+                yield from jieba.cut(block)
 
 
 def tokenizer_fingerprint(nlp: Any) -> str:
