@@ -690,3 +690,22 @@ def test_jieba_cut_of_ascii_words_is_jiebas() -> None:
     for text in texts:
         assert list(fast.cut(text, cut_all=False)) == list(jieba.cut(text, cut_all=False)), text
     assert list(fast.cut(texts[0], cut_all=True)) == list(jieba.cut(texts[0], cut_all=True))
+
+
+def test_blank_pipelines_give_new_strings_their_lower_case_only() -> None:
+    """A blank pipeline's new lexemes carry LOWER (what the case-blind phrase matcher
+    compares) and no other lexical attribute, which nothing in extraction reads."""
+    from spacy.attrs import LOWER
+    from spacy.matcher import PhraseMatcher
+
+    from memoryd.extraction.spacy_stages import blank_pipeline, match_phrases
+
+    for lang, text in (("en", "We moved to QuuxDB today"), ("zh", "我们迁移到QuuxDB了")):
+        nlp = blank_pipeline(lang)
+        assert list(nlp.vocab.lex_attr_getters) == [LOWER]
+        doc = nlp.make_doc(text)
+        assert [t.lower_ for t in doc] == [t.text.lower() for t in doc]
+        matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+        matcher.add("7", [nlp.make_doc("quuxdb")])
+        start = text.index("QuuxDB")
+        assert match_phrases(doc, [matcher]) == [(start, start + 6, 7)]
