@@ -631,7 +631,8 @@ class ReindexReport(BaseModel):
 
 def entity_id(entity_type: EntityType | str, name: str) -> str:
     """`entity:<type>:<name>`, the id an entity keeps across merges (seeds/001)."""
-    return f"entity:{EntityType(entity_type).value}:{name.strip()}"
+    kind = entity_type if isinstance(entity_type, EntityType) else EntityType(entity_type)
+    return f"entity:{kind.value}:{name.strip()}"
 
 
 class ProposedEntity(BaseModel):

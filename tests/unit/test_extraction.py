@@ -643,3 +643,69 @@ def test_extraction_is_the_same_from_a_grown_known_index_as_from_a_fresh_one() -
     assert _dump(grown, text, everything) == fresh
     assert _dump(Extractor(), text, everything[::-1]) == fresh
     assert ("entity:tool:Stripe", pytest.approx(0.95)) in fresh
+
+
+def test_a_cue_raises_only_its_own_sentence(extractor: Extractor) -> None:
+    """Decision and causal cues are looked for in the whole text once, then per sentence:
+    a cue at a sentence's edge still counts there, and never in the sentence before it."""
+    plain = extractor.extract("We use Kuzu.")
+    kuzu = "entity:tool:Kuzu"
+    base = relation(plain, "memory", Predicate.USES, kuzu)
+    assert not [n for n in plain.notes if n.startswith(("decision", "causal"))]
+    later = extractor.extract("We use Kuzu. We use Redis, because it is fast")
+    assert relation(later, "memory", Predicate.USES, kuzu) == base
+    assert relation(later, "memory", Predicate.USES, "entity:tool:Redis") > base
+    assert "causal language: because" in later.notes
+    opening = extractor.extract("Decided to use Kuzu.")
+    assert relation(opening, "memory", Predicate.USES, kuzu) > base
+    assert "decision language: decided to" in opening.notes
+    curly = extractor.extract("We use Kuzu. We use Redis, because it’s fast")  # not ASCII
+    assert relation(curly, "memory", Predicate.USES, kuzu) == base
+    assert relation(curly, "memory", Predicate.USES, "entity:tool:Redis") > base
+    assert "causal language: because" in curly.notes
+
+
+def test_jieba_cut_of_ascii_words_is_jiebas() -> None:
+    """`JiebaCut` cuts plain-ASCII blocks itself: the same words as `jieba.cut` for mixed
+    text, the dictionary's ASCII words ("C++", "AT&T"), numbers, versions, paths and the
+    labelled Chinese sentences."""
+    import jieba
+
+    from memoryd.extraction.spacy_stages import JiebaCut
+    from tests.entity_gold import load_items
+
+    texts = [
+        "Upgraded Kubernetes (300000)\n\n把存储从Grafana迁移到Docker,查询延迟下降了一半。 #300000",
+        "用C++和c#重写, AT&T 的 API v2.1.0 提升了 50% 性能; see src/app.py and a-b_c.d",
+        "x y 1 2 3.14 3.14.15 100% 50%off foo.bar.baz --frozen-lockfile K8s k8s集群 A B AT",
+        "AB型 A股 T恤 iPhone Cplusplus at&t AA制 ABC",
+        "混合mixed文本text和numbers123以及SQL查询",
+        "",
+        "   \n\t",
+        *(item.text for item in load_items() if any("\u4e00" <= c <= "\u9fff" for c in item.text)),
+    ]
+    fast = JiebaCut(jieba)
+    assert list(fast.cut(texts[0])) == list(jieba.cut(texts[0]))  # loads the dictionary
+    assert jieba.dt.initialized
+    for text in texts:
+        assert list(fast.cut(text, cut_all=False)) == list(jieba.cut(text, cut_all=False)), text
+    assert list(fast.cut(texts[0], cut_all=True)) == list(jieba.cut(texts[0], cut_all=True))
+
+
+def test_blank_pipelines_give_new_strings_their_lower_case_only() -> None:
+    """A blank pipeline's new lexemes carry LOWER (what the case-blind phrase matcher
+    compares) and no other lexical attribute, which nothing in extraction reads."""
+    from spacy.attrs import LOWER
+    from spacy.matcher import PhraseMatcher
+
+    from memoryd.extraction.spacy_stages import blank_pipeline, match_phrases
+
+    for lang, text in (("en", "We moved to QuuxDB today"), ("zh", "我们迁移到QuuxDB了")):
+        nlp = blank_pipeline(lang)
+        assert list(nlp.vocab.lex_attr_getters) == [LOWER]
+        doc = nlp.make_doc(text)
+        assert [t.lower_ for t in doc] == [t.text.lower() for t in doc]
+        matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+        matcher.add("7", [nlp.make_doc("quuxdb")])
+        start = text.index("QuuxDB")
+        assert match_phrases(doc, [matcher]) == [(start, start + 6, 7)]

@@ -205,3 +205,26 @@ def test_a_shared_key_links_to_the_same_known_entity_whatever_order_the_index_gr
         for index in (KnownIndex([editor, fork]), KnownIndex([fork, editor]), grown)
     ]
     assert found == [editor, editor, editor]
+
+
+def test_link_builds_new_entities_and_leaves_its_proposals_as_they_were() -> None:
+    """Linking works on its own records and builds each merged entity once: the caller's
+    proposals keep their names, aliases and spans, and every field of the result is set."""
+    given = [
+        proposal("postgres", EntityType.TOOL, 0.6, spans=[(10, 18)], aliases=["pg"]),
+        proposal("Postgres", EntityType.TOOL, 0.7, spans=[(0, 8)]),
+        proposal("Vite", spans=[(30, 34)]),
+    ]
+    before = [p.model_dump() for p in given]
+    linked = link(given, [POSTGRES])
+    assert [p.model_dump() for p in given] == before
+    pg, vite = linked
+    assert (pg.id, pg.aliases, pg.spans) == (
+        "entity:tool:PostgreSQL",
+        ["pg", "postgres", "Postgres"],
+        [(0, 8), (10, 18)],
+    )
+    assert pg.confidence == LINKED_MIN_CONFIDENCE
+    assert pg.model_fields_set == set(ProposedEntity.model_fields)
+    assert vite.model_dump() == {**given[2].model_dump(), "spans": [(30, 34)]}
+    assert all(e is not p for e in linked for p in given)

@@ -33,20 +33,22 @@ def apply_extraction(
     """Write proposals into the frontmatter: confident entities as observations, the rest as
     `mentions` relations with their confidence, and every other relation as it came."""
     redirect = merged_into or {}
-    if redirect.keys() & {*(e.id for e in found.entities), *_ends(found)}:
+    if redirect and redirect.keys() & {*(e.id for e in found.entities), *_ends(found)}:
         found = _redirected(found, redirect)
     observations = dict.fromkeys(memory.meta.observations)
     relations = {(r.subject, r.predicate, r.object): r for r in memory.meta.relations}
-    for entity in sorted(found.entities, key=lambda e: e.id):
-        if entity.confidence >= OBSERVATION_CONFIDENCE:
-            observations.setdefault(entity.id, None)
+    for entity_id, confidence in sorted(
+        ((e.id, e.confidence) for e in found.entities), key=lambda pair: pair[0]
+    ):
+        if confidence >= OBSERVATION_CONFIDENCE:
+            observations.setdefault(entity_id, None)
         else:
             relations.setdefault(
-                (None, Predicate.MENTIONS, entity.id),
+                (None, Predicate.MENTIONS, entity_id),
                 RelationRef(
                     predicate=Predicate.MENTIONS,
-                    object=entity.id,
-                    confidence=round(entity.confidence, 3),
+                    object=entity_id,
+                    confidence=round(confidence, 3),
                 ),
             )
     for rel in found.relations:

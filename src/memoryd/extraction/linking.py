@@ -12,6 +12,7 @@ import importlib
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryd.extraction.generic_names import GENERIC_TECH_WORDS, generic_word
 from memoryd.extraction.patterns import has_cjk
 from memoryd.extraction.wordlists import load_common_words
-from memoryd.models import EntityType, ProposedEntity
+from memoryd.models import EntityType, ProposedEntity, entity_id
 
 
 class KnownEntity(BaseModel):
@@ -95,7 +96,7 @@ def _plural_shaped(name: str) -> bool:
     return bool(words) and _singular(words[-1]) != words[-1]
 
 
-def _display_rank(entity: ProposedEntity, order: int) -> tuple[float, bool, bool, int]:
+def _display_rank(entity: ProposedEntity | _Linked, order: int) -> tuple[float, bool, bool, int]:
     """Higher is a better display name: confident, not a plural, has capitals, seen first."""
     return (
         entity.confidence,
@@ -137,7 +138,7 @@ class KnownIndex:
             # by id; never by arrival, which is the history of a grown index.
             self.by_key[key].sort(key=lambda k: (normalise_name(k.name) != key, k.id))
 
-    def find(self, proposal: ProposedEntity) -> KnownEntity | None:
+    def find(self, proposal: ProposedEntity | _Linked) -> KnownEntity | None:
         hit = self.by_id.get(proposal.id)
         if hit is not None:
             return hit
@@ -151,22 +152,44 @@ class KnownIndex:
         return None
 
 
-def _onto_known(proposal: ProposedEntity, known: KnownEntity) -> ProposedEntity:
+@dataclass
+class _Linked:
+    """A proposal as linking reads it, with its id made once; built into a `ProposedEntity`
+    only when its group is merged (a pydantic copy per step cost more than the linking)."""
+
+    name: str
+    type: EntityType
+    confidence: float
+    aliases: list[str]
+    context: str | None
+    stage: str
+    spans: list[tuple[int, int]]
+    id: str
+
+    @classmethod
+    def of(cls, p: ProposedEntity, pid: str) -> _Linked:
+        return cls(p.name, p.type, p.confidence, p.aliases, p.context, p.stage, p.spans, pid)
+
+
+def _onto_known(proposal: _Linked, known: KnownEntity) -> _Linked:
     aliases = _dedupe([*proposal.aliases, proposal.name], exclude=known.name)
-    return proposal.model_copy(
-        update={
-            "name": known.name,
-            "type": EntityType(known.type),
-            "aliases": aliases,
-            # the known stage set its own confidence (lower for everyday words); keep it
-            "confidence": proposal.confidence
-            if proposal.stage == "known"
-            else max(proposal.confidence, LINKED_MIN_CONFIDENCE),
-        }
+    etype = EntityType(known.type)
+    return _Linked(
+        known.name,
+        etype,
+        # the known stage set its own confidence (lower for everyday words); keep it
+        proposal.confidence
+        if proposal.stage == "known"
+        else max(proposal.confidence, LINKED_MIN_CONFIDENCE),
+        aliases,
+        proposal.context,
+        proposal.stage,
+        proposal.spans,
+        entity_id(etype, known.name),
     )
 
 
-def _merge(group: list[tuple[int, ProposedEntity]], linked_id: str | None) -> ProposedEntity:
+def _merge(group: list[tuple[int, _Linked]], linked_id: str | None) -> ProposedEntity:
     """One entity from several proposals: the best name, max confidence, union of the rest."""
     if linked_id is not None:
         best = next(p for _, p in group if p.id == linked_id)
@@ -175,13 +198,14 @@ def _merge(group: list[tuple[int, ProposedEntity]], linked_id: str | None) -> Pr
     surfaces = [s for _, p in group for s in (p.name, *p.aliases)]
     spans = sorted({span for _, p in group for span in p.spans})
     context = next((p.context for _, p in group if p.context), None)
-    return best.model_copy(
-        update={
-            "confidence": max(p.confidence for _, p in group),
-            "aliases": _dedupe(surfaces, exclude=best.name),
-            "spans": spans,
-            "context": context,
-        }
+    return ProposedEntity(
+        name=best.name,
+        type=best.type,
+        confidence=max(p.confidence for _, p in group),
+        aliases=_dedupe(surfaces, exclude=best.name),
+        context=context,
+        stage=best.stage,
+        spans=spans,
     )
 
 
@@ -198,17 +222,23 @@ def link(proposed: Sequence[ProposedEntity], known: Sequence[KnownEntity]) -> li
 
 def link_with_index(proposed: Sequence[ProposedEntity], index: KnownIndex) -> list[ProposedEntity]:
     """`link` with a prebuilt index, for callers that link many texts against one graph."""
+    return link_records([_Linked.of(p, p.id) for p in proposed], index)
+
+
+def link_records(proposed: Sequence[_Linked], index: KnownIndex) -> list[ProposedEntity]:
+    """`link_with_index` of proposals made as `_Linked` records (extraction's own, whose
+    fields are right by construction): each merged entity is the one model built."""
     linked_ids: set[str] = set()
-    groups: dict[str, list[tuple[int, ProposedEntity]]] = {}
-    for order, proposal in enumerate(proposed):
-        target = index.find(proposal)
+    groups: dict[str, list[tuple[int, _Linked]]] = {}
+    for order, item in enumerate(proposed):
+        target = index.find(item)
         if target is not None:
-            proposal = _onto_known(proposal, target)
-            key = f"id:{proposal.id}"
+            item = _onto_known(item, target)
+            key = f"id:{item.id}"
             linked_ids.add(key)
         else:
-            key = f"name:{normalise_name(proposal.name)}"
-        groups.setdefault(key, []).append((order, proposal))
+            key = f"name:{normalise_name(item.name)}"
+        groups.setdefault(key, []).append((order, item))
 
     # an unlinked spelling of a linked entity ("postgres" when "Postgres" was linked) joins it
     by_name: dict[str, str] = {}

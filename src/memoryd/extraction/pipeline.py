@@ -45,7 +45,7 @@ from typing import Any
 
 from memoryd.extraction import code_context, generic_names, patterns, relations, spacy_stages
 from memoryd.extraction import workers as workers_mod
-from memoryd.extraction.linking import KnownEntity, KnownIndex, link_with_index, normalise_name
+from memoryd.extraction.linking import KnownEntity, KnownIndex, link_records, normalise_name
 from memoryd.extraction.patterns import has_cjk
 from memoryd.extraction.phrase_index import (
     _known_item,
@@ -482,7 +482,7 @@ class Extractor:
 
         sentence_starts = [start for start, _ in sentences]
         proposals = [_proposal(c, full, sentences, sentence_starts) for c in accepted]
-        entities = link_with_index(proposals, link_index)
+        entities = link_records(proposals, link_index)
         stages.append("linking")
         rels = _relations(findings.relations, entities)
         rels += relations.mention_relations(entities, full)

@@ -92,17 +92,45 @@ SLOT_ARTICLE_RE = re.compile(r"^\s*(?:(?:the|a|an|our|their|its|my|your|this|tha
 SLOT_NAME_RE = re.compile(r"`(?P<code>[A-Za-z][\w.+#/-]*)`|(?P<word>[A-Za-z][\w.+#-]*[\w+#])")
 SLOT_PLACE_ZH_RE = re.compile(rf"^\s*(?P<place>[{CJK_CHARS}]{{2,6}}?)(?:的|、|和|与|以及|$)")
 
+DECISION_WORDS = (
+    "decided to",
+    "decide to",
+    "decision",
+    "we chose",
+    "chose",
+    "chosen",
+    "went with",
+    "settled on",
+    "going with",
+    "opted for",
+    "opt for",
+)
+CAUSAL_WORDS = (
+    "because",
+    "therefore",
+    "due to",
+    "caused by",
+    "as a result",
+    "so that",
+    "so we",
+    "in order to",
+    "leads to",
+    "led to",
+    "results in",
+    "resulted in",
+    "fixed by",
+    "resolved by",
+    "thus",
+    "hence",
+)
 DECISION_CUES = re.compile(
-    r"\b(?:decided to|decide to|decision|we chose|chose|chosen|went with|settled on|"
-    r"going with|opted for|opt for)\b|决定|决策|采用|选定|敲定|拍板",
-    re.IGNORECASE,
+    rf"\b(?:{'|'.join(DECISION_WORDS)})\b|决定|决策|采用|选定|敲定|拍板", re.IGNORECASE
 )
 CAUSAL_CUES = re.compile(
-    r"\b(?:because|therefore|due to|caused by|as a result|so that|so we|in order to|leads to|"
-    r"led to|results in|resulted in|fixed by|resolved by|thus|hence)\b|因为|所以|由于|导致|"
-    r"因此|为了|以便|从而",
-    re.IGNORECASE,
+    rf"\b(?:{'|'.join(CAUSAL_WORDS)})\b|因为|所以|由于|导致|因此|为了|以便|从而", re.IGNORECASE
 )
+CUES = (("decision", DECISION_CUES, DECISION_WORDS), ("causal", CAUSAL_CUES, CAUSAL_WORDS))
+"""Each cue regex with its English words: in ASCII text a cue is one of them in lower case."""
 
 
 # --- matching ------------------------------------------------------------------------------
@@ -327,12 +355,22 @@ def find_relations(
         found = tuple(word for word in rule.keywords if word in joined)
         if found or not rule.keywords:
             live.append((rule, found))
+    # A cue found in a sentence is found in the sentences joined by newlines too (its \b
+    # sees a newline there as at the sentence's edge), so a text without one skips the
+    # per-sentence searches; a sentence's context and evidence are made at its first match.
+    # In ASCII text (lower-cased exactly) a cue's words are looked for as substrings first.
+    ascii_text = text.isascii()
+    cue_sets = [
+        (label, cues)
+        for label, cues, words in CUES
+        if (not ascii_text or any(word in joined for word in words))
+        and cues.search("\n".join(text[s_start:s_end] for s_start, s_end in sentences))
+    ]
+    keywords = {word for _, found in live for word in found}
     for s_start, s_end in sentences:
         sentence = text[s_start:s_end]
-        inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
-        ctx = _SentenceContext(text, s_start, s_end, inside)
         boost = 0.0
-        for label, cues in (("decision", DECISION_CUES), ("causal", CAUSAL_CUES)):
+        for label, cues in cue_sets:
             cue = cues.search(sentence)
             if cue:
                 boost += CUE_BOOST
@@ -340,15 +378,21 @@ def find_relations(
                 if (label, word) not in seen_cues:
                     seen_cues.add((label, word))
                     findings.notes.append(f"{label} language: {word}")
-        evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
-        chinese = has_cjk(sentence)
+        chinese = chinese_text and has_cjk(sentence)
         lowered = sentence.lower()
+        held = {word for word in keywords if word in lowered}
+        ctx: _SentenceContext | None = None
+        evidence = ""
         for rule, found in live:
             if rule.chinese and not chinese:
                 continue
-            if found and not any(word in lowered for word in found):
+            if found and held.isdisjoint(found):
                 continue
             for match in rule.regex.finditer(sentence):
+                if ctx is None:
+                    inside = ordered[bisect_left(starts, s_start) : bisect_left(starts, s_end)]
+                    ctx = _SentenceContext(text, s_start, s_end, inside)
+                    evidence = " ".join(sentence.split())[:EVIDENCE_CHARS]
                 _apply_rule(ctx, rule, match, boost, evidence, common_words, findings)
     for span in cited:
         ordered_hit = next((m for m in ordered if (m.start, m.end) == span), None)

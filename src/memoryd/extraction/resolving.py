@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from memoryd.extraction import patterns, relations
+from memoryd.extraction.linking import _Linked
 from memoryd.extraction.patterns import PatternHit
 from memoryd.extraction.wordlists import load_common_words
-from memoryd.models import EntityType, Predicate, ProposedEntity, ProposedRelation
+from memoryd.models import EntityType, Predicate, ProposedEntity, ProposedRelation, entity_id
 
 CONTEXT_CHARS = 200
 MAX_FILE_NOTES = 20
@@ -235,19 +236,21 @@ def _sentence_of(
 
 def _proposal(
     cand: _Candidate, text: str, sentences: Sequence[tuple[int, int]], starts: Sequence[int]
-) -> ProposedEntity:
+) -> _Linked:
+    """A candidate as linking takes it (`linking.link_records`), with its sentence."""
     sentence = _sentence_of(cand.start, sentences, starts)
     context = None
     if sentence is not None:
         context = " ".join(text[sentence[0] : sentence[1]].split())[:CONTEXT_CHARS]
-    return ProposedEntity(
-        name=cand.name,
-        type=cand.type,
-        confidence=cand.confidence,
-        aliases=[a for a in dict.fromkeys(cand.aliases) if a != cand.name],
-        context=context,
-        stage=cand.stage,
-        spans=[(cand.start, cand.end)],
+    return _Linked(
+        cand.name,
+        cand.type,
+        cand.confidence,
+        [a for a in dict.fromkeys(cand.aliases) if a != cand.name],
+        context,
+        cand.stage,
+        [(cand.start, cand.end)],
+        entity_id(cand.type, cand.name),
     )
 
 
