@@ -70,10 +70,12 @@ def test_a_write_inside_another_leaves_the_collector_to_the_outer_one() -> None:
 
     before = gc.get_threshold()
     with fewer_collections(young=before[0] * 10):
-        frozen = gc.get_freeze_count()
+        assert gc.get_freeze_count() > 0
         with fewer_collections():
             pass
-        assert gc.get_freeze_count() == frozen > 0
+        # Still frozen: an unfreeze empties the permanent generation. (Not the same count: a
+        # frozen object freed meanwhile, by this thread or another, leaves it.)
+        assert gc.get_freeze_count() > 0
         assert gc.get_threshold() == (before[0] * 10, *before[1:])
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
