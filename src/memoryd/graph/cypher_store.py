@@ -288,20 +288,8 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
         """Write memory nodes: created when `new`, else merged by slug."""
-        if new:
-            _each(
-                conn,
-                "UNWIND $rows AS r " + _MEMORY_NEW.format(p="r."),
-                _MEMORY_NEW.format(p="$"),
-                mems,
-            )
-            return
-        _each(
-            conn,
-            "UNWIND $rows AS r MERGE (m:Memory {slug: r.slug}) " + _MEMORY_SET.format(p="r."),
-            "MERGE (m:Memory {slug: $slug}) " + _MEMORY_SET.format(p="$"),
-            mems,
-        )
+        query = _MEMORY_NEW if new else "MERGE (m:Memory {{slug: {p}slug}}) " + _MEMORY_SET
+        _each(conn, "UNWIND $rows AS r " + query.format(p="r."), query.format(p="$"), mems)
 
     def _link(self, conn: Any, memories: Sequence[Memory], *, new: bool = False) -> bool:
         """Rewrite the memories' SUPERSEDES and PROMOTED_FROM edges (`new`: memories just
@@ -557,33 +545,23 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
 
 # Kuzu infers a parameter column's type from its values (an all-null column is STRING), so
 # every nullable typed column is cast explicitly. `p` is "r." (an unwound row) or "$".
-_MEMORY_FIELDS = (
-    ("type", "{p}type"),
-    ("scope_hash", "{p}scope_hash"),
-    ("title", "{p}title"),
-    ("body", "{p}body"),
-    ("source", "{p}source"),
-    ("created_at", "CAST({p}created_at AS TIMESTAMP)"),
-    ("updated_at", "CAST({p}updated_at AS TIMESTAMP)"),
-    ("ttl_days", "CAST({p}ttl_days AS INT64)"),
-    ("decay_state", "{p}decay_state"),
-    ("recall_count", "CAST({p}recall_count AS INT64)"),
-    ("last_recalled_at", "CAST({p}last_recalled_at AS TIMESTAMP)"),
-    ("fingerprint", "{p}fingerprint"),
-    ("category", "CAST({p}category AS STRING)"),
-    ("tags", "CAST({p}tags AS STRING[])"),
-    ("triggers", "CAST({p}triggers AS STRING[])"),
-    ("dura", "CAST({p}dura AS STRING)"),
-    ("sensitive", "CAST({p}sensitive AS BOOLEAN)"),
-    ("promoted_from", "CAST({p}promoted_from AS STRING)"),
-    ("path", "{p}path"),
+_MEMORY_SET = (
+    "SET m.type = {p}type, m.scope_hash = {p}scope_hash, m.title = {p}title, m.body = {p}body,"
+    " m.source = {p}source, m.created_at = CAST({p}created_at AS TIMESTAMP),"
+    " m.updated_at = CAST({p}updated_at AS TIMESTAMP),"
+    " m.ttl_days = CAST({p}ttl_days AS INT64), m.decay_state = {p}decay_state,"
+    " m.recall_count = CAST({p}recall_count AS INT64),"
+    " m.last_recalled_at = CAST({p}last_recalled_at AS TIMESTAMP),"
+    " m.fingerprint = {p}fingerprint, m.category = CAST({p}category AS STRING),"
+    " m.tags = CAST({p}tags AS STRING[]), m.triggers = CAST({p}triggers AS STRING[]),"
+    " m.dura = CAST({p}dura AS STRING), m.sensitive = CAST({p}sensitive AS BOOLEAN),"
+    " m.promoted_from = CAST({p}promoted_from AS STRING), m.path = {p}path"
 )
-_MEMORY_SET = "SET " + ", ".join(f"m.{name} = {value}" for name, value in _MEMORY_FIELDS)
-# A new memory's columns in its CREATE: one insert, where CREATE then SET logged the insert and
-# an update of each column (kuzu's WAL of a 5,000 batch's memories: 9.4 MB, 5.0 MB so).
+# A new memory's columns in its CREATE: one insert, where CREATE then SET logged an update of
+# each column too (kuzu's WAL of a 5,000 batch's memories: 9.4 MB, 5.0 MB so).
 _MEMORY_NEW = (
     "CREATE (m:Memory {{slug: {p}slug, "
-    + ", ".join(f"{name}: {value}" for name, value in _MEMORY_FIELDS)
+    + _MEMORY_SET.removeprefix("SET ").replace("m.", "").replace(" = ", ": ")
     + "}})"
 )
 _ENTITY_NEW = (
