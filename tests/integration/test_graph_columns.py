@@ -146,18 +146,50 @@ def test_columns_read_back_as_the_rows_did(tmp_path: Path) -> None:
     assert run(query, params) == run(QUERY, {"rows": rows})
 
 
+def test_lists_of_strings_read_back_as_the_rows_did(tmp_path: Path) -> None:
+    """A memory's tags and triggers (lists of strings, some empty, some null) go as one
+    `STRING[]` column each: a bulk write of memories binds no rows either."""
+    rows = [
+        {**row, "tags": None if i % 5 == 0 else [f"t{j}" for j in range(i % 3)]}
+        for i, row in enumerate(_rows(COLUMN_ROWS + 5))
+    ]
+    query = "UNWIND $rows AS r WITH CAST(r.tags AS STRING[]) AS tags, r.s AS s RETURN tags, s"
+    rewritten = as_columns(query, {"rows": rows})
+    assert rewritten is not None
+    conn = kuzu.Connection(kuzu.Database(str(tmp_path / "g")))
+
+    def run(q: str, p: dict[str, Any]) -> list[Any]:
+        result = conn.execute(q, p)
+        assert isinstance(result, kuzu.QueryResult)
+        out = []
+        while result.has_next():
+            out.append(result.get_next())
+        return out
+
+    assert run(*rewritten) == run(query, {"rows": rows})
+    assert [row[0] for row in run(*rewritten)[1:3]] == [["t0"], ["t0", "t1"]]
+
+
 @pytest.mark.parametrize(
     ("query", "rows"),
     [
         (QUERY, _rows(COLUMN_ROWS - 1)),  # few rows: as they are
-        (QUERY, _rows(COLUMN_ROWS, tags=["a"])),  # a list value
+        (QUERY, _rows(COLUMN_ROWS, tags=[1])),  # a list of numbers
         (QUERY, [*_rows(COLUMN_ROWS), {"s": "short"}]),  # rows of other keys
         (QUERY, [{**r, "s": 1 if i else "a"} for i, r in enumerate(_rows(COLUMN_ROWS))]),
         ("UNWIND $rows AS r RETURN size($rows)", _rows(COLUMN_ROWS)),  # $rows again
         ("MATCH (m) RETURN m", _rows(COLUMN_ROWS)),  # no UNWIND
         ("UNWIND $rows AS s RETURN s", [f"s{i}" for i in range(COLUMN_ROWS)]),  # scalars
     ],
-    ids=["few", "list-value", "other-keys", "mixed-kinds", "rows-again", "no-unwind", "scalars"],
+    ids=[
+        "few",
+        "list-of-numbers",
+        "other-keys",
+        "mixed-kinds",
+        "rows-again",
+        "no-unwind",
+        "scalars",
+    ],
 )
 def test_what_is_not_flat_rows_is_sent_as_it_is(query: str, rows: list[Any]) -> None:
     assert as_columns(query, {"rows": rows}) is None

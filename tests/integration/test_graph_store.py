@@ -811,11 +811,10 @@ def _stored(graph: CypherGraphStore, prefix: str) -> list[list[Any]]:
     return rows
 
 
-@pytest.mark.kuzu_only("the COPY path")
-def test_bulk_new_memories_are_stored_as_one_at_a_time(graph: KuzuGraphStore) -> None:
-    """A write of many new memories goes in by COPY, a small one by UNWIND, an update by
-    MERGE: each stores the same columns, mentions and entity statistics."""
-    count = 80  # over COPY_ROWS: the bulk path
+def test_bulk_new_memories_are_stored_as_one_at_a_time(graph: CypherGraphStore) -> None:
+    """A write of many new memories (their rows bound as columns on Kuzu), a small one and
+    an update by MERGE store the same columns, mentions and entity statistics."""
+    count = 80  # over COLUMN_ROWS: the bulk path
     graph.upsert_memories([_bulk_memory(n, "bulk") for n in range(count)], new=True)
     for n in range(count):
         graph.upsert_memories([_bulk_memory(n, "single")], new=True)
@@ -828,22 +827,48 @@ def test_bulk_new_memories_are_stored_as_one_at_a_time(graph: KuzuGraphStore) ->
     assert uv.mention_count == 3 * count
 
 
-@pytest.mark.kuzu_only("the COPY path")
-def test_bulk_write_without_pyarrow_goes_in_by_unwind(
-    graph: KuzuGraphStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The base install has no pyarrow (it is the `notebooks` extra): a bulk write then goes
-    in by UNWIND, imports no pyarrow, and stores what the COPY path stores."""
-    import memoryd.graph.kuzu_store as kuzu_store
+@pytest.mark.kuzu_only("the WAL and the checkpoint")
+def test_a_bulk_write_goes_to_the_wal_not_a_checkpoint(graph: KuzuGraphStore) -> None:
+    """A bulk write's new memories wait in the WAL for the checkpoint that a later write
+    passing `checkpoint_bytes` runs: written by COPY, kuzu 0.11.3 checkpointed at every such
+    COMMIT (re-laying the hub entities' edges: most of a batch's graph CPU at 100k)."""
+    graph.upsert_memories([_bulk_memory(n, "bulk") for n in range(80)], new=True)
+    assert graph._wal.exists()
+    assert graph._wal.stat().st_size > 0
+    assert len(_stored(graph, "bulk")) == 80
 
-    count = 80
-    graph.upsert_memories([_bulk_memory(n, "copied") for n in range(count)], new=True)
-    monkeypatch.setattr(kuzu_store, "_has_arrow", lambda: False)
-    monkeypatch.setitem(sys.modules, "pyarrow", None)  # any import of it now fails
-    graph.upsert_memories([_bulk_memory(n, "unwound") for n in range(count)], new=True)
-    unwound = _stored(graph, "unwound")
-    assert len(unwound) == count
-    assert unwound == _stored(graph, "copied")
+
+@pytest.mark.kuzu_only("the WAL replayed on open")
+def test_a_bulk_write_outlives_a_crash_before_its_checkpoint(
+    graph: KuzuGraphStore, tmp_path: Path
+) -> None:
+    """A process that dies after a bulk write, before any checkpoint, leaves it in the WAL:
+    the next open replays it whole (tags, times, mentions and counts as written)."""
+    graph.upsert_memories([_bulk_memory(n, "kept") for n in range(80)], new=True)
+    expected = _stored(graph, "kept")
+    crashed = tmp_path / "crashed"
+    script = textwrap.dedent(
+        f"""
+        import os
+        from pathlib import Path
+        from tests.integration.test_graph_store import _bulk_memory
+        from memoryd.graph.kuzu_store import KuzuGraphStore
+        store = KuzuGraphStore(Path({str(crashed)!r}), engine={ENGINE!r}, buffer_pool_mb=128)
+        store.upsert_memories([_bulk_memory(n, "kept") for n in range(80)], new=True)
+        assert store._wal.stat().st_size > 0
+        os._exit(0)  # no close, no checkpoint
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    reopened = KuzuGraphStore(crashed, engine=ENGINE, buffer_pool_mb=128)
+    try:
+        assert _stored(reopened, "kept") == expected
+        uv = reopened.get_entity("entity:tool:uv")
+        assert uv is not None
+        assert uv.mention_count == 80
+    finally:
+        reopened.close()
 
 
 def test_bulk_write_refuses_a_slug_already_stored(graph: CypherGraphStore) -> None:
@@ -854,7 +879,10 @@ def test_bulk_write_refuses_a_slug_already_stored(graph: CypherGraphStore) -> No
     twice = [_bulk_memory(n, "twice") for n in range(80)] + [_bulk_memory(5, "twice")]
     with pytest.raises(StorageError, match="twice-005 is already stored"):
         graph.upsert_memories(twice, new=True)
-    assert graph.count_memories() == 1  # both writes rolled back whole
+    for few in ([memory("taken-001")], [memory("few-1"), memory("taken-001")]):
+        with pytest.raises(StorageError, match="taken-001 is already stored"):
+            graph.upsert_memories(few, new=True)
+    assert graph.count_memories() == 1  # every write rolled back whole
 
 
 def test_mentioning_and_related_are_read_again_after_every_write(graph: CypherGraphStore) -> None:

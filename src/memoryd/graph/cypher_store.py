@@ -288,13 +288,8 @@ class CypherGraphStore(CypherReads, CoMentionWrites):
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
         """Write memory nodes: created when `new`, else merged by slug."""
-        verb = "CREATE" if new else "MERGE"
-        _each(
-            conn,
-            f"UNWIND $rows AS r {verb} (m:Memory {{slug: r.slug}}) " + _MEMORY_SET.format(p="r."),
-            f"{verb} (m:Memory {{slug: $slug}}) " + _MEMORY_SET.format(p="$"),
-            mems,
-        )
+        query = _MEMORY_NEW if new else "MERGE (m:Memory {{slug: {p}slug}}) " + _MEMORY_SET
+        _each(conn, "UNWIND $rows AS r " + query.format(p="r."), query.format(p="$"), mems)
 
     def _link(self, conn: Any, memories: Sequence[Memory], *, new: bool = False) -> bool:
         """Rewrite the memories' SUPERSEDES and PROMOTED_FROM edges (`new`: memories just
@@ -561,6 +556,13 @@ _MEMORY_SET = (
     " m.tags = CAST({p}tags AS STRING[]), m.triggers = CAST({p}triggers AS STRING[]),"
     " m.dura = CAST({p}dura AS STRING), m.sensitive = CAST({p}sensitive AS BOOLEAN),"
     " m.promoted_from = CAST({p}promoted_from AS STRING), m.path = {p}path"
+)
+# A new memory's columns in its CREATE: one insert, where CREATE then SET logged an update of
+# each column too (kuzu's WAL of a 5,000 batch's memories: 9.4 MB, 5.0 MB so).
+_MEMORY_NEW = (
+    "CREATE (m:Memory {{slug: {p}slug, "
+    + _MEMORY_SET.removeprefix("SET ").replace("m.", "").replace(" = ", ": ")
+    + "}})"
 )
 _ENTITY_NEW = (
     "MERGE (e:Entity {{id: {p}id}}) ON CREATE SET e.name = {p}name, e.type = {p}type,"

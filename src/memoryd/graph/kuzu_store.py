@@ -23,9 +23,7 @@ Kuzu's own statements. The engine-neutral half (reads, traversals, the supersede
 
 from __future__ import annotations
 
-import functools
 import importlib
-import importlib.util
 import logging
 import re
 import sys
@@ -42,9 +40,6 @@ from memoryd.graph.co_mentions import KuzuCoMentions
 from memoryd.graph.cypher_reads import KEYED_ROWS, _each
 from memoryd.graph.cypher_store import CypherGraphStore
 from memoryd.graph.kuzu_support import (
-    _MEMORY_COPY,
-    _SLUGS_STORED,
-    COPY_ROWS,
     MIGRATIONS,
     SCHEMA_VERSION,
     WRITER_BUDGET,
@@ -52,7 +47,6 @@ from memoryd.graph.kuzu_support import (
     ColumnRows,
     KeptStatements,
     Yielding,
-    _copy,
     _copy_private,
     _values_in,
     engine_error,
@@ -72,7 +66,6 @@ from memoryd.native import courtesy, heap_cleared, yielding
 from memoryd.private import make_private_dir
 
 __all__ = [
-    "COPY_ROWS",
     "DB_FILE",
     "ENGINES",
     "MIGRATIONS",
@@ -94,6 +87,7 @@ _MIB = 1024 * 1024
 READER_BUDGET = 4096
 """Parameter values a read connection takes before it is replaced (`_reader`)."""
 _SKIP = re.compile(r"\bSKIP\b", re.IGNORECASE)
+_TAKEN = re.compile(r"duplicated primary key value (.*), which violates")
 
 
 def load_engine(name: str) -> ModuleType:
@@ -116,13 +110,6 @@ def load_engine(name: str) -> ModuleType:
                 "graph engine 'kuzu' is not installed", hint="pip install memoryd"
             ) from exc
         raise MissingExtra(f"graph.engine = {name!r}", name, name) from exc
-
-
-@functools.cache
-def _has_arrow() -> bool:
-    """Whether pyarrow is installed (the `notebooks` extra): a bulk write goes in by COPY from
-    an Arrow table then, else by UNWIND like a small one (the base install has no pyarrow)."""
-    return importlib.util.find_spec("pyarrow") is not None
 
 
 class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
@@ -443,27 +430,22 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         )
 
     def _write_memories(self, conn: Any, mems: list[dict[str, Any]], *, new: bool) -> None:
-        if new and len(mems) >= COPY_ROWS and _has_arrow():
-            self._copy_memories(conn, mems)
-            return
-        super()._write_memories(conn, mems, new=new)
-
-    def _copy_memories(self, conn: Any, mems: list[dict[str, Any]]) -> None:
-        """New memories by COPY from an Arrow table: converting a list parameter row by row
-        cost the engine more than everything else in a bulk write (measured:
-        bench/RESULTS.md). COPY does not look for the slugs already stored
-        (kuzu 0.11.3 stores a second node under the same primary key), so this does."""
-        slugs = [m["slug"] for m in mems]
-        taken = {row[0] for row in self._collect(conn, _SLUGS_STORED, {"slugs": slugs})}
-        taken.update(slug for slug, n in Counter(slugs).items() if n > 1)
-        if taken:
+        """New memories go in by UNWIND CREATE, their rows as typed columns (`ColumnRows`),
+        never by COPY: kuzu 0.11.3 keeps a COPY's rows in memory only and checkpoints at its
+        COMMIT, so every bulk write paid a whole checkpoint (re-laying the hub entities'
+        edges, ~0.4-1 s at 100k memories; bench/RESULTS.md, s-commit), where a CREATE goes to
+        the WAL and is checkpointed with the writes after it (`_transaction`)."""
+        try:
+            super()._write_memories(conn, mems, new=new)
+        except RuntimeError as exc:
+            taken = _TAKEN.search(str(exc))
+            if not new or taken is None:
+                raise
+            # A slug stored already or twice in the batch: the engine's check, named here.
             raise StorageError(
-                f"graph at {self.path}: memory {min(taken)} is already stored",
+                f"graph at {self.path}: memory {taken[1]} is already stored",
                 hint="a new memory needs a slug of its own",
-            )
-        _copy(
-            conn, "Memory", [(name, kind, [m[name] for m in mems]) for name, kind in _MEMORY_COPY]
-        )
+            ) from exc
 
     def _concat(self, first: str, second: str) -> str:
         return f"list_concat({first}, {second})"

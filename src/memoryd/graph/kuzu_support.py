@@ -12,7 +12,7 @@ import re
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -86,34 +86,6 @@ MIGRATIONS: list[list[str]] = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-COPY_ROWS = 64
-"""A write of at least this many new memories goes in by COPY; fewer by UNWIND,
-which needs no pyarrow import (a single `memoryd record` stays quick)."""
-_MEMORY_COPY = (
-    ("slug", "string"),
-    ("type", "string"),
-    ("scope_hash", "string"),
-    ("title", "string"),
-    ("body", "string"),
-    ("source", "string"),
-    ("created_at", "timestamp"),
-    ("updated_at", "timestamp"),
-    ("ttl_days", "int64"),
-    ("decay_state", "string"),
-    ("recall_count", "int64"),
-    ("last_recalled_at", "timestamp"),
-    ("fingerprint", "string"),
-    ("category", "string"),
-    ("tags", "string[]"),
-    ("triggers", "string[]"),
-    ("dura", "string"),
-    ("sensitive", "bool"),
-    ("promoted_from", "string"),
-    ("path", "string"),
-)
-"""The Memory columns `_memory_params` fills, with their Arrow types (`_copy`)."""
-_SLUGS_STORED = "UNWIND $slugs AS s MATCH (m:Memory {slug: s}) RETURN m.slug"
-
 
 class CheckpointGate:
     """Reads share the store; a checkpoint has it alone.
@@ -182,25 +154,6 @@ def engine_error(exc: Exception, path: Path) -> StorageError:
     return StorageError(f"graph error at {path}: {text}")
 
 
-def _copy(conn: Any, table: str, columns: Sequence[tuple[str, str, list[Any]]]) -> None:
-    """COPY rows into the node `table` from an Arrow table built column by column (name, type,
-    values). Arrow, not pandas: COPY from pandas with null strings corrupts memory (DESIGN.md
-    §4)."""
-    import pyarrow as pa
-
-    types = {
-        "string": pa.string(),
-        "double": pa.float64(),
-        "int64": pa.int64(),
-        "bool": pa.bool_(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-        "string[]": pa.list_(pa.string()),
-    }
-    rows = pa.table({name: pa.array(values, types[kind]) for name, kind, values in columns})
-    listed = ", ".join(name for name, _, _ in columns)
-    conn.execute(f"COPY {table} ({listed}) FROM $rows", {"rows": rows})
-
-
 def _values_in(params: Mapping[str, Any] | None) -> int:
     """How many values a statement's parameters hold (a list counts its items, a row of a
     list its fields), for `READER_BUDGET`."""
@@ -259,14 +212,24 @@ def as_columns(query: str, params: Mapping[str, Any]) -> tuple[str, dict[str, An
             return None
     types = []
     for column in columns:
-        kind = _COLUMN_TYPES.get(frozenset(type(v) for v in column) - {type(None)})
-        if kind is None:  # a list, a date, a mix of kinds: as rows
+        kind = _column_type(column)
+        if kind is None:  # a date, a list of numbers, a mix of kinds: as rows
             return None
         types.append(kind)
     out = {k: v for k, v in params.items() if k != name}
     for i, column in enumerate(columns):
         out[f"{name}__{i}"] = column
     return _column_prelude(name, var, keys, tuple(types)) + query[found.end() :], out
+
+
+def _column_type(column: list[Any]) -> str | None:
+    """The engine type a column's values are cast to (`_COLUMN_TYPES`; "" for its own), or
+    None when it has none: a list of strings is `STRING[]` (a memory's tags and triggers)."""
+    kinds = frozenset(type(v) for v in column) - {type(None)}
+    if kinds != {list}:
+        return _COLUMN_TYPES.get(kinds)
+    items = frozenset(type(item) for value in column if value is not None for item in value)
+    return "STRING[]" if items <= {str} else None
 
 
 @functools.lru_cache(maxsize=64)
