@@ -274,9 +274,9 @@ def test_a_call_past_bulk_batch_has_the_worker_extract_each_batch_beside_the_wri
     seen: list[str] = []
     extract, write = svc._extract, svc.graph.upsert_memories
 
-    def _extract(memories: list[Memory], *rest: Any) -> None:
+    def _extract(memories: list[Memory], *rest: Any, **kw: Any) -> None:
         seen.append(f"extract {len(memories)}")
-        extract(memories, *rest)
+        extract(memories, *rest, **kw)
 
     def upsert(batch: list[Memory], **kwargs: Any) -> None:
         if kwargs.get("new") and not any(s.startswith("write") for s in seen):
@@ -317,11 +317,11 @@ def test_an_extraction_that_fails_ahead_leaves_the_batches_before_written(
     extract = svc._extract
     calls: list[int] = []
 
-    def _extract(memories: list[Memory], *known: Any) -> None:
+    def _extract(memories: list[Memory], *known: Any, **kw: Any) -> None:
         calls.append(len(memories))
         if len(calls) == 2:
             raise StorageError("the extraction of the second batch broke")
-        extract(memories, *known)
+        extract(memories, *known, **kw)
 
     monkeypatch.setattr(svc, "_extract", _extract)
     batch = drafts(project, 30)
@@ -346,8 +346,8 @@ def test_a_write_that_fails_while_the_next_batch_is_extracted_leaves_nothing_of_
     extract = svc._extract
     ended: list[int] = []
 
-    def _extract(memories: list[Memory], *known: Any) -> None:
-        extract(memories, *known)
+    def _extract(memories: list[Memory], *known: Any, **kw: Any) -> None:
+        extract(memories, *known, **kw)
         ended.append(len(memories))
 
     def broken(batch: list[object], **_: object) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.models import Frontmatter, Predicate, RelationRef
 from memoryd.redact import fields, redact
 from memoryd.redact.fields import one_batch, redact_field
 
@@ -81,3 +82,64 @@ def test_a_span_two_rules_find_is_named_alike_in_every_process() -> None:
         for seed in range(1, 9)
     }
     assert len(outputs) == 1
+
+
+def test_a_slug_is_cleaned_once_in_a_batch_as_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_prepare` cleans a memory's slug and the cleaning after extraction meets it again:
+    inside `one_batch` the second time is the first's result, and nothing is kept after."""
+    slugs = ["2026-05-18-use-solid-3f9a1c", f"deploy-key-{'ghp_' + 'a1B2c3D4e5F6g7H8i9J0' * 2}"]
+    want = [fields.clean_slug(s) for s in slugs]
+    assert want[0] == slugs[0]
+    assert want[1] != slugs[1]  # the token is gone
+    calls: list[str] = []
+
+    def counting(slug: str) -> str:
+        calls.append(slug)
+        return clean_slug(slug)
+
+    clean_slug = fields._clean_slug
+    monkeypatch.setattr(fields, "_clean_slug", counting)
+    with one_batch():
+        assert [fields.clean_slug(s) for s in slugs * 3] == want * 3
+        memo = fields._SLUGS.get()
+    assert calls == slugs
+    assert memo == {}
+    assert fields._SLUGS.get() is None
+
+
+def _meta(**extra: object) -> Frontmatter:
+    return Frontmatter.model_validate(
+        {
+            "title": "Use Solid",
+            "slug": "2026-05-18-use-solid-3f9a1c",
+            "type": "decision",
+            "scope_hash": "0" * 12,
+            "source": "cli",
+            "created_at": "2026-05-18T10:00:00Z",
+            "tags": ["web"],
+            **extra,
+        }
+    )
+
+
+def test_clean_facts_is_clean_meta_of_a_cleaned_frontmatter_with_facts_added() -> None:
+    """After extraction adds observations and relations to a cleaned frontmatter, cleaning
+    only those is the whole `clean_meta`: the same object when they hold no secret, the
+    same redacted copy when one does."""
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    meta = fields.clean_meta(_meta())
+    plain = meta.model_copy(deep=True)
+    plain.observations = ["tool:solid"]
+    plain.relations = [
+        RelationRef(predicate=Predicate.MENTIONS, object="tool:react", confidence=0.5)
+    ]
+    assert fields.clean_facts(plain) is plain
+    assert fields.clean_meta(plain) is plain
+    for secret in (
+        {"observations": [f"tool:{token}"]},
+        {"relations": [RelationRef(predicate=Predicate.USES, object="tool:solid", label=token)]},
+    ):
+        dirty = meta.model_copy(update=secret)
+        cleaned = fields.clean_facts(dirty)
+        assert cleaned == fields.clean_meta(dirty)
+        assert token not in cleaned.model_dump_json()

@@ -64,7 +64,7 @@ from memoryd.models import (
 from memoryd.recall import EntityMatcher, RecallConfig, VectorStage
 from memoryd.recall.entities import build_matcher
 from memoryd.recall.granted import Held, ScopeView, ScopeViews
-from memoryd.redact.fields import clean_meta, clean_proposal
+from memoryd.redact.fields import clean_facts, clean_meta, clean_proposal
 from memoryd.scope import resolve_scope, scope_hash_of_path
 from memoryd.search.index import SearchIndex
 from memoryd.sensitive.envelope import ScopeKey
@@ -469,11 +469,11 @@ class ServiceCore(Writes):
         memories: Sequence[Memory],
         known: list[KnownEntity] | None = None,
         after: threading.Event | None = None,
+        prepared: bool = False,
     ) -> None:
-        """Fill observations and relations from the text (spaCy rules, then the LLM if set)
-        against `known` (default: the graph's entities now) into the frontmatter (`reindex`
-        rebuilds the same graph); `after`: `Extractor.extract_many`. A sensitive memory is
-        extracted here only (the graph keeps a skeleton); the LLM sees it if `allow_sensitive`."""
+        """Fill observations and relations from the text (spaCy rules, then the LLM if set:
+        a sensitive memory's if `allow_sensitive`) against `known` (default: the graph's now);
+        `after`: `Extractor.extract_many`; `prepared`: `_prepare`'s, only additions cleaned."""
         if self.extractor is None or not memories:
             return
         known = self._known_entities() if known is None else known
@@ -496,7 +496,7 @@ class ServiceCore(Writes):
                     logger.warning("LLM extraction failed for %s: %s", memory.slug, exc)
             apply_extraction(memory, found, self._merged_into())
             if memory.meta.observations or memory.meta.relations:
-                memory.meta = clean_meta(memory.meta)  # entity names, relation labels
+                memory.meta = (clean_facts if prepared else clean_meta)(memory.meta)
 
     def _record_in_scope(self, draft: MemoryDraft, scope_hash: str) -> Memory:
         """Record one memory into a scope known by its hash (a promotion's), not by a path."""
@@ -510,7 +510,7 @@ class ServiceCore(Writes):
         memory = self._prepare(draft, scope, utcnow())
         self._refuse_duplicates([memory], [draft])
         self._check_links(memory)
-        self._extract([memory])
+        self._extract([memory], prepared=True)
         self._ensure_scope(scope)
         self._write_batch([memory], sync_each=True)
         self._judge_written([memory], use_llm=True)  # a promotion writes a long-term memory

@@ -91,7 +91,7 @@ class Ingest(ServiceCore):
             # known now.
             ahead = bulk and len(batches) > 1 and self.extractor is not None
             known = self._known_entities() if ahead else None
-            self._extract(batches[0] if ahead else memories, known)
+            self._extract(batches[0] if ahead else memories, known, prepared=True)
         for info in {s.scope_hash: s for s in scopes.values()}.values():
             self._ensure_scope(info)
         if not bulk and len(memories) == 1:
@@ -151,7 +151,7 @@ class Ingest(ServiceCore):
         def extract() -> None:
             try:
                 with one_batch():
-                    self._extract(following, known, written)
+                    self._extract(following, known, written, prepared=True)
             except BaseException as exc:  # raised in the caller's thread, below
                 failed.append(exc)
 

@@ -31,21 +31,27 @@ from memoryd.redact import clean_slug as _clean_slug
 from memoryd.redact import redact, redact_json
 
 _BATCH: ContextVar[dict[str, str] | None] = ContextVar("memoryd_redact_batch", default=None)
+_SLUGS: ContextVar[dict[str, str] | None] = ContextVar("memoryd_redact_slugs", default=None)
 
 
 @contextmanager
 def one_batch() -> Iterator[None]:
     """While a batch of memories is prepared, a text met twice is redacted once: the tags,
     source and entity ids an import repeats on every memory, and a title `_prepare` redacted
-    before `clean_meta` sees it again. `redact` is a function of its text, so the result is
-    the same; the texts are dropped when the batch is prepared (no plaintext outlives it)."""
+    before `clean_meta` sees it again; a slug likewise (`clean_slug`: the one `_prepare`
+    cleaned is cleaned again with the entities extraction adds). `redact` and `clean_slug`
+    are functions of their text, so the result is the same; the texts are dropped when the
+    batch is prepared (no plaintext outlives it)."""
     memo: dict[str, str] = {}
-    token = _BATCH.set(memo)
+    slugs: dict[str, str] = {}
+    token, slug_token = _BATCH.set(memo), _SLUGS.set(slugs)
     try:
         yield
     finally:
+        _SLUGS.reset(slug_token)
         _BATCH.reset(token)
         memo.clear()
+        slugs.clear()
 
 
 def redact_field(text: str) -> str:
@@ -60,9 +66,16 @@ def redact_field(text: str) -> str:
 
 
 def clean_slug(slug: str) -> str:
-    """`redact.clean_slug`, and a slug memoryd accepts (else `redacted`)."""
-    out = _clean_slug(slug)
-    return out if out == slug or SLUG_RE.match(out) else "redacted"
+    """`redact.clean_slug`, and a slug memoryd accepts (else `redacted`); once per slug
+    inside `one_batch`."""
+    memo = _SLUGS.get()
+    out = None if memo is None else memo.get(slug)
+    if out is None:
+        out = _clean_slug(slug)
+        out = out if out == slug or SLUG_RE.match(out) else "redacted"
+        if memo is not None:
+            memo[slug] = out
+    return out
 
 
 def _ref(value: str | None) -> str | None:
@@ -124,6 +137,16 @@ def clean_meta(meta: Frontmatter) -> Frontmatter:
         return meta
     data = {**meta.model_dump(), **changed, **cleaned_extra}
     return Frontmatter.model_validate(data)
+
+
+def clean_facts(meta: Frontmatter) -> Frontmatter:
+    """`clean_meta` of a frontmatter `clean_meta` made, to which extraction then added
+    observations and relations: only those two are read (the rest is clean already, and
+    `clean_meta` is idempotent); when one of them holds a secret, the whole `clean_meta`."""
+    observations = list(dict.fromkeys(_ref(o) or o for o in meta.observations))
+    if observations == meta.observations and all(_relation(r) is r for r in meta.relations):
+        return meta
+    return clean_meta(meta)
 
 
 def clean_memory(memory: Memory) -> Memory:
