@@ -54,16 +54,3 @@ class LazyPattern:
 
     def findall(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
         return self._compiled().findall(text, pos, endpos)
-
-
-KINDS = (
-    "private_key",
-    "password",
-    "url_credential",
-    "aws_secret_key",
-    "bearer_token",
-    "auth_header",
-    "secret",
-    "high_entropy",
-)
-"""The kinds of this module's own rules; gitleaks' rule ids are kinds too."""
