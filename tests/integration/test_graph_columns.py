@@ -5,7 +5,7 @@ be what the rows stored."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -126,13 +126,8 @@ QUERY = (
 )
 
 
-def test_columns_read_back_as_the_rows_did(tmp_path: Path) -> None:
-    rows = _rows(COLUMN_ROWS + 5)
-    rewritten = as_columns(QUERY, {"rows": rows})
-    assert rewritten is not None
-    query, params = rewritten
-    assert "rows" not in params
-    assert all(isinstance(v, list) and not isinstance(v[0], dict) for v in params.values())
+def _runner(tmp_path: Path) -> Callable[[str, dict[str, Any]], list[Any]]:
+    """A query runner on a new kuzu database: every row a statement returns."""
     conn = kuzu.Connection(kuzu.Database(str(tmp_path / "g")))
 
     def run(q: str, p: dict[str, Any]) -> list[Any]:
@@ -143,6 +138,17 @@ def test_columns_read_back_as_the_rows_did(tmp_path: Path) -> None:
             out.append(result.get_next())
         return out
 
+    return run
+
+
+def test_columns_read_back_as_the_rows_did(tmp_path: Path) -> None:
+    rows = _rows(COLUMN_ROWS + 5)
+    rewritten = as_columns(QUERY, {"rows": rows})
+    assert rewritten is not None
+    query, params = rewritten
+    assert "rows" not in params
+    assert all(isinstance(v, list) and not isinstance(v[0], dict) for v in params.values())
+    run = _runner(tmp_path)
     assert run(query, params) == run(QUERY, {"rows": rows})
 
 
@@ -156,16 +162,7 @@ def test_lists_of_strings_read_back_as_the_rows_did(tmp_path: Path) -> None:
     query = "UNWIND $rows AS r WITH CAST(r.tags AS STRING[]) AS tags, r.s AS s RETURN tags, s"
     rewritten = as_columns(query, {"rows": rows})
     assert rewritten is not None
-    conn = kuzu.Connection(kuzu.Database(str(tmp_path / "g")))
-
-    def run(q: str, p: dict[str, Any]) -> list[Any]:
-        result = conn.execute(q, p)
-        assert isinstance(result, kuzu.QueryResult)
-        out = []
-        while result.has_next():
-            out.append(result.get_next())
-        return out
-
+    run = _runner(tmp_path)
     assert run(*rewritten) == run(query, {"rows": rows})
     assert [row[0] for row in run(*rewritten)[1:3]] == [["t0"], ["t0", "t1"]]
 
