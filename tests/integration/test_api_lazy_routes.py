@@ -19,23 +19,14 @@ from memoryd.api.runner import ServiceRunner
 from memoryd.api.security import LocalOnly
 from memoryd.config import Settings
 from memoryd.service import MemoryService
-from memoryd.wiring import open_service
 
 
 @pytest.fixture
-def service(settings: Settings) -> Iterator[MemoryService]:
-    svc = open_service(settings)
-    try:
-        yield svc
-    finally:
-        svc.close()
-
-
-@pytest.fixture
-def app(service: MemoryService, settings: Settings) -> Iterator[FastAPI]:
+def app(svc: object, settings: Settings) -> Iterator[FastAPI]:
+    assert isinstance(svc, MemoryService)
     runner = ServiceRunner()
     try:
-        yield create_app(service, runner, settings=settings)
+        yield create_app(svc, runner, settings=settings)
     finally:
         runner.close()
 
