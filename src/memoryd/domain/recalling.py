@@ -272,8 +272,7 @@ class Recalling(ServiceCore):
     def _load_recall_tables(self) -> None:
         """Build the entity matcher (and load the kinds of things) with the collector held
         off (`fewer_collections`): they are kept for the process, and a full collection in the
-        middle of their loading walked every object the process holds, ~20 ms of an embedded
-        first recall (bench/RESULTS.md)."""
+        middle of their loading walked every object the process holds (bench/RESULTS.md)."""
         with fewer_collections():
             self._entity_matcher()
             load_hyponyms()

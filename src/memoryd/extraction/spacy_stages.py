@@ -69,8 +69,8 @@ def blank_pipeline(lang: str) -> Any:
 def _lower_only(vocab: Any) -> None:
     """New lexemes get their LOWER and nothing more: the phrase matchers compare ORTH (the
     string) or LOWER, and nothing reads a blank pipeline's other lexical attributes (stop
-    word, shape, like_num, norm ... 22 getters, ~8 µs of the ~10 a new string costs, and a
-    text brings new strings: numbers, paths, names)."""
+    word, shape, like_num, norm ...: most of what a new string costs, and a text brings new
+    strings: numbers, paths, names)."""
     from spacy.attrs import LOWER
 
     vocab.lex_attr_getters = {LOWER: vocab.lex_attr_getters[LOWER]}

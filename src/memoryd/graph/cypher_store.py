@@ -558,7 +558,7 @@ _MEMORY_SET = (
     " m.promoted_from = CAST({p}promoted_from AS STRING), m.path = {p}path"
 )
 # A new memory's columns in its CREATE: one insert, where CREATE then SET logged an update of
-# each column too (kuzu's WAL of a 5,000 batch's memories: 9.4 MB, 5.0 MB so).
+# each column too (about twice the WAL a batch writes; bench/RESULTS.md).
 _MEMORY_NEW = (
     "CREATE (m:Memory {{slug: {p}slug, "
     + _MEMORY_SET.removeprefix("SET ").replace("m.", "").replace(" = ", ": ")

@@ -433,8 +433,8 @@ class KuzuGraphStore(KuzuCoMentions, CypherGraphStore):
         """New memories go in by UNWIND CREATE, their rows as typed columns (`ColumnRows`),
         never by COPY: kuzu 0.11.3 keeps a COPY's rows in memory only and checkpoints at its
         COMMIT, so every bulk write paid a whole checkpoint (re-laying the hub entities'
-        edges, ~0.4-1 s at 100k memories; bench/RESULTS.md, s-commit), where a CREATE goes to
-        the WAL and is checkpointed with the writes after it (`_transaction`)."""
+        edges; bench/RESULTS.md), where a CREATE goes to the WAL and is checkpointed with
+        the writes after it (`_transaction`)."""
         try:
             super()._write_memories(conn, mems, new=new)
         except RuntimeError as exc:
